@@ -1,0 +1,36 @@
+# Developer entry points. `make test` is what CI runs (.ci/run).
+CARGO ?= cargo
+BIN := target/release/kustomize-controller
+IMAGE ?= kustomize-controller:dev
+
+.PHONY: build test fmt-check clippy crds bench bench-build e2e image
+
+build:
+	$(CARGO) build --release
+
+# Formatting, lints and every test (unit + the single integration binary).
+test: fmt-check clippy
+	$(CARGO) test --all-targets
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	$(CARGO) clippy --all-targets -- -D warnings
+
+# Regenerate the committed CRD from the Rust types.
+crds:
+	$(CARGO) run --quiet -- crds > crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml
+
+# Build benchmarks; see bench/README.md.
+bench: bench-build
+
+bench-build: build
+	python3 bench/build.py --binary $(BIN)
+
+# End-to-end scenarios need a Docker engine and kind; see e2e/README.md.
+e2e:
+	bash e2e/run.sh
+
+image:
+	docker build -t $(IMAGE) .

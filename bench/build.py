@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Build benchmark: our `build` against `kubectl kustomize` on generated workloads.
+
+Generates the presets of ../shared/bench/gen_workload.py, builds each with our binary and,
+when kubectl is on PATH, with `kubectl kustomize`, and prints CPU time (user+sys), wall
+time and peak RSS of each, their ratios, and whether the outputs are byte-identical.
+Measurements come from wait4() of each child, so nothing else on the machine is counted.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GENERATOR = os.path.join(HERE, "..", "..", "shared", "bench", "gen_workload.py")
+
+
+def measure(argv):
+    """Runs argv; returns (exit code, stdout bytes, stderr text, cpu s, wall s, peak RSS MiB)."""
+    start = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read().decode(errors="replace")
+    code = os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
+    return code, stdout, stderr, cpu, wall, usage.ru_maxrss / 1024.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--binary", default="target/release/kustomize-controller")
+    ap.add_argument("--presets", default="medium,wide")
+    ap.add_argument("--runs", type=int, default=3, help="best of N runs for each tool")
+    args = ap.parse_args()
+    if not os.path.isfile(GENERATOR):
+        sys.exit(f"generator not found at {GENERATOR}: the shared/ folder must sit beside the repository")
+    kubectl = shutil.which("kubectl")
+    failed = False
+    with tempfile.TemporaryDirectory() as root:
+        for preset in args.presets.split(","):
+            tree = os.path.join(root, preset)
+            subprocess.run([sys.executable, GENERATOR, "--preset", preset, tree], check=True, stdout=subprocess.DEVNULL)
+            tools = [("ours", [args.binary, "build", tree])]
+            if kubectl:
+                tools.append(("kubectl", [kubectl, "kustomize", tree]))
+            results = {}
+            for name, argv in tools:
+                runs = [measure(argv) for _ in range(args.runs)]
+                code, stdout, stderr = runs[0][:3]
+                if code != 0:
+                    print(f"{preset}: {name} failed (exit {code}): {stderr.strip()[:500]}")
+                    failed = True
+                    continue
+                results[name] = (stdout, min(r[3] for r in runs), min(r[4] for r in runs), min(r[5] for r in runs))
+            for name, (stdout, cpu, wall, rss) in results.items():
+                objects = stdout.count(b"\n---\n") + 1 if stdout else 0
+                print(f"{preset:8} {name:8} cpu {cpu:8.3f}s  wall {wall:8.3f}s  peak RSS {rss:8.1f} MiB  objects {objects}")
+            if "ours" in results and "kubectl" in results:
+                ours, ref = results["ours"], results["kubectl"]
+                print(
+                    f"{preset:8} ratio    cpu {ref[1] / max(ours[1], 1e-6):7.1f}x less  "
+                    f"wall {ref[2] / max(ours[2], 1e-6):7.1f}x less  RSS {ours[3] / ref[3]:5.2f} of kubectl's  "
+                    f"output {'identical' if ours[0] == ref[0] else 'DIFFERENT'}"
+                )
+            elif not kubectl:
+                print(f"{preset:8} kubectl not on PATH: no reference measurement")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

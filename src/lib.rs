@@ -1,0 +1,16 @@
+//! kustomize-controller: a drop-in Rust replacement for the Flux kustomize-controller.
+//!
+//! The crate follows the reconcile pipeline, one module per stage, each with its own error
+//! type. Modules appear as their stage is built:
+//!
+//! - [`api`]: the `Kustomization` custom resource (types, CRD, inventory IDs, durations).
+//! - [`yaml`]: Kubernetes YAML in and kustomize-identical YAML out, shared by every stage.
+//! - [`kustomize`]: the embedded build engine (a pure library).
+//! - [`cli`]: the command line of the `kustomize-controller` binary.
+//!
+//! Planned stages: `source` (artifact fetch), `sops`, `substitute`, `apply`, `inventory`, `health`, `controller`, `metrics`.
+
+pub mod api;
+pub mod cli;
+pub mod kustomize;
+pub mod yaml;

@@ -1,0 +1,548 @@
+//! Writes JSON values as YAML exactly as kustomize prints them (go-yaml v3 via kyaml).
+//!
+//! Keys come out in the value's order (`serde_json::Map` sorts them, as kustomize does), with
+//! 2-space indentation and sequences level with their key. Strings choose among plain,
+//! single-quoted, double-quoted and literal block styles by libyaml's rules, long lines fold at
+//! column 80, and floats print as Go's `%g` after Go's JSON round trip.
+
+use serde_json::{Map, Number, Value};
+
+use super::scalar::needs_quotes;
+
+/// Lines are folded at the first space past this column, as libyaml's default width does.
+const BEST_WIDTH: usize = 80;
+const INDENT: usize = 2;
+
+/// One YAML document for `value`, ending in a newline.
+pub fn to_yaml_string(value: &Value) -> String {
+    let mut emitter = Emitter::default();
+    emitter.document(value);
+    emitter.out
+}
+
+/// Several documents separated by `---` lines, as `kustomize build` prints a resource list.
+pub fn documents_to_yaml_string<'a>(values: impl IntoIterator<Item = &'a Value>) -> String {
+    let mut emitter = Emitter::default();
+    for (i, value) in values.into_iter().enumerate() {
+        if i > 0 {
+            emitter.push("---\n");
+        }
+        emitter.document(value);
+    }
+    emitter.out
+}
+
+#[derive(Default)]
+struct Emitter {
+    out: String,
+    /// Characters written since the last line break; folding decisions depend on it.
+    column: usize,
+}
+
+impl Emitter {
+    fn push(&mut self, text: &str) {
+        match text.rfind('\n') {
+            Some(i) => self.column = text[i + 1..].chars().count(),
+            None => self.column += text.chars().count(),
+        }
+        self.out.push_str(text);
+    }
+
+    fn push_char(&mut self, c: char) {
+        if c == '\n' {
+            self.column = 0;
+        } else {
+            self.column += 1;
+        }
+        self.out.push(c);
+    }
+
+    fn indent_to(&mut self, indent: usize) {
+        for _ in 0..indent {
+            self.out.push(' ');
+        }
+        self.column += indent;
+    }
+
+    fn document(&mut self, value: &Value) {
+        match value {
+            Value::Object(map) if !map.is_empty() => self.mapping(map, 0, false),
+            Value::Array(items) if !items.is_empty() => self.sequence(items, 0, false),
+            scalar => {
+                self.scalar(scalar, 0);
+                self.push_char('\n');
+            }
+        }
+    }
+
+    /// A block mapping whose keys sit at `indent`; when `inline_first`, the first key
+    /// continues the current line (after a sequence dash).
+    fn mapping(&mut self, map: &Map<String, Value>, indent: usize, inline_first: bool) {
+        for (i, (key, value)) in map.iter().enumerate() {
+            if i > 0 || !inline_first {
+                self.indent_to(indent);
+            }
+            self.string(key, indent, true);
+            self.push_char(':');
+            match value {
+                Value::Object(inner) if !inner.is_empty() => {
+                    self.push_char('\n');
+                    self.mapping(inner, indent + INDENT, false);
+                }
+                Value::Array(items) if !items.is_empty() => {
+                    self.push_char('\n');
+                    self.sequence(items, indent, false);
+                }
+                scalar => {
+                    self.push_char(' ');
+                    self.scalar(scalar, indent);
+                    self.end_line();
+                }
+            }
+        }
+    }
+
+    /// A block sequence whose dashes sit at `indent`.
+    fn sequence(&mut self, items: &[Value], indent: usize, inline_first: bool) {
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 || !inline_first {
+                self.indent_to(indent);
+            }
+            self.push("- ");
+            match item {
+                Value::Object(map) if !map.is_empty() => self.mapping(map, indent + INDENT, true),
+                Value::Array(inner) if !inner.is_empty() => {
+                    self.sequence(inner, indent + INDENT, true)
+                }
+                scalar => {
+                    self.scalar(scalar, indent);
+                    self.end_line();
+                }
+            }
+        }
+    }
+
+    /// Literal blocks end on a fresh line already; everything else needs a line break.
+    fn end_line(&mut self) {
+        if self.column != 0 {
+            self.push_char('\n');
+        }
+    }
+
+    /// A scalar or empty collection; `indent` is the indentation of the owning key or dash,
+    /// continuation lines and block content go two columns deeper.
+    fn scalar(&mut self, value: &Value, indent: usize) {
+        match value {
+            Value::Null => self.push("null"),
+            Value::Bool(b) => self.push(if *b { "true" } else { "false" }),
+            Value::Number(n) => self.push(&format_number(n)),
+            Value::String(s) => self.string(s, indent, false),
+            Value::Array(_) => self.push("[]"),
+            Value::Object(_) => self.push("{}"),
+        }
+    }
+
+    fn string(&mut self, s: &str, indent: usize, is_key: bool) {
+        let continuation = indent + INDENT;
+        let traits = analyze(s);
+        let style = if s.contains('\n') && !is_key && traits.block_allowed {
+            Style::Literal
+        } else if s.contains('\n') || needs_quotes(s) {
+            Style::DoubleQuoted
+        } else if traits.plain_allowed {
+            Style::Plain
+        } else if traits.single_quoted_allowed {
+            Style::SingleQuoted
+        } else {
+            Style::DoubleQuoted
+        };
+        let allow_breaks = !is_key;
+        match style {
+            Style::Plain => self.plain(s, continuation, allow_breaks),
+            Style::SingleQuoted => self.single_quoted(s, continuation, allow_breaks),
+            Style::DoubleQuoted => self.double_quoted(s, continuation, allow_breaks),
+            Style::Literal => self.literal(s, continuation),
+        }
+    }
+
+    fn plain(&mut self, s: &str, continuation: usize, allow_breaks: bool) {
+        let chars: Vec<char> = s.chars().collect();
+        let mut after_space = false;
+        for (i, &c) in chars.iter().enumerate() {
+            if c == ' ' {
+                let next_is_space = chars.get(i + 1) == Some(&' ');
+                if allow_breaks && !after_space && self.column > BEST_WIDTH && !next_is_space {
+                    self.push_char('\n');
+                    self.indent_to(continuation);
+                } else {
+                    self.push_char(c);
+                }
+                after_space = true;
+            } else {
+                self.push_char(c);
+                after_space = false;
+            }
+        }
+    }
+
+    fn single_quoted(&mut self, s: &str, continuation: usize, allow_breaks: bool) {
+        let chars: Vec<char> = s.chars().collect();
+        self.push_char('\'');
+        let mut after_space = false;
+        for (i, &c) in chars.iter().enumerate() {
+            if c == ' ' {
+                let next_is_space = chars.get(i + 1) == Some(&' ');
+                let inner = i > 0 && i + 1 < chars.len();
+                if allow_breaks
+                    && !after_space
+                    && self.column > BEST_WIDTH
+                    && inner
+                    && !next_is_space
+                {
+                    self.push_char('\n');
+                    self.indent_to(continuation);
+                } else {
+                    self.push_char(c);
+                }
+                after_space = true;
+            } else {
+                if c == '\'' {
+                    self.push_char('\'');
+                }
+                self.push_char(c);
+                after_space = false;
+            }
+        }
+        self.push_char('\'');
+    }
+
+    fn double_quoted(&mut self, s: &str, continuation: usize, allow_breaks: bool) {
+        let chars: Vec<char> = s.chars().collect();
+        self.push_char('"');
+        let mut after_space = false;
+        for (i, &c) in chars.iter().enumerate() {
+            if !is_printable(c) || is_break(c) || c == '"' || c == '\\' {
+                self.push(&escape(c));
+                after_space = false;
+            } else if c == ' ' {
+                let inner = i > 0 && i + 1 < chars.len();
+                if allow_breaks && !after_space && self.column > BEST_WIDTH && inner {
+                    self.push_char('\n');
+                    self.indent_to(continuation);
+                    if chars.get(i + 1) == Some(&' ') {
+                        self.push_char('\\');
+                    }
+                } else {
+                    self.push_char(c);
+                }
+                after_space = true;
+            } else {
+                self.push_char(c);
+                after_space = false;
+            }
+        }
+        self.push_char('"');
+    }
+
+    fn literal(&mut self, s: &str, content_indent: usize) {
+        self.push_char('|');
+        if s.starts_with([' ', '\n']) {
+            self.push(&INDENT.to_string());
+        }
+        let trailing_breaks = s.len() - s.trim_end_matches('\n').len();
+        match trailing_breaks {
+            0 => self.push_char('-'),
+            1 if s.len() > 1 => {}
+            _ => self.push_char('+'),
+        }
+        self.push_char('\n');
+        let mut at_line_start = true;
+        for c in s.chars() {
+            if c == '\n' {
+                self.push_char('\n');
+                at_line_start = true;
+            } else {
+                if at_line_start {
+                    self.indent_to(content_indent);
+                    at_line_start = false;
+                }
+                self.push_char(c);
+            }
+        }
+    }
+}
+
+enum Style {
+    Plain,
+    SingleQuoted,
+    DoubleQuoted,
+    Literal,
+}
+
+/// The style permissions libyaml's scalar analysis grants a string in block context.
+struct ScalarTraits {
+    plain_allowed: bool,
+    single_quoted_allowed: bool,
+    block_allowed: bool,
+}
+
+fn analyze(s: &str) -> ScalarTraits {
+    if s.is_empty() {
+        return ScalarTraits {
+            plain_allowed: false,
+            single_quoted_allowed: true,
+            block_allowed: false,
+        };
+    }
+    let chars: Vec<char> = s.chars().collect();
+    let mut indicators = s.starts_with("---") || s.starts_with("...");
+    let (mut leading_space, mut leading_break, mut trailing_space, mut trailing_break) =
+        (false, false, false, false);
+    let (mut break_space, mut space_break, mut special, mut line_breaks) =
+        (false, false, false, false);
+    let (mut previous_space, mut previous_break) = (false, false);
+    let mut preceded_by_whitespace = true;
+    for (i, &c) in chars.iter().enumerate() {
+        let followed_by_whitespace = chars.get(i + 1).is_none_or(|n| *n == ' ' || *n == '\t');
+        if i == 0 {
+            match c {
+                '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\'' | '"'
+                | '%' | '@' | '`' => indicators = true,
+                '?' | ':' | '-' if followed_by_whitespace => indicators = true,
+                _ => {}
+            }
+        } else {
+            match c {
+                ':' if followed_by_whitespace => indicators = true,
+                '#' if preceded_by_whitespace => indicators = true,
+                _ => {}
+            }
+        }
+        if !is_printable(c) {
+            special = true;
+        }
+        let last = i + 1 == chars.len();
+        if c == ' ' {
+            leading_space |= i == 0;
+            trailing_space |= last;
+            break_space |= previous_break;
+            previous_space = true;
+            previous_break = false;
+        } else if is_break(c) {
+            line_breaks = true;
+            leading_break |= i == 0;
+            trailing_break |= last;
+            space_break |= previous_space;
+            previous_space = false;
+            previous_break = true;
+        } else {
+            previous_space = false;
+            previous_break = false;
+        }
+        preceded_by_whitespace = matches!(c, ' ' | '\t') || is_break(c);
+    }
+    let mut plain_allowed = !indicators;
+    let mut single_quoted_allowed = true;
+    let mut block_allowed = true;
+    if leading_space || leading_break || trailing_space || trailing_break {
+        plain_allowed = false;
+    }
+    if trailing_space {
+        block_allowed = false;
+    }
+    if break_space {
+        plain_allowed = false;
+        single_quoted_allowed = false;
+    }
+    if space_break || special {
+        plain_allowed = false;
+        single_quoted_allowed = false;
+        block_allowed = false;
+    }
+    if line_breaks {
+        plain_allowed = false;
+    }
+    ScalarTraits {
+        plain_allowed,
+        single_quoted_allowed,
+        block_allowed,
+    }
+}
+
+/// libyaml's printable set: tab, CR, NEL, BOM and astral-plane characters are not.
+fn is_printable(c: char) -> bool {
+    matches!(c, '\n' | ' '..='~' | '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}')
+        && c != '\u{FEFF}'
+}
+
+fn is_break(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
+fn escape(c: char) -> String {
+    match c {
+        '\0' => "\\0".into(),
+        '\u{7}' => "\\a".into(),
+        '\u{8}' => "\\b".into(),
+        '\t' => "\\t".into(),
+        '\n' => "\\n".into(),
+        '\u{B}' => "\\v".into(),
+        '\u{C}' => "\\f".into(),
+        '\r' => "\\r".into(),
+        '\u{1B}' => "\\e".into(),
+        '"' => "\\\"".into(),
+        '\\' => "\\\\".into(),
+        '\u{85}' => "\\N".into(),
+        '\u{A0}' => "\\_".into(),
+        '\u{2028}' => "\\L".into(),
+        '\u{2029}' => "\\P".into(),
+        c if (c as u32) <= 0xFF => format!("\\x{:02X}", c as u32),
+        c if (c as u32) <= 0xFFFF => format!("\\u{:04X}", c as u32),
+        c => format!("\\U{:08X}", c as u32),
+    }
+}
+
+/// Numbers as kustomize prints them: integers exactly; floats as Go's JSON encoder writes them
+/// and go-yaml v3 reads them back, so integral floats below 1e21 become integers and the rest
+/// print in Go's shortest `%g` form (`1e-07`, `1.0000005e+06`).
+pub(crate) fn format_number(n: &Number) -> String {
+    if let Some(i) = n.as_i64() {
+        return i.to_string();
+    }
+    if let Some(u) = n.as_u64() {
+        return u.to_string();
+    }
+    let f = n.as_f64().unwrap_or(0.0);
+    if f.fract() == 0.0 && f.abs() < 1e21 {
+        if f >= i64::MIN as f64 && f < i64::MAX as f64 {
+            return (f as i64).to_string();
+        }
+        if f >= 0.0 && f < u64::MAX as f64 {
+            return (f as u64).to_string();
+        }
+    }
+    go_shortest_g(f)
+}
+
+/// Go's `strconv.FormatFloat(f, 'g', -1, 64)`.
+fn go_shortest_g(f: f64) -> String {
+    if f.is_nan() {
+        return "NaN".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
+    }
+    // Rust's `{:e}` gives the same shortest round-trip digits Go uses.
+    let sci = format!("{:e}", f.abs());
+    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let sign = if f.is_sign_negative() { "-" } else { "" };
+    if !(-4..6).contains(&exponent) {
+        let (first, rest) = digits.split_at(1);
+        let dot = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(".{rest}")
+        };
+        let exp_sign = if exponent < 0 { '-' } else { '+' };
+        return format!("{sign}{first}{dot}e{exp_sign}{:02}", exponent.abs());
+    }
+    if exponent < 0 {
+        let zeros = "0".repeat((-exponent - 1) as usize);
+        return format!("{sign}0.{zeros}{digits}");
+    }
+    let point = exponent as usize + 1;
+    if digits.len() <= point {
+        format!("{sign}{digits}{}", "0".repeat(point - digits.len()))
+    } else {
+        format!("{sign}{}.{}", &digits[..point], &digits[point..])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn floats_print_like_kustomize() {
+        let cases = [
+            (1000000.5, "1.0000005e+06"),
+            (0.0000001, "1e-07"),
+            (1e21, "1e+21"),
+            (1e20, "1e+20"),
+            (0.1, "0.1"),
+            (123456789.125, "1.23456789125e+08"),
+            (-0.0, "0"),
+            (1.0, "1"),
+            (1000.0, "1000"),
+            (1e19, "10000000000000000000"),
+            (0.5, "0.5"),
+            (123456.5, "123456.5"),
+            (0.0001, "0.0001"),
+            (-2.5, "-2.5"),
+        ];
+        for (f, text) in cases {
+            assert_eq!(format_number(&Number::from_f64(f).unwrap()), text, "{f}");
+        }
+    }
+
+    #[test]
+    fn layout_of_nested_collections() {
+        let value = json!({
+            "a": {"b": [1, {"c": "d", "e": []}, [2, 3]], "f": {}},
+            "g": "text"
+        });
+        let expected = "\
+a:
+  b:
+  - 1
+  - c: d
+    e: []
+  - - 2
+    - 3
+  f: {}
+g: text
+";
+        assert_eq!(to_yaml_string(&value), expected);
+    }
+
+    #[test]
+    fn string_styles() {
+        let cases = [
+            ("plain", "plain"),
+            ("yes", "\"yes\""),
+            ("- dash", "'- dash'"),
+            ("it's here: x", "'it''s here: x'"),
+            ("tab\there", "\"tab\\there\""),
+            ("emoji 😀", "\"emoji \\U0001F600\""),
+            ("x:", "'x:'"),
+            ("a #b", "'a #b'"),
+            ("a#b", "a#b"),
+            ("?x", "?x"),
+            ("", "\"\""),
+        ];
+        for (input, output) in cases {
+            assert_eq!(
+                to_yaml_string(&json!({ "k": input })),
+                format!("k: {output}\n"),
+                "{input:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn literal_blocks_and_chomping() {
+        assert_eq!(to_yaml_string(&json!({"k": "a\nb\n"})), "k: |\n  a\n  b\n");
+        assert_eq!(to_yaml_string(&json!({"k": "a\nb"})), "k: |-\n  a\n  b\n");
+        assert_eq!(to_yaml_string(&json!({"k": "a\n\n"})), "k: |+\n  a\n\n");
+        assert_eq!(to_yaml_string(&json!({"k": "\nb"})), "k: |2-\n\n  b\n");
+        assert_eq!(to_yaml_string(&json!({"k": "a \nb"})), "k: \"a \\nb\"\n");
+        assert_eq!(to_yaml_string(&json!(["x\ny\n"])), "- |\n  x\n  y\n");
+    }
+}

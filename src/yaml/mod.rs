@@ -1,0 +1,45 @@
+//! Kubernetes YAML: reading streams into JSON values and printing values as kustomize does.
+//!
+//! Every YAML byte the product reads or writes passes through here, so the scalar rules live
+//! in one place (`scalar`): which plain words are booleans, numbers, nulls or timestamps under
+//! the YAML 1.1 rules of sigs.k8s.io/yaml and the go-yaml v3 rules of kustomize's kyaml, and
+//! which strings must be quoted so that neither reads them back as something else. `parse`
+//! turns text into `serde_json::Value`s (JSON is the data model of the API server and of
+//! kustomize's own pipeline); `emit` prints values byte-for-byte as `kustomize build` does.
+
+mod emit;
+mod parse;
+mod scalar;
+
+pub use emit::{documents_to_yaml_string, to_yaml_string};
+pub use parse::{parse_documents, parse_single};
+pub use scalar::Schema;
+
+/// A YAML text that cannot become JSON values. Lines are 1-based; callers add the file name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum YamlError {
+    #[error("line {line}, column {column}: {message}")]
+    Syntax {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+
+    #[error("line {line}: mapping key {key:?} already defined")]
+    DuplicateKey { key: String, line: usize },
+
+    #[error("line {line}: {value:?} has no JSON representation")]
+    UnsupportedValue { value: String, line: usize },
+
+    #[error("line {line}: alias refers to an unknown anchor")]
+    UnknownAlias { line: usize },
+
+    #[error("line {line}: mapping keys must be scalars")]
+    ComplexKey { line: usize },
+
+    #[error("line {line}: '<<' merges a mapping or a list of mappings")]
+    InvalidMerge { line: usize },
+
+    #[error("expected one YAML document, found {count}")]
+    MultipleDocuments { count: usize },
+}

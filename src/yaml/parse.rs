@@ -1,0 +1,290 @@
+//! Reads YAML streams into JSON values with Kubernetes' scalar rules.
+//!
+//! granit-parser supplies the events; this module builds `serde_json::Value`s from them:
+//! plain scalars resolve by the chosen [`Schema`], quoted and block scalars are strings,
+//! anchors and aliases are expanded, `<<` merge keys are applied (explicit keys win), and a
+//! key repeated in one mapping is an error, as in go-yaml.
+
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap};
+
+use granit_parser::{Event, Parser, ScalarStyle, Tag};
+use serde_json::{Map, Value};
+
+use super::YamlError;
+use super::scalar::{Resolved, Schema, resolve_plain, to_json};
+
+/// Every document of a YAML stream, in order. Empty documents come back as `Value::Null`.
+pub fn parse_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlError> {
+    let mut builder = Builder {
+        schema,
+        anchors: HashMap::new(),
+        stack: Vec::new(),
+        documents: Vec::new(),
+    };
+    let mut parser = Parser::new_from_str(text);
+    while let Some(event) = parser.next_event() {
+        let (event, span) = event.map_err(|e| YamlError::Syntax {
+            line: e.marker().line(),
+            column: e.marker().col() + 1,
+            message: e.info().to_string(),
+        })?;
+        builder.event(event, span.start.line())?;
+    }
+    Ok(builder.documents)
+}
+
+/// The single document of a YAML text; several documents are an error, none is `Null`.
+pub fn parse_single(text: &str, schema: Schema) -> Result<Value, YamlError> {
+    let mut documents = parse_documents(text, schema)?;
+    match documents.len() {
+        0 => Ok(Value::Null),
+        1 => Ok(documents.remove(0)),
+        n => Err(YamlError::MultipleDocuments { count: n }),
+    }
+}
+
+enum Frame {
+    Sequence {
+        items: Vec<Value>,
+        anchor: usize,
+    },
+    Mapping {
+        map: Map<String, Value>,
+        /// Keys written in this mapping (as opposed to merged in through `<<`).
+        explicit: BTreeSet<String>,
+        pending_key: Option<(String, usize)>,
+        anchor: usize,
+    },
+}
+
+struct Builder {
+    schema: Schema,
+    anchors: HashMap<usize, Value>,
+    stack: Vec<Frame>,
+    documents: Vec<Value>,
+}
+
+impl Builder {
+    fn event(&mut self, event: Event<'_>, line: usize) -> Result<(), YamlError> {
+        match event {
+            Event::StreamStart | Event::StreamEnd | Event::DocumentStart(..) => Ok(()),
+            Event::DocumentEnd => {
+                self.anchors.clear();
+                Ok(())
+            }
+            Event::Alias(id) => {
+                let value = self
+                    .anchors
+                    .get(&id)
+                    .cloned()
+                    .ok_or(YamlError::UnknownAlias { line })?;
+                self.complete(value, line)
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                // A mapping awaiting a key takes the scalar's text verbatim.
+                if let Some(Frame::Mapping {
+                    pending_key: pending @ None,
+                    ..
+                }) = self.stack.last_mut()
+                {
+                    *pending = Some((text.into_owned(), line));
+                    return Ok(());
+                }
+                let value = self.scalar(&text, style, tag, line)?;
+                if anchor != 0 {
+                    self.anchors.insert(anchor, value.clone());
+                }
+                self.complete(value, line)
+            }
+            Event::SequenceStart(_, anchor, _) => {
+                self.ensure_not_key(line)?;
+                self.stack.push(Frame::Sequence {
+                    items: Vec::new(),
+                    anchor,
+                });
+                Ok(())
+            }
+            Event::MappingStart(_, anchor, _) => {
+                self.ensure_not_key(line)?;
+                self.stack.push(Frame::Mapping {
+                    map: Map::new(),
+                    explicit: BTreeSet::new(),
+                    pending_key: None,
+                    anchor,
+                });
+                Ok(())
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let (value, anchor) = match self.stack.pop() {
+                    Some(Frame::Sequence { items, anchor }) => (Value::Array(items), anchor),
+                    Some(Frame::Mapping { map, anchor, .. }) => (Value::Object(map), anchor),
+                    None => return Ok(()),
+                };
+                if anchor != 0 {
+                    self.anchors.insert(anchor, value.clone());
+                }
+                self.complete(value, line)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Collections and aliases cannot be mapping keys in Kubernetes objects.
+    fn ensure_not_key(&self, line: usize) -> Result<(), YamlError> {
+        match self.stack.last() {
+            Some(Frame::Mapping {
+                pending_key: None, ..
+            }) => Err(YamlError::ComplexKey { line }),
+            _ => Ok(()),
+        }
+    }
+
+    fn scalar(
+        &self,
+        text: &str,
+        style: ScalarStyle,
+        tag: Option<Cow<'_, Tag>>,
+        line: usize,
+    ) -> Result<Value, YamlError> {
+        let core_tag = tag
+            .as_deref()
+            .and_then(|t| t.is_yaml_core_schema().then(|| t.suffix().to_string()));
+        let resolved = match (core_tag.as_deref(), style) {
+            (Some("str"), _) => Resolved::Str,
+            (Some("null"), _) => Resolved::Null,
+            (Some("bool" | "int" | "float"), _) => resolve_plain(text, self.schema),
+            (_, ScalarStyle::Plain) => resolve_plain(text, self.schema),
+            _ => Resolved::Str,
+        };
+        to_json(resolved, text).ok_or_else(|| YamlError::UnsupportedValue {
+            value: text.to_string(),
+            line,
+        })
+    }
+
+    fn complete(&mut self, value: Value, line: usize) -> Result<(), YamlError> {
+        match self.stack.last_mut() {
+            None => {
+                self.documents.push(value);
+                Ok(())
+            }
+            Some(Frame::Sequence { items, .. }) => {
+                items.push(value);
+                Ok(())
+            }
+            Some(Frame::Mapping {
+                pending_key: None, ..
+            }) => {
+                // Only reachable for an alias used as a key.
+                Err(YamlError::ComplexKey { line })
+            }
+            Some(Frame::Mapping {
+                map,
+                explicit,
+                pending_key,
+                ..
+            }) => {
+                let (key, key_line) = pending_key.take().unwrap_or_default();
+                if key == "<<" {
+                    return merge_into(map, explicit, value, key_line);
+                }
+                if !explicit.insert(key.clone()) {
+                    return Err(YamlError::DuplicateKey {
+                        key,
+                        line: key_line,
+                    });
+                }
+                map.insert(key, value);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Applies a `<<` merge: a mapping or a list of mappings whose keys fill in what the mapping
+/// does not set itself.
+fn merge_into(
+    map: &mut Map<String, Value>,
+    explicit: &BTreeSet<String>,
+    value: Value,
+    line: usize,
+) -> Result<(), YamlError> {
+    let sources = match value {
+        Value::Object(source) => vec![source],
+        Value::Array(items) => items
+            .into_iter()
+            .map(|item| match item {
+                Value::Object(source) => Ok(source),
+                _ => Err(YamlError::InvalidMerge { line }),
+            })
+            .collect::<Result<_, _>>()?,
+        _ => return Err(YamlError::InvalidMerge { line }),
+    };
+    for source in sources {
+        for (key, value) in source {
+            if !explicit.contains(&key) && !map.contains_key(&key) {
+                map.insert(key, value);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kyaml(text: &str) -> Vec<Value> {
+        parse_documents(text, Schema::Kyaml).unwrap()
+    }
+
+    #[test]
+    fn reads_documents_and_types() {
+        let docs =
+            kyaml("a: on\nb: 0777\nc: '0777'\nd: !!str 12\ne: |\n  x\n---\n- 1.5\n- ~\n---\n");
+        assert_eq!(
+            docs[0],
+            json!({"a": "on", "b": 511, "c": "0777", "d": "12", "e": "x\n"})
+        );
+        assert_eq!(docs[1], json!([1.5, null]));
+        assert_eq!(
+            docs[2],
+            Value::Null,
+            "an empty document is reported as null"
+        );
+        assert_eq!(docs.len(), 3);
+    }
+
+    #[test]
+    fn kubernetes_schema_reads_yaml11_booleans() {
+        let doc = parse_single("labels: {x: y}", Schema::Kubernetes).unwrap();
+        assert_eq!(doc, json!({"labels": {"x": true}}));
+    }
+
+    #[test]
+    fn anchors_aliases_and_merge_keys() {
+        let doc = parse_single(
+            "base: &b {x: 1, y: 2}\nchild:\n  <<: *b\n  y: 3\nlist: [*b]\n",
+            Schema::Kyaml,
+        )
+        .unwrap();
+        assert_eq!(
+            doc,
+            json!({"base": {"x": 1, "y": 2}, "child": {"x": 1, "y": 3}, "list": [{"x": 1, "y": 2}]})
+        );
+    }
+
+    #[test]
+    fn errors_carry_lines() {
+        let err = parse_single("a: 1\nb: 2\na: 3\n", Schema::Kyaml).unwrap_err();
+        assert_eq!(err.to_string(), "line 3: mapping key \"a\" already defined");
+        let err = parse_single("a: [1\nb: 2", Schema::Kyaml).unwrap_err();
+        assert!(matches!(err, YamlError::Syntax { .. }), "{err}");
+        let err = parse_single("a: -.inf", Schema::Kyaml).unwrap_err();
+        assert!(err.to_string().contains("-.inf"), "{err}");
+        let err = parse_single("? [a]\n: b\n", Schema::Kyaml).unwrap_err();
+        assert!(matches!(err, YamlError::ComplexKey { .. }), "{err}");
+    }
+}

@@ -1,0 +1,88 @@
+//! The binary as a user runs it: the README's commands, `crds`, `version`, flags and errors.
+
+use kustomize_controller::api::CRD_FILE_NAME;
+
+use crate::support::{repo_root, run_cli, stderr_of, stdout_of};
+
+#[test]
+fn readme_main_command_renders_the_bundled_example_like_kustomize() {
+    let output = run_cli(&["build", "examples/podinfo"]);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let expected =
+        std::fs::read_to_string(repo_root().join("tests/fixtures/examples/podinfo.yaml")).unwrap();
+    assert_eq!(stdout_of(&output), expected);
+}
+
+#[test]
+fn crds_prints_the_committed_crd() {
+    let output = run_cli(&["crds"]);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let committed = std::fs::read_to_string(repo_root().join("crds").join(CRD_FILE_NAME)).unwrap();
+    assert_eq!(stdout_of(&output), committed, "run `make crds`");
+}
+
+#[test]
+fn version_names_the_package_version() {
+    let output = run_cli(&["version"]);
+    assert!(output.status.success());
+    assert_eq!(
+        stdout_of(&output),
+        format!("kustomize-controller {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn help_lists_only_working_commands() {
+    let output = run_cli(&["--help"]);
+    let help = stdout_of(&output);
+    for command in ["build", "crds", "version"] {
+        assert!(
+            help.contains(&format!("\n  {command} ")),
+            "{command} missing from:\n{help}"
+        );
+    }
+    for missing in ["run", "diff", "sops"] {
+        assert!(
+            !help.contains(&format!("\n  {missing} ")),
+            "{missing} listed before it exists:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn logging_flags_are_accepted_and_validated() {
+    let output = run_cli(&[
+        "--log-level",
+        "debug",
+        "--log-encoding",
+        "console",
+        "version",
+    ]);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let output = run_cli(&["--log-encoding", "xml", "version"]);
+    assert!(!output.status.success());
+    assert!(stderr_of(&output).contains("xml"), "{}", stderr_of(&output));
+}
+
+#[test]
+fn a_failed_build_exits_nonzero_with_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        "resources:\n- missing.yaml\n",
+    )
+    .unwrap();
+    let output = run_cli(&["build", dir.path().to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty(), "nothing half-printed on failure");
+    let stderr = stderr_of(&output);
+    assert!(stderr.starts_with("error: building "), "{stderr}");
+    assert!(
+        stderr.contains("missing.yaml: No such file or directory"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("stack backtrace"),
+        "{stderr}"
+    );
+}

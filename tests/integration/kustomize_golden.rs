@@ -1,0 +1,108 @@
+//! Golden cases for the build engine: every folder under `tests/fixtures/kustomize/` holds an
+//! `input/` tree and what Kustomize v5.5.0 (`kubectl kustomize`) made of it, committed by
+//! `tests/fixtures/kustomize/regen.sh`. A successful case must match `expected.yaml` byte for
+//! byte; a failing case must fail with a message containing every line of
+//! `expected-error.txt` (kubectl's own message is kept beside it in `kubectl-error.txt`).
+
+use std::path::{Path, PathBuf};
+
+use kustomize_controller::kustomize::{self, BuildOptions};
+
+use crate::support::repo_root;
+
+fn cases() -> Vec<PathBuf> {
+    let root = repo_root().join("tests/fixtures/kustomize");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.join("input").is_dir())
+        .collect();
+    cases.sort();
+    cases
+}
+
+fn build_dir(case: &Path) -> PathBuf {
+    let overlay = case.join("input/overlay");
+    if overlay.is_dir() {
+        overlay
+    } else {
+        case.join("input")
+    }
+}
+
+/// Checks one case; `Err` describes how it differs from the reference.
+fn check(case: &Path) -> Result<(), String> {
+    let result = kustomize::build(&build_dir(case), &BuildOptions::default());
+    let expected_output = case.join("expected.yaml");
+    if expected_output.is_file() {
+        let expected = std::fs::read_to_string(&expected_output).unwrap();
+        let resources = result.map_err(|e| format!("failed where kustomize succeeds: {e}"))?;
+        let actual = kustomize::to_yaml(&resources);
+        if actual != expected {
+            return Err(format!(
+                "output differs\n{}",
+                first_difference(&expected, &actual)
+            ));
+        }
+        return Ok(());
+    }
+    assert!(
+        case.join("kubectl-error.txt").is_file(),
+        "{}: neither expected.yaml nor kubectl-error.txt",
+        case.display()
+    );
+    let fragments = std::fs::read_to_string(case.join("expected-error.txt"))
+        .unwrap_or_else(|_| panic!("{}: error case without expected-error.txt", case.display()));
+    let message = match result {
+        Ok(_) => return Err("succeeded where kustomize fails".into()),
+        Err(e) => e.to_string(),
+    };
+    for fragment in fragments.lines().filter(|l| !l.is_empty()) {
+        if !message.contains(fragment) {
+            return Err(format!("error {message:?} lacks {fragment:?}"));
+        }
+    }
+    Ok(())
+}
+
+fn first_difference(expected: &str, actual: &str) -> String {
+    let line = expected
+        .lines()
+        .zip(actual.lines())
+        .position(|(a, b)| a != b)
+        .unwrap_or_else(|| expected.lines().count().min(actual.lines().count()));
+    let window = |text: &str| {
+        text.lines()
+            .skip(line.saturating_sub(2))
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    format!(
+        "at line {}:\n--- expected\n{}\n--- actual\n{}",
+        line + 1,
+        window(expected),
+        window(actual)
+    )
+}
+
+#[test]
+fn golden_cases_match_kustomize() {
+    let cases = cases();
+    assert!(!cases.is_empty(), "no golden cases found");
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|case| {
+            check(case)
+                .err()
+                .map(|why| format!("{}: {why}", case.file_name().unwrap().to_string_lossy()))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} golden cases fail:\n\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n\n")
+    );
+}

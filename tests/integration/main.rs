@@ -1,0 +1,6 @@
+//! The one integration-test binary: each module covers a surface of the product end to end.
+
+mod cli;
+mod crd;
+mod kustomize_golden;
+mod support;
