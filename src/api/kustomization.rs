@@ -518,3 +518,122 @@ pub struct Snapshot {
     /// How many reconciliations this snapshot has seen.
     pub total_reconciliations: i64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::yaml::{Schema, parse_single};
+
+    /// A Kustomization using every spec field, as a Flux user writes it.
+    const FULL: &str = r#"
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: apps
+  namespace: flux-system
+spec:
+  interval: 10m0s
+  retryInterval: 1m0s
+  timeout: 5m0s
+  path: ./apps/production
+  prune: true
+  deletionPolicy: WaitForTermination
+  force: true
+  wait: true
+  suspend: false
+  targetNamespace: apps
+  namePrefix: prod-
+  nameSuffix: -v1
+  serviceAccountName: reconciler
+  sourceRef:
+    kind: GitRepository
+    name: fleet
+    namespace: flux-system
+  dependsOn:
+  - name: infra
+    readyExpr: dep.status.conditions.all(c, c.type != 'Ready' || c.status == 'True')
+  commonMetadata:
+    labels: {team: platform}
+    annotations: {owner: sre}
+  decryption:
+    provider: sops
+    secretRef: {name: sops-age}
+  kubeConfig:
+    secretRef: {name: remote, key: value.yaml}
+  postBuild:
+    substitute: {cluster_env: prod}
+    substituteFrom:
+    - kind: ConfigMap
+      name: vars
+      optional: true
+    substituteStrategy: Always
+  healthChecks:
+  - apiVersion: apps/v1
+    kind: Deployment
+    name: podinfo
+    namespace: apps
+  healthCheckExprs:
+  - apiVersion: example.com/v1
+    kind: Widget
+    current: status.ready
+    failed: status.failed
+  patches:
+  - patch: |
+      - op: add
+        path: /metadata/labels/x
+        value: y
+    target: {kind: Deployment, labelSelector: app=podinfo}
+  images:
+  - name: podinfo
+    newName: ghcr.io/stefanprodan/podinfo
+    newTag: 6.7.1
+  components: [../components/monitoring]
+  ignoreMissingComponents: true
+  buildMetadata: [originAnnotations, transformerAnnotations]
+  ignore:
+  - paths: [/spec/replicas]
+    target: {kind: Deployment}
+status:
+  observedGeneration: 3
+  lastAppliedRevision: main@sha1:abc
+  lastAttemptedRevision: main@sha1:abc
+  inventory:
+    entries:
+    - id: apps_podinfo_apps_Deployment
+      v: v1
+"#;
+
+    #[test]
+    fn a_full_flux_object_round_trips() {
+        let value = parse_single(FULL, Schema::Kyaml).unwrap();
+        let object: Kustomization = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(object.spec.interval.to_string(), "10m0s");
+        assert_eq!(object.spec.source_ref.kind, SourceKind::GitRepository);
+        assert_eq!(
+            object.spec.deletion_policy,
+            Some(DeletionPolicy::WaitForTermination)
+        );
+        let status = object.status.as_ref().unwrap();
+        assert_eq!(status.inventory.as_ref().unwrap().entries[0].version, "v1");
+        assert_eq!(
+            serde_json::to_value(&object).unwrap(),
+            value,
+            "nothing gained or lost"
+        );
+    }
+
+    #[test]
+    fn status_defaults_to_never_observed() {
+        let status: KustomizationStatus = serde_json::from_str("{}").unwrap();
+        assert_eq!(status.observed_generation, -1);
+    }
+
+    #[test]
+    fn bad_durations_are_rejected_with_the_value() {
+        let err = serde_json::from_str::<KustomizationSpec>(
+            r#"{"interval": "ten minutes", "prune": false, "sourceRef": {"kind": "Bucket", "name": "b"}}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("ten minutes"), "{err}");
+    }
+}
