@@ -24,7 +24,11 @@ fn run(command: Command) -> anyhow::Result<()> {
     let mut out = stdout.lock();
     match command {
         Command::Build { dir } => {
-            let resources = kustomize::build(&dir, &kustomize::BuildOptions::default())
+            let options = kustomize::BuildOptions {
+                env_lookup: kustomize::EnvLookup::Process,
+                ..Default::default()
+            };
+            let resources = kustomize::build_dir(&dir, &options)
                 .with_context(|| format!("building {}", dir.display()))?;
             out.write_all(kustomize::to_yaml(&resources).as_bytes())?;
         }

@@ -1,7 +1,15 @@
-//! Finding and reading the kustomization file of a directory.
+//! The kustomization file: finding it in a directory and reading it into typed fields.
+//!
+//! Reading follows kustomize: YAML 1.1 scalars (sigs.k8s.io/yaml), unknown fields rejected,
+//! an empty file rejected, and deprecated fields folded into their successors (`bases` into
+//! `resources`, `imageTags` into `images`, a generator's single `env` into `envs`). Deprecated
+//! fields with a pipeline step of their own (`patchesStrategicMerge`, `patchesJson6902`,
+//! `commonLabels`, `vars`) stay as they are.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::KustomizeError;
@@ -11,7 +19,411 @@ use crate::yaml::{self, Schema};
 pub const KUSTOMIZATION_FILE_NAMES: [&str; 3] =
     ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
-/// Every top-level field kustomize v5.5 accepts in a kustomization or component.
+const KUSTOMIZATION_KIND: &str = "Kustomization";
+const COMPONENT_KIND: &str = "Component";
+const COMPONENT_API_VERSION: &str = "kustomize.config.k8s.io/v1alpha1";
+
+/// A kustomization or component file, with deprecated fields already folded in.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Kustomization {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    /// Accepted as kustomize accepts it; nothing in a build depends on it.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub metadata: Option<Value>,
+    #[serde(default)]
+    pub openapi: BTreeMap<String, String>,
+    #[serde(default)]
+    pub name_prefix: String,
+    #[serde(default)]
+    pub name_suffix: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub common_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub labels: Vec<Label>,
+    #[serde(default)]
+    pub common_annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    pub patches_strategic_merge: Vec<String>,
+    #[serde(default)]
+    pub patches_json6902: Vec<Patch>,
+    #[serde(default)]
+    pub patches: Vec<Patch>,
+    #[serde(default)]
+    pub images: Vec<Image>,
+    #[serde(default)]
+    pub image_tags: Vec<Image>,
+    #[serde(default)]
+    pub replacements: Vec<ReplacementField>,
+    #[serde(default)]
+    pub replicas: Vec<Replica>,
+    #[serde(default)]
+    pub vars: Vec<Var>,
+    #[serde(default)]
+    pub sort_options: Option<SortOptions>,
+    #[serde(default)]
+    pub resources: Vec<String>,
+    #[serde(default)]
+    pub components: Vec<String>,
+    #[serde(default)]
+    pub crds: Vec<String>,
+    #[serde(default)]
+    pub bases: Vec<String>,
+    #[serde(default)]
+    pub config_map_generator: Vec<GeneratorArgs>,
+    #[serde(default)]
+    pub secret_generator: Vec<GeneratorArgs>,
+    #[serde(default)]
+    pub helm_globals: Option<Value>,
+    #[serde(default)]
+    pub helm_charts: Vec<Value>,
+    #[serde(default)]
+    pub helm_chart_inflation_generator: Vec<Value>,
+    #[serde(default)]
+    pub generator_options: Option<GeneratorOptions>,
+    #[serde(default)]
+    pub configurations: Vec<String>,
+    #[serde(default)]
+    pub generators: Vec<String>,
+    #[serde(default)]
+    pub transformers: Vec<String>,
+    #[serde(default)]
+    pub validators: Vec<String>,
+    #[serde(default)]
+    pub build_metadata: Vec<String>,
+}
+
+impl Kustomization {
+    pub fn is_component(&self) -> bool {
+        self.kind == COMPONENT_KIND
+    }
+}
+
+/// A `labels:` entry.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Label {
+    #[serde(default)]
+    pub pairs: BTreeMap<String, String>,
+    #[serde(default)]
+    pub include_selectors: bool,
+    #[serde(default)]
+    pub include_templates: bool,
+    #[serde(default)]
+    pub fields: Vec<FieldSpec>,
+}
+
+/// Where a transformer reads or writes: a slash-separated path in objects of a GVK.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldSpec {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub path: String,
+    #[serde(default)]
+    pub create: bool,
+}
+
+/// A `patches:` (or `patchesJson6902:`) entry: a patch inline or in a file, for a target set.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Patch {
+    #[serde(default)]
+    pub path: String,
+    #[serde(default)]
+    pub patch: String,
+    #[serde(default)]
+    pub target: Option<Selector>,
+    #[serde(default)]
+    pub options: BTreeMap<String, bool>,
+}
+
+/// Selects resources by GVK, name and namespace (anchored regular expressions) and by label
+/// and annotation selectors.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Selector {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub label_selector: String,
+    #[serde(default)]
+    pub annotation_selector: String,
+}
+
+/// An `images:` entry.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Image {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub new_name: String,
+    #[serde(default)]
+    pub new_tag: String,
+    #[serde(default)]
+    pub tag_suffix: String,
+    #[serde(default)]
+    pub digest: String,
+}
+
+/// A `replacements:` entry: inline, or a file of replacements under `path`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplacementField {
+    #[serde(default)]
+    pub path: String,
+    #[serde(default)]
+    pub source: Option<ReplacementSource>,
+    #[serde(default)]
+    pub targets: Vec<ReplacementTarget>,
+}
+
+/// Where a replacement copies from.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReplacementSource {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub field_path: String,
+    #[serde(default)]
+    pub options: Option<FieldOptions>,
+}
+
+/// Where a replacement writes to.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReplacementTarget {
+    #[serde(default)]
+    pub select: Option<Selector>,
+    #[serde(default)]
+    pub reject: Vec<Selector>,
+    #[serde(default)]
+    pub field_paths: Vec<String>,
+    #[serde(default)]
+    pub options: Option<FieldOptions>,
+}
+
+/// How a replacement reads or writes part of a delimited value.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldOptions {
+    #[serde(default)]
+    pub delimiter: String,
+    #[serde(default)]
+    pub index: i64,
+    /// Accepted for compatibility; the engine does not use it.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub encoding: String,
+    #[serde(default)]
+    pub create: bool,
+}
+
+/// A `replicas:` entry.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Replica {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub count: i64,
+}
+
+/// A `vars:` entry.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Var {
+    pub name: String,
+    pub objref: VarObjectRef,
+    #[serde(default)]
+    pub fieldref: Option<VarFieldRef>,
+}
+
+/// The object a var reads from.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VarObjectRef {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+}
+
+/// The field a var reads; `metadata.name` when absent.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VarFieldRef {
+    #[serde(default)]
+    pub field_path: String,
+}
+
+/// `sortOptions:`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SortOptions {
+    #[serde(default)]
+    pub order: String,
+    #[serde(default)]
+    pub legacy_sort_options: Option<LegacySortOptions>,
+}
+
+/// Custom first and last kinds for the legacy order.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LegacySortOptions {
+    #[serde(default)]
+    pub order_first: Vec<String>,
+    #[serde(default)]
+    pub order_last: Vec<String>,
+}
+
+/// A `configMapGenerator:` or `secretGenerator:` entry.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GeneratorArgs {
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub behavior: String,
+    #[serde(default)]
+    pub literals: Vec<String>,
+    #[serde(default)]
+    pub files: Vec<String>,
+    #[serde(default)]
+    pub envs: Vec<String>,
+    /// Deprecated single env file; folded into `envs`.
+    #[serde(default)]
+    pub env: String,
+    #[serde(default)]
+    pub options: Option<GeneratorOptions>,
+    /// Secrets only.
+    #[serde(default, rename = "type")]
+    pub secret_type: String,
+}
+
+/// `generatorOptions:` and a generator's `options:`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GeneratorOptions {
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    pub disable_name_suffix_hash: Option<bool>,
+    #[serde(default)]
+    pub immutable: bool,
+}
+
+/// The kustomization file of `dir`, or the reason there is none.
+pub fn find(dir: &Path) -> Result<PathBuf, KustomizeError> {
+    let present: Vec<_> = KUSTOMIZATION_FILE_NAMES
+        .iter()
+        .map(|n| dir.join(n))
+        .filter(|p| p.is_file())
+        .collect();
+    match present.as_slice() {
+        [] => Err(KustomizeError::MissingKustomization(dir.to_path_buf())),
+        [one] => Ok(one.clone()),
+        _ => Err(KustomizeError::MultipleKustomizations(dir.to_path_buf())),
+    }
+}
+
+/// Reads and checks the kustomization file `file`.
+pub fn load(file: &Path) -> Result<Kustomization, KustomizeError> {
+    let text = std::fs::read_to_string(file).map_err(|error| KustomizeError::Io {
+        path: file.to_path_buf(),
+        error,
+    })?;
+    parse(&text, file)
+}
+
+/// Parses kustomization text; `file` names it in errors.
+pub fn parse(text: &str, file: &Path) -> Result<Kustomization, KustomizeError> {
+    let invalid = |message: String| KustomizeError::InvalidKustomization {
+        file: file.to_path_buf(),
+        message,
+    };
+    // kustomize reads only the first document of a kustomization file.
+    let mut value = yaml::parse_documents(text, Schema::Kubernetes)
+        .map_err(|error| KustomizeError::Yaml {
+            file: file.to_path_buf(),
+            error,
+        })?
+        .into_iter()
+        .next()
+        .unwrap_or(Value::Null);
+    // A field written as null is a field left out.
+    drop_nulls(&mut value);
+    match &value {
+        Value::Null => return Err(KustomizeError::EmptyKustomization(file.to_path_buf())),
+        Value::Object(map) if map.is_empty() => {
+            return Err(KustomizeError::EmptyKustomization(file.to_path_buf()));
+        }
+        Value::Object(map) => {
+            if let Some(field) = map.keys().find(|k| !KNOWN_FIELDS.contains(&k.as_str())) {
+                return Err(KustomizeError::UnknownField {
+                    file: file.to_path_buf(),
+                    field: field.clone(),
+                });
+            }
+        }
+        _ => return Err(invalid("expected a mapping of kustomization fields".into())),
+    }
+    let mut kustomization: Kustomization =
+        serde_path_to_error::deserialize(value).map_err(|e| invalid(describe(e)))?;
+    check_kind(&kustomization, file)?;
+    fold_deprecated(&mut kustomization);
+    Ok(kustomization)
+}
+
+/// `field <path>: <what is wrong>` for a typed-decoding error.
+pub fn describe(error: serde_path_to_error::Error<serde_json::Error>) -> String {
+    let path = error.path().to_string();
+    format!("field {path}: {}", error.into_inner())
+}
+
+/// Every top-level field kustomize v5.5 accepts; named here so that a misspelt field is
+/// reported by name before any type error.
 const KNOWN_FIELDS: &[&str] = &[
     "apiVersion",
     "kind",
@@ -49,81 +461,106 @@ const KNOWN_FIELDS: &[&str] = &[
     "buildMetadata",
 ];
 
-/// What this cut of the engine understands.
-const SUPPORTED_FIELDS: &[&str] = &["apiVersion", "kind", "resources"];
-
-/// The parts of a kustomization the engine uses.
-#[derive(Debug, Default)]
-pub struct Kustomization {
-    pub resources: Vec<String>,
+fn drop_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
 }
 
-/// Reads the kustomization file of `dir`.
-pub fn load(dir: &Path) -> Result<Kustomization, KustomizeError> {
-    let present: Vec<_> = KUSTOMIZATION_FILE_NAMES
-        .iter()
-        .map(|n| dir.join(n))
-        .filter(|p| p.is_file())
-        .collect();
-    let file = match present.as_slice() {
-        [] => return Err(KustomizeError::MissingKustomization(dir.to_path_buf())),
-        [one] => one.clone(),
-        _ => return Err(KustomizeError::MultipleKustomizations(dir.to_path_buf())),
+const KUSTOMIZATION_API_VERSION: &str = "kustomize.config.k8s.io/v1beta1";
+
+fn check_kind(kustomization: &Kustomization, file: &Path) -> Result<(), KustomizeError> {
+    let invalid = |message: String| KustomizeError::InvalidKustomization {
+        file: file.to_path_buf(),
+        message,
     };
-    let text = std::fs::read_to_string(&file).map_err(|error| KustomizeError::Io {
-        path: file.clone(),
-        error,
-    })?;
-    let value =
-        yaml::parse_single(&text, Schema::Kubernetes).map_err(|error| KustomizeError::Yaml {
-            file: file.clone(),
-            error,
-        })?;
-    let map = match value {
-        Value::Null => return Err(KustomizeError::EmptyKustomization(file)),
-        Value::Object(map) if map.is_empty() => {
-            return Err(KustomizeError::EmptyKustomization(file));
+    match kustomization.kind.as_str() {
+        "" | KUSTOMIZATION_KIND
+            if !kustomization.api_version.is_empty()
+                && kustomization.api_version != KUSTOMIZATION_API_VERSION =>
+        {
+            Err(invalid(format!(
+                "apiVersion for Kustomization should be {KUSTOMIZATION_API_VERSION}"
+            )))
         }
-        Value::Object(map) => map,
-        _ => {
-            return Err(KustomizeError::InvalidKustomization {
-                file,
-                message: "expected a mapping".into(),
-            });
-        }
-    };
-    for field in map.keys() {
-        if !KNOWN_FIELDS.contains(&field.as_str()) {
-            return Err(KustomizeError::UnknownField {
-                file,
-                field: field.clone(),
-            });
-        }
-        if !SUPPORTED_FIELDS.contains(&field.as_str()) {
-            return Err(KustomizeError::UnsupportedField {
-                file,
-                field: field.clone(),
-            });
+        "" | KUSTOMIZATION_KIND => Ok(()),
+        COMPONENT_KIND if kustomization.api_version == COMPONENT_API_VERSION => Ok(()),
+        COMPONENT_KIND => Err(invalid(format!(
+            "apiVersion for Component should be {COMPONENT_API_VERSION}, not {:?}",
+            kustomization.api_version
+        ))),
+        other => Err(invalid(format!(
+            "kind should be {KUSTOMIZATION_KIND} or {COMPONENT_KIND}, not {other:?}"
+        ))),
+    }
+}
+
+fn fold_deprecated(k: &mut Kustomization) {
+    let bases = std::mem::take(&mut k.bases);
+    k.resources.extend(bases);
+    let image_tags = std::mem::take(&mut k.image_tags);
+    k.images.extend(image_tags);
+    for generator in k
+        .config_map_generator
+        .iter_mut()
+        .chain(k.secret_generator.iter_mut())
+    {
+        if !generator.env.is_empty() {
+            let env = std::mem::take(&mut generator.env);
+            generator.envs.push(env);
         }
     }
-    let resources = match map.get("resources") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|item| match item {
-                Value::String(s) => Ok(s.clone()),
-                other => Err(KustomizeError::InvalidKustomization {
-                    file: file.clone(),
-                    message: format!("resources: expected a list of strings, found {other}"),
-                }),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(other) => {
-            return Err(KustomizeError::InvalidKustomization {
-                file,
-                message: format!("resources: expected a list of strings, found {other}"),
-            });
-        }
-    };
-    Ok(Kustomization { resources })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_text(text: &str) -> Result<Kustomization, KustomizeError> {
+        parse(text, Path::new("kustomization.yaml"))
+    }
+
+    #[test]
+    fn reads_fields_and_folds_deprecated_ones() {
+        let k = parse_text(
+            "bases: [../base]\nresources: [a.yaml]\nimageTags: [{name: x, newTag: v1}]\n\
+             configMapGenerator: [{name: c, env: a.env, envs: [b.env]}]\n",
+        )
+        .unwrap();
+        assert_eq!(k.resources, ["a.yaml", "../base"]);
+        assert_eq!(k.images[0].new_tag, "v1");
+        assert_eq!(k.config_map_generator[0].envs, ["b.env", "a.env"]);
+    }
+
+    #[test]
+    fn yaml11_booleans_are_type_errors_naming_the_field() {
+        let err = parse_text("commonLabels:\n  x: y\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("commonLabels.x"), "{err}");
+        assert!(err.contains("boolean"), "{err}");
+    }
+
+    #[test]
+    fn unknown_and_empty() {
+        let err = parse_text("resource: [a]\n").unwrap_err().to_string();
+        assert!(err.contains("unknown field \"resource\""), "{err}");
+        assert!(matches!(
+            parse_text(""),
+            Err(KustomizeError::EmptyKustomization(_))
+        ));
+        assert!(matches!(
+            parse_text("{}"),
+            Err(KustomizeError::EmptyKustomization(_))
+        ));
+        let err = parse_text("kind: Component\nresources: []\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("kustomize.config.k8s.io/v1alpha1"), "{err}");
+    }
 }

@@ -1,23 +1,41 @@
 //! The embedded kustomize build engine: a kustomization directory in, Kubernetes objects out.
 //!
 //! A pure library, with no Kubernetes client, async runtime or network, so the CLI, the
-//! controller and the tests all build the same way. Data flows from the kustomization file
-//! through the resource loader (files read under [`LoadRestrictions`]) into a list of JSON
-//! objects, sorted into kustomize's legacy order, which [`to_yaml`] prints as `kustomize build`
-//! does.
+//! controller and the tests all build the same way. [`build`] accumulates the kustomization
+//! tree (`target`: resources, bases, generators, components, transformers, in kustomize's
+//! order), then runs the steps that belong to the top only: hash suffixes on generated
+//! ConfigMaps and Secrets, name-reference fix-up (`nameref`), vars (`vars`), dropping
+//! `config.kubernetes.io/local-config` objects, and sorting (`sort`). [`to_yaml`] prints the
+//! result as `kustomize build` does.
 //!
-//! This first cut reads `resources` (files, `kind: List` flattened, nested kustomization
-//! directories); every other kustomization field is refused with an error naming it until the
-//! engine implements it.
+//! Schema facts (merge keys, cluster scope) and kustomize's default field specs are compiled
+//! in and parsed once per process (`openapi`, `config`).
 
+mod builtins;
+mod config;
+mod fieldspec;
+mod generators;
+mod hash;
 mod kustfile;
+mod loader;
+mod nameref;
+mod openapi;
+mod patches;
+mod replacements;
+mod resource;
+mod selector;
+mod smp;
 mod sort;
+mod target;
+mod transformers;
+mod vars;
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::yaml::{self, Schema, YamlError};
+pub use generators::EnvLookup;
 pub use kustfile::KUSTOMIZATION_FILE_NAMES;
 
 /// Which files a kustomization may read.
@@ -27,8 +45,16 @@ pub enum LoadRestrictions {
     /// (`kustomize build`'s default).
     #[default]
     RootOnly,
-    /// Files may sit anywhere inside the build root (Flux's `--load-restrictor=none` within
-    /// the artifact).
+    /// Files may sit anywhere inside the build root (Flux's behaviour within an artifact).
+    None,
+}
+
+/// Output order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reorder {
+    /// kustomize's legacy kind order.
+    Legacy,
+    /// The order resources were accumulated in.
     None,
 }
 
@@ -36,12 +62,16 @@ pub enum LoadRestrictions {
 #[derive(Clone, Debug, Default)]
 pub struct BuildOptions {
     pub load_restrictions: LoadRestrictions,
+    /// Overrides the kustomization's `sortOptions` (and the legacy default) when set.
+    pub reorder: Option<Reorder>,
+    /// Where env-file entries without a value come from.
+    pub env_lookup: EnvLookup,
 }
 
 /// The objects a build produces, in output order.
 pub type Resources = Vec<Value>;
 
-/// Why a build failed; every variant names the file or field at fault.
+/// Why a build failed; every variant names the file, object or field at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum KustomizeError {
     #[error("unable to find one of 'kustomization.yaml', 'kustomization.yml' or 'Kustomization' in directory '{}'", .0.display())]
@@ -56,14 +86,11 @@ pub enum KustomizeError {
     #[error("{}: invalid Kustomization: unknown field \"{field}\"", .file.display())]
     UnknownField { file: PathBuf, field: String },
 
-    #[error("{}: field \"{field}\" is not supported by this build of the engine yet", .file.display())]
-    UnsupportedField { file: PathBuf, field: String },
-
     #[error("{}: invalid Kustomization: {message}", .file.display())]
     InvalidKustomization { file: PathBuf, message: String },
 
-    // The cause is part of the message, so it is deliberately not exposed as `source` too:
-    // error chains would print it twice.
+    // Causes are part of these messages, so they are deliberately not exposed as `source`
+    // too: error chains would print them twice.
     #[error("{}: {error}", .file.display())]
     Yaml { file: PathBuf, error: YamlError },
 
@@ -73,23 +100,213 @@ pub enum KustomizeError {
         error: std::io::Error,
     },
 
+    #[error("{}: larger than the {limit}-byte limit for files a kustomization reads", .file.display())]
+    FileTooLarge { file: PathBuf, limit: u64 },
+
     #[error("security; file '{}' is not in or below '{}'", .file.display(), .root.display())]
     OutsideRoot { file: PathBuf, root: PathBuf },
+
+    #[error("{}: resource '{entry}' cannot be absolute; use a path relative to the kustomization", .dir.display())]
+    AbsolutePath { dir: PathBuf, entry: String },
 
     #[error("{}: cycle detected: the kustomization includes itself through {}", .dir.display(), .via.display())]
     Cycle { dir: PathBuf, via: PathBuf },
 
-    #[error("{}: object {index} is not a Kubernetes object (expected a mapping with apiVersion, kind and metadata.name)", .file.display())]
+    #[error("{}: object {index} is not a mapping", .file.display())]
     NotAnObject { file: PathBuf, index: usize },
+
+    #[error("{}: missing kind in object {index}", .file.display())]
+    MissingKind { file: PathBuf, index: usize },
+
+    #[error("{}: missing metadata.name in object {index} (kind {kind})", .file.display())]
+    MissingName {
+        file: PathBuf,
+        index: usize,
+        kind: String,
+    },
+
+    #[error("{}: may not add resource with an already registered id: {id}", .file.display())]
+    IdConflict { file: PathBuf, id: String },
+
+    #[error("{}: id {id} does not exist; cannot merge or replace", .file.display())]
+    MissingMergeTarget { file: PathBuf, id: String },
+
+    #[error("{}: generated id {id} exists; behavior must be merge or replace", .file.display())]
+    GeneratedExists { file: PathBuf, id: String },
+
+    #[error("{}: {kind} generator {name:?}: {message}", .file.display())]
+    Generator {
+        file: PathBuf,
+        kind: &'static str,
+        name: String,
+        message: String,
+    },
+
+    #[error("expected kind 'Component' for path '{}' but got 'Kustomization'", .dir.display())]
+    ExpectedComponent { dir: PathBuf },
+
+    #[error("expected kind 'Kustomization' for path '{}' but got 'Component'", .dir.display())]
+    UnexpectedComponent { dir: PathBuf },
+
+    #[error("{}: var '{name}' already encountered", .file.display())]
+    DuplicateVar { file: PathBuf, name: String },
+
+    #[error("{}: var '{name}' {message}", .file.display())]
+    Var {
+        file: PathBuf,
+        name: String,
+        message: String,
+    },
+
+    #[error("var '{name}': {message}")]
+    VarValue { name: String, message: String },
+
+    #[error("{}: remote resource {entry:?}: remote bases are not enabled in this build", .file.display())]
+    RemoteDisabled { file: PathBuf, entry: String },
+
+    #[error("{}: {what}: external plugins disabled; plugins, exec and KRM functions are never run", .file.display())]
+    PluginRefused { file: PathBuf, what: String },
+
+    #[error("{}: HelmChartInflationGenerator ({what}): helm chart inflation is disabled (kustomize would need --enable-helm; this engine never runs helm)", .file.display())]
+    HelmRefused { file: PathBuf, what: String },
+
+    #[error("{}: validator shouldn't modify the resource map ({what})", .file.display())]
+    ValidatorModified { file: PathBuf, what: String },
+
+    #[error("namespace transformation produces ID conflict: {ids}")]
+    NamespaceConflict { ids: String },
+
+    #[error("{}: {object}: {message}", .file.display())]
+    Transformer {
+        file: PathBuf,
+        object: String,
+        message: String,
+    },
+
+    #[error("images: invalid image name {name:?}: {message}")]
+    InvalidImageName { name: String, message: String },
+
+    #[error("{}: {patch}: {message}", .file.display())]
+    Patch {
+        file: PathBuf,
+        patch: String,
+        message: String,
+    },
+
+    #[error("{}: replacements: {message}", .file.display())]
+    Replacement { file: PathBuf, message: String },
+
+    #[error("{}: {message}", .file.display())]
+    InvalidConfig { file: PathBuf, message: String },
+
+    #[error("{referrer}: found multiple possible referrals for name {name:?}: {candidates}")]
+    AmbiguousReference {
+        referrer: String,
+        name: String,
+        candidates: String,
+    },
 }
 
-/// Builds the kustomization in `dir`.
-pub fn build(dir: &Path, options: &BuildOptions) -> Result<Resources, KustomizeError> {
-    let dir = canonical(dir)?;
-    let mut stack = Vec::new();
-    let mut resources = build_dir(&dir, options, &mut stack)?;
-    sort::legacy_sort(&mut resources);
-    Ok(resources)
+/// Builds the kustomization in `dir`; nothing outside `root` may be read.
+pub fn build(root: &Path, dir: &Path, options: &BuildOptions) -> Result<Resources, KustomizeError> {
+    let loader = loader::Loader::new(root, dir, options.load_restrictions)?;
+    let mut builder = target::Builder::new(options);
+    let (mut acc, top) = builder.accumulate(&loader, None)?;
+
+    for resource in acc.resources.iter_mut() {
+        if resource.generated.is_some_and(|g| g.hash_suffix) {
+            let name = format!(
+                "{}-{}",
+                resource.name(),
+                hash::content_hash(&resource.object)
+            );
+            resource.set_name(&name);
+        }
+    }
+    let schema = openapi::SchemaView {
+        custom: acc.custom_schema.as_ref(),
+    };
+    nameref::fix(&mut acc.resources, &acc.config.name_reference, schema)?;
+    vars::resolve(&acc.vars, &mut acc.resources, &acc.config.var_reference)?;
+    acc.resources
+        .retain(|r| r.annotation("config.kubernetes.io/local-config") != Some("true"));
+    for resource in acc.resources.iter_mut() {
+        drop_empty_annotations(&mut resource.object);
+        fold_next_lines(&mut resource.object);
+    }
+
+    let mut objects: Vec<Value> = acc.resources.into_iter().map(|r| r.object).collect();
+    let order = sort::order_for(top.sort_options.as_ref(), options.reorder, &loader.dir)?;
+    sort::apply(&mut objects, &order);
+    Ok(objects)
+}
+
+/// kustomize rewrites annotations on every resource and drops the map when it ends up empty.
+fn drop_empty_annotations(object: &mut Value) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        let empty = metadata
+            .get("annotations")
+            .is_some_and(|a| a.is_null() || a.as_object().is_some_and(|m| m.is_empty()));
+        if empty {
+            metadata.remove("annotations");
+        }
+    }
+}
+
+/// kustomize's output passes through Go's JSON encoder and back through a YAML reader. Go
+/// leaves NEL (U+0085) unescaped, and YAML folds that line break inside a quoted scalar, so
+/// NEL runs end up as a space (or newlines for several) with surrounding blanks trimmed.
+fn fold_next_lines(value: &mut Value) {
+    match value {
+        Value::String(s) if s.contains('\u{85}') => *s = fold_nel(s),
+        Value::Array(items) => items.iter_mut().for_each(fold_next_lines),
+        Value::Object(map) => {
+            if map.keys().any(|k| k.contains('\u{85}')) {
+                let entries = std::mem::take(map);
+                for (k, mut v) in entries {
+                    fold_next_lines(&mut v);
+                    map.insert(fold_nel(&k), v);
+                }
+            } else {
+                map.values_mut().for_each(fold_next_lines);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn fold_nel(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{85}' {
+            out.push(c);
+            continue;
+        }
+        let mut breaks = 1;
+        while let Some(&next) = chars.peek() {
+            match next {
+                '\u{85}' => breaks += 1,
+                ' ' | '\t' => {}
+                _ => break,
+            }
+            chars.next();
+        }
+        while out.ends_with([' ', '\t']) {
+            out.pop();
+        }
+        if breaks == 1 {
+            out.push(' ');
+        } else {
+            out.extend(std::iter::repeat_n('\n', breaks - 1));
+        }
+    }
+    out
+}
+
+/// Builds `dir` with the whole file system as the root, as the `build` command does.
+pub fn build_dir(dir: &Path, options: &BuildOptions) -> Result<Resources, KustomizeError> {
+    build(Path::new("/"), dir, options)
 }
 
 /// Prints objects as `kustomize build` does: documents separated by `---`.
@@ -97,82 +314,50 @@ pub fn to_yaml(resources: &[Value]) -> String {
     yaml::documents_to_yaml_string(resources)
 }
 
-fn build_dir(
-    dir: &Path,
-    options: &BuildOptions,
-    stack: &mut Vec<PathBuf>,
-) -> Result<Resources, KustomizeError> {
-    if let Some(first) = stack.iter().find(|d| d.as_path() == dir) {
-        return Err(KustomizeError::Cycle {
-            dir: first.clone(),
-            via: stack.last().cloned().unwrap_or_default(),
-        });
-    }
-    stack.push(dir.to_path_buf());
-    let kustomization = kustfile::load(dir)?;
-    let mut resources = Vec::new();
-    for entry in &kustomization.resources {
-        let path = dir.join(entry);
-        let resolved = canonical(&path)?;
-        if resolved.is_dir() {
-            resources.extend(build_dir(&resolved, options, stack)?);
-        } else {
-            if options.load_restrictions == LoadRestrictions::RootOnly && !resolved.starts_with(dir)
-            {
-                return Err(KustomizeError::OutsideRoot {
-                    file: resolved,
-                    root: dir.to_path_buf(),
-                });
-            }
-            resources.extend(read_objects(&resolved)?);
-        }
-    }
-    stack.pop();
-    Ok(resources)
-}
-
-fn canonical(path: &Path) -> Result<PathBuf, KustomizeError> {
-    path.canonicalize().map_err(|error| KustomizeError::Io {
-        path: path.to_path_buf(),
-        error,
-    })
-}
-
-/// Reads the objects of a manifest file: every non-empty document, `kind: List` flattened.
-fn read_objects(file: &Path) -> Result<Resources, KustomizeError> {
-    let text = std::fs::read_to_string(file).map_err(|error| KustomizeError::Io {
-        path: file.to_path_buf(),
-        error,
-    })?;
+/// Reads the objects of a manifest: every non-empty document, `kind: List` flattened.
+fn read_objects(text: &str, file: &Path) -> Result<Vec<Value>, KustomizeError> {
     let documents =
-        yaml::parse_documents(&text, Schema::Kyaml).map_err(|error| KustomizeError::Yaml {
+        yaml::parse_documents(text, Schema::Kyaml).map_err(|error| KustomizeError::Yaml {
             file: file.to_path_buf(),
             error,
         })?;
     let mut objects = Vec::new();
-    for document in documents.into_iter().filter(|d| !d.is_null()) {
+    let mut pending: Vec<Value> = documents.into_iter().filter(|d| !d.is_null()).collect();
+    pending.reverse();
+    // Lists are flattened, also when they nest.
+    while let Some(document) = pending.pop() {
         let is_list = document
             .get("kind")
             .and_then(Value::as_str)
             .is_some_and(|k| k.ends_with("List"))
             && document.get("items").is_some_and(Value::is_array);
-        if is_list {
-            if let Some(Value::Array(items)) = document.get("items") {
-                objects.extend(items.iter().cloned());
+        match document {
+            Value::Object(mut map) if is_list => {
+                if let Some(Value::Array(items)) = map.remove("items") {
+                    pending.extend(items.into_iter().rev());
+                }
             }
-        } else {
-            objects.push(document);
+            other => objects.push(other),
         }
     }
     for (index, object) in objects.iter().enumerate() {
-        let named = object
+        let file = file.to_path_buf();
+        if !object.is_object() {
+            return Err(KustomizeError::NotAnObject { file, index });
+        }
+        let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+        if kind.is_empty() {
+            return Err(KustomizeError::MissingKind { file, index });
+        }
+        if object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
-            .is_some_and(|n| !n.is_empty());
-        if !object.is_object() || object.get("kind").and_then(Value::as_str).is_none() || !named {
-            return Err(KustomizeError::NotAnObject {
-                file: file.to_path_buf(),
+            .is_none_or(str::is_empty)
+        {
+            return Err(KustomizeError::MissingName {
+                file,
                 index,
+                kind: kind.to_string(),
             });
         }
     }

@@ -6,7 +6,12 @@
 //! `group_version_kind` string and then `namespace|name`, where kustomize writes an empty
 //! group as `~G` and an empty namespace as `~X`, so those sort after named ones.
 
+use std::path::Path;
+
 use serde_json::Value;
+
+use super::kustfile::SortOptions;
+use super::{KustomizeError, Reorder};
 
 const ORDER_FIRST: &[&str] = &[
     "Namespace",
@@ -38,6 +43,63 @@ const ORDER_LAST: &[&str] = &[
     "ValidatingWebhookConfiguration",
 ];
 
+/// The order the output comes in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// kustomize's legacy order, with the kinds that go first and last.
+    Legacy {
+        first: Vec<String>,
+        last: Vec<String>,
+    },
+    /// Accumulation order.
+    Fifo,
+}
+
+impl Order {
+    fn default_legacy() -> Order {
+        Order::Legacy {
+            first: ORDER_FIRST.iter().map(|s| s.to_string()).collect(),
+            last: ORDER_LAST.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+/// The order from the build options or, when they say nothing, the top kustomization's
+/// `sortOptions`, defaulting to the legacy order.
+pub fn order_for(
+    options: Option<&SortOptions>,
+    reorder: Option<Reorder>,
+    dir: &Path,
+) -> Result<Order, KustomizeError> {
+    match (reorder, options) {
+        (Some(Reorder::Legacy), _) => Ok(Order::default_legacy()),
+        (Some(Reorder::None), _) => Ok(Order::Fifo),
+        (None, None) => Ok(Order::default_legacy()),
+        (None, Some(options)) => match options.order.as_str() {
+            "fifo" if options.legacy_sort_options.is_some() => Err(KustomizeError::InvalidKustomization {
+                file: dir.to_path_buf(),
+                message: "the field 'sortOptions.legacySortOptions' is set but the selected sort order is 'fifo', not 'legacy'".into(),
+            }),
+            "fifo" => Ok(Order::Fifo),
+            "legacy" | "" => match &options.legacy_sort_options {
+                Some(custom) => Ok(Order::Legacy { first: custom.order_first.clone(), last: custom.order_last.clone() }),
+                None => Ok(Order::default_legacy()),
+            },
+            other => Err(KustomizeError::InvalidKustomization {
+                file: dir.to_path_buf(),
+                message: format!("sortOptions.order must be legacy or fifo, not {other:?}"),
+            }),
+        },
+    }
+}
+
+/// Sorts objects into `order`.
+pub fn apply(objects: &mut [Value], order: &Order) {
+    if let Order::Legacy { first, last } = order {
+        objects.sort_by_cached_key(|o| legacy_key(o, first, last));
+    }
+}
+
 /// The sort key kustomize's legacy order compares.
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct LegacyKey {
@@ -46,7 +108,7 @@ struct LegacyKey {
     namespace_and_name: String,
 }
 
-fn legacy_key(object: &Value) -> LegacyKey {
+fn legacy_key(object: &Value, first: &[String], last: &[String]) -> LegacyKey {
     let text = |pointer: &str| {
         object
             .pointer(pointer)
@@ -65,9 +127,9 @@ fn legacy_key(object: &Value) -> LegacyKey {
             value.to_string()
         }
     };
-    let kind_rank = if let Some(i) = ORDER_FIRST.iter().position(|k| *k == kind) {
-        i as i64 - ORDER_FIRST.len() as i64
-    } else if let Some(i) = ORDER_LAST.iter().position(|k| *k == kind) {
+    let kind_rank = if let Some(i) = first.iter().position(|k| k == kind) {
+        i as i64 - first.len() as i64
+    } else if let Some(i) = last.iter().position(|k| k == kind) {
         i as i64 + 1
     } else {
         0
@@ -86,11 +148,6 @@ fn legacy_key(object: &Value) -> LegacyKey {
             or(text("/metadata/name"), "~N")
         ),
     }
-}
-
-/// Sorts objects into kustomize's legacy order.
-pub fn legacy_sort(objects: &mut [Value]) {
-    objects.sort_by_cached_key(legacy_key);
 }
 
 #[cfg(test)]
@@ -130,7 +187,7 @@ mod tests {
             object("v1", "Namespace", None, "ns"),
             object("zzz/v1", "Aaa", None, "x"),
         ];
-        legacy_sort(&mut objects);
+        apply(&mut objects, &Order::default_legacy());
         let names: Vec<_> = objects
             .iter()
             .map(|o| o["metadata"]["name"].as_str().unwrap())

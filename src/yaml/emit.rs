@@ -1,9 +1,12 @@
 //! Writes JSON values as YAML exactly as kustomize prints them (go-yaml v3 via kyaml).
 //!
-//! Keys come out in the value's order (`serde_json::Map` sorts them, as kustomize does), with
-//! 2-space indentation and sequences level with their key. Strings choose among plain,
+//! Keys come out in go-yaml v3's "natural" order (digit runs compare as numbers, symbols
+//! before digits before letters), with 2-space indentation and sequences level with their
+//! key. Strings choose among plain,
 //! single-quoted, double-quoted and literal block styles by libyaml's rules, long lines fold at
 //! column 80, and floats print as Go's `%g` after Go's JSON round trip.
+
+use std::cmp::Ordering;
 
 use serde_json::{Map, Number, Value};
 
@@ -78,7 +81,9 @@ impl Emitter {
     /// A block mapping whose keys sit at `indent`; when `inline_first`, the first key
     /// continues the current line (after a sequence dash).
     fn mapping(&mut self, map: &Map<String, Value>, indent: usize, inline_first: bool) {
-        for (i, (key, value)) in map.iter().enumerate() {
+        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+        entries.sort_by(|(a, _), (b, _)| natural_cmp(a, b));
+        for (i, (key, value)) in entries.into_iter().enumerate() {
             if i > 0 || !inline_first {
                 self.indent_to(indent);
             }
@@ -189,6 +194,7 @@ impl Emitter {
         let chars: Vec<char> = s.chars().collect();
         self.push_char('\'');
         let mut after_space = false;
+        let mut after_break = false;
         for (i, &c) in chars.iter().enumerate() {
             if c == ' ' {
                 let next_is_space = chars.get(i + 1) == Some(&' ');
@@ -205,7 +211,17 @@ impl Emitter {
                     self.push_char(c);
                 }
                 after_space = true;
+            } else if is_break(c) {
+                // A line separator is written as it is and starts a new line for the emitter.
+                self.out.push(c);
+                self.column = 0;
+                after_break = true;
+                after_space = false;
             } else {
+                if after_break {
+                    self.indent_to(continuation);
+                    after_break = false;
+                }
                 if c == '\'' {
                     self.push_char('\'');
                 }
@@ -218,10 +234,13 @@ impl Emitter {
 
     fn double_quoted(&mut self, s: &str, continuation: usize, allow_breaks: bool) {
         let chars: Vec<char> = s.chars().collect();
+        // go-yaml's BOM test looks at the start of the string whatever the position, so a
+        // string that starts with a BOM has every character escaped.
+        let escape_all = s.starts_with('\u{FEFF}');
         self.push_char('"');
         let mut after_space = false;
         for (i, &c) in chars.iter().enumerate() {
-            if !is_printable(c) || is_break(c) || c == '"' || c == '\\' {
+            if escape_all || !is_printable(c) || is_break(c) || c == '"' || c == '\\' {
                 self.push(&escape(c));
                 after_space = false;
             } else if c == ' ' {
@@ -270,6 +289,68 @@ impl Emitter {
             }
         }
     }
+}
+
+/// go-yaml v3's ordering of string map keys: runs of digits compare by value, a letter
+/// sorts after a non-letter (before it when the common prefix ends in a digit), and
+/// otherwise characters compare by code point; a prefix sorts first.
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    if natural_less(a, b) {
+        Ordering::Less
+    } else if natural_less(b, a) {
+        Ordering::Greater
+    } else {
+        Ordering::Equal
+    }
+}
+
+fn natural_less(a: &str, b: &str) -> bool {
+    let (ar, br): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut digits = false;
+    for i in 0..ar.len().min(br.len()) {
+        if ar[i] == br[i] {
+            digits = ar[i].is_numeric();
+            continue;
+        }
+        let (al, bl) = (ar[i].is_alphabetic(), br[i].is_alphabetic());
+        if al && bl {
+            return ar[i] < br[i];
+        }
+        if al || bl {
+            return if digits { al } else { bl };
+        }
+        let (mut an, mut bn) = (0i64, 0i64);
+        if ar[i] == '0' || br[i] == '0' {
+            // Inside a number that already had a non-zero digit, zeros are significant.
+            if ar[..i]
+                .iter()
+                .rev()
+                .take_while(|c| c.is_numeric())
+                .any(|c| *c != '0')
+            {
+                an = 1;
+                bn = 1;
+            }
+        }
+        let mut ai = i;
+        while ai < ar.len() && ar[ai].is_numeric() {
+            an = an.wrapping_mul(10).wrapping_add(ar[ai] as i64 - '0' as i64);
+            ai += 1;
+        }
+        let mut bi = i;
+        while bi < br.len() && br[bi].is_numeric() {
+            bn = bn.wrapping_mul(10).wrapping_add(br[bi] as i64 - '0' as i64);
+            bi += 1;
+        }
+        if an != bn {
+            return an < bn;
+        }
+        if ai != bi {
+            return ai < bi;
+        }
+        return ar[i] < br[i];
+    }
+    ar.len() < br.len()
 }
 
 enum Style {
@@ -405,7 +486,7 @@ fn escape(c: char) -> String {
 /// Numbers as kustomize prints them: integers exactly; floats as Go's JSON encoder writes them
 /// and go-yaml v3 reads them back, so integral floats below 1e21 become integers and the rest
 /// print in Go's shortest `%g` form (`1e-07`, `1.0000005e+06`).
-pub(crate) fn format_number(n: &Number) -> String {
+pub fn format_number(n: &Number) -> String {
     if let Some(i) = n.as_i64() {
         return i.to_string();
     }
@@ -468,6 +549,22 @@ fn go_shortest_g(f: f64) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn keys_sort_naturally_like_go_yaml() {
+        let mut keys = vec![
+            "item10", "item9", "x1", "x_1", "-", "~", "10", "9", "A", "a", "ä", "1-", "v1.10.0",
+            "v1.9.10",
+        ];
+        keys.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            keys,
+            [
+                "-", "~", "1-", "9", "10", "A", "a", "item9", "item10", "v1.9.10", "v1.10.0",
+                "x_1", "x1", "ä"
+            ]
+        );
+    }
 
     #[test]
     fn floats_print_like_kustomize() {

@@ -11,7 +11,7 @@ mod emit;
 mod parse;
 mod scalar;
 
-pub use emit::{documents_to_yaml_string, to_yaml_string};
+pub use emit::{documents_to_yaml_string, format_number, to_yaml_string};
 pub use parse::{parse_documents, parse_single};
 pub use scalar::Schema;
 
@@ -36,6 +36,9 @@ pub enum YamlError {
 
     #[error("line {line}: mapping keys must be scalars")]
     ComplexKey { line: usize },
+
+    #[error("line {line}: unsupported type: mapping key {key} is not a string (quote it)")]
+    NonStringKey { key: String, line: usize },
 
     #[error("line {line}: '<<' merges a mapping or a list of mappings")]
     InvalidMerge { line: usize },

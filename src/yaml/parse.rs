@@ -82,12 +82,24 @@ impl Builder {
                 self.complete(value, line)
             }
             Event::Scalar(text, style, anchor, tag) => {
-                // A mapping awaiting a key takes the scalar's text verbatim.
+                // A mapping awaiting a key takes the scalar's text. Resources must have string
+                // keys: go-yaml v3 reads `1:` as an integer key, which JSON cannot hold.
+                let schema = self.schema;
                 if let Some(Frame::Mapping {
                     pending_key: pending @ None,
                     ..
                 }) = self.stack.last_mut()
                 {
+                    if schema == Schema::Kyaml
+                        && style == ScalarStyle::Plain
+                        && tag.is_none()
+                        && !matches!(resolve_plain(&text, schema), Resolved::Str | Resolved::Null)
+                    {
+                        return Err(YamlError::NonStringKey {
+                            key: text.into_owned(),
+                            line,
+                        });
+                    }
                     *pending = Some((text.into_owned(), line));
                     return Ok(());
                 }

@@ -32,7 +32,7 @@ fn build_dir(case: &Path) -> PathBuf {
 
 /// Checks one case; `Err` describes how it differs from the reference.
 fn check(case: &Path) -> Result<(), String> {
-    let result = kustomize::build(&build_dir(case), &BuildOptions::default());
+    let result = kustomize::build_dir(&build_dir(case), &BuildOptions::default());
     let expected_output = case.join("expected.yaml");
     if expected_output.is_file() {
         let expected = std::fs::read_to_string(&expected_output).unwrap();

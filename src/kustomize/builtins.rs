@@ -1,0 +1,565 @@
+//! Configuration files a kustomization points at: `configurations:` (extra field specs),
+//! `crds:` (OpenAPI definitions whose name-reference extensions become field specs), and
+//! `generators:` / `transformers:` entries that configure kustomize's built-in plugins
+//! (`apiVersion: builtin`). Anything else would need a plugin or exec, which stays out.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::config::{NameReference, TransformerConfig};
+use super::generators::{self, EnvLookup, GeneratorKind};
+use super::kustfile::{
+    FieldSpec, GeneratorArgs, GeneratorOptions, Image, Patch, ReplacementField, Replica, Selector,
+    describe,
+};
+use super::loader::{Loader, Target};
+use super::resource::Resource;
+use super::target::{Accumulated, Builder};
+use super::transformers::{self, NamespaceOptions, RoleBindingSubjects};
+use super::{KustomizeError, patches, replacements};
+use crate::yaml::{self, Schema};
+
+/// Parses a `configurations:` file.
+pub fn parse_config(text: &str, path: &Path) -> Result<TransformerConfig, KustomizeError> {
+    let value =
+        yaml::parse_single(text, Schema::Kubernetes).map_err(|error| KustomizeError::Yaml {
+            file: path.to_path_buf(),
+            error,
+        })?;
+    if value.is_null() {
+        return Ok(TransformerConfig::default());
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| KustomizeError::InvalidConfig {
+        file: path.to_path_buf(),
+        message: describe(e),
+    })
+}
+
+/// Field specs declared by a `crds:` file of OpenAPI definitions: properties carrying
+/// `x-kubernetes-object-ref-kind` refer to objects of that kind by name.
+pub fn config_from_crd(text: &str, path: &Path) -> Result<TransformerConfig, KustomizeError> {
+    let value = yaml::parse_single(text, Schema::Kyaml).map_err(|error| KustomizeError::Yaml {
+        file: path.to_path_buf(),
+        error,
+    })?;
+    let mut config = TransformerConfig::default();
+    let unparsable = || {
+        KustomizeError::InvalidConfig {
+        file: path.to_path_buf(),
+        message: "unable to parse open API definition: expected a map of definition names to OpenAPI definitions (a CRD manifest belongs under resources)".into(),
+    }
+    };
+    let definitions = value.as_object().ok_or_else(unparsable)?;
+    if definitions.values().any(|d| !d.is_object()) {
+        return Err(unparsable());
+    }
+    for (name, definition) in definitions {
+        let kind = name.rsplit('.').next().unwrap_or(name).to_string();
+        let schema = definition
+            .get("Schema")
+            .or_else(|| definition.get("schema"))
+            .unwrap_or(definition);
+        collect_refs(schema, &kind, "", definitions, &mut config, 0);
+    }
+    Ok(config)
+}
+
+fn collect_refs(
+    schema: &Value,
+    kind: &str,
+    prefix: &str,
+    definitions: &serde_json::Map<String, Value>,
+    config: &mut TransformerConfig,
+    depth: usize,
+) {
+    // Definitions can refer to each other; a bounded depth keeps a cycle from recursing forever.
+    if depth > 32 {
+        return;
+    }
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for (property, spec) in properties {
+        let path = if prefix.is_empty() {
+            property.clone()
+        } else {
+            format!("{prefix}/{property}")
+        };
+        let extension = |key: &str| spec.get(key).and_then(Value::as_str).map(str::to_string);
+        if let Some(ref_kind) = extension("x-kubernetes-object-ref-kind") {
+            let api_version = extension("x-kubernetes-object-ref-api-version").unwrap_or_default();
+            let (group, version) = super::resource::split_api_version(&api_version);
+            let name_key =
+                extension("x-kubernetes-object-ref-name-key").unwrap_or_else(|| "name".into());
+            let spec_path = if spec.get("type").and_then(Value::as_str) == Some("string") {
+                path.clone()
+            } else {
+                format!("{path}/{name_key}")
+            };
+            let field_spec = FieldSpec {
+                kind: kind.to_string(),
+                path: spec_path,
+                ..Default::default()
+            };
+            match config
+                .name_reference
+                .iter_mut()
+                .find(|r| r.kind == ref_kind && r.group == group && r.version == version)
+            {
+                Some(existing) => existing.field_specs.push(field_spec),
+                None => config.name_reference.push(NameReference {
+                    group: group.to_string(),
+                    version: version.to_string(),
+                    kind: ref_kind,
+                    field_specs: vec![field_spec],
+                }),
+            }
+        }
+        if spec.get("x-kubernetes-annotation").is_some() {
+            config.common_annotations.push(FieldSpec {
+                kind: kind.to_string(),
+                path: path.clone(),
+                create: true,
+                ..Default::default()
+            });
+        }
+        if spec.get("x-kubernetes-label-selector").is_some() {
+            config.common_labels.push(FieldSpec {
+                kind: kind.to_string(),
+                path: path.clone(),
+                create: true,
+                ..Default::default()
+            });
+        }
+        let nested = spec
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| definitions.get(r.trim_start_matches("#/definitions/")))
+            .map(|d| d.get("Schema").unwrap_or(d));
+        if let Some(nested) = nested {
+            collect_refs(nested, kind, &path, definitions, config, depth + 1);
+        } else {
+            collect_refs(spec, kind, &path, definitions, config, depth + 1);
+        }
+    }
+}
+
+/// The built-in plugin configurations an entry names: a file (possibly several documents),
+/// inline YAML, or a kustomization directory whose output is the configurations.
+fn load_configs(
+    builder: &mut Builder,
+    entry: &str,
+    loader: &Loader,
+    file: &Path,
+) -> Result<Vec<(Value, String)>, KustomizeError> {
+    let configs: Vec<(Value, String)> = if entry.contains('\n') {
+        parse_configs(entry, "inline configuration", file)?
+    } else {
+        match loader.resolve(entry)? {
+            Target::Dir(dir) => {
+                let origin = loader.relative(&dir).display().to_string();
+                let (acc, _) = builder.accumulate(&loader.child(&dir), None)?;
+                acc.resources
+                    .into_iter()
+                    .map(|r| (r.object, origin.clone()))
+                    .collect()
+            }
+            Target::File(_) => {
+                let (path, text) = loader.read_text(entry)?;
+                parse_configs(&text, &loader.relative(&path).display().to_string(), file)?
+            }
+        }
+    };
+    for (config, origin) in &configs {
+        let api_version = config
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
+        if kind == "HelmChartInflationGenerator" {
+            return Err(KustomizeError::HelmRefused {
+                file: file.to_path_buf(),
+                what: format!("configured in {origin}"),
+            });
+        }
+        if api_version != "builtin" {
+            return Err(KustomizeError::PluginRefused {
+                file: file.to_path_buf(),
+                what: format!(
+                    "unable to load external plugin '{kind}' ({api_version}) configured in {origin}"
+                ),
+            });
+        }
+    }
+    Ok(configs)
+}
+
+fn parse_configs(
+    text: &str,
+    origin: &str,
+    file: &Path,
+) -> Result<Vec<(Value, String)>, KustomizeError> {
+    let documents =
+        yaml::parse_documents(text, Schema::Kyaml).map_err(|error| KustomizeError::Yaml {
+            file: file.to_path_buf(),
+            error,
+        })?;
+    Ok(documents
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .map(|d| (d, origin.to_string()))
+        .collect())
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(
+    config: &Value,
+    origin: &str,
+    file: &Path,
+) -> Result<T, KustomizeError> {
+    let mut config = config.clone();
+    if let Some(map) = config.as_object_mut() {
+        map.remove("apiVersion");
+        map.remove("kind");
+    }
+    serde_path_to_error::deserialize(config).map_err(|e| KustomizeError::InvalidConfig {
+        file: file.to_path_buf(),
+        message: format!("{origin}: {}", describe(e)),
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct GeneratorConfig {
+    #[serde(default)]
+    metadata: ConfigMetadata,
+    #[serde(flatten)]
+    args: GeneratorArgs,
+}
+
+#[derive(Deserialize, Default)]
+struct ConfigMetadata {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+}
+
+/// Runs a `generators:` entry: ConfigMapGenerator and SecretGenerator configurations.
+pub fn run_generator(
+    builder: &mut Builder,
+    entry: &str,
+    loader: &Loader,
+    env_lookup: EnvLookup,
+    file: &Path,
+) -> Result<Vec<Resource>, KustomizeError> {
+    let mut resources = Vec::new();
+    for (config, origin) in load_configs(builder, entry, loader, file)? {
+        let kind = match config.get("kind").and_then(Value::as_str) {
+            Some("ConfigMapGenerator") => GeneratorKind::ConfigMap,
+            Some("SecretGenerator") => GeneratorKind::Secret,
+            other => {
+                return Err(KustomizeError::PluginRefused {
+                    file: file.to_path_buf(),
+                    what: format!(
+                        "unable to load builtin generator {:?} configured in {origin}",
+                        other.unwrap_or("")
+                    ),
+                });
+            }
+        };
+        let parsed: GeneratorConfig = decode(&config, &origin, file)?;
+        let mut args = parsed.args;
+        if args.name.is_empty() {
+            args.name = parsed.metadata.name;
+        }
+        if args.namespace.is_empty() {
+            args.namespace = parsed.metadata.namespace;
+        }
+        let mut options = args.options.take().unwrap_or_default();
+        options.labels.extend(parsed.metadata.labels);
+        options.annotations.extend(parsed.metadata.annotations);
+        args.options = Some(options);
+        resources.push(generators::generate(
+            kind,
+            &args,
+            None::<&GeneratorOptions>,
+            loader,
+            env_lookup,
+            file,
+        )?);
+    }
+    Ok(resources)
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PrefixSuffixConfig {
+    #[serde(default)]
+    prefix: String,
+    #[serde(default)]
+    suffix: String,
+    #[serde(default)]
+    field_specs: Vec<FieldSpec>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct MapConfig {
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    field_specs: Vec<FieldSpec>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct NamespaceConfig {
+    #[serde(default)]
+    metadata: ConfigMetadata,
+    #[serde(default)]
+    field_specs: Vec<FieldSpec>,
+    #[serde(default)]
+    unset_only: bool,
+    #[serde(default)]
+    set_role_binding_subjects: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ImageConfig {
+    #[serde(default)]
+    image_tag: Image,
+    #[serde(default)]
+    field_specs: Vec<FieldSpec>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ReplicaConfig {
+    #[serde(default)]
+    replica: Replica,
+    #[serde(default)]
+    field_specs: Vec<FieldSpec>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct StrategicMergeConfig {
+    #[serde(default)]
+    paths: Vec<String>,
+    #[serde(default)]
+    patches: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PatchConfig {
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    patch: String,
+    #[serde(default)]
+    target: Option<Selector>,
+    #[serde(default)]
+    options: BTreeMap<String, bool>,
+    #[serde(default)]
+    json_op: String,
+}
+
+#[derive(Deserialize, Default)]
+struct ReplacementConfig {
+    #[serde(default)]
+    replacements: Vec<ReplacementField>,
+}
+
+/// Runs a `transformers:` entry's built-in transformer configurations over `acc`.
+pub fn run_transformer(
+    builder: &mut Builder,
+    entry: &str,
+    loader: &Loader,
+    file: &Path,
+    acc: &mut Accumulated,
+) -> Result<(), KustomizeError> {
+    for (config, origin) in load_configs(builder, entry, loader, file)? {
+        apply_transformer_config(&config, &origin, loader, file, acc)?;
+    }
+    Ok(())
+}
+
+/// Runs a `validators:` entry: built-in transformer configurations that must leave every
+/// resource as it was.
+pub fn run_validator(
+    builder: &mut Builder,
+    entry: &str,
+    loader: &Loader,
+    file: &Path,
+    acc: &Accumulated,
+) -> Result<(), KustomizeError> {
+    for (config, origin) in load_configs(builder, entry, loader, file)? {
+        let mut copy = acc.clone();
+        // kustomize compares nodes, so even rewriting a value with itself is a modification.
+        let writes = apply_transformer_config(&config, &origin, loader, file, &mut copy)?;
+        let unchanged = writes == 0
+            && copy.resources.len() == acc.resources.len()
+            && copy
+                .resources
+                .iter()
+                .zip(&acc.resources)
+                .all(|(a, b)| a.object == b.object);
+        if !unchanged {
+            return Err(KustomizeError::ValidatorModified {
+                file: file.to_path_buf(),
+                what: origin,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Runs one built-in transformer configuration; returns the writes it reports (the map
+/// transformers count every map they set, even to the same values).
+fn apply_transformer_config(
+    config: &Value,
+    origin: &str,
+    loader: &Loader,
+    file: &Path,
+    acc: &mut Accumulated,
+) -> Result<usize, KustomizeError> {
+    let (config, origin) = (config.clone(), origin.to_string());
+    let mut writes = 0;
+    {
+        let kind = config
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        match kind.as_str() {
+            "PrefixSuffixTransformer" | "PrefixTransformer" | "SuffixTransformer" => {
+                let c: PrefixSuffixConfig = decode(&config, &origin, file)?;
+                transformers::add_prefix_suffix(
+                    &mut acc.resources,
+                    &c.prefix,
+                    &c.suffix,
+                    &c.field_specs,
+                    &c.field_specs,
+                );
+            }
+            "LabelTransformer" => {
+                let c: MapConfig = decode(&config, &origin, file)?;
+                writes += transformers::add_map_entries(
+                    &mut acc.resources,
+                    &c.labels,
+                    &c.field_specs,
+                    file,
+                )?;
+            }
+            "AnnotationsTransformer" => {
+                let c: MapConfig = decode(&config, &origin, file)?;
+                writes += transformers::add_map_entries(
+                    &mut acc.resources,
+                    &c.annotations,
+                    &c.field_specs,
+                    file,
+                )?;
+            }
+            "NamespaceTransformer" => {
+                let c: NamespaceConfig = decode(&config, &origin, file)?;
+                let subjects = match c.set_role_binding_subjects.as_str() {
+                    "" | "defaultOnly" => RoleBindingSubjects::DefaultOnly,
+                    "allServiceAccounts" => RoleBindingSubjects::AllServiceAccounts,
+                    "none" => RoleBindingSubjects::None,
+                    other => {
+                        return Err(KustomizeError::InvalidConfig {
+                            file: file.to_path_buf(),
+                            message: format!(
+                                "{origin}: invalid value {other:?} for setRoleBindingSubjects"
+                            ),
+                        });
+                    }
+                };
+                let options = NamespaceOptions {
+                    unset_only: c.unset_only,
+                    subjects,
+                };
+                let custom = acc.custom_schema.clone();
+                let schema = super::openapi::SchemaView {
+                    custom: custom.as_ref(),
+                };
+                transformers::set_namespace(
+                    &mut acc.resources,
+                    &c.metadata.namespace,
+                    &c.field_specs,
+                    schema,
+                    options,
+                );
+            }
+            "ImageTagTransformer" => {
+                let c: ImageConfig = decode(&config, &origin, file)?;
+                transformers::set_images(
+                    &mut acc.resources,
+                    std::slice::from_ref(&c.image_tag),
+                    &c.field_specs,
+                )?;
+            }
+            "ReplicaCountTransformer" => {
+                let c: ReplicaConfig = decode(&config, &origin, file)?;
+                transformers::set_replicas(
+                    &mut acc.resources,
+                    std::slice::from_ref(&c.replica),
+                    &c.field_specs,
+                    file,
+                )?;
+            }
+            "PatchStrategicMergeTransformer" => {
+                let c: StrategicMergeConfig = decode(&config, &origin, file)?;
+                let mut entries = c.paths;
+                if !c.patches.is_empty() {
+                    entries.push(c.patches);
+                }
+                patches::apply_strategic_merge_files(&entries, loader, file, acc)?;
+            }
+            "PatchTransformer" => {
+                let c: PatchConfig = decode(&config, &origin, file)?;
+                let patch = Patch {
+                    path: c.path,
+                    patch: c.patch,
+                    target: c.target,
+                    options: c.options,
+                };
+                patches::apply_patches(std::slice::from_ref(&patch), loader, file, acc)?;
+            }
+            "PatchJson6902Transformer" => {
+                let c: PatchConfig = decode(&config, &origin, file)?;
+                let patch = Patch {
+                    path: c.path,
+                    patch: c.json_op,
+                    target: c.target,
+                    options: c.options,
+                };
+                patches::apply_json6902(std::slice::from_ref(&patch), loader, file, acc)?;
+            }
+            "ReplacementTransformer" => {
+                let c: ReplacementConfig = decode(&config, &origin, file)?;
+                replacements::apply_all(&c.replacements, loader, file, &mut acc.resources)?;
+            }
+            other => {
+                return Err(KustomizeError::PluginRefused {
+                    file: file.to_path_buf(),
+                    what: format!(
+                        "unable to load builtin transformer {other:?} configured in {origin}"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(writes)
+}

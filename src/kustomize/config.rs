@@ -1,0 +1,112 @@
+//! Transformer configuration: the field specs each built-in transformer uses.
+//!
+//! The defaults mirror Kustomize v5.5's built-in configuration (`builtin_fieldspecs.yaml`,
+//! parsed once per process). A build extends them with `configurations:` files and with what
+//! `crds:` declares, and the extensions of a base flow up into the kustomizations above it.
+
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+use super::kustfile::FieldSpec;
+use super::resource::ResId;
+
+/// Field specs per transformer, plus the name-reference table.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TransformerConfig {
+    #[serde(default)]
+    pub name_prefix: Vec<FieldSpec>,
+    #[serde(default)]
+    pub name_suffix: Vec<FieldSpec>,
+    #[serde(default)]
+    pub namespace: Vec<FieldSpec>,
+    #[serde(default)]
+    pub common_labels: Vec<FieldSpec>,
+    #[serde(default)]
+    pub template_labels: Vec<FieldSpec>,
+    #[serde(default)]
+    pub common_annotations: Vec<FieldSpec>,
+    #[serde(default)]
+    pub var_reference: Vec<FieldSpec>,
+    #[serde(default)]
+    pub images: Vec<FieldSpec>,
+    #[serde(default)]
+    pub replicas: Vec<FieldSpec>,
+    #[serde(default)]
+    pub name_reference: Vec<NameReference>,
+}
+
+/// A kind that others refer to by name, and the fields where they do.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NameReference {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub field_specs: Vec<FieldSpec>,
+}
+
+impl NameReference {
+    /// Whether a resource of `id`'s kind is what this entry refers to.
+    pub fn refers_to(&self, id: &ResId) -> bool {
+        self.kind == id.kind
+            && (self.group.is_empty() || self.group == id.group)
+            && (self.version.is_empty() || self.version == id.version)
+    }
+}
+
+impl TransformerConfig {
+    /// Kustomize's built-in configuration.
+    pub fn builtin() -> &'static TransformerConfig {
+        static BUILTIN: OnceLock<TransformerConfig> = OnceLock::new();
+        BUILTIN.get_or_init(|| {
+            let text = include_str!("builtin_fieldspecs.yaml");
+            let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kubernetes)
+                .expect("builtin_fieldspecs.yaml is valid YAML");
+            serde_json::from_value(value)
+                .expect("builtin_fieldspecs.yaml matches TransformerConfig")
+        })
+    }
+
+    /// Adds `other`'s specs that this configuration lacks.
+    pub fn merge(&mut self, other: &TransformerConfig) {
+        let lists: [(&mut Vec<FieldSpec>, &Vec<FieldSpec>); 9] = [
+            (&mut self.name_prefix, &other.name_prefix),
+            (&mut self.name_suffix, &other.name_suffix),
+            (&mut self.namespace, &other.namespace),
+            (&mut self.common_labels, &other.common_labels),
+            (&mut self.template_labels, &other.template_labels),
+            (&mut self.common_annotations, &other.common_annotations),
+            (&mut self.var_reference, &other.var_reference),
+            (&mut self.images, &other.images),
+            (&mut self.replicas, &other.replicas),
+        ];
+        for (mine, theirs) in lists {
+            merge_specs(mine, theirs);
+        }
+        for reference in &other.name_reference {
+            match self.name_reference.iter_mut().find(|r| {
+                r.kind == reference.kind
+                    && r.group == reference.group
+                    && r.version == reference.version
+            }) {
+                Some(existing) => merge_specs(&mut existing.field_specs, &reference.field_specs),
+                None => self.name_reference.push(reference.clone()),
+            }
+        }
+    }
+}
+
+/// Appends the specs of `theirs` not already in `mine`.
+pub fn merge_specs(mine: &mut Vec<FieldSpec>, theirs: &[FieldSpec]) {
+    for spec in theirs {
+        if !mine.contains(spec) {
+            mine.push(spec.clone());
+        }
+    }
+}

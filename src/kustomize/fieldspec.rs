@@ -1,0 +1,150 @@
+//! Field specs: which field, in which kinds, a transformer touches; and walking objects to it.
+//!
+//! A path is slash-separated (`spec/template/spec/containers/image`, `\/` escapes a slash in
+//! a key). A segment that lands on a list visits every element, as kustomize does, so
+//! `containers/image` reaches each container's image; `[]` says the same explicitly. With
+//! `create`, missing maps along the way are made, and the visitor is handed `None` for a
+//! missing leaf so it can decide what to create.
+
+use serde_json::{Map, Value};
+
+use super::kustfile::FieldSpec;
+use super::resource::ResId;
+
+impl FieldSpec {
+    /// Whether the spec applies to objects of `id`'s group, version and kind (an empty part
+    /// matches anything).
+    pub fn applies_to(&self, id: &ResId) -> bool {
+        (self.kind.is_empty() || self.kind == id.kind)
+            && (self.group.is_empty() || self.group == id.group)
+            && (self.version.is_empty() || self.version == id.version)
+    }
+}
+
+/// Splits a field-spec path into keys, honouring `\/` escapes; `[]` suffixes are dropped
+/// because lists are traversed implicitly anyway.
+pub fn split_path(path: &str) -> Vec<String> {
+    let mut segments = Vec::new();
+    let mut current = String::new();
+    let mut chars = path.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'/') => {
+                current.push('/');
+                chars.next();
+            }
+            '/' => segments.push(std::mem::take(&mut current)),
+            _ => current.push(c),
+        }
+    }
+    segments.push(current);
+    segments
+        .into_iter()
+        .map(|s| s.strip_suffix("[]").map(str::to_string).unwrap_or(s))
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Calls `visit` with every value at `segments` below `value`. `visit` receives the parent
+/// map and the final key, so it can read, replace or create the leaf. Lists met on the way
+/// are traversed element by element. Missing intermediate maps are created when `create`.
+pub fn visit_leaves<E>(
+    value: &mut Value,
+    segments: &[String],
+    create: bool,
+    visit: &mut dyn FnMut(&mut Map<String, Value>, &str) -> Result<(), E>,
+) -> Result<(), E> {
+    match value {
+        Value::Array(items) => {
+            for item in items {
+                visit_leaves(item, segments, create, visit)?;
+            }
+            Ok(())
+        }
+        Value::Object(map) => {
+            let Some((first, rest)) = segments.split_first() else {
+                return Ok(());
+            };
+            if rest.is_empty() {
+                if map.contains_key(first) || create {
+                    return visit(map, first);
+                }
+                return Ok(());
+            }
+            if !map.contains_key(first) {
+                if !create {
+                    return Ok(());
+                }
+                map.insert(first.clone(), Value::Object(Map::new()));
+            }
+            let child = map.get_mut(first).expect("present");
+            if child.is_null() {
+                if !create {
+                    return Ok(());
+                }
+                *child = Value::Object(Map::new());
+            }
+            visit_leaves(child, rest, create, visit)
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn splits_paths_with_escapes_and_list_markers() {
+        assert_eq!(
+            split_path("spec/containers[]/image"),
+            ["spec", "containers", "image"]
+        );
+        assert_eq!(
+            split_path("metadata/annotations/config.kubernetes.io\\/local-config"),
+            [
+                "metadata",
+                "annotations",
+                "config.kubernetes.io/local-config"
+            ]
+        );
+    }
+
+    #[test]
+    fn visits_through_lists_and_creates_on_request() {
+        let mut object =
+            json!({"spec": {"containers": [{"image": "a"}, {"image": "b"}, {"name": "c"}]}});
+        let mut seen = Vec::new();
+        visit_leaves::<()>(
+            &mut object,
+            &split_path("spec/containers/image"),
+            false,
+            &mut |map, key| {
+                seen.push(map[key].clone());
+                map.insert(key.to_string(), json!("x"));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(seen, [json!("a"), json!("b")]);
+        assert_eq!(
+            object["spec"]["containers"][2],
+            json!({"name": "c"}),
+            "no create, no field"
+        );
+
+        let mut object = json!({"metadata": {}});
+        visit_leaves::<()>(
+            &mut object,
+            &split_path("spec/selector/matchLabels"),
+            true,
+            &mut |map, key| {
+                map.insert(key.to_string(), json!({"a": "b"}));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(object["spec"]["selector"]["matchLabels"], json!({"a": "b"}));
+    }
+}

@@ -1,0 +1,171 @@
+//! Reading files and directories named by kustomizations, within the load restrictions.
+//!
+//! Two boundaries apply after symlinks are resolved: everything must stay inside the build
+//! root (the artifact, for the controller), and with [`LoadRestrictions::RootOnly`] a file
+//! must also sit in or below the directory of the kustomization that names it. Absolute
+//! paths and remote URLs are refused unless a remote hook takes the URL.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::{KustomizeError, LoadRestrictions};
+
+/// Files larger than this are refused: manifests are text, and a controller must not be made
+/// to read an arbitrarily large file into memory.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// What a reference in a kustomization points at.
+pub enum Target {
+    File(PathBuf),
+    Dir(PathBuf),
+}
+
+/// Loads files for the kustomization in `dir`.
+#[derive(Clone, Debug)]
+pub struct Loader {
+    /// The canonical directory of the kustomization being read.
+    pub dir: PathBuf,
+    /// The canonical build root nothing may escape.
+    pub root: PathBuf,
+    pub restrictions: LoadRestrictions,
+}
+
+/// Whether a resource entry names something remote (git or HTTP) rather than a local path.
+pub fn is_remote(entry: &str) -> bool {
+    entry.contains("://")
+        || entry.starts_with("git@")
+        || entry.starts_with("github.com/")
+        || entry.starts_with("gitlab.com/")
+        || entry.starts_with("bitbucket.org/")
+}
+
+impl Loader {
+    /// A loader for the kustomization directory `dir` inside `root`.
+    pub fn new(
+        root: &Path,
+        dir: &Path,
+        restrictions: LoadRestrictions,
+    ) -> Result<Loader, KustomizeError> {
+        let root = canonical(root)?;
+        let dir = canonical(dir)?;
+        if !dir.starts_with(&root) {
+            return Err(KustomizeError::OutsideRoot { file: dir, root });
+        }
+        Ok(Loader {
+            dir,
+            root,
+            restrictions,
+        })
+    }
+
+    /// A loader for a directory this one references.
+    pub fn child(&self, dir: &Path) -> Loader {
+        Loader {
+            dir: dir.to_path_buf(),
+            root: self.root.clone(),
+            restrictions: self.restrictions,
+        }
+    }
+
+    /// Resolves `entry` (relative to this kustomization) to a file or directory inside the
+    /// build root.
+    pub fn resolve(&self, entry: &str) -> Result<Target, KustomizeError> {
+        if Path::new(entry).is_absolute() {
+            return Err(KustomizeError::AbsolutePath {
+                dir: self.dir.clone(),
+                entry: entry.to_string(),
+            });
+        }
+        let joined = self.dir.join(entry);
+        let resolved = canonical(&joined)?;
+        if !resolved.starts_with(&self.root) {
+            return Err(KustomizeError::OutsideRoot {
+                file: resolved,
+                root: self.root.clone(),
+            });
+        }
+        if resolved.is_dir() {
+            Ok(Target::Dir(resolved))
+        } else {
+            Ok(Target::File(resolved))
+        }
+    }
+
+    /// Reads a file named by this kustomization, enforcing the restrictions.
+    pub fn read(&self, entry: &str) -> Result<(PathBuf, Vec<u8>), KustomizeError> {
+        match self.resolve(entry)? {
+            Target::Dir(dir) => Err(KustomizeError::Io {
+                path: dir,
+                error: std::io::Error::other("is a directory, expected a file"),
+            }),
+            Target::File(file) => {
+                self.check_file(&file)?;
+                let bytes = read_bounded(&file)?;
+                Ok((file, bytes))
+            }
+        }
+    }
+
+    /// Reads a file as UTF-8 text.
+    pub fn read_text(&self, entry: &str) -> Result<(PathBuf, String), KustomizeError> {
+        let (file, bytes) = self.read(entry)?;
+        let text = String::from_utf8(bytes).map_err(|_| KustomizeError::Io {
+            path: file.clone(),
+            error: std::io::Error::other("invalid utf8: the file is not UTF-8 text"),
+        })?;
+        Ok((file, text))
+    }
+
+    pub fn check_file(&self, file: &Path) -> Result<(), KustomizeError> {
+        if self.restrictions == LoadRestrictions::RootOnly && !file.starts_with(&self.dir) {
+            return Err(KustomizeError::OutsideRoot {
+                file: file.to_path_buf(),
+                root: self.dir.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A path relative to the build root, for messages and origins.
+    pub fn relative<'a>(&self, path: &'a Path) -> &'a Path {
+        path.strip_prefix(&self.root).unwrap_or(path)
+    }
+}
+
+pub fn canonical(path: &Path) -> Result<PathBuf, KustomizeError> {
+    path.canonicalize().map_err(|error| KustomizeError::Io {
+        path: lexically_clean(path),
+        error,
+    })
+}
+
+fn read_bounded(file: &Path) -> Result<Vec<u8>, KustomizeError> {
+    let io = |error| KustomizeError::Io {
+        path: file.to_path_buf(),
+        error,
+    };
+    let size = std::fs::metadata(file).map_err(io)?.len();
+    if size > MAX_FILE_BYTES {
+        return Err(KustomizeError::FileTooLarge {
+            file: file.to_path_buf(),
+            limit: MAX_FILE_BYTES,
+        });
+    }
+    std::fs::read(file).map_err(io)
+}
+
+/// `a/./b/../c` → `a/c`, for naming paths that do not exist.
+fn lexically_clean(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}

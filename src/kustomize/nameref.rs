@@ -1,0 +1,215 @@
+//! Name references: after prefixes, suffixes and hashes renamed resources, point the fields
+//! that refer to them (volumes, envFrom, roleRef, subjects, scaleTargetRef, …) at the new
+//! names.
+//!
+//! A reference holds a name the referenced resource had before it was renamed. Candidates
+//! are found through an index of earlier names, so the pass is linear in the number of
+//! referring fields. Among candidates of the referenced kind, kustomize's sieve applies:
+//! same kind as a `roleRef` says, same current namespace as the referrer (cluster-scoped
+//! resources and ServiceAccounts pass), then matching prefixes and suffixes to break ties.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::KustomizeError;
+use super::config::NameReference;
+use super::fieldspec::{split_path, visit_leaves};
+use super::openapi::SchemaView;
+use super::resource::{ResId, Resource, namespaces_equal, str_at};
+
+/// What the fix-up needs to know about a possible referral target.
+struct Candidate {
+    current: ResId,
+    previous: Vec<ResId>,
+    prefixes: Vec<String>,
+    suffixes: Vec<String>,
+    cluster_scoped: bool,
+}
+
+/// Rewrites every name reference in `resources` to the current names.
+pub fn fix(
+    resources: &mut [Resource],
+    references: &[NameReference],
+    schema: SchemaView,
+) -> Result<(), KustomizeError> {
+    let candidates: Vec<Candidate> = resources
+        .iter()
+        .map(|r| Candidate {
+            current: r.id(),
+            previous: r.previous_ids.clone(),
+            prefixes: r.prefixes.clone(),
+            suffixes: r.suffixes.clone(),
+            cluster_scoped: schema.is_cluster_scoped(str_at(&r.object, "/apiVersion"), r.kind()),
+        })
+        .collect();
+    // (kind, earlier name) → candidates; only renamed resources can be referred to by an
+    // outdated name.
+    let mut by_previous_name: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+    for (index, candidate) in candidates.iter().enumerate() {
+        for previous in &candidate.previous {
+            let entry = by_previous_name
+                .entry((previous.kind.as_str(), previous.name.as_str()))
+                .or_default();
+            if entry.last() != Some(&index) {
+                entry.push(index);
+            }
+        }
+    }
+    if by_previous_name.is_empty() {
+        return Ok(());
+    }
+    for (referrer_index, resource) in resources.iter_mut().enumerate() {
+        let referrer_id = resource.id();
+        let referrer = &candidates[referrer_index];
+        let role_ref_kind = str_at(&resource.object, "/roleRef/kind").to_string();
+        for reference in references {
+            for spec in reference
+                .field_specs
+                .iter()
+                .filter(|s| s.applies_to(&referrer_id))
+            {
+                let is_role_ref = spec.path.ends_with("roleRef/name");
+                let context = Context {
+                    reference,
+                    referrer,
+                    candidates: &candidates,
+                    index: &by_previous_name,
+                    role_ref_kind: is_role_ref.then_some(role_ref_kind.as_str()),
+                };
+                visit_leaves(
+                    &mut resource.object,
+                    &split_path(&spec.path),
+                    false,
+                    &mut |map, key| {
+                        let Some(value) = map.get_mut(key) else {
+                            return Ok(());
+                        };
+                        context.update(value, &referrer_id)
+                    },
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Context<'a> {
+    reference: &'a NameReference,
+    referrer: &'a Candidate,
+    candidates: &'a [Candidate],
+    index: &'a HashMap<(&'a str, &'a str), Vec<usize>>,
+    role_ref_kind: Option<&'a str>,
+}
+
+impl Context<'_> {
+    fn update(&self, value: &mut Value, referrer_id: &ResId) -> Result<(), KustomizeError> {
+        match value {
+            Value::String(name) => {
+                if let Some(found) = self.select(name, None, referrer_id)? {
+                    *name = found.current.name.clone();
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    self.update(item, referrer_id)?;
+                }
+            }
+            Value::Object(map) => {
+                if let Some(kind) = map.get("kind").and_then(Value::as_str) {
+                    if kind != self.reference.kind {
+                        return Ok(());
+                    }
+                }
+                let Some(name) = map.get("name").and_then(Value::as_str).map(str::to_string) else {
+                    return Ok(());
+                };
+                let namespace = map
+                    .get("namespace")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                if let Some(found) = self.select(&name, namespace.as_deref(), referrer_id)? {
+                    map.insert("name".into(), Value::String(found.current.name.clone()));
+                    if !found.current.namespace.is_empty() {
+                        map.insert(
+                            "namespace".into(),
+                            Value::String(found.current.namespace.clone()),
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The one candidate `name` (optionally in `namespace`) refers to, if any.
+    fn select(
+        &self,
+        name: &str,
+        namespace: Option<&str>,
+        referrer_id: &ResId,
+    ) -> Result<Option<&Candidate>, KustomizeError> {
+        let Some(indexes) = self.index.get(&(self.reference.kind.as_str(), name)) else {
+            return Ok(None);
+        };
+        let mut found: Vec<&Candidate> = indexes
+            .iter()
+            .map(|i| &self.candidates[*i])
+            .filter(|c| {
+                c.previous
+                    .iter()
+                    .any(|p| p.name == name && self.reference.refers_to(p))
+            })
+            .filter(|c| self.role_ref_kind.is_none_or(|kind| c.current.kind == kind))
+            .filter(|c| match namespace {
+                Some(ns) => c
+                    .previous
+                    .iter()
+                    .chain(std::iter::once(&c.current))
+                    .any(|id| namespaces_equal(&id.namespace, ns)),
+                None => self.same_namespace(c),
+            })
+            .collect();
+        if found.len() > 1 {
+            found.retain(|c| affixes_agree(c, self.referrer));
+        }
+        match found.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some(*one)),
+            [first, rest @ ..] if rest.iter().all(|c| c.current.name == first.current.name) => {
+                Ok(Some(*first))
+            }
+            many => Err(KustomizeError::AmbiguousReference {
+                referrer: referrer_id.to_string(),
+                name: name.to_string(),
+                candidates: many
+                    .iter()
+                    .map(|c| c.current.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
+
+    fn same_namespace(&self, candidate: &Candidate) -> bool {
+        self.referrer.cluster_scoped
+            || candidate.cluster_scoped
+            || candidate.current.kind == "ServiceAccount"
+            || namespaces_equal(
+                &self.referrer.current.namespace,
+                &candidate.current.namespace,
+            )
+    }
+}
+
+/// Prefixes and suffixes agree when either side has none or their outermost ones match.
+fn affixes_agree(candidate: &Candidate, referrer: &Candidate) -> bool {
+    let agree = |a: &[String], b: &[String]| {
+        a.is_empty() || b.is_empty() || {
+            let n = a.len().min(b.len());
+            a[a.len() - n..] == b[b.len() - n..]
+        }
+    };
+    agree(&candidate.prefixes, &referrer.prefixes) && agree(&candidate.suffixes, &referrer.suffixes)
+}

@@ -1,0 +1,360 @@
+//! The patch transformers: `patchesStrategicMerge`, `patches` and `patchesJson6902`.
+//!
+//! A patch document that is a list is a JSON 6902 patch, anything else a strategic merge
+//! patch. Strategic merge patches without a target apply to the resource with their own
+//! identity (current or earlier); with a target, to every selected resource, keeping the
+//! resource's name and kind unless the options allow the patch to change them.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::KustomizeError;
+use super::kustfile::{Patch, Selector};
+use super::loader::{Loader, Target};
+use super::resource::{ResId, Resource};
+use super::selector::CompiledSelector;
+use super::smp::{self, Outcome};
+use super::target::Accumulated;
+use crate::yaml::{self, Schema};
+
+/// A loaded patch: where it came from (for messages) and its documents.
+struct Loaded {
+    origin: String,
+    documents: Vec<Value>,
+}
+
+/// Reads a patch from a file or, when `entry` is not a file, as inline YAML.
+fn load_entry(entry: &str, loader: &Loader, file: &Path) -> Result<Loaded, KustomizeError> {
+    let looks_inline = entry.contains('\n')
+        || entry.trim_start().starts_with('{')
+        || entry.trim_start().starts_with('[');
+    if !looks_inline {
+        if let Ok(Target::File(_)) = loader.resolve(entry) {
+            let (path, text) = loader.read_text(entry)?;
+            return parse(&text, &loader.relative(&path).display().to_string(), file);
+        }
+    }
+    let loaded = parse(entry, "inline patch", file)?;
+    if !looks_inline
+        && loaded
+            .documents
+            .iter()
+            .all(|d| !d.is_object() && !d.is_array())
+    {
+        // A single word that is not a file: report the missing file, as kustomize does.
+        loader.read(entry)?;
+    }
+    Ok(loaded)
+}
+
+fn parse(text: &str, origin: &str, file: &Path) -> Result<Loaded, KustomizeError> {
+    let documents = yaml::parse_documents(text, Schema::Kyaml)
+        .map_err(|error| KustomizeError::Patch {
+            file: file.to_path_buf(),
+            patch: origin.to_string(),
+            message: error.to_string(),
+        })?
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect();
+    Ok(Loaded {
+        origin: origin.to_string(),
+        documents,
+    })
+}
+
+fn patch_error(file: &Path, origin: &str, message: impl Into<String>) -> KustomizeError {
+    KustomizeError::Patch {
+        file: file.to_path_buf(),
+        patch: origin.to_string(),
+        message: message.into(),
+    }
+}
+
+/// `patchesStrategicMerge`: each document patches the resource with its identity.
+pub fn apply_strategic_merge_files(
+    entries: &[String],
+    loader: &Loader,
+    file: &Path,
+    acc: &mut Accumulated,
+) -> Result<(), KustomizeError> {
+    for entry in entries {
+        let loaded = load_entry(entry, loader, file)?;
+        for document in &loaded.documents {
+            apply_by_identity(document, (false, false), &loaded.origin, file, acc)?;
+        }
+    }
+    Ok(())
+}
+
+/// Applies a strategic merge patch to the one resource whose identity it carries.
+fn apply_by_identity(
+    patch: &Value,
+    (allow_name_change, allow_kind_change): (bool, bool),
+    origin: &str,
+    file: &Path,
+    acc: &mut Accumulated,
+) -> Result<(), KustomizeError> {
+    if !patch.is_object() {
+        return Err(patch_error(
+            file,
+            origin,
+            "a strategic merge patch must be a mapping",
+        ));
+    }
+    let id = ResId::of(patch);
+    let matches: Vec<usize> = acc
+        .resources
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches_identity(r, &id))
+        .map(|(i, _)| i)
+        .collect();
+    let index = match matches.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(patch_error(
+                file,
+                origin,
+                format!("no matches for Id {id}; failed to find unique target for patch"),
+            ));
+        }
+        _ => {
+            return Err(patch_error(
+                file,
+                origin,
+                format!("multiple matches for Id {id}; failed to find unique target for patch"),
+            ));
+        }
+    };
+    apply_smp_to(acc, index, patch, allow_name_change, allow_kind_change);
+    Ok(())
+}
+
+/// Same group, kind, name and namespace as `id`, now or before a rename.
+fn matches_identity(resource: &Resource, id: &ResId) -> bool {
+    let same = |other: &ResId| {
+        other.kind == id.kind
+            && other.name == id.name
+            && (id.group.is_empty() || other.group == id.group)
+            && super::resource::namespaces_equal(&other.namespace, &id.namespace)
+    };
+    same(&resource.id()) || resource.previous_ids.iter().any(same)
+}
+
+/// Applies a strategic merge patch to `acc.resources[index]`, removing the resource on
+/// `$patch: delete` and remembering its identity when the patch renames it.
+fn apply_smp_to(
+    acc: &mut Accumulated,
+    index: usize,
+    patch: &Value,
+    allow_name_change: bool,
+    allow_kind_change: bool,
+) {
+    let resource = &mut acc.resources[index];
+    let before = resource.id();
+    let mut patch = patch.clone();
+    if let Some(map) = patch.as_object_mut() {
+        if !allow_kind_change || !map.contains_key("kind") {
+            map.insert("kind".into(), Value::String(before.kind.clone()));
+        }
+        if !allow_name_change
+            || patch
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
+            super::resource::metadata_mut(&mut patch)
+                .insert("name".into(), Value::String(before.name.clone()));
+        }
+        // The patch's namespace never moves the resource.
+        super::resource::metadata_mut(&mut patch).remove("namespace");
+    }
+    let schema = super::openapi::SchemaView {
+        custom: acc.custom_schema.as_ref(),
+    };
+    match smp::apply(&mut acc.resources[index].object, &patch, schema) {
+        Outcome::Deleted => {
+            acc.resources.remove(index);
+        }
+        Outcome::Patched => {
+            let resource = &mut acc.resources[index];
+            if resource.id() != before && resource.previous_ids.last() != Some(&before) {
+                resource.previous_ids.push(before);
+            }
+        }
+    }
+}
+
+/// `patches`: strategic merge or JSON 6902 patches for a target set.
+pub fn apply_patches(
+    entries: &[Patch],
+    loader: &Loader,
+    file: &Path,
+    acc: &mut Accumulated,
+) -> Result<(), KustomizeError> {
+    for entry in entries {
+        let loaded = load_patch(entry, loader, file)?;
+        let allow_name_change = entry
+            .options
+            .get("allowNameChange")
+            .copied()
+            .unwrap_or(false);
+        let allow_kind_change = entry
+            .options
+            .get("allowKindChange")
+            .copied()
+            .unwrap_or(false);
+        let is_json6902 = matches!(loaded.documents.as_slice(), [Value::Array(_)]);
+        match (&entry.target, is_json6902) {
+            (None, true) => {
+                return Err(patch_error(
+                    file,
+                    &loaded.origin,
+                    "must specify a target for patch",
+                ));
+            }
+            (None, false) => {
+                for document in &loaded.documents {
+                    apply_by_identity(
+                        document,
+                        (allow_name_change, allow_kind_change),
+                        &loaded.origin,
+                        file,
+                        acc,
+                    )?;
+                }
+            }
+            (Some(target), true) => apply_json6902_to_selection(
+                &loaded.documents[0],
+                target,
+                &loaded.origin,
+                file,
+                acc,
+            )?,
+            (Some(target), false) => {
+                let selected = select(target, acc, file, &loaded.origin)?;
+                for document in &loaded.documents {
+                    // Indexes shift when a patch deletes a resource; walk from the end.
+                    for &index in selected.iter().rev() {
+                        apply_smp_to(acc, index, document, allow_name_change, allow_kind_change);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn load_patch(entry: &Patch, loader: &Loader, file: &Path) -> Result<Loaded, KustomizeError> {
+    match (entry.path.is_empty(), entry.patch.is_empty()) {
+        (false, true) => {
+            let (path, text) = loader.read_text(&entry.path)?;
+            parse(&text, &loader.relative(&path).display().to_string(), file)
+        }
+        (true, false) => parse(&entry.patch, "inline patch", file),
+        (false, false) => Err(patch_error(
+            file,
+            &entry.path,
+            "patch and path can't be set at the same time",
+        )),
+        (true, true) => Err(patch_error(
+            file,
+            "patch",
+            "must specify one of patch and path",
+        )),
+    }
+}
+
+fn select(
+    target: &Selector,
+    acc: &Accumulated,
+    file: &Path,
+    origin: &str,
+) -> Result<Vec<usize>, KustomizeError> {
+    let compiled = CompiledSelector::new(target).map_err(|m| patch_error(file, origin, m))?;
+    Ok(acc
+        .resources
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| compiled.matches(r))
+        .map(|(i, _)| i)
+        .collect())
+}
+
+/// Applies JSON 6902 operations one by one with kustomize's leniency: `replace` of a missing
+/// member adds it.
+fn apply_operations(object: &mut Value, patch: &json_patch::Patch) -> Result<(), String> {
+    use json_patch::PatchOperation;
+    for operation in &patch.0 {
+        let operation = match operation {
+            PatchOperation::Replace(replace) if object.pointer(replace.path.as_str()).is_none() => {
+                PatchOperation::Add(json_patch::AddOperation {
+                    path: replace.path.clone(),
+                    value: replace.value.clone(),
+                })
+            }
+            other => other.clone(),
+        };
+        json_patch::patch(object, std::slice::from_ref(&operation)).map_err(|e| {
+            match (&operation, &e.kind) {
+                (PatchOperation::Test(test), json_patch::PatchErrorKind::TestFailed) => {
+                    format!("testing value {} failed: test failed", test.path)
+                }
+                _ => e.to_string(),
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// `patchesJson6902`: JSON 6902 patches for a target.
+pub fn apply_json6902(
+    entries: &[Patch],
+    loader: &Loader,
+    file: &Path,
+    acc: &mut Accumulated,
+) -> Result<(), KustomizeError> {
+    for entry in entries {
+        let loaded = load_patch(entry, loader, file)?;
+        let Some(target) = &entry.target else {
+            return Err(patch_error(
+                file,
+                &loaded.origin,
+                "must specify a target for patch",
+            ));
+        };
+        let [operations] = loaded.documents.as_slice() else {
+            return Err(patch_error(
+                file,
+                &loaded.origin,
+                "a JSON 6902 patch is one list of operations",
+            ));
+        };
+        apply_json6902_to_selection(operations, target, &loaded.origin, file, acc)?;
+    }
+    Ok(())
+}
+
+fn apply_json6902_to_selection(
+    operations: &Value,
+    target: &Selector,
+    origin: &str,
+    file: &Path,
+    acc: &mut Accumulated,
+) -> Result<(), KustomizeError> {
+    let patch: json_patch::Patch = serde_json::from_value(operations.clone())
+        .map_err(|e| patch_error(file, origin, format!("invalid JSON 6902 patch: {e}")))?;
+    for index in select(target, acc, file, origin)? {
+        let resource = &mut acc.resources[index];
+        let before = resource.id();
+        apply_operations(&mut resource.object, &patch).map_err(|message| {
+            patch_error(file, origin, format!("applying to {before}: {message}"))
+        })?;
+        if resource.id() != before && resource.previous_ids.last() != Some(&before) {
+            resource.previous_ids.push(before);
+        }
+    }
+    Ok(())
+}

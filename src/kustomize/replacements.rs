@@ -1,0 +1,542 @@
+//! `replacements:`: copy a field of one resource into fields of others.
+//!
+//! The source is one resource selected by identity (current or earlier, exact fields) and a
+//! dot-separated field path (default `metadata.name`), optionally one part of a delimited
+//! value. Targets are selected the same way, minus `reject`ed ones, and written at their
+//! field paths, where `[k=v]` picks list elements, `*` every element, a number one element
+//! and `[a.b/c]` a key containing dots. A scalar target keeps its type, as kustomize does.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::KustomizeError;
+use super::kustfile::{FieldOptions, ReplacementField, ReplacementSource, Selector};
+use super::loader::Loader;
+use super::resource::{ResId, Resource, namespaces_equal};
+use crate::yaml::{self, Schema};
+
+/// One step of a replacement field path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathSegment {
+    Field(String),
+    /// `[key=value]`: the list elements whose `key` is `value`.
+    Match(String, String),
+    /// `*`: every element or field.
+    Wildcard,
+    Index(usize),
+}
+
+/// Splits `spec.template.spec.containers.[name=app].image` into segments.
+pub fn parse_field_path(path: &str) -> Vec<PathSegment> {
+    let mut parts = Vec::new();
+    let (mut depth, mut current) = (0usize, String::new());
+    for c in path.chars() {
+        match c {
+            '[' => {
+                depth += 1;
+                current.push(c);
+            }
+            ']' => {
+                depth = depth.saturating_sub(1);
+                current.push(c);
+            }
+            '.' if depth == 0 => parts.push(std::mem::take(&mut current)),
+            _ => current.push(c),
+        }
+    }
+    parts.push(current);
+    parts
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .map(|part| {
+            if part == "*" {
+                return PathSegment::Wildcard;
+            }
+            if let Some(inner) = part.strip_prefix('[').and_then(|p| p.strip_suffix(']')) {
+                return match inner.split_once('=') {
+                    Some((k, v)) => PathSegment::Match(k.to_string(), v.to_string()),
+                    None => PathSegment::Field(inner.to_string()),
+                };
+            }
+            match part.parse::<usize>() {
+                Ok(index) => PathSegment::Index(index),
+                Err(_) => PathSegment::Field(part),
+            }
+        })
+        .collect()
+}
+
+/// Applies every replacement in order.
+pub fn apply_all(
+    entries: &[ReplacementField],
+    loader: &Loader,
+    file: &Path,
+    resources: &mut [Resource],
+) -> Result<(), KustomizeError> {
+    for entry in entries {
+        if entry.path.is_empty() {
+            apply(entry, file, resources)?;
+            continue;
+        }
+        let (path, text) = loader.read_text(&entry.path)?;
+        if entry.source.is_some() || !entry.targets.is_empty() {
+            return Err(error(
+                file,
+                format!(
+                    "{}: cannot specify both path and inline replacement",
+                    entry.path
+                ),
+            ));
+        }
+        let value =
+            yaml::parse_documents(&text, Schema::Kyaml).map_err(|error| KustomizeError::Yaml {
+                file: path.clone(),
+                error,
+            })?;
+        let list: Vec<ReplacementField> = value
+            .into_iter()
+            .filter(|v| !v.is_null())
+            .flat_map(|v| match v {
+                Value::Array(items) => items,
+                other => vec![other],
+            })
+            .map(|v| {
+                serde_path_to_error::deserialize(v).map_err(|e| KustomizeError::Replacement {
+                    file: path.clone(),
+                    message: super::kustfile::describe(e),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        for replacement in &list {
+            apply(replacement, &path, resources)?;
+        }
+    }
+    Ok(())
+}
+
+fn error(file: &Path, message: impl Into<String>) -> KustomizeError {
+    KustomizeError::Replacement {
+        file: file.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// Every identity of a resource: current and earlier.
+fn identities(resource: &Resource) -> impl Iterator<Item = ResId> + '_ {
+    std::iter::once(resource.id()).chain(resource.previous_ids.iter().cloned())
+}
+
+fn selected_by(
+    id: &ResId,
+    group: &str,
+    version: &str,
+    kind: &str,
+    name: &str,
+    namespace: &str,
+) -> bool {
+    (group.is_empty() || group == id.group)
+        && (version.is_empty() || version == id.version)
+        && (kind.is_empty() || kind == id.kind)
+        && (name.is_empty() || name == id.name)
+        && (namespace.is_empty() || namespaces_equal(namespace, &id.namespace))
+}
+
+fn selector_picks(selector: &Selector, resource: &Resource) -> bool {
+    identities(resource).any(|id| {
+        selected_by(
+            &id,
+            &selector.group,
+            &selector.version,
+            &selector.kind,
+            &selector.name,
+            &selector.namespace,
+        )
+    })
+}
+
+fn apply(
+    replacement: &ReplacementField,
+    file: &Path,
+    resources: &mut [Resource],
+) -> Result<(), KustomizeError> {
+    let source = replacement
+        .source
+        .as_ref()
+        .ok_or_else(|| error(file, "replacement has no source"))?;
+    let value = source_value(source, file, resources)?;
+    for target in &replacement.targets {
+        let select = target
+            .select
+            .as_ref()
+            .ok_or_else(|| error(file, "target must specify resources to select"))?;
+        let metadata_selector = Selector {
+            label_selector: select.label_selector.clone(),
+            annotation_selector: select.annotation_selector.clone(),
+            ..Default::default()
+        };
+        let label_and_annotation = super::selector::CompiledSelector::new(&metadata_selector)
+            .map_err(|m| error(file, m))?;
+        let default_path = ["metadata.name".to_string()];
+        let field_paths: &[String] = if target.field_paths.is_empty() {
+            &default_path
+        } else {
+            &target.field_paths
+        };
+        let options = target.options.clone().unwrap_or_default();
+        for resource in resources.iter_mut() {
+            if !label_and_annotation.matches(resource)
+                || !selector_picks(select, resource)
+                || target.reject.iter().any(|reject| rejects(reject, resource))
+            {
+                continue;
+            }
+            let before = resource.id();
+            for path in field_paths {
+                let segments = parse_field_path(path);
+                let mut written = 0;
+                // Labels and annotations are string maps: created entries stay strings.
+                let string_map = matches!(segments.as_slice(), [PathSegment::Field(m), PathSegment::Field(f), ..]
+                    if m == "metadata" && (f == "labels" || f == "annotations"));
+                let created_as_string = string_map;
+                write_at(
+                    &mut resource.object,
+                    &segments,
+                    &value,
+                    &WriteOptions {
+                        field: &options,
+                        created_as_string,
+                    },
+                    &mut written,
+                )
+                .map_err(|m| error(file, format!("{before}: {m}")))?;
+                if written == 0 {
+                    let verb = if options.create {
+                        "find or create"
+                    } else {
+                        "find"
+                    };
+                    return Err(error(
+                        file,
+                        format!("unable to {verb} field \"{path}\" in replacement target {before}"),
+                    ));
+                }
+            }
+            if resource.id() != before && resource.previous_ids.last() != Some(&before) {
+                resource.previous_ids.push(before);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A reject entry excludes a resource when all its set fields (identity, label and
+/// annotation selectors) match; an entry with nothing set rejects nothing.
+fn rejects(reject: &Selector, resource: &Resource) -> bool {
+    if *reject == Selector::default() {
+        return false;
+    }
+    let metadata_selector = Selector {
+        label_selector: reject.label_selector.clone(),
+        annotation_selector: reject.annotation_selector.clone(),
+        ..Default::default()
+    };
+    let metadata_matches = super::selector::CompiledSelector::new(&metadata_selector)
+        .is_ok_and(|s| s.matches(resource));
+    metadata_matches && selector_picks(reject, resource)
+}
+
+fn source_value(
+    source: &ReplacementSource,
+    file: &Path,
+    resources: &[Resource],
+) -> Result<Value, KustomizeError> {
+    let or = |s: &str, placeholder: &'static str| {
+        if s.is_empty() {
+            placeholder.to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    let selector_text = format!(
+        "{}.{}.{}/{}.{}",
+        source.kind,
+        or(&source.version, "[noVer]"),
+        or(&source.group, "[noGrp]"),
+        or(&source.name, "[noName]"),
+        or(&source.namespace, "[noNs]")
+    );
+    let mut matches = resources.iter().filter(|r| {
+        identities(r).any(|id| {
+            selected_by(
+                &id,
+                &source.group,
+                &source.version,
+                &source.kind,
+                &source.name,
+                &source.namespace,
+            )
+        })
+    });
+    let resource = matches
+        .next()
+        .ok_or_else(|| error(file, format!("nothing selected by {selector_text}")))?;
+    if matches.next().is_some() {
+        return Err(error(
+            file,
+            format!("multiple matches for selector {selector_text}"),
+        ));
+    }
+    let path = if source.field_path.is_empty() {
+        "metadata.name"
+    } else {
+        &source.field_path
+    };
+    let value = read_at(&resource.object, &parse_field_path(path))
+        .filter(|v| !is_nil_or_empty(v))
+        .ok_or_else(|| {
+            error(
+                file,
+                format!(
+                    "fieldPath `{path}` is missing for replacement source {}",
+                    resource.id()
+                ),
+            )
+        })?;
+    match &source.options {
+        Some(options) if !options.delimiter.is_empty() => {
+            let text = scalar_text(value);
+            let parts: Vec<&str> = text.split(options.delimiter.as_str()).collect();
+            let index = usize::try_from(options.index)
+                .ok()
+                .filter(|i| *i < parts.len())
+                .ok_or_else(|| {
+                    error(
+                        file,
+                        format!(
+                            "options.index {} is out of bounds for value {text}",
+                            options.index
+                        ),
+                    )
+                })?;
+            Ok(Value::String(parts[index].to_string()))
+        }
+        _ => Ok(value.clone()),
+    }
+}
+
+fn is_nil_or_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
+/// The single value at `segments` (the first match).
+fn read_at<'v>(value: &'v Value, segments: &[PathSegment]) -> Option<&'v Value> {
+    let Some((first, rest)) = segments.split_first() else {
+        return Some(value);
+    };
+    let next = match (first, value) {
+        (PathSegment::Field(name), Value::Object(map)) => map.get(name)?,
+        (PathSegment::Index(i), Value::Array(items)) => items.get(*i)?,
+        (PathSegment::Match(k, v), Value::Array(items)) => {
+            items.iter().find(|item| element_matches(item, k, v))?
+        }
+        (PathSegment::Wildcard, Value::Array(items)) => {
+            return items.iter().find_map(|item| read_at(item, rest));
+        }
+        _ => return None,
+    };
+    read_at(next, rest)
+}
+
+fn element_matches(item: &Value, key: &str, value: &str) -> bool {
+    if key.is_empty() {
+        return item.as_str() == Some(value);
+    }
+    item.get(key).is_some_and(|v| scalar_text(v) == value)
+}
+
+/// The YAML text of a scalar, as kyaml keeps it.
+pub fn scalar_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => crate::yaml::format_number(n),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// How a target field is written.
+struct WriteOptions<'o> {
+    field: &'o FieldOptions,
+    /// Fields created under labels or annotations hold strings.
+    created_as_string: bool,
+}
+
+/// Writes `value` at every place `segments` reaches, creating fields when asked.
+fn write_at(
+    target: &mut Value,
+    segments: &[PathSegment],
+    value: &Value,
+    write: &WriteOptions,
+    written: &mut usize,
+) -> Result<(), String> {
+    let options = write.field;
+    let Some((first, rest)) = segments.split_first() else {
+        set_field(target, value, options, write.created_as_string)?;
+        *written += 1;
+        return Ok(());
+    };
+    match (first, target) {
+        (PathSegment::Field(name), Value::Object(map)) => {
+            if !map.contains_key(name) || map.get(name).is_some_and(Value::is_null) {
+                if !options.create {
+                    return Ok(());
+                }
+                let fresh = if rest.is_empty() {
+                    Value::Null
+                } else if matches!(rest[0], PathSegment::Match(..) | PathSegment::Index(_)) {
+                    Value::Array(Vec::new())
+                } else {
+                    Value::Object(Map::new())
+                };
+                map.insert(name.clone(), fresh);
+            }
+            write_at(
+                map.get_mut(name).expect("present"),
+                rest,
+                value,
+                write,
+                written,
+            )
+        }
+        (PathSegment::Index(i), Value::Array(items)) => {
+            if *i == items.len() && options.create {
+                items.push(if rest.is_empty() {
+                    Value::Null
+                } else {
+                    Value::Object(Map::new())
+                });
+            }
+            match items.get_mut(*i) {
+                Some(item) => write_at(item, rest, value, write, written),
+                None => Ok(()),
+            }
+        }
+        (PathSegment::Wildcard, Value::Array(items)) => {
+            for item in items.iter_mut() {
+                write_at(item, rest, value, write, written)?;
+            }
+            Ok(())
+        }
+        (PathSegment::Wildcard, Value::Object(map)) => {
+            for item in map.values_mut() {
+                write_at(item, rest, value, write, written)?;
+            }
+            Ok(())
+        }
+        (PathSegment::Match(k, v), Value::Array(items)) => {
+            let mut any = false;
+            for item in items.iter_mut().filter(|item| element_matches(item, k, v)) {
+                any = true;
+                write_at(item, rest, value, write, written)?;
+            }
+            if !any && options.create && !k.is_empty() {
+                let mut element = Map::new();
+                element.insert(k.clone(), Value::String(v.clone()));
+                items.push(Value::Object(element));
+                let last = items.last_mut().expect("just pushed");
+                write_at(last, rest, value, write, written)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn set_field(
+    target: &mut Value,
+    value: &Value,
+    options: &FieldOptions,
+    created_as_string: bool,
+) -> Result<(), String> {
+    let mut value = value.clone();
+    if !options.delimiter.is_empty() {
+        if target.is_object() || target.is_array() {
+            return Err("delimiter option can only be used with scalar nodes".into());
+        }
+        let current = scalar_text(target);
+        let mut parts: Vec<String> = current
+            .split(options.delimiter.as_str())
+            .map(str::to_string)
+            .collect();
+        let new = scalar_text(&value);
+        if options.index < 0 {
+            parts.insert(0, new);
+        } else if options.index as usize >= parts.len() {
+            parts.push(new);
+        } else {
+            parts[options.index as usize] = new;
+        }
+        value = Value::String(parts.join(&options.delimiter));
+    }
+    *target = match (&*target, &value) {
+        // A scalar target keeps its type; only the text is copied.
+        (Value::String(_), v) if !v.is_object() && !v.is_array() => Value::String(scalar_text(v)),
+        (Value::Number(_), v) if !v.is_object() && !v.is_array() => retyped_number(&scalar_text(v)),
+        (Value::Bool(_), v) if !v.is_object() && !v.is_array() => match scalar_text(v).as_str() {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            other => Value::String(other.to_string()),
+        },
+        // A field made by `create` is a plain scalar: it reads back by YAML's rules.
+        (Value::Null, v) if created_as_string && !v.is_object() && !v.is_array() => {
+            Value::String(scalar_text(v))
+        }
+        (Value::Null, v) if !v.is_object() && !v.is_array() && !v.is_null() => {
+            let text = scalar_text(v);
+            crate::yaml::parse_single(&text, crate::yaml::Schema::Kyaml)
+                .unwrap_or(Value::String(text))
+        }
+        _ => value,
+    };
+    Ok(())
+}
+
+fn retyped_number(text: &str) -> Value {
+    if let Ok(i) = text.parse::<i64>() {
+        return Value::from(i);
+    }
+    if let Ok(f) = text.parse::<f64>() {
+        if let Some(n) = serde_json::Number::from_f64(f) {
+            return Value::Number(n);
+        }
+    }
+    Value::String(text.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_paths() {
+        assert_eq!(
+            parse_field_path("spec.containers.[name=app].env.0.[a.b/c]"),
+            [
+                PathSegment::Field("spec".into()),
+                PathSegment::Field("containers".into()),
+                PathSegment::Match("name".into(), "app".into()),
+                PathSegment::Field("env".into()),
+                PathSegment::Index(0),
+                PathSegment::Field("a.b/c".into()),
+            ]
+        );
+        assert_eq!(parse_field_path("a.*.b")[1], PathSegment::Wildcard);
+    }
+}

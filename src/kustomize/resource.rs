@@ -1,0 +1,218 @@
+//! Resources as the engine carries them: the object plus what kustomize remembers about it.
+//!
+//! Besides the JSON object, a resource keeps the identities it had before transformers
+//! renamed or moved it (name-reference fix-up at the top of the build matches referrers
+//! against those), the prefixes and suffixes applied to it (to break ties between candidates),
+//! and, for generated ConfigMaps and Secrets, how they combine with earlier ones and whether
+//! they get a content hash suffix.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+/// Group, version, kind, namespace and name: what tells two resources apart.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResId {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ResId {
+    pub fn of(object: &Value) -> ResId {
+        let (group, version) = split_api_version(str_at(object, "/apiVersion"));
+        ResId {
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: str_at(object, "/kind").to_string(),
+            namespace: str_at(object, "/metadata/namespace").to_string(),
+            name: str_at(object, "/metadata/name").to_string(),
+        }
+    }
+
+    /// Same group, kind, namespace and name; versions are ignored, as kustomize does when it
+    /// looks for conflicts and patch targets.
+    pub fn same_object(&self, other: &ResId) -> bool {
+        self.group == other.group
+            && self.kind == other.kind
+            && self.name == other.name
+            && namespaces_equal(&self.namespace, &other.namespace)
+    }
+}
+
+/// kustomize treats a missing namespace and `default` as the same namespace.
+pub fn namespaces_equal(a: &str, b: &str) -> bool {
+    let normal = |ns: &str| if ns.is_empty() { "default" } else { ns }.to_string();
+    normal(a) == normal(b)
+}
+
+impl fmt::Display for ResId {
+    /// kustomize's form: `Deployment.v1.apps/web.prod`, with `[noGrp]`/`[noNs]` placeholders.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let or = |s: &str, placeholder: &'static str| -> String {
+            if s.is_empty() {
+                placeholder.to_string()
+            } else {
+                s.to_string()
+            }
+        };
+        write!(
+            f,
+            "{}.{}.{}/{}.{}",
+            self.kind,
+            or(&self.version, "[noVer]"),
+            or(&self.group, "[noGrp]"),
+            self.name,
+            or(&self.namespace, "[noNs]")
+        )
+    }
+}
+
+/// `apps/v1` → (`apps`, `v1`); `v1` → (``, `v1`).
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", api_version),
+    }
+}
+
+pub fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// How a generated resource combines with one of the same name from a base.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Behavior {
+    #[default]
+    Create,
+    Merge,
+    Replace,
+}
+
+impl Behavior {
+    pub fn parse(text: &str) -> Option<Behavior> {
+        match text {
+            "" | "create" => Some(Behavior::Create),
+            "merge" => Some(Behavior::Merge),
+            "replace" => Some(Behavior::Replace),
+            _ => None,
+        }
+    }
+}
+
+/// A resource in the build.
+#[derive(Clone, Debug)]
+pub struct Resource {
+    pub object: Value,
+    /// Identities before each rename, oldest first.
+    pub previous_ids: Vec<ResId>,
+    pub prefixes: Vec<String>,
+    pub suffixes: Vec<String>,
+    /// Set on resources made by a ConfigMap or Secret generator.
+    pub generated: Option<Generated>,
+    /// Vars whose value this resource supplies.
+    pub var_names: Vec<String>,
+}
+
+/// What a generator recorded about a resource it made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Generated {
+    pub behavior: Behavior,
+    pub hash_suffix: bool,
+}
+
+impl Resource {
+    pub fn new(object: Value) -> Resource {
+        Resource {
+            object,
+            previous_ids: Vec::new(),
+            prefixes: Vec::new(),
+            suffixes: Vec::new(),
+            generated: None,
+            var_names: Vec::new(),
+        }
+    }
+
+    pub fn id(&self) -> ResId {
+        ResId::of(&self.object)
+    }
+
+    /// The identity before any rename.
+    pub fn original_id(&self) -> ResId {
+        self.previous_ids
+            .first()
+            .cloned()
+            .unwrap_or_else(|| self.id())
+    }
+
+    pub fn kind(&self) -> &str {
+        str_at(&self.object, "/kind")
+    }
+
+    pub fn name(&self) -> &str {
+        str_at(&self.object, "/metadata/name")
+    }
+
+    pub fn namespace(&self) -> &str {
+        str_at(&self.object, "/metadata/namespace")
+    }
+
+    /// Remembers the current identity before a transformer changes it.
+    pub fn remember_id(&mut self) {
+        let id = self.id();
+        if self.previous_ids.last() != Some(&id) {
+            self.previous_ids.push(id);
+        }
+    }
+
+    pub fn set_name(&mut self, name: &str) {
+        self.remember_id();
+        metadata_mut(&mut self.object).insert("name".into(), Value::String(name.to_string()));
+    }
+
+    pub fn set_namespace(&mut self, namespace: &str) {
+        self.remember_id();
+        metadata_mut(&mut self.object)
+            .insert("namespace".into(), Value::String(namespace.to_string()));
+    }
+
+    /// Labels (or annotations) as a map, created when absent.
+    pub fn metadata_map_mut(&mut self, field: &str) -> &mut Map<String, Value> {
+        let metadata = metadata_mut(&mut self.object);
+        let entry = metadata
+            .entry(field.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !entry.is_object() {
+            *entry = Value::Object(Map::new());
+        }
+        entry.as_object_mut().expect("just made an object")
+    }
+
+    pub fn metadata_map(&self, field: &str) -> Option<&Map<String, Value>> {
+        self.object.get("metadata")?.get(field)?.as_object()
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.metadata_map("annotations")?.get(key)?.as_str()
+    }
+}
+
+/// `metadata`, made an object when it is missing or not one.
+pub fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
+    if !object.is_object() {
+        *object = Value::Object(Map::new());
+    }
+    let map = object.as_object_mut().expect("just made an object");
+    let metadata = map
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !metadata.is_object() {
+        *metadata = Value::Object(Map::new());
+    }
+    metadata.as_object_mut().expect("just made an object")
+}

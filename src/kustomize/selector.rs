@@ -1,0 +1,222 @@
+//! Selecting resources: by group, version and kind, name and namespace (all anchored regular
+//! expressions; names and namespaces are tried against both the original and the current
+//! identity, an empty namespace counting as `default`), and Kubernetes label and annotation
+//! selectors.
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use super::kustfile::Selector;
+use super::resource::Resource;
+
+/// A selector compiled once and matched against many resources.
+pub struct CompiledSelector {
+    group: Option<Regex>,
+    version: Option<Regex>,
+    kind: Option<Regex>,
+    name: Option<Regex>,
+    namespace: Option<Regex>,
+    labels: Vec<Requirement>,
+    annotations: Vec<Requirement>,
+}
+
+impl CompiledSelector {
+    pub fn new(selector: &Selector) -> Result<CompiledSelector, String> {
+        let anchored = |pattern: &str| -> Result<Option<Regex>, String> {
+            if pattern.is_empty() {
+                return Ok(None);
+            }
+            Regex::new(&format!("^(?:{pattern})$"))
+                .map(Some)
+                .map_err(|e| format!("invalid regular expression {pattern:?}: {e}"))
+        };
+        Ok(CompiledSelector {
+            group: anchored(&selector.group)?,
+            version: anchored(&selector.version)?,
+            kind: anchored(&selector.kind)?,
+            name: anchored(&selector.name)?,
+            namespace: anchored(&selector.namespace)?,
+            labels: parse_selector(&selector.label_selector)?,
+            annotations: parse_selector(&selector.annotation_selector)?,
+        })
+    }
+
+    pub fn matches(&self, resource: &Resource) -> bool {
+        let current = resource.id();
+        let original = resource.original_id();
+        let effective = |ns: &str| {
+            if ns.is_empty() {
+                "default".to_string()
+            } else {
+                ns.to_string()
+            }
+        };
+        if let Some(namespace) = &self.namespace {
+            if !namespace.is_match(&effective(&original.namespace))
+                && !namespace.is_match(&effective(&current.namespace))
+            {
+                return false;
+            }
+        }
+        if let Some(name) = &self.name {
+            if !name.is_match(&original.name) && !name.is_match(&current.name) {
+                return false;
+            }
+        }
+        let fits = |pattern: &Option<Regex>, value: &str| {
+            pattern.as_ref().is_none_or(|p| p.is_match(value))
+        };
+        if !fits(&self.group, &current.group)
+            || !fits(&self.version, &current.version)
+            || !fits(&self.kind, &current.kind)
+        {
+            return false;
+        }
+        matches_all(&self.labels, resource.metadata_map("labels"))
+            && matches_all(&self.annotations, resource.metadata_map("annotations"))
+    }
+}
+
+/// One requirement of a label selector.
+#[derive(Debug, PartialEq, Eq)]
+enum Requirement {
+    Exists(String),
+    NotExists(String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+}
+
+fn matches_all(requirements: &[Requirement], map: Option<&Map<String, Value>>) -> bool {
+    let get = |key: &str| map.and_then(|m| m.get(key)).and_then(Value::as_str);
+    requirements.iter().all(|requirement| match requirement {
+        Requirement::Exists(key) => get(key).is_some(),
+        Requirement::NotExists(key) => get(key).is_none(),
+        Requirement::In(key, values) => get(key).is_some_and(|v| values.iter().any(|x| x == v)),
+        Requirement::NotIn(key, values) => get(key).is_none_or(|v| !values.iter().any(|x| x == v)),
+    })
+}
+
+/// Parses `a=b,c!=d,e in (f,g),!h,i` into requirements.
+fn parse_selector(text: &str) -> Result<Vec<Requirement>, String> {
+    let mut requirements = Vec::new();
+    for part in split_top_level(text) {
+        let part = part.trim();
+        if part.is_empty() {
+            continue;
+        }
+        let invalid = || format!("invalid selector requirement {part:?} in {text:?}");
+        let requirement = if let Some(key) = part.strip_prefix('!') {
+            Requirement::NotExists(key.trim().to_string())
+        } else if let Some((key, value)) = part.split_once("!=") {
+            Requirement::NotIn(key.trim().to_string(), vec![value.trim().to_string()])
+        } else if let Some((key, value)) = part.split_once("==").or_else(|| part.split_once('=')) {
+            Requirement::In(key.trim().to_string(), vec![value.trim().to_string()])
+        } else if let Some((key, rest)) = split_set_operator(part, " notin ") {
+            Requirement::NotIn(key, parse_set(rest).ok_or_else(invalid)?)
+        } else if let Some((key, rest)) = split_set_operator(part, " in ") {
+            Requirement::In(key, parse_set(rest).ok_or_else(invalid)?)
+        } else if part
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+        {
+            Requirement::Exists(part.to_string())
+        } else {
+            return Err(invalid());
+        };
+        requirements.push(requirement);
+    }
+    Ok(requirements)
+}
+
+fn split_set_operator<'t>(part: &'t str, operator: &str) -> Option<(String, &'t str)> {
+    part.split_once(operator)
+        .map(|(k, rest)| (k.trim().to_string(), rest.trim()))
+}
+
+fn parse_set(text: &str) -> Option<Vec<String>> {
+    let inner = text.strip_prefix('(')?.strip_suffix(')')?;
+    Some(
+        inner
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect(),
+    )
+}
+
+/// Splits on commas outside parentheses.
+fn split_top_level(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn resource(name: &str, labels: Value) -> Resource {
+        Resource::new(
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels}}),
+        )
+    }
+
+    #[test]
+    fn names_are_anchored_regexes() {
+        let selector = Selector {
+            name: "app".into(),
+            ..Default::default()
+        };
+        let compiled = CompiledSelector::new(&selector).unwrap();
+        assert!(compiled.matches(&resource("app", json!({}))));
+        assert!(!compiled.matches(&resource("app2", json!({}))));
+        let selector = Selector {
+            name: "app.*".into(),
+            kind: "Deployment".into(),
+            ..Default::default()
+        };
+        assert!(
+            CompiledSelector::new(&selector)
+                .unwrap()
+                .matches(&resource("app2", json!({})))
+        );
+    }
+
+    #[test]
+    fn label_selectors() {
+        let r = resource("x", json!({"tier": "web", "env": "prod"}));
+        for (selector, expected) in [
+            ("tier=web", true),
+            ("tier==web,env=prod", true),
+            ("tier!=web", false),
+            ("tier in (web, api)", true),
+            ("env notin (prod)", false),
+            ("missing", false),
+            ("!missing", true),
+            ("tier,!env", false),
+        ] {
+            let s = Selector {
+                label_selector: selector.into(),
+                ..Default::default()
+            };
+            assert_eq!(
+                CompiledSelector::new(&s).unwrap().matches(&r),
+                expected,
+                "{selector}"
+            );
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! Accumulating one kustomization: its resources and bases, generators, components and
+//! transformers, in kustomize's order.
+//!
+//! For a directory the steps are: resources (files, then base directories built
+//! recursively, conflicts refused), `crds` and `configurations` (extra field specs),
+//! generators (ConfigMap, Secret, then `generators:` configs), components (each runs its own
+//! steps over everything accumulated so far), the built-in transformers (strategic-merge
+//! patches, patches, namespace, prefix/suffix, labels, annotations, JSON 6902 patches,
+//! replicas, images, replacements), then `transformers:` configs. Steps that only make sense
+//! once (hash suffixes, name references, vars, sorting) run in `build` at the top.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::config::TransformerConfig;
+use super::generators::{self, GeneratorKind};
+use super::kustfile::{self, Kustomization, Var};
+use super::loader::{self, Loader, Target};
+use super::openapi::{Openapi, SchemaView};
+use super::resource::{Behavior, Resource};
+use super::{BuildOptions, KustomizeError, builtins, patches, replacements, transformers};
+
+/// What a kustomization contributes upward: resources, field-spec configuration and vars.
+#[derive(Clone, Debug)]
+pub struct Accumulated {
+    pub resources: Vec<Resource>,
+    pub config: TransformerConfig,
+    pub vars: Vec<Var>,
+    /// A custom schema from an `openapi:` field, consulted before the built-in one.
+    pub custom_schema: Option<Openapi>,
+}
+
+impl Accumulated {
+    pub fn new() -> Accumulated {
+        Accumulated {
+            resources: Vec::new(),
+            config: TransformerConfig::builtin().clone(),
+            vars: Vec::new(),
+            custom_schema: None,
+        }
+    }
+
+    /// Adds a resource, refusing a second resource with the same identity.
+    pub fn append(&mut self, resource: Resource, source: &Path) -> Result<(), KustomizeError> {
+        let id = resource.id();
+        if self.resources.iter().any(|r| r.id().same_object(&id)) {
+            return Err(KustomizeError::IdConflict {
+                file: source.to_path_buf(),
+                id: id.to_string(),
+            });
+        }
+        self.resources.push(resource);
+        Ok(())
+    }
+
+    /// Adds a generated resource according to its behavior: create refuses duplicates, merge
+    /// and replace need an existing resource of the same identity (current or earlier).
+    pub fn absorb(&mut self, resource: Resource, source: &Path) -> Result<(), KustomizeError> {
+        let behavior = resource.generated.map(|g| g.behavior).unwrap_or_default();
+        let id = resource.id();
+        let existing = self.resources.iter().position(|r| {
+            r.id().same_object(&id) || r.previous_ids.iter().any(|p| p.same_object(&id))
+        });
+        match (behavior, existing) {
+            (Behavior::Create, None) => {
+                self.resources.push(resource);
+                Ok(())
+            }
+            (Behavior::Create, Some(_)) => Err(KustomizeError::GeneratedExists {
+                file: source.to_path_buf(),
+                id: id.to_string(),
+            }),
+            (_, None) => Err(KustomizeError::MissingMergeTarget {
+                file: source.to_path_buf(),
+                id: id.to_string(),
+            }),
+            (Behavior::Merge, Some(index)) => {
+                merge_generated(&mut self.resources[index], resource);
+                Ok(())
+            }
+            (Behavior::Replace, Some(index)) => {
+                replace_generated(&mut self.resources[index], resource);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `behavior: merge`: data, binaryData, labels and annotations of the new resource laid over
+/// the existing one.
+fn merge_generated(existing: &mut Resource, new: Resource) {
+    for field in ["data", "binaryData"] {
+        if let Some(Value::Object(entries)) = new.object.get(field) {
+            let target = existing
+                .object
+                .as_object_mut()
+                .expect("resources are objects")
+                .entry(field)
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(map) = target.as_object_mut() {
+                map.extend(entries.clone());
+            }
+        }
+    }
+    for field in ["labels", "annotations"] {
+        if let Some(entries) = new.metadata_map(field) {
+            let entries = entries.clone();
+            existing.metadata_map_mut(field).extend(entries);
+        }
+    }
+    combine_hash_flags(existing, new.generated);
+}
+
+/// A merged or replaced resource gets a hash suffix only if both the original and the new
+/// generator ask for one.
+fn combine_hash_flags(existing: &mut Resource, new: Option<super::resource::Generated>) {
+    let new_wants_hash = new.is_none_or(|g| g.hash_suffix);
+    if let Some(generated) = &mut existing.generated {
+        generated.hash_suffix &= new_wants_hash;
+    }
+}
+
+/// `behavior: replace`: the new content under the existing identity and history; labels
+/// and annotations are the existing ones with the new ones laid over them.
+fn replace_generated(existing: &mut Resource, new: Resource) {
+    let name = existing.name().to_string();
+    let namespace = existing.namespace().to_string();
+    let generated = new.generated;
+    let mut replacement = new;
+    for field in ["labels", "annotations"] {
+        if let Some(old) = existing.metadata_map(field).cloned() {
+            let merged = replacement.metadata_map_mut(field);
+            for (k, v) in old {
+                merged.entry(k).or_insert(v);
+            }
+        }
+    }
+    let metadata = super::resource::metadata_mut(&mut replacement.object);
+    metadata.insert("name".into(), Value::String(name));
+    if !namespace.is_empty() {
+        metadata.insert("namespace".into(), Value::String(namespace));
+    }
+    existing.object = replacement.object;
+    combine_hash_flags(existing, generated);
+}
+
+/// Builds kustomizations, tracking the directories being built to detect cycles.
+pub struct Builder<'a> {
+    pub options: &'a BuildOptions,
+    stack: Vec<PathBuf>,
+}
+
+impl<'a> Builder<'a> {
+    pub fn new(options: &'a BuildOptions) -> Builder<'a> {
+        Builder {
+            options,
+            stack: Vec::new(),
+        }
+    }
+
+    /// Accumulates the kustomization in `loader.dir`. `component_of` carries what the parent
+    /// accumulated when the directory is used as a component.
+    pub fn accumulate(
+        &mut self,
+        loader: &Loader,
+        component_of: Option<Accumulated>,
+    ) -> Result<(Accumulated, Kustomization), KustomizeError> {
+        if let Some(first) = self.stack.iter().position(|d| d == &loader.dir) {
+            return Err(KustomizeError::Cycle {
+                dir: self.stack[first].clone(),
+                via: self.stack.last().cloned().unwrap_or_default(),
+            });
+        }
+        self.stack.push(loader.dir.clone());
+        let result = self.accumulate_dir(loader, component_of);
+        self.stack.pop();
+        result
+    }
+
+    fn accumulate_dir(
+        &mut self,
+        loader: &Loader,
+        component_of: Option<Accumulated>,
+    ) -> Result<(Accumulated, Kustomization), KustomizeError> {
+        let file = kustfile::find(&loader.dir)?;
+        let k = kustfile::load(&file)?;
+        let as_component = component_of.is_some();
+        if as_component && !k.is_component() {
+            return Err(KustomizeError::ExpectedComponent {
+                dir: loader.dir.clone(),
+            });
+        }
+        if !as_component && k.is_component() {
+            return Err(KustomizeError::UnexpectedComponent {
+                dir: loader.dir.clone(),
+            });
+        }
+        refuse_plugins(&k, &file)?;
+        let mut acc = component_of.unwrap_or_else(Accumulated::new);
+        if let Some(version) = k.openapi.get("version") {
+            if version != "v1.21.2" {
+                return Err(KustomizeError::InvalidKustomization {
+                    file: file.clone(),
+                    message: format!(
+                        "openapi version {version:?}: the specified OpenAPI version is not built in (v1.21.2 is)"
+                    ),
+                });
+            }
+        }
+        if let Some(path) = k.openapi.get("path") {
+            let (schema_file, text) = loader.read_text(path)?;
+            let document =
+                crate::yaml::parse_single(&text, crate::yaml::Schema::Kyaml).map_err(|error| {
+                    KustomizeError::Yaml {
+                        file: schema_file,
+                        error,
+                    }
+                })?;
+            acc.custom_schema = Some(Openapi::from_document(&document));
+        }
+
+        for entry in &k.resources {
+            self.accumulate_resource(loader, entry, &file, &mut acc)?;
+        }
+        for crd in &k.crds {
+            let (path, text) = loader.read_text(crd)?;
+            acc.config.merge(&builtins::config_from_crd(&text, &path)?);
+        }
+        for configuration in &k.configurations {
+            let (path, text) = loader.read_text(configuration)?;
+            acc.config.merge(&builtins::parse_config(&text, &path)?);
+        }
+
+        let global_options = k.generator_options.as_ref();
+        let env_lookup = self.options.env_lookup;
+        for (kind, list) in [
+            (GeneratorKind::ConfigMap, &k.config_map_generator),
+            (GeneratorKind::Secret, &k.secret_generator),
+        ] {
+            for args in list {
+                let resource =
+                    generators::generate(kind, args, global_options, loader, env_lookup, &file)?;
+                acc.absorb(resource, &file)?;
+            }
+        }
+        for entry in &k.generators {
+            for resource in builtins::run_generator(self, entry, loader, env_lookup, &file)? {
+                acc.absorb(resource, &file)?;
+            }
+        }
+
+        for entry in &k.components {
+            let dir = match loader.resolve(entry)? {
+                Target::Dir(dir) => dir,
+                Target::File(path) => return Err(KustomizeError::ExpectedComponent { dir: path }),
+            };
+            let (accumulated, _) = self.accumulate(&loader.child(&dir), Some(acc))?;
+            acc = accumulated;
+        }
+
+        self.run_builtin_transformers(&k, loader, &file, &mut acc)?;
+        for entry in &k.transformers {
+            builtins::run_transformer(self, entry, loader, &file, &mut acc)?;
+        }
+        for entry in &k.validators {
+            builtins::run_validator(self, entry, loader, &file, &acc)?;
+        }
+
+        for var in &k.vars {
+            if acc.vars.iter().any(|v| v.name == var.name) {
+                return Err(KustomizeError::DuplicateVar {
+                    file: file.clone(),
+                    name: var.name.clone(),
+                });
+            }
+            super::vars::bind(var, &mut acc.resources, &file)?;
+            acc.vars.push(var.clone());
+        }
+        Ok((acc, k))
+    }
+
+    fn accumulate_resource(
+        &mut self,
+        loader: &Loader,
+        entry: &str,
+        file: &Path,
+        acc: &mut Accumulated,
+    ) -> Result<(), KustomizeError> {
+        if loader::is_remote(entry) {
+            return Err(KustomizeError::RemoteDisabled {
+                file: file.to_path_buf(),
+                entry: entry.to_string(),
+            });
+        }
+        match loader.resolve(entry)? {
+            Target::File(path) => {
+                loader.check_file(&path)?;
+                let (path, text) = loader.read_text(entry)?;
+                for object in super::read_objects(&text, &path)? {
+                    acc.append(Resource::new(object), &path)?;
+                }
+            }
+            Target::Dir(dir) => {
+                let (sub, _) = self.accumulate(&loader.child(&dir), None)?;
+                for resource in sub.resources {
+                    acc.append(resource, &dir)?;
+                }
+                acc.config.merge(&sub.config);
+                if acc.custom_schema.is_none() {
+                    acc.custom_schema = sub.custom_schema;
+                }
+                for var in sub.vars {
+                    if acc.vars.iter().any(|v| v.name == var.name) {
+                        return Err(KustomizeError::DuplicateVar {
+                            file: file.to_path_buf(),
+                            name: var.name,
+                        });
+                    }
+                    acc.vars.push(var);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn run_builtin_transformers(
+        &self,
+        k: &Kustomization,
+        loader: &Loader,
+        file: &Path,
+        acc: &mut Accumulated,
+    ) -> Result<(), KustomizeError> {
+        patches::apply_strategic_merge_files(&k.patches_strategic_merge, loader, file, acc)?;
+        patches::apply_patches(&k.patches, loader, file, acc)?;
+        if !k.namespace.is_empty() {
+            let specs = acc.config.namespace.clone();
+            let custom = acc.custom_schema.clone();
+            let schema = SchemaView {
+                custom: custom.as_ref(),
+            };
+            transformers::set_namespace(
+                &mut acc.resources,
+                &k.namespace,
+                &specs,
+                schema,
+                Default::default(),
+            );
+            check_unique_ids(&acc.resources)?;
+        }
+        transformers::add_prefix_suffix(
+            &mut acc.resources,
+            &k.name_prefix,
+            &k.name_suffix,
+            &acc.config.name_prefix,
+            &acc.config.name_suffix,
+        );
+        for label in &k.labels {
+            let mut specs = label.fields.clone();
+            if label.include_selectors {
+                super::config::merge_specs(&mut specs, &acc.config.common_labels);
+            } else {
+                super::config::merge_specs(&mut specs, &[metadata_labels_spec()]);
+                if label.include_templates {
+                    super::config::merge_specs(&mut specs, &acc.config.template_labels);
+                }
+            }
+            transformers::add_map_entries(&mut acc.resources, &label.pairs, &specs, file)?;
+        }
+        let common_labels = acc.config.common_labels.clone();
+        transformers::add_map_entries(&mut acc.resources, &k.common_labels, &common_labels, file)?;
+        let common_annotations = acc.config.common_annotations.clone();
+        transformers::add_map_entries(
+            &mut acc.resources,
+            &k.common_annotations,
+            &common_annotations,
+            file,
+        )?;
+        patches::apply_json6902(&k.patches_json6902, loader, file, acc)?;
+        transformers::set_replicas(&mut acc.resources, &k.replicas, &acc.config.replicas, file)?;
+        transformers::set_images(&mut acc.resources, &k.images, &acc.config.images)?;
+        replacements::apply_all(&k.replacements, loader, file, &mut acc.resources)?;
+        Ok(())
+    }
+}
+
+/// Moving resources into one namespace can make two of them the same object.
+fn check_unique_ids(resources: &[Resource]) -> Result<(), KustomizeError> {
+    let mut seen = std::collections::HashSet::new();
+    for resource in resources {
+        let id = resource.id();
+        let key = (
+            id.group.clone(),
+            id.kind.clone(),
+            id.namespace.clone(),
+            id.name.clone(),
+        );
+        if !seen.insert(key) {
+            return Err(KustomizeError::NamespaceConflict {
+                ids: id.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn metadata_labels_spec() -> kustfile::FieldSpec {
+    kustfile::FieldSpec {
+        path: "metadata/labels".into(),
+        create: true,
+        ..Default::default()
+    }
+}
+
+/// Helm inflation stays out, as in Flux.
+fn refuse_plugins(k: &Kustomization, file: &Path) -> Result<(), KustomizeError> {
+    if !k.helm_charts.is_empty()
+        || !k.helm_chart_inflation_generator.is_empty()
+        || k.helm_globals.is_some()
+    {
+        return Err(KustomizeError::HelmRefused {
+            file: file.to_path_buf(),
+            what: "helmCharts".into(),
+        });
+    }
+
+    if !k.build_metadata.is_empty() {
+        return Err(KustomizeError::InvalidKustomization {
+            file: file.to_path_buf(),
+            message: "buildMetadata is not supported by this build of the engine yet".into(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,446 @@
+//! The field-spec driven built-in transformers: namespace, name prefix and suffix, labels and
+//! annotations, replicas and images.
+//!
+//! Each walks the field specs of its configuration over every resource whose kind they
+//! apply to. Renames and moves remember the resource's previous identity so the name
+//! reference fix-up at the top of the build can follow them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use super::KustomizeError;
+use super::fieldspec::{split_path, visit_leaves};
+use super::kustfile::{FieldSpec, Image, Replica};
+use super::openapi::SchemaView;
+use super::resource::{Resource, str_at};
+
+/// How the namespace transformer treats RoleBinding and ClusterRoleBinding subjects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RoleBindingSubjects {
+    /// Subjects named `default` (kustomize's default).
+    #[default]
+    DefaultOnly,
+    /// Every ServiceAccount subject.
+    AllServiceAccounts,
+    None,
+}
+
+/// Options of the namespace transformer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NamespaceOptions {
+    /// Only set namespaces that are empty.
+    pub unset_only: bool,
+    pub subjects: RoleBindingSubjects,
+}
+
+/// Moves namespaced resources (and the namespace fields the specs name) to `namespace`.
+pub fn set_namespace(
+    resources: &mut [Resource],
+    namespace: &str,
+    specs: &[FieldSpec],
+    schema: SchemaView,
+    options: NamespaceOptions,
+) {
+    let should_set = |current: Option<&Value>| {
+        !options.unset_only || current.and_then(Value::as_str).is_none_or(str::is_empty)
+    };
+    for resource in resources.iter_mut() {
+        let id = resource.id();
+        let api_version = str_at(&resource.object, "/apiVersion").to_string();
+        if !schema.is_cluster_scoped(&api_version, &id.kind)
+            && should_set(resource.object.pointer("/metadata/namespace"))
+            && id.namespace != namespace
+        {
+            resource.set_namespace(namespace);
+        }
+        if matches!(id.kind.as_str(), "RoleBinding" | "ClusterRoleBinding") {
+            set_subject_namespaces(resource, namespace, options);
+        }
+        for spec in specs.iter().filter(|s| s.applies_to(&id)) {
+            if spec.path == "metadata/namespace"
+                || (spec.path.starts_with("subjects")
+                    && matches!(id.kind.as_str(), "RoleBinding" | "ClusterRoleBinding"))
+            {
+                continue;
+            }
+            let renames = spec.kind == "Namespace" && spec.path == "metadata/name";
+            if renames {
+                if api_version != "v1"
+                    || !should_set(resource.object.pointer("/metadata/name"))
+                    || resource.name() == namespace
+                {
+                    continue;
+                }
+                resource.set_name(namespace);
+                continue;
+            }
+            let _ = visit_leaves::<()>(
+                &mut resource.object,
+                &split_path(&spec.path),
+                spec.create,
+                &mut |map, key| {
+                    if should_set(map.get(key)) {
+                        map.insert(key.to_string(), Value::String(namespace.to_string()));
+                    }
+                    Ok(())
+                },
+            );
+        }
+    }
+}
+
+fn set_subject_namespaces(resource: &mut Resource, namespace: &str, options: NamespaceOptions) {
+    let Some(Value::Array(subjects)) = resource.object.get_mut("subjects") else {
+        return;
+    };
+    for subject in subjects.iter_mut().filter_map(Value::as_object_mut) {
+        let selected = match options.subjects {
+            RoleBindingSubjects::DefaultOnly => {
+                subject.get("name").and_then(Value::as_str) == Some("default")
+            }
+            RoleBindingSubjects::AllServiceAccounts => {
+                subject.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
+            }
+            RoleBindingSubjects::None => false,
+        };
+        let empty = subject
+            .get("namespace")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty);
+        if selected && (!options.unset_only || empty) {
+            subject.insert("namespace".into(), Value::String(namespace.to_string()));
+        }
+    }
+}
+
+/// Kinds never renamed by prefixes and suffixes (checked against the original identity).
+fn keeps_its_name(resource: &Resource) -> bool {
+    let original = resource.original_id();
+    matches!(
+        original.kind.as_str(),
+        "CustomResourceDefinition" | "Namespace"
+    ) || (original.kind == "APIService" && original.group == "apiregistration.k8s.io")
+}
+
+/// Adds `prefix` and `suffix` to the names the specs point at.
+pub fn add_prefix_suffix(
+    resources: &mut [Resource],
+    prefix: &str,
+    suffix: &str,
+    prefix_specs: &[FieldSpec],
+    suffix_specs: &[FieldSpec],
+) {
+    if prefix.is_empty() && suffix.is_empty() {
+        return;
+    }
+    for resource in resources.iter_mut() {
+        if keeps_its_name(resource) {
+            continue;
+        }
+        let id = resource.id();
+        for (affix, specs, is_prefix) in
+            [(prefix, prefix_specs, true), (suffix, suffix_specs, false)]
+        {
+            if affix.is_empty() {
+                continue;
+            }
+            let mut applied = false;
+            for spec in specs.iter().filter(|s| s.applies_to(&id)) {
+                if spec.path == "metadata/name" {
+                    let name = resource.name().to_string();
+                    let renamed = if is_prefix {
+                        format!("{affix}{name}")
+                    } else {
+                        format!("{name}{affix}")
+                    };
+                    resource.set_name(&renamed);
+                    applied = true;
+                    continue;
+                }
+                let _ = visit_leaves::<()>(
+                    &mut resource.object,
+                    &split_path(&spec.path),
+                    spec.create,
+                    &mut |map, key| {
+                        if let Some(Value::String(current)) = map.get(key) {
+                            let renamed = if is_prefix {
+                                format!("{affix}{current}")
+                            } else {
+                                format!("{current}{affix}")
+                            };
+                            map.insert(key.to_string(), Value::String(renamed));
+                        }
+                        Ok(())
+                    },
+                );
+            }
+            if applied {
+                if is_prefix {
+                    resource.prefixes.push(affix.to_string());
+                } else {
+                    resource.suffixes.push(affix.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// Sets `entries` in the maps the specs point at (labels, selectors, annotations); returns
+/// how many maps were written, even where the values were already there.
+pub fn add_map_entries(
+    resources: &mut [Resource],
+    entries: &BTreeMap<String, String>,
+    specs: &[FieldSpec],
+    file: &Path,
+) -> Result<usize, KustomizeError> {
+    let mut written = 0;
+    if entries.is_empty() {
+        return Ok(written);
+    }
+    for resource in resources.iter_mut() {
+        let id = resource.id();
+        for spec in specs.iter().filter(|s| s.applies_to(&id)) {
+            visit_leaves(
+                &mut resource.object,
+                &split_path(&spec.path),
+                spec.create,
+                &mut |map, key| {
+                    let leaf = map
+                        .entry(key.to_string())
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    if leaf.is_null() {
+                        *leaf = Value::Object(Map::new());
+                    }
+                    let Value::Object(target) = leaf else {
+                        return Err(KustomizeError::Transformer {
+                            file: file.to_path_buf(),
+                            object: id.to_string(),
+                            message: format!("{} is not a map", spec.path),
+                        });
+                    };
+                    for (k, v) in entries {
+                        target.insert(k.clone(), Value::String(v.clone()));
+                    }
+                    written += 1;
+                    Ok(())
+                },
+            )?;
+        }
+    }
+    Ok(written)
+}
+
+/// Sets replica counts of the resources named by `replicas`.
+pub fn set_replicas(
+    resources: &mut [Resource],
+    replicas: &[Replica],
+    specs: &[FieldSpec],
+    file: &Path,
+) -> Result<(), KustomizeError> {
+    for replica in replicas {
+        let mut found = false;
+        for resource in resources.iter_mut() {
+            let named = resource.name() == replica.name
+                || resource.previous_ids.iter().any(|p| p.name == replica.name);
+            if !named {
+                continue;
+            }
+            let id = resource.id();
+            for spec in specs.iter().filter(|s| s.applies_to(&id)) {
+                found = true;
+                let _ = visit_leaves::<()>(
+                    &mut resource.object,
+                    &split_path(&spec.path),
+                    spec.create,
+                    &mut |map, key| {
+                        map.insert(key.to_string(), Value::from(replica.count));
+                        Ok(())
+                    },
+                );
+            }
+        }
+        if !found {
+            let gvks: Vec<String> = specs
+                .iter()
+                .map(|s| format!("{}/{}/{}", s.group, s.version, s.kind))
+                .collect();
+            return Err(KustomizeError::Transformer {
+                file: file.to_path_buf(),
+                object: replica.name.clone(),
+                message: format!(
+                    "resource with name {} does not match a config with the following GVK [{}]",
+                    replica.name,
+                    gvks.join(" ")
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Applies each `images:` entry in turn: first to every `containers`/`initContainers` list
+/// at any depth, then to the image field specs, skipping CRDs (as kustomize does, which is
+/// why a `tagSuffix` lands twice on ordinary pod templates).
+pub fn set_images(
+    resources: &mut [Resource],
+    images: &[Image],
+    specs: &[FieldSpec],
+) -> Result<(), KustomizeError> {
+    for image in images {
+        let pattern = format!(
+            "^{}(:[a-zA-Z0-9_.{{}}-]*)?(@sha256:[a-zA-Z0-9_.{{}}-]*)?$",
+            image.name
+        );
+        let matcher = Regex::new(&pattern).map_err(|e| KustomizeError::InvalidImageName {
+            name: image.name.clone(),
+            message: e.to_string(),
+        })?;
+        for resource in resources.iter_mut() {
+            if resource.kind() == "CustomResourceDefinition" {
+                continue;
+            }
+            update_container_lists(&mut resource.object, &matcher, image);
+            let id = resource.id();
+            for spec in specs.iter().filter(|s| s.applies_to(&id)) {
+                let _ = visit_leaves::<()>(
+                    &mut resource.object,
+                    &split_path(&spec.path),
+                    false,
+                    &mut |map, key| {
+                        if let Some(Value::String(current)) = map.get(key) {
+                            if let Some(updated) = updated_image(current, &matcher, image) {
+                                map.insert(key.to_string(), Value::String(updated));
+                            }
+                        }
+                        Ok(())
+                    },
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn update_container_lists(value: &mut Value, matcher: &Regex, image: &Image) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                if matches!(key.as_str(), "containers" | "initContainers") {
+                    if let Value::Array(containers) = child {
+                        for container in containers.iter_mut().filter_map(Value::as_object_mut) {
+                            if let Some(Value::String(current)) = container.get("image") {
+                                if let Some(updated) = updated_image(current, matcher, image) {
+                                    container.insert("image".into(), Value::String(updated));
+                                }
+                            }
+                        }
+                    }
+                }
+                update_container_lists(child, matcher, image);
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| update_container_lists(item, matcher, image)),
+        _ => {}
+    }
+}
+
+/// The image reference after applying `image`, or `None` when it does not match.
+fn updated_image(current: &str, matcher: &Regex, image: &Image) -> Option<String> {
+    if !matcher.is_match(current) {
+        return None;
+    }
+    let (mut name, mut tag, mut digest) = split_image(current);
+    if !image.new_name.is_empty() {
+        name = image.new_name.clone();
+    }
+    match (image.new_tag.is_empty(), image.digest.is_empty()) {
+        (false, false) => {
+            tag = image.new_tag.clone();
+            digest = image.digest.clone();
+        }
+        (false, true) => {
+            tag = image.new_tag.clone();
+            digest.clear();
+        }
+        (true, false) => {
+            tag.clear();
+            digest = image.digest.clone();
+        }
+        (true, true) => {}
+    }
+    if !image.tag_suffix.is_empty() {
+        // kustomize appends the suffix to the tag and drops any digest.
+        tag.push_str(&image.tag_suffix);
+        digest.clear();
+    }
+    let mut out = name;
+    if !tag.is_empty() {
+        out.push(':');
+        out.push_str(&tag);
+    }
+    if !digest.is_empty() {
+        out.push('@');
+        out.push_str(&digest);
+    }
+    Some(out)
+}
+
+/// `registry:5000/app:tag@sha256:…` → (`registry:5000/app`, `tag`, `sha256:…`): a colon
+/// before the first slash belongs to the registry.
+pub fn split_image(image: &str) -> (String, String, String) {
+    let offset = image.find('/').filter(|i| *i > 0).unwrap_or(0);
+    let search = &image[offset..];
+    let at = search.find('@').map(|i| i + offset);
+    let colon = search.find(':').map(|i| i + offset);
+    match (colon, at) {
+        (None, None) => (image.to_string(), String::new(), String::new()),
+        (c, Some(a)) if c.is_none_or(|c| a < c) => (
+            image[..a].to_string(),
+            String::new(),
+            image[a + 1..].to_string(),
+        ),
+        (Some(c), Some(a)) => (
+            image[..c].to_string(),
+            image[c + 1..a].to_string(),
+            image[a + 1..].to_string(),
+        ),
+        (Some(c), None) => (
+            image[..c].to_string(),
+            image[c + 1..].to_string(),
+            String::new(),
+        ),
+        (None, Some(_)) => unreachable!("handled by the digest-only arm"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_images_like_kustomize() {
+        let split = |s| split_image(s);
+        assert_eq!(split("nginx"), ("nginx".into(), "".into(), "".into()));
+        assert_eq!(
+            split("nginx:1.0"),
+            ("nginx".into(), "1.0".into(), "".into())
+        );
+        assert_eq!(
+            split("reg:5000/app:v1"),
+            ("reg:5000/app".into(), "v1".into(), "".into())
+        );
+        assert_eq!(
+            split("app@sha256:ab"),
+            ("app".into(), "".into(), "sha256:ab".into())
+        );
+        assert_eq!(
+            split("app:v1@sha256:ab"),
+            ("app".into(), "v1".into(), "sha256:ab".into())
+        );
+    }
+}
