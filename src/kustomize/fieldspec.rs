@@ -45,6 +45,9 @@ pub fn split_path(path: &str) -> Vec<String> {
         .collect()
 }
 
+/// Called with the map holding a leaf and the leaf's key.
+pub type LeafVisitor<'v, E> = dyn FnMut(&mut Map<String, Value>, &str) -> Result<(), E> + 'v;
+
 /// Calls `visit` with every value at `segments` below `value`. `visit` receives the parent
 /// map and the final key, so it can read, replace or create the leaf. Lists met on the way
 /// are traversed element by element. Missing intermediate maps are created when `create`.
@@ -52,7 +55,7 @@ pub fn visit_leaves<E>(
     value: &mut Value,
     segments: &[String],
     create: bool,
-    visit: &mut dyn FnMut(&mut Map<String, Value>, &str) -> Result<(), E>,
+    visit: &mut LeafVisitor<'_, E>,
 ) -> Result<(), E> {
     match value {
         Value::Array(items) => {

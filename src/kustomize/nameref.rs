@@ -116,10 +116,10 @@ impl Context<'_> {
                 }
             }
             Value::Object(map) => {
-                if let Some(kind) = map.get("kind").and_then(Value::as_str) {
-                    if kind != self.reference.kind {
-                        return Ok(());
-                    }
+                if let Some(kind) = map.get("kind").and_then(Value::as_str)
+                    && kind != self.reference.kind
+                {
+                    return Ok(());
                 }
                 let Some(name) = map.get("name").and_then(Value::as_str).map(str::to_string) else {
                     return Ok(());

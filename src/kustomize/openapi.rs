@@ -30,22 +30,20 @@ pub struct Openapi {
     definitions: HashMap<String, HashMap<String, PropertyMeta>>,
 }
 
+/// A property as the generator writes it: referenced definition, merge key, strategy, list
+/// type and list map keys.
+type TableProperty = (
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<Vec<String>>,
+);
+
 #[derive(Deserialize)]
 struct Table {
     kinds: Vec<(String, String, Option<String>, Option<String>)>,
-    definitions: HashMap<
-        String,
-        HashMap<
-            String,
-            (
-                Option<String>,
-                Option<String>,
-                Option<String>,
-                Option<String>,
-                Option<Vec<String>>,
-            ),
-        >,
-    >,
+    definitions: HashMap<String, HashMap<String, TableProperty>>,
 }
 
 impl Openapi {

@@ -29,11 +29,9 @@ fn load_entry(entry: &str, loader: &Loader, file: &Path) -> Result<Loaded, Kusto
     let looks_inline = entry.contains('\n')
         || entry.trim_start().starts_with('{')
         || entry.trim_start().starts_with('[');
-    if !looks_inline {
-        if let Ok(Target::File(_)) = loader.resolve(entry) {
-            let (path, text) = loader.read_text(entry)?;
-            return parse(&text, &loader.relative(&path).display().to_string(), file);
-        }
+    if !looks_inline && let Ok(Target::File(_)) = loader.resolve(entry) {
+        let (path, text) = loader.read_text(entry)?;
+        return parse(&text, &loader.relative(&path).display().to_string(), file);
     }
     let loaded = parse(entry, "inline patch", file)?;
     if !looks_inline

@@ -512,10 +512,10 @@ fn retyped_number(text: &str) -> Value {
     if let Ok(i) = text.parse::<i64>() {
         return Value::from(i);
     }
-    if let Ok(f) = text.parse::<f64>() {
-        if let Some(n) = serde_json::Number::from_f64(f) {
-            return Value::Number(n);
-        }
+    if let Ok(f) = text.parse::<f64>()
+        && let Some(n) = serde_json::Number::from_f64(f)
+    {
+        return Value::Number(n);
     }
     Value::String(text.to_string())
 }

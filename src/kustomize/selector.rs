@@ -51,17 +51,17 @@ impl CompiledSelector {
                 ns.to_string()
             }
         };
-        if let Some(namespace) = &self.namespace {
-            if !namespace.is_match(&effective(&original.namespace))
-                && !namespace.is_match(&effective(&current.namespace))
-            {
-                return false;
-            }
+        if let Some(namespace) = &self.namespace
+            && !namespace.is_match(&effective(&original.namespace))
+            && !namespace.is_match(&effective(&current.namespace))
+        {
+            return false;
         }
-        if let Some(name) = &self.name {
-            if !name.is_match(&original.name) && !name.is_match(&current.name) {
-                return false;
-            }
+        if let Some(name) = &self.name
+            && !name.is_match(&original.name)
+            && !name.is_match(&current.name)
+        {
+            return false;
         }
         let fits = |pattern: &Option<Regex>, value: &str| {
             pattern.as_ref().is_none_or(|p| p.is_match(value))

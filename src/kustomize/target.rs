@@ -198,15 +198,15 @@ impl<'a> Builder<'a> {
         }
         refuse_plugins(&k, &file)?;
         let mut acc = component_of.unwrap_or_else(Accumulated::new);
-        if let Some(version) = k.openapi.get("version") {
-            if version != "v1.21.2" {
-                return Err(KustomizeError::InvalidKustomization {
-                    file: file.clone(),
-                    message: format!(
-                        "openapi version {version:?}: the specified OpenAPI version is not built in (v1.21.2 is)"
-                    ),
-                });
-            }
+        if let Some(version) = k.openapi.get("version")
+            && version != "v1.21.2"
+        {
+            return Err(KustomizeError::InvalidKustomization {
+                file: file.clone(),
+                message: format!(
+                    "openapi version {version:?}: the specified OpenAPI version is not built in (v1.21.2 is)"
+                ),
+            });
         }
         if let Some(path) = k.openapi.get("path") {
             let (schema_file, text) = loader.read_text(path)?;

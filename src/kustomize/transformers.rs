@@ -310,10 +310,10 @@ pub fn set_images(
                     &split_path(&spec.path),
                     false,
                     &mut |map, key| {
-                        if let Some(Value::String(current)) = map.get(key) {
-                            if let Some(updated) = updated_image(current, &matcher, image) {
-                                map.insert(key.to_string(), Value::String(updated));
-                            }
+                        if let Some(Value::String(current)) = map.get(key)
+                            && let Some(updated) = updated_image(current, &matcher, image)
+                        {
+                            map.insert(key.to_string(), Value::String(updated));
                         }
                         Ok(())
                     },
@@ -328,14 +328,14 @@ fn update_container_lists(value: &mut Value, matcher: &Regex, image: &Image) {
     match value {
         Value::Object(map) => {
             for (key, child) in map.iter_mut() {
-                if matches!(key.as_str(), "containers" | "initContainers") {
-                    if let Value::Array(containers) = child {
-                        for container in containers.iter_mut().filter_map(Value::as_object_mut) {
-                            if let Some(Value::String(current)) = container.get("image") {
-                                if let Some(updated) = updated_image(current, matcher, image) {
-                                    container.insert("image".into(), Value::String(updated));
-                                }
-                            }
+                if matches!(key.as_str(), "containers" | "initContainers")
+                    && let Value::Array(containers) = child
+                {
+                    for container in containers.iter_mut().filter_map(Value::as_object_mut) {
+                        if let Some(Value::String(current)) = container.get("image")
+                            && let Some(updated) = updated_image(current, matcher, image)
+                        {
+                            container.insert("image".into(), Value::String(updated));
                         }
                     }
                 }
