@@ -4,6 +4,7 @@
 //! parsed once per process). A build extends them with `configurations:` files and with what
 //! `crds:` declares, and the extensions of a base flow up into the kustomizations above it.
 
+use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use serde::Deserialize;
@@ -73,6 +74,11 @@ impl TransformerConfig {
         })
     }
 
+    /// Whether this is the built-in configuration itself (nothing added to it).
+    pub fn is_builtin(&self) -> bool {
+        std::ptr::eq(self, TransformerConfig::builtin())
+    }
+
     /// Adds `other`'s specs that this configuration lacks.
     pub fn merge(&mut self, other: &TransformerConfig) {
         let lists: [(&mut Vec<FieldSpec>, &Vec<FieldSpec>); 9] = [
@@ -102,10 +108,14 @@ impl TransformerConfig {
     }
 }
 
-/// Appends the specs of `theirs` not already in `mine`.
+/// Appends the specs of `theirs` not already in `mine`, keeping `mine`'s order.
 pub fn merge_specs(mine: &mut Vec<FieldSpec>, theirs: &[FieldSpec]) {
+    if theirs.is_empty() {
+        return;
+    }
+    let mut present: HashSet<FieldSpec> = mine.iter().cloned().collect();
     for spec in theirs {
-        if !mine.contains(spec) {
+        if present.insert(spec.clone()) {
             mine.push(spec.clone());
         }
     }

@@ -120,7 +120,7 @@ pub struct Label {
 }
 
 /// Where a transformer reads or writes: a slash-separated path in objects of a GVK.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FieldSpec {
     #[serde(default)]

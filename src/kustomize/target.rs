@@ -9,6 +9,8 @@
 //! replicas, images, replacements), then `transformers:` configs. Steps that only make sense
 //! once (hash suffixes, name references, vars, sorting) run in `build` at the top.
 
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -25,7 +27,8 @@ use super::{BuildOptions, KustomizeError, builtins, patches, replacements, trans
 #[derive(Clone, Debug)]
 pub struct Accumulated {
     pub resources: Vec<Resource>,
-    pub config: TransformerConfig,
+    /// The built-in configuration, copied only once a kustomization extends it.
+    pub config: Cow<'static, TransformerConfig>,
     pub vars: Vec<Var>,
     /// A custom schema from an `openapi:` field, consulted before the built-in one.
     pub custom_schema: Option<Openapi>,
@@ -35,23 +38,46 @@ impl Accumulated {
     pub fn new() -> Accumulated {
         Accumulated {
             resources: Vec::new(),
-            config: TransformerConfig::builtin().clone(),
+            config: Cow::Borrowed(TransformerConfig::builtin()),
             vars: Vec::new(),
             custom_schema: None,
         }
     }
 
-    /// Adds a resource, refusing a second resource with the same identity.
-    pub fn append(&mut self, resource: Resource, source: &Path) -> Result<(), KustomizeError> {
-        let id = resource.id();
-        if self.resources.iter().any(|r| r.id().same_object(&id)) {
-            return Err(KustomizeError::IdConflict {
-                file: source.to_path_buf(),
-                id: id.to_string(),
-            });
+    /// Adds `other`'s field specs; sharing the built-in configuration costs nothing.
+    pub fn merge_config(&mut self, other: &TransformerConfig) {
+        if !other.is_builtin() {
+            self.config.to_mut().merge(other);
         }
-        self.resources.push(resource);
+    }
+
+    /// Adds resources, refusing a second resource with the same identity. `seen` holds the
+    /// identities already present, so each check is a lookup rather than a scan.
+    pub fn append(
+        &mut self,
+        resources: Vec<Resource>,
+        source: &Path,
+        seen: &mut HashSet<ObjectKey>,
+    ) -> Result<(), KustomizeError> {
+        for resource in resources {
+            let id = resource.id();
+            if !seen.insert(ObjectKey::of(&id)) {
+                return Err(KustomizeError::IdConflict {
+                    file: source.to_path_buf(),
+                    id: id.to_string(),
+                });
+            }
+            self.resources.push(resource);
+        }
         Ok(())
+    }
+
+    /// The identities present now, for a run of [`Accumulated::append`]s.
+    pub fn object_keys(&self) -> HashSet<ObjectKey> {
+        self.resources
+            .iter()
+            .map(|r| ObjectKey::of(&r.id()))
+            .collect()
     }
 
     /// Adds a generated resource according to its behavior: create refuses duplicates, merge
@@ -84,6 +110,27 @@ impl Accumulated {
                 Ok(())
             }
         }
+    }
+}
+
+/// What makes two resources the same object: group, kind, namespace (empty meaning
+/// `default`) and name; the version does not count.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ObjectKey(String, String, String, String);
+
+impl ObjectKey {
+    pub fn of(id: &super::resource::ResId) -> ObjectKey {
+        let namespace = if id.namespace.is_empty() {
+            "default"
+        } else {
+            &id.namespace
+        };
+        ObjectKey(
+            id.group.clone(),
+            id.kind.clone(),
+            namespace.to_string(),
+            id.name.clone(),
+        )
     }
 }
 
@@ -220,16 +267,18 @@ impl<'a> Builder<'a> {
             acc.custom_schema = Some(Openapi::from_document(&document));
         }
 
+        // Nothing renames resources while they are collected, so identities stay valid.
+        let mut seen = acc.object_keys();
         for entry in &k.resources {
-            self.accumulate_resource(loader, entry, &file, &mut acc)?;
+            self.accumulate_resource(loader, entry, &file, &mut acc, &mut seen)?;
         }
         for crd in &k.crds {
             let (path, text) = loader.read_text(crd)?;
-            acc.config.merge(&builtins::config_from_crd(&text, &path)?);
+            acc.merge_config(&builtins::config_from_crd(&text, &path)?);
         }
         for configuration in &k.configurations {
             let (path, text) = loader.read_text(configuration)?;
-            acc.config.merge(&builtins::parse_config(&text, &path)?);
+            acc.merge_config(&builtins::parse_config(&text, &path)?);
         }
 
         let global_options = k.generator_options.as_ref();
@@ -286,6 +335,7 @@ impl<'a> Builder<'a> {
         entry: &str,
         file: &Path,
         acc: &mut Accumulated,
+        seen: &mut HashSet<ObjectKey>,
     ) -> Result<(), KustomizeError> {
         if loader::is_remote(entry) {
             return Err(KustomizeError::RemoteDisabled {
@@ -297,16 +347,16 @@ impl<'a> Builder<'a> {
             Target::File(path) => {
                 loader.check_file(&path)?;
                 let (path, text) = loader.read_text(entry)?;
-                for object in super::read_objects(&text, &path)? {
-                    acc.append(Resource::new(object), &path)?;
-                }
+                let resources = super::read_objects(&text, &path)?
+                    .into_iter()
+                    .map(Resource::new)
+                    .collect();
+                acc.append(resources, &path, seen)?;
             }
             Target::Dir(dir) => {
                 let (sub, _) = self.accumulate(&loader.child(&dir), None)?;
-                for resource in sub.resources {
-                    acc.append(resource, &dir)?;
-                }
-                acc.config.merge(&sub.config);
+                acc.append(sub.resources, &dir, seen)?;
+                acc.merge_config(&sub.config);
                 if acc.custom_schema.is_none() {
                     acc.custom_schema = sub.custom_schema;
                 }
