@@ -74,11 +74,6 @@ impl TransformerConfig {
         })
     }
 
-    /// Whether this is the built-in configuration itself (nothing added to it).
-    pub fn is_builtin(&self) -> bool {
-        std::ptr::eq(self, TransformerConfig::builtin())
-    }
-
     /// Adds `other`'s specs that this configuration lacks.
     pub fn merge(&mut self, other: &TransformerConfig) {
         let lists: [(&mut Vec<FieldSpec>, &Vec<FieldSpec>); 9] = [

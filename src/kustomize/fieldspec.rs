@@ -9,15 +9,23 @@
 use serde_json::{Map, Value};
 
 use super::kustfile::FieldSpec;
-use super::resource::ResId;
+use super::resource::{Gvk, ResId};
 
 impl FieldSpec {
     /// Whether the spec applies to objects of `id`'s group, version and kind (an empty part
     /// matches anything).
     pub fn applies_to(&self, id: &ResId) -> bool {
-        (self.kind.is_empty() || self.kind == id.kind)
-            && (self.group.is_empty() || self.group == id.group)
-            && (self.version.is_empty() || self.version == id.version)
+        self.applies_to_gvk(Gvk {
+            group: &id.group,
+            version: &id.version,
+            kind: &id.kind,
+        })
+    }
+
+    pub fn applies_to_gvk(&self, gvk: Gvk) -> bool {
+        (self.kind.is_empty() || self.kind == gvk.kind)
+            && (self.group.is_empty() || self.group == gvk.group)
+            && (self.version.is_empty() || self.version == gvk.version)
     }
 }
 

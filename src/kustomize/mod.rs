@@ -21,6 +21,7 @@ mod loader;
 mod nameref;
 mod openapi;
 mod patches;
+mod regexes;
 mod replacements;
 mod resource;
 mod selector;
@@ -258,10 +259,16 @@ fn drop_empty_annotations(object: &mut Value) {
 /// NEL runs end up as a space (or newlines for several) with surrounding blanks trimmed.
 fn fold_next_lines(value: &mut Value) {
     match value {
-        Value::String(s) if s.contains('\u{85}') => *s = fold_nel(s),
+        // NEL is encoded as C2 85; a byte scan rules most strings out cheaply.
+        Value::String(s) if s.as_bytes().contains(&0xC2) && s.contains('\u{85}') => {
+            *s = fold_nel(s)
+        }
         Value::Array(items) => items.iter_mut().for_each(fold_next_lines),
         Value::Object(map) => {
-            if map.keys().any(|k| k.contains('\u{85}')) {
+            if map
+                .keys()
+                .any(|k| k.as_bytes().contains(&0xC2) && k.contains('\u{85}'))
+            {
                 let entries = std::mem::take(map);
                 for (k, mut v) in entries {
                     fold_next_lines(&mut v);

@@ -70,6 +70,25 @@ impl fmt::Display for ResId {
     }
 }
 
+/// Group, version and kind, borrowed from an object: what field specs match on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gvk<'a> {
+    pub group: &'a str,
+    pub version: &'a str,
+    pub kind: &'a str,
+}
+
+impl<'a> Gvk<'a> {
+    pub fn of(object: &'a Value) -> Gvk<'a> {
+        let (group, version) = split_api_version(str_at(object, "/apiVersion"));
+        Gvk {
+            group,
+            version,
+            kind: str_at(object, "/kind"),
+        }
+    }
+}
+
 /// `apps/v1` → (`apps`, `v1`); `v1` → (``, `v1`).
 pub fn split_api_version(api_version: &str) -> (&str, &str) {
     match api_version.split_once('/') {
@@ -78,9 +97,13 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
     }
 }
 
+/// The string at a `/a/b` path, or `""`. Walks with plain lookups: `Value::pointer` would
+/// allocate for every segment, and this runs for every resource in every step.
 pub fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    object
-        .pointer(pointer)
+    pointer
+        .split('/')
+        .skip(1)
+        .try_fold(object, |value, key| value.get(key))
         .and_then(Value::as_str)
         .unwrap_or("")
 }
@@ -140,6 +163,10 @@ impl Resource {
 
     pub fn id(&self) -> ResId {
         ResId::of(&self.object)
+    }
+
+    pub fn gvk(&self) -> Gvk<'_> {
+        Gvk::of(&self.object)
     }
 
     /// The identity before any rename.

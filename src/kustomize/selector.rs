@@ -26,7 +26,7 @@ impl CompiledSelector {
             if pattern.is_empty() {
                 return Ok(None);
             }
-            Regex::new(&format!("^(?:{pattern})$"))
+            super::regexes::compile(&format!("^(?:{pattern})$"))
                 .map(Some)
                 .map_err(|e| format!("invalid regular expression {pattern:?}: {e}"))
         };

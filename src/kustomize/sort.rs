@@ -109,12 +109,7 @@ struct LegacyKey {
 }
 
 fn legacy_key(object: &Value, first: &[String], last: &[String]) -> LegacyKey {
-    let text = |pointer: &str| {
-        object
-            .pointer(pointer)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    };
+    let text = |pointer: &str| super::resource::str_at(object, pointer);
     let kind = text("/kind");
     let (group, version) = match text("/apiVersion").split_once('/') {
         Some((group, version)) => (group, version),

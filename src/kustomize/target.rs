@@ -10,7 +10,7 @@
 //! once (hash suffixes, name references, vars, sorting) run in `build` at the top.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -29,6 +29,9 @@ pub struct Accumulated {
     pub resources: Vec<Resource>,
     /// The built-in configuration, copied only once a kustomization extends it.
     pub config: Cow<'static, TransformerConfig>,
+    /// The `configurations:` and `crds:` files merged into `config`; the configuration is
+    /// a function of this set, so merging a base whose files are all here changes nothing.
+    pub config_sources: BTreeSet<PathBuf>,
     pub vars: Vec<Var>,
     /// A custom schema from an `openapi:` field, consulted before the built-in one.
     pub custom_schema: Option<Openapi>,
@@ -39,16 +42,27 @@ impl Accumulated {
         Accumulated {
             resources: Vec::new(),
             config: Cow::Borrowed(TransformerConfig::builtin()),
+            config_sources: BTreeSet::new(),
             vars: Vec::new(),
             custom_schema: None,
         }
     }
 
-    /// Adds `other`'s field specs; sharing the built-in configuration costs nothing.
-    pub fn merge_config(&mut self, other: &TransformerConfig) {
-        if !other.is_builtin() {
-            self.config.to_mut().merge(other);
+    /// Adds the field specs a `configurations:` or `crds:` file declares.
+    pub fn extend_config(&mut self, source: &Path, extension: &TransformerConfig) {
+        if self.config_sources.insert(source.to_path_buf()) {
+            self.config.to_mut().merge(extension);
         }
+    }
+
+    /// Adds a base's field specs, unless every file behind them is already merged here.
+    pub fn merge_config_of(&mut self, base: &Accumulated) {
+        if base.config_sources.is_subset(&self.config_sources) {
+            return;
+        }
+        self.config.to_mut().merge(&base.config);
+        self.config_sources
+            .extend(base.config_sources.iter().cloned());
     }
 
     /// Adds resources, refusing a second resource with the same identity. `seen` holds the
@@ -196,6 +210,12 @@ fn replace_generated(existing: &mut Resource, new: Resource) {
 pub struct Builder<'a> {
     pub options: &'a BuildOptions,
     stack: Vec<PathBuf>,
+    /// Bases included more than once in this build, accumulated once. A base's result
+    /// depends only on its own directory, and trees commonly include one base from many
+    /// overlays; bases used once are not kept, so they cost no extra memory.
+    bases: HashMap<PathBuf, Accumulated>,
+    /// Bases seen once so far.
+    seen_bases: HashSet<PathBuf>,
 }
 
 impl<'a> Builder<'a> {
@@ -203,7 +223,22 @@ impl<'a> Builder<'a> {
         Builder {
             options,
             stack: Vec::new(),
+            bases: HashMap::new(),
+            seen_bases: HashSet::new(),
         }
+    }
+
+    /// The accumulated result of the base directory `dir`; a base included again is served
+    /// from the cache from its second use on.
+    fn base(&mut self, loader: &Loader, dir: &Path) -> Result<Accumulated, KustomizeError> {
+        if let Some(cached) = self.bases.get(dir) {
+            return Ok(cached.clone());
+        }
+        let (accumulated, _) = self.accumulate(&loader.child(dir), None)?;
+        if !self.seen_bases.insert(dir.to_path_buf()) {
+            self.bases.insert(dir.to_path_buf(), accumulated.clone());
+        }
+        Ok(accumulated)
     }
 
     /// Accumulates the kustomization in `loader.dir`. `component_of` carries what the parent
@@ -274,11 +309,11 @@ impl<'a> Builder<'a> {
         }
         for crd in &k.crds {
             let (path, text) = loader.read_text(crd)?;
-            acc.merge_config(&builtins::config_from_crd(&text, &path)?);
+            acc.extend_config(&path, &builtins::config_from_crd(&text, &path)?);
         }
         for configuration in &k.configurations {
             let (path, text) = loader.read_text(configuration)?;
-            acc.merge_config(&builtins::parse_config(&text, &path)?);
+            acc.extend_config(&path, &builtins::parse_config(&text, &path)?);
         }
 
         let global_options = k.generator_options.as_ref();
@@ -354,9 +389,9 @@ impl<'a> Builder<'a> {
                 acc.append(resources, &path, seen)?;
             }
             Target::Dir(dir) => {
-                let (sub, _) = self.accumulate(&loader.child(&dir), None)?;
+                let sub = self.base(loader, &dir)?;
+                acc.merge_config_of(&sub);
                 acc.append(sub.resources, &dir, seen)?;
-                acc.merge_config(&sub.config);
                 if acc.custom_schema.is_none() {
                     acc.custom_schema = sub.custom_schema;
                 }

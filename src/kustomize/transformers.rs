@@ -294,17 +294,21 @@ pub fn set_images(
             "^{}(:[a-zA-Z0-9_.{{}}-]*)?(@sha256:[a-zA-Z0-9_.{{}}-]*)?$",
             image.name
         );
-        let matcher = Regex::new(&pattern).map_err(|e| KustomizeError::InvalidImageName {
-            name: image.name.clone(),
-            message: e.to_string(),
-        })?;
+        let matcher =
+            super::regexes::compile(&pattern).map_err(|e| KustomizeError::InvalidImageName {
+                name: image.name.clone(),
+                message: e.to_string(),
+            })?;
         for resource in resources.iter_mut() {
             if resource.kind() == "CustomResourceDefinition" {
                 continue;
             }
             update_container_lists(&mut resource.object, &matcher, image);
-            let id = resource.id();
-            for spec in specs.iter().filter(|s| s.applies_to(&id)) {
+            let applicable: Vec<&FieldSpec> = specs
+                .iter()
+                .filter(|s| s.applies_to_gvk(resource.gvk()))
+                .collect();
+            for spec in applicable {
                 let _ = visit_leaves::<()>(
                     &mut resource.object,
                     &split_path(&spec.path),

@@ -148,6 +148,11 @@ impl Emitter {
     }
 
     fn string(&mut self, s: &str, indent: usize, is_key: bool) {
+        // Most keys and values are identifier-like words: plain, no folding, no analysis.
+        if is_simple_word(s) && !needs_quotes(s) {
+            self.push(s);
+            return;
+        }
         let continuation = indent + INDENT;
         let traits = analyze(s);
         let style = if s.contains('\n') && !is_key && traits.block_allowed {
@@ -358,6 +363,16 @@ enum Style {
     SingleQuoted,
     DoubleQuoted,
     Literal,
+}
+
+/// A letter followed by letters, digits, `-`, `_`, `.` or `/`: never an indicator, never
+/// folded, and only a handful of reserved words among them need quotes.
+fn is_simple_word(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    bytes.first().is_some_and(u8::is_ascii_alphabetic)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
 }
 
 /// The style permissions libyaml's scalar analysis grants a string in block context.
