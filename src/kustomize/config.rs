@@ -5,7 +5,7 @@
 //! `crds:` declares, and the extensions of a base flow up into the kustomizations above it.
 
 use std::collections::HashSet;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 
@@ -63,15 +63,19 @@ impl NameReference {
 
 impl TransformerConfig {
     /// Kustomize's built-in configuration.
-    pub fn builtin() -> &'static TransformerConfig {
-        static BUILTIN: OnceLock<TransformerConfig> = OnceLock::new();
-        BUILTIN.get_or_init(|| {
-            let text = include_str!("builtin_fieldspecs.yaml");
-            let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kubernetes)
-                .expect("builtin_fieldspecs.yaml is valid YAML");
-            serde_json::from_value(value)
-                .expect("builtin_fieldspecs.yaml matches TransformerConfig")
-        })
+    pub fn builtin() -> Arc<TransformerConfig> {
+        static BUILTIN: OnceLock<Arc<TransformerConfig>> = OnceLock::new();
+        BUILTIN
+            .get_or_init(|| {
+                let text = include_str!("builtin_fieldspecs.yaml");
+                let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kubernetes)
+                    .expect("builtin_fieldspecs.yaml is valid YAML");
+                Arc::new(
+                    serde_json::from_value(value)
+                        .expect("builtin_fieldspecs.yaml matches TransformerConfig"),
+                )
+            })
+            .clone()
     }
 
     /// Adds `other`'s specs that this configuration lacks.

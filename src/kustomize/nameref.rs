@@ -43,20 +43,30 @@ pub fn fix(
             cluster_scoped: schema.is_cluster_scoped(str_at(&r.object, "/apiVersion"), r.kind()),
         })
         .collect();
-    // (kind, earlier name) → candidates; only renamed resources can be referred to by an
-    // outdated name.
-    let mut by_previous_name: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
-    for (index, candidate) in candidates.iter().enumerate() {
+    // Only renamed resources can be referred to by an outdated name. Candidates are indexed
+    // by (kind, earlier name), and also by current namespace for the common lookup from a
+    // namespaced referrer, where copies of one base in many namespaces share earlier names.
+    let mut index = CandidateIndex::default();
+    for (position, candidate) in candidates.iter().enumerate() {
+        let namespaced = !candidate.cluster_scoped && candidate.current.kind != "ServiceAccount";
+        let namespace = effective_namespace(&candidate.current.namespace);
         for previous in &candidate.previous {
-            let entry = by_previous_name
-                .entry((previous.kind.as_str(), previous.name.as_str()))
-                .or_default();
-            if entry.last() != Some(&index) {
-                entry.push(index);
+            let key = (previous.kind.as_str(), previous.name.as_str());
+            push_once(index.by_name.entry(key).or_default(), position);
+            if namespaced {
+                push_once(
+                    index
+                        .by_namespace
+                        .entry((key.0, key.1, namespace))
+                        .or_default(),
+                    position,
+                );
+            } else {
+                push_once(index.unscoped.entry(key).or_default(), position);
             }
         }
     }
-    if by_previous_name.is_empty() {
+    if index.by_name.is_empty() {
         return Ok(());
     }
     for (referrer_index, resource) in resources.iter_mut().enumerate() {
@@ -74,7 +84,7 @@ pub fn fix(
                     reference,
                     referrer,
                     candidates: &candidates,
-                    index: &by_previous_name,
+                    index: &index,
                     role_ref_kind: is_role_ref.then_some(role_ref_kind.as_str()),
                 };
                 visit_leaves(
@@ -94,11 +104,35 @@ pub fn fix(
     Ok(())
 }
 
+/// Candidate positions by (kind, earlier name), and split by scope for namespaced lookups.
+#[derive(Default)]
+struct CandidateIndex<'a> {
+    by_name: HashMap<(&'a str, &'a str), Vec<usize>>,
+    /// Namespaced candidates (not ServiceAccounts) by their current namespace.
+    by_namespace: HashMap<(&'a str, &'a str, &'a str), Vec<usize>>,
+    /// Cluster-scoped candidates and ServiceAccounts, which any namespace may refer to.
+    unscoped: HashMap<(&'a str, &'a str), Vec<usize>>,
+}
+
+fn push_once(positions: &mut Vec<usize>, position: usize) {
+    if positions.last() != Some(&position) {
+        positions.push(position);
+    }
+}
+
+fn effective_namespace(namespace: &str) -> &str {
+    if namespace.is_empty() {
+        "default"
+    } else {
+        namespace
+    }
+}
+
 struct Context<'a> {
     reference: &'a NameReference,
     referrer: &'a Candidate,
     candidates: &'a [Candidate],
-    index: &'a HashMap<(&'a str, &'a str), Vec<usize>>,
+    index: &'a CandidateIndex<'a>,
     role_ref_kind: Option<&'a str>,
 }
 
@@ -150,10 +184,36 @@ impl Context<'_> {
         namespace: Option<&str>,
         referrer_id: &ResId,
     ) -> Result<Option<&Candidate>, KustomizeError> {
-        let Some(indexes) = self.index.get(&(self.reference.kind.as_str(), name)) else {
-            return Ok(None);
+        let kind = self.reference.kind.as_str();
+        let positions: Vec<usize> = if namespace.is_none() && !self.referrer.cluster_scoped {
+            let ns = effective_namespace(&self.referrer.current.namespace);
+            let local = self
+                .index
+                .by_namespace
+                .get(&(kind, name, ns))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let unscoped = self
+                .index
+                .unscoped
+                .get(&(kind, name))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let mut positions: Vec<usize> = local.iter().chain(unscoped).copied().collect();
+            // Keep resource order: ties are broken by the first candidate.
+            positions.sort_unstable();
+            positions
+        } else {
+            self.index
+                .by_name
+                .get(&(kind, name))
+                .cloned()
+                .unwrap_or_default()
         };
-        let mut found: Vec<&Candidate> = indexes
+        if positions.is_empty() {
+            return Ok(None);
+        }
+        let mut found: Vec<&Candidate> = positions
             .iter()
             .map(|i| &self.candidates[*i])
             .filter(|c| {

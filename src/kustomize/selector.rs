@@ -42,38 +42,45 @@ impl CompiledSelector {
     }
 
     pub fn matches(&self, resource: &Resource) -> bool {
-        let current = resource.id();
-        let original = resource.original_id();
-        let effective = |ns: &str| {
-            if ns.is_empty() {
-                "default".to_string()
-            } else {
-                ns.to_string()
-            }
+        // Borrowed views: this runs for every resource against every target.
+        let current_name = resource.name();
+        let current_namespace = resource.namespace();
+        let (original_name, original_namespace) = match resource.previous_ids.first() {
+            Some(original) => (original.name.as_str(), original.namespace.as_str()),
+            None => (current_name, current_namespace),
         };
         if let Some(namespace) = &self.namespace
-            && !namespace.is_match(&effective(&original.namespace))
-            && !namespace.is_match(&effective(&current.namespace))
+            && !namespace.is_match(effective_namespace(original_namespace))
+            && !namespace.is_match(effective_namespace(current_namespace))
         {
             return false;
         }
         if let Some(name) = &self.name
-            && !name.is_match(&original.name)
-            && !name.is_match(&current.name)
+            && !name.is_match(original_name)
+            && !name.is_match(current_name)
         {
             return false;
         }
+        let gvk = resource.gvk();
         let fits = |pattern: &Option<Regex>, value: &str| {
             pattern.as_ref().is_none_or(|p| p.is_match(value))
         };
-        if !fits(&self.group, &current.group)
-            || !fits(&self.version, &current.version)
-            || !fits(&self.kind, &current.kind)
+        if !fits(&self.group, gvk.group)
+            || !fits(&self.version, gvk.version)
+            || !fits(&self.kind, gvk.kind)
         {
             return false;
         }
         matches_all(&self.labels, resource.metadata_map("labels"))
             && matches_all(&self.annotations, resource.metadata_map("annotations"))
+    }
+}
+
+fn effective_namespace(namespace: &str) -> &str {
+    if namespace.is_empty() {
+        "default"
+    } else {
+        namespace
     }
 }
 

@@ -9,9 +9,9 @@
 //! replicas, images, replacements), then `transformers:` configs. Steps that only make sense
 //! once (hash suffixes, name references, vars, sorting) run in `build` at the top.
 
-use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -28,7 +28,7 @@ use super::{BuildOptions, KustomizeError, builtins, patches, replacements, trans
 pub struct Accumulated {
     pub resources: Vec<Resource>,
     /// The built-in configuration, copied only once a kustomization extends it.
-    pub config: Cow<'static, TransformerConfig>,
+    pub config: Arc<TransformerConfig>,
     /// The `configurations:` and `crds:` files merged into `config`; the configuration is
     /// a function of this set, so merging a base whose files are all here changes nothing.
     pub config_sources: BTreeSet<PathBuf>,
@@ -41,7 +41,7 @@ impl Accumulated {
     pub fn new() -> Accumulated {
         Accumulated {
             resources: Vec::new(),
-            config: Cow::Borrowed(TransformerConfig::builtin()),
+            config: TransformerConfig::builtin(),
             config_sources: BTreeSet::new(),
             vars: Vec::new(),
             custom_schema: None,
@@ -51,7 +51,7 @@ impl Accumulated {
     /// Adds the field specs a `configurations:` or `crds:` file declares.
     pub fn extend_config(&mut self, source: &Path, extension: &TransformerConfig) {
         if self.config_sources.insert(source.to_path_buf()) {
-            self.config.to_mut().merge(extension);
+            Arc::make_mut(&mut self.config).merge(extension);
         }
     }
 
@@ -60,7 +60,13 @@ impl Accumulated {
         if base.config_sources.is_subset(&self.config_sources) {
             return;
         }
-        self.config.to_mut().merge(&base.config);
+        if self.config_sources.is_empty() {
+            // Nothing added here yet: the base's configuration is this one's.
+            self.config = base.config.clone();
+            self.config_sources = base.config_sources.clone();
+            return;
+        }
+        Arc::make_mut(&mut self.config).merge(&base.config);
         self.config_sources
             .extend(base.config_sources.iter().cloned());
     }

@@ -310,14 +310,42 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
 }
 
 fn natural_less(a: &str, b: &str) -> bool {
+    // Keys are nearly always ASCII: compare bytes in place, no allocation.
+    if a.is_ascii() && b.is_ascii() {
+        return natural_less_in(
+            a.as_bytes(),
+            b.as_bytes(),
+            |c: &u8| c.is_ascii_digit(),
+            |c: &u8| c.is_ascii_alphabetic(),
+            |c: &u8| i64::from(*c),
+        );
+    }
     let (ar, br): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    natural_less_in(
+        &ar,
+        &br,
+        |c: &char| c.is_numeric(),
+        |c: &char| c.is_alphabetic(),
+        |c: &char| *c as i64,
+    )
+}
+
+/// go-yaml v3's comparison over any sequence of characters.
+fn natural_less_in<T: Copy + PartialOrd>(
+    ar: &[T],
+    br: &[T],
+    is_digit: impl Fn(&T) -> bool,
+    is_letter: impl Fn(&T) -> bool,
+    code: impl Fn(&T) -> i64,
+) -> bool {
+    let zero = i64::from(b'0');
     let mut digits = false;
     for i in 0..ar.len().min(br.len()) {
         if ar[i] == br[i] {
-            digits = ar[i].is_numeric();
+            digits = is_digit(&ar[i]);
             continue;
         }
-        let (al, bl) = (ar[i].is_alphabetic(), br[i].is_alphabetic());
+        let (al, bl) = (is_letter(&ar[i]), is_letter(&br[i]));
         if al && bl {
             return ar[i] < br[i];
         }
@@ -325,26 +353,26 @@ fn natural_less(a: &str, b: &str) -> bool {
             return if digits { al } else { bl };
         }
         let (mut an, mut bn) = (0i64, 0i64);
-        if ar[i] == '0' || br[i] == '0' {
+        if code(&ar[i]) == zero || code(&br[i]) == zero {
             // Inside a number that already had a non-zero digit, zeros are significant.
             if ar[..i]
                 .iter()
                 .rev()
-                .take_while(|c| c.is_numeric())
-                .any(|c| *c != '0')
+                .take_while(|c| is_digit(c))
+                .any(|c| code(c) != zero)
             {
                 an = 1;
                 bn = 1;
             }
         }
         let mut ai = i;
-        while ai < ar.len() && ar[ai].is_numeric() {
-            an = an.wrapping_mul(10).wrapping_add(ar[ai] as i64 - '0' as i64);
+        while ai < ar.len() && is_digit(&ar[ai]) {
+            an = an.wrapping_mul(10).wrapping_add(code(&ar[ai]) - zero);
             ai += 1;
         }
         let mut bi = i;
-        while bi < br.len() && br[bi].is_numeric() {
-            bn = bn.wrapping_mul(10).wrapping_add(br[bi] as i64 - '0' as i64);
+        while bi < br.len() && is_digit(&br[bi]) {
+            bn = bn.wrapping_mul(10).wrapping_add(code(&br[bi]) - zero);
             bi += 1;
         }
         if an != bn {
