@@ -31,11 +31,33 @@ pub enum Command {
     Build {
         /// Directory holding a kustomization.yaml.
         dir: PathBuf,
+        /// Whether files may come from outside the kustomization's own directory.
+        #[arg(long, value_enum, default_value_t = LoadRestrictor::LoadRestrictionsRootOnly)]
+        load_restrictor: LoadRestrictor,
+        /// Output order: kustomize's legacy kind order, or the order resources were read in.
+        /// Defaults to the kustomization's sortOptions, else legacy.
+        #[arg(long, value_enum)]
+        reorder: Option<ReorderFlag>,
     },
     /// Print the CustomResourceDefinitions this controller serves.
     Crds,
     /// Print the version.
     Version,
+}
+
+/// kustomize's `--load-restrictor` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "verbatim")]
+pub enum LoadRestrictor {
+    LoadRestrictionsRootOnly,
+    LoadRestrictionsNone,
+}
+
+/// kustomize's `--reorder` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReorderFlag {
+    Legacy,
+    None,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

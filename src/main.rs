@@ -3,7 +3,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use kustomize_controller::cli::{Cli, Command, init_logging};
+use kustomize_controller::cli::{Cli, Command, LoadRestrictor, ReorderFlag, init_logging};
 use kustomize_controller::{api, kustomize};
 
 fn main() -> ExitCode {
@@ -23,10 +23,26 @@ fn run(command: Command) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match command {
-        Command::Build { dir } => {
+        Command::Build {
+            dir,
+            load_restrictor,
+            reorder,
+        } => {
             let options = kustomize::BuildOptions {
+                // As `kustomize build`, env-file entries without a value read this process's
+                // environment; the controller never does.
                 env_lookup: kustomize::EnvLookup::Process,
-                ..Default::default()
+                load_restrictions: match load_restrictor {
+                    LoadRestrictor::LoadRestrictionsRootOnly => {
+                        kustomize::LoadRestrictions::RootOnly
+                    }
+                    LoadRestrictor::LoadRestrictionsNone => kustomize::LoadRestrictions::None,
+                },
+                reorder: reorder.map(|r| match r {
+                    ReorderFlag::Legacy => kustomize::Reorder::Legacy,
+                    ReorderFlag::None => kustomize::Reorder::None,
+                }),
+                remote: None,
             };
             let resources = kustomize::build_dir(&dir, &options)
                 .with_context(|| format!("building {}", dir.display()))?;

@@ -59,9 +59,19 @@ pub enum Reorder {
     None,
 }
 
+/// Makes remote bases (git or HTTP URLs in `resources:`) available locally. The engine never
+/// touches the network itself; without a fetcher, remote bases are an error.
+pub trait RemoteFetcher: Send + Sync + std::fmt::Debug {
+    /// A local directory holding the kustomization `url` names. The directory becomes the
+    /// root of that base: nothing outside it may be read while it is built.
+    fn fetch(&self, url: &str) -> Result<PathBuf, String>;
+}
+
 /// How a build runs.
 #[derive(Clone, Debug, Default)]
 pub struct BuildOptions {
+    /// Fetches remote bases; `None` refuses them.
+    pub remote: Option<std::sync::Arc<dyn RemoteFetcher>>,
     pub load_restrictions: LoadRestrictions,
     /// Overrides the kustomization's `sortOptions` (and the legacy default) when set.
     pub reorder: Option<Reorder>,
@@ -164,6 +174,13 @@ pub enum KustomizeError {
 
     #[error("{}: remote resource {entry:?}: remote bases are not enabled in this build", .file.display())]
     RemoteDisabled { file: PathBuf, entry: String },
+
+    #[error("{}: remote resource {entry:?}: {message}", .file.display())]
+    RemoteFailed {
+        file: PathBuf,
+        entry: String,
+        message: String,
+    },
 
     #[error("{}: {what}: external plugins disabled; plugins, exec and KRM functions are never run", .file.display())]
     PluginRefused { file: PathBuf, what: String },

@@ -379,10 +379,23 @@ impl<'a> Builder<'a> {
         seen: &mut HashSet<ObjectKey>,
     ) -> Result<(), KustomizeError> {
         if loader::is_remote(entry) {
-            return Err(KustomizeError::RemoteDisabled {
-                file: file.to_path_buf(),
-                entry: entry.to_string(),
-            });
+            let Some(fetcher) = self.options.remote.clone() else {
+                return Err(KustomizeError::RemoteDisabled {
+                    file: file.to_path_buf(),
+                    entry: entry.to_string(),
+                });
+            };
+            let dir = fetcher
+                .fetch(entry)
+                .map_err(|message| KustomizeError::RemoteFailed {
+                    file: file.to_path_buf(),
+                    entry: entry.to_string(),
+                    message,
+                })?;
+            let remote_loader = Loader::new(&dir, &dir, loader.restrictions)?;
+            let sub = self.base(&remote_loader, &remote_loader.dir)?;
+            acc.merge_config_of(&sub);
+            return acc.append(sub.resources, &dir, seen);
         }
         match loader.resolve(entry)? {
             Target::File(path) => {

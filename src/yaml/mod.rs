@@ -43,6 +43,9 @@ pub enum YamlError {
     #[error("line {line}: '<<' merges a mapping or a list of mappings")]
     InvalidMerge { line: usize },
 
+    #[error("line {line}: nesting deeper than {limit} levels")]
+    TooDeep { line: usize, limit: usize },
+
     #[error("expected one YAML document, found {count}")]
     MultipleDocuments { count: usize },
 }

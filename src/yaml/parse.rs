@@ -44,6 +44,9 @@ pub fn parse_single(text: &str, schema: Schema) -> Result<Value, YamlError> {
     }
 }
 
+/// The deepest nesting of mappings and sequences accepted.
+pub const MAX_DEPTH: usize = 256;
+
 enum Frame {
     Sequence {
         items: Vec<Value>,
@@ -111,6 +114,7 @@ impl Builder {
             }
             Event::SequenceStart(_, anchor, _) => {
                 self.ensure_not_key(line)?;
+                self.ensure_depth(line)?;
                 self.stack.push(Frame::Sequence {
                     items: Vec::new(),
                     anchor,
@@ -119,6 +123,7 @@ impl Builder {
             }
             Event::MappingStart(_, anchor, _) => {
                 self.ensure_not_key(line)?;
+                self.ensure_depth(line)?;
                 self.stack.push(Frame::Mapping {
                     map: Map::new(),
                     explicit: BTreeSet::new(),
@@ -140,6 +145,18 @@ impl Builder {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Values are processed recursively downstream (merging, printing, dropping), so nesting
+    /// is bounded far above anything a Kubernetes object needs.
+    fn ensure_depth(&self, line: usize) -> Result<(), YamlError> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(YamlError::TooDeep {
+                line,
+                limit: MAX_DEPTH,
+            });
+        }
+        Ok(())
     }
 
     /// Collections and aliases cannot be mapping keys in Kubernetes objects.
@@ -286,6 +303,20 @@ mod tests {
             doc,
             json!({"base": {"x": 1, "y": 2}, "child": {"x": 1, "y": 3}, "list": [{"x": 1, "y": 2}]})
         );
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        // granit-parser stops a little below our own bound; either way it is an error, not a
+        // stack overflow.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let err = parse_single(&deep, Schema::Kyaml).unwrap_err();
+        assert!(
+            matches!(err, YamlError::TooDeep { .. } | YamlError::Syntax { .. }),
+            "{err}"
+        );
+        let ok = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        assert!(parse_single(&ok, Schema::Kyaml).is_ok());
     }
 
     #[test]

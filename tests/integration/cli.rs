@@ -86,3 +86,18 @@ fn a_failed_build_exits_nonzero_with_one_clear_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn build_honours_kustomize_load_restrictor_flag() {
+    let dir = "tests/fixtures/kustomize/error-file-outside-root/input/overlay";
+    let output = run_cli(&["build", dir]);
+    assert!(!output.status.success());
+    assert!(
+        stderr_of(&output).contains("is not in or below"),
+        "{}",
+        stderr_of(&output)
+    );
+    let output = run_cli(&["build", dir, "--load-restrictor", "LoadRestrictionsNone"]);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    assert!(stdout_of(&output).contains("kind: ConfigMap"));
+}

@@ -2,5 +2,6 @@
 
 mod cli;
 mod crd;
+mod kustomize_api;
 mod kustomize_golden;
 mod support;

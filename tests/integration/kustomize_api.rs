@@ -1,0 +1,220 @@
+//! The engine's library options, which golden cases (built with kustomize's CLI defaults)
+//! cannot show: remote-base hooks, load restrictions within a root, reordering and env-file
+//! lookups.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kustomize_controller::kustomize::{
+    self, BuildOptions, EnvLookup, KustomizeError, LoadRestrictions, RemoteFetcher, Reorder,
+};
+use serde_json::Value;
+
+fn write(dir: &Path, name: &str, text: &str) {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn names(resources: &[Value]) -> Vec<String> {
+    resources
+        .iter()
+        .map(|r| r["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+const CONFIGMAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: NAME\n";
+
+#[derive(Debug)]
+struct FakeRemote {
+    dir: PathBuf,
+}
+
+impl RemoteFetcher for FakeRemote {
+    fn fetch(&self, url: &str) -> Result<PathBuf, String> {
+        if url == "https://example.com/fleet//base?ref=v1" {
+            Ok(self.dir.clone())
+        } else {
+            Err(format!("unknown repository {url}"))
+        }
+    }
+}
+
+#[test]
+fn remote_bases_go_through_the_fetcher_and_are_refused_without_one() {
+    let remote = tempfile::tempdir().unwrap();
+    write(
+        remote.path(),
+        "kustomization.yaml",
+        "resources: [cm.yaml]\n",
+    );
+    write(
+        remote.path(),
+        "cm.yaml",
+        &CONFIGMAP.replace("NAME", "from-remote"),
+    );
+    let local = tempfile::tempdir().unwrap();
+    write(
+        local.path(),
+        "kustomization.yaml",
+        "namePrefix: app-\nresources:\n- https://example.com/fleet//base?ref=v1\n",
+    );
+
+    let options = BuildOptions {
+        remote: Some(Arc::new(FakeRemote {
+            dir: remote.path().to_path_buf(),
+        })),
+        ..Default::default()
+    };
+    let built = kustomize::build(local.path(), local.path(), &options).unwrap();
+    assert_eq!(names(&built), ["app-from-remote"]);
+
+    let err = kustomize::build(local.path(), local.path(), &BuildOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, KustomizeError::RemoteDisabled { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("https://example.com/fleet//base?ref=v1"),
+        "{err}"
+    );
+
+    write(
+        local.path(),
+        "kustomization.yaml",
+        "resources:\n- https://example.com/other\n",
+    );
+    let err = kustomize::build(local.path(), local.path(), &options).unwrap_err();
+    assert!(err.to_string().contains("unknown repository"), "{err}");
+}
+
+#[test]
+fn unrestricted_loading_stays_inside_the_root() {
+    let root = tempfile::tempdir().unwrap();
+    write(
+        root.path(),
+        "shared/cm.yaml",
+        &CONFIGMAP.replace("NAME", "shared"),
+    );
+    write(
+        root.path(),
+        "app/kustomization.yaml",
+        "resources: [../shared/cm.yaml]\n",
+    );
+    let app = root.path().join("app");
+
+    let err = kustomize::build(root.path(), &app, &BuildOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, KustomizeError::OutsideRoot { .. }),
+        "root-only by default: {err}"
+    );
+
+    let unrestricted = BuildOptions {
+        load_restrictions: LoadRestrictions::None,
+        ..Default::default()
+    };
+    let built = kustomize::build(root.path(), &app, &unrestricted).unwrap();
+    assert_eq!(names(&built), ["shared"]);
+
+    // Nothing outside the build root, even unrestricted and even through a symlink.
+    let outside = tempfile::tempdir().unwrap();
+    write(
+        outside.path(),
+        "secret.yaml",
+        &CONFIGMAP.replace("NAME", "stolen"),
+    );
+    std::os::unix::fs::symlink(outside.path().join("secret.yaml"), app.join("link.yaml")).unwrap();
+    write(
+        root.path(),
+        "app/kustomization.yaml",
+        "resources: [link.yaml]\n",
+    );
+    let err = kustomize::build(root.path(), &app, &unrestricted).unwrap_err();
+    assert!(matches!(err, KustomizeError::OutsideRoot { .. }), "{err}");
+}
+
+#[test]
+fn symlinks_cannot_escape_a_kustomization_under_root_only() {
+    let root = tempfile::tempdir().unwrap();
+    write(
+        root.path(),
+        "private/cm.yaml",
+        &CONFIGMAP.replace("NAME", "private"),
+    );
+    write(
+        root.path(),
+        "app/kustomization.yaml",
+        "resources: [cm.yaml]\n",
+    );
+    std::os::unix::fs::symlink(
+        root.path().join("private/cm.yaml"),
+        root.path().join("app/cm.yaml"),
+    )
+    .unwrap();
+    let err = kustomize::build(
+        root.path(),
+        &root.path().join("app"),
+        &BuildOptions::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("is not in or below"), "{err}");
+}
+
+#[test]
+fn reorder_none_keeps_accumulation_order() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "kustomization.yaml",
+        "resources: [b.yaml, a.yaml]\n",
+    );
+    write(
+        dir.path(),
+        "b.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: b\n",
+    );
+    write(
+        dir.path(),
+        "a.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n",
+    );
+    let legacy = kustomize::build_dir(dir.path(), &BuildOptions::default()).unwrap();
+    assert_eq!(names(&legacy), ["a", "b"]);
+    let fifo = BuildOptions {
+        reorder: Some(Reorder::None),
+        ..Default::default()
+    };
+    assert_eq!(
+        names(&kustomize::build_dir(dir.path(), &fifo).unwrap()),
+        ["b", "a"]
+    );
+}
+
+#[test]
+fn env_files_read_the_process_environment_only_when_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "kustomization.yaml",
+        "configMapGenerator:\n- name: env\n  envs: [app.env]\n  options: {disableNameSuffixHash: true}\n",
+    );
+    write(dir.path(), "app.env", "PATH\nSET=1\n");
+    let data = |lookup| {
+        let options = BuildOptions {
+            env_lookup: lookup,
+            ..Default::default()
+        };
+        kustomize::build_dir(dir.path(), &options).unwrap()[0]["data"].clone()
+    };
+    assert_eq!(
+        data(EnvLookup::Disabled)["PATH"],
+        "",
+        "a controller must not leak its environment"
+    );
+    assert_eq!(
+        data(EnvLookup::Process)["PATH"],
+        std::env::var("PATH").unwrap_or_default().as_str()
+    );
+    assert_eq!(data(EnvLookup::Disabled)["SET"], "1");
+}
