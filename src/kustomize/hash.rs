@@ -35,7 +35,11 @@ pub fn content_hash(object: &Value) -> String {
     }
     let mut encoded = String::new();
     go_json(&Value::Object(fields), &mut encoded);
-    let digest = Sha256::digest(encoded.as_bytes());
+    kustomize_hash_encoding(&Sha256::digest(encoded.as_bytes()))
+}
+
+/// The first ten hex digits of a digest, with `0 1 3 a e` mapped to `g h k m t`.
+pub fn kustomize_hash_encoding(digest: &[u8]) -> String {
     digest
         .iter()
         .flat_map(|b| [b >> 4, b & 0xF])
@@ -56,7 +60,7 @@ fn is_non_empty_map(value: &Value) -> bool {
 }
 
 /// Go's `json.Marshal` output for a value: sorted keys, HTML-safe escaping.
-fn go_json(value: &Value, out: &mut String) {
+pub fn go_json(value: &Value, out: &mut String) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),

@@ -97,6 +97,9 @@ pub struct Kustomization {
     pub validators: Vec<String>,
     #[serde(default)]
     pub build_metadata: Vec<String>,
+    /// kustomize v2.1's inventory directive (dropped upstream since; supported here).
+    #[serde(default)]
+    pub inventory: Option<super::inventory::InventoryConfig>,
 }
 
 impl Kustomization {
@@ -459,6 +462,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "transformers",
     "validators",
     "buildMetadata",
+    "inventory",
 ];
 
 fn drop_nulls(value: &mut Value) {

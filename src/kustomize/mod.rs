@@ -16,6 +16,7 @@ mod config;
 mod fieldspec;
 mod generators;
 mod hash;
+mod inventory;
 mod kustfile;
 mod loader;
 mod nameref;
@@ -37,6 +38,7 @@ use serde_json::Value;
 
 use crate::yaml::{self, Schema, YamlError};
 pub use generators::EnvLookup;
+pub use inventory::inventory_hash;
 pub use kustfile::KUSTOMIZATION_FILE_NAMES;
 
 /// Which files a kustomization may read.
@@ -253,7 +255,20 @@ pub fn build(root: &Path, dir: &Path, options: &BuildOptions) -> Result<Resource
         fold_next_lines(&mut resource.object);
     }
 
-    let mut objects: Vec<Value> = acc.resources.into_iter().map(|r| r.object).collect();
+    let inventory = match &top.inventory {
+        Some(config) => Some(inventory::inventory_object(
+            config,
+            &acc.resources,
+            &loader.dir,
+        )?),
+        None => None,
+    };
+    let mut objects: Vec<Value> = acc
+        .resources
+        .into_iter()
+        .map(|r| r.object)
+        .chain(inventory)
+        .collect();
     let order = sort::order_for(top.sort_options.as_ref(), options.reorder, &loader.dir)?;
     sort::apply(&mut objects, &order);
     Ok(objects)

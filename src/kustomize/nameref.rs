@@ -69,8 +69,10 @@ pub fn fix(
     if index.by_name.is_empty() {
         return Ok(());
     }
+    let mut referrals: Vec<(usize, ResId)> = Vec::new();
     for (referrer_index, resource) in resources.iter_mut().enumerate() {
         let referrer_id = resource.id();
+        let mut found = Vec::new();
         let referrer = &candidates[referrer_index];
         let role_ref_kind = str_at(&resource.object, "/roleRef/kind").to_string();
         for reference in references {
@@ -95,10 +97,21 @@ pub fn fix(
                         let Some(value) = map.get_mut(key) else {
                             return Ok(());
                         };
-                        context.update(value, &referrer_id)
+                        context.update(value, &referrer_id, &mut found)
                     },
                 )?;
             }
+        }
+        referrals.extend(
+            found
+                .into_iter()
+                .map(|position| (position, referrer_id.clone())),
+        );
+    }
+    for (position, referrer) in referrals {
+        let referred = &mut resources[position].referred_by;
+        if !referred.contains(&referrer) {
+            referred.push(referrer);
         }
     }
     Ok(())
@@ -137,16 +150,24 @@ struct Context<'a> {
 }
 
 impl Context<'_> {
-    fn update(&self, value: &mut Value, referrer_id: &ResId) -> Result<(), KustomizeError> {
+    /// Points the reference in `value` at the current name; the positions of the referred-to
+    /// candidates go to `referrals`.
+    fn update(
+        &self,
+        value: &mut Value,
+        referrer_id: &ResId,
+        referrals: &mut Vec<usize>,
+    ) -> Result<(), KustomizeError> {
         match value {
             Value::String(name) => {
-                if let Some(found) = self.select(name, None, referrer_id)? {
-                    *name = found.current.name.clone();
+                if let Some(position) = self.select(name, None, referrer_id)? {
+                    *name = self.candidates[position].current.name.clone();
+                    referrals.push(position);
                 }
             }
             Value::Array(items) => {
                 for item in items {
-                    self.update(item, referrer_id)?;
+                    self.update(item, referrer_id, referrals)?;
                 }
             }
             Value::Object(map) => {
@@ -162,7 +183,9 @@ impl Context<'_> {
                     .get("namespace")
                     .and_then(Value::as_str)
                     .map(str::to_string);
-                if let Some(found) = self.select(&name, namespace.as_deref(), referrer_id)? {
+                if let Some(position) = self.select(&name, namespace.as_deref(), referrer_id)? {
+                    referrals.push(position);
+                    let found = &self.candidates[position];
                     map.insert("name".into(), Value::String(found.current.name.clone()));
                     if !found.current.namespace.is_empty() {
                         map.insert(
@@ -183,7 +206,7 @@ impl Context<'_> {
         name: &str,
         namespace: Option<&str>,
         referrer_id: &ResId,
-    ) -> Result<Option<&Candidate>, KustomizeError> {
+    ) -> Result<Option<usize>, KustomizeError> {
         let kind = self.reference.kind.as_str();
         let positions: Vec<usize> = if namespace.is_none() && !self.referrer.cluster_scoped {
             let ns = effective_namespace(&self.referrer.current.namespace);
@@ -213,16 +236,16 @@ impl Context<'_> {
         if positions.is_empty() {
             return Ok(None);
         }
-        let mut found: Vec<&Candidate> = positions
+        let mut found: Vec<(usize, &Candidate)> = positions
             .iter()
-            .map(|i| &self.candidates[*i])
-            .filter(|c| {
+            .map(|i| (*i, &self.candidates[*i]))
+            .filter(|(_, c)| {
                 c.previous
                     .iter()
                     .any(|p| p.name == name && self.reference.refers_to(p))
             })
-            .filter(|c| self.role_ref_kind.is_none_or(|kind| c.current.kind == kind))
-            .filter(|c| match namespace {
+            .filter(|(_, c)| self.role_ref_kind.is_none_or(|kind| c.current.kind == kind))
+            .filter(|(_, c)| match namespace {
                 Some(ns) => c
                     .previous
                     .iter()
@@ -232,12 +255,16 @@ impl Context<'_> {
             })
             .collect();
         if found.len() > 1 {
-            found.retain(|c| affixes_agree(c, self.referrer));
+            found.retain(|(_, c)| affixes_agree(c, self.referrer));
         }
         match found.as_slice() {
             [] => Ok(None),
-            [one] => Ok(Some(*one)),
-            [first, rest @ ..] if rest.iter().all(|c| c.current.name == first.current.name) => {
+            [(one, _)] => Ok(Some(*one)),
+            [(first, candidate), rest @ ..]
+                if rest
+                    .iter()
+                    .all(|(_, c)| c.current.name == candidate.current.name) =>
+            {
                 Ok(Some(*first))
             }
             many => Err(KustomizeError::AmbiguousReference {
@@ -245,7 +272,7 @@ impl Context<'_> {
                 name: name.to_string(),
                 candidates: many
                     .iter()
-                    .map(|c| c.current.to_string())
+                    .map(|(_, c)| c.current.to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
             }),

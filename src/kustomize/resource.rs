@@ -140,6 +140,8 @@ pub struct Resource {
     pub generated: Option<Generated>,
     /// Vars whose value this resource supplies.
     pub var_names: Vec<String>,
+    /// Resources whose name references were pointed at this one, in the order found.
+    pub referred_by: Vec<ResId>,
 }
 
 /// What a generator recorded about a resource it made.
@@ -158,6 +160,7 @@ impl Resource {
             suffixes: Vec::new(),
             generated: None,
             var_names: Vec::new(),
+            referred_by: Vec::new(),
         }
     }
 

@@ -218,3 +218,48 @@ fn env_files_read_the_process_environment_only_when_allowed() {
     );
     assert_eq!(data(EnvLookup::Disabled)["SET"], "1");
 }
+
+#[test]
+fn inventory_hash_changes_exactly_when_objects_come_or_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let kustomization = "resources: [cm.yaml]\ninventory:\n  type: ConfigMap\n  configMap: {name: inv, namespace: default}\n";
+    write(dir.path(), "kustomization.yaml", kustomization);
+    write(
+        dir.path(),
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: one\n",
+    );
+    let hash = || {
+        let built = kustomize::build_dir(dir.path(), &BuildOptions::default()).unwrap();
+        let inventory = built
+            .iter()
+            .find(|o| o["metadata"]["name"] == "inv")
+            .unwrap()
+            .clone();
+        inventory["metadata"]["annotations"]["kustomize.config.k8s.io/InventoryHash"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let first = hash();
+    write(
+        dir.path(),
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: two\n",
+    );
+    assert_eq!(hash(), first, "changed content, same objects");
+    write(
+        dir.path(),
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n",
+    );
+    assert_ne!(hash(), first, "an object was added");
+
+    write(
+        dir.path(),
+        "kustomization.yaml",
+        &kustomization.replace("type: ConfigMap", "type: App"),
+    );
+    let err = kustomize::build_dir(dir.path(), &BuildOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("inventory: type \"App\""), "{err}");
+}
