@@ -38,6 +38,10 @@ pub enum Command {
         /// Defaults to the kustomization's sortOptions, else legacy.
         #[arg(long, value_enum)]
         reorder: Option<ReorderFlag>,
+        /// Instead of YAML, print where every object came from and which transformers ran
+        /// over it (no need to add buildMetadata to the kustomization).
+        #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "table", require_equals = true)]
+        provenance: Option<ProvenanceFormat>,
     },
     /// Print the CustomResourceDefinitions this controller serves.
     Crds,
@@ -51,6 +55,15 @@ pub enum Command {
 pub enum LoadRestrictor {
     LoadRestrictionsRootOnly,
     LoadRestrictionsNone,
+}
+
+/// How `build --provenance` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProvenanceFormat {
+    /// Aligned columns for people.
+    Table,
+    /// One JSON document for tools.
+    Json,
 }
 
 /// kustomize's `--reorder` values.

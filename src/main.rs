@@ -1,9 +1,12 @@
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use kustomize_controller::cli::{Cli, Command, LoadRestrictor, ReorderFlag, init_logging};
+use kustomize_controller::cli::{
+    Cli, Command, LoadRestrictor, ProvenanceFormat, ReorderFlag, init_logging,
+};
 use kustomize_controller::{api, kustomize};
 
 fn main() -> ExitCode {
@@ -11,6 +14,14 @@ fn main() -> ExitCode {
     init_logging(cli.log_level, cli.log_encoding);
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`| head`): nothing left to say.
+        Err(err)
+            if err
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             // The whole cause chain on one line, never a backtrace: users read this.
             eprintln!("error: {err:#}");
@@ -27,6 +38,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             dir,
             load_restrictor,
             reorder,
+            provenance,
         } => {
             let options = kustomize::BuildOptions {
                 // As `kustomize build`, env-file entries without a value read this process's
@@ -44,9 +56,27 @@ fn run(command: Command) -> anyhow::Result<()> {
                 }),
                 remote: None,
             };
-            let resources = kustomize::build_dir(&dir, &options)
-                .with_context(|| format!("building {}", dir.display()))?;
-            out.write_all(kustomize::to_yaml(&resources).as_bytes())?;
+            let context = || format!("building {}", dir.display());
+            match provenance {
+                None => {
+                    let resources = kustomize::build_dir(&dir, &options).with_context(context)?;
+                    out.write_all(kustomize::to_yaml(&resources).as_bytes())?;
+                }
+                Some(format) => {
+                    let (_, entries) =
+                        kustomize::build_with_provenance(Path::new("/"), &dir, &options)
+                            .with_context(context)?;
+                    match format {
+                        ProvenanceFormat::Table => {
+                            out.write_all(kustomize::provenance_table(&entries).as_bytes())?
+                        }
+                        ProvenanceFormat::Json => {
+                            serde_json::to_writer_pretty(&mut out, &entries)?;
+                            writeln!(out)?;
+                        }
+                    }
+                }
+            }
         }
         Command::Crds => out.write_all(api::crd_yaml()?.as_bytes())?,
         Command::Version => writeln!(out, "kustomize-controller {}", env!("CARGO_PKG_VERSION"))?,

@@ -16,6 +16,7 @@ use super::kustfile::{
     describe,
 };
 use super::loader::{Loader, Target};
+use super::provenance::{ConfiguredBy, Origin, relative_to};
 use super::resource::Resource;
 use super::target::{Accumulated, Builder};
 use super::transformers::{self, NamespaceOptions, RoleBindingSubjects};
@@ -149,13 +150,20 @@ fn collect_refs(
 
 /// The built-in plugin configurations an entry names: a file (possibly several documents),
 /// inline YAML, or a kustomization directory whose output is the configurations.
+/// A built-in plugin configuration, where it was written (for messages and provenance).
+struct LoadedConfig {
+    config: Value,
+    origin: String,
+    source: std::path::PathBuf,
+}
+
 fn load_configs(
     builder: &mut Builder,
     entry: &str,
     loader: &Loader,
     file: &Path,
-) -> Result<Vec<(Value, String)>, KustomizeError> {
-    let configs: Vec<(Value, String)> = if entry.contains('\n') {
+) -> Result<Vec<LoadedConfig>, KustomizeError> {
+    let configs: Vec<LoadedConfig> = if entry.contains('\n') {
         parse_configs(entry, "inline configuration", file)?
     } else {
         match loader.resolve(entry)? {
@@ -164,16 +172,20 @@ fn load_configs(
                 let (acc, _) = builder.accumulate(&loader.child(&dir), None)?;
                 acc.resources
                     .into_iter()
-                    .map(|r| (r.object, origin.clone()))
+                    .map(|r| LoadedConfig {
+                        config: r.object,
+                        origin: origin.clone(),
+                        source: dir.clone(),
+                    })
                     .collect()
             }
             Target::File(_) => {
                 let (path, text) = loader.read_text(entry)?;
-                parse_configs(&text, &loader.relative(&path).display().to_string(), file)?
+                parse_configs(&text, &loader.relative(&path).display().to_string(), &path)?
             }
         }
     };
-    for (config, origin) in &configs {
+    for LoadedConfig { config, origin, .. } in &configs {
         let api_version = config
             .get("apiVersion")
             .and_then(Value::as_str)
@@ -197,21 +209,37 @@ fn load_configs(
     Ok(configs)
 }
 
+/// The configurations in `text`, written in `source` (the kustomization itself when inline).
 fn parse_configs(
     text: &str,
     origin: &str,
-    file: &Path,
-) -> Result<Vec<(Value, String)>, KustomizeError> {
+    source: &Path,
+) -> Result<Vec<LoadedConfig>, KustomizeError> {
     let documents =
         yaml::parse_documents(text, Schema::Kyaml).map_err(|error| KustomizeError::Yaml {
-            file: file.to_path_buf(),
+            file: source.to_path_buf(),
             error,
         })?;
     Ok(documents
         .into_iter()
         .filter(|d| !d.is_null())
-        .map(|d| (d, origin.to_string()))
+        .map(|config| LoadedConfig {
+            config,
+            origin: origin.to_string(),
+            source: source.to_path_buf(),
+        })
         .collect())
+}
+
+/// Who configured a transformer or generator: the config's kind, name and namespace.
+fn configured_by(config: &Value) -> ConfiguredBy {
+    let text = |pointer: &str| super::resource::str_at(config, pointer).to_string();
+    ConfiguredBy {
+        api_version: text("/apiVersion"),
+        kind: text("/kind"),
+        name: text("/metadata/name"),
+        namespace: text("/metadata/namespace"),
+    }
 }
 
 fn decode<T: for<'de> Deserialize<'de>>(
@@ -260,7 +288,12 @@ pub fn run_generator(
     file: &Path,
 ) -> Result<Vec<Resource>, KustomizeError> {
     let mut resources = Vec::new();
-    for (config, origin) in load_configs(builder, entry, loader, file)? {
+    for LoadedConfig {
+        config,
+        origin,
+        source,
+    } in load_configs(builder, entry, loader, file)?
+    {
         let kind = match config.get("kind").and_then(Value::as_str) {
             Some("ConfigMapGenerator") => GeneratorKind::ConfigMap,
             Some("SecretGenerator") => GeneratorKind::Secret,
@@ -286,14 +319,16 @@ pub fn run_generator(
         options.labels.extend(parsed.metadata.labels);
         options.annotations.extend(parsed.metadata.annotations);
         args.options = Some(options);
-        resources.push(generators::generate(
+        let mut resource = generators::generate(
             kind,
             &args,
             None::<&GeneratorOptions>,
             loader,
             env_lookup,
             file,
-        )?);
+        )?;
+        resource.origin = builder.generated_origin(&source, configured_by(&config));
+        resources.push(resource);
     }
     Ok(resources)
 }
@@ -389,8 +424,19 @@ pub fn run_transformer(
     file: &Path,
     acc: &mut Accumulated,
 ) -> Result<(), KustomizeError> {
-    for (config, origin) in load_configs(builder, entry, loader, file)? {
+    for LoadedConfig {
+        config,
+        origin,
+        source,
+    } in load_configs(builder, entry, loader, file)?
+    {
         apply_transformer_config(&config, &origin, loader, file, acc)?;
+        builder.record_transformation(acc, || {
+            Origin::configured(
+                relative_to(&source, &builder.top_dir),
+                configured_by(&config),
+            )
+        });
     }
     Ok(())
 }
@@ -404,7 +450,7 @@ pub fn run_validator(
     file: &Path,
     acc: &Accumulated,
 ) -> Result<(), KustomizeError> {
-    for (config, origin) in load_configs(builder, entry, loader, file)? {
+    for LoadedConfig { config, origin, .. } in load_configs(builder, entry, loader, file)? {
         let mut copy = acc.clone();
         // kustomize compares nodes, so even rewriting a value with itself is a modification.
         let writes = apply_transformer_config(&config, &origin, loader, file, &mut copy)?;

@@ -22,6 +22,7 @@ mod loader;
 mod nameref;
 mod openapi;
 mod patches;
+mod provenance;
 mod regexes;
 mod replacements;
 mod resource;
@@ -40,6 +41,8 @@ use crate::yaml::{self, Schema, YamlError};
 pub use generators::EnvLookup;
 pub use inventory::inventory_hash;
 pub use kustfile::KUSTOMIZATION_FILE_NAMES;
+use provenance::Tracking;
+pub use provenance::{ConfiguredBy, Origin, Provenance, provenance_table};
 
 /// Which files a kustomization may read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -229,8 +232,46 @@ pub enum KustomizeError {
 
 /// Builds the kustomization in `dir`; nothing outside `root` may be read.
 pub fn build(root: &Path, dir: &Path, options: &BuildOptions) -> Result<Resources, KustomizeError> {
+    Ok(build_resources(root, dir, options, false)?
+        .into_iter()
+        .map(|r| r.object)
+        .collect())
+}
+
+/// Builds like [`build`], and also returns where each object came from and which
+/// transformers ran over it (recorded for this build even when the kustomization does not
+/// ask for build metadata; its output is unchanged by that).
+pub fn build_with_provenance(
+    root: &Path,
+    dir: &Path,
+    options: &BuildOptions,
+) -> Result<(Resources, Vec<Provenance>), KustomizeError> {
+    let resources = build_resources(root, dir, options, true)?;
+    let provenance = resources.iter().map(Provenance::of).collect();
+    Ok((
+        resources.into_iter().map(|r| r.object).collect(),
+        provenance,
+    ))
+}
+
+fn build_resources(
+    root: &Path,
+    dir: &Path,
+    options: &BuildOptions,
+    provenance: bool,
+) -> Result<Vec<resource::Resource>, KustomizeError> {
     let loader = loader::Loader::new(root, dir, options.load_restrictions)?;
+    // Only the top kustomization's buildMetadata decides what is recorded and written.
+    let requested = Tracking::from_build_metadata(
+        &kustfile::load(&kustfile::find(&loader.dir)?)?.build_metadata,
+    );
     let mut builder = target::Builder::new(options);
+    builder.top_dir = loader.dir.clone();
+    builder.tracking = Tracking {
+        origins: requested.origins || provenance,
+        transformations: requested.transformations || provenance,
+        managed_by: requested.managed_by,
+    };
     let (mut acc, top) = builder.accumulate(&loader, None)?;
 
     for resource in acc.resources.iter_mut() {
@@ -253,25 +294,16 @@ pub fn build(root: &Path, dir: &Path, options: &BuildOptions) -> Result<Resource
     for resource in acc.resources.iter_mut() {
         drop_empty_annotations(&mut resource.object);
         fold_next_lines(&mut resource.object);
+        provenance::annotate(resource, requested);
     }
 
-    let inventory = match &top.inventory {
-        Some(config) => Some(inventory::inventory_object(
-            config,
-            &acc.resources,
-            &loader.dir,
-        )?),
-        None => None,
-    };
-    let mut objects: Vec<Value> = acc
-        .resources
-        .into_iter()
-        .map(|r| r.object)
-        .chain(inventory)
-        .collect();
+    if let Some(config) = &top.inventory {
+        let object = inventory::inventory_object(config, &acc.resources, &loader.dir)?;
+        acc.resources.push(resource::Resource::new(object));
+    }
     let order = sort::order_for(top.sort_options.as_ref(), options.reorder, &loader.dir)?;
-    sort::apply(&mut objects, &order);
-    Ok(objects)
+    sort::apply_by(&mut acc.resources, &order, |r| &r.object);
+    Ok(acc.resources)
 }
 
 /// kustomize rewrites annotations on every resource and drops the map when it ends up empty.

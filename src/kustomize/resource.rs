@@ -142,6 +142,10 @@ pub struct Resource {
     pub var_names: Vec<String>,
     /// Resources whose name references were pointed at this one, in the order found.
     pub referred_by: Vec<ResId>,
+    /// Where the resource came from, when provenance is tracked.
+    pub origin: Option<super::provenance::Origin>,
+    /// The transformers that ran over it, in order, when tracked.
+    pub transformations: Vec<super::provenance::Origin>,
 }
 
 /// What a generator recorded about a resource it made.
@@ -161,6 +165,8 @@ impl Resource {
             generated: None,
             var_names: Vec::new(),
             referred_by: Vec::new(),
+            origin: None,
+            transformations: Vec::new(),
         }
     }
 

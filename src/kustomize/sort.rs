@@ -93,10 +93,10 @@ pub fn order_for(
     }
 }
 
-/// Sorts objects into `order`.
-pub fn apply(objects: &mut [Value], order: &Order) {
+/// Sorts items into `order` by the object each holds.
+pub fn apply_by<T>(items: &mut [T], order: &Order, object: impl Fn(&T) -> &Value) {
     if let Order::Legacy { first, last } = order {
-        objects.sort_by_cached_key(|o| legacy_key(o, first, last));
+        items.sort_by_cached_key(|item| legacy_key(object(item), first, last));
     }
 }
 
@@ -182,7 +182,7 @@ mod tests {
             object("v1", "Namespace", None, "ns"),
             object("zzz/v1", "Aaa", None, "x"),
         ];
-        apply(&mut objects, &Order::default_legacy());
+        apply_by(&mut objects, &Order::default_legacy(), |o| o);
         let names: Vec<_> = objects
             .iter()
             .map(|o| o["metadata"]["name"].as_str().unwrap())

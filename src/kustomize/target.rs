@@ -20,6 +20,7 @@ use super::generators::{self, GeneratorKind};
 use super::kustfile::{self, Kustomization, Var};
 use super::loader::{self, Loader, Target};
 use super::openapi::{Openapi, SchemaView};
+use super::provenance::{ConfiguredBy, Origin, Tracking, relative_to};
 use super::resource::{Behavior, Resource};
 use super::{BuildOptions, KustomizeError, builtins, patches, replacements, transformers};
 
@@ -222,6 +223,9 @@ pub struct Builder<'a> {
     bases: HashMap<PathBuf, Accumulated>,
     /// Bases seen once so far.
     seen_bases: HashSet<PathBuf>,
+    /// What provenance to record; paths in it are relative to `top_dir`.
+    pub tracking: Tracking,
+    pub top_dir: PathBuf,
 }
 
 impl<'a> Builder<'a> {
@@ -231,6 +235,8 @@ impl<'a> Builder<'a> {
             stack: Vec::new(),
             bases: HashMap::new(),
             seen_bases: HashSet::new(),
+            tracking: Tracking::default(),
+            top_dir: PathBuf::new(),
         }
     }
 
@@ -329,8 +335,13 @@ impl<'a> Builder<'a> {
             (GeneratorKind::Secret, &k.secret_generator),
         ] {
             for args in list {
-                let resource =
+                let mut resource =
                     generators::generate(kind, args, global_options, loader, env_lookup, &file)?;
+                let by = match kind {
+                    GeneratorKind::ConfigMap => "ConfigMapGenerator",
+                    GeneratorKind::Secret => "SecretGenerator",
+                };
+                resource.origin = self.generated_origin(&file, ConfiguredBy::builtin(by));
                 acc.absorb(resource, &file)?;
             }
         }
@@ -401,9 +412,14 @@ impl<'a> Builder<'a> {
             Target::File(path) => {
                 loader.check_file(&path)?;
                 let (path, text) = loader.read_text(entry)?;
+                let origin = self.file_origin(&path);
                 let resources = super::read_objects(&text, &path)?
                     .into_iter()
-                    .map(Resource::new)
+                    .map(|object| {
+                        let mut resource = Resource::new(object);
+                        resource.origin = origin.clone();
+                        resource
+                    })
                     .collect();
                 acc.append(resources, &path, seen)?;
             }
@@ -435,8 +451,18 @@ impl<'a> Builder<'a> {
         file: &Path,
         acc: &mut Accumulated,
     ) -> Result<(), KustomizeError> {
-        patches::apply_strategic_merge_files(&k.patches_strategic_merge, loader, file, acc)?;
-        patches::apply_patches(&k.patches, loader, file, acc)?;
+        // Each configured transformer is recorded as kustomize configures them: one per
+        // `patches`, `patchesJson6902`, `labels`, `replicas` and `images` entry, one for each
+        // other field that is set.
+        let record = |acc: &mut Accumulated, kind: &str| self.record_builtin(acc, file, kind);
+        if !k.patches_strategic_merge.is_empty() {
+            patches::apply_strategic_merge_files(&k.patches_strategic_merge, loader, file, acc)?;
+            record(acc, "PatchStrategicMergeTransformer");
+        }
+        for patch in &k.patches {
+            patches::apply_patches(std::slice::from_ref(patch), loader, file, acc)?;
+            record(acc, "PatchTransformer");
+        }
         if !k.namespace.is_empty() {
             let specs = acc.config.namespace.clone();
             let custom = acc.custom_schema.clone();
@@ -451,14 +477,18 @@ impl<'a> Builder<'a> {
                 Default::default(),
             );
             check_unique_ids(&acc.resources)?;
+            record(acc, "NamespaceTransformer");
         }
-        transformers::add_prefix_suffix(
-            &mut acc.resources,
-            &k.name_prefix,
-            &k.name_suffix,
-            &acc.config.name_prefix,
-            &acc.config.name_suffix,
-        );
+        if !k.name_prefix.is_empty() {
+            let specs = acc.config.name_prefix.clone();
+            transformers::add_prefix_suffix(&mut acc.resources, &k.name_prefix, "", &specs, &[]);
+            record(acc, "PrefixTransformer");
+        }
+        if !k.name_suffix.is_empty() {
+            let specs = acc.config.name_suffix.clone();
+            transformers::add_prefix_suffix(&mut acc.resources, "", &k.name_suffix, &[], &specs);
+            record(acc, "SuffixTransformer");
+        }
         for label in &k.labels {
             let mut specs = label.fields.clone();
             if label.include_selectors {
@@ -470,21 +500,88 @@ impl<'a> Builder<'a> {
                 }
             }
             transformers::add_map_entries(&mut acc.resources, &label.pairs, &specs, file)?;
+            record(acc, "LabelTransformer");
         }
-        let common_labels = acc.config.common_labels.clone();
-        transformers::add_map_entries(&mut acc.resources, &k.common_labels, &common_labels, file)?;
-        let common_annotations = acc.config.common_annotations.clone();
-        transformers::add_map_entries(
-            &mut acc.resources,
-            &k.common_annotations,
-            &common_annotations,
-            file,
-        )?;
-        patches::apply_json6902(&k.patches_json6902, loader, file, acc)?;
-        transformers::set_replicas(&mut acc.resources, &k.replicas, &acc.config.replicas, file)?;
-        transformers::set_images(&mut acc.resources, &k.images, &acc.config.images)?;
-        replacements::apply_all(&k.replacements, loader, file, &mut acc.resources)?;
+        if !k.common_labels.is_empty() {
+            let common_labels = acc.config.common_labels.clone();
+            transformers::add_map_entries(
+                &mut acc.resources,
+                &k.common_labels,
+                &common_labels,
+                file,
+            )?;
+            record(acc, "LabelTransformer");
+        }
+        if !k.common_annotations.is_empty() {
+            let common_annotations = acc.config.common_annotations.clone();
+            transformers::add_map_entries(
+                &mut acc.resources,
+                &k.common_annotations,
+                &common_annotations,
+                file,
+            )?;
+            record(acc, "AnnotationsTransformer");
+        }
+        for patch in &k.patches_json6902 {
+            patches::apply_json6902(std::slice::from_ref(patch), loader, file, acc)?;
+            record(acc, "PatchJson6902Transformer");
+        }
+        for replica in &k.replicas {
+            let specs = acc.config.replicas.clone();
+            transformers::set_replicas(
+                &mut acc.resources,
+                std::slice::from_ref(replica),
+                &specs,
+                file,
+            )?;
+            record(acc, "ReplicaCountTransformer");
+        }
+        for image in &k.images {
+            let specs = acc.config.images.clone();
+            transformers::set_images(&mut acc.resources, std::slice::from_ref(image), &specs)?;
+            record(acc, "ImageTagTransformer");
+        }
+        if !k.replacements.is_empty() {
+            replacements::apply_all(&k.replacements, loader, file, &mut acc.resources)?;
+            record(acc, "ReplacementTransformer");
+        }
         Ok(())
+    }
+
+    /// Records a built-in transformer configured in `file` on every accumulated resource.
+    fn record_builtin(&self, acc: &mut Accumulated, file: &Path, kind: &str) {
+        self.record_transformation(acc, || {
+            Origin::configured(
+                relative_to(file, &self.top_dir),
+                ConfiguredBy::builtin(kind),
+            )
+        });
+    }
+
+    /// Appends a transformation to every accumulated resource, when transformations are
+    /// tracked; `origin` is only built then.
+    pub fn record_transformation(&self, acc: &mut Accumulated, origin: impl FnOnce() -> Origin) {
+        if !self.tracking.transformations {
+            return;
+        }
+        let origin = origin();
+        for resource in acc.resources.iter_mut() {
+            resource.transformations.push(origin.clone());
+        }
+    }
+
+    /// The origin of objects read from `path`, when origins are tracked.
+    fn file_origin(&self, path: &Path) -> Option<Origin> {
+        self.tracking
+            .any()
+            .then(|| Origin::file(relative_to(path, &self.top_dir)))
+    }
+
+    /// The origin of objects generated by `kind` configured in `file`, when tracked.
+    pub fn generated_origin(&self, file: &Path, by: ConfiguredBy) -> Option<Origin> {
+        self.tracking
+            .any()
+            .then(|| Origin::configured(relative_to(file, &self.top_dir), by))
     }
 }
 
@@ -528,11 +625,5 @@ fn refuse_plugins(k: &Kustomization, file: &Path) -> Result<(), KustomizeError> 
         });
     }
 
-    if !k.build_metadata.is_empty() {
-        return Err(KustomizeError::InvalidKustomization {
-            file: file.to_path_buf(),
-            message: "buildMetadata is not supported by this build of the engine yet".into(),
-        });
-    }
     Ok(())
 }

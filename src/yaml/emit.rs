@@ -35,6 +35,22 @@ pub fn documents_to_yaml_string<'a>(values: impl IntoIterator<Item = &'a Value>)
     emitter.out
 }
 
+/// A YAML value whose mapping keys keep their given order, for documents that mirror a Go
+/// struct (such as kustomize's origin annotations) rather than a sorted JSON object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ordered {
+    Str(String),
+    Map(Vec<(String, Ordered)>),
+    Seq(Vec<Ordered>),
+}
+
+/// One YAML document for an [`Ordered`] value, laid out and quoted like [`to_yaml_string`].
+pub fn ordered_to_yaml_string(value: &Ordered) -> String {
+    let mut emitter = Emitter::default();
+    emitter.ordered(value, 0, false);
+    emitter.out
+}
+
 #[derive(Default)]
 struct Emitter {
     out: String,
@@ -74,6 +90,47 @@ impl Emitter {
             scalar => {
                 self.scalar(scalar, 0);
                 self.push_char('\n');
+            }
+        }
+    }
+
+    fn ordered(&mut self, value: &Ordered, indent: usize, inline_first: bool) {
+        match value {
+            Ordered::Str(text) => {
+                self.string(text, indent, false);
+                self.end_line();
+            }
+            Ordered::Map(entries) => {
+                for (i, (key, item)) in entries.iter().enumerate() {
+                    if i > 0 || !inline_first {
+                        self.indent_to(indent);
+                    }
+                    self.string(key, indent, true);
+                    self.push_char(':');
+                    match item {
+                        Ordered::Str(_) => {
+                            self.push_char(' ');
+                            self.ordered(item, indent, true);
+                        }
+                        Ordered::Map(_) => {
+                            self.push_char('\n');
+                            self.ordered(item, indent + INDENT, false);
+                        }
+                        Ordered::Seq(_) => {
+                            self.push_char('\n');
+                            self.ordered(item, indent, false);
+                        }
+                    }
+                }
+            }
+            Ordered::Seq(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 || !inline_first {
+                        self.indent_to(indent);
+                    }
+                    self.push("- ");
+                    self.ordered(item, indent + INDENT, true);
+                }
             }
         }
     }

@@ -11,7 +11,9 @@ mod emit;
 mod parse;
 mod scalar;
 
-pub use emit::{documents_to_yaml_string, format_number, to_yaml_string};
+pub use emit::{
+    Ordered, documents_to_yaml_string, format_number, ordered_to_yaml_string, to_yaml_string,
+};
 pub use parse::{parse_documents, parse_single};
 pub use scalar::Schema;
 

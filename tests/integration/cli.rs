@@ -101,3 +101,44 @@ fn build_honours_kustomize_load_restrictor_flag() {
     assert!(output.status.success(), "{}", stderr_of(&output));
     assert!(stdout_of(&output).contains("kind: ConfigMap"));
 }
+
+#[test]
+fn build_provenance_prints_origins_and_transformer_chains() {
+    let dir = "tests/fixtures/kustomize/buildmetadata-bases-components-configs/input/overlay";
+    let output = run_cli(&["build", dir, "--provenance"]);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let table = stdout_of(&output);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("OBJECT") && lines[0].contains("TRANSFORMED BY"),
+        "{table}"
+    );
+    let cm = lines
+        .iter()
+        .find(|l| l.starts_with("ConfigMap/team/cm "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(cm.contains("../base/cm.yaml"), "{cm}");
+    assert!(
+        cm.contains("NamespaceTransformer (../base/kustomization.yaml) → AnnotationsTransformer (../comp/kustomization.yaml) → LabelTransformer my-labels (labels.yaml)"),
+        "{cm}"
+    );
+
+    let output = run_cli(&["build", dir, "--provenance=json"]);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let entries: serde_json::Value = serde_json::from_str(&stdout_of(&output)).unwrap();
+    let generated = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"].as_str().unwrap().starts_with("gen-"))
+        .unwrap();
+    assert_eq!(generated["apiVersion"], "v1");
+    assert_eq!(
+        generated["origin"]["configuredBy"]["kind"],
+        "ConfigMapGenerator"
+    );
+    assert_eq!(
+        generated["origin"]["configuredIn"],
+        "../base/kustomization.yaml"
+    );
+}

@@ -263,3 +263,38 @@ fn inventory_hash_changes_exactly_when_objects_come_or_go() {
     let err = kustomize::build_dir(dir.path(), &BuildOptions::default()).unwrap_err();
     assert!(err.to_string().contains("inventory: type \"App\""), "{err}");
 }
+
+#[test]
+fn managed_by_label_names_the_kustomize_release_we_match() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "kustomization.yaml",
+        "buildMetadata: [managedByLabel]\nresources: [cm.yaml]\n",
+    );
+    write(dir.path(), "cm.yaml", &CONFIGMAP.replace("NAME", "a"));
+    let built = kustomize::build_dir(dir.path(), &BuildOptions::default()).unwrap();
+    assert_eq!(
+        built[0]["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "kustomize-v5.5.0"
+    );
+    assert!(
+        built[0]["metadata"].get("annotations").is_none(),
+        "no other build metadata"
+    );
+}
+
+#[test]
+fn provenance_does_not_change_the_output() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/kustomize/app-overlay-dev/input/overlay");
+    let plain = kustomize::build_dir(&dir, &BuildOptions::default()).unwrap();
+    let (with, provenance) =
+        kustomize::build_with_provenance(Path::new("/"), &dir, &BuildOptions::default()).unwrap();
+    assert_eq!(plain, with);
+    assert_eq!(provenance.len(), plain.len());
+    assert!(
+        provenance.iter().all(|p| p.origin.is_some()),
+        "every object has an origin"
+    );
+}
