@@ -245,13 +245,13 @@ pub fn provenance_table(entries: &[Provenance]) -> String {
 
 /// Writes the requested annotations and label onto a finished resource.
 pub fn annotate(resource: &mut Resource, tracking: Tracking) {
-    if tracking.origins {
-        if let Some(origin) = resource.origin.clone() {
-            let text = ordered_to_yaml_string(&origin.to_ordered());
-            resource
-                .metadata_map_mut("annotations")
-                .insert(ORIGIN_ANNOTATION.into(), Value::String(text));
-        }
+    if tracking.origins
+        && let Some(origin) = resource.origin.clone()
+    {
+        let text = ordered_to_yaml_string(&origin.to_ordered());
+        resource
+            .metadata_map_mut("annotations")
+            .insert(ORIGIN_ANNOTATION.into(), Value::String(text));
     }
     if tracking.transformations && !resource.transformations.is_empty() {
         let list = Ordered::Seq(
