@@ -43,10 +43,42 @@ pub enum Command {
         #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "table", require_equals = true)]
         provenance: Option<ProvenanceFormat>,
     },
+    /// Change the kustomization file in the current directory, keeping its other content.
+    Edit {
+        #[command(subcommand)]
+        action: EditCommand,
+    },
     /// Print the CustomResourceDefinitions this controller serves.
     Crds,
     /// Print the version.
     Version,
+}
+
+/// `edit add` or `edit remove`.
+#[derive(Debug, Subcommand)]
+pub enum EditCommand {
+    /// Add entries to the kustomization.
+    Add {
+        #[command(subcommand)]
+        target: EditTarget,
+    },
+    /// Remove entries from the kustomization.
+    Remove {
+        #[command(subcommand)]
+        target: EditTarget,
+    },
+}
+
+/// What an edit changes.
+#[derive(Debug, Subcommand)]
+pub enum EditTarget {
+    /// buildMetadata options: originAnnotations, transformerAnnotations, managedByLabel, or *
+    /// for all (separate arguments or comma-separated).
+    #[command(name = "buildmetadata")]
+    BuildMetadata {
+        #[arg(required = true)]
+        options: Vec<String>,
+    },
 }
 
 /// kustomize's `--load-restrictor` values.

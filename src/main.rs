@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use kustomize_controller::cli::{
-    Cli, Command, LoadRestrictor, ProvenanceFormat, ReorderFlag, init_logging,
+    Cli, Command, EditCommand, EditTarget, LoadRestrictor, ProvenanceFormat, ReorderFlag,
+    init_logging,
 };
 use kustomize_controller::{api, kustomize};
 
@@ -77,6 +78,18 @@ fn run(command: Command) -> anyhow::Result<()> {
                     }
                 }
             }
+        }
+        Command::Edit { action } => {
+            let (action, EditTarget::BuildMetadata { options }) = match action {
+                EditCommand::Add { target } => (kustomize::EditAction::Add, target),
+                EditCommand::Remove { target } => (kustomize::EditAction::Remove, target),
+            };
+            let file = kustomize::find_kustomization(Path::new("."))?;
+            let options = kustomize::parse_build_metadata_options(&options, &file)?;
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let edited = kustomize::edit_build_metadata(&text, &file, action, &options)?;
+            std::fs::write(&file, edited).with_context(|| format!("writing {}", file.display()))?;
         }
         Command::Crds => out.write_all(api::crd_yaml()?.as_bytes())?,
         Command::Version => writeln!(out, "kustomize-controller {}", env!("CARGO_PKG_VERSION"))?,

@@ -13,6 +13,7 @@
 
 mod builtins;
 mod config;
+mod edit;
 mod fieldspec;
 mod generators;
 mod hash;
@@ -38,6 +39,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::yaml::{self, Schema, YamlError};
+pub use edit::{
+    BUILD_METADATA_OPTIONS, EditAction, edit_build_metadata, parse_build_metadata_options,
+};
 pub use generators::EnvLookup;
 pub use inventory::inventory_hash;
 pub use kustfile::KUSTOMIZATION_FILE_NAMES;
@@ -373,6 +377,11 @@ fn fold_nel(s: &str) -> String {
         }
     }
     out
+}
+
+/// The kustomization file of `dir` (one of [`KUSTOMIZATION_FILE_NAMES`]).
+pub fn find_kustomization(dir: &Path) -> Result<PathBuf, KustomizeError> {
+    kustfile::find(dir)
 }
 
 /// Builds `dir` with the whole file system as the root, as the `build` command does.

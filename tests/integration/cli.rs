@@ -35,7 +35,7 @@ fn version_names_the_package_version() {
 fn help_lists_only_working_commands() {
     let output = run_cli(&["--help"]);
     let help = stdout_of(&output);
-    for command in ["build", "crds", "version"] {
+    for command in ["build", "edit", "crds", "version"] {
         assert!(
             help.contains(&format!("\n  {command} ")),
             "{command} missing from:\n{help}"
@@ -140,5 +140,43 @@ fn build_provenance_prints_origins_and_transformer_chains() {
     assert_eq!(
         generated["origin"]["configuredIn"],
         "../base/kustomization.yaml"
+    );
+}
+
+#[test]
+fn edit_build_metadata_rewrites_only_that_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kustomization.yaml");
+    std::fs::write(&file, "# keep me\nresources: [] # and me\n").unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let output = run(&[
+        "edit",
+        "add",
+        "buildmetadata",
+        "originAnnotations,managedByLabel",
+    ]);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "# keep me\nresources: [] # and me\nbuildMetadata:\n- originAnnotations\n- managedByLabel\n"
+    );
+    let output = run(&["edit", "remove", "buildmetadata", "*"]);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "# keep me\nresources: [] # and me\n"
+    );
+    let output = run(&["edit", "add", "buildmetadata", "origins"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr_of(&output).contains("invalid buildMetadata option \"origins\""),
+        "{}",
+        stderr_of(&output)
     );
 }
