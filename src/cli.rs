@@ -42,6 +42,10 @@ pub enum Command {
         /// over it (no need to add buildMetadata to the kustomization).
         #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "table", require_equals = true)]
         provenance: Option<ProvenanceFormat>,
+        /// Refuse remote bases (git or http URLs in resources and components) instead of
+        /// fetching them.
+        #[arg(long)]
+        no_remote_bases: bool,
     },
     /// Change the kustomization file in the current directory, keeping its other content.
     Edit {

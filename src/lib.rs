@@ -6,6 +6,7 @@
 //! - [`api`]: the `Kustomization` custom resource (types, CRD, inventory IDs, durations).
 //! - [`yaml`]: Kubernetes YAML in and kustomize-identical YAML out, shared by every stage.
 //! - [`kustomize`]: the embedded build engine (a pure library).
+//! - `remote` (feature `remote-bases`): fetching remote bases for the engine with gix.
 //! - [`cli`]: the command line of the `kustomize-controller` binary.
 //!
 //! Planned stages: `source` (artifact fetch), `sops`, `substitute`, `apply`, `inventory`, `health`, `controller`, `metrics`.
@@ -13,4 +14,6 @@
 pub mod api;
 pub mod cli;
 pub mod kustomize;
+#[cfg(feature = "remote-bases")]
+pub mod remote;
 pub mod yaml;

@@ -31,6 +31,18 @@ fn main() -> ExitCode {
     }
 }
 
+/// The fetcher for remote bases, unless they are disabled or not compiled in.
+fn remote_fetcher(disabled: bool) -> Option<std::sync::Arc<dyn kustomize::RemoteFetcher>> {
+    #[cfg(feature = "remote-bases")]
+    if !disabled {
+        return Some(std::sync::Arc::new(
+            kustomize_controller::remote::Fetcher::default(),
+        ));
+    }
+    let _ = disabled;
+    None
+}
+
 fn run(command: Command) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -40,6 +52,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             load_restrictor,
             reorder,
             provenance,
+            no_remote_bases,
         } => {
             let options = kustomize::BuildOptions {
                 // As `kustomize build`, env-file entries without a value read this process's
@@ -55,7 +68,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                     ReorderFlag::Legacy => kustomize::Reorder::Legacy,
                     ReorderFlag::None => kustomize::Reorder::None,
                 }),
-                remote: None,
+                remote: remote_fetcher(no_remote_bases),
             };
             let context = || format!("building {}", dir.display());
             match provenance {

@@ -16,7 +16,7 @@ use super::kustfile::{
     describe,
 };
 use super::loader::{Loader, Target};
-use super::provenance::{ConfiguredBy, Origin, relative_to};
+use super::provenance::ConfiguredBy;
 use super::resource::Resource;
 use super::target::{Accumulated, Builder};
 use super::transformers::{self, NamespaceOptions, RoleBindingSubjects};
@@ -432,10 +432,7 @@ pub fn run_transformer(
     {
         apply_transformer_config(&config, &origin, loader, file, acc)?;
         builder.record_transformation(acc, || {
-            Origin::configured(
-                relative_to(&source, &builder.top_dir),
-                configured_by(&config),
-            )
+            builder.configured_at(&source, configured_by(&config))
         });
     }
     Ok(())

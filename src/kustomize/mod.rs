@@ -68,12 +68,33 @@ pub enum Reorder {
     None,
 }
 
-/// Makes remote bases (git or HTTP URLs in `resources:`) available locally. The engine never
-/// touches the network itself; without a fetcher, remote bases are an error.
+/// Makes remote bases (git or HTTP URLs in `resources:` and `components:`) available
+/// locally. The engine never touches the network itself; without a fetcher, remote entries
+/// are an error.
 pub trait RemoteFetcher: Send + Sync + std::fmt::Debug {
-    /// A local directory holding the kustomization `url` names. The directory becomes the
-    /// root of that base: nothing outside it may be read while it is built.
-    fn fetch(&self, url: &str) -> Result<PathBuf, String>;
+    /// What `url` names, fetched.
+    fn fetch(&self, url: &str) -> Result<Remote, String>;
+}
+
+/// A fetched remote entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Remote {
+    /// A kustomization directory inside a fetched repository.
+    Base(RemoteBase),
+    /// The content of a manifest file.
+    File(Vec<u8>),
+}
+
+/// A kustomization inside a local copy of a repository.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteBase {
+    /// The copy of the repository: nothing outside it may be read while the base is built.
+    pub root: PathBuf,
+    /// The kustomization directory, inside `root`.
+    pub dir: PathBuf,
+    /// The repository and ref, for build provenance.
+    pub repo: String,
+    pub git_ref: String,
 }
 
 /// How a build runs.

@@ -22,7 +22,9 @@ use super::loader::{self, Loader, Target};
 use super::openapi::{Openapi, SchemaView};
 use super::provenance::{ConfiguredBy, Origin, Tracking, relative_to};
 use super::resource::{Behavior, Resource};
-use super::{BuildOptions, KustomizeError, builtins, patches, replacements, transformers};
+use super::{
+    BuildOptions, KustomizeError, Remote, RemoteBase, builtins, patches, replacements, transformers,
+};
 
 /// What a kustomization contributes upward: resources, field-spec configuration and vars.
 #[derive(Clone, Debug)]
@@ -226,6 +228,14 @@ pub struct Builder<'a> {
     /// What provenance to record; paths in it are relative to `top_dir`.
     pub tracking: Tracking,
     pub top_dir: PathBuf,
+    /// Remote bases being built, innermost last: for cycles and provenance.
+    remotes: Vec<RemoteContext>,
+}
+
+/// A remote base being built.
+struct RemoteContext {
+    url: String,
+    base: RemoteBase,
 }
 
 impl<'a> Builder<'a> {
@@ -237,6 +247,50 @@ impl<'a> Builder<'a> {
             seen_bases: HashSet::new(),
             tracking: Tracking::default(),
             top_dir: PathBuf::new(),
+            remotes: Vec::new(),
+        }
+    }
+
+    /// Fetches a remote entry, refusing it when no fetcher is configured and when it is
+    /// already being built (a cycle between repositories).
+    fn fetch_remote(&self, entry: &str, file: &Path) -> Result<Remote, KustomizeError> {
+        let Some(fetcher) = self.options.remote.clone() else {
+            return Err(KustomizeError::RemoteDisabled {
+                file: file.to_path_buf(),
+                entry: entry.to_string(),
+            });
+        };
+        if self.remotes.iter().any(|r| r.url == entry) {
+            return Err(KustomizeError::Cycle {
+                dir: PathBuf::from(entry),
+                via: file.to_path_buf(),
+            });
+        }
+        fetcher
+            .fetch(entry)
+            .map_err(|message| KustomizeError::RemoteFailed {
+                file: file.to_path_buf(),
+                entry: entry.to_string(),
+                message,
+            })
+    }
+
+    /// An origin for `path`: relative to the repository with its repo and ref inside a
+    /// remote base, relative to the top kustomization otherwise.
+    fn place(&self, path: &Path) -> Origin {
+        match self
+            .remotes
+            .iter()
+            .rev()
+            .find(|r| path.starts_with(&r.base.root))
+        {
+            Some(remote) => Origin {
+                path: relative_to(path, &remote.base.root),
+                repo: remote.base.repo.clone(),
+                git_ref: remote.base.git_ref.clone(),
+                ..Default::default()
+            },
+            None => Origin::file(relative_to(path, &self.top_dir)),
         }
     }
 
@@ -352,6 +406,22 @@ impl<'a> Builder<'a> {
         }
 
         for entry in &k.components {
+            if loader::is_remote(entry) {
+                let Remote::Base(base) = self.fetch_remote(entry, &file)? else {
+                    return Err(KustomizeError::ExpectedComponent {
+                        dir: PathBuf::from(entry),
+                    });
+                };
+                let remote_loader = Loader::new(&base.root, &base.dir, loader.restrictions)?;
+                self.remotes.push(RemoteContext {
+                    url: entry.clone(),
+                    base,
+                });
+                let built = self.accumulate(&remote_loader, Some(acc));
+                self.remotes.pop();
+                acc = built?.0;
+                continue;
+            }
             let dir = match loader.resolve(entry)? {
                 Target::Dir(dir) => dir,
                 Target::File(path) => return Err(KustomizeError::ExpectedComponent { dir: path }),
@@ -390,23 +460,39 @@ impl<'a> Builder<'a> {
         seen: &mut HashSet<ObjectKey>,
     ) -> Result<(), KustomizeError> {
         if loader::is_remote(entry) {
-            let Some(fetcher) = self.options.remote.clone() else {
-                return Err(KustomizeError::RemoteDisabled {
-                    file: file.to_path_buf(),
-                    entry: entry.to_string(),
-                });
-            };
-            let dir = fetcher
-                .fetch(entry)
-                .map_err(|message| KustomizeError::RemoteFailed {
-                    file: file.to_path_buf(),
-                    entry: entry.to_string(),
-                    message,
-                })?;
-            let remote_loader = Loader::new(&dir, &dir, loader.restrictions)?;
-            let sub = self.base(&remote_loader, &remote_loader.dir)?;
-            acc.merge_config_of(&sub);
-            return acc.append(sub.resources, &dir, seen);
+            match self.fetch_remote(entry, file)? {
+                Remote::File(bytes) => {
+                    let text =
+                        String::from_utf8(bytes).map_err(|_| KustomizeError::RemoteFailed {
+                            file: file.to_path_buf(),
+                            entry: entry.to_string(),
+                            message: "not UTF-8 text".into(),
+                        })?;
+                    let origin = self.tracking.any().then(|| Origin::file(entry.to_string()));
+                    let source = PathBuf::from(entry);
+                    let resources = super::read_objects(&text, &source)?
+                        .into_iter()
+                        .map(|object| {
+                            let mut resource = Resource::new(object);
+                            resource.origin = origin.clone();
+                            resource
+                        })
+                        .collect();
+                    return acc.append(resources, &source, seen);
+                }
+                Remote::Base(base) => {
+                    let remote_loader = Loader::new(&base.root, &base.dir, loader.restrictions)?;
+                    self.remotes.push(RemoteContext {
+                        url: entry.to_string(),
+                        base,
+                    });
+                    let built = self.base(&remote_loader, &remote_loader.dir.clone());
+                    self.remotes.pop();
+                    let sub = built?;
+                    acc.merge_config_of(&sub);
+                    return acc.append(sub.resources, &remote_loader.dir, seen);
+                }
+            }
         }
         match loader.resolve(entry)? {
             Target::File(path) => {
@@ -551,10 +637,7 @@ impl<'a> Builder<'a> {
     /// Records a built-in transformer configured in `file` on every accumulated resource.
     fn record_builtin(&self, acc: &mut Accumulated, file: &Path, kind: &str) {
         self.record_transformation(acc, || {
-            Origin::configured(
-                relative_to(file, &self.top_dir),
-                ConfiguredBy::builtin(kind),
-            )
+            self.configured_at(file, ConfiguredBy::builtin(kind))
         });
     }
 
@@ -572,16 +655,22 @@ impl<'a> Builder<'a> {
 
     /// The origin of objects read from `path`, when origins are tracked.
     fn file_origin(&self, path: &Path) -> Option<Origin> {
-        self.tracking
-            .any()
-            .then(|| Origin::file(relative_to(path, &self.top_dir)))
+        self.tracking.any().then(|| self.place(path))
     }
 
     /// The origin of objects generated by `kind` configured in `file`, when tracked.
     pub fn generated_origin(&self, file: &Path, by: ConfiguredBy) -> Option<Origin> {
-        self.tracking
-            .any()
-            .then(|| Origin::configured(relative_to(file, &self.top_dir), by))
+        self.tracking.any().then(|| self.configured_at(file, by))
+    }
+
+    /// An origin for configuration written in `file`, placed like [`Builder::place`].
+    pub fn configured_at(&self, file: &Path, by: ConfiguredBy) -> Origin {
+        let place = self.place(file);
+        Origin {
+            repo: place.repo,
+            git_ref: place.git_ref,
+            ..Origin::configured(place.path, by)
+        }
     }
 }
 

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kustomize_controller::kustomize::{
-    self, BuildOptions, EnvLookup, KustomizeError, LoadRestrictions, RemoteFetcher, Reorder,
+    self, BuildOptions, EnvLookup, KustomizeError, LoadRestrictions, Remote, RemoteBase,
+    RemoteFetcher, Reorder,
 };
 use serde_json::Value;
 
@@ -31,9 +32,14 @@ struct FakeRemote {
 }
 
 impl RemoteFetcher for FakeRemote {
-    fn fetch(&self, url: &str) -> Result<PathBuf, String> {
+    fn fetch(&self, url: &str) -> Result<Remote, String> {
         if url == "https://example.com/fleet//base?ref=v1" {
-            Ok(self.dir.clone())
+            Ok(Remote::Base(RemoteBase {
+                root: self.dir.clone(),
+                dir: self.dir.clone(),
+                repo: "https://example.com/fleet".into(),
+                git_ref: "v1".into(),
+            }))
         } else {
             Err(format!("unknown repository {url}"))
         }

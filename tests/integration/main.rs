@@ -4,4 +4,6 @@ mod cli;
 mod crd;
 mod kustomize_api;
 mod kustomize_golden;
+#[cfg(feature = "remote-bases")]
+mod remote_bases;
 mod support;

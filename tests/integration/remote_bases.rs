@@ -1,0 +1,284 @@
+//! Remote bases fetched with gix from repositories the tests create and serve themselves:
+//! `file://` URLs and a `git daemon` on loopback. Nothing leaves the machine.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kustomize_controller::kustomize::{self, BuildOptions, KustomizeError};
+use kustomize_controller::remote::Fetcher;
+use serde_json::Value;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "user.name=test",
+            "-c",
+            "user.email=test@example.com",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A repository with `base/` (using `../common/`) at tag `v1`, then a newer `main`.
+/// Returns the repository directory and the first commit's id.
+fn make_repository(root: &Path) -> (PathBuf, String) {
+    let repo = root.join("fleet");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    write(&repo, "common/kustomization.yaml", "resources: [sa.yaml]\n");
+    write(
+        &repo,
+        "common/sa.yaml",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: app\n",
+    );
+    write(
+        &repo,
+        "base/kustomization.yaml",
+        "resources: [../common, cm.yaml]\n",
+    );
+    write(
+        &repo,
+        "base/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  version: one\n",
+    );
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "one"]);
+    git(&repo, &["tag", "v1"]);
+    let first = git(&repo, &["rev-parse", "HEAD"]);
+    write(
+        &repo,
+        "base/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  version: two\n",
+    );
+    git(&repo, &["commit", "-q", "-am", "two"]);
+    (repo, first)
+}
+
+fn build_with_remote(kustomization: &str) -> Result<Vec<Value>, KustomizeError> {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "kustomization.yaml", kustomization);
+    let options = BuildOptions {
+        remote: Some(Arc::new(Fetcher::default())),
+        ..Default::default()
+    };
+    kustomize::build_dir(dir.path(), &options)
+}
+
+fn version_of(built: &[Value]) -> String {
+    let cm = built
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap")
+        .expect("the ConfigMap");
+    cm["data"]["version"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn file_urls_with_tags_branches_and_commits() {
+    let root = tempfile::tempdir().unwrap();
+    let (repo, first) = make_repository(root.path());
+    let url = format!("file://{}", repo.display());
+
+    let built = build_with_remote(&format!(
+        "namePrefix: p-\nresources:\n- {url}//base?ref=v1\n"
+    ))
+    .unwrap();
+    assert_eq!(version_of(&built), "one");
+    let names: Vec<&str> = built
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["p-app", "p-settings"],
+        "the base's own ../common base is inside the repository"
+    );
+
+    assert_eq!(
+        version_of(&build_with_remote(&format!("resources:\n- {url}//base?ref=main\n")).unwrap()),
+        "two"
+    );
+    assert_eq!(
+        version_of(&build_with_remote(&format!("resources:\n- {url}//base\n")).unwrap()),
+        "two"
+    );
+    assert_eq!(
+        version_of(
+            &build_with_remote(&format!("resources:\n- {url}//base?ref={first}\n")).unwrap()
+        ),
+        "one"
+    );
+    assert_eq!(
+        version_of(
+            &build_with_remote(&format!("resources:\n- {url}//base?ref={}\n", &first[..10]))
+                .unwrap()
+        ),
+        "one"
+    );
+}
+
+#[test]
+fn provenance_names_repository_ref_and_repository_path() {
+    let root = tempfile::tempdir().unwrap();
+    let (repo, _) = make_repository(root.path());
+    let url = format!("file://{}", repo.display());
+    let built = build_with_remote(&format!(
+        "buildMetadata: [originAnnotations]\nresources:\n- {url}//base?ref=v1\n"
+    ))
+    .unwrap();
+    let cm = built.iter().find(|o| o["kind"] == "ConfigMap").unwrap();
+    assert_eq!(
+        cm["metadata"]["annotations"]["config.kubernetes.io/origin"],
+        format!("path: base/cm.yaml\nrepo: {url}\nref: v1\n").as_str()
+    );
+}
+
+/// A `git daemon` serving `base` on a free loopback port, stopped on drop.
+struct Daemon {
+    child: Child,
+    port: u16,
+}
+
+impl Daemon {
+    fn start(base: &Path) -> Daemon {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("git")
+            .args([
+                "daemon",
+                "--reuseaddr",
+                "--export-all",
+                "--listen=127.0.0.1",
+            ])
+            .arg(format!("--port={port}"))
+            .arg(format!("--base-path={}", base.display()))
+            .arg(base)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("git daemon starts");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "git daemon did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Daemon { child, port }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn git_protocol_on_loopback() {
+    let root = tempfile::tempdir().unwrap();
+    make_repository(root.path());
+    let daemon = Daemon::start(root.path());
+    let built = build_with_remote(&format!(
+        "resources:\n- git://127.0.0.1:{}/fleet//base?ref=v1\n",
+        daemon.port
+    ))
+    .unwrap();
+    assert_eq!(version_of(&built), "one");
+
+    let err = build_with_remote(&format!(
+        "resources:\n- git://127.0.0.1:{}/missing//base\n",
+        daemon.port
+    ))
+    .unwrap_err();
+    assert!(matches!(err, KustomizeError::RemoteFailed { .. }), "{err}");
+}
+
+#[test]
+fn cycles_between_repositories_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let repo = root.path().join("loop");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    let url = format!("file://{}//app", repo.display());
+    write(
+        &repo,
+        "app/kustomization.yaml",
+        &format!("resources:\n- {url}\n"),
+    );
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "loop"]);
+    let err = build_with_remote(&format!("resources:\n- {url}\n")).unwrap_err();
+    assert!(matches!(err, KustomizeError::Cycle { .. }), "{err}");
+}
+
+#[test]
+fn bad_paths_submodules_and_disabled_remotes() {
+    let root = tempfile::tempdir().unwrap();
+    let (repo, _) = make_repository(root.path());
+    let url = format!("file://{}", repo.display());
+    let err = build_with_remote(&format!("resources:\n- {url}//nowhere\n")).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not a directory inside the repository"),
+        "{err}"
+    );
+
+    // A gitlink entry makes a submodule.
+    let first = git(&repo, &["rev-parse", "HEAD"]);
+    git(
+        &repo,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{first},base/vendored"),
+        ],
+    );
+    git(&repo, &["commit", "-q", "-m", "submodule"]);
+    let err = build_with_remote(&format!("resources:\n- {url}//base\n")).unwrap_err();
+    assert!(err.to_string().contains("submodule"), "{err}");
+    let built =
+        build_with_remote(&format!("resources:\n- {url}//base?submodules=false\n")).unwrap();
+    assert_eq!(version_of(&built), "two");
+
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "kustomization.yaml",
+        &format!("resources:\n- {url}//base\n"),
+    );
+    let err = kustomize::build_dir(dir.path(), &BuildOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, KustomizeError::RemoteDisabled { .. }),
+        "{err}"
+    );
+}
