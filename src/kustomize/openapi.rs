@@ -19,7 +19,8 @@ pub struct PropertyMeta {
     pub definition: Option<String>,
     pub merge_key: Option<String>,
     pub strategy: Option<String>,
-    pub list_type: Option<String>,
+    /// `x-kubernetes-list-map-keys`: the keys that together identify a list element.
+    pub list_map_keys: Vec<String>,
 }
 
 /// A schema: kinds with their root definitions and scope, and definitions' properties.
@@ -67,17 +68,19 @@ impl Openapi {
                 .map(|(name, props)| {
                     let props = props
                         .into_iter()
-                        .map(|(prop, (definition, merge_key, strategy, list_type, _))| {
-                            (
-                                prop,
-                                PropertyMeta {
-                                    definition,
-                                    merge_key,
-                                    strategy,
-                                    list_type,
-                                },
-                            )
-                        })
+                        .map(
+                            |(prop, (definition, merge_key, strategy, _, list_map_keys))| {
+                                (
+                                    prop,
+                                    PropertyMeta {
+                                        definition,
+                                        merge_key,
+                                        strategy,
+                                        list_map_keys: list_map_keys.unwrap_or_default(),
+                                    },
+                                )
+                            },
+                        )
                         .collect();
                     (name, props)
                 })
@@ -151,7 +154,16 @@ impl Openapi {
                         definition: nested,
                         merge_key: text(spec.get("x-kubernetes-patch-merge-key")),
                         strategy: text(spec.get("x-kubernetes-patch-strategy")),
-                        list_type: text(spec.get("x-kubernetes-list-type")),
+                        list_map_keys: spec
+                            .get("x-kubernetes-list-map-keys")
+                            .and_then(Value::as_array)
+                            .map(|keys| {
+                                keys.iter()
+                                    .filter_map(Value::as_str)
+                                    .map(str::to_string)
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
                     },
                 );
             }

@@ -4,7 +4,8 @@
 //! `merge` strategy (`x-kubernetes-patch-merge-key` along the kind's definitions): lists of
 //! maps element by element on the merge key, scalar lists as a union. The merged list holds
 //! the patch's elements first, in patch order, then the original elements the patch did not
-//! mention. Every other list is replaced. `$patch: delete|replace|merge` is honoured; other
+//! mention. Lists with several `x-kubernetes-list-map-keys` (ports) follow kyaml's element
+//! setter instead (see `merge_keyed_list`). Every other list is replaced. `$patch: delete|replace|merge` is honoured; other
 //! `$` directives (`$retainKeys`, `$setElementOrder/…`, `$deleteFromPrimitiveList/…`) are
 //! not understood by kustomize and stay in the object as ordinary keys.
 
@@ -102,11 +103,15 @@ fn merge_map(target: &mut Map<String, Value>, patch: &Map<String, Value>, positi
                 }
             }
             (Some(Value::Array(existing)), Value::Array(patch_items)) => {
-                let merge_key = meta.and_then(|m| {
-                    m.strategy
-                        .as_deref()
-                        .filter(|s| s.contains("merge"))
-                        .and(m.merge_key.clone())
+                // List-map keys, when the schema has them, identify elements together;
+                // otherwise the single patch merge key does.
+                let merge_keys: Option<Vec<String>> = meta.and_then(|m| {
+                    m.strategy.as_deref().filter(|s| s.contains("merge"))?;
+                    if m.list_map_keys.len() > 1 {
+                        Some(m.list_map_keys.clone())
+                    } else {
+                        m.merge_key.clone().map(|k| vec![k])
+                    }
                 });
                 let merges_scalars = meta
                     .and_then(|m| m.strategy.as_deref())
@@ -114,7 +119,7 @@ fn merge_map(target: &mut Map<String, Value>, patch: &Map<String, Value>, positi
                 merge_list(
                     existing,
                     patch_items,
-                    merge_key,
+                    merge_keys,
                     merges_scalars,
                     child_position,
                 );
@@ -134,7 +139,7 @@ fn merge_map(target: &mut Map<String, Value>, patch: &Map<String, Value>, positi
 fn merge_list(
     target: &mut Vec<Value>,
     patch: &[Value],
-    merge_key: Option<String>,
+    merge_keys: Option<Vec<String>>,
     merges_scalars: bool,
     position: Position,
 ) {
@@ -148,7 +153,7 @@ fn merge_list(
             .collect();
         return;
     }
-    let Some(key) = merge_key else {
+    let Some(keys) = merge_keys else {
         if merges_scalars && patch.iter().all(|v| !v.is_object()) {
             let mut merged: Vec<Value> = Vec::with_capacity(target.len() + patch.len());
             for item in patch.iter().chain(target.iter()) {
@@ -162,14 +167,31 @@ fn merge_list(
         }
         return;
     };
+    // Keys no element sets do not identify anything: a port list without any `protocol`
+    // merges on the port alone.
+    let keys: Vec<String> = if keys.len() > 1 {
+        keys.into_iter()
+            .filter(|k| target.iter().chain(patch).any(|e| e.get(k).is_some()))
+            .collect()
+    } else {
+        keys
+    };
+    if keys.len() > 1 {
+        merge_keyed_list(target, patch, &keys, position);
+        return;
+    }
+    let Some(key) = keys.first() else {
+        *target = patch.iter().map(clean).collect();
+        return;
+    };
     let mut original: Vec<Option<Value>> = std::mem::take(target).into_iter().map(Some).collect();
     let mut merged = Vec::with_capacity(original.len() + patch.len());
     for item in patch {
-        let key_value = item.as_object().and_then(|m| m.get(&key));
+        let key_value = item.as_object().and_then(|m| m.get(key));
         let existing = key_value.and_then(|kv| {
             original
                 .iter()
-                .position(|o| o.as_ref().is_some_and(|o| o.get(&key) == Some(kv)))
+                .position(|o| o.as_ref().is_some_and(|o| o.get(key) == Some(kv)))
         });
         if is_directive(item, "delete") {
             if let Some(index) = existing {
@@ -188,6 +210,47 @@ fn merge_list(
     }
     merged.extend(original.into_iter().flatten());
     *target = merged;
+}
+
+/// Lists identified by several keys (`x-kubernetes-list-map-keys`, such as ports by port and
+/// protocol) merge as kyaml sets elements: a matching element is merged where it stands, a
+/// new one goes first, and one that matches an existing element only partially (a key set on
+/// one side and missing on the other) is dropped.
+fn merge_keyed_list(target: &mut Vec<Value>, patch: &[Value], keys: &[String], position: Position) {
+    let is_delete = |item: &Value| item.get(PATCH).and_then(Value::as_str) == Some("delete");
+    let mut added = Vec::new();
+    for item in patch {
+        let Some(item_map) = item.as_object() else {
+            added.push(clean(item));
+            continue;
+        };
+        let item_keys: Vec<Option<&Value>> = keys.iter().map(|k| item_map.get(k)).collect();
+        let exact = target
+            .iter()
+            .position(|o| keys.iter().zip(&item_keys).all(|(k, v)| o.get(k) == *v));
+        match exact {
+            Some(index) if is_delete(item) => {
+                target.remove(index);
+            }
+            Some(index) => merge_value(&mut target[index], item, position),
+            None if is_delete(item) => {}
+            None => {
+                let partial = target.iter().any(|o| {
+                    keys.iter()
+                        .zip(&item_keys)
+                        .all(|(k, v)| match (o.get(k), v) {
+                            (Some(a), Some(b)) => a == *b,
+                            _ => true,
+                        })
+                });
+                if !partial {
+                    added.push(clean(item));
+                }
+            }
+        }
+    }
+    added.append(target);
+    *target = added;
 }
 
 /// A patch value as it lands when nothing was there: directives and nulls removed.
