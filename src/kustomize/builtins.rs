@@ -63,87 +63,126 @@ pub fn config_from_crd(text: &str, path: &Path) -> Result<TransformerConfig, Kus
             .get("Schema")
             .or_else(|| definition.get("schema"))
             .unwrap_or(definition);
-        collect_refs(schema, &kind, "", definitions, &mut config, 0);
+        let mut walk = Walk {
+            definitions,
+            on_path: vec![name.as_str()],
+            visited: 0,
+        };
+        walk.collect_refs(schema, &kind, "", &mut config, 0);
+        if walk.visited > MAX_CRD_NODES {
+            return Err(KustomizeError::InvalidConfig {
+                file: path.to_path_buf(),
+                message: format!(
+                    "open API definitions expand to more than {MAX_CRD_NODES} properties"
+                ),
+            });
+        }
     }
     Ok(config)
 }
 
-fn collect_refs(
-    schema: &Value,
-    kind: &str,
-    prefix: &str,
-    definitions: &serde_json::Map<String, Value>,
-    config: &mut TransformerConfig,
-    depth: usize,
-) {
-    // Definitions can refer to each other; a bounded depth keeps a cycle from recursing forever.
-    if depth > 32 {
-        return;
-    }
-    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
-        return;
-    };
-    for (property, spec) in properties {
-        let path = if prefix.is_empty() {
-            property.clone()
-        } else {
-            format!("{prefix}/{property}")
+/// The most properties one `crds:` definition may expand to through `$ref`s.
+const MAX_CRD_NODES: usize = 100_000;
+
+/// A walk over definitions that refer to each other: a definition already on the current
+/// path is not entered again (recursive schemas), and the whole walk is bounded.
+struct Walk<'d> {
+    definitions: &'d serde_json::Map<String, Value>,
+    on_path: Vec<&'d str>,
+    visited: usize,
+}
+
+impl<'d> Walk<'d> {
+    fn collect_refs(
+        &mut self,
+        schema: &'d Value,
+        kind: &str,
+        prefix: &str,
+        config: &mut TransformerConfig,
+        depth: usize,
+    ) {
+        let definitions = self.definitions;
+        if depth > 32 || self.visited > MAX_CRD_NODES {
+            return;
+        }
+        let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+            return;
         };
-        let extension = |key: &str| spec.get(key).and_then(Value::as_str).map(str::to_string);
-        if let Some(ref_kind) = extension("x-kubernetes-object-ref-kind") {
-            let api_version = extension("x-kubernetes-object-ref-api-version").unwrap_or_default();
-            let (group, version) = super::resource::split_api_version(&api_version);
-            let name_key =
-                extension("x-kubernetes-object-ref-name-key").unwrap_or_else(|| "name".into());
-            let spec_path = if spec.get("type").and_then(Value::as_str) == Some("string") {
-                path.clone()
+        for (property, spec) in properties {
+            self.visited += 1;
+            let path = if prefix.is_empty() {
+                property.clone()
             } else {
-                format!("{path}/{name_key}")
+                format!("{prefix}/{property}")
             };
-            let field_spec = FieldSpec {
-                kind: kind.to_string(),
-                path: spec_path,
-                ..Default::default()
-            };
-            match config
-                .name_reference
-                .iter_mut()
-                .find(|r| r.kind == ref_kind && r.group == group && r.version == version)
-            {
-                Some(existing) => existing.field_specs.push(field_spec),
-                None => config.name_reference.push(NameReference {
-                    group: group.to_string(),
-                    version: version.to_string(),
-                    kind: ref_kind,
-                    field_specs: vec![field_spec],
-                }),
+            let extension = |key: &str| spec.get(key).and_then(Value::as_str).map(str::to_string);
+            if let Some(ref_kind) = extension("x-kubernetes-object-ref-kind") {
+                let api_version =
+                    extension("x-kubernetes-object-ref-api-version").unwrap_or_default();
+                let (group, version) = super::resource::split_api_version(&api_version);
+                let name_key =
+                    extension("x-kubernetes-object-ref-name-key").unwrap_or_else(|| "name".into());
+                let spec_path = if spec.get("type").and_then(Value::as_str) == Some("string") {
+                    path.clone()
+                } else {
+                    format!("{path}/{name_key}")
+                };
+                let field_spec = FieldSpec {
+                    kind: kind.to_string(),
+                    path: spec_path,
+                    ..Default::default()
+                };
+                match config
+                    .name_reference
+                    .iter_mut()
+                    .find(|r| r.kind == ref_kind && r.group == group && r.version == version)
+                {
+                    Some(existing) => existing.field_specs.push(field_spec),
+                    None => config.name_reference.push(NameReference {
+                        group: group.to_string(),
+                        version: version.to_string(),
+                        kind: ref_kind,
+                        field_specs: vec![field_spec],
+                    }),
+                }
             }
-        }
-        if spec.get("x-kubernetes-annotation").is_some() {
-            config.common_annotations.push(FieldSpec {
-                kind: kind.to_string(),
-                path: path.clone(),
-                create: true,
-                ..Default::default()
-            });
-        }
-        if spec.get("x-kubernetes-label-selector").is_some() {
-            config.common_labels.push(FieldSpec {
-                kind: kind.to_string(),
-                path: path.clone(),
-                create: true,
-                ..Default::default()
-            });
-        }
-        let nested = spec
-            .get("$ref")
-            .and_then(Value::as_str)
-            .and_then(|r| definitions.get(r.trim_start_matches("#/definitions/")))
-            .map(|d| d.get("Schema").unwrap_or(d));
-        if let Some(nested) = nested {
-            collect_refs(nested, kind, &path, definitions, config, depth + 1);
-        } else {
-            collect_refs(spec, kind, &path, definitions, config, depth + 1);
+            if spec.get("x-kubernetes-annotation").is_some() {
+                config.common_annotations.push(FieldSpec {
+                    kind: kind.to_string(),
+                    path: path.clone(),
+                    create: true,
+                    ..Default::default()
+                });
+            }
+            if spec.get("x-kubernetes-label-selector").is_some() {
+                config.common_labels.push(FieldSpec {
+                    kind: kind.to_string(),
+                    path: path.clone(),
+                    create: true,
+                    ..Default::default()
+                });
+            }
+            let reference = spec
+                .get("$ref")
+                .and_then(Value::as_str)
+                .map(|r| r.trim_start_matches("#/definitions/"));
+            match reference.and_then(|r| definitions.get_key_value(r)) {
+                Some((name, definition)) => {
+                    if self.on_path.contains(&name.as_str()) {
+                        continue;
+                    }
+                    self.on_path.push(name);
+                    self.collect_refs(
+                        definition.get("Schema").unwrap_or(definition),
+                        kind,
+                        &path,
+                        config,
+                        depth + 1,
+                    );
+                    self.on_path.pop();
+                }
+                None => self.collect_refs(spec, kind, &path, config, depth + 1),
+            }
         }
     }
 }

@@ -371,13 +371,17 @@ pub fn find(dir: &Path) -> Result<PathBuf, KustomizeError> {
     }
 }
 
-/// Reads and checks the kustomization file `file`.
-pub fn load(file: &Path) -> Result<Kustomization, KustomizeError> {
-    let text = std::fs::read_to_string(file).map_err(|error| KustomizeError::Io {
-        path: file.to_path_buf(),
-        error,
-    })?;
-    parse(&text, file)
+/// Reads and checks the kustomization file of the loader's directory, through the loader so
+/// that the file, like any other, stays inside the root and within the size limit.
+pub fn load(loader: &super::loader::Loader) -> Result<(PathBuf, Kustomization), KustomizeError> {
+    let found = find(&loader.dir)?;
+    let name = found
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (file, text) = loader.read_text(&name)?;
+    let kustomization = parse(&text, &file)?;
+    Ok((file, kustomization))
 }
 
 /// Parses kustomization text; `file` names it in errors.

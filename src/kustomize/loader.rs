@@ -139,18 +139,28 @@ pub fn canonical(path: &Path) -> Result<PathBuf, KustomizeError> {
 }
 
 fn read_bounded(file: &Path) -> Result<Vec<u8>, KustomizeError> {
+    use std::io::Read;
     let io = |error| KustomizeError::Io {
         path: file.to_path_buf(),
         error,
     };
-    let size = std::fs::metadata(file).map_err(io)?.len();
-    if size > MAX_FILE_BYTES {
+    // Only regular files: a FIFO or device would block or never end.
+    if !std::fs::metadata(file).map_err(io)?.is_file() {
+        return Err(io(std::io::Error::other("not a regular file")));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .map_err(io)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(KustomizeError::FileTooLarge {
             file: file.to_path_buf(),
             limit: MAX_FILE_BYTES,
         });
     }
-    std::fs::read(file).map_err(io)
+    Ok(bytes)
 }
 
 /// `a/./b/../c` → `a/c`, for naming paths that do not exist.

@@ -287,9 +287,7 @@ fn build_resources(
 ) -> Result<Vec<resource::Resource>, KustomizeError> {
     let loader = loader::Loader::new(root, dir, options.load_restrictions)?;
     // Only the top kustomization's buildMetadata decides what is recorded and written.
-    let requested = Tracking::from_build_metadata(
-        &kustfile::load(&kustfile::find(&loader.dir)?)?.build_metadata,
-    );
+    let requested = Tracking::from_build_metadata(&kustfile::load(&loader)?.1.build_metadata);
     let mut builder = target::Builder::new(options);
     builder.top_dir = loader.dir.clone();
     builder.tracking = Tracking {

@@ -232,12 +232,17 @@ pub fn apply_patches(
                 acc,
             )?,
             (Some(target), false) => {
+                let [document] = loaded.documents.as_slice() else {
+                    return Err(patch_error(
+                        file,
+                        &loaded.origin,
+                        "Multiple Strategic-Merge Patches in one `patches` entry is not allowed to set `patches.target` field",
+                    ));
+                };
                 let selected = select(target, acc, file, &loaded.origin)?;
-                for document in &loaded.documents {
-                    // Indexes shift when a patch deletes a resource; walk from the end.
-                    for &index in selected.iter().rev() {
-                        apply_smp_to(acc, index, document, allow_name_change, allow_kind_change);
-                    }
+                // Indexes shift when a patch deletes a resource; walk from the end.
+                for &index in selected.iter().rev() {
+                    apply_smp_to(acc, index, document, allow_name_change, allow_kind_change);
                 }
             }
         }
@@ -350,6 +355,23 @@ fn apply_json6902_to_selection(
         apply_operations(&mut resource.object, &patch).map_err(|message| {
             patch_error(file, origin, format!("applying to {before}: {message}"))
         })?;
+        let kind = resource
+            .object
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| !k.is_empty());
+        let name = resource
+            .object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        if !resource.object.is_object() || !kind || !name {
+            return Err(patch_error(
+                file,
+                origin,
+                format!("applying to {before}: the patch leaves no object with a kind and a name"),
+            ));
+        }
         if resource.id() != before && resource.previous_ids.last() != Some(&before) {
             resource.previous_ids.push(before);
         }

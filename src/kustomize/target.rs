@@ -162,10 +162,12 @@ impl ObjectKey {
 fn merge_generated(existing: &mut Resource, new: Resource) {
     for field in ["data", "binaryData"] {
         if let Some(Value::Object(entries)) = new.object.get(field) {
-            let target = existing
-                .object
-                .as_object_mut()
-                .expect("resources are objects")
+            // Resources are always mappings (loading and patching check it); anything else is
+            // left alone rather than trusted.
+            let Some(object) = existing.object.as_object_mut() else {
+                continue;
+            };
+            let target = object
                 .entry(field)
                 .or_insert_with(|| Value::Object(Default::default()));
             if let Some(map) = target.as_object_mut() {
@@ -331,8 +333,7 @@ impl<'a> Builder<'a> {
         loader: &Loader,
         component_of: Option<Accumulated>,
     ) -> Result<(Accumulated, Kustomization), KustomizeError> {
-        let file = kustfile::find(&loader.dir)?;
-        let k = kustfile::load(&file)?;
+        let (file, k) = kustfile::load(loader)?;
         let as_component = component_of.is_some();
         if as_component && !k.is_component() {
             return Err(KustomizeError::ExpectedComponent {

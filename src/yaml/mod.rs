@@ -45,6 +45,9 @@ pub enum YamlError {
     #[error("line {line}: '<<' merges a mapping or a list of mappings")]
     InvalidMerge { line: usize },
 
+    #[error("line {line}: aliases expand to more than {limit} nodes")]
+    AliasBudget { line: usize, limit: usize },
+
     #[error("line {line}: nesting deeper than {limit} levels")]
     TooDeep { line: usize, limit: usize },
 

@@ -19,6 +19,7 @@ pub fn parse_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlErr
     let mut builder = Builder {
         schema,
         anchors: HashMap::new(),
+        alias_nodes: 0,
         stack: Vec::new(),
         documents: Vec::new(),
     };
@@ -47,6 +48,42 @@ pub fn parse_single(text: &str, schema: Schema) -> Result<Value, YamlError> {
 /// The deepest nesting of mappings and sequences accepted.
 pub const MAX_DEPTH: usize = 256;
 
+/// The most nodes aliases may add to one document.
+pub const MAX_ALIAS_NODES: usize = 1_000_000;
+
+/// An anchored value, measured once for the alias budget.
+struct Anchored {
+    value: Value,
+    nodes: usize,
+    depth: usize,
+}
+
+impl Anchored {
+    fn of(value: &Value) -> Anchored {
+        let (nodes, depth) = measure(value);
+        Anchored {
+            value: value.clone(),
+            nodes,
+            depth,
+        }
+    }
+}
+
+/// Node count and nesting depth of a value.
+fn measure(value: &Value) -> (usize, usize) {
+    match value {
+        Value::Array(items) => items
+            .iter()
+            .map(measure)
+            .fold((1, 1), |(n, d), (cn, cd)| (n + cn, d.max(cd + 1))),
+        Value::Object(map) => map
+            .values()
+            .map(measure)
+            .fold((1, 1), |(n, d), (cn, cd)| (n + cn, d.max(cd + 1))),
+        _ => (1, 0),
+    }
+}
+
 enum Frame {
     Sequence {
         items: Vec<Value>,
@@ -63,7 +100,10 @@ enum Frame {
 
 struct Builder {
     schema: Schema,
-    anchors: HashMap<usize, Value>,
+    /// Anchored values with their node count and depth, for the alias budget.
+    anchors: HashMap<usize, Anchored>,
+    /// Nodes added to this document by expanding aliases.
+    alias_nodes: usize,
     stack: Vec<Frame>,
     documents: Vec<Value>,
 }
@@ -74,14 +114,30 @@ impl Builder {
             Event::StreamStart | Event::StreamEnd | Event::DocumentStart(..) => Ok(()),
             Event::DocumentEnd => {
                 self.anchors.clear();
+                self.alias_nodes = 0;
                 Ok(())
             }
             Event::Alias(id) => {
-                let value = self
+                let anchored = self
                     .anchors
                     .get(&id)
-                    .cloned()
                     .ok_or(YamlError::UnknownAlias { line })?;
+                // Aliases multiply what a small text expands to ("billion laughs"); both the
+                // nesting they add and the nodes they copy are bounded.
+                if self.stack.len() + anchored.depth > MAX_DEPTH {
+                    return Err(YamlError::TooDeep {
+                        line,
+                        limit: MAX_DEPTH,
+                    });
+                }
+                self.alias_nodes += anchored.nodes;
+                if self.alias_nodes > MAX_ALIAS_NODES {
+                    return Err(YamlError::AliasBudget {
+                        line,
+                        limit: MAX_ALIAS_NODES,
+                    });
+                }
+                let value = anchored.value.clone();
                 self.complete(value, line)
             }
             Event::Scalar(text, style, anchor, tag) => {
@@ -108,7 +164,7 @@ impl Builder {
                 }
                 let value = self.scalar(&text, style, tag, line)?;
                 if anchor != 0 {
-                    self.anchors.insert(anchor, value.clone());
+                    self.anchors.insert(anchor, Anchored::of(&value));
                 }
                 self.complete(value, line)
             }
@@ -139,7 +195,7 @@ impl Builder {
                     None => return Ok(()),
                 };
                 if anchor != 0 {
-                    self.anchors.insert(anchor, value.clone());
+                    self.anchors.insert(anchor, Anchored::of(&value));
                 }
                 self.complete(value, line)
             }
@@ -302,6 +358,31 @@ mod tests {
         assert_eq!(
             doc,
             json!({"base": {"x": 1, "y": 2}, "child": {"x": 1, "y": 3}, "list": [{"x": 1, "y": 2}]})
+        );
+    }
+
+    #[test]
+    fn alias_expansion_is_bounded() {
+        // "Billion laughs": ten levels of ten aliases each.
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+            text.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+        }
+        let err = parse_single(&text, Schema::Kyaml).unwrap_err();
+        assert!(matches!(err, YamlError::AliasBudget { .. }), "{err}");
+        // Deep anchors reused at depth.
+        let deep = format!(
+            "a: &d {}1{}\nb: {}*d{}\n",
+            "[".repeat(200),
+            "]".repeat(200),
+            "[".repeat(100),
+            "]".repeat(100)
+        );
+        let err = parse_single(&deep, Schema::Kyaml).unwrap_err();
+        assert!(
+            matches!(err, YamlError::TooDeep { .. } | YamlError::Syntax { .. }),
+            "{err}"
         );
     }
 
