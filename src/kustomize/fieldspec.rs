@@ -56,10 +56,23 @@ pub fn split_path(path: &str) -> Vec<String> {
 /// Called with the map holding a leaf and the leaf's key.
 pub type LeafVisitor<'v, E> = dyn FnMut(&mut Map<String, Value>, &str) -> Result<(), E> + 'v;
 
+/// A path that runs into a scalar before its end (`spec: "oops"` for `spec/selector`).
+#[derive(Debug)]
+pub struct ScalarInPath {
+    /// The key whose value is a scalar.
+    pub key: String,
+}
+
+/// Callers that treat every object leniently ignore scalars met on the way.
+impl From<ScalarInPath> for () {
+    fn from(_: ScalarInPath) {}
+}
+
 /// Calls `visit` with every value at `segments` below `value`. `visit` receives the parent
 /// map and the final key, so it can read, replace or create the leaf. Lists met on the way
 /// are traversed element by element. Missing intermediate maps are created when `create`.
-pub fn visit_leaves<E>(
+/// A scalar met before the end of the path is a [`ScalarInPath`] error, as in kustomize.
+pub fn visit_leaves<E: From<ScalarInPath>>(
     value: &mut Value,
     segments: &[String],
     create: bool,
@@ -94,6 +107,9 @@ pub fn visit_leaves<E>(
                     return Ok(());
                 }
                 *child = Value::Object(Map::new());
+            }
+            if !child.is_object() && !child.is_array() {
+                return Err(ScalarInPath { key: first.clone() }.into());
             }
             visit_leaves(child, rest, create, visit)
         }

@@ -100,6 +100,8 @@ fn go_json_string(s: &str, out: &mut String) {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
             '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
                 out.push_str(&format!("\\u{:04x}", c as u32))
             }
@@ -128,6 +130,6 @@ mod tests {
     fn go_escaping() {
         let mut out = String::new();
         go_json_string("a<b>&\u{8}\u{2028}\"", &mut out);
-        assert_eq!(out, r#""a\u003cb\u003e\u0026\u0008\u2028\"""#);
+        assert_eq!(out, r#""a\u003cb\u003e\u0026\b\u2028\"""#);
     }
 }

@@ -247,6 +247,13 @@ pub enum KustomizeError {
     #[error("{}: {message}", .file.display())]
     InvalidConfig { file: PathBuf, message: String },
 
+    #[error("{object}: considering field '{path}': expected sequence or mapping node at {key}")]
+    ScalarInFieldPath {
+        object: String,
+        path: String,
+        key: String,
+    },
+
     #[error("{referrer}: found multiple possible referrals for name {name:?}: {candidates}")]
     AmbiguousReference {
         referrer: String,
@@ -403,6 +410,31 @@ pub fn find_kustomization(dir: &Path) -> Result<PathBuf, KustomizeError> {
     kustfile::find(dir)
 }
 
+impl From<fieldspec::ScalarInPath> for KustomizeError {
+    /// The caller adds which object and field spec; see [`KustomizeError::in_field`].
+    fn from(error: fieldspec::ScalarInPath) -> Self {
+        KustomizeError::ScalarInFieldPath {
+            object: String::new(),
+            path: String::new(),
+            key: error.key,
+        }
+    }
+}
+
+impl KustomizeError {
+    /// Names the object and field spec of a scalar met inside a field path.
+    fn in_field(self, object: &resource::ResId, path: &str) -> KustomizeError {
+        match self {
+            KustomizeError::ScalarInFieldPath { key, .. } => KustomizeError::ScalarInFieldPath {
+                object: object.to_string(),
+                path: path.to_string(),
+                key,
+            },
+            other => other,
+        }
+    }
+}
+
 /// Builds `dir` with the whole file system as the root, as the `build` command does.
 pub fn build_dir(dir: &Path, options: &BuildOptions) -> Result<Resources, KustomizeError> {
     build(Path::new("/"), dir, options)
@@ -421,19 +453,22 @@ fn read_objects(text: &str, file: &Path) -> Result<Vec<Value>, KustomizeError> {
             error,
         })?;
     let mut objects = Vec::new();
-    let mut pending: Vec<Value> = documents.into_iter().filter(|d| !d.is_null()).collect();
-    pending.reverse();
-    // Lists are flattened, also when they nest.
-    while let Some(document) = pending.pop() {
+    // As kustomize does, a List's items join the end of the file's queue (and may be Lists
+    // themselves); a List without items contributes nothing.
+    let mut queue: std::collections::VecDeque<Value> =
+        documents.into_iter().filter(|d| !d.is_null()).collect();
+    while let Some(document) = queue.pop_front() {
         let is_list = document
             .get("kind")
             .and_then(Value::as_str)
             .is_some_and(|k| k.ends_with("List"))
-            && document.get("items").is_some_and(Value::is_array);
+            && document
+                .get("items")
+                .is_some_and(|items| items.is_array() || items.is_null());
         match document {
             Value::Object(mut map) if is_list => {
                 if let Some(Value::Array(items)) = map.remove("items") {
-                    pending.extend(items.into_iter().rev());
+                    queue.extend(items);
                 }
             }
             other => objects.push(other),

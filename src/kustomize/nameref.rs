@@ -99,7 +99,8 @@ pub fn fix(
                         };
                         context.update(value, &referrer_id, &mut found)
                     },
-                )?;
+                )
+                .map_err(|e| e.in_field(&referrer_id, &spec.path))?;
             }
         }
         referrals.extend(

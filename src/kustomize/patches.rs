@@ -132,10 +132,13 @@ fn apply_by_identity(
 
 /// Same group, kind, name and namespace as `id`, now or before a rename.
 fn matches_identity(resource: &Resource, id: &ResId) -> bool {
+    // Group and version must match exactly, as in kustomize: a patch for `apps/v1beta1`
+    // does not patch an `apps/v1` object.
     let same = |other: &ResId| {
         other.kind == id.kind
             && other.name == id.name
-            && (id.group.is_empty() || other.group == id.group)
+            && other.group == id.group
+            && other.version == id.version
             && super::resource::namespaces_equal(&other.namespace, &id.namespace)
     };
     same(&resource.id()) || resource.previous_ids.iter().any(same)
@@ -156,6 +159,10 @@ fn apply_smp_to(
     if let Some(map) = patch.as_object_mut() {
         if !allow_kind_change || !map.contains_key("kind") {
             map.insert("kind".into(), Value::String(before.kind.clone()));
+            // The resource keeps its API version along with its kind.
+            let api_version =
+                super::resource::str_at(&acc.resources[index].object, "/apiVersion").to_string();
+            map.insert("apiVersion".into(), Value::String(api_version));
         }
         if !allow_name_change
             || patch
@@ -291,14 +298,21 @@ fn select(
 fn apply_operations(object: &mut Value, patch: &json_patch::Patch) -> Result<(), String> {
     use json_patch::PatchOperation;
     for operation in &patch.0 {
+        let mut operation = operation.clone();
+        resolve_negative_index(object, &mut operation)?;
         let operation = match operation {
-            PatchOperation::Replace(replace) if object.pointer(replace.path.as_str()).is_none() => {
+            // `replace` of a missing member of a map adds it; a missing list index stays an
+            // error.
+            PatchOperation::Replace(replace)
+                if object.pointer(replace.path.as_str()).is_none()
+                    && parent_of(object, replace.path.as_str()).is_some_and(Value::is_object) =>
+            {
                 PatchOperation::Add(json_patch::AddOperation {
                     path: replace.path.clone(),
                     value: replace.value.clone(),
                 })
             }
-            other => other.clone(),
+            other => other,
         };
         json_patch::patch(object, std::slice::from_ref(&operation)).map_err(|e| {
             match (&operation, &e.kind) {
@@ -309,6 +323,52 @@ fn apply_operations(object: &mut Value, patch: &json_patch::Patch) -> Result<(),
             }
         })?;
     }
+    Ok(())
+}
+
+/// The value holding the last token of `pointer`.
+fn parent_of<'v>(object: &'v Value, pointer: &str) -> Option<&'v Value> {
+    let (parent, _) = pointer.rsplit_once('/')?;
+    object.pointer(parent)
+}
+
+/// kustomize counts negative list indices from the end: `-1` is the last element for
+/// `replace`, `remove` and `test`, and the end of the list for `add`.
+fn resolve_negative_index(
+    object: &Value,
+    operation: &mut json_patch::PatchOperation,
+) -> Result<(), String> {
+    use json_patch::PatchOperation;
+    let (path, extra) = match operation {
+        PatchOperation::Add(op) => (&mut op.path, 1),
+        PatchOperation::Replace(op) => (&mut op.path, 0),
+        PatchOperation::Remove(op) => (&mut op.path, 0),
+        PatchOperation::Test(op) => (&mut op.path, 0),
+        _ => return Ok(()),
+    };
+    let text = path.as_str().to_string();
+    let Some((parent, last)) = text.rsplit_once('/') else {
+        return Ok(());
+    };
+    let Ok(index) = last.parse::<i64>() else {
+        return Ok(());
+    };
+    if index >= 0 {
+        return Ok(());
+    }
+    let Some(Value::Array(items)) = object.pointer(parent) else {
+        return Ok(());
+    };
+    let resolved = items.len() as i64 + index + extra;
+    if resolved < 0 {
+        return Err(format!(
+            "index {index} is out of range for {parent} ({} elements)",
+            items.len()
+        ));
+    }
+    *path = format!("{parent}/{resolved}")
+        .parse()
+        .map_err(|e| format!("{e}"))?;
     Ok(())
 }
 

@@ -353,11 +353,17 @@ fn read_at<'v>(value: &'v Value, segments: &[PathSegment]) -> Option<&'v Value> 
     read_at(next, rest)
 }
 
+/// Whether a list element has `key` matching `value`, an anchored regular expression as in
+/// kustomize (`[name=app.*]`); a `[=value]` matches scalar elements.
 fn element_matches(item: &Value, key: &str, value: &str) -> bool {
+    let Ok(pattern) = super::regexes::compile(&format!("^(?:{value})$")) else {
+        return false;
+    };
     if key.is_empty() {
-        return item.as_str() == Some(value);
+        return item.as_str().is_some_and(|s| pattern.is_match(s));
     }
-    item.get(key).is_some_and(|v| scalar_text(v) == value)
+    item.get(key)
+        .is_some_and(|v| pattern.is_match(&scalar_text(v)))
 }
 
 /// The YAML text of a scalar, as kyaml keeps it.
@@ -430,12 +436,6 @@ fn write_at(
         }
         (PathSegment::Wildcard, Value::Array(items)) => {
             for item in items.iter_mut() {
-                write_at(item, rest, value, write, written)?;
-            }
-            Ok(())
-        }
-        (PathSegment::Wildcard, Value::Object(map)) => {
-            for item in map.values_mut() {
                 write_at(item, rest, value, write, written)?;
             }
             Ok(())

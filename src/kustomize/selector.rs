@@ -49,11 +49,18 @@ impl CompiledSelector {
             Some(original) => (original.name.as_str(), original.namespace.as_str()),
             None => (current_name, current_namespace),
         };
-        if let Some(namespace) = &self.namespace
-            && !namespace.is_match(effective_namespace(original_namespace))
-            && !namespace.is_match(effective_namespace(current_namespace))
-        {
-            return false;
+        if let Some(namespace) = &self.namespace {
+            // Cluster-scoped objects are in no namespace, not in `default`.
+            let gvk = resource.gvk();
+            let api_version = super::resource::str_at(&resource.object, "/apiVersion");
+            let cluster_scoped = super::openapi::SchemaView { custom: None }
+                .is_cluster_scoped(api_version, gvk.kind);
+            let matches = |ns: &str| {
+                !(cluster_scoped && ns.is_empty()) && namespace.is_match(effective_namespace(ns))
+            };
+            if !matches(original_namespace) && !matches(current_namespace) {
+                return false;
+            }
         }
         if let Some(name) = &self.name
             && !name.is_match(original_name)

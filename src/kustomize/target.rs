@@ -95,6 +95,31 @@ impl Accumulated {
         Ok(())
     }
 
+    /// Takes in what a base contributed: its resources, field specs, custom schema and vars.
+    pub fn absorb_base(
+        &mut self,
+        base: Accumulated,
+        dir: &Path,
+        file: &Path,
+        seen: &mut HashSet<ObjectKey>,
+    ) -> Result<(), KustomizeError> {
+        self.merge_config_of(&base);
+        self.append(base.resources, dir, seen)?;
+        if self.custom_schema.is_none() {
+            self.custom_schema = base.custom_schema;
+        }
+        for var in base.vars {
+            if self.vars.iter().any(|v| v.name == var.name) {
+                return Err(KustomizeError::DuplicateVar {
+                    file: file.to_path_buf(),
+                    name: var.name,
+                });
+            }
+            self.vars.push(var);
+        }
+        Ok(())
+    }
+
     /// The identities present now, for a run of [`Accumulated::append`]s.
     pub fn object_keys(&self) -> HashSet<ObjectKey> {
         self.resources
@@ -136,10 +161,10 @@ impl Accumulated {
     }
 }
 
-/// What makes two resources the same object: group, kind, namespace (empty meaning
-/// `default`) and name; the version does not count.
+/// What makes two resources the same object for kustomize: group, version, kind, namespace
+/// (empty meaning `default`) and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ObjectKey(String, String, String, String);
+pub struct ObjectKey(String, String, String, String, String);
 
 impl ObjectKey {
     pub fn of(id: &super::resource::ResId) -> ObjectKey {
@@ -150,6 +175,7 @@ impl ObjectKey {
         };
         ObjectKey(
             id.group.clone(),
+            id.version.clone(),
             id.kind.clone(),
             namespace.to_string(),
             id.name.clone(),
@@ -489,9 +515,7 @@ impl<'a> Builder<'a> {
                     });
                     let built = self.base(&remote_loader, &remote_loader.dir.clone());
                     self.remotes.pop();
-                    let sub = built?;
-                    acc.merge_config_of(&sub);
-                    return acc.append(sub.resources, &remote_loader.dir, seen);
+                    return acc.absorb_base(built?, &remote_loader.dir, file, seen);
                 }
             }
         }
@@ -512,20 +536,7 @@ impl<'a> Builder<'a> {
             }
             Target::Dir(dir) => {
                 let sub = self.base(loader, &dir)?;
-                acc.merge_config_of(&sub);
-                acc.append(sub.resources, &dir, seen)?;
-                if acc.custom_schema.is_none() {
-                    acc.custom_schema = sub.custom_schema;
-                }
-                for var in sub.vars {
-                    if acc.vars.iter().any(|v| v.name == var.name) {
-                        return Err(KustomizeError::DuplicateVar {
-                            file: file.to_path_buf(),
-                            name: var.name,
-                        });
-                    }
-                    acc.vars.push(var);
-                }
+                acc.absorb_base(sub, &dir, file, seen)?;
             }
         }
         Ok(())
@@ -680,12 +691,7 @@ fn check_unique_ids(resources: &[Resource]) -> Result<(), KustomizeError> {
     let mut seen = std::collections::HashSet::new();
     for resource in resources {
         let id = resource.id();
-        let key = (
-            id.group.clone(),
-            id.kind.clone(),
-            id.namespace.clone(),
-            id.name.clone(),
-        );
+        let key = ObjectKey::of(&id);
         if !seen.insert(key) {
             return Err(KustomizeError::NamespaceConflict {
                 ids: id.to_string(),

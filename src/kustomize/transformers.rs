@@ -227,7 +227,8 @@ pub fn add_map_entries(
                     written += 1;
                     Ok(())
                 },
-            )?;
+            )
+            .map_err(|e| e.in_field(&id, &spec.path))?;
         }
     }
     Ok(written)

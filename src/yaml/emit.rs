@@ -595,7 +595,7 @@ pub fn format_number(n: &Number) -> String {
     }
     let f = n.as_f64().unwrap_or(0.0);
     if f.fract() == 0.0 && f.abs() < 1e21 {
-        if f >= i64::MIN as f64 && f < i64::MAX as f64 {
+        if f > i64::MIN as f64 && f < i64::MAX as f64 {
             return (f as i64).to_string();
         }
         if f >= 0.0 && f < u64::MAX as f64 {

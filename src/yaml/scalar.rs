@@ -213,10 +213,9 @@ fn parse_timestamp(text: &str) -> Option<String> {
         (&time[..i], Some(zone))
     };
     let (hms, fraction) = match clock.split_once('.') {
-        Some((hms, f))
-            if !f.is_empty() && f.len() <= 9 && f.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            (hms, f.trim_end_matches('0'))
+        // Go reads any number of fraction digits and keeps nanoseconds.
+        Some((hms, f)) if !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()) => {
+            (hms, f[..f.len().min(9)].trim_end_matches('0'))
         }
         Some(_) => return None,
         None => (clock, ""),
