@@ -400,13 +400,13 @@ impl<'a> Builder<'a> {
         for entry in &k.resources {
             self.accumulate_resource(loader, entry, &file, &mut acc, &mut seen)?;
         }
-        for crd in &k.crds {
-            let (path, text) = loader.read_text(crd)?;
-            acc.extend_config(&path, &builtins::config_from_crd(&text, &path)?);
-        }
         for configuration in &k.configurations {
             let (path, text) = loader.read_text(configuration)?;
             acc.extend_config(&path, &builtins::parse_config(&text, &path)?);
+        }
+        for crd in &k.crds {
+            let (path, text) = loader.read_text(crd)?;
+            acc.extend_config(&path, &builtins::config_from_crd(&text, &path)?);
         }
 
         let global_options = k.generator_options.as_ref();

@@ -1,4 +1,5 @@
-//! Writes JSON values as YAML exactly as kustomize prints them (go-yaml v3 via kyaml).
+//! Writes JSON values as YAML exactly as kustomize prints them (its output goes through Go's
+//! JSON encoder and sigs.k8s.io/yaml's go-yaml, whose emitter rules are reproduced here).
 //!
 //! Keys come out in go-yaml v3's "natural" order (digit runs compare as numbers, symbols
 //! before digits before letters), with 2-space indentation and sequences level with their

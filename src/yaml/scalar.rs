@@ -166,7 +166,8 @@ fn parse_go_float(text: &str) -> Option<f64> {
     {
         return None;
     }
-    text.parse::<f64>().ok()
+    // Go's ParseFloat fails on overflow (`1e400`), and the text then stays a string.
+    text.parse::<f64>().ok().filter(|f| f.is_finite())
 }
 
 /// go-yaml v3 timestamps: `YYYY-M-D`, optionally followed by `T`/`t`/space and a time with an
@@ -345,6 +346,7 @@ mod tests {
             Resolved::Timestamp("2001-12-14T21:59:43.1-05:00".into())
         );
         assert_eq!(kyaml("NaN"), Resolved::Str);
+        assert_eq!(kyaml("1e400"), Resolved::Str);
         assert_eq!(kyaml("0x"), Resolved::Str);
         assert_eq!(kyaml("1.2.3"), Resolved::Str);
         assert_eq!(kyaml("-"), Resolved::Str);
