@@ -282,3 +282,59 @@ fn bad_paths_submodules_and_disabled_remotes() {
         "{err}"
     );
 }
+
+/// Serves `body` for every request on a loopback port, `count` times, then stops.
+fn serve_http(body: &'static str, count: usize) -> (u16, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        for stream in listener.incoming().take(count) {
+            let mut stream = stream.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: text/yaml\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    (port, handle)
+}
+
+#[test]
+fn plain_http_files_are_downloaded_with_a_size_limit() {
+    let (port, server) = serve_http(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-http\n",
+        1,
+    );
+    let built = build_with_remote(&format!(
+        "resources:\n- http://127.0.0.1:{port}/manifests/cm.yaml\n"
+    ))
+    .unwrap();
+    assert_eq!(built[0]["metadata"]["name"], "from-http");
+    server.join().unwrap();
+
+    let (port, server) = serve_http(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: too-big\n",
+        1,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "kustomization.yaml",
+        &format!("resources:\n- http://127.0.0.1:{port}/cm.yaml\n"),
+    );
+    let small = kustomize_controller::remote::Limits {
+        max_bytes: 10,
+        ..Default::default()
+    };
+    let options = BuildOptions {
+        remote: Some(Arc::new(Fetcher::new(small))),
+        ..Default::default()
+    };
+    let err = kustomize::build_dir(dir.path(), &options).unwrap_err();
+    assert!(err.to_string().contains("exceeds the limit of 10"), "{err}");
+    server.join().unwrap();
+}
