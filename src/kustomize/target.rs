@@ -497,15 +497,7 @@ impl<'a> Builder<'a> {
                         })?;
                     let origin = self.tracking.any().then(|| Origin::file(entry.to_string()));
                     let source = PathBuf::from(entry);
-                    let resources = super::read_objects(&text, &source)?
-                        .into_iter()
-                        .map(|object| {
-                            let mut resource = Resource::new(object);
-                            resource.origin = origin.clone();
-                            resource
-                        })
-                        .collect();
-                    return acc.append(resources, &source, seen);
+                    return acc.append(resources_from(&text, &source, origin)?, &source, seen);
                 }
                 Remote::Base(base) => {
                     let remote_loader = Loader::new(&base.root, &base.dir, loader.restrictions)?;
@@ -524,15 +516,7 @@ impl<'a> Builder<'a> {
                 loader.check_file(&path)?;
                 let (path, text) = loader.read_text(entry)?;
                 let origin = self.file_origin(&path);
-                let resources = super::read_objects(&text, &path)?
-                    .into_iter()
-                    .map(|object| {
-                        let mut resource = Resource::new(object);
-                        resource.origin = origin.clone();
-                        resource
-                    })
-                    .collect();
-                acc.append(resources, &path, seen)?;
+                acc.append(resources_from(&text, &path, origin)?, &path, seen)?;
             }
             Target::Dir(dir) => {
                 let sub = self.base(loader, &dir)?;
@@ -684,6 +668,22 @@ impl<'a> Builder<'a> {
             ..Origin::configured(place.path, by)
         }
     }
+}
+
+/// The resources of a manifest text read from `source`, all with `origin`.
+fn resources_from(
+    text: &str,
+    source: &Path,
+    origin: Option<Origin>,
+) -> Result<Vec<Resource>, KustomizeError> {
+    Ok(super::read_objects(text, source)?
+        .into_iter()
+        .map(|object| {
+            let mut resource = Resource::new(object);
+            resource.origin = origin.clone();
+            resource
+        })
+        .collect())
 }
 
 /// Moving resources into one namespace can make two of them the same object.
