@@ -7,13 +7,15 @@
 //! - [`yaml`]: Kubernetes YAML in and kustomize-identical YAML out, shared by every stage.
 //! - [`kustomize`]: the embedded build engine (a pure library).
 //! - `remote` (feature `remote-bases`): fetching remote bases for the engine with gix.
+//! - [`substitute`]: post-build variable substitution (`${var}` expressions).
 //! - [`cli`]: the command line of the `kustomize-controller` binary.
 //!
-//! Planned stages: `source` (artifact fetch), `sops`, `substitute`, `apply`, `inventory`, `health`, `controller`, `metrics`.
+//! Planned stages: `source` (artifact fetch), `sops`, `apply`, `inventory`, `health`, `controller`, `metrics`.
 
 pub mod api;
 pub mod cli;
 pub mod kustomize;
 #[cfg(feature = "remote-bases")]
 pub mod remote;
+pub mod substitute;
 pub mod yaml;

@@ -1,0 +1,266 @@
+//! Post-build variable substitution (Flux's `spec.postBuild`).
+//!
+//! Variables come from the `substituteFrom` ConfigMaps and Secrets in order (later ones win;
+//! an `optional` source may be missing) and then from the inline `substitute` map, which
+//! overrides them. Names must be shell-style identifiers. Each built object is then printed as
+//! YAML, its `${…}` expressions expanded (`expr`), and the text read back with Kubernetes' YAML
+//! rules, so an expression that yields `3` in an unquoted position becomes a number, as in
+//! Flux. Objects labelled or annotated `kustomize.toolkit.fluxcd.io/substitute: disabled` are
+//! left alone. Errors name the object and the variable, never a value.
+
+mod expr;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::yaml::{self, Schema};
+pub use expr::{Context, ExprError, expand};
+
+/// The label or annotation that turns substitution off for one object.
+pub const DISABLE_KEY: &str = "kustomize.toolkit.fluxcd.io/substitute";
+
+/// Why substitution failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SubstituteError {
+    #[error("'{0}' var name is invalid, must match '^[_[:alpha:]][_[:alpha:][:digit:]]*$'")]
+    InvalidName(String),
+    #[error("substitution source {kind}/{name} not found")]
+    MissingSource { kind: String, name: String },
+    #[error("{object}: {error}")]
+    Expression { object: String, error: ExprError },
+    #[error("{object}: the substituted manifest is not valid YAML: {message}")]
+    Reparse { object: String, message: String },
+}
+
+/// One `substituteFrom` source as the controller found it.
+pub struct Source {
+    pub kind: String,
+    pub name: String,
+    pub optional: bool,
+    /// The object's data (Secret values already decoded); `None` when it does not exist.
+    pub data: Option<BTreeMap<String, String>>,
+}
+
+/// The variables for a Kustomization: sources in order, then inline values.
+pub fn collect_variables(
+    sources: Vec<Source>,
+    inline: Option<&BTreeMap<String, String>>,
+) -> Result<BTreeMap<String, String>, SubstituteError> {
+    let mut vars = BTreeMap::new();
+    for source in sources {
+        match source.data {
+            Some(data) => vars.extend(data),
+            None if source.optional => {}
+            None => {
+                return Err(SubstituteError::MissingSource {
+                    kind: source.kind,
+                    name: source.name,
+                });
+            }
+        }
+    }
+    if let Some(inline) = inline {
+        vars.extend(inline.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    if let Some(bad) = vars.keys().find(|name| !is_valid_name(name)) {
+        return Err(SubstituteError::InvalidName(bad.clone()));
+    }
+    Ok(vars)
+}
+
+/// `^[_[:alpha:]][_[:alpha:][:digit:]]*$`
+fn is_valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// Whether substitution runs at all: with at least one variable, or always when the strategy
+/// says so.
+pub fn should_run(vars: &BTreeMap<String, String>, always: bool) -> bool {
+    always || !vars.is_empty()
+}
+
+/// Whether an object opted out with the label or annotation.
+pub fn is_disabled(object: &Value) -> bool {
+    ["labels", "annotations"].iter().any(|field| {
+        object
+            .get("metadata")
+            .and_then(|m| m.get(*field))
+            .and_then(|m| m.get(DISABLE_KEY))
+            .and_then(Value::as_str)
+            == Some("disabled")
+    })
+}
+
+/// Substitutes the variables into one object, in place.
+pub fn substitute_object(
+    object: &mut Value,
+    vars: &BTreeMap<String, String>,
+    strict: bool,
+) -> Result<(), SubstituteError> {
+    if is_disabled(object) {
+        return Ok(());
+    }
+    let text = yaml::to_yaml_string(object);
+    if !text.contains("${") {
+        return Ok(());
+    }
+    let describe = || {
+        let text = |pointer: &str| {
+            object
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let namespace = text("/metadata/namespace");
+        let name = text("/metadata/name");
+        if namespace.is_empty() {
+            format!("{}/{}", text("/kind"), name)
+        } else {
+            format!("{}/{}/{}", text("/kind"), namespace, name)
+        }
+    };
+    let expanded =
+        expand(&text, &Context { vars, strict }).map_err(|error| SubstituteError::Expression {
+            object: describe(),
+            error,
+        })?;
+    // The message of a YAML error quotes no text, so it cannot leak substituted values.
+    let parsed = yaml::parse_single(&expanded, Schema::Kubernetes).map_err(|e| {
+        SubstituteError::Reparse {
+            object: describe(),
+            message: e.to_string(),
+        }
+    })?;
+    *object = parsed;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn sources_in_order_then_inline() {
+        let sources = vec![
+            Source {
+                kind: "ConfigMap".into(),
+                name: "a".into(),
+                optional: false,
+                data: Some(vars(&[("x", "1"), ("y", "1")])),
+            },
+            Source {
+                kind: "Secret".into(),
+                name: "b".into(),
+                optional: true,
+                data: None,
+            },
+            Source {
+                kind: "Secret".into(),
+                name: "c".into(),
+                optional: false,
+                data: Some(vars(&[("y", "2")])),
+            },
+        ];
+        let inline = vars(&[("x", "inline")]);
+        let collected = collect_variables(sources, Some(&inline)).unwrap();
+        assert_eq!(collected, vars(&[("x", "inline"), ("y", "2")]));
+    }
+
+    #[test]
+    fn missing_required_sources_and_bad_names_are_errors() {
+        let missing = vec![Source {
+            kind: "ConfigMap".into(),
+            name: "cfg".into(),
+            optional: false,
+            data: None,
+        }];
+        let err = collect_variables(missing, None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "substitution source ConfigMap/cfg not found"
+        );
+        let err = collect_variables(Vec::new(), Some(&vars(&[("bad-name", "v")]))).unwrap_err();
+        assert!(
+            err.to_string().contains("'bad-name' var name is invalid"),
+            "{err}"
+        );
+        assert!(collect_variables(Vec::new(), Some(&vars(&[("_ok1", "v")]))).is_ok());
+        assert!(!should_run(&BTreeMap::new(), false));
+        assert!(should_run(&BTreeMap::new(), true));
+    }
+
+    #[test]
+    fn objects_are_typed_after_substitution() {
+        let mut deployment = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "app", "namespace": "${ns}", "labels": {"env": "${env:=dev}"}},
+            "spec": {"replicas": "${replicas}", "paused": "${paused}", "template": {"spec": {"containers": [
+                {"name": "app", "image": "app:${tag}", "args": ["--level=${level:-info}"]}
+            ]}}}
+        });
+        let vars = vars(&[
+            ("ns", "prod"),
+            ("replicas", "3"),
+            ("paused", "false"),
+            ("tag", "1.2.3"),
+        ]);
+        substitute_object(&mut deployment, &vars, true).unwrap();
+        assert_eq!(deployment["metadata"]["namespace"], "prod");
+        assert_eq!(deployment["metadata"]["labels"]["env"], "dev");
+        assert_eq!(
+            deployment["spec"]["replicas"], 3,
+            "an unquoted number is a number again"
+        );
+        assert_eq!(deployment["spec"]["paused"], false);
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+            "app:1.2.3"
+        );
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["containers"][0]["args"][0],
+            "--level=info"
+        );
+    }
+
+    #[test]
+    fn disabled_objects_and_strict_errors() {
+        let original = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "script", "annotations": {DISABLE_KEY: "disabled"}},
+            "data": {"run.sh": "echo ${HOME}"}});
+        let mut object = original.clone();
+        substitute_object(&mut object, &BTreeMap::new(), true).unwrap();
+        assert_eq!(object, original);
+
+        let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "apps"},
+            "data": {"a": "${secret_token}", "b": "${missing}"}});
+        let err = substitute_object(&mut object, &vars(&[("secret_token", "hunter2")]), true)
+            .unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("ConfigMap/apps/cfg") && message.contains("\"missing\""),
+            "{message}"
+        );
+        assert!(
+            !message.contains("hunter2"),
+            "values never appear in errors: {message}"
+        );
+
+        let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"b": "x${missing}y"}});
+        substitute_object(&mut object, &BTreeMap::new(), false).unwrap();
+        assert_eq!(object["data"]["b"], "xy");
+    }
+}
