@@ -52,10 +52,42 @@ pub enum Command {
         #[command(subcommand)]
         action: EditCommand,
     },
+    /// SOPS files: decrypt in process, like `sops decrypt`.
+    Sops {
+        #[command(subcommand)]
+        action: SopsCommand,
+    },
     /// Print the CustomResourceDefinitions this controller serves.
     Crds,
     /// Print the version.
     Version,
+}
+
+/// `sops` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SopsCommand {
+    /// Print the plaintext of a SOPS-encrypted file; its MAC must match.
+    Decrypt {
+        /// The encrypted file.
+        file: PathBuf,
+        /// A file with age identities (AGE-SECRET-KEY-1…) or an armored OpenPGP secret key;
+        /// repeat for several.
+        #[arg(long = "key", required = true)]
+        keys: Vec<PathBuf>,
+        /// The file's format; by default inferred from its extension (unknown: binary).
+        #[arg(long, value_enum)]
+        input_type: Option<SopsFormat>,
+    },
+}
+
+/// `sops --input-type` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SopsFormat {
+    Yaml,
+    Json,
+    Dotenv,
+    Ini,
+    Binary,
 }
 
 /// `edit add` or `edit remove`.

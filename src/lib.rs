@@ -17,5 +17,6 @@ pub mod cli;
 pub mod kustomize;
 #[cfg(feature = "remote-bases")]
 pub mod remote;
+pub mod sops;
 pub mod substitute;
 pub mod yaml;

@@ -6,9 +6,9 @@ use anyhow::Context;
 use clap::Parser;
 use kustomize_controller::cli::{
     Cli, Command, EditCommand, EditTarget, LoadRestrictor, ProvenanceFormat, ReorderFlag,
-    init_logging,
+    SopsCommand, SopsFormat, init_logging,
 };
-use kustomize_controller::{api, kustomize};
+use kustomize_controller::{api, kustomize, sops};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -103,6 +103,34 @@ fn run(command: Command) -> anyhow::Result<()> {
                 .with_context(|| format!("reading {}", file.display()))?;
             let edited = kustomize::edit_build_metadata(&text, &file, action, &options)?;
             std::fs::write(&file, edited).with_context(|| format!("writing {}", file.display()))?;
+        }
+        Command::Sops {
+            action:
+                SopsCommand::Decrypt {
+                    file,
+                    keys: key_files,
+                    input_type,
+                },
+        } => {
+            let mut keys = sops::Keys::new();
+            for key_file in &key_files {
+                let content = std::fs::read(key_file)
+                    .with_context(|| format!("reading key file {}", key_file.display()))?;
+                keys.add(&key_file.display().to_string(), &content)?;
+            }
+            let format = match input_type {
+                None => sops::Format::from_path(&file),
+                Some(SopsFormat::Yaml) => sops::Format::Yaml,
+                Some(SopsFormat::Json) => sops::Format::Json,
+                Some(SopsFormat::Dotenv) => sops::Format::Dotenv,
+                Some(SopsFormat::Ini) => sops::Format::Ini,
+                Some(SopsFormat::Binary) => sops::Format::Binary,
+            };
+            let content =
+                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let plain = sops::decrypt(&content, format, &keys)
+                .with_context(|| format!("decrypting {}", file.display()))?;
+            out.write_all(&plain)?;
         }
         Command::Crds => out.write_all(api::crd_yaml()?.as_bytes())?,
         Command::Version => writeln!(out, "kustomize-controller {}", env!("CARGO_PKG_VERSION"))?,

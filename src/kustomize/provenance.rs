@@ -109,7 +109,7 @@ impl Origin {
             ("configuredIn", &self.configured_in),
         ] {
             if !value.is_empty() {
-                fields.push((key.to_string(), Ordered::Str(value.clone())));
+                fields.push((key.to_string(), Ordered::str(value.clone())));
             }
         }
         if let Some(by) = &self.configured_by {
@@ -121,7 +121,7 @@ impl Origin {
                 ("namespace", &by.namespace),
             ] {
                 if !value.is_empty() {
-                    by_fields.push((key.to_string(), Ordered::Str(value.clone())));
+                    by_fields.push((key.to_string(), Ordered::str(value.clone())));
                 }
             }
             fields.push(("configuredBy".to_string(), Ordered::Map(by_fields)));

@@ -37,12 +37,55 @@ pub fn documents_to_yaml_string<'a>(values: impl IntoIterator<Item = &'a Value>)
 }
 
 /// A YAML value whose mapping keys keep their given order, for documents that mirror a Go
-/// struct (such as kustomize's origin annotations) rather than a sorted JSON object.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// struct (such as kustomize's origin annotations) or whose order carries meaning (SOPS),
+/// rather than a sorted JSON object. Scalars hold their JSON value.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Ordered {
-    Str(String),
+    Scalar(Value),
     Map(Vec<(String, Ordered)>),
     Seq(Vec<Ordered>),
+}
+
+impl Ordered {
+    pub fn str(text: impl Into<String>) -> Ordered {
+        Ordered::Scalar(Value::String(text.into()))
+    }
+
+    /// The same value as a JSON value (keys then sort).
+    pub fn to_value(&self) -> Value {
+        match self {
+            Ordered::Scalar(value) => value.clone(),
+            Ordered::Seq(items) => Value::Array(items.iter().map(Ordered::to_value).collect()),
+            Ordered::Map(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_value()))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn is_block(&self) -> bool {
+        match self {
+            Ordered::Scalar(_) => false,
+            Ordered::Map(entries) => !entries.is_empty(),
+            Ordered::Seq(items) => !items.is_empty(),
+        }
+    }
+}
+
+/// A YAML stream of [`Ordered`] documents, keys in their given order.
+pub fn ordered_documents_to_yaml_string<'a>(
+    values: impl IntoIterator<Item = &'a Ordered>,
+) -> String {
+    let mut emitter = Emitter::default();
+    for (i, value) in values.into_iter().enumerate() {
+        if i > 0 {
+            emitter.push("---\n");
+        }
+        emitter.ordered(value, 0, false);
+    }
+    emitter.out
 }
 
 /// One YAML document for an [`Ordered`] value, laid out and quoted like [`to_yaml_string`].
@@ -97,11 +140,7 @@ impl Emitter {
 
     fn ordered(&mut self, value: &Ordered, indent: usize, inline_first: bool) {
         match value {
-            Ordered::Str(text) => {
-                self.string(text, indent, false);
-                self.end_line();
-            }
-            Ordered::Map(entries) => {
+            Ordered::Map(entries) if !entries.is_empty() => {
                 for (i, (key, item)) in entries.iter().enumerate() {
                     if i > 0 || !inline_first {
                         self.indent_to(indent);
@@ -109,22 +148,22 @@ impl Emitter {
                     self.string(key, indent, true);
                     self.push_char(':');
                     match item {
-                        Ordered::Str(_) => {
-                            self.push_char(' ');
-                            self.ordered(item, indent, true);
-                        }
-                        Ordered::Map(_) => {
+                        Ordered::Map(_) if item.is_block() => {
                             self.push_char('\n');
                             self.ordered(item, indent + INDENT, false);
                         }
-                        Ordered::Seq(_) => {
+                        Ordered::Seq(_) if item.is_block() => {
                             self.push_char('\n');
                             self.ordered(item, indent, false);
+                        }
+                        _ => {
+                            self.push_char(' ');
+                            self.ordered(item, indent, true);
                         }
                     }
                 }
             }
-            Ordered::Seq(items) => {
+            Ordered::Seq(items) if !items.is_empty() => {
                 for (i, item) in items.iter().enumerate() {
                     if i > 0 || !inline_first {
                         self.indent_to(indent);
@@ -132,6 +171,18 @@ impl Emitter {
                     self.push("- ");
                     self.ordered(item, indent + INDENT, true);
                 }
+            }
+            Ordered::Scalar(scalar) => {
+                self.scalar(scalar, indent);
+                self.end_line();
+            }
+            Ordered::Map(_) => {
+                self.push("{}");
+                self.end_line();
+            }
+            Ordered::Seq(_) => {
+                self.push("[]");
+                self.end_line();
             }
         }
     }

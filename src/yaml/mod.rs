@@ -12,9 +12,10 @@ mod parse;
 mod scalar;
 
 pub use emit::{
-    Ordered, documents_to_yaml_string, format_number, ordered_to_yaml_string, to_yaml_string,
+    Ordered, documents_to_yaml_string, format_number, ordered_documents_to_yaml_string,
+    ordered_to_yaml_string, to_yaml_string,
 };
-pub use parse::{parse_documents, parse_single};
+pub use parse::{parse_documents, parse_documents_ordered, parse_single};
 pub use scalar::Schema;
 
 /// A YAML text that cannot become JSON values. Lines are 1-based; callers add the file name.

@@ -12,10 +12,21 @@ use granit_parser::{Event, Parser, ScalarStyle, Tag};
 use serde_json::{Map, Value};
 
 use super::YamlError;
+use super::emit::Ordered;
 use super::scalar::{Resolved, Schema, resolve_plain, to_json};
 
 /// Every document of a YAML stream, in order. Empty documents come back as `Value::Null`.
 pub fn parse_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlError> {
+    build_documents(text, schema)
+}
+
+/// Every document of a YAML stream with mapping keys in document order, for formats whose
+/// meaning depends on that order (SOPS hashes values in the order they are written).
+pub fn parse_documents_ordered(text: &str, schema: Schema) -> Result<Vec<Ordered>, YamlError> {
+    build_documents(text, schema)
+}
+
+fn build_documents<T: Tree>(text: &str, schema: Schema) -> Result<Vec<T>, YamlError> {
     let mut builder = Builder {
         schema,
         anchors: HashMap::new(),
@@ -52,15 +63,15 @@ pub const MAX_DEPTH: usize = 256;
 pub const MAX_ALIAS_NODES: usize = 1_000_000;
 
 /// An anchored value, measured once for the alias budget.
-struct Anchored {
-    value: Value,
+struct Anchored<T> {
+    value: T,
     nodes: usize,
     depth: usize,
 }
 
-impl Anchored {
-    fn of(value: &Value) -> Anchored {
-        let (nodes, depth) = measure(value);
+impl<T: Tree> Anchored<T> {
+    fn of(value: &T) -> Anchored<T> {
+        let (nodes, depth) = value.measure();
         Anchored {
             value: value.clone(),
             nodes,
@@ -84,13 +95,13 @@ fn measure(value: &Value) -> (usize, usize) {
     }
 }
 
-enum Frame {
+enum Frame<T: Tree> {
     Sequence {
-        items: Vec<Value>,
+        items: Vec<T>,
         anchor: usize,
     },
     Mapping {
-        map: Map<String, Value>,
+        map: T::Entries,
         /// Keys written in this mapping (as opposed to merged in through `<<`).
         explicit: BTreeSet<String>,
         pending_key: Option<(String, usize)>,
@@ -98,17 +109,17 @@ enum Frame {
     },
 }
 
-struct Builder {
+struct Builder<T: Tree> {
     schema: Schema,
     /// Anchored values with their node count and depth, for the alias budget.
-    anchors: HashMap<usize, Anchored>,
+    anchors: HashMap<usize, Anchored<T>>,
     /// Nodes added to this document by expanding aliases.
     alias_nodes: usize,
-    stack: Vec<Frame>,
-    documents: Vec<Value>,
+    stack: Vec<Frame<T>>,
+    documents: Vec<T>,
 }
 
-impl Builder {
+impl<T: Tree> Builder<T> {
     fn event(&mut self, event: Event<'_>, line: usize) -> Result<(), YamlError> {
         match event {
             Event::StreamStart | Event::StreamEnd | Event::DocumentStart(..) => Ok(()),
@@ -162,7 +173,7 @@ impl Builder {
                     *pending = Some((text.into_owned(), line));
                     return Ok(());
                 }
-                let value = self.scalar(&text, style, tag, line)?;
+                let value = T::scalar(self.scalar(&text, style, tag, line)?);
                 if anchor != 0 {
                     self.anchors.insert(anchor, Anchored::of(&value));
                 }
@@ -181,7 +192,7 @@ impl Builder {
                 self.ensure_not_key(line)?;
                 self.ensure_depth(line)?;
                 self.stack.push(Frame::Mapping {
-                    map: Map::new(),
+                    map: T::Entries::default(),
                     explicit: BTreeSet::new(),
                     pending_key: None,
                     anchor,
@@ -190,8 +201,8 @@ impl Builder {
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let (value, anchor) = match self.stack.pop() {
-                    Some(Frame::Sequence { items, anchor }) => (Value::Array(items), anchor),
-                    Some(Frame::Mapping { map, anchor, .. }) => (Value::Object(map), anchor),
+                    Some(Frame::Sequence { items, anchor }) => (T::sequence(items), anchor),
+                    Some(Frame::Mapping { map, anchor, .. }) => (T::mapping(map), anchor),
                     None => return Ok(()),
                 };
                 if anchor != 0 {
@@ -248,7 +259,7 @@ impl Builder {
         })
     }
 
-    fn complete(&mut self, value: Value, line: usize) -> Result<(), YamlError> {
+    fn complete(&mut self, value: T, line: usize) -> Result<(), YamlError> {
         match self.stack.last_mut() {
             None => {
                 self.documents.push(value);
@@ -280,7 +291,7 @@ impl Builder {
                         line: key_line,
                     });
                 }
-                map.insert(key, value);
+                T::insert(map, key, value);
                 Ok(())
             }
         }
@@ -289,31 +300,120 @@ impl Builder {
 
 /// Applies a `<<` merge: a mapping or a list of mappings whose keys fill in what the mapping
 /// does not set itself.
-fn merge_into(
-    map: &mut Map<String, Value>,
+fn merge_into<T: Tree>(
+    map: &mut T::Entries,
     explicit: &BTreeSet<String>,
-    value: Value,
+    value: T,
     line: usize,
 ) -> Result<(), YamlError> {
-    let sources = match value {
-        Value::Object(source) => vec![source],
-        Value::Array(items) => items
+    let sources = match value.into_collection() {
+        Collection::Mapping(entries) => vec![entries],
+        Collection::Sequence(items) => items
             .into_iter()
-            .map(|item| match item {
-                Value::Object(source) => Ok(source),
+            .map(|item| match item.into_collection() {
+                Collection::Mapping(entries) => Ok(entries),
                 _ => Err(YamlError::InvalidMerge { line }),
             })
             .collect::<Result<_, _>>()?,
-        _ => return Err(YamlError::InvalidMerge { line }),
+        Collection::Neither => return Err(YamlError::InvalidMerge { line }),
     };
     for source in sources {
         for (key, value) in source {
-            if !explicit.contains(&key) && !map.contains_key(&key) {
-                map.insert(key, value);
+            if !explicit.contains(&key) && !T::contains(map, &key) {
+                T::insert(map, key, value);
             }
         }
     }
     Ok(())
+}
+
+/// What a `<<` merge value turned out to be.
+enum Collection<T> {
+    Mapping(Vec<(String, T)>),
+    Sequence(Vec<T>),
+    Neither,
+}
+
+/// The value trees the builder can produce: sorted JSON objects for the resource pipeline,
+/// [`Ordered`] trees where key order carries meaning.
+trait Tree: Clone + Sized {
+    type Entries: Default;
+    fn scalar(value: Value) -> Self;
+    fn sequence(items: Vec<Self>) -> Self;
+    fn mapping(map: Self::Entries) -> Self;
+    fn insert(map: &mut Self::Entries, key: String, value: Self);
+    fn contains(map: &Self::Entries, key: &str) -> bool;
+    fn into_collection(self) -> Collection<Self>;
+    /// Node count and nesting depth.
+    fn measure(&self) -> (usize, usize);
+}
+
+impl Tree for Value {
+    type Entries = Map<String, Value>;
+    fn scalar(value: Value) -> Self {
+        value
+    }
+    fn sequence(items: Vec<Self>) -> Self {
+        Value::Array(items)
+    }
+    fn mapping(map: Self::Entries) -> Self {
+        Value::Object(map)
+    }
+    fn insert(map: &mut Self::Entries, key: String, value: Self) {
+        map.insert(key, value);
+    }
+    fn contains(map: &Self::Entries, key: &str) -> bool {
+        map.contains_key(key)
+    }
+    fn into_collection(self) -> Collection<Self> {
+        match self {
+            Value::Object(map) => Collection::Mapping(map.into_iter().collect()),
+            Value::Array(items) => Collection::Sequence(items),
+            _ => Collection::Neither,
+        }
+    }
+    fn measure(&self) -> (usize, usize) {
+        measure(self)
+    }
+}
+
+impl Tree for Ordered {
+    type Entries = Vec<(String, Ordered)>;
+    fn scalar(value: Value) -> Self {
+        Ordered::Scalar(value)
+    }
+    fn sequence(items: Vec<Self>) -> Self {
+        Ordered::Seq(items)
+    }
+    fn mapping(map: Self::Entries) -> Self {
+        Ordered::Map(map)
+    }
+    fn insert(map: &mut Self::Entries, key: String, value: Self) {
+        map.push((key, value));
+    }
+    fn contains(map: &Self::Entries, key: &str) -> bool {
+        map.iter().any(|(k, _)| k == key)
+    }
+    fn into_collection(self) -> Collection<Self> {
+        match self {
+            Ordered::Map(entries) => Collection::Mapping(entries),
+            Ordered::Seq(items) => Collection::Sequence(items),
+            Ordered::Scalar(_) => Collection::Neither,
+        }
+    }
+    fn measure(&self) -> (usize, usize) {
+        match self {
+            Ordered::Scalar(_) => (1, 1),
+            Ordered::Seq(items) => items
+                .iter()
+                .map(Tree::measure)
+                .fold((1, 1), |(n, d), (cn, cd)| (n + cn, d.max(cd + 1))),
+            Ordered::Map(entries) => entries
+                .iter()
+                .map(|(_, v)| v.measure())
+                .fold((1, 1), |(n, d), (cn, cd)| (n + cn, d.max(cd + 1))),
+        }
+    }
 }
 
 #[cfg(test)]

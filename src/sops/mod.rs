@@ -1,0 +1,288 @@
+//! SOPS decryption, in process: the Mozilla SOPS v3 file format opened with age X25519
+//! identities and OpenPGP secret keys.
+//!
+//! Data flow: a file's bytes are loaded per [`Format`] into ordered branches and metadata
+//! (`formats`); the metadata's recipient stanzas yield the 32-byte data key (`keys`); every
+//! encrypted leaf is opened with AES-256-GCM bound to its key path and the SHA-512 MAC over
+//! all plaintext leaves is checked (`tree`, `value`); the branches are printed back in the
+//! same format. Kubernetes objects that already went through a kustomize build have lost
+//! their key order, so [`decrypt_object`] opens their values without the MAC, as Flux does.
+//!
+//! Plaintext never enters an error: errors name the file, object and key path only.
+
+mod formats;
+mod keys;
+mod tree;
+mod value;
+
+use std::path::Path;
+
+use base64::Engine;
+use serde_json::Value;
+
+pub use keys::{KeyError, Keys};
+pub use value::{EncryptedValue, ValueError, ValueKind};
+
+/// The annotation that keeps an object away from decryption.
+pub const DECRYPT_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/decrypt";
+
+/// How a SOPS file stores its values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Yaml,
+    Json,
+    Dotenv,
+    Ini,
+    Binary,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Yaml => "yaml",
+            Format::Json => "json",
+            Format::Dotenv => "dotenv",
+            Format::Ini => "ini",
+            Format::Binary => "binary",
+        }
+    }
+
+    /// `yaml`, `json`, `dotenv`, `ini` or `binary`, as `sops --input-type` takes them.
+    pub fn from_name(name: &str) -> Option<Format> {
+        Some(match name {
+            "yaml" => Format::Yaml,
+            "json" => Format::Json,
+            "dotenv" => Format::Dotenv,
+            "ini" => Format::Ini,
+            "binary" => Format::Binary,
+            _ => return None,
+        })
+    }
+
+    /// The format SOPS infers from a file name; anything unrecognised is binary.
+    pub fn from_path(path: &Path) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("yaml" | "yml") => Format::Yaml,
+            Some("json" | "dockerconfigjson") => Format::Json,
+            Some("env") => Format::Dotenv,
+            Some("ini") => Format::Ini,
+            _ => Format::Binary,
+        }
+    }
+
+    /// The format of SOPS content recognised by its MAC marker, for data without a name
+    /// that says (Secret values). `None`: not a SOPS document.
+    pub fn sniff(content: &[u8]) -> Option<Format> {
+        let has = |marker: &[u8]| content.windows(marker.len()).any(|w| w == marker);
+        if has(b"\"mac\": \"ENC[") {
+            Some(Format::Json)
+        } else if has(b"sops_mac=ENC[") {
+            Some(Format::Dotenv)
+        } else if has(b"[sops]") {
+            Some(Format::Ini)
+        } else if has(b"mac: ENC[") {
+            Some(Format::Yaml)
+        } else {
+            None
+        }
+    }
+}
+
+/// Why a SOPS document could not be decrypted. Never carries plaintext or key material.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SopsError {
+    #[error("not a SOPS document: no `sops` metadata")]
+    NotEncrypted,
+    #[error("cannot read the {format} document: {message}")]
+    Parse {
+        format: &'static str,
+        message: String,
+    },
+    #[error("invalid SOPS metadata: {0}")]
+    Metadata(String),
+    #[error(
+        "no configured key decrypts the data key (recipients: {recipients}){}; \
+         set spec.decryption with a matching age or OpenPGP key",
+        if details.is_empty() { String::new() } else { format!(": {details}") }
+    )]
+    NoMatchingKey { recipients: String, details: String },
+    #[error("{0}")]
+    UnsupportedRecipient(String),
+    #[error("value at `{path}`: {reason}")]
+    Value { path: String, reason: String },
+    #[error("the SOPS MAC does not match: the file was modified after it was encrypted")]
+    MacMismatch,
+    #[error("the SOPS metadata has no MAC")]
+    MacMissing,
+    #[error("the decrypted document is not UTF-8 text")]
+    NotText,
+    #[error("{context}: {source}")]
+    In {
+        context: String,
+        #[source]
+        source: Box<SopsError>,
+    },
+}
+
+impl SopsError {
+    fn within(self, context: impl Into<String>) -> SopsError {
+        SopsError::In {
+            context: context.into(),
+            source: Box::new(self),
+        }
+    }
+}
+
+/// Decrypts a whole SOPS file as written, verifying its MAC, and prints it in its format.
+pub fn decrypt(content: &[u8], format: Format, keys: &Keys) -> Result<Vec<u8>, SopsError> {
+    let text = std::str::from_utf8(content).map_err(|_| SopsError::Parse {
+        format: format.name(),
+        message: "not UTF-8 text".to_string(),
+    })?;
+    let mut loaded = formats::load(text, format)?;
+    let metadata = tree::Metadata::from_value(&loaded.metadata)?;
+    let data_key = metadata.data_key(keys)?;
+    tree::open_branches(&mut loaded.branches, &metadata, &data_key, true)?;
+    formats::emit(&loaded.branches, format)
+}
+
+/// Whether `content` is a SOPS document of `format` (has its metadata).
+pub fn is_encrypted(content: &[u8], format: Format) -> bool {
+    std::str::from_utf8(content)
+        .ok()
+        .and_then(|text| formats::load(text, format).ok())
+        .is_some()
+}
+
+/// What [`decrypt_object`] did to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectOutcome {
+    /// Nothing was encrypted.
+    Plain,
+    /// Encrypted values were decrypted.
+    Decrypted,
+    /// Annotated `kustomize.toolkit.fluxcd.io/decrypt: disabled`; left as it was.
+    Disabled,
+}
+
+/// Decrypts a built Kubernetes object: a top-level `sops` key (any kind) makes the whole
+/// object a SOPS tree; a `Secret`'s `data`/`stringData` values holding a SOPS document are
+/// decrypted into their plaintext, printed in the format the data key's extension names.
+/// The MAC of a whole object cannot be checked (the build re-ordered it); those inside
+/// Secret values are.
+pub fn decrypt_object(object: &mut Value, keys: &Keys) -> Result<ObjectOutcome, SopsError> {
+    let id = object_id(object);
+    if decryption_disabled(object) {
+        return Ok(ObjectOutcome::Disabled);
+    }
+    let mut outcome = ObjectOutcome::Plain;
+    if let Some(map) = object.as_object_mut()
+        && let Some(sops) = map.remove("sops")
+    {
+        let metadata = tree::Metadata::from_value(&sops).map_err(|e| e.within(&id))?;
+        let data_key = metadata.data_key(keys).map_err(|e| e.within(&id))?;
+        tree::open_value(object, &metadata, &data_key).map_err(|e| e.within(&id))?;
+        outcome = ObjectOutcome::Decrypted;
+    }
+    if object.get("kind").and_then(Value::as_str) != Some("Secret") {
+        return Ok(outcome);
+    }
+    for field in ["data", "stringData"] {
+        let Some(entries) = object.get_mut(field).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        for (key, value) in entries.iter_mut() {
+            let Some(text) = value.as_str() else { continue };
+            let content = if field == "data" {
+                match base64::engine::general_purpose::STANDARD.decode(text) {
+                    Ok(bytes) => bytes,
+                    Err(_) => continue,
+                }
+            } else {
+                text.as_bytes().to_vec()
+            };
+            let Some(sniffed) = Format::sniff(&content) else {
+                continue;
+            };
+            let context = || format!("{id} {field}.{key}");
+            // A JSON envelope under a key without a known extension is a binary file
+            // (`{"data": …}`), whose plaintext is the raw bytes.
+            let input = match (sniffed, Format::from_path(Path::new(key))) {
+                (Format::Json, Format::Binary) => Format::Binary,
+                (sniffed, _) => sniffed,
+            };
+            let plain = decrypt(&content, input, keys).map_err(|e| e.within(context()))?;
+            *value = if field == "data" {
+                Value::String(base64::engine::general_purpose::STANDARD.encode(plain))
+            } else {
+                Value::String(
+                    String::from_utf8(plain).map_err(|_| SopsError::NotText.within(context()))?,
+                )
+            };
+            outcome = ObjectOutcome::Decrypted;
+        }
+    }
+    Ok(outcome)
+}
+
+/// An error when a `Secret` still holds SOPS-encrypted content after decryption (no keys
+/// configured, or decryption disabled for it): applying it would store ciphertext.
+pub fn ensure_not_encrypted_secret(object: &Value) -> Result<(), SopsError> {
+    if object.get("kind").and_then(Value::as_str) != Some("Secret") {
+        return Ok(());
+    }
+    let encrypted = object.get("sops").is_some()
+        || ["data", "stringData"].iter().any(|field| {
+            object
+                .get(field)
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(_, v)| v.as_str())
+                .any(|text| {
+                    EncryptedValue::looks_encrypted(text)
+                        || base64::engine::general_purpose::STANDARD
+                            .decode(text)
+                            .ok()
+                            .and_then(|b| Format::sniff(&b))
+                            .is_some()
+                        || Format::sniff(text.as_bytes()).is_some()
+                })
+        });
+    if encrypted {
+        return Err(SopsError::Metadata(format!(
+            "{} is SOPS-encrypted; configure spec.decryption (provider sops and a secretRef \
+             with its age or OpenPGP key) to apply it",
+            object_id(object)
+        )));
+    }
+    Ok(())
+}
+
+fn decryption_disabled(object: &Value) -> bool {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(DECRYPT_ANNOTATION))
+        .and_then(Value::as_str)
+        == Some("disabled")
+}
+
+fn object_id(object: &Value) -> String {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    let namespace = text("/metadata/namespace");
+    format!(
+        "{}/{}{}",
+        text("/kind"),
+        if namespace.is_empty() {
+            String::new()
+        } else {
+            format!("{namespace}/")
+        },
+        text("/metadata/name")
+    )
+}

@@ -1,0 +1,373 @@
+//! Opening a SOPS tree: metadata, data key, every encrypted leaf, and the MAC.
+//!
+//! A document arrives as ordered branches (mapping keys in file order, because the MAC is a
+//! SHA-512 over the plaintext leaves in exactly that order) plus its `sops` metadata. Leaves
+//! are decrypted in place with their key path as additional data; the MAC is then compared
+//! with the encrypted one stored in the metadata.
+
+use regex::Regex;
+use serde_json::{Number, Value};
+use sha2::{Digest, Sha512};
+
+use super::SopsError;
+use super::keys::Keys;
+use super::value::{EncryptedValue, ValueKind};
+use crate::yaml::Ordered;
+
+/// Hashed first when only encrypted values count towards the MAC (`mac_only_encrypted`),
+/// so such a MAC can never equal one over all values.
+const MAC_ONLY_ENCRYPTED_INIT: [u8; 32] = [
+    0x8a, 0x3f, 0xd2, 0xad, 0x54, 0xce, 0x66, 0x52, 0x7b, 0x10, 0x34, 0xf3, 0xd1, 0x47, 0xbe, 0x0b,
+    0x0b, 0x97, 0x5b, 0x3b, 0xf4, 0x4f, 0x72, 0xc6, 0xfd, 0xad, 0xec, 0x81, 0x76, 0xf2, 0x7d, 0x69,
+];
+
+/// Which leaves are encrypted, from the first rule the metadata sets.
+enum Rule {
+    UnencryptedSuffix(String),
+    EncryptedSuffix(String),
+    UnencryptedRegex(Regex),
+    EncryptedRegex(Regex),
+}
+
+/// The parts of the `sops` metadata decryption needs.
+pub struct Metadata {
+    lastmodified: String,
+    mac: Option<String>,
+    age: Vec<String>,
+    pgp: Vec<String>,
+    /// Key services this build cannot reach (KMS, Vault…), for the error message.
+    other_key_types: Vec<&'static str>,
+    rule: Rule,
+    mac_only_encrypted: bool,
+}
+
+impl Metadata {
+    pub fn from_value(sops: &Value) -> Result<Metadata, SopsError> {
+        let bad = |what: &str| SopsError::Metadata(what.to_string());
+        let map = sops
+            .as_object()
+            .ok_or_else(|| bad("`sops` is not a mapping"))?;
+        let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_string);
+        let mut age = Vec::new();
+        let mut pgp = Vec::new();
+        let mut other_key_types = Vec::new();
+        let mut groups = vec![map];
+        if let Some(key_groups) = map.get("key_groups").and_then(Value::as_array) {
+            if key_groups.len() > 1 {
+                return Err(bad(
+                    "several key_groups (Shamir secret sharing) are not supported",
+                ));
+            }
+            groups.extend(key_groups.iter().filter_map(Value::as_object));
+        }
+        for group in groups {
+            for (entry, field, list) in [("age", "enc", &mut age), ("pgp", "enc", &mut pgp)] {
+                for stanza in group
+                    .get(entry)
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let enc = stanza
+                        .get(field)
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| bad(&format!("a `{entry}` entry has no `{field}`")))?;
+                    list.push(enc.to_string());
+                }
+            }
+            for (entry, name) in [
+                ("kms", "AWS KMS"),
+                ("gcp_kms", "GCP KMS"),
+                ("azure_kv", "Azure Key Vault"),
+                ("hc_vault", "HashiCorp Vault"),
+            ] {
+                if group
+                    .get(entry)
+                    .and_then(Value::as_array)
+                    .is_some_and(|l| !l.is_empty())
+                {
+                    other_key_types.push(name);
+                }
+            }
+        }
+        let regex = |key: &str| -> Result<Option<Regex>, SopsError> {
+            text(key)
+                .map(|r| Regex::new(&r).map_err(|e| bad(&format!("`{key}`: {e}"))))
+                .transpose()
+        };
+        let rule = if let Some(suffix) = text("unencrypted_suffix").filter(|s| !s.is_empty()) {
+            Rule::UnencryptedSuffix(suffix)
+        } else if let Some(suffix) = text("encrypted_suffix").filter(|s| !s.is_empty()) {
+            Rule::EncryptedSuffix(suffix)
+        } else if let Some(r) = regex("unencrypted_regex")? {
+            Rule::UnencryptedRegex(r)
+        } else if let Some(r) = regex("encrypted_regex")? {
+            Rule::EncryptedRegex(r)
+        } else {
+            Rule::UnencryptedSuffix("_unencrypted".to_string())
+        };
+        let mac_only_encrypted = match map.get("mac_only_encrypted") {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => s == "true",
+            _ => false,
+        };
+        Ok(Metadata {
+            lastmodified: text("lastmodified").ok_or_else(|| bad("`lastmodified` is missing"))?,
+            mac: text("mac").filter(|m| !m.is_empty()),
+            age,
+            pgp,
+            other_key_types,
+            rule,
+            mac_only_encrypted,
+        })
+    }
+
+    fn encrypts(&self, path: &[String]) -> bool {
+        match &self.rule {
+            Rule::UnencryptedSuffix(s) => !path.iter().any(|k| k.ends_with(s.as_str())),
+            Rule::EncryptedSuffix(s) => path.iter().any(|k| k.ends_with(s.as_str())),
+            Rule::UnencryptedRegex(r) => !path.iter().any(|k| r.is_match(k)),
+            Rule::EncryptedRegex(r) => path.iter().any(|k| r.is_match(k)),
+        }
+    }
+
+    /// The data key, from the first recipient stanza one of `keys` opens.
+    pub fn data_key(&self, keys: &Keys) -> Result<[u8; 32], SopsError> {
+        let mut reasons = Vec::new();
+        for enc in &self.age {
+            match keys.open_age(enc) {
+                Ok(Some(key)) => return Ok(key),
+                Ok(None) => {}
+                Err(reason) => reasons.push(reason),
+            }
+        }
+        for enc in &self.pgp {
+            match keys.open_pgp(enc) {
+                Ok(Some(key)) => return Ok(key),
+                Ok(None) => {}
+                Err(reason) => reasons.push(reason),
+            }
+        }
+        // Only a file we cannot open at all for that reason is reported as unsupported;
+        // otherwise the missing key is the more useful message.
+        if let Some(unsupported) = reasons
+            .iter()
+            .find(|r| r.starts_with("unsupported recipient"))
+            && (self.age.len() + self.pgp.len() == 1 || keys.has_unsupported_age())
+        {
+            return Err(SopsError::UnsupportedRecipient(unsupported.clone()));
+        }
+        let mut recipients = Vec::new();
+        if !self.age.is_empty() {
+            recipients.push(format!("{} age", self.age.len()));
+        }
+        if !self.pgp.is_empty() {
+            recipients.push(format!("{} OpenPGP", self.pgp.len()));
+        }
+        recipients.extend(
+            self.other_key_types
+                .iter()
+                .map(|t| format!("{t} (not supported)")),
+        );
+        Err(SopsError::NoMatchingKey {
+            recipients: if recipients.is_empty() {
+                "none".to_string()
+            } else {
+                recipients.join(", ")
+            },
+            details: reasons.join("; "),
+        })
+    }
+}
+
+/// Decrypts every encrypted leaf of `branches` and checks the MAC.
+pub fn open_branches(
+    branches: &mut [Ordered],
+    metadata: &Metadata,
+    data_key: &[u8; 32],
+    verify_mac: bool,
+) -> Result<(), SopsError> {
+    let mut hasher = Sha512::new();
+    if metadata.mac_only_encrypted {
+        hasher.update(MAC_ONLY_ENCRYPTED_INIT);
+    }
+    let mut path = Vec::new();
+    for branch in branches.iter_mut() {
+        open_ordered(branch, &mut path, metadata, data_key, &mut hasher)?;
+    }
+    if verify_mac {
+        check_mac(metadata, data_key, hasher)?;
+    }
+    Ok(())
+}
+
+/// Decrypts the encrypted leaves of a JSON value whose key order is lost (an object after a
+/// kustomize build), so no MAC can be checked.
+pub fn open_value(
+    value: &mut Value,
+    metadata: &Metadata,
+    data_key: &[u8; 32],
+) -> Result<(), SopsError> {
+    fn walk(
+        value: &mut Value,
+        path: &mut Vec<String>,
+        metadata: &Metadata,
+        data_key: &[u8; 32],
+    ) -> Result<(), SopsError> {
+        match value {
+            Value::Object(map) => {
+                for (key, item) in map.iter_mut() {
+                    path.push(key.clone());
+                    walk(item, path, metadata, data_key)?;
+                    path.pop();
+                }
+                Ok(())
+            }
+            Value::Array(items) => items
+                .iter_mut()
+                .try_for_each(|item| walk(item, path, metadata, data_key)),
+            leaf => {
+                if metadata.encrypts(path) && !leaf.is_null() {
+                    *leaf = open_leaf(leaf, path, data_key)?.0;
+                }
+                Ok(())
+            }
+        }
+    }
+    walk(value, &mut Vec::new(), metadata, data_key)
+}
+
+fn open_ordered(
+    node: &mut Ordered,
+    path: &mut Vec<String>,
+    metadata: &Metadata,
+    data_key: &[u8; 32],
+    hasher: &mut Sha512,
+) -> Result<(), SopsError> {
+    match node {
+        Ordered::Map(entries) => {
+            for (key, item) in entries.iter_mut() {
+                path.push(key.clone());
+                open_ordered(item, path, metadata, data_key, hasher)?;
+                path.pop();
+            }
+        }
+        // List items share their parent's path: SOPS binds values to keys, not indexes.
+        Ordered::Seq(items) => {
+            for item in items.iter_mut() {
+                open_ordered(item, path, metadata, data_key, hasher)?;
+            }
+        }
+        Ordered::Scalar(Value::Null) => {}
+        Ordered::Scalar(leaf) => {
+            let encrypted = metadata.encrypts(path);
+            if encrypted {
+                let (plain, mac_bytes) = open_leaf(leaf, path, data_key)?;
+                *leaf = plain;
+                hasher.update(mac_bytes);
+            } else if !metadata.mac_only_encrypted {
+                hasher.update(mac_bytes(leaf));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One leaf's plaintext value and the bytes it contributes to the MAC.
+fn open_leaf(
+    leaf: &Value,
+    path: &[String],
+    data_key: &[u8; 32],
+) -> Result<(Value, Vec<u8>), SopsError> {
+    let at = || path.join(".");
+    let text = leaf.as_str().ok_or_else(|| SopsError::Value {
+        path: at(),
+        reason: "expected an encrypted value, found a plain one".to_string(),
+    })?;
+    let sealed = EncryptedValue::parse(text).map_err(|e| SopsError::Value {
+        path: at(),
+        reason: e.to_string(),
+    })?;
+    let additional_data = format!("{}:", path.join(":"));
+    let plaintext = sealed
+        .decrypt(data_key, additional_data.as_bytes())
+        .map_err(|e| SopsError::Value {
+            path: at(),
+            reason: e.to_string(),
+        })?;
+    let wrong_type = || SopsError::Value {
+        path: at(),
+        reason: format!("decrypted value is not a valid {}", sealed.kind.as_str()),
+    };
+    let text = String::from_utf8(plaintext).map_err(|_| wrong_type())?;
+    let value = match sealed.kind {
+        ValueKind::Str | ValueKind::Bytes | ValueKind::Comment => Value::String(text),
+        ValueKind::Int => Value::Number(text.parse::<i64>().map_err(|_| wrong_type())?.into()),
+        ValueKind::Float => text
+            .parse::<f64>()
+            .ok()
+            .and_then(Number::from_f64)
+            .map(Value::Number)
+            .ok_or_else(wrong_type)?,
+        ValueKind::Bool => Value::Bool(parse_go_bool(&text).ok_or_else(wrong_type)?),
+    };
+    let bytes = mac_bytes(&value);
+    Ok((value, bytes))
+}
+
+/// Go's `strconv.ParseBool`.
+fn parse_go_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// The bytes SOPS hashes for a plaintext value: strings as is, numbers in decimal without
+/// exponent, booleans capitalised (a Python-era convention the format kept).
+fn mac_bytes(value: &Value) -> Vec<u8> {
+    match value {
+        Value::String(s) => s.as_bytes().to_vec(),
+        Value::Bool(true) => b"True".to_vec(),
+        Value::Bool(false) => b"False".to_vec(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => i.to_string().into_bytes(),
+            (_, Some(u), _) => u.to_string().into_bytes(),
+            (_, _, Some(f)) => format!("{f}").into_bytes(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+fn check_mac(metadata: &Metadata, data_key: &[u8; 32], hasher: Sha512) -> Result<(), SopsError> {
+    let stored = metadata.mac.as_deref().ok_or(SopsError::MacMissing)?;
+    let sealed = EncryptedValue::parse(stored).map_err(|_| SopsError::MacMismatch)?;
+    let expected = sealed
+        .decrypt(data_key, metadata.lastmodified.as_bytes())
+        .map_err(|_| SopsError::MacMismatch)?;
+    let computed: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect();
+    if expected != computed.as_bytes() {
+        return Err(SopsError::MacMismatch);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mac_bytes_follow_sops() {
+        assert_eq!(mac_bytes(&Value::Bool(true)), b"True");
+        assert_eq!(mac_bytes(&serde_json::json!(1.5)), b"1.5");
+        assert_eq!(mac_bytes(&serde_json::json!(2.0)), b"2");
+        assert_eq!(mac_bytes(&serde_json::json!(0.0000001)), b"0.0000001");
+        assert_eq!(mac_bytes(&serde_json::json!(-12)), b"-12");
+    }
+}
