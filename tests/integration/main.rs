@@ -6,4 +6,5 @@ mod kustomize_api;
 mod kustomize_golden;
 #[cfg(feature = "remote-bases")]
 mod remote_bases;
+mod sops;
 mod support;

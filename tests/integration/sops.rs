@@ -1,0 +1,332 @@
+//! SOPS decryption against real files from Flux's test suite (`tests/fixtures/sops`), their
+//! independently verified plaintexts (`vectors.json`), and the failure modes users meet.
+
+use std::path::PathBuf;
+
+use base64::Engine;
+use kustomize_controller::sops::{self, Format, Keys, ObjectOutcome, SopsError};
+use kustomize_controller::yaml::{Schema, parse_documents, parse_single};
+use serde_json::{Value, json};
+
+use crate::support::{repo_root, run_cli, stderr_of, stdout_of};
+
+fn fixtures() -> PathBuf {
+    repo_root().join("tests/fixtures/sops")
+}
+
+fn read(relative: &str) -> Vec<u8> {
+    std::fs::read(fixtures().join(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
+}
+
+fn keys_from(relative: &str) -> Keys {
+    let mut keys = Keys::new();
+    keys.add(relative, &read(relative)).unwrap();
+    keys
+}
+
+struct Vector {
+    file: String,
+    format: String,
+    key: String,
+    unsupported: bool,
+    plaintext: Value,
+}
+
+fn vectors() -> Vec<Vector> {
+    let index: Value = serde_json::from_slice(&read("vectors.json")).unwrap();
+    index["vectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| Vector {
+            file: v["file"].as_str().unwrap().to_string(),
+            format: v["format"].as_str().unwrap().to_string(),
+            key: v["key"].as_str().unwrap().to_string(),
+            unsupported: v["unsupported"].as_bool().unwrap(),
+            plaintext: v["plaintext"].clone(),
+        })
+        .collect()
+}
+
+/// The distinctive plaintexts of the vectors, which no error may ever contain.
+fn secret_plaintexts() -> Vec<String> {
+    let mut out = Vec::new();
+    fn leaves(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => map.values().for_each(|v| leaves(v, out)),
+            Value::String(s) if s.len() >= 6 && s != "Secret" && s != "default" => {
+                out.push(s.clone())
+            }
+            _ => {}
+        }
+    }
+    for vector in vectors() {
+        if let Some(data) = vector
+            .plaintext
+            .get("stringData")
+            .or(vector.plaintext.get("data"))
+        {
+            leaves(data, &mut out);
+        }
+    }
+    out.push("my-sops-age-secret".to_string());
+    out
+}
+
+fn assert_no_plaintext(message: &str) {
+    for secret in secret_plaintexts() {
+        assert!(
+            !message.contains(&secret),
+            "error leaks plaintext: {message}"
+        );
+    }
+}
+
+/// What a decrypted document holds, as a JSON tree, for comparison with `vectors.json`.
+fn decrypted_tree(format: Format, plain: &[u8]) -> Value {
+    let text = String::from_utf8(plain.to_vec()).unwrap();
+    match format {
+        Format::Yaml => parse_single(&text, Schema::Kyaml).unwrap(),
+        Format::Binary => json!({ "data": text }),
+        Format::Dotenv => Value::Object(
+            text.lines()
+                .map(|l| {
+                    let (k, v) = l.split_once('=').unwrap();
+                    (k.to_string(), Value::String(v.to_string()))
+                })
+                .collect(),
+        ),
+        other => panic!("no vector in format {other:?}"),
+    }
+}
+
+#[test]
+fn every_vector_decrypts_to_its_verified_plaintext() {
+    let mut checked = 0;
+    for vector in vectors() {
+        let keys = keys_from(&vector.key);
+        if let Some((file, field_key)) = vector.file.split_once('#') {
+            // A plain Secret whose data value is a base64 SOPS document.
+            let mut object =
+                parse_single(&String::from_utf8(read(file)).unwrap(), Schema::Kubernetes).unwrap();
+            let outcome = sops::decrypt_object(&mut object, &keys).unwrap();
+            assert_eq!(outcome, ObjectOutcome::Decrypted, "{}", vector.file);
+            let pointer = format!("/{}", field_key.replace('.', "/"));
+            let encoded = object.pointer(&pointer).and_then(Value::as_str).unwrap();
+            let plain = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .unwrap();
+            assert_eq!(
+                json!({ "data": String::from_utf8(plain).unwrap() }),
+                vector.plaintext,
+                "{}",
+                vector.file
+            );
+            checked += 1;
+            continue;
+        }
+        let format = Format::from_name(&vector.format).unwrap();
+        let result = sops::decrypt(&read(&vector.file), format, &keys);
+        if vector.unsupported {
+            let err = result.unwrap_err();
+            assert!(matches!(err, SopsError::UnsupportedRecipient(_)), "{err}");
+            assert!(
+                err.to_string().contains("unsupported recipient type"),
+                "{err}"
+            );
+            checked += 1;
+            continue;
+        }
+        let plain = result.unwrap_or_else(|e| panic!("{}: {e}", vector.file));
+        assert_eq!(
+            decrypted_tree(format, &plain),
+            vector.plaintext,
+            "{}",
+            vector.file
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 20);
+}
+
+#[test]
+fn cli_decrypts_every_vector() {
+    for vector in vectors() {
+        if vector.file.contains('#') || vector.unsupported {
+            continue;
+        }
+        let file = fixtures().join(&vector.file);
+        let key = fixtures().join(&vector.key);
+        let output = run_cli(&[
+            "sops",
+            "decrypt",
+            file.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+            "--input-type",
+            &vector.format,
+        ]);
+        assert!(
+            output.status.success(),
+            "{}: {}",
+            vector.file,
+            stderr_of(&output)
+        );
+        let format = Format::from_name(&vector.format).unwrap();
+        assert_eq!(
+            decrypted_tree(format, stdout_of(&output).as_bytes()),
+            vector.plaintext,
+            "{}",
+            vector.file
+        );
+    }
+}
+
+const AGE_FILE: &str = "flux/internal/controller/testdata/sops/algorithms/age.yaml";
+const AGE_KEY: &str = "flux/internal/controller/testdata/sops/keys/age.txt";
+
+fn decrypt_text(text: &str, keys: &Keys) -> Result<Vec<u8>, SopsError> {
+    sops::decrypt(text.as_bytes(), Format::Yaml, keys)
+}
+
+#[test]
+fn wrong_and_missing_keys_say_what_to_configure() {
+    let text = String::from_utf8(read(AGE_FILE)).unwrap();
+    for keys in [
+        keys_from("flux/internal/controller/testdata/sops/keys/age-global.txt"),
+        Keys::new(),
+    ] {
+        let err = decrypt_text(&text, &keys).unwrap_err();
+        assert!(matches!(err, SopsError::NoMatchingKey { .. }), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.contains("1 age") && message.contains("spec.decryption"),
+            "{message}"
+        );
+        assert_no_plaintext(&message);
+    }
+}
+
+#[test]
+fn tampered_values_and_macs_are_refused_without_leaking() {
+    let text = String::from_utf8(read(AGE_FILE)).unwrap();
+    let keys = keys_from(AGE_KEY);
+    assert!(decrypt_text(&text, &keys).is_ok());
+
+    // A value swapped for another ciphertext byte: the value's own tag fails.
+    let start = text.find("key: ENC[AES256_GCM,data:").unwrap() + "key: ENC[AES256_GCM,data:".len();
+    let mut tampered = text.clone();
+    let flipped = if &text[start..start + 1] == "A" {
+        "B"
+    } else {
+        "A"
+    };
+    tampered.replace_range(start..start + 1, flipped);
+    let err = decrypt_text(&tampered, &keys).unwrap_err();
+    assert!(
+        matches!(&err, SopsError::Value { path, .. } if path == "stringData.key"),
+        "{err}"
+    );
+    assert_no_plaintext(&err.to_string());
+
+    // The MAC itself altered.
+    let start = text.find("mac: ENC[AES256_GCM,data:").unwrap() + "mac: ENC[AES256_GCM,data:".len();
+    let mut tampered = text.clone();
+    let flipped = if &text[start..start + 1] == "A" {
+        "B"
+    } else {
+        "A"
+    };
+    tampered.replace_range(start..start + 1, flipped);
+    assert_eq!(
+        decrypt_text(&tampered, &keys).unwrap_err(),
+        SopsError::MacMismatch
+    );
+
+    // A plaintext leaf changed after encryption: authenticated values still open, the MAC
+    // over all values catches it.
+    let tampered = text.replace("name: age", "name: changed");
+    assert_eq!(
+        decrypt_text(&tampered, &keys).unwrap_err(),
+        SopsError::MacMismatch
+    );
+}
+
+#[test]
+fn truncated_and_corrupted_files_give_clear_errors() {
+    let text = String::from_utf8(read(AGE_FILE)).unwrap();
+    let keys = keys_from(AGE_KEY);
+    let cut = &text[..text.find("sops:").unwrap()];
+    assert_eq!(
+        decrypt_text(cut, &keys).unwrap_err(),
+        SopsError::NotEncrypted
+    );
+    let cut = &text[..text.len() / 2];
+    let err = decrypt_text(cut, &keys).unwrap_err();
+    assert!(!err.to_string().is_empty());
+
+    // Flux's deliberately broken fixture: every field carries the ciphertext of
+    // `stringData.secret`. Only `stringData` is meant to be encrypted, so the copies
+    // elsewhere count as altered plaintext and the MAC refuses the file.
+    let broken = "flux-history/internal/generator/testdata/panic/secret.age.yaml";
+    let keys = keys_from("flux-history/internal/controller/testdata/sops/age.txt");
+    let err = sops::decrypt(&read(broken), Format::Yaml, &keys).unwrap_err();
+    assert_eq!(err, SopsError::MacMismatch);
+    assert_no_plaintext(&format!("{err} {err:?}"));
+}
+
+#[test]
+fn objects_with_sops_metadata_decrypt_after_a_build() {
+    let text = String::from_utf8(read(AGE_FILE)).unwrap();
+    let keys = keys_from(AGE_KEY);
+    let mut object = parse_documents(&text, Schema::Kubernetes)
+        .unwrap()
+        .remove(0);
+    assert!(sops::ensure_not_encrypted_secret(&object).is_err());
+    assert_eq!(
+        sops::decrypt_object(&mut object, &keys).unwrap(),
+        ObjectOutcome::Decrypted
+    );
+    assert_eq!(object["stringData"]["key"], "value");
+    assert!(object.get("sops").is_none());
+    sops::ensure_not_encrypted_secret(&object).unwrap();
+
+    let mut disabled = parse_documents(&text, Schema::Kubernetes)
+        .unwrap()
+        .remove(0);
+    disabled["metadata"]["annotations"] = json!({ sops::DECRYPT_ANNOTATION: "disabled" });
+    let before = disabled.clone();
+    assert_eq!(
+        sops::decrypt_object(&mut disabled, &keys).unwrap(),
+        ObjectOutcome::Disabled
+    );
+    assert_eq!(disabled, before);
+    let err = sops::ensure_not_encrypted_secret(&disabled)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("Secret/age") && err.contains("spec.decryption"),
+        "{err}"
+    );
+}
+
+#[test]
+fn cli_errors_name_the_file_and_never_the_plaintext() {
+    let file = fixtures().join(AGE_FILE);
+    let wrong = fixtures().join("flux/internal/controller/testdata/sops/keys/age-global.txt");
+    let output = run_cli(&[
+        "sops",
+        "decrypt",
+        file.to_str().unwrap(),
+        "--key",
+        wrong.to_str().unwrap(),
+    ]);
+    assert!(!output.status.success());
+    let stderr = stderr_of(&output);
+    assert!(
+        stderr.contains("age.yaml") && stderr.contains("no configured key"),
+        "{stderr}"
+    );
+    assert_no_plaintext(&stderr);
+    assert!(stdout_of(&output).is_empty());
+}
