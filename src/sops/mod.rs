@@ -15,7 +15,7 @@ mod keys;
 mod tree;
 mod value;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use serde_json::Value;
@@ -116,6 +116,10 @@ pub enum SopsError {
     MacMissing,
     #[error("the decrypted document is not UTF-8 text")]
     NotText,
+    #[error("{}: {reason}", .file.display())]
+    Input { file: PathBuf, reason: String },
+    #[error("finding the files to decrypt: {0}")]
+    Inputs(String),
     #[error("{context}: {source}")]
     In {
         context: String,
@@ -152,6 +156,70 @@ pub fn is_encrypted(content: &[u8], format: Format) -> bool {
         .ok()
         .and_then(|text| formats::load(text, format).ok())
         .is_some()
+}
+
+/// The largest SOPS file decrypted before a build.
+pub const MAX_INPUT_FILE_BYTES: u64 = 5 << 20;
+
+/// Decrypts in place the SOPS files the kustomization in `dir` will read as secret sources
+/// or patches (see [`crate::kustomize::secret_inputs`]), refusing any that resolve outside
+/// `artifact_root`. Files that are not SOPS documents, or do not exist, are left to the
+/// build. Returns the files decrypted.
+pub fn decrypt_build_inputs(
+    artifact_root: &Path,
+    dir: &Path,
+    keys: &Keys,
+) -> Result<Vec<PathBuf>, SopsError> {
+    let inputs =
+        crate::kustomize::secret_inputs(dir).map_err(|e| SopsError::Inputs(e.to_string()))?;
+    let root = artifact_root.canonicalize().map_err(|e| SopsError::Input {
+        file: artifact_root.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    // Env sources whose extension names no format are dotenv, whatever SOPS would guess.
+    let env_format = |path: &Path| match Format::from_path(path) {
+        Format::Binary => Format::Dotenv,
+        other => other,
+    };
+    let files = inputs
+        .generator_files
+        .iter()
+        .map(|p| (p, Format::from_path(p)))
+        .chain(inputs.env_files.iter().map(|p| (p, env_format(p))))
+        .chain(inputs.patch_files.iter().map(|p| (p, Format::from_path(p))));
+    let mut decrypted = Vec::new();
+    for (file, format) in files {
+        let Ok(real) = file.canonicalize() else {
+            continue;
+        };
+        let fail = |reason: String| SopsError::Input {
+            file: file.clone(),
+            reason,
+        };
+        if !real.starts_with(&root) {
+            return Err(fail(format!(
+                "resolves outside the artifact root {}",
+                root.display()
+            )));
+        }
+        let size = std::fs::metadata(&real)
+            .map_err(|e| fail(e.to_string()))?
+            .len();
+        if size > MAX_INPUT_FILE_BYTES {
+            return Err(fail(format!(
+                "larger than the {MAX_INPUT_FILE_BYTES}-byte limit for SOPS files"
+            )));
+        }
+        let content = std::fs::read(&real).map_err(|e| fail(e.to_string()))?;
+        if !is_encrypted(&content, format) {
+            continue;
+        }
+        let plain =
+            decrypt(&content, format, keys).map_err(|e| e.within(file.display().to_string()))?;
+        std::fs::write(&real, plain).map_err(|e| fail(e.to_string()))?;
+        decrypted.push(file.clone());
+    }
+    Ok(decrypted)
 }
 
 /// What [`decrypt_object`] did to an object.

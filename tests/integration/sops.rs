@@ -330,3 +330,140 @@ fn cli_errors_name_the_file_and_never_the_plaintext() {
     assert_no_plaintext(&stderr);
     assert!(stdout_of(&output).is_empty());
 }
+
+/// Recursively copies a fixture tree, so decryption in place never touches the checkout.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn flux_sops_tree_builds_and_decrypts_end_to_end() {
+    use kustomize_controller::kustomize::{self, BuildOptions};
+    let artifact = tempfile::tempdir().unwrap();
+    let root = artifact.path().join("sops");
+    copy_tree(
+        &fixtures().join("flux/internal/controller/testdata/sops"),
+        &root,
+    );
+    // Without network and Vault: drop the remote base, the Vault-only object and the
+    // post-quantum one (unsupported by the age crate, tested above).
+    std::fs::write(
+        root.join("kustomization.yaml"),
+        "namePrefix: sops-\nresources: [algorithms, envs, files, patches, inside]\n\
+         components: [./component]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("algorithms/kustomization.yaml"),
+        "namePrefix: algo-\nresources: [age.yaml, pgp.yaml]\n",
+    )
+    .unwrap();
+    let mut keys = keys_from(AGE_KEY);
+    let pgp = "flux/internal/controller/testdata/sops/keys/pgp.asc";
+    keys.add(pgp, &read(pgp)).unwrap();
+
+    let decrypted = sops::decrypt_build_inputs(artifact.path(), &root, &keys).unwrap();
+    let mut names: Vec<String> = decrypted
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "env.env",
+            "env.env",
+            "file.txt",
+            "merge1.yaml",
+            "merge2.yaml"
+        ]
+    );
+    // Decrypting again finds nothing left to do.
+    assert!(
+        sops::decrypt_build_inputs(artifact.path(), &root, &keys)
+            .unwrap()
+            .is_empty()
+    );
+
+    let mut objects = kustomize::build_dir(&root, &BuildOptions::default()).unwrap();
+    for object in objects.iter_mut() {
+        sops::decrypt_object(object, &keys).unwrap();
+        sops::ensure_not_encrypted_secret(object).unwrap();
+    }
+    let find = |kind: &str, name: &str| -> Value {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{kind} {name} missing"))
+            .clone()
+    };
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    assert_eq!(
+        find("Secret", "sops-algo-age")["stringData"]["key"],
+        "value"
+    );
+    assert_eq!(
+        find("Secret", "sops-algo-pgp")["stringData"]["key"],
+        "value"
+    );
+    assert_eq!(
+        find("Secret", "sops-envs-secret")["data"]["key"],
+        b64("value")
+    );
+    assert_eq!(
+        find("ConfigMap", "sops-envs-configmap")["data"]["key"],
+        "value"
+    );
+    assert_eq!(
+        find("Secret", "sops-files-secret")["data"]["key"],
+        b64("value")
+    );
+    assert_eq!(
+        find("ConfigMap", "sops-files-configmap")["data"]["key"],
+        "value"
+    );
+    assert_eq!(
+        find("Secret", "sops-component")["data"]["key"],
+        b64("value")
+    );
+    assert_eq!(
+        find("Secret", "sops-inside-secret")["data"]["key"],
+        b64("value")
+    );
+    let patched = find("Secret", "sops-patches-secret");
+    assert_eq!(patched["stringData"]["key"], "merge1");
+    assert_eq!(patched["stringData"]["merge2"], "merge2");
+}
+
+#[test]
+fn build_inputs_outside_the_artifact_are_refused() {
+    let artifact = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        outside.path().join("s.env"),
+        read("flux/internal/controller/testdata/sops/envs/env.env"),
+    )
+    .unwrap();
+    let app = artifact.path().join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("s.env"), app.join("s.env")).unwrap();
+    std::fs::write(
+        app.join("kustomization.yaml"),
+        "secretGenerator:\n- name: s\n  envs: [s.env]\n",
+    )
+    .unwrap();
+    let err = sops::decrypt_build_inputs(artifact.path(), &app, &keys_from(AGE_KEY)).unwrap_err();
+    assert!(
+        err.to_string().contains("outside the artifact root"),
+        "{err}"
+    );
+}
