@@ -119,7 +119,8 @@ fn load_ini(text: &str) -> Result<Loaded, SopsError> {
         })?;
         let (key, value) = (key.trim().to_string(), value.trim().to_string());
         match current.as_deref() {
-            Some("sops") => flat.push((key, value)),
+            // Multi-line metadata (armored keys) is stored with escaped newlines.
+            Some("sops") => flat.push((key, value.replace("\\n", "\n"))),
             section => {
                 let name = section.unwrap_or("DEFAULT");
                 if sections.last().is_none_or(|(n, _)| n != name) {

@@ -12,6 +12,8 @@
 
 mod formats;
 mod keys;
+#[cfg(test)]
+mod tests;
 mod tree;
 mod value;
 

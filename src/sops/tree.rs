@@ -358,6 +358,91 @@ fn check_mac(metadata: &Metadata, data_key: &[u8; 32], hasher: Sha512) -> Result
     Ok(())
 }
 
+/// Encrypts the leaves of `branches` the way SOPS does and returns the encrypted MAC, so
+/// tests can make documents in formats and with value types no shared vector covers.
+#[cfg(test)]
+pub(super) fn seal_branches(
+    branches: &mut [Ordered],
+    metadata: &Metadata,
+    data_key: &[u8; 32],
+) -> String {
+    fn walk(
+        node: &mut Ordered,
+        path: &mut Vec<String>,
+        metadata: &Metadata,
+        data_key: &[u8; 32],
+        hasher: &mut Sha512,
+        counter: &mut u8,
+    ) {
+        match node {
+            Ordered::Map(entries) => {
+                for (key, item) in entries.iter_mut() {
+                    path.push(key.clone());
+                    walk(item, path, metadata, data_key, hasher, counter);
+                    path.pop();
+                }
+            }
+            Ordered::Seq(items) => items
+                .iter_mut()
+                .for_each(|i| walk(i, path, metadata, data_key, hasher, counter)),
+            Ordered::Scalar(Value::Null) => {}
+            Ordered::Scalar(leaf) => {
+                let encrypted = metadata.encrypts(path);
+                if encrypted || !metadata.mac_only_encrypted {
+                    hasher.update(mac_bytes(leaf));
+                }
+                if encrypted {
+                    let (kind, plain) = match &*leaf {
+                        Value::String(s) => (ValueKind::Str, s.clone()),
+                        Value::Bool(b) => (ValueKind::Bool, b.to_string()),
+                        Value::Number(n) if n.is_f64() => (ValueKind::Float, n.to_string()),
+                        Value::Number(n) => (ValueKind::Int, n.to_string()),
+                        _ => unreachable!(),
+                    };
+                    *counter = counter.wrapping_add(1);
+                    let aad = format!("{}:", path.join(":"));
+                    let sealed = EncryptedValue::encrypt(
+                        plain.as_bytes(),
+                        kind,
+                        data_key,
+                        [*counter; 32],
+                        aad.as_bytes(),
+                    );
+                    *leaf = Value::String(sealed.to_string());
+                }
+            }
+        }
+    }
+    let mut hasher = Sha512::new();
+    if metadata.mac_only_encrypted {
+        hasher.update(MAC_ONLY_ENCRYPTED_INIT);
+    }
+    let mut counter = 0;
+    for branch in branches.iter_mut() {
+        walk(
+            branch,
+            &mut Vec::new(),
+            metadata,
+            data_key,
+            &mut hasher,
+            &mut counter,
+        );
+    }
+    let mac: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect();
+    EncryptedValue::encrypt(
+        mac.as_bytes(),
+        ValueKind::Str,
+        data_key,
+        [0xAB; 32],
+        metadata.lastmodified.as_bytes(),
+    )
+    .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,218 @@
+//! Documents sealed here with a known data key: the formats and value types that no shared
+//! vector covers (JSON, INI, typed YAML values, suffix and `mac_only_encrypted` rules).
+
+use std::io::Write;
+
+use age::secrecy::ExposeSecret;
+use serde_json::{Value, json};
+
+use super::formats::{Loaded, emit};
+use super::tree::{Metadata, seal_branches};
+use super::{Format, Keys, SopsError, decrypt};
+use crate::yaml::{Ordered, Schema, parse_documents_ordered};
+
+const DATA_KEY: [u8; 32] = [42; 32];
+
+/// A fresh age identity and the data key wrapped for it, armored as SOPS stores it.
+fn age_recipient() -> (Keys, String, String) {
+    let identity = age::x25519::Identity::generate();
+    let recipient = identity.to_public();
+    let encryptor =
+        age::Encryptor::with_recipients(std::iter::once(&recipient as &dyn age::Recipient))
+            .unwrap();
+    let mut armored = Vec::new();
+    let writer =
+        age::armor::ArmoredWriter::wrap_output(&mut armored, age::armor::Format::AsciiArmor)
+            .unwrap();
+    let mut stream = encryptor.wrap_output(writer).unwrap();
+    stream.write_all(&DATA_KEY).unwrap();
+    stream.finish().unwrap().finish().unwrap();
+    let mut keys = Keys::new();
+    keys.add(
+        "test.agekey",
+        identity.to_string().expose_secret().as_bytes(),
+    )
+    .unwrap();
+    (
+        keys,
+        recipient.to_string(),
+        String::from_utf8(armored).unwrap(),
+    )
+}
+
+/// Seals `branches` and returns them with their metadata, as a loaded file would be.
+fn sealed(mut branches: Vec<Ordered>, mut metadata: Value) -> (Keys, Loaded) {
+    let (keys, recipient, enc) = age_recipient();
+    metadata["age"] = json!([{ "recipient": recipient, "enc": enc }]);
+    metadata["lastmodified"] = json!("2026-11-20T10:00:00Z");
+    metadata["version"] = json!("3.9.0");
+    let mac = seal_branches(
+        &mut branches,
+        &Metadata::from_value(&metadata).unwrap(),
+        &DATA_KEY,
+    );
+    metadata["mac"] = json!(mac);
+    (keys, Loaded { branches, metadata })
+}
+
+fn with_metadata(loaded: &Loaded) -> Vec<Ordered> {
+    let mut branches = loaded.branches.clone();
+    if let Some(Ordered::Map(entries)) = branches.first_mut() {
+        entries.push(("sops".to_string(), to_ordered(&loaded.metadata)));
+    }
+    branches
+}
+
+fn to_ordered(value: &Value) -> Ordered {
+    match value {
+        Value::Object(map) => Ordered::Map(
+            map.iter()
+                .map(|(k, v)| (k.clone(), to_ordered(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Ordered::Seq(items.iter().map(to_ordered).collect()),
+        scalar => Ordered::Scalar(scalar.clone()),
+    }
+}
+
+fn yaml(text: &str) -> Vec<Ordered> {
+    parse_documents_ordered(text, Schema::Kyaml).unwrap()
+}
+
+#[test]
+fn json_documents_keep_types_and_key_order() {
+    let plain = r#"{"zeta": "last-first", "port": 5432, "ratio": 0.25, "on": true,
+        "list": ["a", 2, false], "nested": {"pass": "json-secret", "note_unencrypted": "clear"}}"#;
+    let (keys, loaded) = sealed(yaml(plain), json!({"unencrypted_suffix": "_unencrypted"}));
+    let file = emit(&with_metadata(&loaded), Format::Json).unwrap();
+    let text = String::from_utf8(file.clone()).unwrap();
+    assert!(
+        !text.contains("json-secret") && text.contains("\"clear\""),
+        "{text}"
+    );
+    let out = String::from_utf8(decrypt(&file, Format::Json, &keys).unwrap()).unwrap();
+    let reparsed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        reparsed,
+        json!({"zeta": "last-first", "port": 5432, "ratio": 0.25, "on": true,
+               "list": ["a", 2, false], "nested": {"pass": "json-secret", "note_unencrypted": "clear"}})
+    );
+    assert!(
+        out.find("zeta").unwrap() < out.find("port").unwrap(),
+        "{out}"
+    );
+}
+
+#[test]
+fn multi_document_yaml_shares_one_mac() {
+    let (keys, loaded) = sealed(
+        yaml("a: 1\nb: x\n---\nc: [true, 1.5]\n"),
+        json!({"encrypted_suffix": ""}),
+    );
+    let docs = loaded
+        .branches
+        .iter()
+        .map(|b| match b {
+            Ordered::Map(entries) => {
+                let mut entries = entries.clone();
+                entries.push(("sops".into(), to_ordered(&loaded.metadata)));
+                Ordered::Map(entries)
+            }
+            other => other.clone(),
+        })
+        .collect::<Vec<_>>();
+    let file = emit(&docs, Format::Yaml).unwrap();
+    let out = decrypt(&file, Format::Yaml, &keys).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "a: 1\nb: x\n---\nc:\n- true\n- 1.5\n"
+    );
+}
+
+#[test]
+fn ini_sections_and_escaped_metadata() {
+    let (keys, loaded) = sealed(
+        vec![Ordered::Map(vec![
+            (
+                "db".into(),
+                Ordered::Map(vec![
+                    ("user".into(), Ordered::str("admin")),
+                    ("password".into(), Ordered::str("ini-secret")),
+                ]),
+            ),
+            (
+                "cache".into(),
+                Ordered::Map(vec![("ttl".into(), Ordered::str("60"))]),
+            ),
+        ])],
+        json!({"unencrypted_suffix": "_unencrypted"}),
+    );
+    let mut file = String::from_utf8(emit(&loaded.branches, Format::Ini).unwrap()).unwrap();
+    file.push_str("\n[sops]\n");
+    let meta = &loaded.metadata;
+    for (key, value) in [
+        (
+            "age__list_0__map_enc",
+            meta["age"][0]["enc"].as_str().unwrap(),
+        ),
+        (
+            "age__list_0__map_recipient",
+            meta["age"][0]["recipient"].as_str().unwrap(),
+        ),
+        ("lastmodified", meta["lastmodified"].as_str().unwrap()),
+        ("mac", meta["mac"].as_str().unwrap()),
+        ("unencrypted_suffix", "_unencrypted"),
+        ("version", "3.9.0"),
+    ] {
+        file.push_str(&format!("{key} = {}\n", value.replace('\n', "\\n")));
+    }
+    assert!(!file.contains("ini-secret"));
+    let out = decrypt(file.as_bytes(), Format::Ini, &keys).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "[db]\nuser = admin\npassword = ini-secret\n\n[cache]\nttl = 60\n"
+    );
+}
+
+#[test]
+fn mac_only_encrypted_ignores_clear_values() {
+    let (keys, loaded) = sealed(
+        yaml("kind: Secret\nstringData:\n  token: only-this\n"),
+        json!({"encrypted_regex": "^stringData$", "mac_only_encrypted": true}),
+    );
+    let file = String::from_utf8(emit(&with_metadata(&loaded), Format::Yaml).unwrap()).unwrap();
+    let changed = file.replace("kind: Secret", "kind: ConfigMap");
+    let out = String::from_utf8(decrypt(changed.as_bytes(), Format::Yaml, &keys).unwrap()).unwrap();
+    assert!(out.contains("kind: ConfigMap") && out.contains("token: only-this"));
+
+    // Without mac_only_encrypted the same change is caught.
+    let (keys, loaded) = sealed(
+        yaml("kind: Secret\nstringData:\n  token: only-this\n"),
+        json!({"encrypted_regex": "^stringData$"}),
+    );
+    let file = String::from_utf8(emit(&with_metadata(&loaded), Format::Yaml).unwrap()).unwrap();
+    let changed = file.replace("kind: Secret", "kind: ConfigMap");
+    assert_eq!(
+        decrypt(changed.as_bytes(), Format::Yaml, &keys).unwrap_err(),
+        SopsError::MacMismatch
+    );
+}
+
+#[test]
+fn values_moved_between_keys_do_not_open() {
+    let (keys, loaded) = sealed(yaml("a: one-secret\nb: two-secret\n"), json!({}));
+    let file = String::from_utf8(emit(&with_metadata(&loaded), Format::Yaml).unwrap()).unwrap();
+    let lines: Vec<&str> = file.lines().collect();
+    let a = lines[0].strip_prefix("a: ").unwrap();
+    let b = lines[1].strip_prefix("b: ").unwrap();
+    let swapped = file
+        .replacen(a, "@A@", 1)
+        .replacen(b, a, 1)
+        .replacen("@A@", b, 1);
+    let err = decrypt(swapped.as_bytes(), Format::Yaml, &keys).unwrap_err();
+    assert!(
+        matches!(&err, SopsError::Value { path, .. } if path == "a"),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("secret"), "{err}");
+}
