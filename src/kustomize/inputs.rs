@@ -17,12 +17,20 @@ const MAX_KUSTOMIZATIONS: usize = 10_000;
 /// Files that may need decryption before a build, each listed once, in discovery order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SecretInputs {
-    /// `secretGenerator` `files` sources (the path after any `key=`).
-    pub generator_files: Vec<PathBuf>,
+    /// `secretGenerator` `files` sources.
+    pub generator_files: Vec<GeneratorFile>,
     /// `secretGenerator` `envs` sources.
     pub env_files: Vec<PathBuf>,
     /// `patches` paths, `patchesStrategicMerge` files and `patchesJson6902` paths.
     pub patch_files: Vec<PathBuf>,
+}
+
+/// One `secretGenerator` `files` source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GeneratorFile {
+    /// The data key it becomes: the part before `=`, else the file name.
+    pub key: String,
+    pub path: PathBuf,
 }
 
 /// Walks the kustomization in `dir` and the local directories it includes.
@@ -50,6 +58,21 @@ pub fn secret_inputs(dir: &Path) -> Result<SecretInputs, KustomizeError> {
         }
         let text = std::fs::read_to_string(&file).map_err(io)?;
         let kustomization = kustfile::parse(&text, &file)?;
+        for generator in &kustomization.secret_generator {
+            for source in &generator.files {
+                let (key, relative) = match source.split_once('=') {
+                    Some((key, relative)) => (key.to_string(), relative),
+                    None => {
+                        let name = Path::new(source).file_name().unwrap_or_default();
+                        (name.to_string_lossy().into_owned(), source.as_str())
+                    }
+                };
+                let path = dir.join(relative);
+                if seen_files.insert(path.clone()) {
+                    inputs.generator_files.push(GeneratorFile { key, path });
+                }
+            }
+        }
         let mut add = |list: &mut Vec<PathBuf>, relative: &str| {
             let path = dir.join(relative);
             if seen_files.insert(path.clone()) {
@@ -57,10 +80,6 @@ pub fn secret_inputs(dir: &Path) -> Result<SecretInputs, KustomizeError> {
             }
         };
         for generator in &kustomization.secret_generator {
-            for source in &generator.files {
-                let relative = source.split_once('=').map_or(source.as_str(), |(_, p)| p);
-                add(&mut inputs.generator_files, relative);
-            }
             for env in &generator.envs {
                 add(&mut inputs.env_files, env);
             }
@@ -128,10 +147,18 @@ mod tests {
                 .map(|p| p.strip_prefix(root.path()).unwrap().display().to_string())
                 .collect()
         };
-        assert_eq!(
-            names(&inputs.generator_files),
-            ["app/file.txt", "app/plain.bin"]
-        );
+        let files: Vec<PathBuf> = inputs
+            .generator_files
+            .iter()
+            .map(|f| f.path.clone())
+            .collect();
+        assert_eq!(names(&files), ["app/file.txt", "app/plain.bin"]);
+        let keys: Vec<&str> = inputs
+            .generator_files
+            .iter()
+            .map(|f| f.key.as_str())
+            .collect();
+        assert_eq!(keys, ["key", "plain.bin"]);
         assert_eq!(
             names(&inputs.env_files),
             [

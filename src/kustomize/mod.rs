@@ -44,7 +44,7 @@ pub use edit::{
     BUILD_METADATA_OPTIONS, EditAction, edit_build_metadata, parse_build_metadata_options,
 };
 pub use generators::EnvLookup;
-pub use inputs::{SecretInputs, secret_inputs};
+pub use inputs::{GeneratorFile, SecretInputs, secret_inputs};
 pub use inventory::inventory_hash;
 pub use kustfile::KUSTOMIZATION_FILE_NAMES;
 use provenance::Tracking;

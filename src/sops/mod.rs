@@ -183,10 +183,12 @@ pub fn decrypt_build_inputs(
         Format::Binary => Format::Dotenv,
         other => other,
     };
+    // A generator file's format follows the data key it becomes, as in Flux
+    // (`key=file.txt` is binary, `config.yaml=secret.enc` is YAML).
     let files = inputs
         .generator_files
         .iter()
-        .map(|p| (p, Format::from_path(p)))
+        .map(|f| (&f.path, Format::from_path(Path::new(&f.key))))
         .chain(inputs.env_files.iter().map(|p| (p, env_format(p))))
         .chain(inputs.patch_files.iter().map(|p| (p, Format::from_path(p))));
     let mut decrypted = Vec::new();

@@ -52,7 +52,19 @@ impl Metadata {
         let mut pgp = Vec::new();
         let mut other_key_types = Vec::new();
         let mut groups = vec![map];
-        if let Some(key_groups) = map.get("key_groups").and_then(Value::as_array) {
+        let has_top_level_keys = ["age", "pgp", "kms", "gcp_kms", "azure_kv", "hc_vault"]
+            .iter()
+            .any(|k| {
+                map.get(*k)
+                    .and_then(Value::as_array)
+                    .is_some_and(|l| !l.is_empty())
+            });
+        // As in SOPS, key groups count only when no key list is set at the top level.
+        if let Some(key_groups) = map
+            .get("key_groups")
+            .and_then(Value::as_array)
+            .filter(|_| !has_top_level_keys)
+        {
             if key_groups.len() > 1 {
                 return Err(bad(
                     "several key_groups (Shamir secret sharing) are not supported",
