@@ -130,15 +130,29 @@ pub fn substitute_object(
             object: describe(),
             error,
         })?;
-    // The message of a YAML error quotes no text, so it cannot leak substituted values.
     let parsed = yaml::parse_single(&expanded, Schema::Kubernetes).map_err(|e| {
         SubstituteError::Reparse {
             object: describe(),
-            message: e.to_string(),
+            message: without_values(&e),
         }
     })?;
     *object = parsed;
     Ok(())
+}
+
+/// A YAML error of substituted text, without the text itself: the substituted values may be
+/// secrets, and errors end up in events and status.
+fn without_values(error: &yaml::YamlError) -> String {
+    use yaml::YamlError as E;
+    match error {
+        E::DuplicateKey { line, .. } => format!("line {line}: a mapping key is repeated"),
+        E::UnsupportedValue { line, .. } => {
+            format!("line {line}: a value has no JSON representation")
+        }
+        E::NonStringKey { line, .. } => format!("line {line}: a mapping key is not a string"),
+        E::Syntax { line, column, .. } => format!("line {line}, column {column}: invalid YAML"),
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -233,6 +247,21 @@ mod tests {
         assert_eq!(
             deployment["spec"]["template"]["spec"]["containers"][0]["args"][0],
             "--level=info"
+        );
+    }
+
+    #[test]
+    fn reparse_errors_never_show_substituted_values() {
+        let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm"}, "data": {"a": "${v}"}});
+        let secret = "top-secret: [unclosed";
+        let err = substitute_object(&mut object, &vars(&[("v", secret)]), true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ConfigMap/cm"), "{err}");
+        assert!(
+            !err.contains("top-secret") && !err.contains("unclosed"),
+            "{err}"
         );
     }
 

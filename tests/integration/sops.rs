@@ -467,3 +467,25 @@ fn build_inputs_outside_the_artifact_are_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn whole_file_yaml_decrypts_byte_exact_for_generator_files() {
+    // Flux's history test turns this file into Secret data through `files:`, so the bytes
+    // (not just the tree) matter.
+    let dir = "flux-history/internal/controller/testdata/sops";
+    let keys = keys_from(&format!("{dir}/pgp.asc"));
+    let plain = sops::decrypt(
+        &read(&format!("{dir}/month/month.yaml")),
+        Format::Yaml,
+        &keys,
+    )
+    .unwrap();
+    assert_eq!(plain, b"month: May\n");
+    let plain = sops::decrypt(
+        &read(&format!("{dir}/day.txt.encrypted")),
+        Format::Binary,
+        &keys,
+    )
+    .unwrap();
+    assert_eq!(plain, b"day=Tuesday\n");
+}
