@@ -5,7 +5,10 @@
 //! overrides them. Names must be shell-style identifiers. Each built object is then printed as
 //! YAML, its `${…}` expressions expanded (`expr`), and the text read back with Kubernetes' YAML
 //! rules, so an expression that yields `3` in an unquoted position becomes a number, as in
-//! Flux. Objects labelled or annotated `kustomize.toolkit.fluxcd.io/substitute: disabled` are
+//! Flux. Quotes around `"${n}"` in a source file do not survive the kustomize build (kustomize
+//! prints `${n}` plain, and so do we), so there too `3` becomes a number — Flux's behaviour,
+//! whose documented remedy is a quote variable: `${quote}${n}${quote}` with `quote: '"'`.
+//! Objects labelled or annotated `kustomize.toolkit.fluxcd.io/substitute: disabled` are
 //! left alone. Errors name the object and the variable, never a value.
 
 mod expr;
@@ -248,6 +251,22 @@ mod tests {
             deployment["spec"]["template"]["spec"]["containers"][0]["args"][0],
             "--level=info"
         );
+    }
+
+    #[test]
+    fn quotes_come_from_values_as_in_flux() {
+        // Source quotes are gone after a build, as in kustomize and Flux: "${n}" is the
+        // string `${n}` here and yields a number.
+        let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "annotations": {
+                "plain": "${id}", "quoted": "${quote}${id}${quote}", "single": "${single}"}}});
+        let vars = vars(&[("id", "0123"), ("quote", "\""), ("single", "'true'")]);
+        substitute_object(&mut object, &vars, true).unwrap();
+        let annotations = &object["metadata"]["annotations"];
+        assert_eq!(annotations["quoted"], "0123");
+        assert_eq!(annotations["single"], "true");
+        // YAML 1.1 reads 0123 as octal 83, as sigs.k8s.io/yaml does in Flux.
+        assert_eq!(annotations["plain"], 83);
     }
 
     #[test]
