@@ -216,3 +216,55 @@ fn values_moved_between_keys_do_not_open() {
     );
     assert!(!err.to_string().contains("secret"), "{err}");
 }
+
+#[cfg(feature = "pgp")]
+#[test]
+fn openpgp_ecc_keys_open_data_keys() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sops/generated");
+    let key = std::fs::read(format!("{dir}/ecc.asc")).unwrap();
+    let message = std::fs::read_to_string(format!("{dir}/msg.asc")).unwrap();
+    let mut keys = Keys::new();
+    keys.add("ecc.asc", &key).unwrap();
+    let expected: Vec<u8> = (100..132).collect();
+    assert_eq!(keys.open_pgp(&message).unwrap().unwrap().to_vec(), expected);
+    // Another key is simply not a recipient.
+    let rsa = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/sops/flux/internal/controller/testdata/sops/keys/pgp.asc"
+    );
+    let mut other = Keys::new();
+    other.add("pgp.asc", &std::fs::read(rsa).unwrap()).unwrap();
+    assert_eq!(other.open_pgp(&message).unwrap(), None);
+}
+
+#[test]
+fn key_entries_that_cannot_be_read_are_named_not_shown() {
+    let mut keys = Keys::new();
+    let secret_looking = "AGE-SECRET-KEY-1NOTAVALIDKEYBUTSECRETLOOKING";
+    let err = keys
+        .add(
+            "identity.agekey",
+            format!("# comment\n{secret_looking}\n").as_bytes(),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("identity.agekey") && err.contains("line 2"),
+        "{err}"
+    );
+    assert!(!err.contains("NOTAVALID"), "{err}");
+    let err = keys
+        .add("empty.agekey", b"# nothing\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("empty.agekey"), "{err}");
+    let err = keys
+        .add(
+            "bad.asc",
+            b"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\ngarbage\n",
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("bad.asc"), "{err}");
+    assert!(keys.is_empty());
+}
