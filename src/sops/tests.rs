@@ -268,3 +268,18 @@ fn key_entries_that_cannot_be_read_are_named_not_shown() {
     assert!(err.contains("bad.asc"), "{err}");
     assert!(keys.is_empty());
 }
+
+#[test]
+fn comment_rules_decide_by_value_form() {
+    let (keys, mut loaded) = sealed(
+        yaml("user: admin\npassword: comment-secret\n"),
+        json!({"encrypted_regex": "^password$"}),
+    );
+    // The same file as if `# sops:enc` comments had chosen `password`.
+    let metadata = loaded.metadata.as_object_mut().unwrap();
+    metadata.remove("encrypted_regex");
+    metadata.insert("encrypted_comment_regex".into(), json!("sops:enc"));
+    let file = emit(&with_metadata(&loaded), Format::Yaml).unwrap();
+    let out = String::from_utf8(decrypt(&file, Format::Yaml, &keys).unwrap()).unwrap();
+    assert_eq!(out, "user: admin\npassword: comment-secret\n");
+}

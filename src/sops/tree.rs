@@ -27,6 +27,10 @@ enum Rule {
     EncryptedSuffix(String),
     UnencryptedRegex(Regex),
     EncryptedRegex(Regex),
+    /// `encrypted_comment_regex` / `unencrypted_comment_regex`: the decision follows comments,
+    /// which this reader does not keep, so a leaf counts as encrypted when it is an
+    /// `ENC[…]` value (a forged one still fails authentication).
+    ByValueForm,
 }
 
 /// The parts of the `sops` metadata decryption needs.
@@ -115,6 +119,11 @@ impl Metadata {
             Rule::UnencryptedRegex(r)
         } else if let Some(r) = regex("encrypted_regex")? {
             Rule::EncryptedRegex(r)
+        } else if ["encrypted_comment_regex", "unencrypted_comment_regex"]
+            .iter()
+            .any(|k| text(k).is_some_and(|r| !r.is_empty()))
+        {
+            Rule::ByValueForm
         } else {
             Rule::UnencryptedSuffix("_unencrypted".to_string())
         };
@@ -134,8 +143,9 @@ impl Metadata {
         })
     }
 
-    fn encrypts(&self, path: &[String]) -> bool {
+    fn encrypts(&self, path: &[String], leaf: &Value) -> bool {
         match &self.rule {
+            Rule::ByValueForm => leaf.as_str().is_some_and(EncryptedValue::looks_encrypted),
             Rule::UnencryptedSuffix(s) => !path.iter().any(|k| k.ends_with(s.as_str())),
             Rule::EncryptedSuffix(s) => path.iter().any(|k| k.ends_with(s.as_str())),
             Rule::UnencryptedRegex(r) => !path.iter().any(|k| r.is_match(k)),
@@ -239,7 +249,7 @@ pub fn open_value(
                 .iter_mut()
                 .try_for_each(|item| walk(item, path, metadata, data_key)),
             leaf => {
-                if metadata.encrypts(path) && !leaf.is_null() {
+                if !leaf.is_null() && metadata.encrypts(path, leaf) {
                     *leaf = open_leaf(leaf, path, data_key)?.0;
                 }
                 Ok(())
@@ -272,7 +282,7 @@ fn open_ordered(
         }
         Ordered::Scalar(Value::Null) => {}
         Ordered::Scalar(leaf) => {
-            let encrypted = metadata.encrypts(path);
+            let encrypted = metadata.encrypts(path, leaf);
             if encrypted {
                 let (plain, mac_bytes) = open_leaf(leaf, path, data_key)?;
                 *leaf = plain;
@@ -399,7 +409,7 @@ pub(super) fn seal_branches(
                 .for_each(|i| walk(i, path, metadata, data_key, hasher, counter)),
             Ordered::Scalar(Value::Null) => {}
             Ordered::Scalar(leaf) => {
-                let encrypted = metadata.encrypts(path);
+                let encrypted = metadata.encrypts(path, leaf);
                 if encrypted || !metadata.mac_only_encrypted {
                     hasher.update(mac_bytes(leaf));
                 }
