@@ -406,39 +406,19 @@ fn flux_sops_tree_builds_and_decrypts_end_to_end() {
             .unwrap_or_else(|| panic!("{kind} {name} missing"))
             .clone()
     };
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    assert_eq!(
-        find("Secret", "sops-algo-age")["stringData"]["key"],
-        "value"
-    );
-    assert_eq!(
-        find("Secret", "sops-algo-pgp")["stringData"]["key"],
-        "value"
-    );
-    assert_eq!(
-        find("Secret", "sops-envs-secret")["data"]["key"],
-        b64("value")
-    );
-    assert_eq!(
-        find("ConfigMap", "sops-envs-configmap")["data"]["key"],
-        "value"
-    );
-    assert_eq!(
-        find("Secret", "sops-files-secret")["data"]["key"],
-        b64("value")
-    );
-    assert_eq!(
-        find("ConfigMap", "sops-files-configmap")["data"]["key"],
-        "value"
-    );
-    assert_eq!(
-        find("Secret", "sops-component")["data"]["key"],
-        b64("value")
-    );
-    assert_eq!(
-        find("Secret", "sops-inside-secret")["data"]["key"],
-        b64("value")
-    );
+    let b64 = base64::engine::general_purpose::STANDARD.encode("value");
+    for (kind, name, field, expected) in [
+        ("Secret", "sops-algo-age", "stringData", "value"),
+        ("Secret", "sops-algo-pgp", "stringData", "value"),
+        ("Secret", "sops-envs-secret", "data", &b64),
+        ("ConfigMap", "sops-envs-configmap", "data", "value"),
+        ("Secret", "sops-files-secret", "data", &b64),
+        ("ConfigMap", "sops-files-configmap", "data", "value"),
+        ("Secret", "sops-component", "data", &b64),
+        ("Secret", "sops-inside-secret", "data", &b64),
+    ] {
+        assert_eq!(find(kind, name)[field]["key"], expected, "{kind} {name}");
+    }
     let patched = find("Secret", "sops-patches-secret");
     assert_eq!(patched["stringData"]["key"], "merge1");
     assert_eq!(patched["stringData"]["merge2"], "merge2");
