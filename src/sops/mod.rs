@@ -298,9 +298,10 @@ pub fn decrypt_object(object: &mut Value, keys: &Keys) -> Result<ObjectOutcome, 
 }
 
 /// An error when a `Secret` still holds SOPS-encrypted content after decryption (no keys
-/// configured, or decryption disabled for it): applying it would store ciphertext.
+/// configured): applying it would store ciphertext. Objects annotated
+/// `kustomize.toolkit.fluxcd.io/decrypt: disabled` hold it on purpose and pass.
 pub fn ensure_not_encrypted_secret(object: &Value) -> Result<(), SopsError> {
-    if object.get("kind").and_then(Value::as_str) != Some("Secret") {
+    if object.get("kind").and_then(Value::as_str) != Some("Secret") || decryption_disabled(object) {
         return Ok(());
     }
     let encrypted = object.get("sops").is_some()

@@ -301,7 +301,13 @@ fn objects_with_sops_metadata_decrypt_after_a_build() {
         ObjectOutcome::Disabled
     );
     assert_eq!(disabled, before);
-    let err = sops::ensure_not_encrypted_secret(&disabled)
+    // Left alone means applied as written: the user keeps SOPS data there on purpose.
+    sops::ensure_not_encrypted_secret(&disabled).unwrap();
+
+    let still_encrypted = parse_documents(&text, Schema::Kubernetes)
+        .unwrap()
+        .remove(0);
+    let err = sops::ensure_not_encrypted_secret(&still_encrypted)
         .unwrap_err()
         .to_string();
     assert!(
