@@ -47,7 +47,9 @@ pub use generators::EnvLookup;
 pub use inputs::{GeneratorFile, SecretInputs, secret_inputs};
 pub use inventory::inventory_hash;
 pub use kustfile::KUSTOMIZATION_FILE_NAMES;
+pub use openapi::{Openapi, PropertyMeta, SchemaView};
 use provenance::Tracking;
+pub use smp::{Outcome as StrategicMergeOutcome, apply as strategic_merge};
 pub use provenance::{ConfiguredBy, Origin, Provenance, provenance_table};
 
 /// Which files a kustomization may read.

@@ -21,6 +21,8 @@ pub struct PropertyMeta {
     pub strategy: Option<String>,
     /// `x-kubernetes-list-map-keys`: the keys that together identify a list element.
     pub list_map_keys: Vec<String>,
+    /// `x-kubernetes-list-type`: `atomic`, `set` or `map`.
+    pub list_type: Option<String>,
 }
 
 /// A schema: kinds with their root definitions and scope, and definitions' properties.
@@ -69,7 +71,7 @@ impl Openapi {
                     let props = props
                         .into_iter()
                         .map(
-                            |(prop, (definition, merge_key, strategy, _, list_map_keys))| {
+                            |(prop, (definition, merge_key, strategy, list_type, list_map_keys))| {
                                 (
                                     prop,
                                     PropertyMeta {
@@ -77,6 +79,7 @@ impl Openapi {
                                         merge_key,
                                         strategy,
                                         list_map_keys: list_map_keys.unwrap_or_default(),
+                                        list_type,
                                     },
                                 )
                             },
@@ -154,6 +157,7 @@ impl Openapi {
                         definition: nested,
                         merge_key: text(spec.get("x-kubernetes-patch-merge-key")),
                         strategy: text(spec.get("x-kubernetes-patch-strategy")),
+                        list_type: text(spec.get("x-kubernetes-list-type")),
                         list_map_keys: spec
                             .get("x-kubernetes-list-map-keys")
                             .and_then(Value::as_array)

@@ -7,4 +7,5 @@ mod kustomize_golden;
 #[cfg(feature = "remote-bases")]
 mod remote_bases;
 mod sops;
+#[path = "../support/mod.rs"]
 mod support;

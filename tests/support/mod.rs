@@ -34,3 +34,5 @@ pub fn stdout_of(output: &Output) -> String {
 pub fn stderr_of(output: &Output) -> String {
     String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
 }
+
+pub mod apiserver;

@@ -1,0 +1,816 @@
+//! Requests to responses: routing of API paths, the verbs (get, list, create, update,
+//! patch, delete, deletecollection) with their preconditions, dry-run, field managers and
+//! the status subresource. Watches are answered in `watch`; everything else is synchronous
+//! under the store's lock.
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+use super::errors::ApiError;
+use super::fieldset::Shape;
+use super::managed::{self, ApplyRequest, Scope};
+use super::rbac::{self, Attributes, Identity};
+use super::resources::{Discovery, ResourceType};
+use super::selectors::{FieldSelector, LabelSelector};
+use super::store::{EventType, Store};
+use super::validation;
+use kustomize_controller::kustomize::{SchemaView, StrategicMergeOutcome, strategic_merge};
+
+/// A parsed request, independent of the HTTP library.
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub query: HashMap<String, String>,
+    pub content_type: String,
+    pub accept: String,
+    pub user_agent: String,
+    pub identity: Identity,
+    pub body: Vec<u8>,
+}
+
+pub struct Reply {
+    pub code: u16,
+    pub body: Value,
+}
+
+impl Reply {
+    fn ok(body: Value) -> Reply {
+        Reply { code: 200, body }
+    }
+}
+
+/// Where a request goes.
+pub enum Route {
+    Plain(Value),
+    Resource(ResourceRoute),
+}
+
+#[derive(Clone)]
+pub struct ResourceRoute {
+    pub rt: ResourceType,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+impl ResourceRoute {
+    pub fn verb(&self, method: &str, query: &HashMap<String, String>) -> &'static str {
+        let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+        match (method, self.name.is_some()) {
+            ("GET", true) => "get",
+            ("GET", false) if watch => "watch",
+            ("GET", false) => "list",
+            ("POST", _) => "create",
+            ("PUT", _) => "update",
+            ("PATCH", _) => "patch",
+            ("DELETE", true) => "delete",
+            ("DELETE", false) => "deletecollection",
+            _ => "unknown",
+        }
+    }
+
+    pub fn attributes<'a>(&'a self, verb: &'a str) -> Attributes<'a> {
+        Attributes {
+            verb,
+            group: &self.rt.group,
+            resource: &self.rt.plural,
+            subresource: self.subresource.as_deref().unwrap_or(""),
+            namespace: self.namespace.as_deref().unwrap_or(""),
+            name: self.name.as_deref().unwrap_or(""),
+        }
+    }
+}
+
+pub fn route(store: &Store, path: &str) -> Result<Route, ApiError> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let discovery = Discovery { types: &store.types };
+    let (group, version, rest) = match segments.as_slice() {
+        ["version"] => {
+            return Ok(Route::Plain(json!({
+                "major": "1", "minor": "33", "gitVersion": "v1.33.0-kustomize-controller-test",
+                "platform": "linux/amd64",
+            })));
+        }
+        ["healthz" | "readyz" | "livez"] => return Ok(Route::Plain(json!("ok"))),
+        ["api"] => {
+            return Ok(Route::Plain(json!({
+                "kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+            })));
+        }
+        ["apis"] => return Ok(Route::Plain(discovery.group_list())),
+        ["api", "v1"] => {
+            return discovery
+                .resource_list("", "v1")
+                .map(Route::Plain)
+                .ok_or_else(ApiError::unknown_resource);
+        }
+        ["apis", group] => {
+            return discovery
+                .group_document(group)
+                .map(Route::Plain)
+                .ok_or_else(ApiError::unknown_resource);
+        }
+        ["apis", group, version] => {
+            return discovery
+                .resource_list(group, version)
+                .map(Route::Plain)
+                .ok_or_else(ApiError::unknown_resource);
+        }
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return Err(ApiError::unknown_resource()),
+    };
+    let namespaced_path = rest.first() == Some(&"namespaces")
+        && rest.len() >= 3
+        && !(group.is_empty() && rest.len() == 3 && matches!(rest[2], "status" | "finalize"));
+    let (namespace, rest) = if namespaced_path {
+        (Some(rest[1].to_string()), &rest[2..])
+    } else {
+        (None, rest)
+    };
+    let (plural, name, subresource) = match rest {
+        [plural] => (*plural, None, None),
+        [plural, name] => (*plural, Some(name.to_string()), None),
+        [plural, name, sub] => (*plural, Some(name.to_string()), Some(sub.to_string())),
+        _ => return Err(ApiError::unknown_resource()),
+    };
+    let rt = store
+        .find_type(group, version, plural)
+        .ok_or_else(ApiError::unknown_resource)?;
+    if namespace.is_some() && !rt.namespaced {
+        return Err(ApiError::unknown_resource());
+    }
+    if rt.namespaced && namespace.is_none() && name.is_some() {
+        return Err(ApiError::unknown_resource());
+    }
+    if let Some(sub) = &subresource
+        && !(sub == "status" && rt.status_subresource || sub == "finalize" && rt.kind == "Namespace")
+    {
+        return Err(ApiError::unknown_resource());
+    }
+    Ok(Route::Resource(ResourceRoute {
+        rt,
+        namespace,
+        name,
+        subresource,
+    }))
+}
+
+/// Answers a non-watch request on a resource.
+pub fn handle(store: &mut Store, request: &Request, route: &ResourceRoute) -> Result<Reply, ApiError> {
+    let verb = route.verb(&request.method, &request.query);
+    let attributes = route.attributes(verb);
+    if !rbac::allowed(store, &request.identity, &attributes) {
+        return Err(ApiError::forbidden(rbac::denial(&request.identity, &attributes)));
+    }
+    let dry_run = request.query.get("dryRun").is_some_and(|d| d == "All");
+    let reply = match verb {
+        "get" => get(store, route),
+        "list" => list(store, request, route),
+        "create" => create(store, request, route, dry_run),
+        "update" => update(store, request, route, dry_run),
+        "patch" => patch(store, request, route, dry_run),
+        "delete" => delete(store, request, route, dry_run),
+        "deletecollection" => delete_collection(store, request, route, dry_run),
+        _ => Err(ApiError::method_not_allowed()),
+    }?;
+    if !dry_run {
+        store.settle();
+    }
+    Ok(reply)
+}
+
+fn namespace_of(route: &ResourceRoute) -> &str {
+    route.namespace.as_deref().unwrap_or("")
+}
+
+/// The object as a client of `rt`'s version sees it.
+pub fn present(rt: &ResourceType, object: &Value) -> Value {
+    let mut object = object.clone();
+    object["apiVersion"] = json!(rt.api_version());
+    object["kind"] = json!(rt.kind);
+    object
+}
+
+fn get(store: &Store, route: &ResourceRoute) -> Result<Reply, ApiError> {
+    let name = route.name.as_deref().unwrap_or("");
+    let object = store
+        .get(&route.rt, namespace_of(route), name)
+        .ok_or_else(|| ApiError::not_found(&route.rt, name))?;
+    Ok(Reply::ok(present(&route.rt, object)))
+}
+
+pub struct Filters {
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Filters {
+    pub fn parse(query: &HashMap<String, String>, kind: &str) -> Result<Filters, ApiError> {
+        Ok(Filters {
+            labels: LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?,
+            fields: FieldSelector::parse(
+                query.get("fieldSelector").map_or("", String::as_str),
+                kind,
+            )?,
+        })
+    }
+
+    pub fn matches(&self, object: &Value) -> bool {
+        self.labels.matches(object) && self.fields.matches(object)
+    }
+}
+
+fn list(store: &Store, request: &Request, route: &ResourceRoute) -> Result<Reply, ApiError> {
+    let filters = Filters::parse(&request.query, &route.rt.kind)?;
+    let matching: Vec<&Value> = store
+        .list(&route.rt, route.namespace.as_deref())
+        .into_iter()
+        .filter(|o| filters.matches(o))
+        .collect();
+    let start: usize = match request.query.get("continue").filter(|c| !c.is_empty()) {
+        Some(token) => token
+            .parse()
+            .map_err(|_| ApiError::bad_request("continue key is not valid"))?,
+        None => 0,
+    };
+    let limit: usize = request
+        .query
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let metadata_only = request.accept.contains("as=PartialObjectMetadataList");
+    let page: Vec<Value> = matching
+        .iter()
+        .skip(start)
+        .take(limit)
+        .map(|o| {
+            if metadata_only {
+                json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": o["metadata"]})
+            } else if route.rt.custom.is_some() {
+                present(&route.rt, o)
+            } else {
+                let mut item = (*o).clone();
+                if let Some(map) = item.as_object_mut() {
+                    map.remove("apiVersion");
+                    map.remove("kind");
+                }
+                item
+            }
+        })
+        .collect();
+    let mut metadata = json!({"resourceVersion": store.resource_version.to_string()});
+    let next = start.saturating_add(page.len());
+    if next < matching.len() {
+        metadata["continue"] = json!(next.to_string());
+        metadata["remainingItemCount"] = json!(matching.len() - next);
+    }
+    let (api_version, kind) = if metadata_only {
+        ("meta.k8s.io/v1".to_string(), "PartialObjectMetadataList".to_string())
+    } else {
+        (route.rt.api_version(), format!("{}List", route.rt.kind))
+    };
+    Ok(Reply::ok(json!({
+        "apiVersion": api_version, "kind": kind, "metadata": metadata, "items": page,
+    })))
+}
+
+fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the request body could not be decoded: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request("the request body must be an object"));
+    }
+    Ok(value)
+}
+
+/// The manager of an ordinary write: `fieldManager`, else the user agent's first word.
+fn update_manager(request: &Request) -> String {
+    if let Some(manager) = request.query.get("fieldManager") {
+        return manager.clone();
+    }
+    let agent = request.user_agent.split('/').next().unwrap_or("").trim();
+    if agent.is_empty() {
+        "unknown".into()
+    } else {
+        agent.to_string()
+    }
+}
+
+fn scope_of(rt: &ResourceType, route: &ResourceRoute) -> Scope {
+    match (route.subresource.as_deref(), rt.status_subresource) {
+        (Some("status"), _) => Scope::Status,
+        (_, true) => Scope::Main,
+        (_, false) => Scope::Whole,
+    }
+}
+
+fn shape_of(rt: &ResourceType) -> (SchemaView<'_>, String, String) {
+    let custom = rt.custom.as_ref().map(|c| c.merge_schema.as_ref());
+    (SchemaView { custom }, rt.api_version(), rt.kind.clone())
+}
+
+/// Checks the body's apiVersion, kind, name and namespace against the URL.
+fn check_identity(route: &ResourceRoute, object: &mut Value) -> Result<(), ApiError> {
+    let rt = &route.rt;
+    if let Some(api_version) = object.get("apiVersion").and_then(Value::as_str)
+        && api_version != rt.api_version()
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({api_version}) does not match the expected API version ({})",
+            rt.api_version()
+        )));
+    }
+    if let Some(kind) = object.get("kind").and_then(Value::as_str)
+        && kind != rt.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            rt.kind
+        )));
+    }
+    object["apiVersion"] = json!(rt.api_version());
+    object["kind"] = json!(rt.kind);
+    if !object["metadata"].is_object() {
+        object["metadata"] = json!({});
+    }
+    let url_namespace = route.namespace.clone().unwrap_or_default();
+    match object.pointer("/metadata/namespace").and_then(Value::as_str) {
+        Some(ns) if rt.namespaced && !ns.is_empty() && ns != url_namespace => {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        _ => {}
+    }
+    if rt.namespaced {
+        object["metadata"]["namespace"] = json!(url_namespace);
+    } else if let Some(metadata) = object["metadata"].as_object_mut() {
+        metadata.remove("namespace");
+    }
+    if let Some(url_name) = &route.name {
+        match object.pointer("/metadata/name").and_then(Value::as_str) {
+            Some(name) if name != url_name => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({name}) does not match the name on the URL ({url_name})"
+                )));
+            }
+            _ => object["metadata"]["name"] = json!(url_name),
+        }
+    }
+    Ok(())
+}
+
+fn check_namespace(store: &Store, route: &ResourceRoute, name: &str) -> Result<(), ApiError> {
+    let Some(namespace) = route.namespace.as_deref() else {
+        return Ok(());
+    };
+    let namespaces = store.find_type("", "v1", "namespaces").expect("namespaces are built in");
+    let Some(ns) = store.get(&namespaces, "", namespace) else {
+        return Err(ApiError::namespace_not_found(namespace));
+    };
+    if ns.pointer("/metadata/deletionTimestamp").is_some() {
+        let mut error = ApiError::forbidden(format!(
+            "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+            route.rt.qualified_plural()
+        ));
+        error.details = Some(json!({
+            "name": name, "kind": route.rt.plural,
+            "causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {namespace} is being terminated"), "field": "metadata.namespace"}],
+        }));
+        return Err(error);
+    }
+    Ok(())
+}
+
+fn next_cluster_ip(store: &Store) -> String {
+    let n = store.resource_version % 65_000 + 10;
+    format!("10.96.{}.{}", n / 250, n % 250 + 1)
+}
+
+/// How managed fields are recorded for a write.
+enum Ownership {
+    /// Already recorded by server-side apply.
+    Applied,
+    /// An ordinary write by this manager.
+    Update(String),
+}
+
+/// The common tail of every write: server-owned fields, scope, defaults, pruning,
+/// validation, generation, managed fields, no-op detection, dry-run and storage.
+fn finish_write(
+    store: &mut Store,
+    route: &ResourceRoute,
+    old: Option<&Value>,
+    mut new: Value,
+    ownership: Ownership,
+    dry_run: bool,
+) -> Result<Reply, ApiError> {
+    let rt = &route.rt;
+    let scope = scope_of(rt, route);
+    let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+    let namespace = namespace_of(route).to_string();
+    if let Some(old) = old {
+        for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+            match old["metadata"].get(field) {
+                Some(value) => new["metadata"][field] = value.clone(),
+                None => {
+                    if let Some(m) = new["metadata"].as_object_mut() {
+                        m.remove(field);
+                    }
+                }
+            }
+        }
+        match scope {
+            Scope::Main => match old.get("status") {
+                Some(status) => new["status"] = status.clone(),
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            },
+            Scope::Status => {
+                let status = new.get("status").cloned();
+                let managed_fields = new.pointer("/metadata/managedFields").cloned();
+                new = old.clone();
+                match status {
+                    Some(status) => new["status"] = status,
+                    None => {
+                        if let Some(m) = new.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+                if let Some(managed_fields) = managed_fields {
+                    new["metadata"]["managedFields"] = managed_fields;
+                }
+            }
+            Scope::Whole => {}
+        }
+    } else {
+        store.stamp_new(&mut new);
+        if rt.generation {
+            new["metadata"]["generation"] = json!(1);
+        }
+        if rt.status_subresource
+            && let Some(m) = new.as_object_mut()
+        {
+            m.remove("status");
+        }
+        if rt.group == "apiextensions.k8s.io" {
+            crd_status(&mut new);
+        }
+    }
+    if let Some(m) = new["metadata"].as_object_mut() {
+        m.remove("selfLink");
+    }
+    let ip = next_cluster_ip(store);
+    validation::default_object(rt, old, &mut new, &ip);
+    if let Some(schema) = rt.custom.as_ref().and_then(|c| c.schema.as_ref()) {
+        validation::prune(&mut new, schema, true);
+    }
+    let causes = validation::validate(rt, old, &new);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(rt, &name, causes));
+    }
+    if let Some(old) = old
+        && rt.generation
+    {
+        let spec_of = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(m) = v.as_object_mut() {
+                m.remove("metadata");
+                if rt.status_subresource {
+                    m.remove("status");
+                }
+            }
+            v
+        };
+        if spec_of(old) != spec_of(&new) {
+            let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+            new["metadata"]["generation"] = json!(generation + 1);
+        }
+    }
+    if let Ownership::Update(manager) = ownership {
+        let (schema, api_version, kind) = shape_of(rt);
+        let shape = Shape::root(schema, &api_version, &kind);
+        managed::record_update(old, &mut new, shape, &manager, &api_version, scope);
+    }
+    if let Some(old) = old {
+        let mut comparable = new.clone();
+        comparable["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+        if comparable == *old {
+            return Ok(Reply::ok(present(rt, old)));
+        }
+    }
+    if dry_run {
+        if let Some(old) = old {
+            new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+        }
+        return Ok(Reply {
+            code: if old.is_some() { 200 } else { 201 },
+            body: present(rt, &new),
+        });
+    }
+    let mut stored_form = new.clone();
+    if let Some(custom) = &rt.custom {
+        stored_form["apiVersion"] = json!(format!("{}/{}", rt.group, custom.storage_version));
+    }
+    let event = if old.is_some() { EventType::Modified } else { EventType::Added };
+    let stored = store.put(rt, &namespace, &name, stored_form, event, old.cloned());
+    if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
+        store.register_crd(&stored);
+    }
+    Ok(Reply {
+        code: if old.is_some() { 200 } else { 201 },
+        body: present(rt, &stored),
+    })
+}
+
+/// A new CRD is accepted and established at once, and keeps its instances until they are
+/// cleaned up.
+fn crd_status(crd: &mut Value) {
+    let now = managed::now();
+    let names = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let storage: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("storage") == Some(&json!(true)))
+        .filter_map(|v| v.get("name").cloned())
+        .collect();
+    crd["status"] = json!({
+        "acceptedNames": names,
+        "storedVersions": storage,
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+             "message": "no conflicts found", "lastTransitionTime": now},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "message": "the initial names have been accepted", "lastTransitionTime": now},
+        ],
+    });
+    let finalizers = crd["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+    let cleanup = json!("customresourcecleanup.apiextensions.k8s.io");
+    if !finalizers.contains(&cleanup) {
+        let mut finalizers = finalizers;
+        finalizers.push(cleanup);
+        crd["metadata"]["finalizers"] = Value::Array(finalizers);
+    }
+}
+
+fn create(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: bool) -> Result<Reply, ApiError> {
+    let mut object = parse_json(&request.body)?;
+    check_identity(route, &mut object)?;
+    if object.pointer("/metadata/resourceVersion").and_then(Value::as_str).is_some_and(|rv| !rv.is_empty()) {
+        return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+    }
+    let mut name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+    if name.is_empty()
+        && let Some(prefix) = object.pointer("/metadata/generateName").and_then(Value::as_str)
+    {
+        name = format!("{prefix}{}", store.random_suffix());
+        object["metadata"]["name"] = json!(name);
+    }
+    check_namespace(store, route, &name)?;
+    if !name.is_empty() && store.get(&route.rt, namespace_of(route), &name).is_some() {
+        return Err(ApiError::already_exists(&route.rt, &name));
+    }
+    let manager = update_manager(request);
+    finish_write(store, route, None, object, Ownership::Update(manager), dry_run)
+}
+
+fn check_resource_version(route: &ResourceRoute, old: &Value, new: &Value) -> Result<(), ApiError> {
+    let wanted = new.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
+    let current = old.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
+    if !wanted.is_empty() && wanted != current {
+        return Err(ApiError::stale(&route.rt, route.name.as_deref().unwrap_or("")));
+    }
+    Ok(())
+}
+
+fn update(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: bool) -> Result<Reply, ApiError> {
+    let mut object = parse_json(&request.body)?;
+    check_identity(route, &mut object)?;
+    let name = route.name.clone().unwrap_or_default();
+    let old = store
+        .get(&route.rt, namespace_of(route), &name)
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(&route.rt, &name))?;
+    check_resource_version(route, &old, &object)?;
+    let manager = update_manager(request);
+    finish_write(store, route, Some(&old), object, Ownership::Update(manager), dry_run)
+}
+
+fn patch(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: bool) -> Result<Reply, ApiError> {
+    let name = route.name.clone().unwrap_or_default();
+    let old = store.get(&route.rt, namespace_of(route), &name).cloned();
+    let content_type = request.content_type.split(';').next().unwrap_or("").trim();
+    if content_type == "application/apply-patch+yaml" {
+        return apply(store, request, route, old, dry_run);
+    }
+    let old = old.ok_or_else(|| ApiError::not_found(&route.rt, &name))?;
+    let mut new = present(&route.rt, &old);
+    match content_type {
+        "application/merge-patch+json" => {
+            let patch = parse_json(&request.body)?;
+            json_patch::merge(&mut new, &patch);
+        }
+        "application/json-patch+json" => {
+            let patch: json_patch::Patch = serde_json::from_slice(&request.body)
+                .map_err(|e| ApiError::bad_request(format!("the request body could not be decoded: {e}")))?;
+            json_patch::patch(&mut new, &patch).map_err(|e| {
+                ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}"))
+            })?;
+        }
+        "application/strategic-merge-patch+json" if route.rt.custom.is_none() => {
+            let patch = parse_json(&request.body)?;
+            if strategic_merge(&mut new, &patch, SchemaView { custom: None }) == StrategicMergeOutcome::Deleted {
+                return Err(ApiError::bad_request("a strategic merge patch may not delete the object"));
+            }
+        }
+        other => return Err(ApiError::unsupported_media_type(other)),
+    }
+    check_identity(route, &mut new)?;
+    check_resource_version(route, &old, &new)?;
+    let manager = update_manager(request);
+    finish_write(store, route, Some(&old), new, Ownership::Update(manager), dry_run)
+}
+
+fn apply(
+    store: &mut Store,
+    request: &Request,
+    route: &ResourceRoute,
+    old: Option<Value>,
+    dry_run: bool,
+) -> Result<Reply, ApiError> {
+    let Some(manager) = request.query.get("fieldManager").filter(|m| !m.is_empty()) else {
+        return Err(ApiError::bad_request("PATCH, application/apply-patch+yaml requires fieldManager to be set"));
+    };
+    let text = std::str::from_utf8(&request.body)
+        .map_err(|_| ApiError::bad_request("the apply body is not UTF-8"))?;
+    let mut config = kustomize_controller::yaml::parse_single(text, kustomize_controller::yaml::Schema::Kubernetes)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    if !config.is_object() {
+        return Err(ApiError::bad_request("the apply body must be an object"));
+    }
+    for field in ["apiVersion", "kind"] {
+        if config.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+            return Err(ApiError::bad_request(format!("{field} must be set")));
+        }
+    }
+    check_identity(route, &mut config)?;
+    validation::default_list_keys(&mut config);
+    let name = route.name.clone().unwrap_or_default();
+    if let Some(old) = &old {
+        check_resource_version(route, old, &config)?;
+    } else {
+        check_namespace(store, route, &name)?;
+    }
+    if let Some(m) = config["metadata"].as_object_mut() {
+        m.remove("resourceVersion");
+    }
+    let live = match &old {
+        Some(old) => present(&route.rt, old),
+        None => {
+            let mut skeleton = json!({
+                "apiVersion": route.rt.api_version(), "kind": route.rt.kind,
+                "metadata": {"name": name},
+            });
+            if let Some(namespace) = &route.namespace {
+                skeleton["metadata"]["namespace"] = json!(namespace);
+            }
+            skeleton
+        }
+    };
+    let force = request.query.get("force").is_some_and(|f| f == "true");
+    let (schema, api_version, kind) = shape_of(&route.rt);
+    let shape = Shape::root(schema, &api_version, &kind);
+    let applied = managed::apply(
+        &live,
+        &config,
+        shape,
+        &ApplyRequest {
+            manager,
+            force,
+            api_version: &api_version,
+            scope: scope_of(&route.rt, route),
+        },
+    )
+    .map_err(|conflicts| {
+        let mut error = ApiError::new(409, "Conflict", managed::conflict_message(&conflicts));
+        let mut details = json!({
+            "name": name, "kind": route.rt.plural,
+            "causes": conflicts.iter().map(|c| json!({
+                "type": "FieldManagerConflict",
+                "message": format!("conflict with \"{}\" using {}", c.manager, c.api_version),
+                "field": c.path,
+            })).collect::<Vec<_>>(),
+        });
+        if !route.rt.group.is_empty() {
+            details["group"] = json!(route.rt.group);
+        }
+        error.details = Some(details);
+        error
+    })?;
+    finish_write(store, route, old.as_ref(), applied, Ownership::Applied, dry_run)
+}
+
+fn delete_options(request: &Request) -> Result<Value, ApiError> {
+    let mut options = if request.body.is_empty() {
+        json!({})
+    } else {
+        parse_json(&request.body)?
+    };
+    if let Some(policy) = request.query.get("propagationPolicy") {
+        options["propagationPolicy"] = json!(policy);
+    }
+    Ok(options)
+}
+
+fn delete(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: bool) -> Result<Reply, ApiError> {
+    let options = delete_options(request)?;
+    let name = route.name.clone().unwrap_or_default();
+    let namespace = namespace_of(route).to_string();
+    let object = store
+        .get(&route.rt, &namespace, &name)
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(&route.rt, &name))?;
+    if let Some(uid) = options.pointer("/preconditions/uid").and_then(Value::as_str)
+        && object.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid)
+    {
+        let actual = object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+        return Err(ApiError::precondition_failed(
+            &route.rt,
+            &name,
+            &format!("UID in precondition: {uid}, UID in object meta: {actual}"),
+        ));
+    }
+    if let Some(rv) = options.pointer("/preconditions/resourceVersion").and_then(Value::as_str)
+        && object.pointer("/metadata/resourceVersion").and_then(Value::as_str) != Some(rv)
+    {
+        let actual = object.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
+        return Err(ApiError::precondition_failed(
+            &route.rt,
+            &name,
+            &format!("ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"),
+        ));
+    }
+    if dry_run {
+        return Ok(Reply::ok(present(&route.rt, &object)));
+    }
+    let extra = match options.get("propagationPolicy").and_then(Value::as_str) {
+        Some("Foreground") => Some("foregroundDeletion"),
+        Some("Orphan") => Some("orphan"),
+        _ => None,
+    };
+    let key = Store::key(&route.rt, &namespace, &name);
+    let (object, gone) = store.begin_delete(&key, extra);
+    if gone {
+        let mut details = json!({"name": name, "kind": route.rt.plural,
+            "uid": object.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)});
+        if !route.rt.group.is_empty() {
+            details["group"] = json!(route.rt.group);
+        }
+        return Ok(Reply::ok(json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": details,
+        })));
+    }
+    Ok(Reply::ok(present(&route.rt, &object)))
+}
+
+fn delete_collection(
+    store: &mut Store,
+    request: &Request,
+    route: &ResourceRoute,
+    dry_run: bool,
+) -> Result<Reply, ApiError> {
+    let filters = Filters::parse(&request.query, &route.rt.kind)?;
+    let names: Vec<(String, String)> = store
+        .list(&route.rt, route.namespace.as_deref())
+        .into_iter()
+        .filter(|o| filters.matches(o))
+        .map(|o| {
+            let text = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+            (text("/metadata/namespace"), text("/metadata/name"))
+        })
+        .collect();
+    let mut items = Vec::new();
+    for (namespace, name) in names {
+        let key = Store::key(&route.rt, &namespace, &name);
+        if dry_run {
+            items.extend(store.objects.get(&key).cloned());
+        } else {
+            items.push(store.begin_delete(&key, None).0);
+        }
+    }
+    Ok(Reply::ok(json!({
+        "apiVersion": route.rt.api_version(), "kind": format!("{}List", route.rt.kind),
+        "metadata": {"resourceVersion": store.resource_version.to_string()}, "items": items,
+    })))
+}

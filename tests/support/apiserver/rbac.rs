@@ -1,0 +1,167 @@
+//! Who is asking and whether they may: the caller is the admin (`system:masters`) unless
+//! the request carries `Impersonate-User`/`Impersonate-Group`; permissions come from the
+//! Roles, ClusterRoles and their bindings stored in the server, evaluated as RBAC does, so
+//! tests grant access the same way on a real cluster.
+
+use serde_json::Value;
+
+use super::store::Store;
+
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub user: String,
+    pub groups: Vec<String>,
+}
+
+impl Identity {
+    pub fn admin() -> Identity {
+        Identity {
+            user: "admin".into(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+        }
+    }
+
+    pub fn impersonated(user: &str, groups: &[String]) -> Identity {
+        let mut all: Vec<String> = groups.to_vec();
+        if let Some(rest) = user.strip_prefix("system:serviceaccount:")
+            && let Some((namespace, _)) = rest.split_once(':')
+        {
+            all.push("system:serviceaccounts".into());
+            all.push(format!("system:serviceaccounts:{namespace}"));
+        }
+        all.push("system:authenticated".into());
+        Identity {
+            user: user.into(),
+            groups: all,
+        }
+    }
+}
+
+/// One request's attributes, as RBAC sees them.
+pub struct Attributes<'a> {
+    pub verb: &'a str,
+    pub group: &'a str,
+    pub resource: &'a str,
+    pub subresource: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+fn strings(value: &Value, key: &str) -> Vec<String> {
+    value
+        .get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+fn subject_matches(subject: &Value, identity: &Identity, binding_namespace: &str) -> bool {
+    let name = subject.get("name").and_then(Value::as_str).unwrap_or("");
+    match subject.get("kind").and_then(Value::as_str) {
+        Some("User") => identity.user == name,
+        Some("Group") => identity.groups.iter().any(|g| g == name),
+        Some("ServiceAccount") => {
+            let namespace = subject
+                .get("namespace")
+                .and_then(Value::as_str)
+                .unwrap_or(binding_namespace);
+            identity.user == format!("system:serviceaccount:{namespace}:{name}")
+        }
+        _ => false,
+    }
+}
+
+fn rule_allows(rule: &Value, attributes: &Attributes) -> bool {
+    let any = |list: &[String], wanted: &str| list.iter().any(|v| v == "*" || v == wanted);
+    let resource = if attributes.subresource.is_empty() {
+        attributes.resource.to_string()
+    } else {
+        format!("{}/{}", attributes.resource, attributes.subresource)
+    };
+    let names = strings(rule, "resourceNames");
+    any(&strings(rule, "verbs"), attributes.verb)
+        && any(&strings(rule, "apiGroups"), attributes.group)
+        && any(&strings(rule, "resources"), &resource)
+        && (names.is_empty() || (!attributes.name.is_empty() && names.iter().any(|n| n == attributes.name)))
+}
+
+pub fn allowed(store: &Store, identity: &Identity, attributes: &Attributes) -> bool {
+    if identity.groups.iter().any(|g| g == "system:masters") {
+        return true;
+    }
+    let role_rules = |kind: &str, namespace: &str, name: &str| -> Vec<Value> {
+        let (plural, ns) = if kind == "ClusterRole" {
+            ("clusterroles", "")
+        } else {
+            ("roles", namespace)
+        };
+        store
+            .objects
+            .get(&(
+                "rbac.authorization.k8s.io".to_string(),
+                plural.to_string(),
+                ns.to_string(),
+                name.to_string(),
+            ))
+            .and_then(|role| role.get("rules").and_then(Value::as_array).cloned())
+            .unwrap_or_default()
+    };
+    for ((group, plural, namespace, _), binding) in &store.objects {
+        if group != "rbac.authorization.k8s.io" {
+            continue;
+        }
+        let applies = match plural.as_str() {
+            "clusterrolebindings" => true,
+            "rolebindings" => *namespace == attributes.namespace && !namespace.is_empty(),
+            _ => false,
+        };
+        if !applies {
+            continue;
+        }
+        let subjects = binding.get("subjects").and_then(Value::as_array);
+        if !subjects
+            .into_iter()
+            .flatten()
+            .any(|s| subject_matches(s, identity, namespace))
+        {
+            continue;
+        }
+        let role_kind = binding.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or("");
+        let role_name = binding.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("");
+        if role_rules(role_kind, namespace, role_name)
+            .iter()
+            .any(|rule| rule_allows(rule, attributes))
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// RBAC's denial message.
+pub fn denial(identity: &Identity, attributes: &Attributes) -> String {
+    let resource = if attributes.subresource.is_empty() {
+        attributes.resource.to_string()
+    } else {
+        format!("{}/{}", attributes.resource, attributes.subresource)
+    };
+    let qualified = if attributes.group.is_empty() {
+        attributes.resource.to_string()
+    } else {
+        format!("{}.{}", attributes.resource, attributes.group)
+    };
+    let subject = if attributes.name.is_empty() {
+        format!("{qualified} is forbidden")
+    } else {
+        format!("{qualified} \"{}\" is forbidden", attributes.name)
+    };
+    let scope = if attributes.namespace.is_empty() {
+        "at the cluster scope".to_string()
+    } else {
+        format!("in the namespace \"{}\"", attributes.namespace)
+    };
+    format!(
+        "{subject}: User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}",
+        identity.user, attributes.verb, attributes.group
+    )
+}

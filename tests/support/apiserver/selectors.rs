@@ -1,0 +1,190 @@
+//! Label and field selectors in the query-string syntax (`app=web,tier!=db,env in (a,b),!x`).
+
+use serde_json::Value;
+
+use super::errors::ApiError;
+
+#[derive(Clone, Debug)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    NotExists(String),
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct LabelSelector(Vec<Requirement>);
+
+/// Splits on commas that are not inside parentheses.
+fn split_terms(text: &str) -> Vec<&str> {
+    let mut terms = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                terms.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&text[start..]);
+    terms.into_iter().map(str::trim).filter(|t| !t.is_empty()).collect()
+}
+
+fn set_values(text: &str) -> Option<Vec<String>> {
+    let inner = text.trim().strip_prefix('(')?.strip_suffix(')')?;
+    Some(
+        inner
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect(),
+    )
+}
+
+impl LabelSelector {
+    pub fn parse(text: &str) -> Result<LabelSelector, ApiError> {
+        let invalid = || ApiError::bad_request(format!("unable to parse requirement: {text:?}"));
+        let mut requirements = Vec::new();
+        for term in split_terms(text) {
+            let requirement = if let Some(key) = term.strip_prefix('!') {
+                Requirement::NotExists(key.trim().to_string())
+            } else if let Some((key, value)) = term.split_once("!=") {
+                Requirement::NotEquals(key.trim().into(), value.trim().into())
+            } else if let Some((key, value)) = term.split_once("==") {
+                Requirement::Equals(key.trim().into(), value.trim().into())
+            } else if let Some((key, value)) = term.split_once('=') {
+                Requirement::Equals(key.trim().into(), value.trim().into())
+            } else if let Some((key, values)) = term.split_once(" notin ") {
+                Requirement::NotIn(key.trim().into(), set_values(values).ok_or_else(invalid)?)
+            } else if let Some((key, values)) = term.split_once(" in ") {
+                Requirement::In(key.trim().into(), set_values(values).ok_or_else(invalid)?)
+            } else if term.contains(char::is_whitespace) {
+                return Err(invalid());
+            } else {
+                Requirement::Exists(term.to_string())
+            };
+            requirements.push(requirement);
+        }
+        Ok(LabelSelector(requirements))
+    }
+
+    pub fn matches(&self, object: &Value) -> bool {
+        let labels = object.pointer("/metadata/labels");
+        let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+        self.0.iter().all(|r| match r {
+            Requirement::Equals(k, v) => label(k) == Some(v.as_str()),
+            Requirement::NotEquals(k, v) => label(k) != Some(v.as_str()),
+            Requirement::In(k, vs) => label(k).is_some_and(|l| vs.iter().any(|v| v == l)),
+            Requirement::NotIn(k, vs) => label(k).is_none_or(|l| vs.iter().all(|v| v != l)),
+            Requirement::Exists(k) => label(k).is_some(),
+            Requirement::NotExists(k) => label(k).is_none(),
+        })
+    }
+}
+
+/// A field selector: only the fields kube-apiserver indexes for the kind are accepted.
+#[derive(Clone, Debug, Default)]
+pub struct FieldSelector(Vec<(String, bool, String)>);
+
+fn supported_fields(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "Secret" => &["type"],
+        "Pod" => &["spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "status.phase", "status.podIP"],
+        "Event" => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        "Namespace" => &["status.phase"],
+        "Job" => &["status.successful"],
+        _ => &[],
+    }
+}
+
+impl FieldSelector {
+    pub fn parse(text: &str, kind: &str) -> Result<FieldSelector, ApiError> {
+        let mut terms = Vec::new();
+        for term in split_terms(text) {
+            let (field, equal, value) = if let Some((f, v)) = term.split_once("!=") {
+                (f, false, v)
+            } else if let Some((f, v)) = term.split_once("==") {
+                (f, true, v)
+            } else if let Some((f, v)) = term.split_once('=') {
+                (f, true, v)
+            } else {
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{text}'; can't understand '{term}'"
+                )));
+            };
+            let field = field.trim();
+            if field != "metadata.name"
+                && field != "metadata.namespace"
+                && !supported_fields(kind).contains(&field)
+            {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {field}"
+                )));
+            }
+            terms.push((field.to_string(), equal, value.trim().to_string()));
+        }
+        Ok(FieldSelector(terms))
+    }
+
+    pub fn matches(&self, object: &Value) -> bool {
+        self.0.iter().all(|(field, equal, value)| {
+            let pointer = format!("/{}", field.replace('.', "/"));
+            let actual = match object.pointer(&pointer) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            };
+            (actual == *value) == *equal
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn label_selector_forms() {
+        let object = json!({"metadata": {"labels": {"app": "web", "tier": "front"}}});
+        for (selector, expected) in [
+            ("app=web", true),
+            ("app==web,tier=front", true),
+            ("app!=web", false),
+            ("app in (web, api)", true),
+            ("app notin (web)", false),
+            ("tier", true),
+            ("!tier", false),
+            ("!missing", true),
+            ("missing notin (x)", true),
+        ] {
+            let parsed = LabelSelector::parse(selector).unwrap();
+            assert_eq!(parsed.matches(&object), expected, "{selector}");
+        }
+    }
+
+    #[test]
+    fn field_selector_rejects_unindexed_fields() {
+        assert!(FieldSelector::parse("metadata.name=a", "ConfigMap").is_ok());
+        let error = FieldSelector::parse("data.x=a", "ConfigMap").unwrap_err();
+        assert_eq!(error.code, 400);
+    }
+}

@@ -1,0 +1,531 @@
+//! The server's storage: objects by (group, resource, namespace, name), one global
+//! resourceVersion counter, a bounded history of change events for watches, and the work the
+//! real control plane does after a write (namespace termination, CRD registration and
+//! cleanup, garbage collection of dependents, removal once finalizers are gone).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::managed::now;
+use super::resources::{self, ResourceType};
+
+/// (group, plural, namespace, name); the namespace is empty for cluster-scoped objects.
+pub type ObjectKey = (String, String, String, String);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub resource_version: u64,
+    pub event_type: EventType,
+    pub group: String,
+    pub plural: String,
+    pub namespace: String,
+    pub object: Value,
+    /// The object before a modification, to tell selector transitions apart.
+    pub previous: Option<Value>,
+}
+
+/// How many change events watches can resume from; older ones answer `410 Gone`.
+const HISTORY: usize = 20_000;
+
+pub struct Store {
+    pub resource_version: u64,
+    pub objects: BTreeMap<ObjectKey, Value>,
+    pub history: VecDeque<Arc<Event>>,
+    /// The newest resourceVersion that can no longer be watched from.
+    pub compacted: u64,
+    pub types: Vec<ResourceType>,
+    uid_seed: String,
+    uid_counter: u64,
+    /// Events produced by the last write, for the server to broadcast.
+    pub pending: Vec<Arc<Event>>,
+    /// Set when an object was removed or is being deleted, so `settle` has work.
+    needs_settle: bool,
+}
+
+impl Store {
+    pub fn new() -> Store {
+        let seed = format!(
+            "{:?}{:?}",
+            std::time::SystemTime::now(),
+            std::thread::current().id()
+        );
+        let mut store = Store {
+            resource_version: 1,
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            compacted: 0,
+            types: resources::builtins(),
+            uid_seed: seed,
+            uid_counter: 0,
+            pending: Vec::new(),
+            needs_settle: false,
+        };
+        for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            store.seed(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}));
+        }
+        store.seed(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "cluster-admin"},
+            "rules": [
+                {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                {"nonResourceURLs": ["*"], "verbs": ["*"]},
+            ],
+        }));
+        store.seed(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "cluster-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}],
+        }));
+        store.pending.clear();
+        store
+    }
+
+    fn seed(&mut self, mut object: Value) {
+        let kind = object["kind"].as_str().unwrap_or("").to_string();
+        let rt = self
+            .types
+            .iter()
+            .find(|t| t.kind == kind && t.custom.is_none())
+            .cloned()
+            .expect("seeded kinds are built in");
+        super::validation::default_object(&rt, None, &mut object, "");
+        let name = object["metadata"]["name"].as_str().unwrap_or("").to_string();
+        self.stamp_new(&mut object);
+        self.put(&rt, "", &name, object, EventType::Added, None);
+    }
+
+    pub fn new_uid(&mut self) -> String {
+        self.uid_counter += 1;
+        let digest = Sha256::digest(format!("{}/{}", self.uid_seed, self.uid_counter));
+        let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        format!(
+            "{}-{}-4{}-a{}-{}",
+            &hex[0..8],
+            &hex[8..12],
+            &hex[13..16],
+            &hex[17..20],
+            &hex[20..32]
+        )
+    }
+
+    /// A five-character suffix for `generateName`.
+    pub fn random_suffix(&mut self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let uid = self.new_uid();
+        uid.bytes()
+            .filter(u8::is_ascii_hexdigit)
+            .take(5)
+            .map(|b| ALPHABET[(b as usize) % ALPHABET.len()] as char)
+            .collect()
+    }
+
+    /// Sets the server-owned metadata of an object being created.
+    pub fn stamp_new(&mut self, object: &mut Value) {
+        let uid = self.new_uid();
+        let metadata = &mut object["metadata"];
+        metadata["uid"] = json!(uid);
+        metadata["creationTimestamp"] = json!(now());
+    }
+
+    pub fn find_type(&self, group: &str, version: &str, plural: &str) -> Option<ResourceType> {
+        self.types
+            .iter()
+            .find(|t| t.group == group && t.version == version && t.plural == plural)
+            .cloned()
+    }
+
+    pub fn type_of_kind(&self, api_version: &str, kind: &str) -> Option<ResourceType> {
+        self.types
+            .iter()
+            .find(|t| t.api_version() == api_version && t.kind == kind)
+            .cloned()
+    }
+
+    pub fn key(rt: &ResourceType, namespace: &str, name: &str) -> ObjectKey {
+        let (group, plural) = rt.storage_key();
+        (group, plural, namespace.to_string(), name.to_string())
+    }
+
+    pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<&Value> {
+        self.objects.get(&Store::key(rt, namespace, name))
+    }
+
+    /// Objects of a resource, in one namespace or all (`None`).
+    pub fn list(&self, rt: &ResourceType, namespace: Option<&str>) -> Vec<&Value> {
+        let (group, plural) = rt.storage_key();
+        self.objects
+            .iter()
+            .filter(|((g, p, ns, _), _)| {
+                *g == group && *p == plural && namespace.is_none_or(|n| n == ns)
+            })
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    fn record(&mut self, event: Event) {
+        let event = Arc::new(event);
+        self.history.push_back(event.clone());
+        while self.history.len() > HISTORY {
+            if let Some(dropped) = self.history.pop_front() {
+                self.compacted = dropped.resource_version;
+            }
+        }
+        self.pending.push(event);
+    }
+
+    /// Forgets all change history, as an etcd compaction does: watches from any earlier
+    /// resourceVersion then answer `410 Gone`.
+    pub fn compact(&mut self) {
+        self.history.clear();
+        self.compacted = self.resource_version;
+    }
+
+    /// Stores an object with the next resourceVersion and records the event.
+    pub fn put(
+        &mut self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        mut object: Value,
+        event_type: EventType,
+        previous: Option<Value>,
+    ) -> Value {
+        self.resource_version += 1;
+        object["metadata"]["resourceVersion"] = json!(self.resource_version.to_string());
+        self.needs_settle |= object.pointer("/metadata/deletionTimestamp").is_some();
+        let (group, plural) = rt.storage_key();
+        self.objects.insert(
+            (group.clone(), plural.clone(), namespace.into(), name.into()),
+            object.clone(),
+        );
+        self.record(Event {
+            resource_version: self.resource_version,
+            event_type,
+            group,
+            plural,
+            namespace: namespace.into(),
+            object: object.clone(),
+            previous,
+        });
+        object
+    }
+
+    /// Removes an object for good (its finalizers are gone).
+    pub fn remove(&mut self, key: &ObjectKey) -> Option<Value> {
+        let mut object = self.objects.remove(key)?;
+        self.needs_settle = true;
+        self.resource_version += 1;
+        object["metadata"]["resourceVersion"] = json!(self.resource_version.to_string());
+        let (group, plural, namespace, _) = key.clone();
+        if group == "apiextensions.k8s.io" && plural == "customresourcedefinitions" {
+            self.unregister_crd(&object);
+        }
+        self.record(Event {
+            resource_version: self.resource_version,
+            event_type: EventType::Deleted,
+            group,
+            plural,
+            namespace,
+            object: object.clone(),
+            previous: None,
+        });
+        Some(object)
+    }
+
+    pub fn register_crd(&mut self, crd: &Value) {
+        self.unregister_crd(crd);
+        self.types.extend(resources::from_crd(crd));
+    }
+
+    fn unregister_crd(&mut self, crd: &Value) {
+        let name = crd.pointer("/metadata/name").and_then(Value::as_str);
+        self.types.retain(|t| {
+            t.custom.as_ref().map(|c| Some(c.crd_name.as_str())) != Some(name)
+        });
+    }
+
+    fn type_for_key(&self, group: &str, plural: &str) -> Option<ResourceType> {
+        self.types
+            .iter()
+            .find(|t| t.group == group && t.plural == plural)
+            .cloned()
+    }
+
+    /// Starts deleting an object: with finalizers it gets a deletionTimestamp and stays,
+    /// without it is removed. Returns the object as it now is and whether it is gone.
+    pub fn begin_delete(&mut self, key: &ObjectKey, extra_finalizer: Option<&str>) -> (Value, bool) {
+        let Some(object) = self.objects.get(key).cloned() else {
+            return (Value::Null, true);
+        };
+        let namespace_like = key.0.is_empty() && key.1 == "namespaces";
+        let has_finalizers = finalizers(&object).next().is_some()
+            || extra_finalizer.is_some()
+            || namespace_like;
+        if object.pointer("/metadata/deletionTimestamp").is_some() {
+            return (object, false);
+        }
+        if !has_finalizers {
+            let removed = self.remove(key).unwrap_or(object);
+            return (removed, true);
+        }
+        let mut updated = object.clone();
+        updated["metadata"]["deletionTimestamp"] = json!(now());
+        updated["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        if let Some(extra) = extra_finalizer {
+            let list = updated["metadata"]["finalizers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let mut list: Vec<Value> = list;
+            if !list.contains(&json!(extra)) {
+                list.push(json!(extra));
+            }
+            updated["metadata"]["finalizers"] = Value::Array(list);
+        }
+        if namespace_like {
+            updated["status"]["phase"] = json!("Terminating");
+        }
+        let Some(rt) = self.type_for_key(&key.0, &key.1) else {
+            return (object, false);
+        };
+        let stored = self.put(&rt, &key.2, &key.3, updated, EventType::Modified, Some(object));
+        (stored, false)
+    }
+
+    /// The control plane's follow-up after a write, run until nothing changes: objects
+    /// being deleted whose finalizers are gone are removed, terminating namespaces and CRDs
+    /// are emptied, dependents of removed owners are collected, and CRDs are established.
+    pub fn settle(&mut self) {
+        if !self.needs_settle {
+            return;
+        }
+        for _ in 0..64 {
+            self.needs_settle = false;
+            if !self.settle_once() {
+                break;
+            }
+        }
+        self.needs_settle = false;
+    }
+
+    fn settle_once(&mut self) -> bool {
+        let mut changed = false;
+        let live_uids: std::collections::HashSet<String> = self
+            .objects
+            .values()
+            .filter_map(|o| o.pointer("/metadata/uid").and_then(Value::as_str))
+            .map(str::to_string)
+            .collect();
+        let keys: Vec<ObjectKey> = self.objects.keys().cloned().collect();
+        for key in keys {
+            let Some(object) = self.objects.get(&key).cloned() else {
+                continue;
+            };
+            let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
+            let is_namespace = key.0.is_empty() && key.1 == "namespaces";
+            let is_crd = key.0 == "apiextensions.k8s.io" && key.1 == "customresourcedefinitions";
+
+            if deleting && is_namespace && self.empty_namespace(&key.3) {
+                let spec_finalizers = object
+                    .pointer("/spec/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|f| !f.is_empty());
+                if spec_finalizers {
+                    let mut updated = object.clone();
+                    updated["spec"]["finalizers"] = json!([]);
+                    let rt = self.type_for_key("", "namespaces").expect("namespaces");
+                    self.put(&rt, "", &key.3, updated, EventType::Modified, Some(object));
+                    changed = true;
+                    continue;
+                }
+            }
+            if deleting && is_crd && self.list_crd_objects(&object).is_empty() {
+                let cleanup = "customresourcecleanup.apiextensions.k8s.io";
+                if finalizers(&object).any(|f| f == cleanup) {
+                    let mut updated = object.clone();
+                    remove_finalizer(&mut updated, cleanup);
+                    let rt = self
+                        .type_for_key("apiextensions.k8s.io", "customresourcedefinitions")
+                        .expect("crds");
+                    self.put(&rt, "", &key.3, updated, EventType::Modified, Some(object));
+                    changed = true;
+                    continue;
+                }
+            }
+            if deleting && object.pointer("/metadata/finalizers").is_some() {
+                // Foreground deletion waits for dependents; orphaning releases them.
+                let uid = object["metadata"]["uid"].as_str().unwrap_or("").to_string();
+                if finalizers(&object).any(|f| f == "orphan") {
+                    self.release_dependents(&uid);
+                    let mut updated = object.clone();
+                    remove_finalizer(&mut updated, "orphan");
+                    self.replace(&key, updated, object);
+                    changed = true;
+                    continue;
+                }
+                if finalizers(&object).any(|f| f == "foregroundDeletion") {
+                    let dependents = self.dependents(&uid);
+                    if dependents.is_empty() {
+                        let mut updated = object.clone();
+                        remove_finalizer(&mut updated, "foregroundDeletion");
+                        self.replace(&key, updated, object);
+                    } else {
+                        for dependent in dependents {
+                            self.begin_delete(&dependent, None);
+                        }
+                    }
+                    changed = true;
+                    continue;
+                }
+            }
+            let namespace_done = !is_namespace
+                || object
+                    .pointer("/spec/finalizers")
+                    .and_then(Value::as_array)
+                    .is_none_or(Vec::is_empty);
+            if deleting && finalizers(&object).next().is_none() && namespace_done {
+                self.remove(&key);
+                changed = true;
+                continue;
+            }
+            if is_namespace && deleting {
+                let contents: Vec<ObjectKey> = self
+                    .objects
+                    .iter()
+                    .filter(|((_, _, ns, _), o)| {
+                        *ns == key.3 && o.pointer("/metadata/deletionTimestamp").is_none()
+                    })
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for content in contents {
+                    self.begin_delete(&content, None);
+                    changed = true;
+                }
+            }
+            if is_crd && deleting {
+                for instance in self.list_crd_objects(&object) {
+                    if self
+                        .objects
+                        .get(&instance)
+                        .is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_none())
+                    {
+                        self.begin_delete(&instance, None);
+                        changed = true;
+                    }
+                }
+            }
+            // Background garbage collection: every owner is gone.
+            if let Some(owners) = object
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                && !owners.is_empty()
+                && !deleting
+                && owners.iter().all(|o| {
+                    o.get("uid")
+                        .and_then(Value::as_str)
+                        .is_some_and(|uid| !live_uids.contains(uid))
+                })
+            {
+                self.begin_delete(&key, None);
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    fn replace(&mut self, key: &ObjectKey, updated: Value, previous: Value) {
+        if let Some(rt) = self.type_for_key(&key.0, &key.1) {
+            self.put(&rt, &key.2, &key.3, updated, EventType::Modified, Some(previous));
+        }
+    }
+
+    fn dependents(&self, owner_uid: &str) -> Vec<ObjectKey> {
+        self.objects
+            .iter()
+            .filter(|(_, o)| owned_by(o, owner_uid))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    fn release_dependents(&mut self, owner_uid: &str) {
+        for key in self.dependents(owner_uid) {
+            let Some(object) = self.objects.get(&key).cloned() else {
+                continue;
+            };
+            let mut updated = object.clone();
+            if let Some(refs) = updated["metadata"]["ownerReferences"].as_array_mut() {
+                refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));
+            }
+            self.replace(&key, updated, object);
+        }
+    }
+
+    fn empty_namespace(&self, namespace: &str) -> bool {
+        !self.objects.keys().any(|(_, _, ns, _)| ns == namespace)
+    }
+
+    fn list_crd_objects(&self, crd: &Value) -> Vec<ObjectKey> {
+        let group = crd.pointer("/spec/group").and_then(Value::as_str).unwrap_or("");
+        let plural = crd
+            .pointer("/spec/names/plural")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        self.objects
+            .keys()
+            .filter(|(g, p, _, _)| g == group && p == plural)
+            .cloned()
+            .collect()
+    }
+}
+
+pub fn finalizers(object: &Value) -> impl Iterator<Item = &str> {
+    object
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+}
+
+fn remove_finalizer(object: &mut Value, finalizer: &str) {
+    if let Some(list) = object["metadata"]["finalizers"].as_array_mut() {
+        list.retain(|f| f.as_str() != Some(finalizer));
+        if list.is_empty() {
+            object["metadata"]
+                .as_object_mut()
+                .expect("metadata")
+                .remove("finalizers");
+        }
+    }
+}
+
+fn owned_by(object: &Value, owner_uid: &str) -> bool {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| {
+            refs.iter()
+                .any(|r| r.get("uid").and_then(Value::as_str) == Some(owner_uid))
+        })
+}

@@ -1,0 +1,161 @@
+//! Watch streams: newline-delimited `{"type", "object"}` events from a resourceVersion on,
+//! with kube-apiserver's rules: no resourceVersion (or `0`) starts with synthetic `ADDED`
+//! events for what exists, an older one replays the retained history, one that history no
+//! longer covers ends in an `ERROR` event carrying `410 Expired`, and objects that move in or
+//! out of a label selector arrive as `ADDED` or `DELETED`.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Bytes, Frame};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use super::Body;
+use super::errors::ApiError;
+use super::handler::{Filters, Request, ResourceRoute, present};
+use super::rbac;
+use super::store::{Event, EventType, Store};
+
+fn line(event_type: &str, object: &Value) -> Bytes {
+    let mut bytes = serde_json::to_vec(&json!({"type": event_type, "object": object}))
+        .expect("JSON values serialize");
+    bytes.push(b'\n');
+    Bytes::from(bytes)
+}
+
+/// What a stored change means to this watch, if anything.
+fn translate(event: &Event, route: &ResourceRoute, filters: &Filters) -> Option<Bytes> {
+    let (group, plural) = route.rt.storage_key();
+    if event.group != group || event.plural != plural {
+        return None;
+    }
+    if route.namespace.as_ref().is_some_and(|ns| *ns != event.namespace) {
+        return None;
+    }
+    if let Some(name) = &route.name
+        && event.object.pointer("/metadata/name").and_then(Value::as_str) != Some(name)
+    {
+        return None;
+    }
+    let now = filters.matches(&event.object);
+    let before = event.previous.as_ref().is_some_and(|p| filters.matches(p));
+    let event_type = match event.event_type {
+        EventType::Added if now => "ADDED",
+        EventType::Deleted if now => "DELETED",
+        EventType::Modified if now && before => "MODIFIED",
+        EventType::Modified if now => "ADDED",
+        EventType::Modified if before => "DELETED",
+        _ => return None,
+    };
+    Some(line(event_type, &present(&route.rt, &event.object)))
+}
+
+pub fn start(
+    store: &Mutex<Store>,
+    events: &broadcast::Sender<Arc<Event>>,
+    mut ended: tokio::sync::watch::Receiver<u64>,
+    request: &Request,
+    route: &ResourceRoute,
+) -> Result<Body, ApiError> {
+    let filters = Filters::parse(&request.query, &route.rt.kind)?;
+    let (initial, mut receiver, start_version, expired) = {
+        let store = store.lock().expect("store");
+        let attributes = route.attributes("watch");
+        if !rbac::allowed(&store, &request.identity, &attributes) {
+            return Err(ApiError::forbidden(rbac::denial(&request.identity, &attributes)));
+        }
+        let receiver = events.subscribe();
+        let requested = request
+            .query
+            .get("resourceVersion")
+            .map(String::as_str)
+            .unwrap_or("");
+        let send_initial = request.query.get("sendInitialEvents").is_some_and(|v| v == "true");
+        let mut initial = Vec::new();
+        let mut expired = false;
+        if requested.is_empty() || requested == "0" || send_initial {
+            for object in store.list(&route.rt, route.namespace.as_deref()) {
+                let named = route.name.as_deref().is_none_or(|n| {
+                    object.pointer("/metadata/name").and_then(Value::as_str) == Some(n)
+                });
+                if named && filters.matches(object) {
+                    initial.push(line("ADDED", &present(&route.rt, object)));
+                }
+            }
+            if send_initial {
+                initial.push(line(
+                    "BOOKMARK",
+                    &json!({
+                        "apiVersion": route.rt.api_version(), "kind": route.rt.kind,
+                        "metadata": {
+                            "resourceVersion": store.resource_version.to_string(),
+                            "annotations": {"k8s.io/initial-events-end": "true"},
+                        },
+                    }),
+                ));
+            }
+        } else {
+            let version: u64 = requested.parse().map_err(|_| {
+                ApiError::bad_request(format!("invalid resource version: {requested:?}"))
+            })?;
+            if version < store.compacted {
+                let error = ApiError::gone(version, store.compacted + 1);
+                initial.push(line("ERROR", &error.status()));
+                expired = true;
+            } else {
+                for event in store.history.iter().filter(|e| e.resource_version > version) {
+                    initial.extend(translate(event, route, &filters));
+                }
+            }
+        }
+        (initial, receiver, store.resource_version, expired)
+    };
+    let timeout = request
+        .query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(1800u64);
+    let route = route.clone();
+    let (sender, mut stream) = mpsc::channel::<Bytes>(256);
+    tokio::spawn(async move {
+        for bytes in initial {
+            if sender.send(bytes).await.is_err() {
+                return;
+            }
+        }
+        if expired {
+            return;
+        }
+        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        tokio::pin!(deadline);
+        ended.mark_unchanged();
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = ended.changed() => return,
+                received = receiver.recv() => match received {
+                    Ok(event) => {
+                        if event.resource_version <= start_version {
+                            continue;
+                        }
+                        if let Some(bytes) = translate(&event, &route, &filters)
+                            && sender.send(bytes).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                },
+            }
+        }
+    });
+    let frames = futures::stream::poll_fn(move |cx| {
+        stream
+            .poll_recv(cx)
+            .map(|bytes| bytes.map(|b| Ok::<_, Infallible>(Frame::data(b))))
+    });
+    Ok(StreamBody::new(frames).boxed())
+}
