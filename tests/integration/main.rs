@@ -1,5 +1,6 @@
 //! The one integration-test binary: each module covers a surface of the product end to end.
 
+mod apiserver;
 mod cli;
 mod crd;
 mod kustomize_api;

@@ -36,3 +36,6 @@ pub fn stderr_of(output: &Output) -> String {
 }
 
 pub mod apiserver;
+pub mod artifacts;
+pub mod cluster;
+pub mod envtest;

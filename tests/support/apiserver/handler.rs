@@ -760,6 +760,11 @@ fn delete(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: 
             &format!("ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"),
         ));
     }
+    let dry_run = dry_run
+        || options
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|d| d.contains(&json!("All")));
     if dry_run {
         return Ok(Reply::ok(present(&route.rt, &object)));
     }

@@ -127,6 +127,12 @@ impl TestApiServer {
         self.shared.faults.lock().expect("faults").rules.push(fault);
     }
 
+    /// How many injected failures are still to come.
+    pub fn pending_faults(&self) -> usize {
+        let faults = self.shared.faults.lock().expect("faults");
+        faults.rules.iter().map(|r| r.remaining).sum()
+    }
+
     /// Delays every request.
     pub fn set_latency(&self, latency: Duration) {
         self.shared.faults.lock().expect("faults").latency = latency;
