@@ -3,14 +3,21 @@ CARGO ?= cargo
 BIN := target/release/kustomize-controller
 IMAGE ?= kustomize-controller:dev
 
-.PHONY: build test fmt-check clippy crds bench bench-build e2e image
+.PHONY: build test test-shared-server fmt-check clippy crds bench bench-build e2e image
 
 build:
 	$(CARGO) build --release
 
-# Formatting, lints and every test (unit + the single integration binary).
+# Formatting, lints and every test (unit + the single integration binary), then the cluster
+# tests once more against a shared API server reached through TEST_KUBECONFIG.
 test: fmt-check clippy
 	$(CARGO) test --all-targets
+	$(MAKE) test-shared-server
+
+# The cluster tests against one shared server, as on a real cluster (tests/shared-server.sh).
+# With TEST_KUBECONFIG or KUBEBUILDER_ASSETS set, `cargo test` alone targets that cluster.
+test-shared-server:
+	CARGO=$(CARGO) bash tests/shared-server.sh
 
 fmt-check:
 	$(CARGO) fmt --all -- --check

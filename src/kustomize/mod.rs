@@ -49,8 +49,8 @@ pub use inventory::inventory_hash;
 pub use kustfile::KUSTOMIZATION_FILE_NAMES;
 pub use openapi::{Openapi, PropertyMeta, SchemaView};
 use provenance::Tracking;
-pub use smp::{Outcome as StrategicMergeOutcome, apply as strategic_merge};
 pub use provenance::{ConfiguredBy, Origin, Provenance, provenance_table};
+pub use smp::{Outcome as StrategicMergeOutcome, apply as strategic_merge};
 
 /// Which files a kustomization may read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

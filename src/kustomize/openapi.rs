@@ -71,7 +71,10 @@ impl Openapi {
                     let props = props
                         .into_iter()
                         .map(
-                            |(prop, (definition, merge_key, strategy, list_type, list_map_keys))| {
+                            |(
+                                prop,
+                                (definition, merge_key, strategy, list_type, list_map_keys),
+                            )| {
                                 (
                                     prop,
                                     PropertyMeta {

@@ -79,8 +79,14 @@ async fn discovery_lists_builtin_kinds_with_their_scope() {
             .find(|(r, _)| r.group == group && r.kind == kind)
             .unwrap_or_else(|| panic!("{group}/{kind} is discovered"))
     };
-    assert_eq!(find("", "Namespace").1.scope, kube::discovery::Scope::Cluster);
-    assert_eq!(find("", "ConfigMap").1.scope, kube::discovery::Scope::Namespaced);
+    assert_eq!(
+        find("", "Namespace").1.scope,
+        kube::discovery::Scope::Cluster
+    );
+    assert_eq!(
+        find("", "ConfigMap").1.scope,
+        kube::discovery::Scope::Namespaced
+    );
     assert_eq!(find("apps", "Deployment").0.plural, "deployments");
     assert_eq!(
         find("rbac.authorization.k8s.io", "ClusterRole").1.scope,
@@ -105,10 +111,17 @@ async fn create_get_list_update_with_optimistic_concurrency() {
         .await
         .unwrap();
 
-    let again = api_error(api.create(&PostParams::default(), &first).await.unwrap_err());
+    let again = api_error(
+        api.create(&PostParams::default(), &first)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((again.code, again.reason.as_str()), (409, "AlreadyExists"));
 
-    let labelled = api.list(&ListParams::default().labels("app=web")).await.unwrap();
+    let labelled = api
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap();
     assert_eq!(labelled.items.len(), 1);
     let by_name = api
         .list(&ListParams::default().fields("metadata.name=second"))
@@ -117,13 +130,29 @@ async fn create_get_list_update_with_optimistic_concurrency() {
     assert_eq!(by_name.items[0].metadata.name.as_deref(), Some("second"));
     let paged = api.list(&ListParams::default().limit(1)).await.unwrap();
     assert_eq!(paged.items.len(), 1);
-    assert!(paged.metadata.continue_.as_deref().is_some_and(|c| !c.is_empty()));
+    assert!(
+        paged
+            .metadata
+            .continue_
+            .as_deref()
+            .is_some_and(|c| !c.is_empty())
+    );
 
     let mut update = created.clone();
     update.data = Some([("a".to_string(), "2".to_string())].into());
-    let replaced = api.replace("first", &PostParams::default(), &update).await.unwrap();
-    assert_ne!(replaced.metadata.resource_version, created.metadata.resource_version);
-    let stale = api_error(api.replace("first", &PostParams::default(), &update).await.unwrap_err());
+    let replaced = api
+        .replace("first", &PostParams::default(), &update)
+        .await
+        .unwrap();
+    assert_ne!(
+        replaced.metadata.resource_version,
+        created.metadata.resource_version
+    );
+    let stale = api_error(
+        api.replace("first", &PostParams::default(), &update)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((stale.code, stale.reason.as_str()), (409, "Conflict"));
 
     let missing = api_error(api.get("absent").await.unwrap_err());
@@ -146,19 +175,44 @@ async fn server_side_apply_conflicts_name_the_field_and_force_takes_over() {
             .unwrap_err(),
     );
     assert_eq!((conflict.code, conflict.reason.as_str()), (409, "Conflict"));
-    assert!(conflict.message.contains("conflict with \"alpha\""), "{}", conflict.message);
-    assert!(conflict.message.contains(".data.owner"), "{}", conflict.message);
-    assert!(!conflict.message.contains(".data.common"), "equal values share ownership");
+    assert!(
+        conflict.message.contains("conflict with \"alpha\""),
+        "{}",
+        conflict.message
+    );
+    assert!(
+        conflict.message.contains(".data.owner"),
+        "{}",
+        conflict.message
+    );
+    assert!(
+        !conflict.message.contains(".data.common"),
+        "equal values share ownership"
+    );
 
     let forced = api
-        .patch("shared", &apply_params("beta").force(), &Patch::Apply(&theirs))
+        .patch(
+            "shared",
+            &apply_params("beta").force(),
+            &Patch::Apply(&theirs),
+        )
         .await
         .unwrap();
     assert_eq!(forced.data.as_ref().unwrap()["owner"], "beta");
-    assert!(fields_of(&forced, "beta")["f:data"].get("f:owner").is_some());
-    assert!(fields_of(&forced, "alpha")["f:data"].get("f:owner").is_none());
     assert!(
-        fields_of(&forced, "alpha")["f:data"].get("f:common").is_some(),
+        fields_of(&forced, "beta")["f:data"]
+            .get("f:owner")
+            .is_some()
+    );
+    assert!(
+        fields_of(&forced, "alpha")["f:data"]
+            .get("f:owner")
+            .is_none()
+    );
+    assert!(
+        fields_of(&forced, "alpha")["f:data"]
+            .get("f:common")
+            .is_some(),
         "alpha still co-owns the field it set to the same value"
     );
 }
@@ -182,15 +236,25 @@ async fn apply_removes_fields_its_manager_stopped_sending_unless_shared() {
         .unwrap();
     let data = applied.data.unwrap();
     assert_eq!(data.get("keep").map(String::as_str), Some("1"));
-    assert!(!data.contains_key("drop"), "the field only owner set is removed");
-    assert_eq!(data.get("both").map(String::as_str), Some("3"), "a co-owned field stays");
+    assert!(
+        !data.contains_key("drop"),
+        "the field only owner set is removed"
+    );
+    assert_eq!(
+        data.get("both").map(String::as_str),
+        Some("3"),
+        "a co-owned field stays"
+    );
 
     // Applying the same configuration again writes nothing.
     let again = api
         .patch("trim", &apply_params("owner"), &Patch::Apply(&fewer))
         .await
         .unwrap();
-    assert_eq!(again.metadata.resource_version, applied.metadata.resource_version);
+    assert_eq!(
+        again.metadata.resource_version,
+        applied.metadata.resource_version
+    );
 }
 
 #[tokio::test]
@@ -213,22 +277,42 @@ async fn managed_fields_record_updates_and_applies_per_manager() {
         .await
         .unwrap();
     let entries = managers(&applied);
-    assert!(entries.contains(&("kubectl-create".into(), "Update".into())), "{entries:?}");
-    assert!(entries.contains(&("kustomize-controller".into(), "Apply".into())), "{entries:?}");
-    assert!(fields_of(&applied, "kubectl-create")["f:data"].get("f:a").is_some());
-    assert!(fields_of(&applied, "kustomize-controller")["f:data"].get("f:b").is_some());
+    assert!(
+        entries.contains(&("kubectl-create".into(), "Update".into())),
+        "{entries:?}"
+    );
+    assert!(
+        entries.contains(&("kustomize-controller".into(), "Apply".into())),
+        "{entries:?}"
+    );
+    assert!(
+        fields_of(&applied, "kubectl-create")["f:data"]
+            .get("f:a")
+            .is_some()
+    );
+    assert!(
+        fields_of(&applied, "kustomize-controller")["f:data"]
+            .get("f:b")
+            .is_some()
+    );
 
     let merge = PatchParams {
         field_manager: Some("editor".into()),
         ..PatchParams::default()
     };
     let patched = api
-        .patch("owned", &merge, &Patch::Merge(json!({"data": {"a": "changed"}})))
+        .patch(
+            "owned",
+            &merge,
+            &Patch::Merge(json!({"data": {"a": "changed"}})),
+        )
         .await
         .unwrap();
     assert!(fields_of(&patched, "editor")["f:data"].get("f:a").is_some());
     assert!(
-        fields_of(&patched, "kubectl-create")["f:data"].get("f:a").is_none(),
+        fields_of(&patched, "kubectl-create")["f:data"]
+            .get("f:a")
+            .is_none(),
         "an update takes the fields it changed"
     );
 }
@@ -241,12 +325,19 @@ async fn dry_run_leaves_the_cluster_unchanged() {
         dry_run: true,
         ..PostParams::default()
     };
-    let preview = api.create(&dry_create, &config_map("dry", json!({"a": "1"}))).await.unwrap();
+    let preview = api
+        .create(&dry_create, &config_map("dry", json!({"a": "1"})))
+        .await
+        .unwrap();
     assert_eq!(preview.data.unwrap()["a"], "1");
     assert_eq!(api_error(api.get("dry").await.unwrap_err()).code, 404);
 
     let live = api
-        .patch("dry", &apply_params("m"), &Patch::Apply(&config_map("dry", json!({"a": "1"}))))
+        .patch(
+            "dry",
+            &apply_params("m"),
+            &Patch::Apply(&config_map("dry", json!({"a": "1"}))),
+        )
         .await
         .unwrap();
     let preview = api
@@ -260,7 +351,10 @@ async fn dry_run_leaves_the_cluster_unchanged() {
     assert_eq!(preview.data.unwrap()["a"], "2");
     let after = api.get("dry").await.unwrap();
     assert_eq!(after.data.unwrap()["a"], "1");
-    assert_eq!(after.metadata.resource_version, live.metadata.resource_version);
+    assert_eq!(
+        after.metadata.resource_version,
+        live.metadata.resource_version
+    );
 
     let dry_delete = DeleteParams {
         dry_run: true,
@@ -289,17 +383,34 @@ async fn generation_follows_spec_changes_and_status_is_a_subresource() {
         .unwrap()
     };
     let params = apply_params("kustomize-controller");
-    let first = api.patch("web", &params, &Patch::Apply(&deployment("nginx:1", "a"))).await.unwrap();
+    let first = api
+        .patch("web", &params, &Patch::Apply(&deployment("nginx:1", "a")))
+        .await
+        .unwrap();
     assert_eq!(first.metadata.generation, Some(1));
-    let relabelled = api.patch("web", &params, &Patch::Apply(&deployment("nginx:1", "b"))).await.unwrap();
-    assert_eq!(relabelled.metadata.generation, Some(1), "metadata changes keep the generation");
-    let updated = api.patch("web", &params, &Patch::Apply(&deployment("nginx:2", "b"))).await.unwrap();
+    let relabelled = api
+        .patch("web", &params, &Patch::Apply(&deployment("nginx:1", "b")))
+        .await
+        .unwrap();
+    assert_eq!(
+        relabelled.metadata.generation,
+        Some(1),
+        "metadata changes keep the generation"
+    );
+    let updated = api
+        .patch("web", &params, &Patch::Apply(&deployment("nginx:2", "b")))
+        .await
+        .unwrap();
     assert_eq!(updated.metadata.generation, Some(2));
 
     let status = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "status": {"observedGeneration": 2, "replicas": 1, "readyReplicas": 1}});
     let with_status = api
-        .patch_status("web", &apply_params("status-writer").force(), &Patch::Apply(&status))
+        .patch_status(
+            "web",
+            &apply_params("status-writer").force(),
+            &Patch::Apply(&status),
+        )
         .await
         .unwrap();
     assert_eq!(with_status.status.unwrap().ready_replicas, Some(1));
@@ -316,7 +427,10 @@ async fn generation_follows_spec_changes_and_status_is_a_subresource() {
     // Status sent to the main resource is ignored.
     let mut sneaky = deployment("nginx:2", "b");
     sneaky.status = serde_json::from_value(json!({"readyReplicas": 7})).unwrap();
-    let ignored = api.patch("web", &params, &Patch::Apply(&sneaky)).await.unwrap();
+    let ignored = api
+        .patch("web", &params, &Patch::Apply(&sneaky))
+        .await
+        .unwrap();
     assert_eq!(ignored.status.unwrap().ready_replicas, Some(1));
 }
 
@@ -329,11 +443,23 @@ async fn immutable_fields_are_rejected_as_invalid() {
     let config_maps: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), ns);
     let mut frozen = config_map("frozen", json!({"a": "1"}));
     frozen.immutable = Some(true);
-    config_maps.patch("frozen", &params, &Patch::Apply(&frozen)).await.unwrap();
+    config_maps
+        .patch("frozen", &params, &Patch::Apply(&frozen))
+        .await
+        .unwrap();
     frozen.data = Some([("a".to_string(), "2".to_string())].into());
-    let error = api_error(config_maps.patch("frozen", &params, &Patch::Apply(&frozen)).await.unwrap_err());
+    let error = api_error(
+        config_maps
+            .patch("frozen", &params, &Patch::Apply(&frozen))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((error.code, error.reason.as_str()), (422, "Invalid"));
-    assert!(error.message.contains("field is immutable"), "{}", error.message);
+    assert!(
+        error.message.contains("field is immutable"),
+        "{}",
+        error.message
+    );
 
     let deployments: Api<Deployment> = Api::namespaced(cluster.client.clone(), ns);
     let deployment = |app: &str| -> Deployment {
@@ -347,11 +473,23 @@ async fn immutable_fields_are_rejected_as_invalid() {
         }))
         .unwrap()
     };
-    deployments.patch("web", &params, &Patch::Apply(&deployment("a"))).await.unwrap();
-    let error = api_error(deployments.patch("web", &params, &Patch::Apply(&deployment("b"))).await.unwrap_err());
+    deployments
+        .patch("web", &params, &Patch::Apply(&deployment("a")))
+        .await
+        .unwrap();
+    let error = api_error(
+        deployments
+            .patch("web", &params, &Patch::Apply(&deployment("b")))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(error.code, 422);
     assert!(error.message.contains("spec.selector"), "{}", error.message);
-    assert!(error.message.contains("field is immutable"), "{}", error.message);
+    assert!(
+        error.message.contains("field is immutable"),
+        "{}",
+        error.message
+    );
 
     let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), ns);
     let job = |image: &str| -> Job {
@@ -362,11 +500,21 @@ async fn immutable_fields_are_rejected_as_invalid() {
         }))
         .unwrap()
     };
-    jobs.patch("once", &params, &Patch::Apply(&job("busybox:1"))).await.unwrap();
-    let error = api_error(jobs.patch("once", &params, &Patch::Apply(&job("busybox:2"))).await.unwrap_err());
+    jobs.patch("once", &params, &Patch::Apply(&job("busybox:1")))
+        .await
+        .unwrap();
+    let error = api_error(
+        jobs.patch("once", &params, &Patch::Apply(&job("busybox:2")))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(error.code, 422);
     assert!(error.message.contains("spec.template"), "{}", error.message);
-    assert!(error.message.contains("field is immutable"), "{}", error.message);
+    assert!(
+        error.message.contains("field is immutable"),
+        "{}",
+        error.message
+    );
 
     let services: Api<Service> = Api::namespaced(cluster.client.clone(), ns);
     let service = |cluster_ip: Option<&str>| -> Service {
@@ -378,12 +526,32 @@ async fn immutable_fields_are_rejected_as_invalid() {
             "metadata": {"name": "web"}, "spec": spec}))
         .unwrap()
     };
-    let created = services.patch("web", &params, &Patch::Apply(&service(None))).await.unwrap();
-    let allocated = created.spec.unwrap().cluster_ip.expect("a cluster IP is allocated");
-    let other = if allocated.ends_with(".250") { "10.0.0.249" } else { "10.0.0.250" };
-    let error = api_error(services.patch("web", &params, &Patch::Apply(&service(Some(other)))).await.unwrap_err());
+    let created = services
+        .patch("web", &params, &Patch::Apply(&service(None)))
+        .await
+        .unwrap();
+    let allocated = created
+        .spec
+        .unwrap()
+        .cluster_ip
+        .expect("a cluster IP is allocated");
+    let other = if allocated.ends_with(".250") {
+        "10.0.0.249"
+    } else {
+        "10.0.0.250"
+    };
+    let error = api_error(
+        services
+            .patch("web", &params, &Patch::Apply(&service(Some(other))))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(error.code, 422, "{}", error.message);
-    assert!(error.message.contains("spec.clusterIP"), "{}", error.message);
+    assert!(
+        error.message.contains("spec.clusterIP"),
+        "{}",
+        error.message
+    );
 }
 
 #[tokio::test]
@@ -393,10 +561,22 @@ async fn finalizers_hold_deletion_until_removed() {
     let mut held = config_map("held", json!({}));
     held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
     api.create(&PostParams::default(), &held).await.unwrap();
-    let pending = api.delete("held", &DeleteParams::background()).await.unwrap();
-    let pending = pending.left().expect("the object stays while finalizers remain");
+    let pending = api
+        .delete("held", &DeleteParams::background())
+        .await
+        .unwrap();
+    let pending = pending
+        .left()
+        .expect("the object stays while finalizers remain");
     assert!(pending.metadata.deletion_timestamp.is_some());
-    assert!(api.get("held").await.unwrap().metadata.deletion_timestamp.is_some());
+    assert!(
+        api.get("held")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
 
     api.patch(
         "held",
@@ -409,11 +589,19 @@ async fn finalizers_hold_deletion_until_removed() {
         api.get_opt("held").await.unwrap().is_none().then_some(())
     })
     .await;
-    assert!(gone.is_some(), "the object goes once its finalizers are removed");
+    assert!(
+        gone.is_some(),
+        "the object goes once its finalizers are removed"
+    );
 
-    api.create(&PostParams::default(), &config_map("plain", json!({}))).await.unwrap();
+    api.create(&PostParams::default(), &config_map("plain", json!({})))
+        .await
+        .unwrap();
     let deleted = api.delete("plain", &DeleteParams::default()).await.unwrap();
-    assert!(deleted.is_right(), "an object without finalizers is deleted at once");
+    assert!(
+        deleted.is_right(),
+        "an object without finalizers is deleted at once"
+    );
 }
 
 #[tokio::test]
@@ -426,7 +614,10 @@ async fn namespaces_terminate_after_their_contents() {
     held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
     api.create(&PostParams::default(), &held).await.unwrap();
 
-    namespaces.delete(&namespace, &DeleteParams::background()).await.unwrap();
+    namespaces
+        .delete(&namespace, &DeleteParams::background())
+        .await
+        .unwrap();
     let terminating = wait_for(Duration::from_secs(30), || async {
         let ns = namespaces.get(&namespace).await.ok()?;
         let phase = ns.status?.phase?;
@@ -434,7 +625,10 @@ async fn namespaces_terminate_after_their_contents() {
         (phase == "Terminating" && content.metadata.deletion_timestamp.is_some()).then_some(())
     })
     .await;
-    assert!(terminating.is_some(), "the namespace terminates and deletes its contents");
+    assert!(
+        terminating.is_some(),
+        "the namespace terminates and deletes its contents"
+    );
 
     let refused = api_error(
         api.create(&PostParams::default(), &config_map("late", json!({})))
@@ -442,13 +636,26 @@ async fn namespaces_terminate_after_their_contents() {
             .unwrap_err(),
     );
     assert_eq!(refused.code, 403, "{}", refused.message);
-    assert!(refused.message.contains("being terminated"), "{}", refused.message);
+    assert!(
+        refused.message.contains("being terminated"),
+        "{}",
+        refused.message
+    );
 
-    api.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
-        .await
-        .unwrap();
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     let gone = wait_for(Duration::from_secs(60), || async {
-        namespaces.get_opt(&namespace).await.unwrap().is_none().then_some(())
+        namespaces
+            .get_opt(&namespace)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
     })
     .await;
     assert!(gone.is_some(), "the namespace goes once it is empty");
@@ -458,12 +665,21 @@ async fn namespaces_terminate_after_their_contents() {
 async fn watch_resumes_from_a_resource_version() {
     let cluster = TestCluster::start().await;
     let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
-    let first = api.create(&PostParams::default(), &config_map("w1", json!({}))).await.unwrap();
-    let since = first.metadata.resource_version.unwrap();
-    api.create(&PostParams::default(), &config_map("w2", json!({}))).await.unwrap();
-    api.patch("w1", &PatchParams::default(), &Patch::Merge(json!({"data": {"x": "1"}})))
+    let first = api
+        .create(&PostParams::default(), &config_map("w1", json!({})))
         .await
         .unwrap();
+    let since = first.metadata.resource_version.unwrap();
+    api.create(&PostParams::default(), &config_map("w2", json!({})))
+        .await
+        .unwrap();
+    api.patch(
+        "w1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"x": "1"}})),
+    )
+    .await
+    .unwrap();
     api.delete("w2", &DeleteParams::default()).await.unwrap();
 
     // A watcher that restarts from `since` sees what happened while it was away.
@@ -490,9 +706,17 @@ async fn watch_resumes_from_a_resource_version() {
     );
 
     // Live events arrive on an open stream.
-    let latest = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let latest = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
     let mut stream = api.watch(&params, &latest).await.unwrap().boxed();
-    api.create(&PostParams::default(), &config_map("w3", json!({}))).await.unwrap();
+    api.create(&PostParams::default(), &config_map("w3", json!({})))
+        .await
+        .unwrap();
     match stream.next().await {
         Some(Ok(WatchEvent::Added(o))) => assert_eq!(o.metadata.name.as_deref(), Some("w3")),
         other => panic!("expected ADDED w3, got {other:?}"),
@@ -507,11 +731,20 @@ async fn watch_from_a_compacted_version_is_gone() {
         return;
     };
     let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
-    let created = api.create(&PostParams::default(), &config_map("old", json!({}))).await.unwrap();
-    api.create(&PostParams::default(), &config_map("newer", json!({}))).await.unwrap();
+    let created = api
+        .create(&PostParams::default(), &config_map("old", json!({})))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &config_map("newer", json!({})))
+        .await
+        .unwrap();
     server.compact();
     let since = created.metadata.resource_version.unwrap();
-    let mut stream = api.watch(&WatchParams::default(), &since).await.unwrap().boxed();
+    let mut stream = api
+        .watch(&WatchParams::default(), &since)
+        .await
+        .unwrap()
+        .boxed();
     match stream.next().await {
         Some(Ok(WatchEvent::Error(status))) => {
             assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
@@ -520,11 +753,24 @@ async fn watch_from_a_compacted_version_is_gone() {
     }
 
     // And a dropped stream ends, so clients re-watch.
-    let latest = api.get("newer").await.unwrap().metadata.resource_version.unwrap();
-    let mut stream = api.watch(&WatchParams::default(), &latest).await.unwrap().boxed();
+    let latest = api
+        .get("newer")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default(), &latest)
+        .await
+        .unwrap()
+        .boxed();
     server.drop_watches();
     let ended = tokio::time::timeout(Duration::from_secs(5), stream.next()).await;
-    assert!(matches!(ended, Ok(None)), "the stream ends when dropped: {ended:?}");
+    assert!(
+        matches!(ended, Ok(None)),
+        "the stream ends when dropped: {ended:?}"
+    );
 }
 
 fn widget_crd(group: &str) -> CustomResourceDefinition {
@@ -559,30 +805,46 @@ async fn custom_resource_definitions_register_and_remove_their_kinds() {
     let group = format!("{}.example.com", unique("g"));
     let crds: Api<CustomResourceDefinition> = Api::all(cluster.client.clone());
     let name = format!("widgets.{group}");
-    crds.create(&PostParams::default(), &widget_crd(&group)).await.unwrap();
+    crds.create(&PostParams::default(), &widget_crd(&group))
+        .await
+        .unwrap();
     let established = wait_for(Duration::from_secs(30), || async {
         let crd = crds.get(&name).await.ok()?;
         let conditions = crd.status?.conditions?;
-        let ok = |t: &str| conditions.iter().any(|c| c.type_ == t && c.status == "True");
+        let ok = |t: &str| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == t && c.status == "True")
+        };
         (ok("Established") && ok("NamesAccepted")).then_some(())
     })
     .await;
     assert!(established.is_some(), "the CRD is established");
 
-    let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(cluster.client.clone(), &cluster.namespace, &resource);
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&group, "v1", "Widget"),
+        "widgets",
+    );
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(cluster.client.clone(), &cluster.namespace, &resource);
     let widget: DynamicObject = serde_json::from_value(json!({
         "apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": "w"},
         "spec": {"size": 3, "unknown": "pruned", "items": [{"name": "a", "value": "1"}]},
     }))
     .unwrap();
     let created = wait_for(Duration::from_secs(30), || async {
-        widgets.patch("w", &apply_params("alpha"), &Patch::Apply(&widget)).await.ok()
+        widgets
+            .patch("w", &apply_params("alpha"), &Patch::Apply(&widget))
+            .await
+            .ok()
     })
     .await
     .expect("the new kind is served");
     assert_eq!(created.data["spec"]["size"], 3);
-    assert!(created.data["spec"].get("unknown").is_none(), "unknown fields are pruned");
+    assert!(
+        created.data["spec"].get("unknown").is_none(),
+        "unknown fields are pruned"
+    );
     assert_eq!(created.metadata.generation, Some(1));
 
     // Items of a map list are owned per key.
@@ -591,7 +853,10 @@ async fn custom_resource_definitions_register_and_remove_their_kinds() {
         "spec": {"items": [{"name": "b", "value": "2"}]},
     }))
     .unwrap();
-    let merged = widgets.patch("w", &apply_params("beta"), &Patch::Apply(&second)).await.unwrap();
+    let merged = widgets
+        .patch("w", &apply_params("beta"), &Patch::Apply(&second))
+        .await
+        .unwrap();
     assert_eq!(merged.data["spec"]["items"].as_array().unwrap().len(), 2);
 
     let wrong: DynamicObject = serde_json::from_value(json!({
@@ -599,7 +864,12 @@ async fn custom_resource_definitions_register_and_remove_their_kinds() {
         "spec": {"size": "three"},
     }))
     .unwrap();
-    let error = api_error(widgets.patch("bad", &apply_params("alpha"), &Patch::Apply(&wrong)).await.unwrap_err());
+    let error = api_error(
+        widgets
+            .patch("bad", &apply_params("alpha"), &Patch::Apply(&wrong))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((error.code, error.reason.as_str()), (422, "Invalid"));
 
     crds.delete(&name, &DeleteParams::default()).await.unwrap();
@@ -624,7 +894,10 @@ async fn impersonated_identities_are_limited_by_rbac() {
     let ns = &cluster.namespace;
     let user = format!("system:serviceaccount:{ns}:deployer");
     let admin: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), ns);
-    admin.create(&PostParams::default(), &config_map("visible", json!({}))).await.unwrap();
+    admin
+        .create(&PostParams::default(), &config_map("visible", json!({})))
+        .await
+        .unwrap();
 
     let as_deployer: Api<ConfigMap> = Api::namespaced(cluster.client_as(&user, &[]), ns);
     let denied = api_error(as_deployer.get("visible").await.unwrap_err());
@@ -632,9 +905,16 @@ async fn impersonated_identities_are_limited_by_rbac() {
     assert!(denied.message.contains(&user), "{}", denied.message);
 
     cluster
-        .grant(ns, &user, json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]))
+        .grant(
+            ns,
+            &user,
+            json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]),
+        )
         .await;
-    let allowed = wait_for(Duration::from_secs(30), || async { as_deployer.get("visible").await.ok() }).await;
+    let allowed = wait_for(Duration::from_secs(30), || async {
+        as_deployer.get("visible").await.ok()
+    })
+    .await;
     assert!(allowed.is_some(), "the granted verb is allowed");
     let write = api_error(
         as_deployer
@@ -642,7 +922,10 @@ async fn impersonated_identities_are_limited_by_rbac() {
             .await
             .unwrap_err(),
     );
-    assert_eq!(write.code, 403, "verbs that were not granted stay forbidden");
+    assert_eq!(
+        write.code, 403,
+        "verbs that were not granted stay forbidden"
+    );
 }
 
 #[tokio::test]
@@ -656,15 +939,29 @@ async fn patches_merge_by_kind() {
                 {"name": "web", "image": "nginx:1"}, {"name": "sidecar", "image": "envoy:1"}]}}},
     }))
     .unwrap();
-    api.create(&PostParams::default(), &deployment).await.unwrap();
+    api.create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
     let strategic = json!({"spec": {"template": {"spec": {"containers": [{"name": "sidecar", "image": "envoy:2"}]}}}});
     let patched = api
         .patch("web", &PatchParams::default(), &Patch::Strategic(strategic))
         .await
         .unwrap();
     let containers = patched.spec.unwrap().template.spec.unwrap().containers;
-    assert_eq!(containers.len(), 2, "strategic merge keys containers by name");
-    assert_eq!(containers.iter().find(|c| c.name == "sidecar").unwrap().image.as_deref(), Some("envoy:2"));
+    assert_eq!(
+        containers.len(),
+        2,
+        "strategic merge keys containers by name"
+    );
+    assert_eq!(
+        containers
+            .iter()
+            .find(|c| c.name == "sidecar")
+            .unwrap()
+            .image
+            .as_deref(),
+        Some("envoy:2")
+    );
 
     // kube's typed JSON patch uses another json-patch major version; send it as the wire form.
     let request = http::Request::patch(format!(
@@ -672,7 +969,10 @@ async fn patches_merge_by_kind() {
         cluster.namespace
     ))
     .header("content-type", "application/json-patch+json")
-    .body(serde_json::to_vec(&json!([{"op": "replace", "path": "/spec/replicas", "value": 3}])).unwrap())
+    .body(
+        serde_json::to_vec(&json!([{"op": "replace", "path": "/spec/replicas", "value": 3}]))
+            .unwrap(),
+    )
     .unwrap();
     let patched: Deployment = cluster.client.request(request).await.unwrap();
     assert_eq!(patched.spec.unwrap().replicas, Some(3));
@@ -682,29 +982,55 @@ async fn patches_merge_by_kind() {
 async fn deletion_propagates_to_dependents() {
     let cluster = TestCluster::start().await;
     let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
-    for (owner, policy) in [("owner-bg", DeleteParams::background()), ("owner-orphan", DeleteParams::orphan())] {
-        let created = api.create(&PostParams::default(), &config_map(owner, json!({}))).await.unwrap();
+    for (owner, policy) in [
+        ("owner-bg", DeleteParams::background()),
+        ("owner-orphan", DeleteParams::orphan()),
+    ] {
+        let created = api
+            .create(&PostParams::default(), &config_map(owner, json!({})))
+            .await
+            .unwrap();
         let mut dependent = config_map(&format!("{owner}-child"), json!({}));
-        dependent.metadata.owner_references = Some(vec![serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "ConfigMap", "name": owner,
-            "uid": created.metadata.uid.clone().unwrap(),
-        }))
-        .unwrap()]);
-        api.create(&PostParams::default(), &dependent).await.unwrap();
+        dependent.metadata.owner_references = Some(vec![
+            serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "ConfigMap", "name": owner,
+                "uid": created.metadata.uid.clone().unwrap(),
+            }))
+            .unwrap(),
+        ]);
+        api.create(&PostParams::default(), &dependent)
+            .await
+            .unwrap();
         api.delete(owner, &policy).await.unwrap();
     }
     let collected = wait_for(Duration::from_secs(60), || async {
-        api.get_opt("owner-bg-child").await.unwrap().is_none().then_some(())
+        api.get_opt("owner-bg-child")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
     })
     .await;
-    assert!(collected.is_some(), "background deletion collects dependents");
+    assert!(
+        collected.is_some(),
+        "background deletion collects dependents"
+    );
     let released = wait_for(Duration::from_secs(60), || async {
         let owner_gone = api.get_opt("owner-orphan").await.unwrap().is_none();
         let child = api.get_opt("owner-orphan-child").await.unwrap()?;
-        (owner_gone && child.metadata.owner_references.unwrap_or_default().is_empty()).then_some(())
+        (owner_gone
+            && child
+                .metadata
+                .owner_references
+                .unwrap_or_default()
+                .is_empty())
+        .then_some(())
     })
     .await;
-    assert!(released.is_some(), "orphaning keeps dependents and drops their owner reference");
+    assert!(
+        released.is_some(),
+        "orphaning keeps dependents and drops their owner reference"
+    );
 }
 
 #[tokio::test]
@@ -714,7 +1040,8 @@ async fn unknown_kinds_are_not_found() {
         &GroupVersionKind::gvk("nothing.example.com", "v1", "Nothing"),
         "nothings",
     );
-    let api: Api<DynamicObject> = Api::namespaced_with(cluster.client.clone(), &cluster.namespace, &resource);
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(cluster.client.clone(), &cluster.namespace, &resource);
     let error = api_error(api.list(&ListParams::default()).await.unwrap_err());
     assert_eq!(error.code, 404);
 }
@@ -727,7 +1054,9 @@ async fn injected_faults_fail_matching_requests() {
         return;
     };
     let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
-    api.create(&PostParams::default(), &config_map("flaky", json!({}))).await.unwrap();
+    api.create(&PostParams::default(), &config_map("flaky", json!({})))
+        .await
+        .unwrap();
     server.inject(Fault {
         verb: Some("get".into()),
         resource: Some("configmaps".into()),
@@ -747,7 +1076,11 @@ async fn injected_faults_fail_matching_requests() {
     assert!(api.get("flaky").await.is_ok(), "the fault is used up");
     // kube's client retries 429 by itself, as it would against a real server.
     assert!(api.list(&ListParams::default()).await.is_ok());
-    assert_eq!(server.pending_faults(), 0, "the throttled request was answered with 429");
+    assert_eq!(
+        server.pending_faults(),
+        0,
+        "the throttled request was answered with 429"
+    );
 
     server.set_latency(Duration::from_millis(50));
     let started = std::time::Instant::now();
@@ -762,23 +1095,46 @@ async fn sources_carry_artifacts_served_over_http() {
     let cluster = TestCluster::start().await;
     let artifacts = ArtifactServer::start().await;
     let dir = crate::support::repo_root().join("examples/podinfo");
-    let artifact = artifacts.publish_dir("gitrepository/podinfo/latest.tar.gz", "main@sha1:0123abcd", &dir);
-    for kind in [SourceKind::GitRepository, SourceKind::OciRepository, SourceKind::Bucket, SourceKind::ExternalArtifact] {
+    let artifact = artifacts.publish_dir(
+        "gitrepository/podinfo/latest.tar.gz",
+        "main@sha1:0123abcd",
+        &dir,
+    );
+    for kind in [
+        SourceKind::GitRepository,
+        SourceKind::OciRepository,
+        SourceKind::Bucket,
+        SourceKind::ExternalArtifact,
+    ] {
         let source = cluster
             .create_source(kind, &cluster.namespace, "podinfo", Some(&artifact))
             .await;
-        assert_eq!(source["status"]["artifact"]["digest"], json!(artifact.digest), "{kind:?}");
+        assert_eq!(
+            source["status"]["artifact"]["digest"],
+            json!(artifact.digest),
+            "{kind:?}"
+        );
         assert_eq!(source["status"]["conditions"][0]["type"], "Ready");
     }
     let bytes = http_get(&artifact.url).await;
-    assert_eq!(crate::support::artifacts::sha256_digest(&bytes), artifact.digest);
+    assert_eq!(
+        artifacts.requests(),
+        vec!["/gitrepository/podinfo/latest.tar.gz".to_string()]
+    );
+    assert_eq!(
+        crate::support::artifacts::sha256_digest(&bytes),
+        artifact.digest
+    );
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
     let names: Vec<String> = archive
         .entries()
         .unwrap()
         .map(|e| e.unwrap().path().unwrap().display().to_string())
         .collect();
-    assert!(names.iter().any(|n| n.ends_with("kustomization.yaml")), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.ends_with("kustomization.yaml")),
+        "{names:?}"
+    );
 }
 
 async fn http_get(url: &str) -> Vec<u8> {
@@ -787,7 +1143,9 @@ async fn http_get(url: &str) -> Vec<u8> {
     let address = format!("{}:{}", uri.host().unwrap(), uri.port_u16().unwrap());
     let stream = tokio::net::TcpStream::connect(address).await.unwrap();
     let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
     tokio::spawn(connection);
     let request = hyper::Request::get(uri.path())
         .header("host", uri.host().unwrap())
@@ -795,7 +1153,96 @@ async fn http_get(url: &str) -> Vec<u8> {
         .unwrap();
     let response = sender.send_request(request).await.unwrap();
     assert_eq!(response.status(), 200);
-    response.into_body().collect().await.unwrap().to_bytes().to_vec()
+    response
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec()
+}
+
+#[tokio::test]
+async fn delete_preconditions_and_metadata_lists() {
+    let cluster = TestCluster::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let created = api
+        .create(&PostParams::default(), &config_map("guarded", json!({})))
+        .await
+        .unwrap();
+    let wrong_uid = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some("00000000-0000-0000-0000-000000000000".into()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let refused = api_error(api.delete("guarded", &wrong_uid).await.unwrap_err());
+    assert_eq!((refused.code, refused.reason.as_str()), (409, "Conflict"));
+    assert!(
+        refused.message.contains("Precondition failed"),
+        "{}",
+        refused.message
+    );
+
+    let metadata = api.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(metadata.items.len(), 1);
+    assert_eq!(metadata.items[0].metadata.uid, created.metadata.uid);
+
+    let right_uid = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: created.metadata.uid.clone(),
+            resource_version: created.metadata.resource_version.clone(),
+        }),
+        ..DeleteParams::default()
+    };
+    api.delete("guarded", &right_uid).await.unwrap();
+    assert!(api.get_opt("guarded").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn runtime_watchers_recover_from_dropped_streams() {
+    use kube::runtime::{WatchStreamExt, watcher};
+    let cluster = TestCluster::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    for config in [
+        watcher::Config::default(),
+        watcher::Config::default().streaming_lists(),
+    ] {
+        let name_a = unique("seen");
+        api.create(&PostParams::default(), &config_map(&name_a, json!({})))
+            .await
+            .unwrap();
+        let mut objects = watcher(api.clone(), config).applied_objects().boxed();
+        let first = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let object = objects.next().await.unwrap().unwrap();
+                if object.metadata.name.as_deref() == Some(name_a.as_str()) {
+                    return object;
+                }
+            }
+        })
+        .await
+        .expect("the initial list arrives");
+        assert!(first.metadata.uid.is_some());
+        if let Some(server) = cluster.server() {
+            server.drop_watches();
+        }
+        let name_b = unique("later");
+        api.create(&PostParams::default(), &config_map(&name_b, json!({})))
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let object = objects.next().await.unwrap().unwrap();
+                if object.metadata.name.as_deref() == Some(name_b.as_str()) {
+                    return;
+                }
+            }
+        })
+        .await
+        .expect("events after the drop arrive");
+    }
 }
 
 /// Serves an in-process API server until killed, writing its kubeconfig to

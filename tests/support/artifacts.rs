@@ -48,7 +48,9 @@ impl Artifact {
 }
 
 fn kustomize_like_now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// A loopback server of archives; it stops with the runtime that started it.
@@ -80,11 +82,17 @@ pub fn tar_gz(dir: &Path) -> Vec<u8> {
 }
 
 fn collect(root: &Path, dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+    let entries =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
     for entry in entries {
         let path = entry.expect("a directory entry").path();
-        let relative = path.strip_prefix(root).expect("inside the root").to_path_buf();
-        let file_type = std::fs::symlink_metadata(&path).expect("metadata").file_type();
+        let relative = path
+            .strip_prefix(root)
+            .expect("inside the root")
+            .to_path_buf();
+        let file_type = std::fs::symlink_metadata(&path)
+            .expect("metadata")
+            .file_type();
         out.push(relative);
         if file_type.is_dir() {
             collect(root, &path, out);
@@ -93,13 +101,18 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 }
 
 pub fn sha256_digest(bytes: &[u8]) -> String {
-    let hex: String = Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     format!("sha256:{hex}")
 }
 
 impl ArtifactServer {
     pub async fn start() -> ArtifactServer {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
         let server = ArtifactServer {
             address: listener.local_addr().expect("bound address"),
             files: Arc::default(),
@@ -110,24 +123,25 @@ impl ArtifactServer {
             while let Ok((stream, _)) = listener.accept().await {
                 let server = serving.clone();
                 tokio::spawn(async move {
-                    let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                        let server = server.clone();
-                        async move {
-                            let path = request.uri().path().to_string();
-                            server.requests.lock().expect("requests").push(path.clone());
-                            let body = server.files.lock().expect("files").get(&path).cloned();
-                            let response = match body {
-                                Some(bytes) => hyper::Response::builder()
-                                    .status(200)
-                                    .header("content-type", "application/x-gzip")
-                                    .body(Full::new(Bytes::from(bytes))),
-                                None => hyper::Response::builder()
-                                    .status(404)
-                                    .body(Full::new(Bytes::from_static(b"not found"))),
-                            };
-                            Ok::<_, Infallible>(response.expect("a response"))
-                        }
-                    });
+                    let service =
+                        service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                            let server = server.clone();
+                            async move {
+                                let path = request.uri().path().to_string();
+                                server.requests.lock().expect("requests").push(path.clone());
+                                let body = server.files.lock().expect("files").get(&path).cloned();
+                                let response = match body {
+                                    Some(bytes) => hyper::Response::builder()
+                                        .status(200)
+                                        .header("content-type", "application/x-gzip")
+                                        .body(Full::new(Bytes::from(bytes))),
+                                    None => hyper::Response::builder()
+                                        .status(404)
+                                        .body(Full::new(Bytes::from_static(b"not found"))),
+                                };
+                                Ok::<_, Infallible>(response.expect("a response"))
+                            }
+                        });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
                         .await;
@@ -147,7 +161,10 @@ impl ArtifactServer {
             path: path.clone(),
             size: bytes.len(),
         };
-        self.files.lock().expect("files").insert(format!("/{path}"), bytes);
+        self.files
+            .lock()
+            .expect("files")
+            .insert(format!("/{path}"), bytes);
         artifact
     }
 
@@ -220,11 +237,20 @@ impl TestCluster {
     }
 
     /// Publishes a new artifact on an existing source, as a new revision would.
-    pub async fn set_artifact(&self, kind: SourceKind, namespace: &str, name: &str, artifact: &Artifact) -> Value {
+    pub async fn set_artifact(
+        &self,
+        kind: SourceKind,
+        namespace: &str,
+        name: &str,
+        artifact: &Artifact,
+    ) -> Value {
         let object = json!({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": kind.kind(),
             "metadata": {"name": name, "namespace": namespace}});
         let api = dynamic_api(&self.client, &object).await;
-        let current = api.get(name).await.unwrap_or_else(|e| panic!("reading {name}: {e}"));
+        let current = api
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading {name}: {e}"));
         let generation = current.metadata.generation.unwrap_or(1);
         let status = json!({
             "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": kind.kind(),
@@ -240,7 +266,11 @@ impl TestCluster {
             },
         });
         let patched = api
-            .patch_status(name, &PatchParams::apply("source-controller").force(), &Patch::Apply(&status))
+            .patch_status(
+                name,
+                &PatchParams::apply("source-controller").force(),
+                &Patch::Apply(&status),
+            )
             .await
             .unwrap_or_else(|e| panic!("setting the artifact of {name}: {e}"));
         serde_json::to_value(patched).expect("objects serialize")

@@ -68,7 +68,8 @@ pub fn unique(prefix: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    let seed = u64::from(std::process::id()) << 32 ^ u64::from(nanos) ^ count.wrapping_mul(0x9e37_79b9);
+    let seed =
+        u64::from(std::process::id()) << 32 ^ u64::from(nanos) ^ count.wrapping_mul(0x9e37_79b9);
     format!("{prefix}-{:06x}{count}", seed % 0xff_ffff)
 }
 
@@ -127,7 +128,10 @@ impl TestCluster {
             .create(&PostParams::default(), &namespace)
             .await
             .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
-        self.namespaces.lock().expect("namespaces").push(name.clone());
+        self.namespaces
+            .lock()
+            .expect("namespaces")
+            .push(name.clone());
         name
     }
 
@@ -142,7 +146,9 @@ impl TestCluster {
         });
         let subject = match user.strip_prefix("system:serviceaccount:") {
             Some(rest) => {
-                let (ns, name) = rest.split_once(':').expect("system:serviceaccount:<ns>:<name>");
+                let (ns, name) = rest
+                    .split_once(':')
+                    .expect("system:serviceaccount:<ns>:<name>");
                 json!({"kind": "ServiceAccount", "name": name, "namespace": ns})
             }
             None => json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}),
@@ -163,7 +169,11 @@ impl TestCluster {
         let api = dynamic_api(&self.client, object).await;
         let name = object["metadata"]["name"].as_str().expect("a named object");
         let applied = api
-            .patch(name, &PatchParams::apply(HARNESS_MANAGER).force(), &Patch::Apply(object))
+            .patch(
+                name,
+                &PatchParams::apply(HARNESS_MANAGER).force(),
+                &Patch::Apply(object),
+            )
             .await
             .unwrap_or_else(|e| panic!("applying {}/{name}: {e}", object["kind"]));
         serde_json::to_value(applied).expect("objects serialize")
@@ -179,7 +189,9 @@ pub async fn dynamic_api(client: &Client, object: &Value) -> Api<kube::api::Dyna
     let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk)
         .await
         .unwrap_or_else(|e| panic!("discovering {api_version} {kind}: {e}"));
-    let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str);
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str);
     match (capabilities.scope, namespace) {
         (kube::discovery::Scope::Namespaced, Some(ns)) => {
             Api::namespaced_with(client.clone(), ns, &resource)
@@ -191,7 +203,12 @@ pub async fn dynamic_api(client: &Client, object: &Value) -> Api<kube::api::Dyna
 /// The CRDs the tests need: ours from `crds/` and source-controller's.
 fn crd_files() -> Vec<PathBuf> {
     let mut files = vec![repo_root().join("crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml")];
-    for kind in ["gitrepositories", "ocirepositories", "buckets", "externalartifacts"] {
+    for kind in [
+        "gitrepositories",
+        "ocirepositories",
+        "buckets",
+        "externalartifacts",
+    ] {
         files.push(super::shared_file(&format!(
             "reference/crds/source.toolkit.fluxcd.io_{kind}.yaml"
         )));
@@ -229,9 +246,13 @@ async fn install_crds(client: &Client, shared_cluster: bool) {
         let crd: CustomResourceDefinition =
             serde_json::from_value(document.clone()).expect("a CRD");
         let name = crd.metadata.name.clone().expect("CRD name");
-        api.patch(&name, &PatchParams::apply(HARNESS_MANAGER).force(), &Patch::Apply(&crd))
-            .await
-            .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
+        api.patch(
+            &name,
+            &PatchParams::apply(HARNESS_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
         wait_for(Duration::from_secs(30), || {
             let api = api.clone();
             let name = name.clone();

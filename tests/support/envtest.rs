@@ -6,7 +6,7 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -39,20 +39,30 @@ fn pki() -> Result<Pki, rcgen::Error> {
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(DnType::CommonName, "kc-envtest-ca");
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "kc-envtest-ca");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     let ca_cert = ca_params.self_signed(&ca_key)?;
     let issuer = Issuer::new(ca_params, ca_key);
 
     let serving_key = KeyPair::generate()?;
-    let mut serving = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
-    serving.distinguished_name.push(DnType::CommonName, "kube-apiserver");
+    let mut serving =
+        CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
+    serving
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver");
     let serving_cert = serving.signed_by(&serving_key, &issuer)?;
 
     let admin_key = KeyPair::generate()?;
     let mut admin = CertificateParams::new(Vec::<String>::new())?;
     admin.distinguished_name.push(DnType::CommonName, "admin");
-    admin.distinguished_name.push(DnType::OrganizationName, "system:masters");
+    admin
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:masters");
     let admin_cert = admin.signed_by(&admin_key, &issuer)?;
 
     let service_account = KeyPair::generate()?;
@@ -124,14 +134,15 @@ fn start(assets: &Path) -> PathBuf {
         ],
         &dir.join("kube-apiserver.log"),
     );
+    let (etcd_pid, apiserver_pid) = (etcd.id(), apiserver.id());
     // Both stop, and the folder goes, when this test process ends.
-    Command::new("sh")
+    let watchdog = Command::new("sh")
         .arg("-c")
         .arg(format!(
             "while kill -0 {} 2>/dev/null; do sleep 1; done; kill {} {} 2>/dev/null; sleep 2; rm -rf '{}'",
             std::process::id(),
-            apiserver.id(),
-            etcd.id(),
+            apiserver_pid,
+            etcd_pid,
             dir.display()
         ))
         .stdin(Stdio::null())
@@ -139,6 +150,12 @@ fn start(assets: &Path) -> PathBuf {
         .stderr(Stdio::null())
         .spawn()
         .expect("the envtest watchdog starts");
+    // Kept for the life of the process; the watchdog ends them.
+    static CHILDREN: Mutex<Vec<Child>> = Mutex::new(Vec::new());
+    CHILDREN
+        .lock()
+        .expect("children")
+        .extend([etcd, apiserver, watchdog]);
 
     let encode = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
     let kubeconfig = write(
@@ -176,8 +193,14 @@ fn wait_ready(kubeconfig: &Path, dir: &Path) {
             let client = kube::Client::try_from(config).expect("a client");
             let started = Instant::now();
             while started.elapsed() < Duration::from_secs(90) {
-                let request = http::Request::get("/readyz").body(Vec::new()).expect("request");
-                if client.request_text(request).await.is_ok_and(|t| t.trim() == "ok") {
+                let request = http::Request::get("/readyz")
+                    .body(Vec::new())
+                    .expect("request");
+                if client
+                    .request_text(request)
+                    .await
+                    .is_ok_and(|t| t.trim() == "ok")
+                {
                     return true;
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;

@@ -52,12 +52,20 @@ impl ApiError {
     }
 
     pub fn namespace_not_found(namespace: &str) -> ApiError {
-        ApiError::new(404, "NotFound", format!("namespaces \"{namespace}\" not found"))
-            .with_details(&super::resources::builtins()[0], namespace)
+        ApiError::new(
+            404,
+            "NotFound",
+            format!("namespaces \"{namespace}\" not found"),
+        )
+        .with_details(&super::resources::builtins()[0], namespace)
     }
 
     pub fn unknown_resource() -> ApiError {
-        ApiError::new(404, "NotFound", "the server could not find the requested resource")
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     }
 
     pub fn already_exists(rt: &ResourceType, name: &str) -> ApiError {
@@ -138,12 +146,18 @@ impl ApiError {
         ApiError::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type})"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type})"
+            ),
         )
     }
 
     pub fn method_not_allowed() -> ApiError {
-        ApiError::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        ApiError::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
     }
 
     pub fn gone(requested: u64, oldest: u64) -> ApiError {
@@ -156,10 +170,6 @@ impl ApiError {
 
     pub fn forbidden(message: impl Into<String>) -> ApiError {
         ApiError::new(403, "Forbidden", message)
-    }
-
-    pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new(500, "InternalError", message)
     }
 
     pub fn status(&self) -> Value {

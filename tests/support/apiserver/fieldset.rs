@@ -127,14 +127,6 @@ impl FieldSet {
         }
     }
 
-    /// Whether the set holds anything at or below `path`.
-    pub fn has_below(&self, path: &[String]) -> bool {
-        match path.split_first() {
-            None => !self.is_empty(),
-            Some((head, rest)) => self.children.get(head).is_some_and(|c| c.has_below(rest)),
-        }
-    }
-
     pub fn insert(&mut self, path: &[String]) {
         match path.split_first() {
             None => self.member = true,
@@ -401,7 +393,10 @@ fn element_mut<'v>(value: &'v mut Value, element: &str) -> Option<&'v mut Value>
     }
     let path = [element.to_string()];
     let target = value_at(value, &path)?.clone();
-    value.as_array_mut()?.iter_mut().find(|item| **item == target)
+    value
+        .as_array_mut()?
+        .iter_mut()
+        .find(|item| **item == target)
 }
 
 fn remove_element(value: &mut Value, element: &str) {
@@ -433,7 +428,8 @@ mod tests {
             {"name": "web", "image": "nginx", "ports": [{"containerPort": 80, "protocol": "TCP"}]}
         ]}}}, "metadata": {"labels": {"app": "web"}}});
         let fields = fields_of(&deployment, shape()).to_fields_v1();
-        let container = &fields["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"web\"}"];
+        let container =
+            &fields["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"web\"}"];
         assert_eq!(container["."], json!({}));
         assert_eq!(container["f:image"], json!({}));
         assert!(
@@ -464,13 +460,18 @@ mod tests {
 
     #[test]
     fn remove_drops_list_items_and_fields() {
-        let mut live = json!({"metadata": {"finalizers": ["a", "b"]}, "data": {"x": "1", "y": "2"}});
+        let mut live =
+            json!({"metadata": {"finalizers": ["a", "b"]}, "data": {"x": "1", "y": "2"}});
         let mut set = FieldSet::default();
         set.insert(&["f:data".into(), "f:x".into()]);
         remove_fields(&mut live, &set);
         assert_eq!(live["data"], json!({"y": "2"}));
         assert_eq!(
-            display_path(&["f:spec".into(), "k:{\"name\":\"web\"}".into(), "f:image".into()]),
+            display_path(&[
+                "f:spec".into(),
+                "k:{\"name\":\"web\"}".into(),
+                "f:image".into()
+            ]),
             ".spec[name=\"web\"].image"
         );
     }

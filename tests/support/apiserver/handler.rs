@@ -43,7 +43,7 @@ impl Reply {
 /// Where a request goes.
 pub enum Route {
     Plain(Value),
-    Resource(ResourceRoute),
+    Resource(Box<ResourceRoute>),
 }
 
 #[derive(Clone)]
@@ -83,8 +83,14 @@ impl ResourceRoute {
 }
 
 pub fn route(store: &Store, path: &str) -> Result<Route, ApiError> {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
-    let discovery = Discovery { types: &store.types };
+    let segments: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let discovery = Discovery {
+        types: &store.types,
+    };
     let (group, version, rest) = match segments.as_slice() {
         ["version"] => {
             return Ok(Route::Plain(json!({
@@ -146,24 +152,32 @@ pub fn route(store: &Store, path: &str) -> Result<Route, ApiError> {
         return Err(ApiError::unknown_resource());
     }
     if let Some(sub) = &subresource
-        && !(sub == "status" && rt.status_subresource || sub == "finalize" && rt.kind == "Namespace")
+        && !(sub == "status" && rt.status_subresource
+            || sub == "finalize" && rt.kind == "Namespace")
     {
         return Err(ApiError::unknown_resource());
     }
-    Ok(Route::Resource(ResourceRoute {
+    Ok(Route::Resource(Box::new(ResourceRoute {
         rt,
         namespace,
         name,
         subresource,
-    }))
+    })))
 }
 
 /// Answers a non-watch request on a resource.
-pub fn handle(store: &mut Store, request: &Request, route: &ResourceRoute) -> Result<Reply, ApiError> {
+pub fn handle(
+    store: &mut Store,
+    request: &Request,
+    route: &ResourceRoute,
+) -> Result<Reply, ApiError> {
     let verb = route.verb(&request.method, &request.query);
     let attributes = route.attributes(verb);
     if !rbac::allowed(store, &request.identity, &attributes) {
-        return Err(ApiError::forbidden(rbac::denial(&request.identity, &attributes)));
+        return Err(ApiError::forbidden(rbac::denial(
+            &request.identity,
+            &attributes,
+        )));
     }
     let dry_run = request.query.get("dryRun").is_some_and(|d| d == "All");
     let reply = match verb {
@@ -269,7 +283,10 @@ fn list(store: &Store, request: &Request, route: &ResourceRoute) -> Result<Reply
         metadata["remainingItemCount"] = json!(matching.len() - next);
     }
     let (api_version, kind) = if metadata_only {
-        ("meta.k8s.io/v1".to_string(), "PartialObjectMetadataList".to_string())
+        (
+            "meta.k8s.io/v1".to_string(),
+            "PartialObjectMetadataList".to_string(),
+        )
     } else {
         (route.rt.api_version(), format!("{}List", route.rt.kind))
     };
@@ -279,8 +296,9 @@ fn list(store: &Store, request: &Request, route: &ResourceRoute) -> Result<Reply
 }
 
 fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("the request body could not be decoded: {e}")))?;
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("the request body could not be decoded: {e}"))
+    })?;
     if !value.is_object() {
         return Err(ApiError::bad_request("the request body must be an object"));
     }
@@ -338,7 +356,10 @@ fn check_identity(route: &ResourceRoute, object: &mut Value) -> Result<(), ApiEr
         object["metadata"] = json!({});
     }
     let url_namespace = route.namespace.clone().unwrap_or_default();
-    match object.pointer("/metadata/namespace").and_then(Value::as_str) {
+    match object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+    {
         Some(ns) if rt.namespaced && !ns.is_empty() && ns != url_namespace => {
             return Err(ApiError::bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request",
@@ -368,7 +389,9 @@ fn check_namespace(store: &Store, route: &ResourceRoute, name: &str) -> Result<(
     let Some(namespace) = route.namespace.as_deref() else {
         return Ok(());
     };
-    let namespaces = store.find_type("", "v1", "namespaces").expect("namespaces are built in");
+    let namespaces = store
+        .find_type("", "v1", "namespaces")
+        .expect("namespaces are built in");
     let Some(ns) = store.get(&namespaces, "", namespace) else {
         return Err(ApiError::namespace_not_found(namespace));
     };
@@ -411,10 +434,20 @@ fn finish_write(
 ) -> Result<Reply, ApiError> {
     let rt = &route.rt;
     let scope = scope_of(rt, route);
-    let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+    let name = new
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     let namespace = namespace_of(route).to_string();
     if let Some(old) = old {
-        for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+        for field in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
             match old["metadata"].get(field) {
                 Some(value) => new["metadata"][field] = value.clone(),
                 None => {
@@ -491,7 +524,10 @@ fn finish_write(
             v
         };
         if spec_of(old) != spec_of(&new) {
-            let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+            let generation = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             new["metadata"]["generation"] = json!(generation + 1);
         }
     }
@@ -520,7 +556,11 @@ fn finish_write(
     if let Some(custom) = &rt.custom {
         stored_form["apiVersion"] = json!(format!("{}/{}", rt.group, custom.storage_version));
     }
-    let event = if old.is_some() { EventType::Modified } else { EventType::Added };
+    let event = if old.is_some() {
+        EventType::Modified
+    } else {
+        EventType::Added
+    };
     let stored = store.put(rt, &namespace, &name, stored_form, event, old.cloned());
     if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
         store.register_crd(&stored);
@@ -554,7 +594,10 @@ fn crd_status(crd: &mut Value) {
              "message": "the initial names have been accepted", "lastTransitionTime": now},
         ],
     });
-    let finalizers = crd["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+    let finalizers = crd["metadata"]["finalizers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let cleanup = json!("customresourcecleanup.apiextensions.k8s.io");
     if !finalizers.contains(&cleanup) {
         let mut finalizers = finalizers;
@@ -563,15 +606,32 @@ fn crd_status(crd: &mut Value) {
     }
 }
 
-fn create(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: bool) -> Result<Reply, ApiError> {
+fn create(
+    store: &mut Store,
+    request: &Request,
+    route: &ResourceRoute,
+    dry_run: bool,
+) -> Result<Reply, ApiError> {
     let mut object = parse_json(&request.body)?;
     check_identity(route, &mut object)?;
-    if object.pointer("/metadata/resourceVersion").and_then(Value::as_str).is_some_and(|rv| !rv.is_empty()) {
-        return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+    if object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|rv| !rv.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
     }
-    let mut name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+    let mut name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     if name.is_empty()
-        && let Some(prefix) = object.pointer("/metadata/generateName").and_then(Value::as_str)
+        && let Some(prefix) = object
+            .pointer("/metadata/generateName")
+            .and_then(Value::as_str)
     {
         name = format!("{prefix}{}", store.random_suffix());
         object["metadata"]["name"] = json!(name);
@@ -581,19 +641,40 @@ fn create(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: 
         return Err(ApiError::already_exists(&route.rt, &name));
     }
     let manager = update_manager(request);
-    finish_write(store, route, None, object, Ownership::Update(manager), dry_run)
+    finish_write(
+        store,
+        route,
+        None,
+        object,
+        Ownership::Update(manager),
+        dry_run,
+    )
 }
 
 fn check_resource_version(route: &ResourceRoute, old: &Value, new: &Value) -> Result<(), ApiError> {
-    let wanted = new.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
-    let current = old.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
+    let wanted = new
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let current = old
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if !wanted.is_empty() && wanted != current {
-        return Err(ApiError::stale(&route.rt, route.name.as_deref().unwrap_or("")));
+        return Err(ApiError::stale(
+            &route.rt,
+            route.name.as_deref().unwrap_or(""),
+        ));
     }
     Ok(())
 }
 
-fn update(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: bool) -> Result<Reply, ApiError> {
+fn update(
+    store: &mut Store,
+    request: &Request,
+    route: &ResourceRoute,
+    dry_run: bool,
+) -> Result<Reply, ApiError> {
     let mut object = parse_json(&request.body)?;
     check_identity(route, &mut object)?;
     let name = route.name.clone().unwrap_or_default();
@@ -603,10 +684,22 @@ fn update(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: 
         .ok_or_else(|| ApiError::not_found(&route.rt, &name))?;
     check_resource_version(route, &old, &object)?;
     let manager = update_manager(request);
-    finish_write(store, route, Some(&old), object, Ownership::Update(manager), dry_run)
+    finish_write(
+        store,
+        route,
+        Some(&old),
+        object,
+        Ownership::Update(manager),
+        dry_run,
+    )
 }
 
-fn patch(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: bool) -> Result<Reply, ApiError> {
+fn patch(
+    store: &mut Store,
+    request: &Request,
+    route: &ResourceRoute,
+    dry_run: bool,
+) -> Result<Reply, ApiError> {
     let name = route.name.clone().unwrap_or_default();
     let old = store.get(&route.rt, namespace_of(route), &name).cloned();
     let content_type = request.content_type.split(';').next().unwrap_or("").trim();
@@ -621,16 +714,25 @@ fn patch(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: b
             json_patch::merge(&mut new, &patch);
         }
         "application/json-patch+json" => {
-            let patch: json_patch::Patch = serde_json::from_slice(&request.body)
-                .map_err(|e| ApiError::bad_request(format!("the request body could not be decoded: {e}")))?;
+            let patch: json_patch::Patch = serde_json::from_slice(&request.body).map_err(|e| {
+                ApiError::bad_request(format!("the request body could not be decoded: {e}"))
+            })?;
             json_patch::patch(&mut new, &patch).map_err(|e| {
-                ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}"))
+                ApiError::new(
+                    422,
+                    "Invalid",
+                    format!("the server rejected our request due to an error in our request: {e}"),
+                )
             })?;
         }
         "application/strategic-merge-patch+json" if route.rt.custom.is_none() => {
             let patch = parse_json(&request.body)?;
-            if strategic_merge(&mut new, &patch, SchemaView { custom: None }) == StrategicMergeOutcome::Deleted {
-                return Err(ApiError::bad_request("a strategic merge patch may not delete the object"));
+            if strategic_merge(&mut new, &patch, SchemaView { custom: None })
+                == StrategicMergeOutcome::Deleted
+            {
+                return Err(ApiError::bad_request(
+                    "a strategic merge patch may not delete the object",
+                ));
             }
         }
         other => return Err(ApiError::unsupported_media_type(other)),
@@ -638,7 +740,14 @@ fn patch(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: b
     check_identity(route, &mut new)?;
     check_resource_version(route, &old, &new)?;
     let manager = update_manager(request);
-    finish_write(store, route, Some(&old), new, Ownership::Update(manager), dry_run)
+    finish_write(
+        store,
+        route,
+        Some(&old),
+        new,
+        Ownership::Update(manager),
+        dry_run,
+    )
 }
 
 fn apply(
@@ -649,17 +758,26 @@ fn apply(
     dry_run: bool,
 ) -> Result<Reply, ApiError> {
     let Some(manager) = request.query.get("fieldManager").filter(|m| !m.is_empty()) else {
-        return Err(ApiError::bad_request("PATCH, application/apply-patch+yaml requires fieldManager to be set"));
+        return Err(ApiError::bad_request(
+            "PATCH, application/apply-patch+yaml requires fieldManager to be set",
+        ));
     };
     let text = std::str::from_utf8(&request.body)
         .map_err(|_| ApiError::bad_request("the apply body is not UTF-8"))?;
-    let mut config = kustomize_controller::yaml::parse_single(text, kustomize_controller::yaml::Schema::Kubernetes)
-        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    let mut config = kustomize_controller::yaml::parse_single(
+        text,
+        kustomize_controller::yaml::Schema::Kubernetes,
+    )
+    .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     if !config.is_object() {
         return Err(ApiError::bad_request("the apply body must be an object"));
     }
     for field in ["apiVersion", "kind"] {
-        if config.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+        if config
+            .get(field)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             return Err(ApiError::bad_request(format!("{field} must be set")));
         }
     }
@@ -717,7 +835,14 @@ fn apply(
         error.details = Some(details);
         error
     })?;
-    finish_write(store, route, old.as_ref(), applied, Ownership::Applied, dry_run)
+    finish_write(
+        store,
+        route,
+        old.as_ref(),
+        applied,
+        Ownership::Applied,
+        dry_run,
+    )
 }
 
 fn delete_options(request: &Request) -> Result<Value, ApiError> {
@@ -732,7 +857,12 @@ fn delete_options(request: &Request) -> Result<Value, ApiError> {
     Ok(options)
 }
 
-fn delete(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: bool) -> Result<Reply, ApiError> {
+fn delete(
+    store: &mut Store,
+    request: &Request,
+    route: &ResourceRoute,
+    dry_run: bool,
+) -> Result<Reply, ApiError> {
     let options = delete_options(request)?;
     let name = route.name.clone().unwrap_or_default();
     let namespace = namespace_of(route).to_string();
@@ -740,24 +870,39 @@ fn delete(store: &mut Store, request: &Request, route: &ResourceRoute, dry_run: 
         .get(&route.rt, &namespace, &name)
         .cloned()
         .ok_or_else(|| ApiError::not_found(&route.rt, &name))?;
-    if let Some(uid) = options.pointer("/preconditions/uid").and_then(Value::as_str)
+    if let Some(uid) = options
+        .pointer("/preconditions/uid")
+        .and_then(Value::as_str)
         && object.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid)
     {
-        let actual = object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+        let actual = object
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         return Err(ApiError::precondition_failed(
             &route.rt,
             &name,
             &format!("UID in precondition: {uid}, UID in object meta: {actual}"),
         ));
     }
-    if let Some(rv) = options.pointer("/preconditions/resourceVersion").and_then(Value::as_str)
-        && object.pointer("/metadata/resourceVersion").and_then(Value::as_str) != Some(rv)
+    if let Some(rv) = options
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str)
+        && object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            != Some(rv)
     {
-        let actual = object.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
+        let actual = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         return Err(ApiError::precondition_failed(
             &route.rt,
             &name,
-            &format!("ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"),
+            &format!(
+                "ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+            ),
         ));
     }
     let dry_run = dry_run
@@ -801,7 +946,12 @@ fn delete_collection(
         .into_iter()
         .filter(|o| filters.matches(o))
         .map(|o| {
-            let text = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+            let text = |p: &str| {
+                o.pointer(p)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
             (text("/metadata/namespace"), text("/metadata/name"))
         })
         .collect();

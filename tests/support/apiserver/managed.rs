@@ -341,7 +341,12 @@ pub fn conflict_message(conflicts: &[Conflict]) -> String {
     let mut message = format!("Apply failed with {} conflicts: ", conflicts.len());
     let lines: Vec<String> = conflicts
         .iter()
-        .map(|c| format!("conflict with \"{}\" using {}: {}", c.manager, c.api_version, c.path))
+        .map(|c| {
+            format!(
+                "conflict with \"{}\" using {}: {}",
+                c.manager, c.api_version, c.path
+            )
+        })
         .collect();
     message.push_str(&lines.join("\n"));
     message

@@ -164,7 +164,11 @@ impl TestApiServer {
             504 => "Timeout",
             _ => "Unknown",
         };
-        let mut error = ApiError::new(rule.code, reason, format!("injected fault ({verb} {resource})"));
+        let mut error = ApiError::new(
+            rule.code,
+            reason,
+            format!("injected fault ({verb} {resource})"),
+        );
         error.retry_after = rule.retry_after;
         faults.rules.retain(|r| r.remaining > 0);
         Some(error)
@@ -279,7 +283,10 @@ fn error_response(error: &ApiError) -> hyper::Response<Body> {
     if let Some(seconds) = error.retry_after {
         response.headers_mut().insert(
             "retry-after",
-            seconds.to_string().parse().expect("a number is a header value"),
+            seconds
+                .to_string()
+                .parse()
+                .expect("a number is a header value"),
         );
     }
     response

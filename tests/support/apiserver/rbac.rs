@@ -51,7 +51,12 @@ fn strings(value: &Value, key: &str) -> Vec<String> {
     value
         .get(key)
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -82,7 +87,8 @@ fn rule_allows(rule: &Value, attributes: &Attributes) -> bool {
     any(&strings(rule, "verbs"), attributes.verb)
         && any(&strings(rule, "apiGroups"), attributes.group)
         && any(&strings(rule, "resources"), &resource)
-        && (names.is_empty() || (!attributes.name.is_empty() && names.iter().any(|n| n == attributes.name)))
+        && (names.is_empty()
+            || (!attributes.name.is_empty() && names.iter().any(|n| n == attributes.name)))
 }
 
 pub fn allowed(store: &Store, identity: &Identity, attributes: &Attributes) -> bool {
@@ -126,8 +132,14 @@ pub fn allowed(store: &Store, identity: &Identity, attributes: &Attributes) -> b
         {
             continue;
         }
-        let role_kind = binding.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or("");
-        let role_name = binding.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("");
+        let role_kind = binding
+            .pointer("/roleRef/kind")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let role_name = binding
+            .pointer("/roleRef/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         if role_rules(role_kind, namespace, role_name)
             .iter()
             .any(|rule| rule_allows(rule, attributes))

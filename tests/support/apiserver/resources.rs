@@ -35,7 +35,6 @@ pub struct CustomSchema {
     pub schema: Option<Value>,
     /// The same schema as merge metadata (`x-kubernetes-list-type` …) for apply and patch.
     pub merge_schema: Arc<Openapi>,
-    pub definition: String,
 }
 
 impl ResourceType {
@@ -109,36 +108,261 @@ type Row = (
 );
 
 const BUILTINS: &[Row] = &[
-    ("", "v1", "namespaces", "Namespace", false, true, false, &["ns"]),
-    ("", "v1", "configmaps", "ConfigMap", true, false, false, &["cm"]),
+    (
+        "",
+        "v1",
+        "namespaces",
+        "Namespace",
+        false,
+        true,
+        false,
+        &["ns"],
+    ),
+    (
+        "",
+        "v1",
+        "configmaps",
+        "ConfigMap",
+        true,
+        false,
+        false,
+        &["cm"],
+    ),
     ("", "v1", "secrets", "Secret", true, false, false, &[]),
-    ("", "v1", "serviceaccounts", "ServiceAccount", true, false, false, &["sa"]),
+    (
+        "",
+        "v1",
+        "serviceaccounts",
+        "ServiceAccount",
+        true,
+        false,
+        false,
+        &["sa"],
+    ),
     ("", "v1", "services", "Service", true, true, false, &["svc"]),
     ("", "v1", "pods", "Pod", true, true, false, &["po"]),
-    ("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, true, false, &["pvc"]),
+    (
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        true,
+        true,
+        false,
+        &["pvc"],
+    ),
     ("", "v1", "events", "Event", true, false, false, &["ev"]),
-    ("apps", "v1", "deployments", "Deployment", true, true, true, &["deploy"]),
-    ("apps", "v1", "statefulsets", "StatefulSet", true, true, true, &["sts"]),
-    ("apps", "v1", "daemonsets", "DaemonSet", true, true, true, &["ds"]),
-    ("apps", "v1", "replicasets", "ReplicaSet", true, true, true, &["rs"]),
+    (
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        true,
+        true,
+        true,
+        &["deploy"],
+    ),
+    (
+        "apps",
+        "v1",
+        "statefulsets",
+        "StatefulSet",
+        true,
+        true,
+        true,
+        &["sts"],
+    ),
+    (
+        "apps",
+        "v1",
+        "daemonsets",
+        "DaemonSet",
+        true,
+        true,
+        true,
+        &["ds"],
+    ),
+    (
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        true,
+        true,
+        true,
+        &["rs"],
+    ),
     ("batch", "v1", "jobs", "Job", true, true, true, &[]),
-    ("batch", "v1", "cronjobs", "CronJob", true, true, true, &["cj"]),
-    ("rbac.authorization.k8s.io", "v1", "roles", "Role", true, false, false, &[]),
-    ("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, false, false, &[]),
-    ("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, false, false, &[]),
-    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false, false, false, &[]),
-    ("networking.k8s.io", "v1", "ingresses", "Ingress", true, true, true, &["ing"]),
-    ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", true, false, true, &["netpol"]),
-    ("networking.k8s.io", "v1", "ingressclasses", "IngressClass", false, false, false, &[]),
-    ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, true, true, &["pdb"]),
-    ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", true, true, true, &["hpa"]),
-    ("storage.k8s.io", "v1", "storageclasses", "StorageClass", false, false, false, &["sc"]),
-    ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, false, false, &["pc"]),
-    ("coordination.k8s.io", "v1", "leases", "Lease", true, false, false, &[]),
-    ("events.k8s.io", "v1", "events", "Event", true, false, false, &["ev"]),
-    ("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false, true, true, &["crd", "crds"]),
-    ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", false, false, true, &[]),
-    ("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", false, false, true, &[]),
+    (
+        "batch",
+        "v1",
+        "cronjobs",
+        "CronJob",
+        true,
+        true,
+        true,
+        &["cj"],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "roles",
+        "Role",
+        true,
+        false,
+        false,
+        &[],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "RoleBinding",
+        true,
+        false,
+        false,
+        &[],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "ClusterRole",
+        false,
+        false,
+        false,
+        &[],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        false,
+        false,
+        false,
+        &[],
+    ),
+    (
+        "networking.k8s.io",
+        "v1",
+        "ingresses",
+        "Ingress",
+        true,
+        true,
+        true,
+        &["ing"],
+    ),
+    (
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        true,
+        false,
+        true,
+        &["netpol"],
+    ),
+    (
+        "networking.k8s.io",
+        "v1",
+        "ingressclasses",
+        "IngressClass",
+        false,
+        false,
+        false,
+        &[],
+    ),
+    (
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        true,
+        true,
+        true,
+        &["pdb"],
+    ),
+    (
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        true,
+        true,
+        true,
+        &["hpa"],
+    ),
+    (
+        "storage.k8s.io",
+        "v1",
+        "storageclasses",
+        "StorageClass",
+        false,
+        false,
+        false,
+        &["sc"],
+    ),
+    (
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        "PriorityClass",
+        false,
+        false,
+        false,
+        &["pc"],
+    ),
+    (
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "Lease",
+        true,
+        false,
+        false,
+        &[],
+    ),
+    (
+        "events.k8s.io",
+        "v1",
+        "events",
+        "Event",
+        true,
+        false,
+        false,
+        &["ev"],
+    ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+        true,
+        true,
+        &["crd", "crds"],
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        false,
+        false,
+        true,
+        &[],
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        false,
+        false,
+        true,
+        &[],
+    ),
 ];
 
 /// The built-in resource types.
@@ -168,7 +392,12 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
     let Some(spec) = crd.get("spec") else {
         return Vec::new();
     };
-    let text = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    let text = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let group = text(spec, "/group");
     let names = &spec["names"];
     let plural = text(names, "/plural");
@@ -180,7 +409,12 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
     let namespaced = text(spec, "/scope") != "Cluster";
     let short_names: Vec<String> = names["shortNames"]
         .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
     let versions = spec["versions"].as_array().cloned().unwrap_or_default();
     let storage_version = versions
@@ -196,7 +430,6 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
             let version = text(v, "/name");
             let schema = v.pointer("/schema/openAPIV3Schema").cloned();
             let definition = format!("{crd_name}/{version}");
-            let api_version = format!("{group}/{version}");
             let mut document = json!({"definitions": {}});
             if let Some(schema) = &schema {
                 let mut schema = schema.clone();
@@ -204,7 +437,6 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
                     json!([{"group": group, "version": version, "kind": kind}]);
                 document["definitions"][&definition] = schema;
             }
-            let _ = api_version;
             ResourceType {
                 group: group.clone(),
                 version,
@@ -220,7 +452,6 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
                     storage_version: storage_version.clone(),
                     schema,
                     merge_schema: Arc::new(Openapi::from_document(&document)),
-                    definition,
                 }),
             }
         })

@@ -33,7 +33,11 @@ fn split_terms(text: &str) -> Vec<&str> {
         }
     }
     terms.push(&text[start..]);
-    terms.into_iter().map(str::trim).filter(|t| !t.is_empty()).collect()
+    terms
+        .into_iter()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect()
 }
 
 fn set_values(text: &str) -> Option<Vec<String>> {
@@ -95,7 +99,14 @@ pub struct FieldSelector(Vec<(String, bool, String)>);
 fn supported_fields(kind: &str) -> &'static [&'static str] {
     match kind {
         "Secret" => &["type"],
-        "Pod" => &["spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "status.phase", "status.podIP"],
+        "Pod" => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "status.phase",
+            "status.podIP",
+        ],
         "Event" => &[
             "involvedObject.kind",
             "involvedObject.namespace",

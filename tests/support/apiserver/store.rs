@@ -22,16 +22,6 @@ pub enum EventType {
     Deleted,
 }
 
-impl EventType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct Event {
     pub resource_version: u64,
@@ -81,7 +71,8 @@ impl Store {
             needs_settle: false,
         };
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            store.seed(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}));
+            store
+                .seed(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}));
         }
         store.seed(json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
@@ -110,7 +101,10 @@ impl Store {
             .cloned()
             .expect("seeded kinds are built in");
         super::validation::default_object(&rt, None, &mut object, "");
-        let name = object["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
         self.stamp_new(&mut object);
         self.put(&rt, "", &name, object, EventType::Added, None);
     }
@@ -152,13 +146,6 @@ impl Store {
         self.types
             .iter()
             .find(|t| t.group == group && t.version == version && t.plural == plural)
-            .cloned()
-    }
-
-    pub fn type_of_kind(&self, api_version: &str, kind: &str) -> Option<ResourceType> {
-        self.types
-            .iter()
-            .find(|t| t.api_version() == api_version && t.kind == kind)
             .cloned()
     }
 
@@ -260,9 +247,8 @@ impl Store {
 
     fn unregister_crd(&mut self, crd: &Value) {
         let name = crd.pointer("/metadata/name").and_then(Value::as_str);
-        self.types.retain(|t| {
-            t.custom.as_ref().map(|c| Some(c.crd_name.as_str())) != Some(name)
-        });
+        self.types
+            .retain(|t| t.custom.as_ref().map(|c| Some(c.crd_name.as_str())) != Some(name));
     }
 
     fn type_for_key(&self, group: &str, plural: &str) -> Option<ResourceType> {
@@ -274,14 +260,17 @@ impl Store {
 
     /// Starts deleting an object: with finalizers it gets a deletionTimestamp and stays,
     /// without it is removed. Returns the object as it now is and whether it is gone.
-    pub fn begin_delete(&mut self, key: &ObjectKey, extra_finalizer: Option<&str>) -> (Value, bool) {
+    pub fn begin_delete(
+        &mut self,
+        key: &ObjectKey,
+        extra_finalizer: Option<&str>,
+    ) -> (Value, bool) {
         let Some(object) = self.objects.get(key).cloned() else {
             return (Value::Null, true);
         };
         let namespace_like = key.0.is_empty() && key.1 == "namespaces";
-        let has_finalizers = finalizers(&object).next().is_some()
-            || extra_finalizer.is_some()
-            || namespace_like;
+        let has_finalizers =
+            finalizers(&object).next().is_some() || extra_finalizer.is_some() || namespace_like;
         if object.pointer("/metadata/deletionTimestamp").is_some() {
             return (object, false);
         }
@@ -309,7 +298,14 @@ impl Store {
         let Some(rt) = self.type_for_key(&key.0, &key.1) else {
             return (object, false);
         };
-        let stored = self.put(&rt, &key.2, &key.3, updated, EventType::Modified, Some(object));
+        let stored = self.put(
+            &rt,
+            &key.2,
+            &key.3,
+            updated,
+            EventType::Modified,
+            Some(object),
+        );
         (stored, false)
     }
 
@@ -456,7 +452,14 @@ impl Store {
 
     fn replace(&mut self, key: &ObjectKey, updated: Value, previous: Value) {
         if let Some(rt) = self.type_for_key(&key.0, &key.1) {
-            self.put(&rt, &key.2, &key.3, updated, EventType::Modified, Some(previous));
+            self.put(
+                &rt,
+                &key.2,
+                &key.3,
+                updated,
+                EventType::Modified,
+                Some(previous),
+            );
         }
     }
 
@@ -486,7 +489,10 @@ impl Store {
     }
 
     fn list_crd_objects(&self, crd: &Value) -> Vec<ObjectKey> {
-        let group = crd.pointer("/spec/group").and_then(Value::as_str).unwrap_or("");
+        let group = crd
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let plural = crd
             .pointer("/spec/names/plural")
             .and_then(Value::as_str)

@@ -40,12 +40,20 @@ fn immutable(field: &str, value: &Value) -> Cause {
 }
 
 /// Fills in what the server defaults. `allocated_ip` is the next free cluster IP.
-pub fn default_object(rt: &ResourceType, old: Option<&Value>, object: &mut Value, allocated_ip: &str) {
+pub fn default_object(
+    rt: &ResourceType,
+    old: Option<&Value>,
+    object: &mut Value,
+    allocated_ip: &str,
+) {
     if rt.custom.is_some() {
         return;
     }
     default_list_keys(object);
-    let name = object.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+    let name = object
+        .pointer("/metadata/name")
+        .cloned()
+        .unwrap_or(Value::Null);
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Namespace") => {
             object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
@@ -146,7 +154,7 @@ pub fn default_list_keys(object: &mut Value) {
     fn walk(value: &mut Value, in_ports: bool) {
         match value {
             Value::Object(map) => {
-                if in_ports && map.contains_key("containerPort") || in_ports && map.contains_key("port") {
+                if in_ports && (map.contains_key("containerPort") || map.contains_key("port")) {
                     map.entry("protocol").or_insert_with(|| json!("TCP"));
                 }
                 for (key, child) in map.iter_mut() {
@@ -185,7 +193,9 @@ fn name_rule(rt: &ResourceType) -> (fn(&str) -> bool, &'static str) {
             "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
         ),
         ("rbac.authorization.k8s.io", _) => (
-            |n: &str| !n.is_empty() && n != "." && n != ".." && !n.contains('/') && !n.contains('%'),
+            |n: &str| {
+                !n.is_empty() && n != "." && n != ".." && !n.contains('/') && !n.contains('%')
+            },
             "may not contain '/' or '%'",
         ),
         _ => (
@@ -198,7 +208,10 @@ fn name_rule(rt: &ResourceType) -> (fn(&str) -> bool, &'static str) {
 /// Validation of a create (`old` is `None`) or an update.
 pub fn validate(rt: &ResourceType, old: Option<&Value>, new: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
-    let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let name = new
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if name.is_empty() {
         causes.push(Cause {
             reason: "FieldValueRequired",
@@ -214,8 +227,12 @@ pub fn validate(rt: &ResourceType, old: Option<&Value>, new: &Value) -> Vec<Caus
     if let Some(old) = old
         && old.pointer("/metadata/deletionTimestamp").is_some()
     {
-        let old_finalizers = old.pointer("/metadata/finalizers").and_then(Value::as_array);
-        let new_finalizers = new.pointer("/metadata/finalizers").and_then(Value::as_array);
+        let old_finalizers = old
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array);
+        let new_finalizers = new
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array);
         if let Some(added) = new_finalizers
             .into_iter()
             .flatten()
@@ -248,7 +265,11 @@ pub fn validate(rt: &ResourceType, old: Option<&Value>, new: &Value) -> Vec<Caus
             if let Some(old) = old {
                 let before = old.pointer("/spec/clusterIP");
                 let after = new.pointer("/spec/clusterIP");
-                if before.is_some() && after.is_some() && before != after && before != Some(&json!("None")) {
+                if before.is_some()
+                    && after.is_some()
+                    && before != after
+                    && before != Some(&json!("None"))
+                {
                     causes.push(immutable("spec.clusterIP", after.unwrap_or(&Value::Null)));
                 }
             }
@@ -275,7 +296,10 @@ fn validate_immutable_data(old: Option<&Value>, new: &Value, causes: &mut Vec<Ca
         return;
     };
     if old.get("immutable") != Some(&json!(true)) {
-        if old.get("type").is_some() && new.get("type").is_some() && old.get("type") != new.get("type") {
+        if old.get("type").is_some()
+            && new.get("type").is_some()
+            && old.get("type") != new.get("type")
+        {
             causes.push(immutable("type", &new["type"]));
         }
         return;
@@ -316,10 +340,7 @@ fn validate_workload(rt: &ResourceType, old: Option<&Value>, new: &Value, causes
     }
     if let Some(old) = old {
         if old.pointer("/spec/selector") != selector {
-            causes.push(immutable(
-                "spec.selector",
-                selector.unwrap_or(&Value::Null),
-            ));
+            causes.push(immutable("spec.selector", selector.unwrap_or(&Value::Null)));
         }
         if rt.kind == "StatefulSet" {
             let allowed = [
@@ -332,7 +353,11 @@ fn validate_workload(rt: &ResourceType, old: Option<&Value>, new: &Value, causes
                 "selector",
             ];
             let strip = |v: &Value| -> Map<String, Value> {
-                let mut spec = v.get("spec").and_then(Value::as_object).cloned().unwrap_or_default();
+                let mut spec = v
+                    .get("spec")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
                 spec.retain(|k, _| !allowed.contains(&k.as_str()));
                 spec
             };
@@ -351,7 +376,11 @@ fn validate_pod_template(object: &Value, path: &str, causes: &mut Vec<Cause>) {
         Some(containers) => {
             for (i, container) in containers.iter().enumerate() {
                 for field in ["name", "image"] {
-                    if container.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+                    if container
+                        .get(field)
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+                    {
                         causes.push(required(&format!("{path}.spec.containers[{i}].{field}")));
                     }
                 }
@@ -377,7 +406,7 @@ fn validate_crd(crd: &Value, causes: &mut Vec<Cause>) {
         causes.push(invalid(
             "metadata.name",
             &json!(text("/metadata/name")),
-            &format!("must be spec.names.plural+\".\"+spec.group"),
+            "must be spec.names.plural+\".\"+spec.group",
         ));
     }
     let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
@@ -411,7 +440,13 @@ fn type_matches(value: &Value, expected: &str, schema: &Value) -> bool {
 }
 
 /// Checks a custom resource against its structural schema and prunes unknown fields.
-fn validate_against_schema(value: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>, root: bool) {
+fn validate_against_schema(
+    value: &Value,
+    schema: &Value,
+    path: &str,
+    causes: &mut Vec<Cause>,
+    root: bool,
+) {
     if value.is_null() && schema.get("nullable") == Some(&json!(true)) {
         return;
     }
@@ -432,7 +467,10 @@ fn validate_against_schema(value: &Value, schema: &Value, path: &str, causes: &m
         causes.push(Cause {
             reason: "FieldValueNotSupported",
             field: path.trim_start_matches('.').to_string(),
-            message: format!("Unsupported value: {value}: supported values: {}", list.join(", ")),
+            message: format!(
+                "Unsupported value: {value}: supported values: {}",
+                list.join(", ")
+            ),
         });
     }
     if let Value::Object(map) = value {
@@ -441,7 +479,9 @@ fn validate_against_schema(value: &Value, schema: &Value, path: &str, causes: &m
                 if !map.contains_key(field) {
                     causes.push(Cause {
                         reason: "FieldValueRequired",
-                        field: format!("{path}.{field}").trim_start_matches('.').to_string(),
+                        field: format!("{path}.{field}")
+                            .trim_start_matches('.')
+                            .to_string(),
                         message: "Required value".into(),
                     });
                 }
@@ -456,7 +496,13 @@ fn validate_against_schema(value: &Value, schema: &Value, path: &str, causes: &m
                 .and_then(|p| p.get(key))
                 .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()));
             if let Some(child_schema) = child_schema {
-                validate_against_schema(child, child_schema, &format!("{path}.{key}"), causes, false);
+                validate_against_schema(
+                    child,
+                    child_schema,
+                    &format!("{path}.{key}"),
+                    causes,
+                    false,
+                );
             }
         }
     }
@@ -522,8 +568,11 @@ mod tests {
         let mut object = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},
             "spec": {"a": "1", "b": 2}, "free": {"any": 1}, "junk": true});
         prune(&mut object, &schema, true);
-        assert_eq!(object, json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},
-            "spec": {"a": "1"}, "free": {"any": 1}}));
+        assert_eq!(
+            object,
+            json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},
+            "spec": {"a": "1"}, "free": {"any": 1}})
+        );
     }
 
     #[test]

@@ -32,11 +32,19 @@ fn translate(event: &Event, route: &ResourceRoute, filters: &Filters) -> Option<
     if event.group != group || event.plural != plural {
         return None;
     }
-    if route.namespace.as_ref().is_some_and(|ns| *ns != event.namespace) {
+    if route
+        .namespace
+        .as_ref()
+        .is_some_and(|ns| *ns != event.namespace)
+    {
         return None;
     }
     if let Some(name) = &route.name
-        && event.object.pointer("/metadata/name").and_then(Value::as_str) != Some(name)
+        && event
+            .object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            != Some(name)
     {
         return None;
     }
@@ -65,7 +73,10 @@ pub fn start(
         let store = store.lock().expect("store");
         let attributes = route.attributes("watch");
         if !rbac::allowed(&store, &request.identity, &attributes) {
-            return Err(ApiError::forbidden(rbac::denial(&request.identity, &attributes)));
+            return Err(ApiError::forbidden(rbac::denial(
+                &request.identity,
+                &attributes,
+            )));
         }
         let receiver = events.subscribe();
         let requested = request
@@ -73,7 +84,10 @@ pub fn start(
             .get("resourceVersion")
             .map(String::as_str)
             .unwrap_or("");
-        let send_initial = request.query.get("sendInitialEvents").is_some_and(|v| v == "true");
+        let send_initial = request
+            .query
+            .get("sendInitialEvents")
+            .is_some_and(|v| v == "true");
         let mut initial = Vec::new();
         let mut expired = false;
         if requested.is_empty() || requested == "0" || send_initial {
@@ -106,7 +120,11 @@ pub fn start(
                 initial.push(line("ERROR", &error.status()));
                 expired = true;
             } else {
-                for event in store.history.iter().filter(|e| e.resource_version > version) {
+                for event in store
+                    .history
+                    .iter()
+                    .filter(|e| e.resource_version > version)
+                {
                     initial.extend(translate(event, route, &filters));
                 }
             }
