@@ -7,10 +7,12 @@
 //! - [`yaml`]: Kubernetes YAML in and kustomize-identical YAML out, shared by every stage.
 //! - [`kustomize`]: the embedded build engine (a pure library).
 //! - `remote` (feature `remote-bases`): fetching remote bases for the engine with gix.
+//! - [`sops`]: SOPS decryption of build inputs and Secrets (age, OpenPGP).
 //! - [`substitute`]: post-build variable substitution (`${var}` expressions).
+//! - [`source`]: source artifacts (resolve, download with digest check, safe extraction).
 //! - [`cli`]: the command line of the `kustomize-controller` binary.
 //!
-//! Planned stages: `source` (artifact fetch), `sops`, `apply`, `inventory`, `health`, `controller`, `metrics`.
+//! Planned stages: `apply`, `inventory`, `health`, `controller`, `metrics`.
 
 pub mod api;
 pub mod cli;
@@ -18,5 +20,6 @@ pub mod kustomize;
 #[cfg(feature = "remote-bases")]
 pub mod remote;
 pub mod sops;
+pub mod source;
 pub mod substitute;
 pub mod yaml;

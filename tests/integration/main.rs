@@ -8,5 +8,6 @@ mod kustomize_golden;
 #[cfg(feature = "remote-bases")]
 mod remote_bases;
 mod sops;
+mod source;
 #[path = "../support/mod.rs"]
 mod support;

@@ -59,6 +59,8 @@ pub struct ArtifactServer {
     address: SocketAddr,
     files: Arc<Mutex<HashMap<String, Vec<u8>>>>,
     requests: Arc<Mutex<Vec<String>>>,
+    /// Status codes to answer the next requests with, first to last.
+    failures: Arc<Mutex<Vec<u16>>>,
 }
 
 /// A deterministic tar.gz of `dir` (sorted entries, zero times and owners).
@@ -117,6 +119,7 @@ impl ArtifactServer {
             address: listener.local_addr().expect("bound address"),
             files: Arc::default(),
             requests: Arc::default(),
+            failures: Arc::default(),
         };
         let serving = server.clone();
         tokio::spawn(async move {
@@ -129,6 +132,16 @@ impl ArtifactServer {
                             async move {
                                 let path = request.uri().path().to_string();
                                 server.requests.lock().expect("requests").push(path.clone());
+                                let failure = {
+                                    let mut failures = server.failures.lock().expect("failures");
+                                    (!failures.is_empty()).then(|| failures.remove(0))
+                                };
+                                if let Some(code) = failure {
+                                    let response = hyper::Response::builder()
+                                        .status(code)
+                                        .body(Full::new(Bytes::from_static(b"injected failure")));
+                                    return Ok::<_, Infallible>(response.expect("a response"));
+                                }
                                 let body = server.files.lock().expect("files").get(&path).cloned();
                                 let response = match body {
                                     Some(bytes) => hyper::Response::builder()
@@ -171,6 +184,16 @@ impl ArtifactServer {
     /// Serves a tar.gz of `dir`.
     pub fn publish_dir(&self, path: &str, revision: &str, dir: &Path) -> Artifact {
         self.publish_bytes(path, revision, tar_gz(dir))
+    }
+
+    /// Answers the next requests with these status codes, in order.
+    pub fn fail_next(&self, codes: &[u16]) {
+        self.failures.lock().expect("failures").extend_from_slice(codes);
+    }
+
+    /// The address clients connect to (`host:port`).
+    pub fn address(&self) -> String {
+        self.address.to_string()
     }
 
     /// The paths requested so far.

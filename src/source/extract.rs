@@ -1,0 +1,344 @@
+//! Safe tar.gz extraction: entries must stay inside the target directory physically (every
+//! directory on the way is checked after symlinks, files never overwrite through a link),
+//! symlinks may only point inside, hard links, devices and FIFOs are refused, and the total
+//! size and number of entries are bounded.
+
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+use flate2::read::GzDecoder;
+
+use super::SourceError;
+
+/// Bounds on what one artifact may unpack to.
+#[derive(Clone, Debug)]
+pub struct ExtractLimits {
+    /// Total bytes of file contents.
+    pub max_bytes: u64,
+    /// Number of entries (files, directories, links).
+    pub max_entries: u64,
+}
+
+impl Default for ExtractLimits {
+    fn default() -> ExtractLimits {
+        ExtractLimits {
+            max_bytes: 1024 * 1024 * 1024,
+            max_entries: 100_000,
+        }
+    }
+}
+
+fn extract_error(path: &Path, reason: impl Into<String>) -> SourceError {
+    SourceError::Extract {
+        path: path.display().to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// The entry's path as a clean relative path; `None` for the archive root itself.
+fn clean_relative(path: &Path) -> Result<Option<PathBuf>, SourceError> {
+    let mut clean = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::Normal(part) => clean.push(part),
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(extract_error(path, "absolute paths are not allowed"));
+            }
+            Component::ParentDir => {
+                return Err(extract_error(path, "'..' is not allowed in entry paths"));
+            }
+        }
+    }
+    Ok((!clean.as_os_str().is_empty()).then_some(clean))
+}
+
+/// Creates (or finds) `relative` under `root`, checking each existing step after symlinks.
+fn ensure_dir(root: &Path, relative: &Path, entry: &Path) -> Result<PathBuf, SourceError> {
+    let mut current = root.to_path_buf();
+    for component in relative.components() {
+        let next = current.join(component);
+        match std::fs::symlink_metadata(&next) {
+            Ok(metadata) => {
+                let resolved = if metadata.file_type().is_symlink() {
+                    next.canonicalize().map_err(|_| {
+                        extract_error(entry, "a directory on its path is a dangling symlink")
+                    })?
+                } else {
+                    next
+                };
+                if !resolved.starts_with(root) {
+                    return Err(extract_error(entry, "its path leads outside the artifact"));
+                }
+                if !resolved.is_dir() {
+                    return Err(extract_error(entry, "a parent on its path is not a directory"));
+                }
+                current = resolved;
+            }
+            Err(_) => {
+                std::fs::create_dir(&next).map_err(|e| extract_error(entry, e.to_string()))?;
+                current = next;
+            }
+        }
+    }
+    Ok(current)
+}
+
+/// Whether a link target, taken lexically from the link's directory, stays inside.
+fn link_stays_inside(link_dir: &Path, target: &Path) -> bool {
+    if target.is_absolute() {
+        return false;
+    }
+    let mut depth = link_dir.components().count();
+    for component in target.components() {
+        match component {
+            Component::ParentDir => {
+                if depth == 0 {
+                    return false;
+                }
+                depth -= 1;
+            }
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    true
+}
+
+/// Unpacks a gzip-compressed tar stream into `into` (an existing, empty directory).
+pub fn extract_tar_gz(reader: impl Read, into: &Path, limits: &ExtractLimits) -> Result<(), SourceError> {
+    let root = into.canonicalize().map_err(|source| SourceError::Io {
+        context: format!("resolving {}", into.display()),
+        source,
+    })?;
+    let mut archive = tar::Archive::new(GzDecoder::new(reader));
+    let entries = archive
+        .entries()
+        .map_err(|e| SourceError::Limit(format!("reading the archive: {e}")))?;
+    let (mut entries_seen, mut bytes) = (0u64, 0u64);
+    for entry in entries {
+        let mut entry = entry.map_err(|e| SourceError::Limit(format!("reading the archive: {e}")))?;
+        let raw_path = entry
+            .path()
+            .map_err(|e| SourceError::Limit(format!("reading an entry name: {e}")))?
+            .into_owned();
+        entries_seen += 1;
+        if entries_seen > limits.max_entries {
+            return Err(SourceError::Limit(format!(
+                "the archive has more than {} entries",
+                limits.max_entries
+            )));
+        }
+        let Some(relative) = clean_relative(&raw_path)? else {
+            continue;
+        };
+        let parent = relative.parent().unwrap_or(Path::new(""));
+        let name = relative.file_name().unwrap_or_default();
+        let entry_type = entry.header().entry_type();
+        if entry_type.is_dir() {
+            ensure_dir(&root, &relative, &raw_path)?;
+        } else if entry_type.is_file() || entry_type == tar::EntryType::Continuous {
+            let size = entry.size();
+            bytes = bytes.saturating_add(size);
+            if bytes > limits.max_bytes {
+                return Err(SourceError::Limit(format!(
+                    "the archive unpacks to more than {} bytes",
+                    limits.max_bytes
+                )));
+            }
+            let directory = ensure_dir(&root, parent, &raw_path)?;
+            let target = directory.join(name);
+            if std::fs::symlink_metadata(&target).is_ok() {
+                std::fs::remove_file(&target).map_err(|e| extract_error(&raw_path, e.to_string()))?;
+            }
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&target)
+                .map_err(|e| extract_error(&raw_path, e.to_string()))?;
+            let copied = std::io::copy(&mut (&mut entry).take(size), &mut file)
+                .map_err(|e| extract_error(&raw_path, e.to_string()))?;
+            if copied != size {
+                return Err(extract_error(&raw_path, "the archive ends inside this file"));
+            }
+        } else if entry_type.is_symlink() {
+            let target = entry
+                .link_name()
+                .map_err(|e| extract_error(&raw_path, e.to_string()))?
+                .ok_or_else(|| extract_error(&raw_path, "a symlink without a target"))?
+                .into_owned();
+            if !link_stays_inside(parent, &target) {
+                return Err(extract_error(
+                    &raw_path,
+                    format!("symlink to '{}' points outside the artifact", target.display()),
+                ));
+            }
+            let directory = ensure_dir(&root, parent, &raw_path)?;
+            let link = directory.join(name);
+            if std::fs::symlink_metadata(&link).is_ok() {
+                std::fs::remove_file(&link).map_err(|e| extract_error(&raw_path, e.to_string()))?;
+            }
+            std::os::unix::fs::symlink(&target, &link).map_err(|e| extract_error(&raw_path, e.to_string()))?;
+        } else if entry_type.is_hard_link() {
+            return Err(extract_error(&raw_path, "hard links are not supported"));
+        } else if entry_type.is_pax_global_extensions() || entry_type.is_pax_local_extensions() {
+            continue;
+        } else {
+            return Err(extract_error(
+                &raw_path,
+                format!("unsupported entry type {entry_type:?} (devices and FIFOs are refused)"),
+            ));
+        }
+    }
+    verify_links(&root, &root)
+}
+
+/// Every symlink that resolves must resolve inside the root (a later entry may have changed
+/// what an earlier link points through).
+fn verify_links(root: &Path, dir: &Path) -> Result<(), SourceError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| SourceError::Io {
+        context: format!("reading {}", dir.display()),
+        source,
+    })?;
+    for entry in entries {
+        let entry = entry.map_err(|source| SourceError::Io {
+            context: format!("reading {}", dir.display()),
+            source,
+        })?;
+        let path = entry.path();
+        let file_type = entry.file_type().map_err(|source| SourceError::Io {
+            context: format!("reading {}", path.display()),
+            source,
+        })?;
+        let relative = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+        if file_type.is_symlink() {
+            if let Ok(resolved) = path.canonicalize()
+                && !resolved.starts_with(root)
+            {
+                return Err(extract_error(&relative, "symlink resolves outside the artifact"));
+            }
+        } else if file_type.is_dir() {
+            verify_links(root, &path)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+
+    enum Item<'a> {
+        File(&'a str, &'a [u8]),
+        Dir(&'a str),
+        Link(&'a str, &'a str),
+        Hard(&'a str, &'a str),
+        Fifo(&'a str),
+    }
+
+    /// Builds archives with raw headers, so hostile names are possible.
+    fn archive(items: &[Item]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::fast()));
+        for item in items {
+            let mut header = tar::Header::new_gnu();
+            let (name, kind, data, link): (&str, tar::EntryType, &[u8], Option<&str>) = match item {
+                Item::File(n, d) => (n, tar::EntryType::Regular, d, None),
+                Item::Dir(n) => (n, tar::EntryType::Directory, b"", None),
+                Item::Link(n, t) => (n, tar::EntryType::Symlink, b"", Some(t)),
+                Item::Hard(n, t) => (n, tar::EntryType::Link, b"", Some(t)),
+                Item::Fifo(n) => (n, tar::EntryType::Fifo, b"", None),
+            };
+            let bytes = header.as_old_mut();
+            bytes.name[..name.len()].copy_from_slice(name.as_bytes());
+            if let Some(link) = link {
+                bytes.linkname[..link.len()].copy_from_slice(link.as_bytes());
+            }
+            header.set_entry_type(kind);
+            header.set_size(data.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder.append(&header, data).unwrap();
+        }
+        builder.into_inner().unwrap().finish().unwrap()
+    }
+
+    fn extract(items: &[Item], limits: &ExtractLimits) -> (tempfile::TempDir, Result<(), SourceError>) {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = archive(items);
+        let result = extract_tar_gz(bytes.as_slice(), dir.path(), limits);
+        (dir, result)
+    }
+
+    #[test]
+    fn regular_trees_extract() {
+        let (dir, result) = extract(
+            &[
+                Item::Dir("./apps/"),
+                Item::File("./apps/a.yaml", b"kind: A\n"),
+                Item::File("b/c.yaml", b"x"),
+                Item::Link("apps/link.yaml", "a.yaml"),
+                Item::Link("b/up", "../apps"),
+            ],
+            &ExtractLimits::default(),
+        );
+        result.unwrap();
+        assert_eq!(std::fs::read(dir.path().join("apps/a.yaml")).unwrap(), b"kind: A\n");
+        assert_eq!(std::fs::read(dir.path().join("apps/link.yaml")).unwrap(), b"kind: A\n");
+        assert_eq!(std::fs::read(dir.path().join("b/up/a.yaml")).unwrap(), b"kind: A\n");
+    }
+
+    #[test]
+    fn hostile_entries_are_refused_with_their_name() {
+        let limits = ExtractLimits::default();
+        for (items, expected) in [
+            (vec![Item::File("/etc/x", b"")], "absolute paths"),
+            (vec![Item::File("a/../../x", b"")], "'..'"),
+            (vec![Item::Link("l", "/etc/passwd")], "points outside"),
+            (vec![Item::Link("a/l", "../../x")], "points outside"),
+            (vec![Item::Hard("h", "a")], "hard links"),
+            (vec![Item::Fifo("f")], "FIFOs"),
+            // A link to the root used as a step lets a lexically fine link climb out.
+            (vec![Item::Link("x", "."), Item::Dir("y"), Item::Link("l", "x/y/../..")], "outside"),
+            (vec![Item::Link("d", "."), Item::Link("d/d/e", "../..")], "outside"),
+        ] {
+            let (_dir, result) = extract(&items, &limits);
+            let message = result.expect_err(expected).to_string();
+            assert!(message.contains(expected), "{message} should mention {expected}");
+        }
+    }
+
+    #[test]
+    fn writes_never_follow_links_out() {
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("victim");
+        std::fs::write(&target, "safe").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("f")).unwrap();
+        let bytes = archive(&[Item::File("f", b"overwritten")]);
+        extract_tar_gz(bytes.as_slice(), dir.path(), &ExtractLimits::default()).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "safe");
+        assert_eq!(std::fs::read_to_string(dir.path().join("f")).unwrap(), "overwritten");
+    }
+
+    #[test]
+    fn limits_bound_size_and_entries() {
+        let small = ExtractLimits {
+            max_bytes: 4,
+            max_entries: 2,
+        };
+        let (_d, result) = extract(&[Item::File("a", b"12345")], &small);
+        assert!(result.unwrap_err().to_string().contains("more than 4 bytes"));
+        let (_d, result) = extract(&[Item::Dir("a"), Item::Dir("b"), Item::Dir("c")], &small);
+        assert!(result.unwrap_err().to_string().contains("more than 2 entries"));
+        let corrupt = {
+            let mut bytes = archive(&[Item::File("a", b"x")]);
+            bytes.truncate(bytes.len() / 2);
+            bytes
+        };
+        let dir = tempfile::tempdir().unwrap();
+        assert!(extract_tar_gz(corrupt.as_slice(), dir.path(), &ExtractLimits::default()).is_err());
+    }
+}
