@@ -71,7 +71,10 @@ fn ensure_dir(root: &Path, relative: &Path, entry: &Path) -> Result<PathBuf, Sou
                     return Err(extract_error(entry, "its path leads outside the artifact"));
                 }
                 if !resolved.is_dir() {
-                    return Err(extract_error(entry, "a parent on its path is not a directory"));
+                    return Err(extract_error(
+                        entry,
+                        "a parent on its path is not a directory",
+                    ));
                 }
                 current = resolved;
             }
@@ -107,7 +110,11 @@ fn link_stays_inside(link_dir: &Path, target: &Path) -> bool {
 }
 
 /// Unpacks a gzip-compressed tar stream into `into` (an existing, empty directory).
-pub fn extract_tar_gz(reader: impl Read, into: &Path, limits: &ExtractLimits) -> Result<(), SourceError> {
+pub fn extract_tar_gz(
+    reader: impl Read,
+    into: &Path,
+    limits: &ExtractLimits,
+) -> Result<(), SourceError> {
     let root = into.canonicalize().map_err(|source| SourceError::Io {
         context: format!("resolving {}", into.display()),
         source,
@@ -118,7 +125,8 @@ pub fn extract_tar_gz(reader: impl Read, into: &Path, limits: &ExtractLimits) ->
         .map_err(|e| SourceError::Limit(format!("reading the archive: {e}")))?;
     let (mut entries_seen, mut bytes) = (0u64, 0u64);
     for entry in entries {
-        let mut entry = entry.map_err(|e| SourceError::Limit(format!("reading the archive: {e}")))?;
+        let mut entry =
+            entry.map_err(|e| SourceError::Limit(format!("reading the archive: {e}")))?;
         let raw_path = entry
             .path()
             .map_err(|e| SourceError::Limit(format!("reading an entry name: {e}")))?
@@ -150,7 +158,8 @@ pub fn extract_tar_gz(reader: impl Read, into: &Path, limits: &ExtractLimits) ->
             let directory = ensure_dir(&root, parent, &raw_path)?;
             let target = directory.join(name);
             if std::fs::symlink_metadata(&target).is_ok() {
-                std::fs::remove_file(&target).map_err(|e| extract_error(&raw_path, e.to_string()))?;
+                std::fs::remove_file(&target)
+                    .map_err(|e| extract_error(&raw_path, e.to_string()))?;
             }
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
@@ -160,7 +169,10 @@ pub fn extract_tar_gz(reader: impl Read, into: &Path, limits: &ExtractLimits) ->
             let copied = std::io::copy(&mut (&mut entry).take(size), &mut file)
                 .map_err(|e| extract_error(&raw_path, e.to_string()))?;
             if copied != size {
-                return Err(extract_error(&raw_path, "the archive ends inside this file"));
+                return Err(extract_error(
+                    &raw_path,
+                    "the archive ends inside this file",
+                ));
             }
         } else if entry_type.is_symlink() {
             let target = entry
@@ -171,7 +183,10 @@ pub fn extract_tar_gz(reader: impl Read, into: &Path, limits: &ExtractLimits) ->
             if !link_stays_inside(parent, &target) {
                 return Err(extract_error(
                     &raw_path,
-                    format!("symlink to '{}' points outside the artifact", target.display()),
+                    format!(
+                        "symlink to '{}' points outside the artifact",
+                        target.display()
+                    ),
                 ));
             }
             let directory = ensure_dir(&root, parent, &raw_path)?;
@@ -179,7 +194,8 @@ pub fn extract_tar_gz(reader: impl Read, into: &Path, limits: &ExtractLimits) ->
             if std::fs::symlink_metadata(&link).is_ok() {
                 std::fs::remove_file(&link).map_err(|e| extract_error(&raw_path, e.to_string()))?;
             }
-            std::os::unix::fs::symlink(&target, &link).map_err(|e| extract_error(&raw_path, e.to_string()))?;
+            std::os::unix::fs::symlink(&target, &link)
+                .map_err(|e| extract_error(&raw_path, e.to_string()))?;
         } else if entry_type.is_hard_link() {
             return Err(extract_error(&raw_path, "hard links are not supported"));
         } else if entry_type.is_pax_global_extensions() || entry_type.is_pax_local_extensions() {
@@ -216,7 +232,10 @@ fn verify_links(root: &Path, dir: &Path) -> Result<(), SourceError> {
             if let Ok(resolved) = path.canonicalize()
                 && !resolved.starts_with(root)
             {
-                return Err(extract_error(&relative, "symlink resolves outside the artifact"));
+                return Err(extract_error(
+                    &relative,
+                    "symlink resolves outside the artifact",
+                ));
             }
         } else if file_type.is_dir() {
             verify_links(root, &path)?;
@@ -265,7 +284,10 @@ mod tests {
         builder.into_inner().unwrap().finish().unwrap()
     }
 
-    fn extract(items: &[Item], limits: &ExtractLimits) -> (tempfile::TempDir, Result<(), SourceError>) {
+    fn extract(
+        items: &[Item],
+        limits: &ExtractLimits,
+    ) -> (tempfile::TempDir, Result<(), SourceError>) {
         let dir = tempfile::tempdir().unwrap();
         let bytes = archive(items);
         let result = extract_tar_gz(bytes.as_slice(), dir.path(), limits);
@@ -285,9 +307,18 @@ mod tests {
             &ExtractLimits::default(),
         );
         result.unwrap();
-        assert_eq!(std::fs::read(dir.path().join("apps/a.yaml")).unwrap(), b"kind: A\n");
-        assert_eq!(std::fs::read(dir.path().join("apps/link.yaml")).unwrap(), b"kind: A\n");
-        assert_eq!(std::fs::read(dir.path().join("b/up/a.yaml")).unwrap(), b"kind: A\n");
+        assert_eq!(
+            std::fs::read(dir.path().join("apps/a.yaml")).unwrap(),
+            b"kind: A\n"
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join("apps/link.yaml")).unwrap(),
+            b"kind: A\n"
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join("b/up/a.yaml")).unwrap(),
+            b"kind: A\n"
+        );
     }
 
     #[test]
@@ -301,12 +332,25 @@ mod tests {
             (vec![Item::Hard("h", "a")], "hard links"),
             (vec![Item::Fifo("f")], "FIFOs"),
             // A link to the root used as a step lets a lexically fine link climb out.
-            (vec![Item::Link("x", "."), Item::Dir("y"), Item::Link("l", "x/y/../..")], "outside"),
-            (vec![Item::Link("d", "."), Item::Link("d/d/e", "../..")], "outside"),
+            (
+                vec![
+                    Item::Link("x", "."),
+                    Item::Dir("y"),
+                    Item::Link("l", "x/y/../.."),
+                ],
+                "outside",
+            ),
+            (
+                vec![Item::Link("d", "."), Item::Link("d/d/e", "../..")],
+                "outside",
+            ),
         ] {
             let (_dir, result) = extract(&items, &limits);
             let message = result.expect_err(expected).to_string();
-            assert!(message.contains(expected), "{message} should mention {expected}");
+            assert!(
+                message.contains(expected),
+                "{message} should mention {expected}"
+            );
         }
     }
 
@@ -320,7 +364,10 @@ mod tests {
         let bytes = archive(&[Item::File("f", b"overwritten")]);
         extract_tar_gz(bytes.as_slice(), dir.path(), &ExtractLimits::default()).unwrap();
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "safe");
-        assert_eq!(std::fs::read_to_string(dir.path().join("f")).unwrap(), "overwritten");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("f")).unwrap(),
+            "overwritten"
+        );
     }
 
     #[test]
@@ -330,9 +377,19 @@ mod tests {
             max_entries: 2,
         };
         let (_d, result) = extract(&[Item::File("a", b"12345")], &small);
-        assert!(result.unwrap_err().to_string().contains("more than 4 bytes"));
+        assert!(
+            result
+                .unwrap_err()
+                .to_string()
+                .contains("more than 4 bytes")
+        );
         let (_d, result) = extract(&[Item::Dir("a"), Item::Dir("b"), Item::Dir("c")], &small);
-        assert!(result.unwrap_err().to_string().contains("more than 2 entries"));
+        assert!(
+            result
+                .unwrap_err()
+                .to_string()
+                .contains("more than 2 entries")
+        );
         let corrupt = {
             let mut bytes = archive(&[Item::File("a", b"x")]);
             bytes.truncate(bytes.len() / 2);

@@ -232,7 +232,12 @@ impl Fetcher {
     }
 
     /// One attempt: streams the body to `path`, hashing as it goes.
-    async fn download(&self, url: &str, path: &std::path::Path, digest: &Digest) -> Result<Vec<u8>, Attempt> {
+    async fn download(
+        &self,
+        url: &str,
+        path: &std::path::Path,
+        digest: &Digest,
+    ) -> Result<Vec<u8>, Attempt> {
         let mut response = self
             .client
             .get(url)
@@ -241,7 +246,9 @@ impl Fetcher {
             .map_err(|e| Attempt::Retry(e.to_string()))?;
         let status = response.status();
         if status == reqwest::StatusCode::NOT_FOUND {
-            return Err(Attempt::Fatal(SourceError::ArtifactMissing { url: url.into() }));
+            return Err(Attempt::Fatal(SourceError::ArtifactMissing {
+                url: url.into(),
+            }));
         }
         if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
             return Err(Attempt::Retry(format!("HTTP {status}")));
@@ -253,8 +260,14 @@ impl Fetcher {
             }));
         }
         let limit = self.options.max_download_bytes;
-        if response.content_length().is_some_and(|length| length > limit) {
-            return Err(Attempt::Fatal(SourceError::TooLarge { url: url.into(), limit }));
+        if response
+            .content_length()
+            .is_some_and(|length| length > limit)
+        {
+            return Err(Attempt::Fatal(SourceError::TooLarge {
+                url: url.into(),
+                limit,
+            }));
         }
         let mut file = tokio::fs::File::create(path).await.map_err(|source| {
             Attempt::Fatal(SourceError::Io {
@@ -271,7 +284,10 @@ impl Fetcher {
         {
             written += chunk.len() as u64;
             if written > limit {
-                return Err(Attempt::Fatal(SourceError::TooLarge { url: url.into(), limit }));
+                return Err(Attempt::Fatal(SourceError::TooLarge {
+                    url: url.into(),
+                    limit,
+                }));
             }
             hasher.update(&chunk);
             file.write_all(&chunk).await.map_err(|source| {
@@ -323,7 +339,9 @@ mod tests {
         })
         .unwrap();
         assert_eq!(
-            fetcher.effective_url("http://source-controller.flux-system.svc.cluster.local./gitrepository/a/b/c.tar.gz"),
+            fetcher.effective_url(
+                "http://source-controller.flux-system.svc.cluster.local./gitrepository/a/b/c.tar.gz"
+            ),
             "http://localhost:9090/gitrepository/a/b/c.tar.gz"
         );
         let plain = Fetcher::new(FetcherOptions::default()).unwrap();

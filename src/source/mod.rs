@@ -56,9 +56,13 @@ pub enum SourceError {
     Download { url: String, reason: String },
     #[error("artifact from {url} is larger than the limit of {limit} bytes")]
     TooLarge { url: String, limit: u64 },
-    #[error("failed to verify artifact: computed digest doesn't match '{expected}' (got '{actual}')")]
+    #[error(
+        "failed to verify artifact: computed digest doesn't match '{expected}' (got '{actual}')"
+    )]
     DigestMismatch { expected: String, actual: String },
-    #[error("unsupported artifact digest '{0}': expected sha256:, sha384:, sha512: or blake3: with hex")]
+    #[error(
+        "unsupported artifact digest '{0}': expected sha256:, sha384:, sha512: or blake3: with hex"
+    )]
     UnsupportedDigest(String),
     #[error("failed to extract artifact: {path}: {reason}")]
     Extract { path: String, reason: String },
@@ -131,7 +135,10 @@ impl SourceObject {
 }
 
 /// Reads the source object and its artifact.
-pub async fn resolve(client: &kube::Client, source: &SourceObject) -> Result<Artifact, SourceError> {
+pub async fn resolve(
+    client: &kube::Client,
+    source: &SourceObject,
+) -> Result<Artifact, SourceError> {
     let kind = source.kind.as_str();
     let (namespace, name) = (source.namespace.clone(), source.name.clone());
     let api: Api<DynamicObject> =

@@ -1245,6 +1245,94 @@ async fn runtime_watchers_recover_from_dropped_streams() {
     }
 }
 
+#[tokio::test]
+async fn apply_owns_map_entries_not_maps() {
+    let cluster = TestCluster::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let mut labelled = config_map("maps", json!({"a": "1"}));
+    labelled.metadata.labels = Some([("mine".to_string(), "x".to_string())].into());
+    api.patch("maps", &apply_params("owner"), &Patch::Apply(&labelled))
+        .await
+        .unwrap();
+    let editor = PatchParams {
+        field_manager: Some("editor".into()),
+        ..PatchParams::default()
+    };
+    api.patch(
+        "maps",
+        &editor,
+        &Patch::Merge(json!({"metadata": {"labels": {"theirs": "y"}}})),
+    )
+    .await
+    .unwrap();
+    let unlabelled = config_map("maps", json!({"a": "1"}));
+    let applied = api
+        .patch("maps", &apply_params("owner"), &Patch::Apply(&unlabelled))
+        .await
+        .unwrap();
+    let labels = applied.metadata.labels.unwrap_or_default();
+    assert!(!labels.contains_key("mine"), "the applier's own label goes");
+    assert_eq!(
+        labels.get("theirs").map(String::as_str),
+        Some("y"),
+        "another manager's label stays"
+    );
+}
+
+#[tokio::test]
+async fn custom_resources_get_schema_defaults() {
+    let cluster = TestCluster::start().await;
+    let object = json!({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": "defaults", "namespace": cluster.namespace},
+        "spec": {"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "repo"}},
+    });
+    let created = cluster.apply(&object).await;
+    assert_eq!(created["spec"]["force"], json!(false), "{created}");
+    assert_eq!(
+        created["status"]["observedGeneration"],
+        json!(-1),
+        "{created}"
+    );
+}
+
+#[tokio::test]
+async fn malformed_requests_fail_without_breaking_the_server() {
+    let cluster = TestCluster::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    api.create(&PostParams::default(), &config_map("target", json!({})))
+        .await
+        .unwrap();
+    let request = http::Request::patch(format!(
+        "/api/v1/namespaces/{}/configmaps/target",
+        cluster.namespace
+    ))
+    .header("content-type", "application/json-patch+json")
+    .body(serde_json::to_vec(&json!([{"op": "replace", "path": "", "value": 1}])).unwrap())
+    .unwrap();
+    let error = cluster
+        .client
+        .request::<ConfigMap>(request)
+        .await
+        .unwrap_err();
+    let code = match error {
+        kube::Error::Api(status) => status.code,
+        other => panic!("expected an API error, got {other}"),
+    };
+    assert!((400..500).contains(&code), "a client error, got {code}");
+    let namespaces: Api<Namespace> = Api::all(cluster.client.clone());
+    let bad_labels = serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": unique("bad"), "labels": "not-a-map"}}))
+    .unwrap();
+    let request = http::Request::post("/api/v1/namespaces")
+        .header("content-type", "application/json")
+        .body(bad_labels)
+        .unwrap();
+    assert!(cluster.client.request::<Namespace>(request).await.is_err());
+    assert!(api.get("target").await.is_ok(), "the server still answers");
+    assert!(namespaces.get(&cluster.namespace).await.is_ok());
+}
+
 /// Serves an in-process API server until killed, writing its kubeconfig to
 /// `KC_TESTSERVER_KUBECONFIG`: the suite can then run against it as against any cluster
 /// (`TEST_KUBECONFIG`), shared by all tests. `make test-shared-server` does this.

@@ -34,15 +34,26 @@ fn source_artifact(artifact: &Artifact) -> kustomize_controller::source::Artifac
 async fn resolves_every_source_kind_and_tells_missing_apart() {
     let cluster = TestCluster::start().await;
     let server = ArtifactServer::start().await;
-    let artifact = server.publish_dir("podinfo.tar.gz", "main@sha1:abc", &repo_root().join("examples/podinfo"));
+    let artifact = server.publish_dir(
+        "podinfo.tar.gz",
+        "main@sha1:abc",
+        &repo_root().join("examples/podinfo"),
+    );
     for (kind, api_kind) in [
         (SourceKind::GitRepository, ApiSourceKind::GitRepository),
         (SourceKind::OciRepository, ApiSourceKind::OCIRepository),
         (SourceKind::Bucket, ApiSourceKind::Bucket),
-        (SourceKind::ExternalArtifact, ApiSourceKind::ExternalArtifact),
+        (
+            SourceKind::ExternalArtifact,
+            ApiSourceKind::ExternalArtifact,
+        ),
     ] {
-        cluster.create_source(kind, &cluster.namespace, "ready", Some(&artifact)).await;
-        cluster.create_source(kind, &cluster.namespace, "pending", None).await;
+        cluster
+            .create_source(kind, &cluster.namespace, "ready", Some(&artifact))
+            .await;
+        cluster
+            .create_source(kind, &cluster.namespace, "pending", None)
+            .await;
         let reference = |name: &str| CrossNamespaceSourceReference {
             api_version: None,
             kind: api_kind,
@@ -68,7 +79,11 @@ async fn resolves_every_source_kind_and_tells_missing_apart() {
 #[tokio::test]
 async fn downloads_verify_and_extract_with_retries() {
     let server = ArtifactServer::start().await;
-    let artifact = server.publish_dir("podinfo.tar.gz", "main@sha1:abc", &repo_root().join("examples/podinfo"));
+    let artifact = server.publish_dir(
+        "podinfo.tar.gz",
+        "main@sha1:abc",
+        &repo_root().join("examples/podinfo"),
+    );
     let fetcher = Fetcher::new(quick()).unwrap();
     server.fail_next(&[503, 500, 429]);
     let workspace = fetcher.fetch(&source_artifact(&artifact)).await.unwrap();
@@ -76,15 +91,27 @@ async fn downloads_verify_and_extract_with_retries() {
     assert_eq!(server.requests().len(), 4, "three failures, then success");
     let path = workspace.path("./").unwrap();
     assert!(path.join("kustomization.yaml").is_file());
-    assert!(matches!(workspace.path("./nope"), Err(SourceError::PathNotFound(_))));
-    assert!(matches!(workspace.path("../.."), Err(SourceError::PathEscapes(_))));
+    assert!(matches!(
+        workspace.path("./nope"),
+        Err(SourceError::PathNotFound(_))
+    ));
+    assert!(matches!(
+        workspace.path("../.."),
+        Err(SourceError::PathEscapes(_))
+    ));
     let root = workspace.root().to_path_buf();
     drop(workspace);
     assert!(!root.exists(), "the workspace is removed when dropped");
 
     server.fail_next(&[500, 500, 500, 500]);
-    let error = fetcher.fetch(&source_artifact(&artifact)).await.unwrap_err();
-    assert!(error.to_string().contains("giving up after 4 attempts"), "{error}");
+    let error = fetcher
+        .fetch(&source_artifact(&artifact))
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("giving up after 4 attempts"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
@@ -96,14 +123,24 @@ async fn refuses_wrong_digests_missing_artifacts_and_oversized_downloads() {
     let mut tampered = source_artifact(&artifact);
     tampered.digest = format!("sha256:{}", "0".repeat(64));
     let error = fetcher.fetch(&tampered).await.unwrap_err();
-    assert!(matches!(error, SourceError::DigestMismatch { .. }), "{error}");
+    assert!(
+        matches!(error, SourceError::DigestMismatch { .. }),
+        "{error}"
+    );
 
     let mut missing = source_artifact(&artifact);
     missing.url = missing.url.replace("podinfo.tar.gz", "gone.tar.gz");
     let requests_before = server.requests().len();
     let error = fetcher.fetch(&missing).await.unwrap_err();
-    assert!(matches!(error, SourceError::ArtifactMissing { .. }), "{error}");
-    assert_eq!(server.requests().len(), requests_before + 1, "a 404 is not retried");
+    assert!(
+        matches!(error, SourceError::ArtifactMissing { .. }),
+        "{error}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        requests_before + 1,
+        "a 404 is not retried"
+    );
 
     let tiny = Fetcher::new(FetcherOptions {
         max_download_bytes: 100,
@@ -132,8 +169,15 @@ async fn hostile_archives_fail_before_anything_escapes() {
     std::fs::write(dir.path().join("a.yaml"), "kind: ConfigMap\n").unwrap();
     std::os::unix::fs::symlink("/etc/passwd", dir.path().join("passwd")).unwrap();
     let artifact = server.publish_bytes("evil.tar.gz", "r", tar_gz(dir.path()));
-    let error = Fetcher::new(quick()).unwrap().fetch(&source_artifact(&artifact)).await.unwrap_err();
-    assert!(error.to_string().contains("points outside the artifact"), "{error}");
+    let error = Fetcher::new(quick())
+        .unwrap()
+        .fetch(&source_artifact(&artifact))
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("points outside the artifact"),
+        "{error}"
+    );
 }
 
 #[tokio::test]

@@ -188,7 +188,10 @@ impl ArtifactServer {
 
     /// Answers the next requests with these status codes, in order.
     pub fn fail_next(&self, codes: &[u16]) {
-        self.failures.lock().expect("failures").extend_from_slice(codes);
+        self.failures
+            .lock()
+            .expect("failures")
+            .extend_from_slice(codes);
     }
 
     /// The address clients connect to (`host:port`).

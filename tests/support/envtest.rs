@@ -119,6 +119,7 @@ fn start(assets: &Path) -> PathBuf {
         &[
             format!("--etcd-servers={etcd_url}"),
             "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
             format!("--secure-port={secure_port}"),
             format!("--cert-dir={}", dir.display()),
             format!("--tls-cert-file={}", serving_cert.display()),

@@ -255,23 +255,37 @@ fn item_key(item: &Value, keys: &[String]) -> Option<String> {
     Some(format!("k:{}", Value::Object(fields)))
 }
 
-/// The fields an object sets. `skip` says which top-level paths are not tracked.
-pub fn fields_of(object: &Value, shape: Shape) -> FieldSet {
-    walk(object, shape, None, "")
+/// Whose field set is being derived: an applied configuration owns only leaves, list items
+/// and atomic values, while an ordinary write also owns the maps it created (`.`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    Apply,
+    Update,
 }
 
-fn walk(value: &Value, shape: Shape, meta: Option<&PropertyMeta>, name: &str) -> FieldSet {
+/// The fields an object sets.
+pub fn fields_of(object: &Value, shape: Shape, owner: Owner) -> FieldSet {
+    walk(object, shape, None, "", owner)
+}
+
+fn walk(
+    value: &Value,
+    shape: Shape,
+    meta: Option<&PropertyMeta>,
+    name: &str,
+    owner: Owner,
+) -> FieldSet {
     match value {
         Value::Object(map) => {
             let mut set = FieldSet {
-                member: map.is_empty() || MAP_TYPED.contains(&name),
+                member: owner == Owner::Update && (map.is_empty() || MAP_TYPED.contains(&name)),
                 children: BTreeMap::new(),
             };
             for (key, child) in map {
                 let (child_shape, child_meta) = shape.child(key);
                 set.children.insert(
                     format!("f:{key}"),
-                    walk(child, child_shape, child_meta, key),
+                    walk(child, child_shape, child_meta, key, owner),
                 );
             }
             set
@@ -292,7 +306,7 @@ fn walk(value: &Value, shape: Shape, meta: Option<&PropertyMeta>, name: &str) ->
                 let mut set = FieldSet::default();
                 for (index, item) in items.iter().enumerate() {
                     let element = item_key(item, &keys).unwrap_or_else(|| format!("i:{index}"));
-                    let mut child = walk(item, shape, None, "");
+                    let mut child = walk(item, shape, None, "", owner);
                     child.member = true;
                     set.children.insert(element, child);
                 }
@@ -375,14 +389,17 @@ pub fn merge(live: &mut Value, config: &Value, shape: Shape, meta: Option<&Prope
     }
 }
 
-/// Removes every member of `set` from `value` (a member with children removes the whole
-/// element; a non-member node only recurses).
-pub fn remove_fields(value: &mut Value, set: &FieldSet) {
+/// Removes every member of `set` from `value`. A member element goes as a whole unless
+/// `kept` (what other managers own) holds something below it; then only the removed
+/// fields inside it go, as the real server adds back owned items.
+pub fn remove_fields(value: &mut Value, set: &FieldSet, kept: &FieldSet) {
     for (element, child) in &set.children {
-        if child.member {
+        let kept_below = kept.children.get(element);
+        if child.member && kept_below.is_none_or(FieldSet::is_empty) {
             remove_element(value, element);
         } else if let Some(inner) = element_mut(value, element) {
-            remove_fields(inner, child);
+            let empty = FieldSet::default();
+            remove_fields(inner, child, kept_below.unwrap_or(&empty));
         }
     }
 }
@@ -427,7 +444,7 @@ mod tests {
         let deployment = json!({"spec": {"replicas": 2, "template": {"spec": {"containers": [
             {"name": "web", "image": "nginx", "ports": [{"containerPort": 80, "protocol": "TCP"}]}
         ]}}}, "metadata": {"labels": {"app": "web"}}});
-        let fields = fields_of(&deployment, shape()).to_fields_v1();
+        let fields = fields_of(&deployment, shape(), Owner::Update).to_fields_v1();
         let container =
             &fields["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"web\"}"];
         assert_eq!(container["."], json!({}));
@@ -464,7 +481,7 @@ mod tests {
             json!({"metadata": {"finalizers": ["a", "b"]}, "data": {"x": "1", "y": "2"}});
         let mut set = FieldSet::default();
         set.insert(&["f:data".into(), "f:x".into()]);
-        remove_fields(&mut live, &set);
+        remove_fields(&mut live, &set, &FieldSet::default());
         assert_eq!(live["data"], json!({"y": "2"}));
         assert_eq!(
             display_path(&[

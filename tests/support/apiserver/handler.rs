@@ -43,6 +43,7 @@ impl Reply {
 /// Where a request goes.
 pub enum Route {
     Plain(Value),
+    Text(&'static str),
     Resource(Box<ResourceRoute>),
 }
 
@@ -76,7 +77,11 @@ impl ResourceRoute {
             group: &self.rt.group,
             resource: &self.rt.plural,
             subresource: self.subresource.as_deref().unwrap_or(""),
-            namespace: self.namespace.as_deref().unwrap_or(""),
+            namespace: if self.rt.kind == "Namespace" && self.rt.group.is_empty() {
+                self.name.as_deref().unwrap_or("")
+            } else {
+                self.namespace.as_deref().unwrap_or("")
+            },
             name: self.name.as_deref().unwrap_or(""),
         }
     }
@@ -98,7 +103,7 @@ pub fn route(store: &Store, path: &str) -> Result<Route, ApiError> {
                 "platform": "linux/amd64",
             })));
         }
-        ["healthz" | "readyz" | "livez"] => return Ok(Route::Plain(json!("ok"))),
+        ["healthz" | "readyz" | "livez"] => return Ok(Route::Text("ok")),
         ["api"] => {
             return Ok(Route::Plain(json!({
                 "kind": "APIVersions", "versions": ["v1"],
@@ -409,6 +414,40 @@ fn check_namespace(store: &Store, route: &ResourceRoute, name: &str) -> Result<(
     Ok(())
 }
 
+/// Fields the real server decodes into structs must be objects; anything else is a decode
+/// error there, and would be nonsense to default here.
+fn check_shape(rt: &ResourceType, name: &str, object: &Value) -> Result<(), ApiError> {
+    let pointers = [
+        "/metadata",
+        "/metadata/labels",
+        "/metadata/annotations",
+        "/spec",
+        "/status",
+        "/data",
+        "/spec/template",
+        "/spec/template/metadata",
+        "/spec/template/metadata/labels",
+        "/spec/selector",
+    ];
+    for pointer in pointers {
+        if let Some(value) = object.pointer(pointer)
+            && !value.is_object()
+            && !(value.is_null() && pointer != "/metadata")
+        {
+            return Err(ApiError::invalid(
+                rt,
+                name,
+                vec![super::errors::Cause {
+                    reason: "FieldValueTypeInvalid",
+                    field: pointer.trim_start_matches('/').replace('/', "."),
+                    message: format!("Invalid value: {value}: must be an object"),
+                }],
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn next_cluster_ip(store: &Store) -> String {
     let n = store.resource_version % 65_000 + 10;
     format!("10.96.{}.{}", n / 250, n % 250 + 1)
@@ -501,10 +540,12 @@ fn finish_write(
     if let Some(m) = new["metadata"].as_object_mut() {
         m.remove("selfLink");
     }
+    check_shape(rt, &name, &new)?;
     let ip = next_cluster_ip(store);
     validation::default_object(rt, old, &mut new, &ip);
     if let Some(schema) = rt.custom.as_ref().and_then(|c| c.schema.as_ref()) {
         validation::prune(&mut new, schema, true);
+        validation::apply_schema_defaults(&mut new, schema);
     }
     let causes = validation::validate(rt, old, &new);
     if !causes.is_empty() {
@@ -536,8 +577,12 @@ fn finish_write(
         let shape = Shape::root(schema, &api_version, &kind);
         managed::record_update(old, &mut new, shape, &manager, &api_version, scope);
     }
+    let mut stored_form = new.clone();
+    if let Some(custom) = &rt.custom {
+        stored_form["apiVersion"] = json!(format!("{}/{}", rt.group, custom.storage_version));
+    }
     if let Some(old) = old {
-        let mut comparable = new.clone();
+        let mut comparable = stored_form.clone();
         comparable["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
         if comparable == *old {
             return Ok(Reply::ok(present(rt, old)));
@@ -551,10 +596,6 @@ fn finish_write(
             code: if old.is_some() { 200 } else { 201 },
             body: present(rt, &new),
         });
-    }
-    let mut stored_form = new.clone();
-    if let Some(custom) = &rt.custom {
-        stored_form["apiVersion"] = json!(format!("{}/{}", rt.group, custom.storage_version));
     }
     let event = if old.is_some() {
         EventType::Modified
@@ -683,6 +724,21 @@ fn update(
         .cloned()
         .ok_or_else(|| ApiError::not_found(&route.rt, &name))?;
     check_resource_version(route, &old, &object)?;
+    let unconditional = object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty);
+    if route.rt.custom.is_some() && unconditional {
+        return Err(ApiError::invalid(
+            &route.rt,
+            &name,
+            vec![super::errors::Cause {
+                reason: "FieldValueInvalid",
+                field: "metadata.resourceVersion".into(),
+                message: "Invalid value: 0x0: must be specified for an update".into(),
+            }],
+        ));
+    }
     let manager = update_manager(request);
     finish_write(
         store,
@@ -737,6 +793,13 @@ fn patch(
         }
         other => return Err(ApiError::unsupported_media_type(other)),
     }
+    if !new.is_object() {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "the patch turned the object into a non-object",
+        ));
+    }
     check_identity(route, &mut new)?;
     check_resource_version(route, &old, &new)?;
     let manager = update_manager(request);
@@ -787,6 +850,13 @@ fn apply(
     if let Some(old) = &old {
         check_resource_version(route, old, &config)?;
     } else {
+        let attributes = route.attributes("create");
+        if !rbac::allowed(store, &request.identity, &attributes) {
+            return Err(ApiError::forbidden(rbac::denial(
+                &request.identity,
+                &attributes,
+            )));
+        }
         check_namespace(store, route, &name)?;
     }
     if let Some(m) = config["metadata"].as_object_mut() {

@@ -4,7 +4,9 @@
 
 use serde_json::{Value, json};
 
-use super::fieldset::{FieldSet, Shape, display_path, fields_of, merge, remove_fields, value_at};
+use super::fieldset::{
+    FieldSet, Owner, Shape, display_path, fields_of, merge, remove_fields, value_at,
+};
 
 #[derive(Clone, Debug)]
 pub struct Entry {
@@ -153,7 +155,9 @@ pub fn apply(
 ) -> Result<Value, Vec<Conflict>> {
     let subresource = request.scope.subresource();
     let mut entries = read(live);
-    let config_set = request.scope.tracked(fields_of(config, shape));
+    let config_set = request
+        .scope
+        .tracked(fields_of(config, shape, Owner::Apply));
 
     let mut conflicts = Vec::new();
     for entry in &entries {
@@ -207,7 +211,7 @@ pub fn apply(
         others.union(&entry.fields);
     }
     let removed = previous.difference(&config_set).difference(&others);
-    remove_fields(&mut merged, &removed);
+    remove_fields(&mut merged, &removed, &others);
 
     let now = now();
     match entries
@@ -264,15 +268,19 @@ pub fn record_update(
     let requested = new.pointer("/metadata/managedFields").cloned();
     let previous = old.map(read).unwrap_or_default();
     let mut entries = match (&requested, old) {
-        (Some(list), _) if old.and_then(|o| o.pointer("/metadata/managedFields")) != Some(list) => {
+        // An empty list keeps the old entries; `[{}]` resets them.
+        (Some(list), _)
+            if list.as_array().is_some_and(|l| !l.is_empty())
+                && old.and_then(|o| o.pointer("/metadata/managedFields")) != Some(list) =>
+        {
             read(new)
         }
         _ => previous,
     };
     let empty = json!({});
     let old_value = old.unwrap_or(&empty);
-    let old_set = scope.tracked(fields_of(old_value, shape));
-    let new_set = scope.tracked(fields_of(new, shape));
+    let old_set = scope.tracked(fields_of(old_value, shape, Owner::Update));
+    let new_set = scope.tracked(fields_of(new, shape, Owner::Update));
     let mut changed = FieldSet::default();
     for path in new_set.members() {
         let leaf = !new_set.has_below_children(&path);

@@ -67,6 +67,14 @@ struct Shared {
     faults: Mutex<Faults>,
 }
 
+impl Shared {
+    fn lock_store(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.store
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
 /// A running test server; it stops with the runtime that started it.
 #[derive(Clone)]
 pub struct TestApiServer {
@@ -145,7 +153,7 @@ impl TestApiServer {
 
     /// Forgets the change history: watches from older resourceVersions get `410 Gone`.
     pub fn compact(&self) {
-        self.shared.store.lock().expect("store").compact();
+        self.shared.lock_store().compact();
     }
 
     fn take_fault(&self, verb: &str, resource: &str) -> Option<ApiError> {
@@ -183,12 +191,16 @@ impl TestApiServer {
             Ok(request) => request,
             Err(error) => return error_response(&error),
         };
-        let route = {
-            let store = self.shared.store.lock().expect("store");
-            handler::route(&store, &request.path)
-        };
+        let route = handler::route(&self.shared.lock_store(), &request.path);
         let route = match route {
             Ok(Route::Plain(body)) => return json_response(200, &body),
+            Ok(Route::Text(text)) => {
+                return hyper::Response::builder()
+                    .status(200)
+                    .header("content-type", "text/plain; charset=utf-8")
+                    .body(Full::new(Bytes::from_static(text.as_bytes())).boxed())
+                    .expect("a valid response");
+            }
             Ok(Route::Resource(route)) => route,
             Err(error) => return error_response(&error),
         };
@@ -209,8 +221,19 @@ impl TestApiServer {
             };
         }
         let result = {
-            let mut store = self.shared.store.lock().expect("store");
-            let result = handler::handle(&mut store, &request, &route);
+            let mut store = self.shared.lock_store();
+            // A bug in the double must fail the request, not poison the server for the test.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                handler::handle(&mut store, &request, &route)
+            }))
+            .unwrap_or_else(|_| {
+                store.pending.clear();
+                Err(ApiError::new(
+                    500,
+                    "InternalError",
+                    "the test API server failed on this request",
+                ))
+            });
             for event in store.pending.drain(..) {
                 let _ = self.shared.events.send(event);
             }

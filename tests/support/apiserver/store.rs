@@ -281,6 +281,13 @@ impl Store {
         let mut updated = object.clone();
         updated["metadata"]["deletionTimestamp"] = json!(now());
         updated["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        if let Some(generation) = updated
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .filter(|g| *g > 0)
+        {
+            updated["metadata"]["generation"] = json!(generation + 1);
+        }
         if let Some(extra) = extra_finalizer {
             let list = updated["metadata"]["finalizers"]
                 .as_array()
@@ -293,6 +300,9 @@ impl Store {
             updated["metadata"]["finalizers"] = Value::Array(list);
         }
         if namespace_like {
+            if !updated["status"].is_object() {
+                updated["status"] = json!({});
+            }
             updated["status"]["phase"] = json!("Terminating");
         }
         let Some(rt) = self.type_for_key(&key.0, &key.1) else {

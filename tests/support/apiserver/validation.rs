@@ -96,7 +96,8 @@ pub fn default_object(
                     }
                 }
             }
-            if spec["type"] != json!("ExternalName") && spec.get("clusterIP").is_none() {
+            let unset = spec.get("clusterIP").is_none_or(|ip| ip == "");
+            if spec["type"] != json!("ExternalName") && unset {
                 let previous = old.and_then(|o| o.pointer("/spec/clusterIP")).cloned();
                 let ip = previous.unwrap_or_else(|| json!(allocated_ip));
                 spec["clusterIPs"] = json!([ip.clone()]);
@@ -265,11 +266,7 @@ pub fn validate(rt: &ResourceType, old: Option<&Value>, new: &Value) -> Vec<Caus
             if let Some(old) = old {
                 let before = old.pointer("/spec/clusterIP");
                 let after = new.pointer("/spec/clusterIP");
-                if before.is_some()
-                    && after.is_some()
-                    && before != after
-                    && before != Some(&json!("None"))
-                {
+                if before.is_some() && after.is_some() && before != after {
                     causes.push(immutable("spec.clusterIP", after.unwrap_or(&Value::Null)));
                 }
             }
@@ -513,7 +510,45 @@ fn validate_against_schema(
     }
 }
 
-/// Drops fields a structural schema does not declare, as the server prunes custom resources.
+/// Fills in the schema's `default`s where the parent exists, as the server does for custom
+/// resources on every write.
+pub fn apply_schema_defaults(value: &mut Value, schema: &Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                for (key, property) in properties {
+                    if !map.contains_key(key)
+                        && let Some(default) = property.get("default")
+                    {
+                        map.insert(key.clone(), default.clone());
+                    }
+                }
+                for (key, child) in map.iter_mut() {
+                    if let Some(property) = properties.get(key) {
+                        apply_schema_defaults(child, property);
+                    }
+                }
+            } else if let Some(additional) =
+                schema.get("additionalProperties").filter(|a| a.is_object())
+            {
+                for child in map.values_mut() {
+                    apply_schema_defaults(child, additional);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items {
+                    apply_schema_defaults(item, item_schema);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Drops fields a structural schema does not declare, and nulls where the schema does not
+/// allow them, as the server prunes custom resources.
 pub fn prune(value: &mut Value, schema: &Value, root: bool) {
     if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true))
         && schema.get("properties").is_none()
@@ -526,7 +561,13 @@ pub fn prune(value: &mut Value, schema: &Value, root: bool) {
             let additional = schema.get("additionalProperties");
             let embedded = schema.get("x-kubernetes-embedded-resource") == Some(&json!(true));
             let preserve = schema.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true));
-            map.retain(|key, _| {
+            map.retain(|key, child| {
+                let nullable = properties
+                    .and_then(|p| p.get(key))
+                    .is_some_and(|s| s.get("nullable") == Some(&json!(true)));
+                if child.is_null() && !nullable {
+                    return false;
+                }
                 (root || embedded) && (key == "apiVersion" || key == "kind" || key == "metadata")
                     || properties.is_some_and(|p| p.contains_key(key))
                     || additional.is_some_and(|a| a.is_object() || *a == json!(true))

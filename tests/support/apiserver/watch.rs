@@ -70,7 +70,9 @@ pub fn start(
 ) -> Result<Body, ApiError> {
     let filters = Filters::parse(&request.query, &route.rt.kind)?;
     let (initial, mut receiver, start_version, expired) = {
-        let store = store.lock().expect("store");
+        let store = store
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let attributes = route.attributes("watch");
         if !rbac::allowed(&store, &request.identity, &attributes) {
             return Err(ApiError::forbidden(rbac::denial(
@@ -136,6 +138,10 @@ pub fn start(
         .get("timeoutSeconds")
         .and_then(|t| t.parse().ok())
         .unwrap_or(1800u64);
+    let bookmarks = request
+        .query
+        .get("allowWatchBookmarks")
+        .is_some_and(|b| b == "true");
     let route = route.clone();
     let (sender, mut stream) = mpsc::channel::<Bytes>(256);
     tokio::spawn(async move {
@@ -150,19 +156,37 @@ pub fn start(
         let deadline = tokio::time::sleep(Duration::from_secs(timeout));
         tokio::pin!(deadline);
         ended.mark_unchanged();
+        // Bookmarks let a quiet watcher resume from a recent version after a restart.
+        let mut ticks = tokio::time::interval(Duration::from_secs(1));
+        ticks.tick().await;
+        let (mut latest, mut bookmarked) = (start_version, start_version);
         loop {
             tokio::select! {
                 _ = &mut deadline => return,
                 _ = ended.changed() => return,
+                _ = ticks.tick(), if bookmarks => {
+                    if latest > bookmarked {
+                        bookmarked = latest;
+                        let bookmark = json!({
+                            "apiVersion": route.rt.api_version(), "kind": route.rt.kind,
+                            "metadata": {"resourceVersion": latest.to_string()},
+                        });
+                        if sender.send(line("BOOKMARK", &bookmark)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
                 received = receiver.recv() => match received {
                     Ok(event) => {
                         if event.resource_version <= start_version {
                             continue;
                         }
-                        if let Some(bytes) = translate(&event, &route, &filters)
-                            && sender.send(bytes).await.is_err()
-                        {
-                            return;
+                        latest = latest.max(event.resource_version);
+                        if let Some(bytes) = translate(&event, &route, &filters) {
+                            bookmarked = latest;
+                            if sender.send(bytes).await.is_err() {
+                                return;
+                            }
                         }
                     }
                     Err(_) => return,
