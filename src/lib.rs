@@ -12,9 +12,12 @@
 //! - [`source`]: source artifacts (resolve, download with digest check, safe extraction).
 //! - [`cli`]: the command line of the `kustomize-controller` binary.
 //!
-//! Planned stages: `apply`, `inventory`, `health`, `controller`, `metrics`.
+//! - [`apply`]: the server-side apply engine (stages, policies, drift, takeover).
+//!
+//! Planned stages: `inventory`, `health`, `controller`, `metrics`.
 
 pub mod api;
+pub mod apply;
 pub mod cli;
 pub mod kustomize;
 #[cfg(feature = "remote-bases")]

@@ -41,6 +41,54 @@ impl CompiledSelector {
         })
     }
 
+    /// A selector from its parts, as Kustomization `spec.ignore` targets give them.
+    pub fn from_parts(
+        group: &str,
+        version: &str,
+        kind: &str,
+        name: &str,
+        namespace: &str,
+        label_selector: &str,
+        annotation_selector: &str,
+    ) -> Result<CompiledSelector, String> {
+        CompiledSelector::new(&Selector {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            name: name.into(),
+            namespace: namespace.into(),
+            label_selector: label_selector.into(),
+            annotation_selector: annotation_selector.into(),
+        })
+    }
+
+    /// Whether a plain object (outside a build) matches.
+    pub fn matches_object(&self, object: &Value) -> bool {
+        let text = |pointer: &str| {
+            object
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        };
+        let api_version = text("/apiVersion");
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let fits = |pattern: &Option<Regex>, value: &str| {
+            pattern.as_ref().is_none_or(|p| p.is_match(value))
+        };
+        let metadata = |key: &str| {
+            object
+                .pointer(&format!("/metadata/{key}"))
+                .and_then(Value::as_object)
+        };
+        fits(&self.group, group)
+            && fits(&self.version, version)
+            && fits(&self.kind, text("/kind"))
+            && fits(&self.name, text("/metadata/name"))
+            && fits(&self.namespace, text("/metadata/namespace"))
+            && matches_all(&self.labels, metadata("labels"))
+            && matches_all(&self.annotations, metadata("annotations"))
+    }
+
     pub fn matches(&self, resource: &Resource) -> bool {
         // Borrowed views: this runs for every resource against every target.
         let current_name = resource.name();

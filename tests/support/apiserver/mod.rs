@@ -65,6 +65,16 @@ struct Shared {
     /// Bumped to end every open watch stream.
     watch_generation: tokio::sync::watch::Sender<u64>,
     faults: Mutex<Faults>,
+    requests: Mutex<Vec<RequestRecord>>,
+}
+
+/// One request the server answered, for tests that count calls.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestRecord {
+    pub verb: String,
+    pub resource: String,
+    pub name: String,
+    pub dry_run: bool,
 }
 
 impl Shared {
@@ -96,6 +106,7 @@ impl TestApiServer {
             events,
             watch_generation: tokio::sync::watch::Sender::new(0),
             faults: Mutex::new(Faults::default()),
+            requests: Mutex::new(Vec::new()),
         });
         let server = TestApiServer { address, shared };
         let accepting = server.clone();
@@ -133,6 +144,15 @@ impl TestApiServer {
     /// Fails the next `fault.remaining` requests that match.
     pub fn inject(&self, fault: Fault) {
         self.shared.faults.lock().expect("faults").rules.push(fault);
+    }
+
+    /// The resource requests answered so far (discovery is not counted).
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// How many injected failures are still to come.
@@ -205,6 +225,16 @@ impl TestApiServer {
             Err(error) => return error_response(&error),
         };
         let verb = route.verb(&request.method, &request.query);
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(RequestRecord {
+                verb: verb.to_string(),
+                resource: route.rt.plural.clone(),
+                name: route.name.clone().unwrap_or_default(),
+                dry_run: request.query.get("dryRun").is_some_and(|d| d == "All"),
+            });
         if let Some(error) = self.take_fault(verb, &route.rt.plural) {
             return error_response(&error);
         }

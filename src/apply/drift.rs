@@ -1,0 +1,282 @@
+//! Deciding whether a live object drifted from what we would apply, the `spec.ignore` rules
+//! that exclude fields from that decision, and the managed-fields takeover that lets a later
+//! apply revert edits made with other tools.
+
+use serde_json::{Map, Value, json};
+
+use super::normalize::{LAST_APPLIED_ANNOTATION, LEGACY_CHECKSUM};
+use crate::kustomize::ObjectSelector;
+
+/// Server-owned bookkeeping that never counts as drift.
+const NOISE: &[&str] = &[
+    "managedFields",
+    "resourceVersion",
+    "generation",
+    "uid",
+    "creationTimestamp",
+    "selfLink",
+];
+
+/// The parts of an object that are compared: everything but status and metadata noise.
+pub fn comparable(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(map) = object.as_object_mut() {
+        map.remove("status");
+    }
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in NOISE {
+            metadata.remove(*key);
+        }
+    }
+    object
+}
+
+/// Whether `dry_run` (the server's answer to applying our object) differs from `live`.
+pub fn drifted(live: &Value, dry_run: &Value) -> bool {
+    dry_run.pointer("/metadata/deletionTimestamp").is_some()
+        || comparable(live) != comparable(dry_run)
+}
+
+/// `spec.ignore`: JSON pointers removed from objects a target selects.
+pub struct IgnoreRules {
+    rules: Vec<(Vec<String>, Option<ObjectSelector>)>,
+}
+
+impl IgnoreRules {
+    pub fn new(rules: &[crate::api::IgnoreRule]) -> Result<IgnoreRules, String> {
+        let mut compiled = Vec::new();
+        for rule in rules {
+            for path in &rule.paths {
+                if !path.is_empty() && !path.starts_with('/') {
+                    return Err(format!("ignore path '{path}' is not a JSON pointer"));
+                }
+            }
+            let selector = match &rule.target {
+                None => None,
+                Some(t) => {
+                    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+                    Some(ObjectSelector::from_parts(
+                        &text(&t.group),
+                        &text(&t.version),
+                        &text(&t.kind),
+                        &text(&t.name),
+                        &text(&t.namespace),
+                        &text(&t.label_selector),
+                        &text(&t.annotation_selector),
+                    )?)
+                }
+            };
+            compiled.push((rule.paths.clone(), selector));
+        }
+        Ok(IgnoreRules { rules: compiled })
+    }
+
+    pub fn none() -> IgnoreRules {
+        IgnoreRules { rules: Vec::new() }
+    }
+
+    /// The pointers that apply to `object`.
+    pub fn paths_for(&self, object: &Value) -> Vec<&str> {
+        self.rules
+            .iter()
+            .filter(|(_, selector)| selector.as_ref().is_none_or(|s| s.matches_object(object)))
+            .flat_map(|(paths, _)| paths.iter().map(String::as_str))
+            .collect()
+    }
+}
+
+/// Removes the value at a JSON pointer, if there is one.
+pub fn remove_pointer(object: &mut Value, pointer: &str) {
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return;
+    };
+    let key = last.replace("~1", "/").replace("~0", "~");
+    match object.pointer_mut(parent) {
+        Some(Value::Object(map)) => {
+            map.remove(&key);
+        }
+        Some(Value::Array(items)) => {
+            if let Ok(index) = key.parse::<usize>()
+                && index < items.len()
+            {
+                items.remove(index);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Managers whose fields we take over (Flux's list): anything kubectl wrote, the
+/// `before-first-apply` placeholder, our own Update entries, and `--override-manager` names.
+pub fn is_taken_over(
+    manager: &str,
+    operation: &str,
+    own_manager: &str,
+    overrides: &[String],
+) -> bool {
+    manager == "kubectl"
+        || manager.starts_with("kubectl-")
+        || (manager == "before-first-apply" && operation == "Update")
+        || (manager == own_manager && operation == "Update")
+        || overrides.iter().any(|o| o == manager)
+}
+
+fn union_fields(into: &mut Map<String, Value>, from: &Map<String, Value>) {
+    for (key, value) in from {
+        match (into.get_mut(key), value) {
+            (Some(Value::Object(existing)), Value::Object(more)) => union_fields(existing, more),
+            (None, _) => {
+                into.insert(key.clone(), value.clone());
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A JSON patch that moves the fields of taken-over managers into our Apply entry and drops
+/// kubectl's last-applied annotation and Flux's legacy checksum; `None` when there is nothing
+/// to take over.
+pub fn takeover_patch(live: &Value, own_manager: &str, overrides: &[String]) -> Option<Value> {
+    let entries = live
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array);
+    let mut kept = Vec::new();
+    let mut taken = Map::new();
+    let mut any_taken = false;
+    for entry in entries.into_iter().flatten() {
+        let text = |k: &str| entry.get(k).and_then(Value::as_str).unwrap_or("");
+        let subresource = text("subresource");
+        if subresource.is_empty()
+            && is_taken_over(text("manager"), text("operation"), own_manager, overrides)
+        {
+            any_taken = true;
+            if let Some(fields) = entry.get("fieldsV1").and_then(Value::as_object) {
+                union_fields(&mut taken, fields);
+            }
+        } else {
+            kept.push(entry.clone());
+        }
+    }
+    let annotations = live
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object);
+    let labels = live.pointer("/metadata/labels").and_then(Value::as_object);
+    let stale_annotations: Vec<&str> = [LAST_APPLIED_ANNOTATION, LEGACY_CHECKSUM]
+        .into_iter()
+        .filter(|a| annotations.is_some_and(|m| m.contains_key(*a)))
+        .collect();
+    let stale_label = labels.is_some_and(|m| m.contains_key(LEGACY_CHECKSUM));
+    if !any_taken && stale_annotations.is_empty() && !stale_label {
+        return None;
+    }
+    let mut operations = Vec::new();
+    if any_taken {
+        let own = kept.iter_mut().find(|e| {
+            e.get("manager").and_then(Value::as_str) == Some(own_manager)
+                && e.get("operation").and_then(Value::as_str) == Some("Apply")
+        });
+        match own {
+            Some(entry) => {
+                let fields = entry["fieldsV1"].as_object().cloned().unwrap_or_default();
+                let mut merged = fields;
+                union_fields(&mut merged, &taken);
+                entry["fieldsV1"] = Value::Object(merged);
+            }
+            None => {
+                let api_version = live.get("apiVersion").cloned().unwrap_or(Value::Null);
+                kept.push(json!({
+                    "manager": own_manager, "operation": "Apply", "apiVersion": api_version,
+                    "fieldsType": "FieldsV1", "fieldsV1": taken,
+                }));
+            }
+        }
+        operations.push(json!({"op": "replace", "path": "/metadata/managedFields", "value": kept}));
+    }
+    for annotation in stale_annotations {
+        let escaped = annotation.replace('~', "~0").replace('/', "~1");
+        operations
+            .push(json!({"op": "remove", "path": format!("/metadata/annotations/{escaped}")}));
+    }
+    if stale_label {
+        let escaped = LEGACY_CHECKSUM.replace('~', "~0").replace('/', "~1");
+        operations.push(json!({"op": "remove", "path": format!("/metadata/labels/{escaped}")}));
+    }
+    Some(Value::Array(operations))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drift_ignores_bookkeeping_and_status() {
+        let live = json!({"metadata": {"name": "a", "resourceVersion": "1", "managedFields": [1]},
+            "data": {"x": "1"}, "status": {"s": 1}});
+        let dry = json!({"metadata": {"name": "a", "resourceVersion": "2"}, "data": {"x": "1"}});
+        assert!(!drifted(&live, &dry));
+        let changed = json!({"metadata": {"name": "a"}, "data": {"x": "2"}});
+        assert!(drifted(&live, &changed));
+    }
+
+    #[test]
+    fn ignore_rules_select_objects_and_remove_pointers() {
+        let rules = IgnoreRules::new(&[crate::api::IgnoreRule {
+            paths: vec!["/spec/replicas".into(), "/metadata/annotations/a~1b".into()],
+            target: Some(crate::api::Selector {
+                kind: Some("Deployment".into()),
+                ..Default::default()
+            }),
+        }])
+        .unwrap();
+        let mut deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "annotations": {"a/b": "1", "c": "2"}}, "spec": {"replicas": 3}});
+        for pointer in rules.paths_for(&deployment.clone()) {
+            remove_pointer(&mut deployment, pointer);
+        }
+        assert_eq!(deployment["spec"], json!({}));
+        assert_eq!(deployment["metadata"]["annotations"], json!({"c": "2"}));
+        let config_map =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        assert!(rules.paths_for(&config_map).is_empty());
+        assert!(
+            IgnoreRules::new(&[crate::api::IgnoreRule {
+                paths: vec!["spec".into()],
+                target: None
+            }])
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn takeover_moves_kubectl_fields_into_our_apply_entry() {
+        let live = json!({"apiVersion": "v1", "metadata": {
+        "annotations": {LAST_APPLIED_ANNOTATION: "{}"},
+        "managedFields": [
+            {"manager": "kustomize-controller", "operation": "Apply", "fieldsV1": {"f:data": {"f:a": {}}}},
+            {"manager": "kubectl-edit", "operation": "Update", "fieldsV1": {"f:data": {"f:b": {}}}},
+            {"manager": "hpa", "operation": "Update", "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+        ]}});
+        let patch = takeover_patch(&live, "kustomize-controller", &[]).unwrap();
+        let entries = &patch[0]["value"];
+        assert_eq!(entries.as_array().unwrap().len(), 2);
+        assert_eq!(
+            entries[0]["fieldsV1"],
+            json!({"f:data": {"f:a": {}, "f:b": {}}})
+        );
+        assert_eq!(entries[1]["manager"], "hpa");
+        assert_eq!(patch[1]["op"], "remove");
+        let clean = json!({"metadata": {"managedFields": [
+            {"manager": "kustomize-controller", "operation": "Apply", "fieldsV1": {}}]}});
+        assert!(takeover_patch(&clean, "kustomize-controller", &[]).is_none());
+        let with_override = json!({"metadata": {"managedFields": [
+            {"manager": "helm", "operation": "Update", "fieldsV1": {"f:x": {}}}]}});
+        assert!(
+            takeover_patch(
+                &with_override,
+                "kustomize-controller",
+                &["helm".to_string()]
+            )
+            .is_some()
+        );
+    }
+}

@@ -1,0 +1,711 @@
+//! The server-side apply engine: built objects in, a change set out, with Flux's semantics.
+//!
+//! [`Applier::apply_all`] prepares every object (`normalize`), splits them into stages
+//! (`order`), and applies each stage concurrently (up to `--concurrent-ssa`), waiting after
+//! the definition and class stages until CRDs are established and namespaces active. Per
+//! object it reads the live object, honours the `ssa`/`reconcile`/`force` policies, takes
+//! over fields other tools wrote (`drift`), dry-runs the apply and writes only when the
+//! result differs from what is live. Beyond Flux, an object whose applied digest and live
+//! resourceVersion are unchanged since our last apply is not even dry-run (`AppliedCache`).
+
+mod drift;
+mod normalize;
+mod order;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+};
+use kube::discovery::Scope;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+pub use drift::{IgnoreRules, comparable, drifted, takeover_patch};
+pub use normalize::{
+    FORCE_ANNOTATION, NAME_LABEL, NAMESPACE_LABEL, Owner, PRUNE_ANNOTATION, RECONCILE_ANNOTATION,
+    SSA_ANNOTATION, SsaPolicy, force_enabled, prepare, prune_disabled, reconcile_disabled,
+    ssa_policy,
+};
+pub use order::{Stage, rank as kind_rank, stage_of};
+
+use crate::api::CommonMetadata;
+
+/// What happened to one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    Created,
+    Configured,
+    Unchanged,
+    Deleted,
+    Skipped,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Action::Created => "created",
+            Action::Configured => "configured",
+            Action::Unchanged => "unchanged",
+            Action::Deleted => "deleted",
+            Action::Skipped => "skipped",
+        })
+    }
+}
+
+/// An object's identity as the change set and inventory need it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectRef {
+    pub fn of(object: &Value) -> ObjectRef {
+        let text = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        ObjectRef {
+            api_version: text("/apiVersion"),
+            kind: text("/kind"),
+            namespace: text("/metadata/namespace"),
+            name: text("/metadata/name"),
+        }
+    }
+
+    pub fn group(&self) -> &str {
+        self.api_version
+            .split_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("")
+    }
+
+    pub fn version(&self) -> &str {
+        self.api_version
+            .split_once('/')
+            .map(|(_, v)| v)
+            .unwrap_or(&self.api_version)
+    }
+}
+
+/// `Kind/namespace/name` (or `Kind/name`), as Flux names objects in messages.
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}/{}", self.kind, self.name)
+        } else {
+            write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub object: ObjectRef,
+    pub action: Action,
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.object, self.action)
+    }
+}
+
+/// The outcome of applying a set of objects, in apply order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChangeSet {
+    pub changes: Vec<Change>,
+}
+
+impl ChangeSet {
+    /// The lines Flux puts into events: every change except `unchanged`.
+    pub fn summary(&self) -> String {
+        self.changes
+            .iter()
+            .filter(|c| c.action != Action::Unchanged)
+            .map(Change::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    pub fn count(&self, action: Action) -> usize {
+        self.changes.iter().filter(|c| c.action == action).count()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("{subject} dry-run failed ({reason}): {message}")]
+    DryRun {
+        subject: String,
+        reason: String,
+        message: String,
+    },
+    #[error(
+        "{subject} dry-run failed, error: {message} (immutable field; set spec.force or the kustomize.toolkit.fluxcd.io/force: Enabled annotation to recreate it)"
+    )]
+    Immutable { subject: String, message: String },
+    #[error("{subject} apply failed: {message}")]
+    Apply { subject: String, message: String },
+    #[error("{subject}: {message}")]
+    Invalid { subject: String, message: String },
+    #[error("{subject}: no matching kind {kind} in version {api_version} on the server")]
+    UnknownKind {
+        subject: String,
+        api_version: String,
+        kind: String,
+    },
+    #[error("timeout waiting for: [{}]", .0.join(", "))]
+    WaitTimeout(Vec<String>),
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Many(Vec<ApplyError>),
+}
+
+/// Engine-wide settings (flags and the Kustomization's `spec.force`).
+#[derive(Clone, Debug)]
+pub struct ApplyOptions {
+    pub field_manager: String,
+    pub force: bool,
+    pub concurrency: usize,
+    pub custom_stage_kinds: Vec<String>,
+    pub override_managers: Vec<String>,
+    /// How long to wait for CRDs, namespaces and recreated objects.
+    pub wait_timeout: Duration,
+    pub poll_interval: Duration,
+}
+
+impl Default for ApplyOptions {
+    fn default() -> ApplyOptions {
+        ApplyOptions {
+            field_manager: "kustomize-controller".into(),
+            force: false,
+            concurrency: 4,
+            custom_stage_kinds: Vec::new(),
+            override_managers: Vec::new(),
+            wait_timeout: Duration::from_secs(60),
+            poll_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// What we last applied per object (digest of the applied body, resourceVersion it
+/// produced), shared across reconciles of one Kustomization.
+#[derive(Clone, Debug, Default)]
+pub struct AppliedCache(Arc<Mutex<HashMap<ObjectRef, (String, String)>>>);
+
+impl AppliedCache {
+    fn get(&self, object: &ObjectRef) -> Option<(String, String)> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(object)
+            .cloned()
+    }
+
+    fn put(&self, object: ObjectRef, digest: String, resource_version: Option<String>) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match resource_version {
+            Some(rv) => {
+                map.insert(object, (digest, rv));
+            }
+            None => {
+                map.remove(&object);
+            }
+        }
+    }
+
+    pub fn forget(&self, object: &ObjectRef) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(object);
+    }
+}
+
+/// How the server serves a kind.
+#[derive(Clone, Debug)]
+struct Served {
+    resource: ApiResource,
+    namespaced: bool,
+}
+
+/// Applies objects for one owner (Kustomization).
+pub struct Applier {
+    client: kube::Client,
+    options: ApplyOptions,
+    owner: Owner,
+    common_metadata: Option<CommonMetadata>,
+    ignore: IgnoreRules,
+    cache: AppliedCache,
+    served: Mutex<HashMap<(String, String), Served>>,
+}
+
+fn api_error_parts(error: &kube::Error) -> (String, String, u16) {
+    match error {
+        kube::Error::Api(status) => (status.reason.clone(), status.message.clone(), status.code),
+        other => ("Unknown".into(), other.to_string(), 0),
+    }
+}
+
+fn is_immutable(error: &kube::Error) -> bool {
+    let (reason, message, code) = api_error_parts(error);
+    let message = message.to_ascii_lowercase();
+    (code == 422 || reason == "Invalid")
+        && [
+            "field is immutable",
+            "is immutable",
+            "may not change",
+            "cannot change",
+            "updates to statefulset spec",
+        ]
+        .iter()
+        .any(|m| message.contains(m))
+}
+
+fn digest(object: &Value) -> String {
+    hex::encode(Sha256::digest(
+        serde_json::to_vec(object).unwrap_or_default(),
+    ))
+}
+
+impl Applier {
+    pub fn new(
+        client: kube::Client,
+        options: ApplyOptions,
+        owner: Owner,
+        common_metadata: Option<CommonMetadata>,
+        ignore: IgnoreRules,
+        cache: AppliedCache,
+    ) -> Applier {
+        Applier {
+            client,
+            options,
+            owner,
+            common_metadata,
+            ignore,
+            cache,
+            served: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    /// Normalizes, stamps and applies every object, stage by stage.
+    pub async fn apply_all(&self, objects: Vec<Value>) -> Result<ChangeSet, ApplyError> {
+        let mut prepared = Vec::with_capacity(objects.len());
+        for mut object in objects {
+            prepare(&mut object, &self.owner, self.common_metadata.as_ref());
+            prepared.push(object);
+        }
+        let mut change_set = ChangeSet::default();
+        for (stage, list) in order::stages(prepared, &self.options.custom_stage_kinds) {
+            let refs: Vec<Value> = list.clone();
+            let results: Vec<(usize, Result<Change, ApplyError>)> =
+                futures::stream::iter(list.into_iter().enumerate())
+                    .map(|(index, object)| async move { (index, self.apply_one(object).await) })
+                    .buffer_unordered(self.options.concurrency.max(1))
+                    .collect()
+                    .await;
+            let mut results = results;
+            results.sort_by_key(|(index, _)| *index);
+            let mut errors = Vec::new();
+            for (_, result) in results {
+                match result {
+                    Ok(change) => change_set.changes.push(change),
+                    Err(error) => errors.push(error),
+                }
+            }
+            match errors.len() {
+                0 => {}
+                1 => return Err(errors.remove(0)),
+                _ => return Err(ApplyError::Many(errors)),
+            }
+            if matches!(stage, Stage::Definitions | Stage::Classes) {
+                self.wait_for_definitions(&refs).await?;
+            }
+        }
+        Ok(change_set)
+    }
+
+    /// The API of an object's kind, found through discovery once per kind.
+    async fn served(&self, object: &ObjectRef) -> Result<Served, ApplyError> {
+        let key = (object.api_version.clone(), object.kind.clone());
+        if let Some(served) = self
+            .served
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Ok(served.clone());
+        }
+        let gvk = GroupVersionKind::gvk(object.group(), object.version(), &object.kind);
+        let (resource, capabilities) = kube::discovery::pinned_kind(&self.client, &gvk)
+            .await
+            .map_err(|_| ApplyError::UnknownKind {
+                subject: object.to_string(),
+                api_version: object.api_version.clone(),
+                kind: object.kind.clone(),
+            })?;
+        let served = Served {
+            resource,
+            namespaced: capabilities.scope == Scope::Namespaced,
+        };
+        self.served
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, served.clone());
+        Ok(served)
+    }
+
+    /// The dynamic API for an object, fixing up its namespace by scope.
+    async fn api_for(
+        &self,
+        object: &mut Value,
+    ) -> Result<(Api<DynamicObject>, ObjectRef), ApplyError> {
+        let reference = ObjectRef::of(object);
+        if reference.name.is_empty() {
+            return Err(ApplyError::Invalid {
+                subject: reference.to_string(),
+                message: "metadata.name is missing".into(),
+            });
+        }
+        let served = self.served(&reference).await?;
+        if served.namespaced {
+            if reference.namespace.is_empty() {
+                return Err(ApplyError::Invalid {
+                    subject: reference.to_string(),
+                    message: "namespace not specified for a namespaced kind (set it in the manifests or spec.targetNamespace)".into(),
+                });
+            }
+            let api =
+                Api::namespaced_with(self.client.clone(), &reference.namespace, &served.resource);
+            Ok((api, reference))
+        } else {
+            if let Some(metadata) = object["metadata"].as_object_mut() {
+                metadata.remove("namespace");
+            }
+            Ok((
+                Api::all_with(self.client.clone(), &served.resource),
+                ObjectRef::of(object),
+            ))
+        }
+    }
+
+    fn params(&self) -> PatchParams {
+        PatchParams::apply(&self.options.field_manager).force()
+    }
+
+    async fn apply_one(&self, mut object: Value) -> Result<Change, ApplyError> {
+        let (api, reference) = self.api_for(&mut object).await?;
+        let subject = reference.to_string();
+        let change = |action| Change {
+            object: reference.clone(),
+            action,
+        };
+        let policy = ssa_policy(&object);
+        if policy == SsaPolicy::Ignore {
+            return Ok(change(Action::Skipped));
+        }
+        let api_failure = |error: kube::Error| {
+            let (_, message, _) = api_error_parts(&error);
+            ApplyError::Apply {
+                subject: subject.clone(),
+                message,
+            }
+        };
+        let live = api.get_opt(&reference.name).await.map_err(&api_failure)?;
+        let Some(live) = live else {
+            let applied = api
+                .patch(&reference.name, &self.params(), &Patch::Apply(&object))
+                .await
+                .map_err(&api_failure)?;
+            self.cache.put(
+                reference.clone(),
+                digest(&object),
+                applied.metadata.resource_version,
+            );
+            return Ok(change(Action::Created));
+        };
+        let live = serde_json::to_value(&live).unwrap_or_default();
+        if reconcile_disabled(&live)
+            || reconcile_disabled(&object)
+            || policy == SsaPolicy::IfNotPresent
+        {
+            return Ok(change(Action::Skipped));
+        }
+        let ignored: Vec<String> = self
+            .ignore
+            .paths_for(&object)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        for pointer in &ignored {
+            drift::remove_pointer(&mut object, pointer);
+        }
+        let applied_digest = digest(&object);
+        let live_version = live
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if let (Some((cached_digest, cached_version)), Some(version)) =
+            (self.cache.get(&reference), &live_version)
+            && cached_digest == applied_digest
+            && cached_version == *version
+        {
+            return Ok(change(Action::Unchanged));
+        }
+        let mut live = live;
+        if policy != SsaPolicy::Merge
+            && let Some(patch) = takeover_patch(
+                &live,
+                &self.options.field_manager,
+                &self.options.override_managers,
+            )
+        {
+            let patched = api
+                .patch(
+                    &reference.name,
+                    &PatchParams::default(),
+                    &Patch::<Value>::Json(serde_json::from_value(patch).map_err(|e| {
+                        ApplyError::Apply {
+                            subject: subject.clone(),
+                            message: e.to_string(),
+                        }
+                    })?),
+                )
+                .await
+                .map_err(&api_failure)?;
+            live = serde_json::to_value(&patched).unwrap_or_default();
+        }
+        let dry_run = match api
+            .patch(
+                &reference.name,
+                &self.params().dry_run(),
+                &Patch::Apply(&object),
+            )
+            .await
+        {
+            Ok(result) => serde_json::to_value(&result).unwrap_or_default(),
+            Err(error) if is_immutable(&error) => {
+                let (_, message, _) = api_error_parts(&error);
+                if !(self.options.force || force_enabled(&object)) {
+                    return Err(ApplyError::Immutable { subject, message });
+                }
+                return self
+                    .recreate(&api, &reference, &object)
+                    .await
+                    .map(|()| change(Action::Created));
+            }
+            Err(error) => {
+                let (reason, message, _) = api_error_parts(&error);
+                return Err(ApplyError::DryRun {
+                    subject,
+                    reason,
+                    message,
+                });
+            }
+        };
+        let (mut live_view, mut dry_view) = (live.clone(), dry_run);
+        for pointer in &ignored {
+            drift::remove_pointer(&mut live_view, pointer);
+            drift::remove_pointer(&mut dry_view, pointer);
+        }
+        if !drifted(&live_view, &dry_view) {
+            self.cache.put(
+                reference.clone(),
+                applied_digest,
+                live.pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            );
+            return Ok(change(Action::Unchanged));
+        }
+        let applied = api
+            .patch(&reference.name, &self.params(), &Patch::Apply(&object))
+            .await
+            .map_err(&api_failure)?;
+        self.cache.put(
+            reference.clone(),
+            applied_digest,
+            applied.metadata.resource_version,
+        );
+        Ok(change(Action::Configured))
+    }
+
+    /// Deletes an object whose immutable fields changed, waits until it is gone, and
+    /// applies it anew.
+    async fn recreate(
+        &self,
+        api: &Api<DynamicObject>,
+        reference: &ObjectRef,
+        object: &Value,
+    ) -> Result<(), ApplyError> {
+        let subject = reference.to_string();
+        let failure = |error: kube::Error| ApplyError::Apply {
+            subject: subject.clone(),
+            message: api_error_parts(&error).1,
+        };
+        match api
+            .delete(&reference.name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(failure(error)),
+        }
+        let deadline = tokio::time::Instant::now() + self.options.wait_timeout;
+        while api
+            .get_opt(&reference.name)
+            .await
+            .map_err(&failure)?
+            .is_some()
+        {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ApplyError::WaitTimeout(vec![format!(
+                    "{subject} to be deleted"
+                )]));
+            }
+            tokio::time::sleep(self.options.poll_interval.min(Duration::from_millis(200))).await;
+        }
+        let applied = api
+            .patch(&reference.name, &self.params(), &Patch::Apply(object))
+            .await
+            .map_err(&failure)?;
+        self.cache.put(
+            reference.clone(),
+            digest(object),
+            applied.metadata.resource_version,
+        );
+        Ok(())
+    }
+
+    /// Waits until the CRDs among `objects` are established and their namespaces active.
+    async fn wait_for_definitions(&self, objects: &[Value]) -> Result<(), ApplyError> {
+        let deadline = tokio::time::Instant::now() + self.options.wait_timeout;
+        let mut pending: Vec<ObjectRef> = objects
+            .iter()
+            .filter(|o| {
+                matches!(
+                    o["kind"].as_str(),
+                    Some("CustomResourceDefinition" | "Namespace")
+                )
+            })
+            .filter(|o| ssa_policy(o) != SsaPolicy::Ignore)
+            .map(ObjectRef::of)
+            .collect();
+        loop {
+            let mut still = Vec::new();
+            for reference in pending {
+                let mut probe = serde_json::json!({
+                    "apiVersion": reference.api_version, "kind": reference.kind,
+                    "metadata": {"name": reference.name},
+                });
+                let (api, reference) = self.api_for(&mut probe).await?;
+                let ready = match api.get_opt(&reference.name).await {
+                    Ok(Some(live)) => {
+                        let live = serde_json::to_value(&live).unwrap_or_default();
+                        if reference.kind == "Namespace" {
+                            live.pointer("/status/phase").and_then(Value::as_str) == Some("Active")
+                        } else {
+                            live.pointer("/status/conditions")
+                                .and_then(Value::as_array)
+                                .is_some_and(|c| {
+                                    c.iter().any(|c| {
+                                        c["type"] == "Established" && c["status"] == "True"
+                                    })
+                                })
+                        }
+                    }
+                    _ => false,
+                };
+                if !ready {
+                    still.push(reference);
+                }
+            }
+            if still.is_empty() {
+                // Kinds served by the new CRDs are discovered afresh.
+                self.served
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clear();
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ApplyError::WaitTimeout(
+                    still
+                        .iter()
+                        .map(|r| format!("{r} status: 'InProgress'"))
+                        .collect(),
+                ));
+            }
+            pending = still;
+            tokio::time::sleep(self.options.poll_interval).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn change_sets_print_as_flux_does() {
+        let set = ChangeSet {
+            changes: vec![
+                Change {
+                    object: ObjectRef::of(
+                        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}}),
+                    ),
+                    action: Action::Configured,
+                },
+                Change {
+                    object: ObjectRef::of(
+                        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}),
+                    ),
+                    action: Action::Unchanged,
+                },
+                Change {
+                    object: ObjectRef::of(
+                        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "r"}}),
+                    ),
+                    action: Action::Created,
+                },
+            ],
+        };
+        assert_eq!(
+            set.summary(),
+            "ConfigMap/ns/a configured\nClusterRole/r created"
+        );
+        assert_eq!(set.count(Action::Unchanged), 1);
+    }
+
+    #[test]
+    fn immutable_errors_are_recognised() {
+        let status = |code: u16, message: &str| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                reason: "Invalid".into(),
+                message: message.into(),
+                ..Default::default()
+            }))
+        };
+        assert!(is_immutable(&status(
+            422,
+            "Job.batch \"x\" is invalid: spec.template: Invalid value: ...: field is immutable"
+        )));
+        assert!(!is_immutable(&status(422, "metadata.name: Required value")));
+    }
+}

@@ -1,0 +1,385 @@
+//! The server-side apply engine through the harness: stages, policies, drift and takeover,
+//! immutable fields, ignore rules, and the no-write fast path.
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kustomize_controller::api::{IgnoreRule, Selector};
+use kustomize_controller::apply::{
+    Action, AppliedCache, Applier, ApplyError, ApplyOptions, IgnoreRules, Owner,
+};
+use serde_json::{Value, json};
+
+use crate::support::cluster::{TestCluster, dynamic_api, unique};
+
+fn applier(
+    cluster: &TestCluster,
+    cache: &AppliedCache,
+    options: ApplyOptions,
+    ignore: IgnoreRules,
+) -> Applier {
+    Applier::new(
+        cluster.client.clone(),
+        options,
+        Owner {
+            name: "apps".into(),
+            namespace: "flux-system".into(),
+        },
+        None,
+        ignore,
+        cache.clone(),
+    )
+}
+
+fn config_map(namespace: &str, name: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace}, "data": data})
+}
+
+fn actions(set: &kustomize_controller::apply::ChangeSet) -> Vec<String> {
+    set.changes.iter().map(ToString::to_string).collect()
+}
+
+async fn live(cluster: &TestCluster, object: &Value) -> Value {
+    let api: Api<DynamicObject> = dynamic_api(&cluster.client, object).await;
+    let name = object["metadata"]["name"].as_str().unwrap();
+    serde_json::to_value(api.get(name).await.unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn stages_apply_a_crd_and_its_instances_in_one_set() {
+    let cluster = TestCluster::start().await;
+    let group = format!("{}.example.com", unique("stage"));
+    let namespace = unique("kc-staged");
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gadgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    });
+    let objects = vec![
+        json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget",
+            "metadata": {"name": "g", "namespace": namespace}, "spec": {"size": 1}}),
+        config_map(&namespace, "settings", json!({"a": "1"})),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        crd,
+    ];
+    let cache = AppliedCache::default();
+    let engine = applier(
+        &cluster,
+        &cache,
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    let first = engine.apply_all(objects.clone()).await.unwrap();
+    assert_eq!(
+        actions(&first),
+        vec![
+            format!("CustomResourceDefinition/gadgets.{group} created"),
+            format!("Namespace/{namespace} created"),
+            format!("ConfigMap/{namespace}/settings created"),
+            format!("Gadget/{namespace}/g created"),
+        ]
+    );
+    let settings = live(&cluster, &objects[1]).await;
+    assert_eq!(
+        settings["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"],
+        "apps"
+    );
+
+    // Nothing changed: no writes, and with the cache not even dry-runs.
+    let before = cluster.server().map(|s| s.requests().len());
+    let second = engine.apply_all(objects.clone()).await.unwrap();
+    assert!(
+        second.changes.iter().all(|c| c.action == Action::Unchanged),
+        "{:?}",
+        actions(&second)
+    );
+    if let (Some(server), Some(before)) = (cluster.server(), before) {
+        let calls: Vec<_> = server.requests()[before..].to_vec();
+        assert!(
+            calls.iter().all(|c| c.verb == "get"),
+            "an unchanged re-apply only reads: {calls:?}"
+        );
+    }
+
+    // A fresh engine (no cache) dry-runs but still writes nothing.
+    let fresh = applier(
+        &cluster,
+        &AppliedCache::default(),
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    let before = cluster.server().map(|s| s.requests().len());
+    let third = fresh.apply_all(objects).await.unwrap();
+    assert!(
+        third.changes.iter().all(|c| c.action == Action::Unchanged),
+        "{:?}",
+        actions(&third)
+    );
+    if let (Some(server), Some(before)) = (cluster.server(), before) {
+        let writes: Vec<_> = server.requests()[before..]
+            .iter()
+            .filter(|c| c.verb != "get" && !c.dry_run)
+            .cloned()
+            .collect();
+        assert!(writes.is_empty(), "no writes: {writes:?}");
+    }
+}
+
+#[tokio::test]
+async fn drift_by_kubectl_is_reverted_but_merge_keeps_foreign_fields() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let cache = AppliedCache::default();
+    let engine = applier(
+        &cluster,
+        &cache,
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    let mut merged = config_map(ns, "merged", json!({"a": "1"}));
+    merged["metadata"]["annotations"] = json!({"kustomize.toolkit.fluxcd.io/ssa": "Merge"});
+    let objects = vec![config_map(ns, "owned", json!({"a": "1"})), merged.clone()];
+    engine.apply_all(objects.clone()).await.unwrap();
+
+    let edit = PatchParams {
+        field_manager: Some("kubectl-edit".into()),
+        ..PatchParams::default()
+    };
+    for name in ["owned", "merged"] {
+        let api = dynamic_api(&cluster.client, &objects[0]).await;
+        api.patch(
+            name,
+            &edit,
+            &Patch::Merge(json!({
+                "metadata": {"labels": {"edited": "yes"}}, "data": {"a": "changed", "extra": "x"}
+            })),
+        )
+        .await
+        .unwrap();
+    }
+    let result = engine.apply_all(objects.clone()).await.unwrap();
+    assert_eq!(
+        actions(&result),
+        vec![
+            format!("ConfigMap/{ns}/owned configured"),
+            format!("ConfigMap/{ns}/merged configured")
+        ]
+    );
+    let owned = live(&cluster, &objects[0]).await;
+    assert_eq!(
+        owned["data"],
+        json!({"a": "1"}),
+        "kubectl's edits are reverted"
+    );
+    assert!(owned["metadata"]["labels"].get("edited").is_none());
+    let kept = live(&cluster, &merged).await;
+    assert_eq!(kept["data"]["a"], "1", "our field is restored");
+    assert_eq!(
+        kept["data"]["extra"], "x",
+        "Merge leaves other managers' fields"
+    );
+    assert_eq!(kept["metadata"]["labels"]["edited"], "yes");
+}
+
+#[tokio::test]
+async fn policies_skip_objects() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let cache = AppliedCache::default();
+    let engine = applier(
+        &cluster,
+        &cache,
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    let mut if_not_present = config_map(ns, "once", json!({"a": "1"}));
+    if_not_present["metadata"]["annotations"] =
+        json!({"kustomize.toolkit.fluxcd.io/ssa": "IfNotPresent"});
+    let mut ignored = config_map(ns, "ignored", json!({"a": "1"}));
+    ignored["metadata"]["labels"] = json!({"kustomize.toolkit.fluxcd.io/ssa": "ignore"});
+    let mut disabled = config_map(ns, "disabled", json!({"a": "1"}));
+    disabled["metadata"]["annotations"] =
+        json!({"kustomize.toolkit.fluxcd.io/reconcile": "disabled"});
+    let first = engine
+        .apply_all(vec![
+            if_not_present.clone(),
+            ignored.clone(),
+            disabled.clone(),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        actions(&first),
+        vec![
+            format!("ConfigMap/{ns}/once created"),
+            format!("ConfigMap/{ns}/ignored skipped"),
+            format!("ConfigMap/{ns}/disabled created"),
+        ]
+    );
+    if_not_present["data"]["a"] = json!("2");
+    disabled["data"]["a"] = json!("2");
+    let second = engine
+        .apply_all(vec![if_not_present.clone(), disabled.clone()])
+        .await
+        .unwrap();
+    assert!(
+        second.changes.iter().all(|c| c.action == Action::Skipped),
+        "{:?}",
+        actions(&second)
+    );
+    assert_eq!(live(&cluster, &if_not_present).await["data"]["a"], "1");
+    assert_eq!(live(&cluster, &disabled).await["data"]["a"], "1");
+    let api = dynamic_api(&cluster.client, &ignored).await;
+    assert!(
+        api.get_opt("ignored").await.unwrap().is_none(),
+        "ssa: Ignore never creates"
+    );
+}
+
+#[tokio::test]
+async fn immutable_changes_fail_clearly_or_recreate_with_force() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let cache = AppliedCache::default();
+    let engine = applier(
+        &cluster,
+        &cache,
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    let mut frozen = config_map(ns, "frozen", json!({"a": "1"}));
+    frozen["immutable"] = json!(true);
+    engine.apply_all(vec![frozen.clone()]).await.unwrap();
+    let uid = live(&cluster, &frozen).await["metadata"]["uid"].clone();
+
+    frozen["data"]["a"] = json!("2");
+    let error = engine.apply_all(vec![frozen.clone()]).await.unwrap_err();
+    assert!(matches!(error, ApplyError::Immutable { .. }), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!("ConfigMap/{ns}/frozen")),
+        "{message}"
+    );
+    assert!(message.contains("immutable"), "{message}");
+
+    let forced = applier(
+        &cluster,
+        &cache,
+        ApplyOptions {
+            force: true,
+            ..ApplyOptions::default()
+        },
+        IgnoreRules::none(),
+    );
+    let result = forced.apply_all(vec![frozen.clone()]).await.unwrap();
+    assert_eq!(
+        actions(&result),
+        vec![format!("ConfigMap/{ns}/frozen created")]
+    );
+    let recreated = live(&cluster, &frozen).await;
+    assert_eq!(recreated["data"]["a"], "2");
+    assert_ne!(recreated["metadata"]["uid"], uid);
+
+    // The annotation forces one object without spec.force.
+    frozen["data"]["a"] = json!("3");
+    frozen["metadata"]["annotations"] = json!({"kustomize.toolkit.fluxcd.io/force": "Enabled"});
+    let result = engine.apply_all(vec![frozen.clone()]).await.unwrap();
+    assert_eq!(
+        actions(&result),
+        vec![format!("ConfigMap/{ns}/frozen created")]
+    );
+}
+
+#[tokio::test]
+async fn ignore_rules_leave_fields_to_other_controllers() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx", "ports": [{"containerPort": 80}]}]}}}});
+    let rules = IgnoreRules::new(&[IgnoreRule {
+        paths: vec!["/spec/replicas".into()],
+        target: Some(Selector {
+            kind: Some("Deployment".into()),
+            ..Selector::default()
+        }),
+    }])
+    .unwrap();
+    let cache = AppliedCache::default();
+    let engine = applier(&cluster, &cache, ApplyOptions::default(), rules);
+    engine.apply_all(vec![deployment.clone()]).await.unwrap();
+    let api = dynamic_api(&cluster.client, &deployment).await;
+    let scaler = PatchParams {
+        field_manager: Some("hpa-controller".into()),
+        ..PatchParams::default()
+    };
+    api.patch(
+        "web",
+        &scaler,
+        &Patch::Merge(json!({"spec": {"replicas": 5}})),
+    )
+    .await
+    .unwrap();
+    let result = engine.apply_all(vec![deployment.clone()]).await.unwrap();
+    assert_eq!(
+        actions(&result),
+        vec![format!("Deployment/{ns}/web unchanged")]
+    );
+    assert_eq!(live(&cluster, &deployment).await["spec"]["replicas"], 5);
+}
+
+#[tokio::test]
+async fn secrets_with_string_data_do_not_drift() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": ns},
+        "stringData": {"password": "hunter2"}, "type": "Opaque"});
+    let engine = applier(
+        &cluster,
+        &AppliedCache::default(),
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    engine.apply_all(vec![secret.clone()]).await.unwrap();
+    let fresh = applier(
+        &cluster,
+        &AppliedCache::default(),
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    let result = fresh.apply_all(vec![secret]).await.unwrap();
+    assert_eq!(actions(&result), vec![format!("Secret/{ns}/s unchanged")]);
+}
+
+#[tokio::test]
+async fn unknown_kinds_and_missing_namespaces_are_named() {
+    let cluster = TestCluster::start().await;
+    let engine = applier(
+        &cluster,
+        &AppliedCache::default(),
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    let error = engine
+        .apply_all(vec![
+            json!({"apiVersion": "nothing.example.com/v1", "kind": "Nothing",
+            "metadata": {"name": "n", "namespace": cluster.namespace}}),
+        ])
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("Nothing"), "{error}");
+    let error = engine
+        .apply_all(vec![
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "n"}}),
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("namespace not specified"),
+        "{error}"
+    );
+}
