@@ -14,11 +14,14 @@
 //!
 //! - [`apply`]: the server-side apply engine (stages, policies, drift, takeover).
 //!
-//! Planned stages: `inventory`, `health`, `controller`, `metrics`.
+//! - [`health`]: kstatus and CEL health checks, and waiting for objects to become ready.
+//!
+//! Planned stages: `inventory`, `controller`, `metrics`.
 
 pub mod api;
 pub mod apply;
 pub mod cli;
+pub mod health;
 pub mod kustomize;
 #[cfg(feature = "remote-bases")]
 pub mod remote;

@@ -1,0 +1,295 @@
+//! Health checks: whether applied objects reached their desired state.
+//!
+//! Each object's status comes from `kstatus` (per-kind rules and generic conditions) or,
+//! when a `healthCheckExprs` entry matches its apiVersion/kind, from CEL expressions over
+//! `self` (`CelChecks`). [`wait`] polls until every object is Current, fails fast when one is
+//! Failed, and reports the stragglers on timeout in Flux's wording.
+
+mod kstatus;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, GroupVersionKind};
+use kube::discovery::Scope;
+use serde_json::Value;
+
+pub use kstatus::{Assessment, Status, compute, condition, generic};
+
+use crate::api::CustomHealthCheck;
+use crate::apply::ObjectRef;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HealthError {
+    #[error("timeout waiting for: [{}]", .0.join(", "))]
+    Timeout(Vec<String>),
+    #[error("failed early due to stalled resources: [{}]", .0.join(", "))]
+    Failed(Vec<String>),
+    #[error("invalid CEL expression '{expression}' for {api_version} {kind}: {reason}")]
+    InvalidExpression {
+        api_version: String,
+        kind: String,
+        expression: String,
+        reason: String,
+    },
+    #[error("health check of {subject}: {message}")]
+    Api { subject: String, message: String },
+}
+
+struct CelCheck {
+    api_version: String,
+    kind: Option<String>,
+    current: cel::Program,
+    in_progress: Option<cel::Program>,
+    failed: Option<cel::Program>,
+}
+
+/// Compiled `healthCheckExprs`.
+#[derive(Default)]
+pub struct CelChecks {
+    checks: Vec<CelCheck>,
+}
+
+impl CelChecks {
+    pub fn new(checks: &[CustomHealthCheck]) -> Result<CelChecks, HealthError> {
+        let mut compiled = Vec::new();
+        for check in checks {
+            let compile = |expression: &str| {
+                cel::Program::compile(expression).map_err(|e| HealthError::InvalidExpression {
+                    api_version: check.api_version.clone(),
+                    kind: check.kind.clone().unwrap_or_default(),
+                    expression: expression.to_string(),
+                    reason: e.to_string(),
+                })
+            };
+            compiled.push(CelCheck {
+                api_version: check.api_version.clone(),
+                kind: check.kind.clone(),
+                current: compile(&check.current)?,
+                in_progress: check.in_progress.as_deref().map(compile).transpose()?,
+                failed: check.failed.as_deref().map(compile).transpose()?,
+            });
+        }
+        Ok(CelChecks { checks: compiled })
+    }
+
+    /// The status by a matching CEL check, `None` when no check covers the object's kind.
+    /// The generation check comes first; then `inProgress`, `failed` and `current` in that
+    /// order, the first that holds deciding; none holding means InProgress.
+    pub fn assess(&self, object: &Value) -> Option<Assessment> {
+        let api_version = object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+        let check = self.checks.iter().find(|c| {
+            c.api_version == api_version && c.kind.as_deref().is_none_or(|k| k == kind)
+        })?;
+        let generation = object
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64);
+        let observed = object
+            .pointer("/status/observedGeneration")
+            .and_then(Value::as_i64);
+        if let (Some(generation), Some(observed)) = (generation, observed)
+            && observed < generation
+        {
+            return Some(Assessment {
+                status: Status::InProgress,
+                message: format!("observedGeneration {observed} is behind generation {generation}"),
+            });
+        }
+        let mut context = cel::Context::default();
+        let self_value = cel::to_value(object).unwrap_or(cel::Value::Null);
+        context.add_variable_from_value("self", self_value);
+        let holds = |program: &cel::Program| {
+            matches!(program.execute(&context), Ok(cel::Value::Bool(true)))
+        };
+        let status = if check.in_progress.as_ref().is_some_and(holds) {
+            Status::InProgress
+        } else if check.failed.as_ref().is_some_and(holds) {
+            Status::Failed
+        } else if holds(&check.current) {
+            Status::Current
+        } else {
+            Status::InProgress
+        };
+        Some(Assessment {
+            status,
+            message: format!("health check expression for {api_version} {kind}"),
+        })
+    }
+}
+
+/// The status of a live object (or of one that is gone).
+pub fn assess(reference: &ObjectRef, live: Option<&Value>, cel: &CelChecks) -> Assessment {
+    let Some(live) = live else {
+        // A Job removed by its TTL after finishing did its work.
+        if reference.kind == "Job" && reference.group() == "batch" {
+            return Assessment {
+                status: Status::Current,
+                message: "Job was deleted after completion".into(),
+            };
+        }
+        return compute(None);
+    };
+    cel.assess(live).unwrap_or_else(|| compute(Some(live)))
+}
+
+/// How to poll.
+#[derive(Clone, Debug)]
+pub struct WaitOptions {
+    pub timeout: Duration,
+    pub interval: Duration,
+}
+
+/// Waits until every object is Current.
+pub async fn wait(
+    client: &kube::Client,
+    objects: &[ObjectRef],
+    cel: &CelChecks,
+    options: &WaitOptions,
+) -> Result<(), HealthError> {
+    let deadline = tokio::time::Instant::now() + options.timeout;
+    let mut apis: HashMap<(String, String), (kube::api::ApiResource, bool)> = HashMap::new();
+    let mut pending: Vec<ObjectRef> = objects.to_vec();
+    loop {
+        let mut still = Vec::new();
+        let mut failed = Vec::new();
+        for reference in pending {
+            let key = (reference.api_version.clone(), reference.kind.clone());
+            if !apis.contains_key(&key) {
+                let gvk =
+                    GroupVersionKind::gvk(reference.group(), reference.version(), &reference.kind);
+                let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk)
+                    .await
+                    .map_err(|e| HealthError::Api {
+                        subject: reference.to_string(),
+                        message: e.to_string(),
+                    })?;
+                apis.insert(
+                    key.clone(),
+                    (resource, capabilities.scope == Scope::Namespaced),
+                );
+            }
+            let (resource, namespaced) = &apis[&key];
+            let api: Api<DynamicObject> = if *namespaced {
+                Api::namespaced_with(client.clone(), &reference.namespace, resource)
+            } else {
+                Api::all_with(client.clone(), resource)
+            };
+            let live = api
+                .get_opt(&reference.name)
+                .await
+                .map_err(|e| HealthError::Api {
+                    subject: reference.to_string(),
+                    message: e.to_string(),
+                })?;
+            let live = live.map(|o| serde_json::to_value(o).unwrap_or_default());
+            let assessment = assess(&reference, live.as_ref(), cel);
+            match assessment.status {
+                Status::Current => {}
+                Status::Failed => failed.push(format!("{reference} status: 'Failed'")),
+                status => still.push((reference, status)),
+            }
+        }
+        if !failed.is_empty() {
+            return Err(HealthError::Failed(failed));
+        }
+        if still.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(HealthError::Timeout(
+                still
+                    .iter()
+                    .map(|(r, s)| format!("{r} status: '{s}'"))
+                    .collect(),
+            ));
+        }
+        pending = still.into_iter().map(|(r, _)| r).collect();
+        tokio::time::sleep(options.interval).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(current: &str, in_progress: Option<&str>, failed: Option<&str>) -> CustomHealthCheck {
+        CustomHealthCheck {
+            api_version: "example.com/v1".into(),
+            kind: Some("Widget".into()),
+            current: current.into(),
+            in_progress: in_progress.map(str::to_string),
+            failed: failed.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn cel_expressions_decide_in_order() {
+        let checks = CelChecks::new(&[check(
+            "self.status.phase == 'Ready'",
+            Some("self.status.phase == 'Pending'"),
+            Some("self.status.phase == 'Error'"),
+        )])
+        .unwrap();
+        let widget = |phase: &str| json!({"apiVersion": "example.com/v1", "kind": "Widget", "status": {"phase": phase}});
+        assert_eq!(
+            checks.assess(&widget("Ready")).unwrap().status,
+            Status::Current
+        );
+        assert_eq!(
+            checks.assess(&widget("Pending")).unwrap().status,
+            Status::InProgress
+        );
+        assert_eq!(
+            checks.assess(&widget("Error")).unwrap().status,
+            Status::Failed
+        );
+        assert_eq!(
+            checks.assess(&widget("Other")).unwrap().status,
+            Status::InProgress
+        );
+        let stale = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"generation": 2}, "status": {"observedGeneration": 1, "phase": "Ready"}});
+        assert_eq!(checks.assess(&stale).unwrap().status, Status::InProgress);
+        let other = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        assert!(checks.assess(&other).is_none());
+    }
+
+    #[test]
+    fn invalid_expressions_are_reported() {
+        let error = CelChecks::new(&[check("self.status.(", None, None)])
+            .err()
+            .unwrap();
+        assert!(
+            error.to_string().contains("invalid CEL expression"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn ttl_deleted_jobs_count_as_done() {
+        let job = ObjectRef {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            namespace: "ns".into(),
+            name: "once".into(),
+        };
+        assert_eq!(
+            assess(&job, None, &CelChecks::default()).status,
+            Status::Current
+        );
+        let config_map = ObjectRef {
+            kind: "ConfigMap".into(),
+            api_version: "v1".into(),
+            ..job
+        };
+        assert_eq!(
+            assess(&config_map, None, &CelChecks::default()).status,
+            Status::NotFound
+        );
+    }
+}
