@@ -15,13 +15,15 @@
 //! - [`apply`]: the server-side apply engine (stages, policies, drift, takeover).
 //!
 //! - [`health`]: kstatus and CEL health checks, and waiting for objects to become ready.
+//! - [`inventory`]: inventory entries, stale-object pruning, compact storage.
 //!
-//! Planned stages: `inventory`, `controller`, `metrics`.
+//! Planned stages: `controller`, `metrics`.
 
 pub mod api;
 pub mod apply;
 pub mod cli;
 pub mod health;
+pub mod inventory;
 pub mod kustomize;
 #[cfg(feature = "remote-bases")]
 pub mod remote;

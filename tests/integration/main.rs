@@ -4,6 +4,8 @@ mod apiserver;
 mod apply;
 mod cli;
 mod crd;
+mod health;
+mod inventory;
 mod kustomize_api;
 mod kustomize_golden;
 #[cfg(feature = "remote-bases")]

@@ -1,0 +1,174 @@
+//! Health checks against live objects: waiting, failing fast, timeouts, CEL expressions.
+
+use std::time::Duration;
+
+use kube::api::{Patch, PatchParams};
+use kustomize_controller::api::CustomHealthCheck;
+use kustomize_controller::apply::ObjectRef;
+use kustomize_controller::health::{CelChecks, HealthError, WaitOptions, wait};
+use serde_json::{Value, json};
+
+use crate::support::cluster::{TestCluster, dynamic_api};
+
+fn quick(timeout_ms: u64) -> WaitOptions {
+    WaitOptions {
+        timeout: Duration::from_millis(timeout_ms),
+        interval: Duration::from_millis(20),
+    }
+}
+
+async fn set_status(cluster: &TestCluster, object: &Value, status: Value) {
+    let api = dynamic_api(&cluster.client, object).await;
+    let body =
+        json!({"apiVersion": object["apiVersion"], "kind": object["kind"], "status": status});
+    api.patch_status(
+        object["metadata"]["name"].as_str().unwrap(),
+        &PatchParams::apply("test-controller").force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn waits_for_deployments_and_reports_stragglers() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let deployment = cluster
+        .apply(&json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}))
+        .await;
+    let reference = ObjectRef::of(&deployment);
+    let error = wait(
+        &cluster.client,
+        &[reference.clone()],
+        &CelChecks::default(),
+        &quick(200),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(error, HealthError::Timeout(_)));
+    assert_eq!(
+        error.to_string(),
+        format!("timeout waiting for: [Deployment/{ns}/web status: 'InProgress']")
+    );
+    let generation = deployment["metadata"]["generation"].clone();
+    set_status(
+        &cluster,
+        &deployment,
+        json!({"observedGeneration": generation, "replicas": 1,
+        "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}),
+    )
+    .await;
+    wait(
+        &cluster.client,
+        &[reference],
+        &CelChecks::default(),
+        &quick(5_000),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn failed_jobs_fail_fast_and_deleted_jobs_count_as_done() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let job = cluster
+        .apply(&json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "once", "namespace": ns},
+            "spec": {"template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "run", "image": "busybox"}]}}}}))
+        .await;
+    set_status(&cluster, &job, json!({"conditions": [{"type": "Failed", "status": "True",
+        "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]})).await;
+    let started = std::time::Instant::now();
+    let error = wait(
+        &cluster.client,
+        &[ObjectRef::of(&job)],
+        &CelChecks::default(),
+        &quick(30_000),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "fails before the timeout"
+    );
+    assert_eq!(
+        error.to_string(),
+        format!("failed early due to stalled resources: [Job/{ns}/once status: 'Failed']")
+    );
+    let gone = ObjectRef {
+        name: "ttl-deleted".into(),
+        ..ObjectRef::of(&job)
+    };
+    wait(
+        &cluster.client,
+        &[gone],
+        &CelChecks::default(),
+        &quick(1_000),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn cel_expressions_judge_custom_resources() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let source = cluster
+        .create_source(
+            crate::support::artifacts::SourceKind::GitRepository,
+            ns,
+            "repo",
+            None,
+        )
+        .await;
+    let checks = CelChecks::new(&[CustomHealthCheck {
+        api_version: "source.toolkit.fluxcd.io/v1".into(),
+        kind: Some("GitRepository".into()),
+        current: "has(self.status.artifact)".into(),
+        in_progress: None,
+        failed: Some(
+            "self.status.conditions.exists(c, c.type == 'Stalled' && c.status == 'True')".into(),
+        ),
+    }])
+    .unwrap();
+    let reference = ObjectRef::of(&source);
+    assert!(matches!(
+        wait(&cluster.client, &[reference.clone()], &checks, &quick(150)).await,
+        Err(HealthError::Timeout(_))
+    ));
+    set_status(&cluster, &source, json!({"observedGeneration": 1, "conditions": [{"type": "Stalled", "status": "True",
+        "reason": "AuthFailed", "message": "no credentials", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})).await;
+    assert!(matches!(
+        wait(
+            &cluster.client,
+            &[reference.clone()],
+            &checks,
+            &quick(5_000)
+        )
+        .await,
+        Err(HealthError::Failed(_))
+    ));
+    let server = crate::support::artifacts::ArtifactServer::start().await;
+    let artifact = server.publish_dir(
+        "a.tar.gz",
+        "main@sha1:1",
+        &crate::support::repo_root().join("examples/podinfo"),
+    );
+    cluster
+        .set_artifact(
+            crate::support::artifacts::SourceKind::GitRepository,
+            ns,
+            "repo",
+            &artifact,
+        )
+        .await;
+    wait(&cluster.client, &[reference], &checks, &quick(5_000))
+        .await
+        .unwrap();
+}

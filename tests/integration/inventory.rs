@@ -1,0 +1,203 @@
+//! Inventory and garbage collection through the harness: stale objects are pruned only while
+//! they are still ours and not opted out; failed deletions survive; large inventories spill
+//! into a companion Secret.
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kustomize_controller::apply::{
+    Action, AppliedCache, Applier, ApplyOptions, IgnoreRules, Owner,
+};
+use kustomize_controller::inventory::{
+    self, encode, from_change_set, load_overflow, save_overflow, stale,
+};
+use serde_json::{Value, json};
+
+use crate::support::apiserver::Fault;
+use crate::support::cluster::{TestCluster, dynamic_api};
+
+fn owner() -> Owner {
+    Owner {
+        name: "apps".into(),
+        namespace: "flux-system".into(),
+    }
+}
+
+fn config_map(namespace: &str, name: &str, annotations: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations}, "data": {"k": "v"}})
+}
+
+async fn exists(cluster: &TestCluster, object: &Value) -> bool {
+    let api: Api<DynamicObject> = dynamic_api(&cluster.client, object).await;
+    api.get_opt(object["metadata"]["name"].as_str().unwrap())
+        .await
+        .unwrap()
+        .is_some()
+}
+
+#[tokio::test]
+async fn prune_deletes_only_what_is_still_ours() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let engine = Applier::new(
+        cluster.client.clone(),
+        ApplyOptions::default(),
+        owner(),
+        None,
+        IgnoreRules::none(),
+        AppliedCache::default(),
+    );
+    let keep = config_map(ns, "keep", json!({}));
+    let gone = config_map(ns, "gone", json!({}));
+    let adopted = config_map(ns, "adopted", json!({}));
+    let protected = config_map(
+        ns,
+        "protected",
+        json!({"kustomize.toolkit.fluxcd.io/prune": "disabled"}),
+    );
+    let first = engine
+        .apply_all(vec![
+            keep.clone(),
+            gone.clone(),
+            adopted.clone(),
+            protected.clone(),
+        ])
+        .await
+        .unwrap();
+    let old = from_change_set(&first).unwrap();
+    assert_eq!(old.entries.len(), 4);
+
+    // Another Kustomization took `adopted` over: its labels name a different owner.
+    let api = dynamic_api(&cluster.client, &adopted).await;
+    api.patch(
+        "adopted",
+        &PatchParams::default(),
+        &Patch::Merge(json!({
+            "metadata": {"labels": {"kustomize.toolkit.fluxcd.io/name": "other"}}
+        })),
+    )
+    .await
+    .unwrap();
+
+    let second = engine.apply_all(vec![keep.clone()]).await.unwrap();
+    let new = from_change_set(&second).unwrap();
+    let stale_objects = stale(&old, &new).unwrap();
+    assert_eq!(stale_objects.len(), 3);
+    let outcome = inventory::prune(&cluster.client, &stale_objects, &owner()).await;
+    let deleted: Vec<String> = outcome
+        .deleted
+        .changes
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(deleted, vec![format!("ConfigMap/{ns}/gone deleted")]);
+    assert!(outcome.survivors.is_empty(), "{:?}", outcome.errors);
+    assert!(!exists(&cluster, &gone).await);
+    assert!(
+        exists(&cluster, &adopted).await,
+        "objects now owned by others are left"
+    );
+    assert!(
+        exists(&cluster, &protected).await,
+        "prune: disabled is honoured"
+    );
+    assert!(exists(&cluster, &keep).await);
+    assert_eq!(outcome.deleted.count(Action::Deleted), 1);
+}
+
+#[tokio::test]
+async fn failed_deletions_survive_in_the_inventory() {
+    let cluster = TestCluster::start().await;
+    let Some(server) = cluster.server() else {
+        eprintln!("skipped: needs fault injection");
+        return;
+    };
+    let ns = &cluster.namespace;
+    let engine = Applier::new(
+        cluster.client.clone(),
+        ApplyOptions::default(),
+        owner(),
+        None,
+        IgnoreRules::none(),
+        AppliedCache::default(),
+    );
+    let first = engine
+        .apply_all(vec![config_map(ns, "stuck", json!({}))])
+        .await
+        .unwrap();
+    let old = from_change_set(&first).unwrap();
+    let mut new = from_change_set(&Default::default()).unwrap();
+    let stale_objects = stale(&old, &new).unwrap();
+    server.inject(Fault {
+        verb: Some("delete".into()),
+        resource: Some("configmaps".into()),
+        remaining: 1,
+        code: 500,
+        retry_after: None,
+    });
+    let outcome = inventory::prune(&cluster.client, &stale_objects, &owner()).await;
+    assert_eq!(outcome.survivors.len(), 1);
+    assert!(
+        outcome.errors[0].contains(&format!("ConfigMap/{ns}/stuck")),
+        "{:?}",
+        outcome.errors
+    );
+    inventory::keep_survivors(&mut new, &outcome.survivors).unwrap();
+    assert_eq!(new, old, "the survivor stays for the next attempt");
+}
+
+#[tokio::test]
+async fn overflow_secret_round_trips_a_large_inventory() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let kustomization = cluster
+        .apply(&json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "big", "namespace": ns},
+            "spec": {"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "repo"}},
+        }))
+        .await;
+    let uid = kustomization["metadata"]["uid"].as_str().unwrap();
+    let entries: Vec<kustomize_controller::api::ResourceRef> = (0..20_000)
+        .map(|i| kustomize_controller::api::ResourceRef {
+            id: format!("team-{}_cm-{i:05}__ConfigMap", i % 20),
+            version: "v1".into(),
+        })
+        .collect();
+    let full = kustomize_controller::api::ResourceInventory { entries };
+    let stored = encode(&full, inventory::STATUS_BUDGET);
+    let overflow = stored.overflow.clone().expect("20,000 entries overflow");
+    save_overflow(
+        &cluster.client,
+        ns,
+        "big",
+        uid,
+        Some(&overflow),
+        "kustomize-controller",
+    )
+    .await
+    .unwrap();
+    let loaded = load_overflow(&cluster.client, ns, "big")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        inventory::decode(&stored.status, Some(&loaded)).unwrap(),
+        full
+    );
+    save_overflow(
+        &cluster.client,
+        ns,
+        "big",
+        uid,
+        None,
+        "kustomize-controller",
+    )
+    .await
+    .unwrap();
+    assert!(
+        load_overflow(&cluster.client, ns, "big")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
