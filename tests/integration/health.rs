@@ -44,7 +44,7 @@ async fn waits_for_deployments_and_reports_stragglers() {
     let reference = ObjectRef::of(&deployment);
     let error = wait(
         &cluster.client,
-        &[reference.clone()],
+        std::slice::from_ref(&reference),
         &CelChecks::default(),
         &quick(200),
     )
@@ -139,7 +139,7 @@ async fn cel_expressions_judge_custom_resources() {
     .unwrap();
     let reference = ObjectRef::of(&source);
     assert!(matches!(
-        wait(&cluster.client, &[reference.clone()], &checks, &quick(150)).await,
+        wait(&cluster.client, std::slice::from_ref(&reference), &checks, &quick(150)).await,
         Err(HealthError::Timeout(_))
     ));
     set_status(&cluster, &source, json!({"observedGeneration": 1, "conditions": [{"type": "Stalled", "status": "True",
@@ -147,7 +147,7 @@ async fn cel_expressions_judge_custom_resources() {
     assert!(matches!(
         wait(
             &cluster.client,
-            &[reference.clone()],
+            std::slice::from_ref(&reference),
             &checks,
             &quick(5_000)
         )
