@@ -3,7 +3,7 @@ CARGO ?= cargo
 BIN := target/release/kustomize-controller
 IMAGE ?= kustomize-controller:dev
 
-.PHONY: build test test-shared-server fmt-check clippy crds bench bench-build e2e image
+.PHONY: build test test-shared-server fmt-check clippy crds bench bench-build bench-apply e2e image
 
 build:
 	$(CARGO) build --release
@@ -34,6 +34,11 @@ bench: bench-build
 
 bench-build: build
 	python3 bench/build.py --binary $(BIN)
+
+# Apply benchmark: the medium workload (~1,000 objects) against the in-process API server (or
+# TEST_KUBECONFIG): time and API requests of a first apply and of no-change re-applies.
+bench-apply:
+	$(CARGO) test --release --test integration apply::bench_apply_medium -- --ignored --nocapture
 
 # End-to-end scenarios need a Docker engine and kind; see e2e/README.md.
 e2e:

@@ -383,3 +383,111 @@ async fn unknown_kinds_and_missing_namespaces_are_named() {
         "{error}"
     );
 }
+
+/// `make bench-apply`: applies the generated medium workload (about 1,000 objects) and
+/// reports the time and API requests of a first apply, a no-change re-apply with the applied
+/// cache, and one without it (dry-runs but no writes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark; run by make bench-apply"]
+async fn bench_apply_medium() {
+    use std::collections::BTreeMap;
+    let workdir = tempfile::tempdir().unwrap();
+    let generator = crate::support::shared_file("bench/gen_workload.py");
+    let status = std::process::Command::new("python3")
+        .arg(&generator)
+        .args(["--preset", "medium"])
+        .arg(workdir.path().join("medium"))
+        .status()
+        .expect("python3 runs the workload generator");
+    assert!(status.success());
+    let built = kustomize_controller::kustomize::build_dir(
+        &workdir.path().join("medium"),
+        &kustomize_controller::kustomize::BuildOptions::default(),
+    )
+    .expect("the workload builds");
+    let cluster = TestCluster::start().await;
+    // Objects the workload leaves without a namespace go where spec.targetNamespace would put them.
+    let schema = kustomize_controller::kustomize::SchemaView { custom: None };
+    let objects: Vec<Value> = built
+        .into_iter()
+        .map(|mut o| {
+            let api_version = o["apiVersion"].as_str().unwrap_or("").to_string();
+            let kind = o["kind"].as_str().unwrap_or("").to_string();
+            if o.pointer("/metadata/namespace").is_none()
+                && !schema.is_cluster_scoped(&api_version, &kind)
+            {
+                o["metadata"]["namespace"] = json!(cluster.namespace);
+            }
+            o
+        })
+        .collect();
+    let mut namespaces: Vec<String> = objects
+        .iter()
+        .filter_map(|o| o.pointer("/metadata/namespace").and_then(Value::as_str))
+        .map(str::to_string)
+        .collect();
+    namespaces.sort();
+    namespaces.dedup();
+    for namespace in &namespaces {
+        cluster
+            .apply(
+                &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+            )
+            .await;
+    }
+    let counts = |from: usize| -> String {
+        let Some(server) = cluster.server() else {
+            return "n/a (real cluster)".into();
+        };
+        let mut by_verb: BTreeMap<String, usize> = BTreeMap::new();
+        for request in &server.requests()[from..] {
+            let verb = if request.dry_run {
+                format!("{} (dry-run)", request.verb)
+            } else {
+                request.verb.clone()
+            };
+            *by_verb.entry(verb).or_default() += 1;
+        }
+        format!("{by_verb:?}")
+    };
+    let position = || cluster.server().map_or(0, |s| s.requests().len());
+    let cache = AppliedCache::default();
+    let engine = applier(
+        &cluster,
+        &cache,
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    for (label, engine) in [
+        ("first apply", &engine),
+        ("no-change re-apply (cached)", &engine),
+    ] {
+        let start = position();
+        let started = std::time::Instant::now();
+        let result = engine.apply_all(objects.clone()).await.unwrap();
+        println!(
+            "{label}: {} objects in {:?}; created {}, configured {}, unchanged {}; requests {}",
+            objects.len(),
+            started.elapsed(),
+            result.count(Action::Created),
+            result.count(Action::Configured),
+            result.count(Action::Unchanged),
+            counts(start)
+        );
+    }
+    let fresh = applier(
+        &cluster,
+        &AppliedCache::default(),
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    let start = position();
+    let started = std::time::Instant::now();
+    let result = fresh.apply_all(objects.clone()).await.unwrap();
+    println!(
+        "no-change re-apply (fresh engine): {:?}; unchanged {}; requests {}",
+        started.elapsed(),
+        result.count(Action::Unchanged),
+        counts(start)
+    );
+}

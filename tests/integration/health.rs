@@ -139,7 +139,13 @@ async fn cel_expressions_judge_custom_resources() {
     .unwrap();
     let reference = ObjectRef::of(&source);
     assert!(matches!(
-        wait(&cluster.client, std::slice::from_ref(&reference), &checks, &quick(150)).await,
+        wait(
+            &cluster.client,
+            std::slice::from_ref(&reference),
+            &checks,
+            &quick(150)
+        )
+        .await,
         Err(HealthError::Timeout(_))
     ));
     set_status(&cluster, &source, json!({"observedGeneration": 1, "conditions": [{"type": "Stalled", "status": "True",
