@@ -145,11 +145,20 @@ fn load_ini(text: &str) -> Result<Loaded, SopsError> {
     })
 }
 
+const MAX_METADATA_DEPTH: usize = 16;
+
 /// Rebuilds nested metadata from flattened keys such as `age__list_0__map_enc`.
 fn unflatten(flat: Vec<(String, String)>) -> Result<Value, SopsError> {
     let mut root = Value::Object(Map::new());
     for (key, value) in flat {
         let bad = || SopsError::Metadata(format!("malformed flattened key `sops_{key}`"));
+        // SOPS metadata nests a few levels; a deeper key is hostile and would build a value
+        // too deep to drop safely.
+        if key.split("__").count() > MAX_METADATA_DEPTH {
+            return Err(SopsError::Metadata(
+                "flattened metadata key nests too deeply".into(),
+            ));
+        }
         let mut segments = key.split("__");
         let first = segments.next().unwrap_or_default();
         let mut node = root
@@ -281,6 +290,25 @@ fn write_json(value: &Ordered, depth: usize, out: &mut String) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn deep_flattened_keys_are_refused() {
+        let key = vec!["map_a"; 100_000].join("__");
+        let flat = vec![(format!("x__{key}"), "v".to_string())];
+        assert!(matches!(unflatten(flat), Err(SopsError::Metadata(_))));
+    }
+
+    #[test]
+    fn formats_follow_file_name_suffixes() {
+        use std::path::Path;
+        assert_eq!(
+            Format::from_path(Path::new(".dockerconfigjson")),
+            Format::Json
+        );
+        assert_eq!(Format::from_path(Path::new("a/.env")), Format::Dotenv);
+        assert_eq!(Format::from_path(Path::new("x.YAML")), Format::Yaml);
+        assert_eq!(Format::from_path(Path::new("key.pem")), Format::Binary);
+    }
 
     #[test]
     fn unflattens_metadata_keys() {

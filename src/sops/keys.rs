@@ -173,13 +173,15 @@ impl Keys {
             let mut message = if message.is_compressed() {
                 message
                     .decompress()
-                    .map_err(|e| format!("OpenPGP decompression: {e}"))?
+                    .map_err(|_| "the OpenPGP payload could not be decompressed".to_string())?
             } else {
                 message
             };
-            let key = message
-                .as_data_vec()
-                .map_err(|e| format!("OpenPGP payload: {e}"))?;
+            // A data key is 32 bytes; reading more than that would let anyone with the public
+            // key make us inflate a compression bomb.
+            let mut key = Vec::with_capacity(33);
+            std::io::Read::read_to_end(&mut std::io::Read::take(&mut message, 33), &mut key)
+                .map_err(|_| "the OpenPGP payload could not be read".to_string())?;
             return data_key(key).map(Some);
         }
         Ok(None)

@@ -63,12 +63,23 @@ impl Format {
 
     /// The format SOPS infers from a file name; anything unrecognised is binary.
     pub fn from_path(path: &Path) -> Format {
-        match path.extension().and_then(|e| e.to_str()) {
-            Some("yaml" | "yml") => Format::Yaml,
-            Some("json" | "dockerconfigjson") => Format::Json,
-            Some("env") => Format::Dotenv,
-            Some("ini") => Format::Ini,
-            _ => Format::Binary,
+        // By suffix, not `extension()`: `.dockerconfigjson` and `.env` are whole file names.
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let ends = |suffix: &str| name.ends_with(suffix);
+        if ends(".yaml") || ends(".yml") {
+            Format::Yaml
+        } else if ends(".json") || ends(".dockerconfigjson") {
+            Format::Json
+        } else if ends(".env") {
+            Format::Dotenv
+        } else if ends(".ini") {
+            Format::Ini
+        } else {
+            Format::Binary
         }
     }
 

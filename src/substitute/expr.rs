@@ -16,10 +16,13 @@ use std::collections::BTreeMap;
 pub enum ExprError {
     #[error("variable not set (strict mode): {0:?}")]
     Unset(String),
-    #[error("bad substitution {0:?}")]
-    Syntax(String),
-    #[error("unterminated expression starting {0:?}")]
-    Unterminated(String),
+    /// The text is not quoted: it may be a decrypted secret value.
+    #[error("bad substitution at character {0}")]
+    Syntax(usize),
+    #[error("unterminated expression at character {0}")]
+    Unterminated(usize),
+    #[error("expressions nest more than {MAX_DEPTH} levels deep")]
+    TooDeep,
 }
 
 /// Variable lookup and strictness.
@@ -29,8 +32,18 @@ pub struct Context<'a> {
     pub strict: bool,
 }
 
+/// How deeply defaults may nest expressions (`${a:-${b:-…}}`).
+const MAX_DEPTH: usize = 32;
+
 /// Expands every `${…}` in `text`.
 pub fn expand(text: &str, context: &Context) -> Result<String, ExprError> {
+    expand_at(text, context, 0)
+}
+
+fn expand_at(text: &str, context: &Context, depth: usize) -> Result<String, ExprError> {
+    if depth > MAX_DEPTH {
+        return Err(ExprError::TooDeep);
+    }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(index) = rest.find('$') {
@@ -43,10 +56,10 @@ pub fn expand(text: &str, context: &Context) -> Result<String, ExprError> {
             continue;
         }
         if let Some(body_and_rest) = after.strip_prefix('{') {
-            let end = closing_brace(body_and_rest)
-                .ok_or_else(|| ExprError::Unterminated(preview(&rest[index..])))?;
+            let position = text.len() - rest.len() + index;
+            let end = closing_brace(body_and_rest).ok_or(ExprError::Unterminated(position))?;
             let body = &body_and_rest[..end];
-            out.push_str(&evaluate(body, context)?);
+            out.push_str(&evaluate(body, context, depth, position)?);
             rest = &body_and_rest[end + 1..];
             continue;
         }
@@ -55,11 +68,6 @@ pub fn expand(text: &str, context: &Context) -> Result<String, ExprError> {
     }
     out.push_str(rest);
     Ok(out)
-}
-
-/// A short, value-free excerpt of the text for messages.
-fn preview(text: &str) -> String {
-    text.chars().take(24).collect()
 }
 
 /// The index of the `}` closing an expression whose body starts at `text`, honouring nested
@@ -93,8 +101,13 @@ fn is_name_char(c: char) -> bool {
 }
 
 /// Evaluates the inside of `${…}`.
-fn evaluate(body: &str, context: &Context) -> Result<String, ExprError> {
-    let syntax = || ExprError::Syntax(format!("${{{}}}", preview(body)));
+fn evaluate(
+    body: &str,
+    context: &Context,
+    depth: usize,
+    position: usize,
+) -> Result<String, ExprError> {
+    let syntax = || ExprError::Syntax(position);
     if let Some(name) = body.strip_prefix('#') {
         if !name.starts_with(is_name_start) || !name.chars().all(is_name_char) {
             return Err(syntax());
@@ -115,7 +128,7 @@ fn evaluate(body: &str, context: &Context) -> Result<String, ExprError> {
         if let Some(default) = operation.strip_prefix(prefix) {
             return match value {
                 Some(v) if !(when_empty && v.is_empty()) => Ok(v.clone()),
-                _ => expand(default, context),
+                _ => expand_at(default, context, depth + 1),
             };
         }
     }
@@ -345,5 +358,22 @@ mod tests {
             run("${name", true),
             Err(ExprError::Unterminated(_))
         ));
+    }
+
+    #[test]
+    fn hostile_expressions_fail_without_quoting_text() {
+        let vars = BTreeMap::new();
+        let context = Context {
+            vars: &vars,
+            strict: false,
+        };
+        let deep = format!("{}x{}", "${a:-".repeat(5_000), "}".repeat(5_000));
+        assert_eq!(expand(&deep, &context), Err(ExprError::TooDeep));
+        let secret = "prefix ${not a name: hunter2}";
+        let message = expand(secret, &context).unwrap_err().to_string();
+        assert!(!message.contains("hunter2"), "{message}");
+        assert_eq!(message, "bad substitution at character 7");
+        let message = expand("x ${hunter2", &context).unwrap_err().to_string();
+        assert_eq!(message, "unterminated expression at character 2");
     }
 }

@@ -50,10 +50,13 @@ pub fn collect_variables(
     sources: Vec<Source>,
     inline: Option<&BTreeMap<String, String>>,
 ) -> Result<BTreeMap<String, String>, SubstituteError> {
+    // Flux drops newlines from every value (a trailing one from `echo … | kubectl create`
+    // would otherwise break the manifests it lands in).
+    let strip = |v: &String| v.replace('\n', "");
     let mut vars = BTreeMap::new();
     for source in sources {
         match source.data {
-            Some(data) => vars.extend(data),
+            Some(data) => vars.extend(data.iter().map(|(k, v)| (k.clone(), strip(v)))),
             None if source.optional => {}
             None => {
                 return Err(SubstituteError::MissingSource {
@@ -64,7 +67,7 @@ pub fn collect_variables(
         }
     }
     if let Some(inline) = inline {
-        vars.extend(inline.iter().map(|(k, v)| (k.clone(), v.clone())));
+        vars.extend(inline.iter().map(|(k, v)| (k.clone(), strip(v))));
     }
     if let Some(bad) = vars.keys().find(|name| !is_valid_name(name)) {
         return Err(SubstituteError::InvalidName(bad.clone()));
