@@ -16,12 +16,12 @@
 //!
 //! - [`health`]: kstatus and CEL health checks, and waiting for objects to become ready.
 //! - [`inventory`]: inventory entries, stale-object pruning, compact storage.
-//!
-//! Planned stages: `controller`, `metrics`.
+//! - [`controller`]: the Kustomization reconciler (`kustomize-controller run`), events, metrics.
 
 pub mod api;
 pub mod apply;
 pub mod cli;
+pub mod controller;
 pub mod health;
 pub mod inventory;
 pub mod kustomize;

@@ -3,6 +3,7 @@
 mod apiserver;
 mod apply;
 mod cli;
+mod controller;
 mod crd;
 mod health;
 mod inventory;

@@ -100,6 +100,11 @@ impl TestCluster {
         cluster
     }
 
+    /// The client configuration, for components that build their own clients (the controller).
+    pub fn config(&self) -> Config {
+        self.config.clone()
+    }
+
     /// The in-process server, for fault injection and compaction; `None` on a real cluster
     /// (tests that need it skip there).
     pub fn server(&self) -> Option<&TestApiServer> {

@@ -1,0 +1,352 @@
+//! From an extracted artifact to the objects to apply, as Flux builds them: a
+//! `kustomization.yaml` is generated where the path has none, the Kustomization's overrides
+//! are written into it (targetNamespace, namePrefix/Suffix, patches, images, components,
+//! buildMetadata), SOPS inputs are decrypted in place, the embedded engine builds, SOPS
+//! objects are decrypted and post-build variables substituted. No cluster access here: keys
+//! and variables come in from the reconciler.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::api::{BuildMetadataOption, KustomizationSpec, SubstituteStrategy};
+use crate::kustomize::{self, BuildOptions, KUSTOMIZATION_FILE_NAMES, LoadRestrictions};
+use crate::sops::{self, Keys};
+use crate::substitute;
+use crate::yaml::{self, Schema};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("kustomization path not found: {0}")]
+    Path(String),
+    #[error("failed to generate kustomization.yaml: {0}")]
+    Generate(String),
+    #[error("component path '{0}' not found")]
+    MissingComponent(String),
+    #[error("decryption failed: {0}")]
+    Decrypt(String),
+    #[error("kustomize build failed: {0}")]
+    Build(String),
+    #[error("post build failed: {0}")]
+    Substitute(String),
+}
+
+/// What the build needs besides the artifact.
+pub struct Inputs<'a> {
+    pub spec: &'a KustomizationSpec,
+    /// SOPS keys, when `spec.decryption` is set.
+    pub keys: Option<&'a Keys>,
+    /// Post-build variables (sources and inline values already collected).
+    pub variables: &'a BTreeMap<String, String>,
+    pub remote: Option<std::sync::Arc<dyn kustomize::RemoteFetcher>>,
+    /// The `StrictPostBuildSubstitutions` feature gate: unset variables without a default fail.
+    pub strict_substitution: bool,
+}
+
+fn is_manifest(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false;
+    };
+    yaml::parse_documents(&text, Schema::Kubernetes).is_ok_and(|documents| {
+        documents
+            .iter()
+            .any(|d| d.get("apiVersion").is_some() && d.get("kind").is_some())
+    })
+}
+
+fn has_kustomization(dir: &Path) -> bool {
+    KUSTOMIZATION_FILE_NAMES
+        .iter()
+        .any(|name| dir.join(name).is_file())
+}
+
+/// The resources a generated kustomization lists: every YAML file of Kubernetes objects under
+/// `dir`, and subdirectories that have their own kustomization (not walked into).
+fn scan(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), ManifestError> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| ManifestError::Generate(format!("{}: {e}", dir.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for path in entries {
+        let metadata = std::fs::symlink_metadata(&path)
+            .map_err(|e| ManifestError::Generate(format!("{}: {e}", path.display())))?;
+        let relative = path
+            .strip_prefix(root)
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .to_string();
+        if metadata.is_dir() {
+            if has_kustomization(&path) {
+                out.push(relative);
+            } else {
+                scan(root, &path, out)?;
+            }
+        } else if metadata.is_file() {
+            let yaml = path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| e == "yaml" || e == "yml");
+            if yaml && is_manifest(&path) {
+                out.push(relative);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The kustomization file of `dir`, generated when missing.
+fn kustomization_file(dir: &Path) -> Result<PathBuf, ManifestError> {
+    if let Some(name) = KUSTOMIZATION_FILE_NAMES
+        .iter()
+        .find(|n| dir.join(n).is_file())
+    {
+        return Ok(dir.join(name));
+    }
+    let mut resources = Vec::new();
+    scan(dir, dir, &mut resources)?;
+    let generated = json!({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": resources,
+    });
+    let path = dir.join("kustomization.yaml");
+    std::fs::write(&path, yaml::to_yaml_string(&generated))
+        .map_err(|e| ManifestError::Generate(format!("{}: {e}", path.display())))?;
+    Ok(path)
+}
+
+/// Writes the Kustomization's overrides into the kustomization file.
+fn apply_overrides(file: &Path, spec: &KustomizationSpec) -> Result<(), ManifestError> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| ManifestError::Generate(format!("{}: {e}", file.display())))?;
+    let mut kustomization = yaml::parse_single(&text, Schema::Kyaml)
+        .map_err(|e| ManifestError::Build(format!("{}: {e}", file.display())))?;
+    if kustomization.is_null() {
+        kustomization = json!({});
+    }
+    if !kustomization.is_object() {
+        return Err(ManifestError::Build(format!(
+            "{}: not a kustomization",
+            file.display()
+        )));
+    }
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let list = |value: &mut Value, key: &str| -> Vec<Value> {
+        value
+            .get(key)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    if let Some(namespace) = spec.target_namespace.as_deref().filter(|n| !n.is_empty()) {
+        kustomization["namespace"] = json!(namespace);
+    }
+    if let Some(prefix) = spec.name_prefix.as_deref().filter(|p| !p.is_empty()) {
+        kustomization["namePrefix"] = json!(prefix);
+    }
+    if let Some(suffix) = spec.name_suffix.as_deref().filter(|s| !s.is_empty()) {
+        kustomization["nameSuffix"] = json!(suffix);
+    }
+    if !spec.patches.is_empty() {
+        let mut patches = list(&mut kustomization, "patches");
+        for patch in &spec.patches {
+            let mut entry = json!({"patch": patch.patch});
+            if let Some(target) = &patch.target {
+                entry["target"] = serde_json::to_value(target).unwrap_or(Value::Null);
+            }
+            patches.push(entry);
+        }
+        kustomization["patches"] = Value::Array(patches);
+    }
+    if !spec.images.is_empty() {
+        let mut images = list(&mut kustomization, "images");
+        images.extend(
+            spec.images
+                .iter()
+                .map(|i| serde_json::to_value(i).unwrap_or(Value::Null)),
+        );
+        kustomization["images"] = Value::Array(images);
+    }
+    if !spec.components.is_empty() {
+        let mut components = list(&mut kustomization, "components");
+        let ignore_missing = spec.ignore_missing_components.unwrap_or(false);
+        for component in &spec.components {
+            if !dir.join(component).exists() {
+                if ignore_missing {
+                    continue;
+                }
+                return Err(ManifestError::MissingComponent(component.clone()));
+            }
+            components.push(json!(component));
+        }
+        kustomization["components"] = Value::Array(components);
+    }
+    if !spec.build_metadata.is_empty() {
+        let options: Vec<&str> = spec
+            .build_metadata
+            .iter()
+            .map(|o| match o {
+                BuildMetadataOption::OriginAnnotations => "originAnnotations",
+                BuildMetadataOption::TransformerAnnotations => "transformerAnnotations",
+            })
+            .collect();
+        kustomization["buildMetadata"] = json!(options);
+    }
+    std::fs::write(file, yaml::to_yaml_string(&kustomization))
+        .map_err(|e| ManifestError::Generate(format!("{}: {e}", file.display())))
+}
+
+/// Builds the objects of `dir` (inside the extracted artifact at `root`).
+pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, ManifestError> {
+    if !dir.is_dir() {
+        return Err(ManifestError::Path(dir.display().to_string()));
+    }
+    let file = kustomization_file(dir)?;
+    apply_overrides(&file, inputs.spec)?;
+    if let Some(keys) = inputs.keys {
+        sops::decrypt_build_inputs(root, dir, keys)
+            .map_err(|e| ManifestError::Decrypt(e.to_string()))?;
+    }
+    let options = BuildOptions {
+        remote: inputs.remote.clone(),
+        load_restrictions: LoadRestrictions::None,
+        ..BuildOptions::default()
+    };
+    let mut objects =
+        kustomize::build(root, dir, &options).map_err(|e| ManifestError::Build(e.to_string()))?;
+    for object in objects.iter_mut() {
+        if let Some(keys) = inputs.keys {
+            sops::decrypt_object(object, keys)
+                .map_err(|e| ManifestError::Decrypt(e.to_string()))?;
+        }
+        sops::ensure_not_encrypted_secret(object)
+            .map_err(|e| ManifestError::Decrypt(e.to_string()))?;
+    }
+    if let Some(post_build) = &inputs.spec.post_build {
+        let always = post_build.substitute_strategy == Some(SubstituteStrategy::Always);
+        if substitute::should_run(inputs.variables, always) {
+            for object in objects.iter_mut() {
+                substitute::substitute_object(object, inputs.variables, inputs.strict_substitution)
+                    .map_err(|e| ManifestError::Substitute(e.to_string()))?;
+            }
+        }
+    }
+    Ok(objects)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: Value) -> KustomizationSpec {
+        let mut base = json!({"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "r"}});
+        if let (Some(base), Some(extra)) = (base.as_object_mut(), extra.as_object()) {
+            base.extend(extra.clone());
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn plain_directories_get_a_generated_kustomization_with_overrides() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path();
+        write(
+            dir,
+            "a/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  k: v\n",
+        );
+        write(dir, "a/notes.yaml", "just: text\n");
+        write(dir, "readme.md", "# hi\n");
+        write(dir, "sub/kustomization.yaml", "resources:\n- deploy.yaml\n");
+        write(
+            dir,
+            "sub/deploy.yaml",
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n",
+        );
+        let spec = spec(json!({"targetNamespace": "apps", "namePrefix": "p-",
+            "patches": [{"patch": "- op: add\n  path: /data/extra\n  value: x\n", "target": {"kind": "ConfigMap"}}]}));
+        let variables = BTreeMap::new();
+        let objects = build(
+            dir,
+            dir,
+            &Inputs {
+                spec: &spec,
+                keys: None,
+                variables: &variables,
+                remote: None,
+                strict_substitution: false,
+            },
+        )
+        .unwrap();
+        let names: Vec<String> = objects
+            .iter()
+            .map(|o| {
+                format!(
+                    "{}/{}/{}",
+                    o["kind"].as_str().unwrap(),
+                    o["metadata"]["namespace"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(names, vec!["ConfigMap/apps/p-cm", "Secret/apps/p-s"]);
+        assert_eq!(objects[0]["data"]["extra"], "x");
+    }
+
+    #[test]
+    fn substitution_and_missing_components() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path();
+        write(dir, "kustomization.yaml", "resources:\n- cm.yaml\n");
+        write(
+            dir,
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  env: ${cluster_env:=dev}\n  region: ${region}\n",
+        );
+        let spec_with = spec(
+            json!({"postBuild": {"substitute": {"region": "eu"}}, "components": ["missing"], "ignoreMissingComponents": true}),
+        );
+        let variables: BTreeMap<String, String> = [("region".to_string(), "eu".to_string())].into();
+        let objects = build(
+            dir,
+            dir,
+            &Inputs {
+                spec: &spec_with,
+                keys: None,
+                variables: &variables,
+                remote: None,
+                strict_substitution: false,
+            },
+        )
+        .unwrap();
+        assert_eq!(objects[0]["data"], json!({"env": "dev", "region": "eu"}));
+
+        let strict_missing = spec(json!({"components": ["nope"]}));
+        let error = build(
+            dir,
+            dir,
+            &Inputs {
+                spec: &strict_missing,
+                keys: None,
+                variables: &variables,
+                remote: None,
+                strict_substitution: false,
+            },
+        )
+        .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("component path 'nope' not found"),
+            "{error}"
+        );
+    }
+}

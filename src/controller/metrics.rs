@@ -1,0 +1,164 @@
+//! Prometheus metrics with Flux's names (`gotk_reconcile_duration_seconds`,
+//! `gotk_reconcile_condition`, `gotk_suspend_status`), and the small HTTP endpoints that serve
+//! them and the health probes (`/metrics`, `/healthz`, `/readyz`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::api::Kustomization;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ObjectLabels {
+    kind: String,
+    name: String,
+    namespace: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConditionLabels {
+    kind: String,
+    name: String,
+    namespace: String,
+    r#type: String,
+    status: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    duration: Family<ObjectLabels, Histogram>,
+    condition: Family<ConditionLabels, Gauge>,
+    suspended: Family<ObjectLabels, Gauge>,
+    /// Set once the controller has started watching.
+    pub ready: AtomicBool,
+}
+
+fn labels(object: &Kustomization) -> ObjectLabels {
+    ObjectLabels {
+        kind: "Kustomization".into(),
+        name: object.metadata.name.clone().unwrap_or_default(),
+        namespace: object.metadata.namespace.clone().unwrap_or_default(),
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let duration = Family::<ObjectLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.01, 2.0, 16))
+        });
+        let condition = Family::<ConditionLabels, Gauge>::default();
+        let suspended = Family::<ObjectLabels, Gauge>::default();
+        registry.register(
+            "gotk_reconcile_duration_seconds",
+            "The duration in seconds of a GitOps Toolkit resource reconciliation.",
+            duration.clone(),
+        );
+        registry.register(
+            "gotk_reconcile_condition",
+            "The current condition status of a GitOps Toolkit resource reconciliation.",
+            condition.clone(),
+        );
+        registry.register(
+            "gotk_suspend_status",
+            "The current suspend status of a GitOps Toolkit resource.",
+            suspended.clone(),
+        );
+        Metrics {
+            registry,
+            duration,
+            condition,
+            suspended,
+            ready: AtomicBool::new(false),
+        }
+    }
+
+    pub fn observe_reconcile(&self, object: &Kustomization, elapsed: Duration) {
+        self.duration
+            .get_or_create(&labels(object))
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn set_condition(&self, object: &Kustomization, status: &str) {
+        let base = labels(object);
+        for value in ["True", "False", "Unknown", "Deleted"] {
+            let key = ConditionLabels {
+                kind: base.kind.clone(),
+                name: base.name.clone(),
+                namespace: base.namespace.clone(),
+                r#type: "Ready".into(),
+                status: value.into(),
+            };
+            self.condition
+                .get_or_create(&key)
+                .set(i64::from(value == status));
+        }
+    }
+
+    pub fn set_suspended(&self, object: &Kustomization, suspended: bool) {
+        self.suspended
+            .get_or_create(&labels(object))
+            .set(i64::from(suspended));
+    }
+
+    pub fn forget(&self, object: &Kustomization) {
+        self.set_condition(object, "Deleted");
+        self.suspended.remove(&labels(object));
+    }
+
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `address` until the task is dropped.
+pub async fn serve(address: &str, metrics: Arc<Metrics>) -> std::io::Result<()> {
+    let listener = TcpListener::bind(address).await?;
+    loop {
+        let (mut stream, _) = listener.accept().await?;
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let mut buffer = vec![0u8; 4096];
+            let mut read = 0;
+            while read < buffer.len() {
+                match stream.read(&mut buffer[read..]).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => read += n,
+                }
+                if buffer[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+            let request = String::from_utf8_lossy(&buffer[..read]);
+            let path = request.split_whitespace().nth(1).unwrap_or("/");
+            let (code, body) = match path {
+                "/metrics" => ("200 OK", metrics.encode()),
+                "/healthz" => ("200 OK", "ok".to_string()),
+                "/readyz" if metrics.ready.load(Ordering::Relaxed) => ("200 OK", "ok".to_string()),
+                "/readyz" => ("503 Service Unavailable", "not ready".to_string()),
+                _ => ("404 Not Found", "not found".to_string()),
+            };
+            let response = format!(
+                "HTTP/1.1 {code}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        });
+    }
+}

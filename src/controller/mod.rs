@@ -1,0 +1,171 @@
+//! The controller: watches Kustomizations (and the sources they build from) and reconciles
+//! each with Flux's semantics.
+//!
+//! [`run`] wires a kube-runtime `Controller`: Kustomizations trigger on generation,
+//! `reconcile.fluxcd.io/requestedAt` and deletion (not on our own status writes); a source
+//! whose artifact revision changes triggers the Kustomizations built from it that have not
+//! applied that revision yet. `reconcile` holds one reconciliation (`manifests` builds,
+//! `dependencies` gates, `status`/`events`/`metrics` report).
+
+mod dependencies;
+pub mod events;
+pub mod manifests;
+pub mod metrics;
+mod reconcile;
+pub mod status;
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::controller::Config as ControllerConfig;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
+
+pub use reconcile::{
+    Context, FINALIZER, Options, REQUESTED_AT, ReconcileError, error_policy, reconcile,
+};
+
+use crate::api::Kustomization;
+use crate::source::{Fetcher, FetcherOptions, SourceObject};
+
+/// Where and how to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub reconcile: Options,
+    pub fetcher: FetcherOptions,
+    /// `--concurrent`: Kustomizations reconciled at once.
+    pub concurrent: u16,
+    /// Watch only this namespace (`None`: all namespaces).
+    pub namespace: Option<String>,
+    /// `--watch-label-selector`, for sharding.
+    pub label_selector: Option<String>,
+}
+
+/// What makes a Kustomization worth reconciling again: a new generation, a reconcile request,
+/// or deletion.
+fn trigger(object: &Kustomization) -> Option<u64> {
+    let mut hasher = DefaultHasher::new();
+    object.metadata.generation.hash(&mut hasher);
+    object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(REQUESTED_AT))
+        .hash(&mut hasher);
+    object
+        .metadata
+        .deletion_timestamp
+        .is_some()
+        .hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+fn source_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("source.toolkit.fluxcd.io", "v1", kind),
+        plural,
+    )
+}
+
+/// The Kustomizations built from `source` that have not applied its current revision.
+fn dependents(
+    store: &Store<Kustomization>,
+    source: &DynamicObject,
+    kind: &str,
+) -> Vec<ObjectRef<Kustomization>> {
+    let revision = source
+        .data
+        .pointer("/status/artifact/revision")
+        .and_then(|r| r.as_str());
+    let Some(revision) = revision else {
+        return Vec::new();
+    };
+    let source_namespace = source.metadata.namespace.clone().unwrap_or_default();
+    let source_name = source.metadata.name.clone().unwrap_or_default();
+    store
+        .state()
+        .into_iter()
+        .filter(|k| {
+            let namespace = k.metadata.namespace.clone().unwrap_or_default();
+            let reference = SourceObject::of(&k.spec.source_ref, &namespace);
+            reference.kind.as_str() == kind
+                && reference.namespace == source_namespace
+                && reference.name == source_name
+                && k.status
+                    .as_ref()
+                    .and_then(|s| s.last_applied_revision.as_deref())
+                    != Some(revision)
+        })
+        .map(|k| ObjectRef::from_obj(k.as_ref()))
+        .collect()
+}
+
+/// Runs the controller until `shutdown` completes; in-flight reconciliations finish first.
+pub async fn run(
+    client: kube::Client,
+    config: kube::Config,
+    options: RunOptions,
+    metrics: Arc<metrics::Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> Result<(), String> {
+    let fetcher = Fetcher::new(options.fetcher.clone()).map_err(|e| e.to_string())?;
+    let context = Arc::new(Context::new(
+        client.clone(),
+        config,
+        options.reconcile.clone(),
+        fetcher,
+        metrics.clone(),
+    ));
+    let api: Api<Kustomization> = match &options.namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    };
+    let mut watch_config = watcher::Config::default();
+    if let Some(selector) = &options.label_selector {
+        watch_config = watch_config.labels(selector);
+    }
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, watch_config.clone())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(trigger, Default::default());
+    let _ = predicates::generation::<Kustomization>;
+    let mut controller = Controller::for_stream(stream, reader.clone())
+        .with_config(ControllerConfig::default().concurrency(options.concurrent.max(1)));
+    for (kind, plural) in [
+        ("GitRepository", "gitrepositories"),
+        ("OCIRepository", "ocirepositories"),
+        ("Bucket", "buckets"),
+        ("ExternalArtifact", "externalartifacts"),
+    ] {
+        let resource = source_resource(kind, plural);
+        let sources: Api<DynamicObject> = match &options.namespace {
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let store = reader.clone();
+        controller = controller.watches_with(
+            sources,
+            resource,
+            watcher::Config::default(),
+            move |source| dependents(&store, &source, kind),
+        );
+    }
+    metrics
+        .ready
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    controller
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(error = %error, "controller event");
+            }
+        })
+        .await;
+    Ok(())
+}

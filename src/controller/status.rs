@@ -1,0 +1,195 @@
+//! Conditions and history as Flux writes them on a Kustomization's status.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::{KustomizationStatus, Snapshot};
+
+pub const READY: &str = "Ready";
+pub const RECONCILING: &str = "Reconciling";
+pub const HEALTHY: &str = "Healthy";
+pub const STALLED: &str = "Stalled";
+
+/// Flux's condition reasons.
+pub mod reason {
+    pub const SUCCEEDED: &str = "ReconciliationSucceeded";
+    pub const FAILED: &str = "ReconciliationFailed";
+    pub const ARTIFACT_FAILED: &str = "ArtifactFailed";
+    pub const BUILD_FAILED: &str = "BuildFailed";
+    pub const PRUNE_FAILED: &str = "PruneFailed";
+    pub const HEALTH_CHECK_FAILED: &str = "HealthCheckFailed";
+    pub const DEPENDENCY_NOT_READY: &str = "DependencyNotReady";
+    pub const ACCESS_DENIED: &str = "AccessDenied";
+    pub const INVALID_CEL: &str = "InvalidCELExpression";
+    pub const PROGRESSING: &str = "Progressing";
+    pub const PROGRESSING_WITH_RETRY: &str = "ProgressingWithRetry";
+    pub const HEALTH_SUCCEEDED: &str = "Succeeded";
+}
+
+/// Condition messages are capped, as Flux caps them, so a huge error cannot bloat the object.
+pub const MAX_MESSAGE: usize = 20_000;
+
+fn cap(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE {
+        return message.to_string();
+    }
+    let mut end = MAX_MESSAGE;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &message[..end])
+}
+
+pub fn now() -> Time {
+    Time(Timestamp::now())
+}
+
+/// Sets a condition; its transition time moves only when its status changes.
+pub fn set(
+    status: &mut KustomizationStatus,
+    type_: &str,
+    value: &str,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) {
+    let message = cap(message);
+    match status.conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(condition) => {
+            if condition.status != value {
+                condition.last_transition_time = now();
+            }
+            condition.status = value.to_string();
+            condition.reason = reason.to_string();
+            condition.message = message;
+            condition.observed_generation = generation;
+        }
+        None => status.conditions.push(Condition {
+            type_: type_.to_string(),
+            status: value.to_string(),
+            reason: reason.to_string(),
+            message,
+            observed_generation: generation,
+            last_transition_time: now(),
+        }),
+    }
+    // Flux's order: Ready first, then the others as they came.
+    status.conditions.sort_by_key(|c| c.type_ != READY);
+}
+
+pub fn remove(status: &mut KustomizationStatus, type_: &str) {
+    status.conditions.retain(|c| c.type_ != type_);
+}
+
+pub fn get<'a>(status: &'a KustomizationStatus, type_: &str) -> Option<&'a Condition> {
+    status.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Records a reconciliation of the set of objects with `digest` (five snapshots, newest first).
+pub fn record_history(
+    status: &mut KustomizationStatus,
+    digest: &str,
+    outcome: &str,
+    duration: std::time::Duration,
+    revision: &str,
+) {
+    let when = now();
+    let duration = format!("{:.3}s", duration.as_secs_f64());
+    let metadata = Some([("revision".to_string(), revision.to_string())].into());
+    match status.history.iter().position(|s| s.digest == digest) {
+        Some(index) => {
+            let mut snapshot = status.history.remove(index);
+            snapshot.last_reconciled = when;
+            snapshot.last_reconciled_duration = duration;
+            snapshot.last_reconciled_status = outcome.to_string();
+            snapshot.total_reconciliations += 1;
+            snapshot.metadata = metadata;
+            status.history.insert(0, snapshot);
+        }
+        None => status.history.insert(
+            0,
+            Snapshot {
+                digest: digest.to_string(),
+                first_reconciled: when.clone(),
+                last_reconciled: when,
+                last_reconciled_duration: duration,
+                last_reconciled_status: outcome.to_string(),
+                metadata,
+                total_reconciliations: 1,
+            },
+        ),
+    }
+    status.history.truncate(5);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_keep_transition_times_and_order() {
+        let mut status = KustomizationStatus::default();
+        set(
+            &mut status,
+            RECONCILING,
+            "True",
+            reason::PROGRESSING,
+            "working",
+            Some(1),
+        );
+        set(
+            &mut status,
+            READY,
+            "Unknown",
+            reason::PROGRESSING,
+            "working",
+            Some(1),
+        );
+        assert_eq!(status.conditions[0].type_, READY);
+        let first = status.conditions[0].last_transition_time.clone();
+        set(
+            &mut status,
+            READY,
+            "Unknown",
+            reason::PROGRESSING,
+            "still",
+            Some(1),
+        );
+        assert_eq!(status.conditions[0].last_transition_time, first);
+        set(
+            &mut status,
+            READY,
+            "False",
+            reason::BUILD_FAILED,
+            &"x".repeat(30_000),
+            Some(1),
+        );
+        assert!(status.conditions[0].message.len() <= MAX_MESSAGE + 3);
+        remove(&mut status, RECONCILING);
+        assert_eq!(status.conditions.len(), 1);
+    }
+
+    #[test]
+    fn history_keeps_five_distinct_snapshots() {
+        let mut status = KustomizationStatus::default();
+        for i in 0..7 {
+            record_history(
+                &mut status,
+                &format!("sha256:{i}"),
+                reason::SUCCEEDED,
+                std::time::Duration::from_millis(5),
+                "r",
+            );
+        }
+        record_history(
+            &mut status,
+            "sha256:6",
+            reason::SUCCEEDED,
+            std::time::Duration::from_millis(5),
+            "r",
+        );
+        assert_eq!(status.history.len(), 5);
+        assert_eq!(status.history[0].digest, "sha256:6");
+        assert_eq!(status.history[0].total_reconciliations, 2);
+    }
+}

@@ -1,0 +1,439 @@
+//! The controller end to end: `controller::run` against the harness cluster, reconciling
+//! Kustomizations built from artifacts served over loopback HTTP.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kustomize_controller::api::Kustomization;
+use kustomize_controller::controller::{self, Options, RunOptions, metrics::Metrics};
+use kustomize_controller::source::FetcherOptions;
+use serde_json::{Value, json};
+
+use crate::support::artifacts::{Artifact, ArtifactServer, SourceKind};
+use crate::support::cluster::{TestCluster, wait_for};
+use crate::support::repo_root;
+
+struct Harness {
+    cluster: TestCluster,
+    artifacts: ArtifactServer,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Harness {
+    async fn start() -> Harness {
+        let cluster = TestCluster::start().await;
+        let artifacts = ArtifactServer::start().await;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let options = RunOptions {
+            reconcile: Options {
+                health_poll_interval: Duration::from_millis(50),
+                requeue_dependency: Duration::from_millis(200),
+                interval_jitter_percentage: 0,
+                ..Options::default()
+            },
+            fetcher: FetcherOptions {
+                retries: 1,
+                retry_wait_min: Duration::from_millis(10),
+                ..FetcherOptions::default()
+            },
+            concurrent: 4,
+            namespace: Some(cluster.namespace.clone()),
+            label_selector: None,
+        };
+        let client = cluster.client.clone();
+        let config = cluster.config();
+        let task = tokio::spawn(async move {
+            controller::run(client, config, options, Arc::new(Metrics::new()), async {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("the controller runs");
+        });
+        Harness {
+            cluster,
+            artifacts,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    fn publish(&self, fixture: &str, revision: &str) -> Artifact {
+        let dir = repo_root().join("tests/fixtures/controller").join(fixture);
+        self.artifacts
+            .publish_dir(&format!("{fixture}-{revision}.tar.gz"), revision, &dir)
+    }
+
+    fn kustomizations(&self) -> Api<Kustomization> {
+        Api::namespaced(self.cluster.client.clone(), &self.cluster.namespace)
+    }
+
+    fn config_maps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.cluster.client.clone(), &self.cluster.namespace)
+    }
+
+    async fn create_kustomization(&self, name: &str, spec: Value) {
+        let mut full = json!({"interval": "10m", "prune": true, "targetNamespace": self.cluster.namespace,
+            "sourceRef": {"kind": "GitRepository", "name": "repo"}});
+        if let (Some(full), Some(spec)) = (full.as_object_mut(), spec.as_object()) {
+            full.extend(spec.clone());
+        }
+        self.cluster
+            .apply(&json!({
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": name, "namespace": self.cluster.namespace},
+                "spec": full,
+            }))
+            .await;
+    }
+
+    /// Waits until the Kustomization's Ready condition has `status` and `reason`.
+    async fn wait_ready(&self, name: &str, status: &str, reason: &str) -> Kustomization {
+        let api = self.kustomizations();
+        let found = wait_for(Duration::from_secs(30), || async {
+            let object = api.get(name).await.ok()?;
+            let ready = object
+                .status
+                .as_ref()?
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Ready")?;
+            (ready.status == status && ready.reason == reason).then_some(object)
+        })
+        .await;
+        match found {
+            Some(object) => object,
+            None => {
+                let object = api.get(name).await.ok();
+                panic!(
+                    "{name} never reached Ready={status} ({reason}); status: {}",
+                    serde_json::to_string_pretty(&object.and_then(|o| o.status)).unwrap()
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+fn ready_message(object: &Kustomization) -> String {
+    object
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn applies_prunes_and_reports_like_flux() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let v1 = harness.publish("v1", "main@sha1:1111");
+    harness
+        .cluster
+        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&v1))
+        .await;
+    harness
+        .create_kustomization(
+            "app",
+            json!({"postBuild": {"substitute": {"cluster": "test"}}}),
+        )
+        .await;
+    let ready = harness
+        .wait_ready("app", "True", "ReconciliationSucceeded")
+        .await;
+    assert_eq!(ready_message(&ready), "Applied revision: main@sha1:1111");
+    let status = ready.status.clone().unwrap();
+    assert_eq!(
+        status.last_applied_revision.as_deref(),
+        Some("main@sha1:1111")
+    );
+    assert_eq!(
+        status.observed_generation,
+        ready.metadata.generation.unwrap()
+    );
+    let entries: Vec<String> = status
+        .inventory
+        .unwrap()
+        .entries
+        .iter()
+        .map(|e| e.id.clone())
+        .collect();
+    assert_eq!(
+        entries,
+        vec![
+            format!("{ns}_app-legacy__ConfigMap"),
+            format!("{ns}_app-settings__ConfigMap")
+        ]
+    );
+    assert!(
+        ready
+            .metadata
+            .finalizers
+            .unwrap()
+            .contains(&"finalizers.fluxcd.io".to_string())
+    );
+    let settings = harness.config_maps().get("app-settings").await.unwrap();
+    assert_eq!(
+        settings.data.as_ref().unwrap()["region"],
+        "eu-west-1",
+        "substitution defaults apply"
+    );
+    assert_eq!(
+        settings.metadata.labels.unwrap()["kustomize.toolkit.fluxcd.io/name"],
+        "app"
+    );
+
+    // A new revision applies and prunes what it no longer has.
+    let v2 = harness.publish("v2", "main@sha1:2222");
+    harness
+        .cluster
+        .set_artifact(SourceKind::GitRepository, &ns, "repo", &v2)
+        .await;
+    let api = harness.kustomizations();
+    let applied = wait_for(Duration::from_secs(30), || async {
+        let object = api.get("app").await.ok()?;
+        (object.status.as_ref()?.last_applied_revision.as_deref() == Some("main@sha1:2222"))
+            .then_some(object)
+    })
+    .await
+    .expect("the new revision is applied");
+    assert_eq!(applied.status.unwrap().inventory.unwrap().entries.len(), 1);
+    assert!(
+        harness
+            .config_maps()
+            .get_opt("app-legacy")
+            .await
+            .unwrap()
+            .is_none(),
+        "pruned"
+    );
+    assert_eq!(
+        harness
+            .config_maps()
+            .get("app-settings")
+            .await
+            .unwrap()
+            .data
+            .unwrap()["color"],
+        "green"
+    );
+
+    // kubectl drift is reverted on the next reconcile (requested like `flux reconcile`).
+    let edit = PatchParams {
+        field_manager: Some("kubectl-edit".into()),
+        ..PatchParams::default()
+    };
+    harness
+        .config_maps()
+        .patch(
+            "app-settings",
+            &edit,
+            &Patch::Merge(json!({"data": {"color": "red"}})),
+        )
+        .await
+        .unwrap();
+    api.patch(
+        "app",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "now-1"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let reverted = wait_for(Duration::from_secs(30), || async {
+        let object = api.get("app").await.ok()?;
+        let handled = object.status.as_ref()?.last_handled_reconcile_at.as_deref() == Some("now-1");
+        let color = harness
+            .config_maps()
+            .get("app-settings")
+            .await
+            .ok()?
+            .data?
+            .get("color")
+            .cloned();
+        (handled && color.as_deref() == Some("green")).then_some(())
+    })
+    .await;
+    assert!(
+        reverted.is_some(),
+        "drift is reverted and requestedAt recorded"
+    );
+
+    // Deleting the Kustomization prunes (MirrorPrune with prune: true) and drops the finalizer.
+    api.delete("app", &DeleteParams::default()).await.unwrap();
+    let gone = wait_for(Duration::from_secs(30), || async {
+        let ks_gone = api.get_opt("app").await.ok()?.is_none();
+        let cm_gone = harness
+            .config_maps()
+            .get_opt("app-settings")
+            .await
+            .ok()?
+            .is_none();
+        (ks_gone && cm_gone).then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "deletion prunes the inventory and removes the finalizer"
+    );
+}
+
+#[tokio::test]
+async fn failures_are_reported_without_applying_anything() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let broken = harness.publish("broken", "main@sha1:bad");
+    harness
+        .cluster
+        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&broken))
+        .await;
+    harness.create_kustomization("broken", json!({})).await;
+    let failed = harness.wait_ready("broken", "False", "BuildFailed").await;
+    assert!(
+        ready_message(&failed).contains("missing.yaml"),
+        "{}",
+        ready_message(&failed)
+    );
+    assert_eq!(
+        failed
+            .status
+            .as_ref()
+            .unwrap()
+            .last_attempted_revision
+            .as_deref(),
+        Some("main@sha1:bad")
+    );
+    assert!(
+        failed.status.unwrap().inventory.is_none(),
+        "nothing applied"
+    );
+
+    let mut tampered = harness.publish("v1", "main@sha1:3333");
+    tampered.digest = format!("sha256:{}", "0".repeat(64));
+    harness
+        .cluster
+        .create_source(SourceKind::GitRepository, &ns, "tampered", Some(&tampered))
+        .await;
+    harness
+        .create_kustomization(
+            "tampered",
+            json!({"sourceRef": {"kind": "GitRepository", "name": "tampered"}}),
+        )
+        .await;
+    let failed = harness
+        .wait_ready("tampered", "False", "ArtifactFailed")
+        .await;
+    assert!(
+        ready_message(&failed).contains("doesn't match"),
+        "{}",
+        ready_message(&failed)
+    );
+    assert!(
+        harness
+            .config_maps()
+            .get_opt("app-settings")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    harness
+        .create_kustomization(
+            "orphan",
+            json!({"sourceRef": {"kind": "GitRepository", "name": "absent"}}),
+        )
+        .await;
+    let failed = harness
+        .wait_ready("orphan", "False", "ArtifactFailed")
+        .await;
+    assert!(
+        ready_message(&failed).contains("not found"),
+        "{}",
+        ready_message(&failed)
+    );
+}
+
+#[tokio::test]
+async fn dependencies_gate_reconciliation() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let v2 = harness.publish("v2", "main@sha1:4444");
+    harness
+        .cluster
+        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&v2))
+        .await;
+    harness
+        .create_kustomization(
+            "apps",
+            json!({"dependsOn": [{"name": "infra"}], "namePrefix": "apps-"}),
+        )
+        .await;
+    let waiting = harness
+        .wait_ready("apps", "False", "DependencyNotReady")
+        .await;
+    assert!(
+        ready_message(&waiting).contains(&format!("dependency '{ns}/infra'")),
+        "{}",
+        ready_message(&waiting)
+    );
+    harness
+        .create_kustomization("infra", json!({"namePrefix": "infra-"}))
+        .await;
+    harness
+        .wait_ready("infra", "True", "ReconciliationSucceeded")
+        .await;
+    harness
+        .wait_ready("apps", "True", "ReconciliationSucceeded")
+        .await;
+    assert!(
+        harness
+            .config_maps()
+            .get_opt("apps-app-settings")
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn suspended_kustomizations_are_left_alone() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let v1 = harness.publish("v1", "main@sha1:5555");
+    harness
+        .cluster
+        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&v1))
+        .await;
+    harness
+        .create_kustomization("paused", json!({"suspend": true}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        harness
+            .config_maps()
+            .get_opt("app-settings")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    harness
+        .create_kustomization("paused", json!({"suspend": false}))
+        .await;
+    harness
+        .wait_ready("paused", "True", "ReconciliationSucceeded")
+        .await;
+}
