@@ -57,10 +57,112 @@ pub enum Command {
         #[command(subcommand)]
         action: SopsCommand,
     },
+    /// Run the controller: reconcile Kustomizations in the cluster (Flux's flags).
+    Run(Box<RunArgs>),
     /// Print the CustomResourceDefinitions this controller serves.
     Crds,
     /// Print the version.
     Version,
+}
+
+fn duration(text: &str) -> Result<std::time::Duration, String> {
+    crate::api::GoDuration::parse(text)
+        .map(|d| d.to_std())
+        .map_err(|e| e.to_string())
+}
+
+/// `run`: the controller's flags, with Flux's names and defaults.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Address of the Prometheus metrics endpoint.
+    #[arg(long, default_value = ":8080")]
+    pub metrics_addr: String,
+    /// Address of the /healthz and /readyz endpoints.
+    #[arg(long, default_value = ":9440")]
+    pub health_addr: String,
+    /// Kustomizations reconciled at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrent: u16,
+    /// Objects server-side applied at once within a Kustomization.
+    #[arg(long, default_value_t = 4)]
+    pub concurrent_ssa: usize,
+    /// How long to wait before retrying a Kustomization whose dependencies or source are not ready.
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub requeue_dependency: std::time::Duration,
+    /// Refuse remote bases in kustomizations.
+    #[arg(long)]
+    pub no_remote_bases: bool,
+    /// Retries of artifact downloads.
+    #[arg(long, default_value_t = 9)]
+    pub http_retry: u32,
+    /// Service account to impersonate when a Kustomization names none.
+    #[arg(long)]
+    pub default_service_account: Option<String>,
+    /// Secret in the runtime namespace with age keys, used when a Kustomization's decryption names no Secret.
+    #[arg(long)]
+    pub sops_age_secret: Option<String>,
+    /// Field managers whose fields are taken over (repeatable).
+    #[arg(long = "override-manager")]
+    pub override_managers: Vec<String>,
+    /// Kinds (`Kind` or `Kind.group`) applied in their own stage before the rest.
+    #[arg(long, value_delimiter = ',')]
+    pub custom_apply_stage_kinds: Vec<String>,
+    /// Refuse references to sources and dependencies in other namespaces.
+    #[arg(long)]
+    pub no_cross_namespace_refs: bool,
+    /// Client-side QPS limit towards the API server (accepted for compatibility).
+    #[arg(long, default_value_t = 50.0)]
+    pub kube_api_qps: f32,
+    /// Client-side burst towards the API server (accepted for compatibility).
+    #[arg(long, default_value_t = 300)]
+    pub kube_api_burst: u32,
+    /// Run only while holding the leader-election Lease.
+    #[arg(long)]
+    pub enable_leader_election: bool,
+    #[arg(long, default_value = "35s", value_parser = duration)]
+    pub leader_election_lease_duration: std::time::Duration,
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub leader_election_renew_deadline: std::time::Duration,
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub leader_election_retry_period: std::time::Duration,
+    /// Watch Kustomizations in all namespaces; otherwise only in the runtime namespace.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch_all_namespaces: bool,
+    /// Reconcile only Kustomizations matching this label selector (sharding).
+    #[arg(long)]
+    pub watch_label_selector: Option<String>,
+    /// ConfigMaps and Secrets with this label trigger the Kustomizations that use them.
+    #[arg(long, default_value = "reconcile.fluxcd.io/watch=Enabled")]
+    pub watch_configs_label_selector: String,
+    #[arg(long, default_value = "750ms", value_parser = duration)]
+    pub min_retry_delay: std::time::Duration,
+    #[arg(long, default_value = "15m", value_parser = duration)]
+    pub max_retry_delay: std::time::Duration,
+    /// Jitter added to each Kustomization's interval, in percent.
+    #[arg(long, default_value_t = 5)]
+    pub interval_jitter_percentage: u8,
+    /// Feature gates, `Name=true,Other=false` (StrictPostBuildSubstitutions is honoured).
+    #[arg(long, default_value = "")]
+    pub feature_gates: String,
+    /// Allow kubeconfigs of remote clusters to run exec credential plugins.
+    #[arg(long)]
+    pub insecure_kubeconfig_exec: bool,
+    /// Allow kubeconfigs of remote clusters to skip TLS verification.
+    #[arg(long)]
+    pub insecure_kubeconfig_tls: bool,
+    /// The namespace the controller runs in.
+    #[arg(long, env = "RUNTIME_NAMESPACE", default_value = "flux-system")]
+    pub runtime_namespace: String,
+}
+
+impl RunArgs {
+    /// Whether a feature gate is switched on.
+    pub fn feature(&self, name: &str) -> bool {
+        self.feature_gates
+            .split(',')
+            .filter_map(|g| g.split_once('='))
+            .any(|(k, v)| k.trim() == name && v.trim().eq_ignore_ascii_case("true"))
+    }
 }
 
 /// `sops` subcommands.

@@ -5,10 +5,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use kustomize_controller::cli::{
-    Cli, Command, EditCommand, EditTarget, LoadRestrictor, ProvenanceFormat, ReorderFlag,
+    Cli, Command, EditCommand, EditTarget, LoadRestrictor, ProvenanceFormat, ReorderFlag, RunArgs,
     SopsCommand, SopsFormat, init_logging,
 };
-use kustomize_controller::{api, kustomize, sops};
+use kustomize_controller::{api, controller, kustomize, sops};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -132,9 +132,131 @@ fn run(command: Command) -> anyhow::Result<()> {
                 .with_context(|| format!("decrypting {}", file.display()))?;
             out.write_all(&plain)?;
         }
+        Command::Run(args) => {
+            drop(out);
+            return run_controller(*args);
+        }
         Command::Crds => out.write_all(api::crd_yaml()?.as_bytes())?,
         Command::Version => writeln!(out, "kustomize-controller {}", env!("CARGO_PKG_VERSION"))?,
     }
     out.flush()?;
     Ok(())
+}
+
+/// `:8080` listens on every interface, as Go's net package reads it.
+fn listen_address(flag: &str) -> String {
+    if flag.starts_with(':') {
+        format!("0.0.0.0{flag}")
+    } else {
+        flag.to_string()
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = terminate => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+fn run_controller(args: RunArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let config = kube::Config::infer()
+            .await
+            .context("finding the cluster (in-cluster config or KUBECONFIG)")?;
+        let client = kube::Client::try_from(config.clone()).context("creating the API client")?;
+        let metrics = std::sync::Arc::new(controller::metrics::Metrics::new());
+        for address in [&args.metrics_addr, &args.health_addr] {
+            let address = listen_address(address);
+            let metrics = metrics.clone();
+            tokio::spawn(async move {
+                if let Err(error) = controller::metrics::serve(&address, metrics).await {
+                    tracing::error!(address = %address, error = %error, "serving metrics and probes");
+                }
+            });
+        }
+        let options = controller::RunOptions {
+            reconcile: controller::Options {
+                concurrent_ssa: args.concurrent_ssa,
+                requeue_dependency: args.requeue_dependency,
+                no_cross_namespace_refs: args.no_cross_namespace_refs,
+                default_service_account: args.default_service_account.clone(),
+                sops_age_secret: args.sops_age_secret.clone(),
+                runtime_namespace: args.runtime_namespace.clone(),
+                override_managers: args.override_managers.clone(),
+                custom_apply_stage_kinds: args.custom_apply_stage_kinds.clone(),
+                interval_jitter_percentage: args.interval_jitter_percentage,
+                min_retry_delay: args.min_retry_delay,
+                max_retry_delay: args.max_retry_delay,
+                strict_substitution: args.feature("StrictPostBuildSubstitutions"),
+                remote: remote_fetcher(args.no_remote_bases),
+                ..controller::Options::default()
+            },
+            fetcher: kustomize_controller::source::FetcherOptions {
+                retries: args.http_retry,
+                localhost: std::env::var("SOURCE_CONTROLLER_LOCALHOST").ok().filter(|v| !v.is_empty()),
+                ..Default::default()
+            },
+            concurrent: args.concurrent,
+            namespace: (!args.watch_all_namespaces).then(|| args.runtime_namespace.clone()),
+            label_selector: args.watch_label_selector.clone(),
+        };
+        let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<String>();
+        if args.enable_leader_election {
+            let identity = format!(
+                "{}_{}",
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "kustomize-controller".into()),
+                std::process::id()
+            );
+            let election = controller::leader::LeaderElection {
+                client: client.clone(),
+                namespace: args.runtime_namespace.clone(),
+                name: "kustomize-controller-leader-election".into(),
+                identity,
+                lease_duration: args.leader_election_lease_duration,
+                renew_deadline: args.leader_election_renew_deadline,
+                retry_period: args.leader_election_retry_period,
+            };
+            tracing::info!("waiting for the leader-election Lease");
+            election.acquire().await;
+            tracing::info!("leader election won");
+            tokio::spawn(async move {
+                let lost = election.hold().await;
+                let _ = lost_tx.send(lost.to_string());
+            });
+        } else {
+            drop(lost_tx);
+        }
+        let lost = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+        let lost_record = lost.clone();
+        let shutdown = async move {
+            tokio::select! {
+                _ = shutdown_signal() => {}
+                // Without leader election the sender is gone and this branch is disabled.
+                Ok(message) = lost_rx => {
+                    *lost_record.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
+                }
+            }
+        };
+        controller::run(client, config, options, metrics, shutdown)
+            .await
+            .map_err(|e| anyhow::anyhow!(e))?;
+        if let Some(message) = lost.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            anyhow::bail!(message);
+        }
+        Ok(())
+    })
 }

@@ -9,6 +9,7 @@
 
 mod dependencies;
 pub mod events;
+pub mod leader;
 pub mod manifests;
 pub mod metrics;
 mod reconcile;

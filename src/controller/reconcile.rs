@@ -48,6 +48,8 @@ pub struct Options {
     pub max_retry_delay: Duration,
     /// The `StrictPostBuildSubstitutions` feature gate.
     pub strict_substitution: bool,
+    /// Fetches remote bases; `None` (`--no-remote-bases`) refuses them.
+    pub remote: Option<Arc<dyn crate::kustomize::RemoteFetcher>>,
 }
 
 impl Default for Options {
@@ -68,6 +70,7 @@ impl Default for Options {
             min_retry_delay: Duration::from_millis(750),
             max_retry_delay: Duration::from_secs(15 * 60),
             strict_substitution: false,
+            remote: None,
         }
     }
 }
@@ -518,12 +521,13 @@ async fn run_pipeline(
     let root = workspace.root().to_path_buf();
     let spec_for_build = spec.clone();
     let strict_substitution = ctx.options.strict_substitution;
+    let remote = ctx.options.remote.clone();
     let objects = tokio::task::spawn_blocking(move || {
         let inputs = Inputs {
             spec: &spec_for_build,
             keys: keys.as_ref(),
             variables: &variables,
-            remote: None,
+            remote,
             strict_substitution,
         };
         manifests::build(&root, &dir, &inputs)

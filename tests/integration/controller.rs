@@ -437,3 +437,157 @@ async fn suspended_kustomizations_are_left_alone() {
         .wait_ready("paused", "True", "ReconciliationSucceeded")
         .await;
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn http_get_text(address: &str, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.ok()?;
+    Some(text)
+}
+
+/// The shipped binary: `kustomize-controller run` against the test cluster, its metrics and
+/// probes, and a clean exit on SIGTERM.
+#[tokio::test]
+async fn the_run_command_reconciles_serves_metrics_and_stops_on_sigterm() {
+    let cluster = TestCluster::start().await;
+    let Some(server) = cluster.server() else {
+        eprintln!("skipped: the binary is pointed at the in-process server's kubeconfig");
+        return;
+    };
+    let artifacts = ArtifactServer::start().await;
+    let ns = cluster.namespace.clone();
+    let v1 = artifacts.publish_dir(
+        "v1.tar.gz",
+        "main@sha1:6666",
+        &repo_root().join("tests/fixtures/controller/v1"),
+    );
+    cluster
+        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&v1))
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
+    let (metrics_port, health_port) = (free_port(), free_port());
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+        .args([
+            "run",
+            "--watch-all-namespaces=false",
+            &format!("--metrics-addr=127.0.0.1:{metrics_port}"),
+            &format!("--health-addr=127.0.0.1:{health_port}"),
+            "--enable-leader-election",
+            "--leader-election-retry-period=100ms",
+            "--log-encoding=console",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUNTIME_NAMESPACE", &ns)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    cluster
+        .apply(&json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "app", "namespace": ns},
+            "spec": {"interval": "10m", "prune": true, "targetNamespace": ns,
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}},
+        }))
+        .await;
+    let api: Api<Kustomization> = Api::namespaced(cluster.client.clone(), &ns);
+    let ready = wait_for(Duration::from_secs(60), || async {
+        let object = api.get("app").await.ok()?;
+        let condition = object
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")?
+            .clone();
+        (condition.status == "True").then_some(())
+    })
+    .await;
+    if ready.is_none() {
+        let _ = child.start_kill();
+        let output = child.wait_with_output().await.unwrap();
+        panic!(
+            "never Ready; controller log:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let metrics = http_get_text(&format!("127.0.0.1:{metrics_port}"), "/metrics")
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("gotk_reconcile_condition{kind=\"Kustomization\",name=\"app\""),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("gotk_reconcile_duration_seconds"),
+        "{metrics}"
+    );
+    let ready_probe = http_get_text(&format!("127.0.0.1:{health_port}"), "/readyz")
+        .await
+        .unwrap();
+    assert!(ready_probe.starts_with("HTTP/1.1 200"), "{ready_probe}");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(cluster.client.clone(), &ns);
+    let lease = leases
+        .get("kustomize-controller-leader-election")
+        .await
+        .unwrap();
+    assert!(lease.spec.unwrap().holder_identity.is_some());
+
+    let pid = child.id().unwrap();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "exits cleanly on SIGTERM: {status}");
+}
+
+#[tokio::test]
+async fn leader_election_hands_over() {
+    use kustomize_controller::controller::leader::LeaderElection;
+    let cluster = TestCluster::start().await;
+    let elector = |identity: &str| LeaderElection {
+        client: cluster.client.clone(),
+        namespace: cluster.namespace.clone(),
+        name: "kc-leader".into(),
+        identity: identity.into(),
+        lease_duration: Duration::from_secs(1),
+        renew_deadline: Duration::from_millis(800),
+        retry_period: Duration::from_millis(100),
+    };
+    let (first, second) = (elector("first"), elector("second"));
+    assert!(first.try_acquire().await.unwrap());
+    assert!(
+        !second.try_acquire().await.unwrap(),
+        "a held Lease is not taken"
+    );
+    assert!(first.try_acquire().await.unwrap(), "the holder renews");
+    // The first replica stops renewing; the Lease expires and the second takes over.
+    tokio::time::timeout(Duration::from_secs(10), second.acquire())
+        .await
+        .expect("handed over");
+    assert!(!first.try_acquire().await.unwrap());
+    let lost = tokio::time::timeout(Duration::from_secs(10), first.hold())
+        .await
+        .unwrap();
+    assert!(lost.to_string().contains("leader election lost"), "{lost}");
+}

@@ -1,0 +1,129 @@
+//! Leader election with a `coordination.k8s.io/v1` Lease, as controller-runtime does it: a
+//! replica acquires the Lease when it is free or expired (optimistic concurrency on its
+//! resourceVersion), renews it every retry period, and gives up leadership when it could not
+//! renew within the renew deadline.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+#[derive(Clone)]
+pub struct LeaderElection {
+    pub client: kube::Client,
+    pub namespace: String,
+    pub name: String,
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    #[error("leader election lost: could not renew Lease {namespace}/{name} within {deadline:?}")]
+    Lost {
+        namespace: String,
+        name: String,
+        deadline: Duration,
+    },
+}
+
+impl LeaderElection {
+    fn api(&self) -> Api<Lease> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// One attempt to take or keep the Lease; `true` when we hold it afterwards.
+    pub async fn try_acquire(&self) -> Result<bool, kube::Error> {
+        let api = self.api();
+        let now = Timestamp::now();
+        let seconds = i32::try_from(self.lease_duration.as_secs())
+            .unwrap_or(i32::MAX)
+            .max(1);
+        let Some(mut lease) = api.get_opt(&self.name).await? else {
+            let lease: Lease = serde_json::from_value(json!({
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": {
+                    "holderIdentity": self.identity, "leaseDurationSeconds": seconds,
+                    "acquireTime": MicroTime(now), "renewTime": MicroTime(now), "leaseTransitions": 0,
+                },
+            }))
+            .expect("a Lease");
+            return match api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+                Err(error) => Err(error),
+            };
+        };
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        let ours = spec.holder_identity.as_deref() == Some(self.identity.as_str());
+        let expired = match (&spec.renew_time, spec.lease_duration_seconds) {
+            (Some(renewed), Some(duration)) => {
+                let until = renewed.0
+                    + std::time::Duration::from_secs(u64::try_from(duration).unwrap_or(0));
+                until < now
+            }
+            _ => true,
+        };
+        if !ours && !expired {
+            return Ok(false);
+        }
+        if !ours {
+            spec.holder_identity = Some(self.identity.clone());
+            spec.acquire_time = Some(MicroTime(now));
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        spec.renew_time = Some(MicroTime(now));
+        spec.lease_duration_seconds = Some(seconds);
+        match api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Waits until this replica holds the Lease.
+    pub async fn acquire(&self) {
+        loop {
+            match self.try_acquire().await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(error) => tracing::warn!(error = %error, "leader election"),
+            }
+            tokio::time::sleep(self.retry_period).await;
+        }
+    }
+
+    /// Renews the Lease until renewal fails for longer than the renew deadline.
+    pub async fn hold(&self) -> LeaderError {
+        let mut last_renewal = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(self.retry_period).await;
+            match self.try_acquire().await {
+                Ok(true) => last_renewal = tokio::time::Instant::now(),
+                Ok(false) => {
+                    return LeaderError::Lost {
+                        namespace: self.namespace.clone(),
+                        name: self.name.clone(),
+                        deadline: self.renew_deadline,
+                    };
+                }
+                Err(error) => tracing::warn!(error = %error, "renewing the leader Lease"),
+            }
+            if last_renewal.elapsed() > self.renew_deadline {
+                return LeaderError::Lost {
+                    namespace: self.namespace.clone(),
+                    name: self.name.clone(),
+                    deadline: self.renew_deadline,
+                };
+            }
+        }
+    }
+}
