@@ -591,3 +591,366 @@ async fn leader_election_hands_over() {
         .unwrap();
     assert!(lost.to_string().contains("leader election lost"), "{lost}");
 }
+
+impl Harness {
+    /// Serves an artifact made of the given files.
+    fn publish_files(&self, name: &str, revision: &str, files: &[(&str, &str)]) -> Artifact {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        self.artifacts
+            .publish_dir(&format!("{name}.tar.gz"), revision, dir.path())
+    }
+
+    async fn source(&self, name: &str, artifact: &Artifact) {
+        let ns = self.cluster.namespace.clone();
+        self.cluster
+            .create_source(SourceKind::GitRepository, &ns, name, Some(artifact))
+            .await;
+    }
+
+    async fn request_reconcile(&self, name: &str, token: &str) {
+        self.kustomizations()
+            .patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": token}}})))
+            .await
+            .unwrap();
+    }
+}
+
+const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  greeting: ${greeting}\n";
+
+#[tokio::test]
+async fn sops_secrets_are_applied_decrypted() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let fixtures = repo_root().join("tests/fixtures/sops/flux/internal/controller/testdata/sops");
+    let encrypted = std::fs::read_to_string(fixtures.join("algorithms/age.yaml")).unwrap();
+    let key = std::fs::read_to_string(fixtures.join("keys/age.txt")).unwrap();
+    let artifact = harness.publish_files(
+        "sops",
+        "main@sha1:5005",
+        &[
+            ("secret.yaml", &encrypted),
+            ("kustomization.yaml", "resources:\n- secret.yaml\n"),
+        ],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sops-keys", "namespace": ns},
+            "stringData": {"age.agekey": key}}))
+        .await;
+    harness
+        .create_kustomization(
+            "secrets",
+            json!({"decryption": {"provider": "sops", "secretRef": {"name": "sops-keys"}}}),
+        )
+        .await;
+    harness
+        .wait_ready("secrets", "True", "ReconciliationSucceeded")
+        .await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(harness.cluster.client.clone(), &ns);
+    let secret = secrets.get("age").await.unwrap();
+    assert_eq!(secret.data.unwrap()["key"].0, b"value");
+
+    // Without keys the build refuses to apply the still-encrypted Secret.
+    harness
+        .create_kustomization("nokeys", json!({"namePrefix": "x-"}))
+        .await;
+    let failed = harness.wait_ready("nokeys", "False", "BuildFailed").await;
+    assert!(
+        ready_message(&failed).to_lowercase().contains("encrypted"),
+        "{}",
+        ready_message(&failed)
+    );
+    assert!(secrets.get_opt("x-age").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn substitute_from_required_and_optional_sources() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let artifact = harness.publish_files("vars", "main@sha1:7007", &[("cm.yaml", CONFIG_MAP)]);
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "vars",
+            json!({"postBuild": {"substituteFrom": [
+                {"kind": "ConfigMap", "name": "cluster-vars"},
+                {"kind": "Secret", "name": "maybe", "optional": true},
+            ]}}),
+        )
+        .await;
+    let failed = harness.wait_ready("vars", "False", "BuildFailed").await;
+    assert!(
+        ready_message(&failed).contains("cluster-vars"),
+        "{}",
+        ready_message(&failed)
+    );
+    harness
+        .cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-vars", "namespace": ns},
+            "data": {"greeting": "hello\n"}}))
+        .await;
+    harness.request_reconcile("vars", "vars-1").await;
+    harness
+        .wait_ready("vars", "True", "ReconciliationSucceeded")
+        .await;
+    let settings = harness.config_maps().get("settings").await.unwrap();
+    assert_eq!(
+        settings.data.unwrap()["greeting"],
+        "hello",
+        "newlines are stripped from values"
+    );
+}
+
+const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: web\n        image: nginx\n";
+
+#[tokio::test]
+async fn health_check_failure_then_recovery() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let artifact = harness.publish_files("web", "main@sha1:8008", &[("deploy.yaml", DEPLOYMENT)]);
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "web",
+            json!({"wait": true, "timeout": "1s", "retryInterval": "1h"}),
+        )
+        .await;
+    let failed = harness
+        .wait_ready("web", "False", "HealthCheckFailed")
+        .await;
+    assert!(
+        ready_message(&failed).contains(&format!(
+            "timeout waiting for: [Deployment/{ns}/web status: 'InProgress']"
+        )),
+        "{}",
+        ready_message(&failed)
+    );
+    // The Deployment becomes available (as its controller would report) and a retry succeeds.
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(harness.cluster.client.clone(), &ns);
+    let generation = deployments
+        .get("web")
+        .await
+        .unwrap()
+        .metadata
+        .generation
+        .unwrap();
+    deployments
+        .patch_status("web", &PatchParams::apply("deployment-controller").force(), &Patch::Apply(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "status": {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1},
+        })))
+        .await
+        .unwrap();
+    harness.request_reconcile("web", "retry-1").await;
+    let ready = harness
+        .wait_ready("web", "True", "ReconciliationSucceeded")
+        .await;
+    let healthy = ready
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Healthy")
+        .unwrap();
+    assert_eq!(healthy.status, "True");
+}
+
+#[tokio::test]
+async fn deletion_policies() {
+    let harness = Harness::start().await;
+    let artifact = harness.publish_files(
+        "cm",
+        "main@sha1:9009",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  a: b\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    let api = harness.kustomizations();
+    for (name, policy, prune, survives) in [
+        ("orphan", "Orphan", true, true),
+        ("delete", "Delete", false, false),
+        ("mirror-off", "MirrorPrune", false, true),
+        ("wait", "WaitForTermination", true, false),
+    ] {
+        harness
+            .create_kustomization(
+                name,
+                json!({"namePrefix": format!("{name}-"), "prune": prune, "deletionPolicy": policy}),
+            )
+            .await;
+        harness
+            .wait_ready(name, "True", "ReconciliationSucceeded")
+            .await;
+        api.delete(name, &DeleteParams::default()).await.unwrap();
+        let gone = wait_for(Duration::from_secs(30), || async {
+            api.get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+        assert!(gone.is_some(), "{name}: the finalizer is removed");
+        let object = harness
+            .config_maps()
+            .get_opt(&format!("{name}-cm"))
+            .await
+            .unwrap();
+        assert_eq!(
+            object.is_some(),
+            survives,
+            "{name}: {policy} with prune={prune}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn impersonation_without_rights_fails_the_reconciliation() {
+    let harness = Harness::start().await;
+    let artifact = harness.publish_files(
+        "cm",
+        "main@sha1:a00a",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization("tenant", json!({"serviceAccountName": "tenant"}))
+        .await;
+    let failed = harness
+        .wait_ready("tenant", "False", "ReconciliationFailed")
+        .await;
+    assert!(
+        ready_message(&failed).contains("forbidden"),
+        "{}",
+        ready_message(&failed)
+    );
+    assert!(harness.config_maps().get_opt("cm").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn api_errors_mid_apply_converge_without_wrong_pruning() {
+    let harness = Harness::start().await;
+    let Some(server) = harness.cluster.server() else {
+        eprintln!("skipped: needs fault injection");
+        return;
+    };
+    let ns = harness.cluster.namespace.clone();
+    let two = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: one\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: two\n";
+    let artifact = harness.publish_files("two", "main@sha1:b00b", &[("cms.yaml", two)]);
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization("flaky", json!({"retryInterval": "1s"}))
+        .await;
+    harness
+        .wait_ready("flaky", "True", "ReconciliationSucceeded")
+        .await;
+
+    // The next revision changes both objects; applying them fails a few times.
+    let changed = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: one\ndata:\n  v: \"2\"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: two\ndata:\n  v: \"2\"\n";
+    let next = harness.publish_files("two-v2", "main@sha1:c00c", &[("cms.yaml", changed)]);
+    server.inject(crate::support::apiserver::Fault {
+        verb: Some("patch".into()),
+        resource: Some("configmaps".into()),
+        remaining: 3,
+        code: 500,
+        retry_after: None,
+    });
+    harness
+        .cluster
+        .set_artifact(SourceKind::GitRepository, &ns, "repo", &next)
+        .await;
+    let failed = harness
+        .wait_ready("flaky", "False", "ReconciliationFailed")
+        .await;
+    assert_eq!(
+        failed
+            .status
+            .as_ref()
+            .unwrap()
+            .inventory
+            .as_ref()
+            .unwrap()
+            .entries
+            .len(),
+        2,
+        "the inventory is kept"
+    );
+    assert!(
+        harness
+            .config_maps()
+            .get_opt("one")
+            .await
+            .unwrap()
+            .is_some(),
+        "nothing was pruned"
+    );
+    assert!(
+        harness
+            .config_maps()
+            .get_opt("two")
+            .await
+            .unwrap()
+            .is_some(),
+        "nothing was pruned"
+    );
+    let api = harness.kustomizations();
+    let converged = wait_for(Duration::from_secs(30), || async {
+        let object = api.get("flaky").await.ok()?;
+        (object.status.as_ref()?.last_applied_revision.as_deref() == Some("main@sha1:c00c"))
+            .then_some(())
+    })
+    .await;
+    assert!(converged.is_some(), "the retry converges");
+    assert_eq!(
+        harness
+            .config_maps()
+            .get("two")
+            .await
+            .unwrap()
+            .data
+            .unwrap()["v"],
+        "2"
+    );
+}
+
+#[tokio::test]
+async fn events_carry_the_revision() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let v1 = harness.publish("v1", "main@sha1:e00e");
+    harness.source("repo", &v1).await;
+    harness.create_kustomization("noisy", json!({})).await;
+    harness
+        .wait_ready("noisy", "True", "ReconciliationSucceeded")
+        .await;
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(harness.cluster.client.clone(), &ns);
+    let found = wait_for(Duration::from_secs(10), || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find(|e| {
+            e.involved_object.name.as_deref() == Some("noisy")
+                && e.reason.as_deref() == Some("ReconciliationSucceeded")
+        })
+    })
+    .await
+    .expect("a success event");
+    assert_eq!(
+        found.metadata.annotations.unwrap()["kustomize.toolkit.fluxcd.io/revision"],
+        "main@sha1:e00e"
+    );
+    assert!(
+        found
+            .message
+            .unwrap()
+            .contains(&format!("ConfigMap/{ns}/app-settings created"))
+    );
+}
