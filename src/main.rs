@@ -203,6 +203,10 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 max_retry_delay: args.max_retry_delay,
                 strict_substitution: args.feature("StrictPostBuildSubstitutions"),
                 remote: remote_fetcher(args.no_remote_bases),
+                kubeconfig_allowances: controller::remote::Allowances {
+                    exec: args.insecure_kubeconfig_exec,
+                    insecure_tls: args.insecure_kubeconfig_tls,
+                },
                 ..controller::Options::default()
             },
             fetcher: kustomize_controller::source::FetcherOptions {
@@ -213,6 +217,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             concurrent: args.concurrent,
             namespace: (!args.watch_all_namespaces).then(|| args.runtime_namespace.clone()),
             label_selector: args.watch_label_selector.clone(),
+            watch_configs_label_selector: Some(args.watch_configs_label_selector.clone()).filter(|s| !s.is_empty()),
         };
         let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<String>();
         if args.enable_leader_election {

@@ -13,6 +13,7 @@ pub mod leader;
 pub mod manifests;
 pub mod metrics;
 mod reconcile;
+pub mod remote;
 pub mod status;
 
 use std::collections::hash_map::DefaultHasher;
@@ -20,10 +21,11 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::controller::Config as ControllerConfig;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 
 pub use reconcile::{
     Context, FINALIZER, Options, REQUESTED_AT, ReconcileError, error_policy, reconcile,
@@ -43,6 +45,9 @@ pub struct RunOptions {
     pub namespace: Option<String>,
     /// `--watch-label-selector`, for sharding.
     pub label_selector: Option<String>,
+    /// `--watch-configs-label-selector`: ConfigMaps and Secrets that trigger the
+    /// Kustomizations referring to them.
+    pub watch_configs_label_selector: Option<String>,
 }
 
 /// What makes a Kustomization worth reconciling again: a new generation, a reconcile request,
@@ -104,6 +109,47 @@ fn dependents(
         .collect()
 }
 
+/// Kustomizations in the same namespace that read a ConfigMap (or Secret) by name.
+fn referrers(
+    store: &Store<Kustomization>,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    secret: bool,
+) -> Vec<ObjectRef<Kustomization>> {
+    let (Some(namespace), Some(name)) = (namespace, name) else {
+        return Vec::new();
+    };
+    store
+        .state()
+        .into_iter()
+        .filter(|k| k.metadata.namespace.as_deref() == Some(namespace))
+        .filter(|k| {
+            let spec = &k.spec;
+            let substitutes = spec
+                .post_build
+                .iter()
+                .flat_map(|p| p.substitute_from.iter())
+                .any(|r| {
+                    r.name == name && matches!(r.kind, crate::api::SubstituteKind::Secret) == secret
+                });
+            let decryption = secret
+                && spec
+                    .decryption
+                    .as_ref()
+                    .and_then(|d| d.secret_ref.as_ref())
+                    .is_some_and(|r| r.name == name);
+            let kubeconfig = secret
+                && spec
+                    .kube_config
+                    .as_ref()
+                    .and_then(|c| c.secret_ref.as_ref())
+                    .is_some_and(|r| r.name == name);
+            substitutes || decryption || kubeconfig
+        })
+        .map(|k| ObjectRef::from_obj(k.as_ref()))
+        .collect()
+}
+
 /// Runs the controller until `shutdown` completes; in-flight reconciliations finish first.
 pub async fn run(
     client: kube::Client,
@@ -134,7 +180,6 @@ pub async fn run(
         .reflect(writer)
         .applied_objects()
         .predicate_filter(trigger, Default::default());
-    let _ = predicates::generation::<Kustomization>;
     let mut controller = Controller::for_stream(stream, reader.clone())
         .with_config(ControllerConfig::default().concurrency(options.concurrent.max(1)));
     for (kind, plural) in [
@@ -155,6 +200,34 @@ pub async fn run(
             watcher::Config::default(),
             move |source| dependents(&store, &source, kind),
         );
+    }
+    if let Some(selector) = &options.watch_configs_label_selector {
+        let config = watcher::Config::default().labels(selector);
+        let (maps, secrets): (Api<ConfigMap>, Api<Secret>) = match &options.namespace {
+            Some(namespace) => (
+                Api::namespaced(client.clone(), namespace),
+                Api::namespaced(client.clone(), namespace),
+            ),
+            None => (Api::all(client.clone()), Api::all(client.clone())),
+        };
+        let store = reader.clone();
+        controller = controller.watches(maps, config.clone(), move |map| {
+            referrers(
+                &store,
+                map.metadata.namespace.as_deref(),
+                map.metadata.name.as_deref(),
+                false,
+            )
+        });
+        let store = reader.clone();
+        controller = controller.watches(secrets, config, move |secret| {
+            referrers(
+                &store,
+                secret.metadata.namespace.as_deref(),
+                secret.metadata.name.as_deref(),
+                true,
+            )
+        });
     }
     metrics
         .ready

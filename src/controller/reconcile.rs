@@ -48,6 +48,8 @@ pub struct Options {
     pub max_retry_delay: Duration,
     /// The `StrictPostBuildSubstitutions` feature gate.
     pub strict_substitution: bool,
+    /// What remote-cluster kubeconfigs may do.
+    pub kubeconfig_allowances: super::remote::Allowances,
     /// Fetches remote bases; `None` (`--no-remote-bases`) refuses them.
     pub remote: Option<Arc<dyn crate::kustomize::RemoteFetcher>>,
 }
@@ -71,6 +73,7 @@ impl Default for Options {
             max_retry_delay: Duration::from_secs(15 * 60),
             strict_substitution: false,
             remote: None,
+            kubeconfig_allowances: Default::default(),
         }
     }
 }
@@ -543,10 +546,27 @@ async fn run_pipeline(
         ))
     );
 
-    // Apply.
-    let applier_client = ctx
-        .applier_client(&namespace, spec.service_account_name.as_deref())
-        .map_err(|m| Failure::new(reason::FAILED, m))?;
+    // Apply, to this cluster or the one `spec.kubeConfig` names.
+    let applier_client = match &spec.kube_config {
+        Some(reference) => {
+            let impersonate = spec
+                .service_account_name
+                .as_ref()
+                .map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
+            super::remote::client(
+                &ctx.client,
+                &namespace,
+                reference,
+                ctx.options.kubeconfig_allowances,
+                impersonate,
+            )
+            .await
+            .map_err(|m| Failure::new(reason::FAILED, m))?
+        }
+        None => ctx
+            .applier_client(&namespace, spec.service_account_name.as_deref())
+            .map_err(|m| Failure::new(reason::FAILED, m))?,
+    };
     let owner = Owner {
         name: name.clone(),
         namespace: namespace.clone(),
@@ -793,9 +813,20 @@ async fn finalize(object: &Kustomization, ctx: &Context) -> Result<Action, Recon
             .unwrap_or_default();
         let stale = inventory::stale(&inventory, &Default::default())
             .map_err(|e| ReconcileError::Other(e.to_string()))?;
-        let client = ctx
-            .applier_client(&namespace, object.spec.service_account_name.as_deref())
-            .map_err(ReconcileError::Other)?;
+        let client = match &object.spec.kube_config {
+            Some(reference) => super::remote::client(
+                &ctx.client,
+                &namespace,
+                reference,
+                ctx.options.kubeconfig_allowances,
+                None,
+            )
+            .await
+            .map_err(ReconcileError::Other)?,
+            None => ctx
+                .applier_client(&namespace, object.spec.service_account_name.as_deref())
+                .map_err(ReconcileError::Other)?,
+        };
         let owner = Owner {
             name: name.clone(),
             namespace: namespace.clone(),

@@ -24,6 +24,10 @@ struct Harness {
 
 impl Harness {
     async fn start() -> Harness {
+        Harness::start_with(|_| {}).await
+    }
+
+    async fn start_with(adjust: impl FnOnce(&mut RunOptions)) -> Harness {
         let cluster = TestCluster::start().await;
         let artifacts = ArtifactServer::start().await;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -42,7 +46,10 @@ impl Harness {
             concurrent: 4,
             namespace: Some(cluster.namespace.clone()),
             label_selector: None,
+            watch_configs_label_selector: Some("reconcile.fluxcd.io/watch=Enabled".into()),
         };
+        let mut options = options;
+        adjust(&mut options);
         let client = cluster.client.clone();
         let config = cluster.config();
         let task = tokio::spawn(async move {
@@ -953,4 +960,147 @@ async fn events_carry_the_revision() {
             .unwrap()
             .contains(&format!("ConfigMap/{ns}/app-settings created"))
     );
+}
+
+#[tokio::test]
+async fn remote_clusters_receive_the_objects() {
+    let harness = Harness::start().await;
+    if harness.cluster.server().is_none() {
+        eprintln!("skipped: the remote cluster is a second in-process server");
+        return;
+    }
+    let ns = harness.cluster.namespace.clone();
+    let remote = crate::support::apiserver::TestApiServer::start().await;
+    let remote_client =
+        kube::Client::try_from(kube::Config::new(remote.url().parse().unwrap())).unwrap();
+    let remote_namespaces: Api<k8s_openapi::api::core::v1::Namespace> =
+        Api::all(remote_client.clone());
+    remote_namespaces
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    harness
+        .cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "remote-kubeconfig", "namespace": ns},
+            "stringData": {"value": remote.kubeconfig_yaml()}}))
+        .await;
+    let artifact = harness.publish_files(
+        "remote",
+        "main@sha1:d00d",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "remote",
+            json!({"kubeConfig": {"secretRef": {"name": "remote-kubeconfig"}}}),
+        )
+        .await;
+    harness
+        .wait_ready("remote", "True", "ReconciliationSucceeded")
+        .await;
+    let remote_maps: Api<ConfigMap> = Api::namespaced(remote_client, &ns);
+    assert!(
+        remote_maps.get_opt("far").await.unwrap().is_some(),
+        "applied to the remote cluster"
+    );
+    assert!(
+        harness
+            .config_maps()
+            .get_opt("far")
+            .await
+            .unwrap()
+            .is_none(),
+        "not to the local one"
+    );
+}
+
+#[tokio::test]
+async fn watched_config_maps_trigger_reconciliation() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let artifact = harness.publish_files("vars", "main@sha1:f00f", &[("cm.yaml", CONFIG_MAP)]);
+    harness.source("repo", &artifact).await;
+    let vars = |greeting: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "vars", "namespace": ns, "labels": {"reconcile.fluxcd.io/watch": "Enabled"}},
+        "data": {"greeting": greeting}})
+    };
+    harness.cluster.apply(&vars("hi")).await;
+    harness
+        .create_kustomization(
+            "watched",
+            json!({"postBuild": {"substituteFrom": [{"kind": "ConfigMap", "name": "vars"}]}}),
+        )
+        .await;
+    harness
+        .wait_ready("watched", "True", "ReconciliationSucceeded")
+        .await;
+    harness.cluster.apply(&vars("bye")).await;
+    let updated = wait_for(Duration::from_secs(30), || async {
+        let settings = harness.config_maps().get("settings").await.ok()?;
+        (settings.data?.get("greeting").map(String::as_str) == Some("bye")).then_some(())
+    })
+    .await;
+    assert!(
+        updated.is_some(),
+        "a change to a watched ConfigMap reconciles its users"
+    );
+}
+
+#[tokio::test]
+async fn cross_namespace_references_can_be_blocked() {
+    let harness =
+        Harness::start_with(|options| options.reconcile.no_cross_namespace_refs = true).await;
+    harness
+        .create_kustomization("sneaky", json!({"sourceRef": {"kind": "GitRepository", "name": "repo", "namespace": "flux-system"}}))
+        .await;
+    let stalled = harness.wait_ready("sneaky", "False", "AccessDenied").await;
+    let conditions = stalled.status.unwrap().conditions;
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "Stalled" && c.status == "True")
+    );
+    assert!(conditions.iter().all(|c| c.type_ != "Reconciling"));
+}
+
+#[tokio::test]
+async fn dependency_chains_and_ready_expressions() {
+    let harness = Harness::start().await;
+    let artifact = harness.publish_files(
+        "chain",
+        "main@sha1:1234",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: link\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "third",
+            json!({"namePrefix": "c-", "dependsOn": [{"name": "second"}]}),
+        )
+        .await;
+    harness.create_kustomization("second", json!({"namePrefix": "b-", "dependsOn": [{"name": "first",
+        "readyExpr": "dep.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True') && self.metadata.name == 'second'"}]})).await;
+    harness
+        .create_kustomization("first", json!({"namePrefix": "a-"}))
+        .await;
+    for name in ["first", "second", "third"] {
+        harness
+            .wait_ready(name, "True", "ReconciliationSucceeded")
+            .await;
+    }
+    harness.create_kustomization("broken-expr", json!({"namePrefix": "d-", "dependsOn": [{"name": "first", "readyExpr": "dep.status.("}]})).await;
+    harness
+        .wait_ready("broken-expr", "False", "InvalidCELExpression")
+        .await;
 }
