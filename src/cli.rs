@@ -59,6 +59,19 @@ pub enum Command {
     },
     /// Run the controller: reconcile Kustomizations in the cluster (Flux's flags).
     Run(Box<RunArgs>),
+    /// Show what a Kustomization would change if it applied a local directory (like
+    /// `flux diff kustomization`); exits 1 when there are differences.
+    Diff {
+        /// Name of the Kustomization whose settings (overrides, decryption, variables) apply.
+        #[arg(short = 'k', long)]
+        kustomization: String,
+        /// Namespace of the Kustomization.
+        #[arg(short = 'n', long, default_value = "flux-system")]
+        namespace: String,
+        /// Local directory to build instead of the artifact.
+        #[arg(long)]
+        path: PathBuf,
+    },
     /// Print the CustomResourceDefinitions this controller serves.
     Crds,
     /// Print the version.

@@ -136,6 +136,14 @@ fn run(command: Command) -> anyhow::Result<()> {
             drop(out);
             return run_controller(*args);
         }
+        Command::Diff {
+            kustomization,
+            namespace,
+            path,
+        } => {
+            drop(out);
+            return run_diff(&kustomization, &namespace, &path);
+        }
         Command::Crds => out.write_all(api::crd_yaml()?.as_bytes())?,
         Command::Version => writeln!(out, "kustomize-controller {}", env!("CARGO_PKG_VERSION"))?,
     }
@@ -264,4 +272,43 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+fn run_diff(name: &str, namespace: &str, path: &Path) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let differences = runtime.block_on(async {
+        let config = kube::Config::infer()
+            .await
+            .context("finding the cluster (in-cluster config or KUBECONFIG)")?;
+        let client = kube::Client::try_from(config.clone()).context("creating the API client")?;
+        let fetcher = kustomize_controller::source::Fetcher::new(Default::default())
+            .map_err(|e| anyhow::anyhow!(e))?;
+        let options = controller::Options {
+            remote: remote_fetcher(false),
+            ..controller::Options::default()
+        };
+        let context = controller::Context::new(
+            client,
+            config,
+            options,
+            fetcher,
+            std::sync::Arc::new(controller::metrics::Metrics::new()),
+        );
+        controller::diff::diff(&context, namespace, name, path)
+            .await
+            .map_err(|e| anyhow::anyhow!(e))
+    })?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for difference in &differences {
+        write!(out, "{difference}")?;
+    }
+    out.flush()?;
+    if !differences.is_empty() {
+        std::process::exit(1);
+    }
+    Ok(())
 }

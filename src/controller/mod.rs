@@ -8,6 +8,7 @@
 //! `dependencies` gates, `status`/`events`/`metrics` report).
 
 mod dependencies;
+pub mod diff;
 pub mod events;
 pub mod leader;
 pub mod manifests;

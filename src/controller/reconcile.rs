@@ -706,7 +706,10 @@ async fn run_pipeline(
 
 /// SOPS keys from `spec.decryption.secretRef`, or from `--sops-age-secret` when the
 /// Kustomization names none.
-async fn decryption_keys(object: &Kustomization, ctx: &Context) -> Result<Option<Keys>, String> {
+pub(crate) async fn decryption_keys(
+    object: &Kustomization,
+    ctx: &Context,
+) -> Result<Option<Keys>, String> {
     let Some(decryption) = &object.spec.decryption else {
         return Ok(None);
     };
@@ -738,7 +741,7 @@ async fn decryption_keys(object: &Kustomization, ctx: &Context) -> Result<Option
 }
 
 /// Post-build variables from `substituteFrom` (in order) and inline `substitute`.
-async fn variables(
+pub(crate) async fn variables(
     object: &Kustomization,
     ctx: &Context,
 ) -> Result<BTreeMap<String, String>, String> {

@@ -1104,3 +1104,83 @@ async fn dependency_chains_and_ready_expressions() {
         .wait_ready("broken-expr", "False", "InvalidCELExpression")
         .await;
 }
+
+#[tokio::test]
+async fn the_diff_command_previews_changes() {
+    let harness = Harness::start().await;
+    let Some(server) = harness.cluster.server() else {
+        eprintln!("skipped: the binary is pointed at the in-process server's kubeconfig");
+        return;
+    };
+    let ns = harness.cluster.namespace.clone();
+    let v1 = harness.publish("v1", "main@sha1:1d1f");
+    harness.source("repo", &v1).await;
+    harness
+        .create_kustomization(
+            "app",
+            json!({"postBuild": {"substitute": {"cluster": "test"}}}),
+        )
+        .await;
+    harness
+        .wait_ready("app", "True", "ReconciliationSucceeded")
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
+    let diff = |fixture: &str| {
+        let kubeconfig = kubeconfig.clone();
+        let ns = ns.clone();
+        let path = repo_root().join("tests/fixtures/controller").join(fixture);
+        async move {
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+                .args(["diff", "-k", "app", "-n", &ns, "--path"])
+                .arg(path)
+                .env("KUBECONFIG", kubeconfig)
+                .output()
+                .await
+                .unwrap()
+        }
+    };
+    let same = diff("v1").await;
+    assert!(
+        same.status.success(),
+        "{}",
+        String::from_utf8_lossy(&same.stderr)
+    );
+    assert!(
+        same.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&same.stdout)
+    );
+    let changed = diff("v2").await;
+    assert_eq!(
+        changed.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&changed.stderr)
+    );
+    let text = String::from_utf8_lossy(&changed.stdout);
+    assert!(
+        text.contains(&format!("► ConfigMap/{ns}/app-settings drifted")),
+        "{text}"
+    );
+    assert!(
+        text.contains("-  color: blue") && text.contains("+  color: green"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("► ConfigMap/{ns}/app-legacy deleted")),
+        "{text}"
+    );
+    assert_eq!(
+        harness
+            .config_maps()
+            .get("app-settings")
+            .await
+            .unwrap()
+            .data
+            .unwrap()["color"],
+        "blue",
+        "diff changes nothing"
+    );
+}
