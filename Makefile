@@ -3,7 +3,7 @@ CARGO ?= cargo
 BIN := target/release/kustomize-controller
 IMAGE ?= kustomize-controller:dev
 
-.PHONY: build test test-shared-server fmt-check clippy crds bench bench-build bench-apply e2e image
+.PHONY: build test test-shared-server fmt-check clippy crds bench bench-build bench-apply bench-controller e2e image
 
 build:
 	$(CARGO) build --release
@@ -39,6 +39,12 @@ bench-build: build
 # TEST_KUBECONFIG): time and API requests of a first apply and of no-change re-applies.
 bench-apply:
 	$(CARGO) test --release --test integration apply::bench_apply_medium -- --ignored --nocapture
+
+# Controller benchmark: the release binary reconciles N Kustomizations (4 objects each) against
+# the in-process API server; time to all-Ready and the controller's peak RSS, N = 100 and 1,000.
+bench-controller:
+	BENCH_N=100 $(CARGO) test --release --test integration controller::bench_controller -- --ignored --nocapture
+	BENCH_N=1000 $(CARGO) test --release --test integration controller::bench_controller -- --ignored --nocapture
 
 # End-to-end scenarios need a Docker engine and kind; see e2e/README.md.
 e2e:

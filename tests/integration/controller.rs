@@ -1184,3 +1184,83 @@ async fn the_diff_command_previews_changes() {
         "diff changes nothing"
     );
 }
+
+/// `make bench-controller`: the shipped binary reconciles N Kustomizations of four objects
+/// each (Flux's benchmark shape) against the test cluster; reports the time until all are
+/// Ready and the controller's peak RSS. `BENCH_N` (default 100), `BENCH_CONCURRENT` (4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark; run by make bench-controller"]
+async fn bench_controller() {
+    let count: usize = std::env::var("BENCH_N").ok().and_then(|n| n.parse().ok()).unwrap_or(100);
+    let concurrent = std::env::var("BENCH_CONCURRENT").unwrap_or_else(|_| "4".into());
+    let cluster = TestCluster::start().await;
+    let Some(server) = cluster.server() else {
+        eprintln!("skipped: the benchmark points the binary at the in-process server");
+        return;
+    };
+    let artifacts = ArtifactServer::start().await;
+    let ns = cluster.namespace.clone();
+    let objects = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: app\n---\n\
+        apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  key: value\n---\n\
+        apiVersion: v1\nkind: Secret\nmetadata:\n  name: app\nstringData:\n  token: t\n---\n\
+        apiVersion: v1\nkind: Service\nmetadata:\n  name: app\nspec:\n  selector:\n    app: app\n  ports:\n  - port: 80\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.yaml"), objects).unwrap();
+    let artifact = artifacts.publish_dir("bench.tar.gz", "main@sha1:bench", dir.path());
+    cluster.create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact)).await;
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+        .args([
+            "run",
+            "--watch-all-namespaces=false",
+            &format!("--concurrent={concurrent}"),
+            &format!("--metrics-addr=127.0.0.1:{}", free_port()),
+            &format!("--health-addr=127.0.0.1:{}", free_port()),
+            "--log-level=error",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUNTIME_NAMESPACE", &ns)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let started = std::time::Instant::now();
+    let api: Api<Kustomization> = Api::namespaced(cluster.client.clone(), &ns);
+    for i in 0..count {
+        let object: Kustomization = serde_json::from_value(json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": format!("app-{i}"), "namespace": ns},
+            "spec": {"interval": "1h", "prune": true, "targetNamespace": ns, "namePrefix": format!("app-{i}-"),
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}},
+        }))
+        .unwrap();
+        api.create(&Default::default(), &object).await.unwrap();
+    }
+    let created = started.elapsed();
+    let all_ready = wait_for(Duration::from_secs(600), || async {
+        let list = api.list(&Default::default()).await.ok()?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|k| {
+                k.status
+                    .as_ref()
+                    .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count();
+        (ready == count).then_some(())
+    })
+    .await;
+    let elapsed = started.elapsed();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let peak = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap_or("VmHWM: ?").to_string();
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    assert!(all_ready.is_some(), "not all {count} Kustomizations became Ready");
+    println!(
+        "bench-controller: {count} Kustomizations x 4 objects, --concurrent={concurrent}: created in {created:?}, all Ready after {elapsed:?}; controller peak RSS {}",
+        peak.trim_start_matches("VmHWM:").trim()
+    );
+}
