@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -24,6 +25,11 @@ struct ObjectLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    action: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ConditionLabels {
     kind: String,
     name: String,
@@ -37,6 +43,10 @@ pub struct Metrics {
     duration: Family<ObjectLabels, Histogram>,
     condition: Family<ConditionLabels, Gauge>,
     suspended: Family<ObjectLabels, Gauge>,
+    build: Histogram,
+    apply: Histogram,
+    objects: Family<ActionLabels, Counter>,
+    in_flight: Gauge,
     /// Set once the controller has started watching.
     pub ready: AtomicBool,
 }
@@ -78,11 +88,39 @@ impl Metrics {
             "The current suspend status of a GitOps Toolkit resource.",
             suspended.clone(),
         );
+        let build = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        let apply = Histogram::new(exponential_buckets(0.01, 2.0, 16));
+        let objects = Family::<ActionLabels, Counter>::default();
+        let in_flight = Gauge::default();
+        registry.register(
+            "kustomize_controller_build_duration_seconds",
+            "Time spent building manifests (kustomize, decryption, substitution).",
+            build.clone(),
+        );
+        registry.register(
+            "kustomize_controller_apply_duration_seconds",
+            "Time spent applying a Kustomization's objects.",
+            apply.clone(),
+        );
+        registry.register(
+            "kustomize_controller_objects",
+            "Objects handled, by action (created, configured, unchanged, skipped, deleted).",
+            objects.clone(),
+        );
+        registry.register(
+            "kustomize_controller_reconciles_in_flight",
+            "Reconciliations running now.",
+            in_flight.clone(),
+        );
         Metrics {
             registry,
             duration,
             condition,
             suspended,
+            build,
+            apply,
+            objects,
+            in_flight,
             ready: AtomicBool::new(false),
         }
     }
@@ -109,6 +147,27 @@ impl Metrics {
         }
     }
 
+    pub fn observe_build(&self, elapsed: Duration) {
+        self.build.observe(elapsed.as_secs_f64());
+    }
+
+    pub fn observe_apply(&self, elapsed: Duration, changes: &crate::apply::ChangeSet) {
+        self.apply.observe(elapsed.as_secs_f64());
+        for change in &changes.changes {
+            self.objects
+                .get_or_create(&ActionLabels {
+                    action: change.action.to_string(),
+                })
+                .inc();
+        }
+    }
+
+    /// Counts a reconciliation as running until the guard drops.
+    pub fn running(&self) -> InFlight<'_> {
+        self.in_flight.inc();
+        InFlight(&self.in_flight)
+    }
+
     pub fn set_suspended(&self, object: &Kustomization, suspended: bool) {
         self.suspended
             .get_or_create(&labels(object))
@@ -124,6 +183,15 @@ impl Metrics {
         let mut text = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+/// Decrements the in-flight gauge when dropped.
+pub struct InFlight<'a>(&'a Gauge);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

@@ -216,6 +216,7 @@ pub async fn reconcile(
 ) -> Result<Action, ReconcileError> {
     let key = key_of(&object);
     let started = Instant::now();
+    let _running = ctx.metrics.running();
     let result = if object.metadata.deletion_timestamp.is_some() {
         finalize(&object, &ctx).await
     } else {
@@ -522,6 +523,7 @@ async fn run_pipeline(
         .await
         .map_err(|m| Failure::new(reason::BUILD_FAILED, m))?;
     let root = workspace.root().to_path_buf();
+    let build_started = Instant::now();
     let spec_for_build = spec.clone();
     let strict_substitution = ctx.options.strict_substitution;
     let remote = ctx.options.remote.clone();
@@ -539,6 +541,7 @@ async fn run_pipeline(
     .map_err(|e| Failure::new(reason::BUILD_FAILED, format!("build stopped: {e}")))?
     .map_err(|e| Failure::new(reason::BUILD_FAILED, e.to_string()))?;
     drop(workspace);
+    ctx.metrics.observe_build(build_started.elapsed());
     let digest = format!(
         "sha256:{}",
         hex::encode(Sha256::digest(
@@ -598,10 +601,12 @@ async fn run_pipeline(
         ignore,
         ctx.cache_for(&format!("{namespace}/{name}")),
     );
+    let apply_started = Instant::now();
     let changes = applier
         .apply_all(objects)
         .await
         .map_err(|e| Failure::new(reason::FAILED, e.to_string()))?;
+    ctx.metrics.observe_apply(apply_started.elapsed(), &changes);
 
     // Inventory and prune.
     let mut new_inventory = inventory::from_change_set(&changes)
@@ -618,6 +623,7 @@ async fn run_pipeline(
                     .map_err(|e| Failure::new(reason::PRUNE_FAILED, e.to_string()))?;
                 prune_error = Some(outcome.errors.join("; "));
             }
+            ctx.metrics.observe_apply(Duration::ZERO, &outcome.deleted);
             let summary = outcome.deleted.summary();
             if !summary.is_empty() {
                 ctx.recorder

@@ -1191,7 +1191,10 @@ async fn the_diff_command_previews_changes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a benchmark; run by make bench-controller"]
 async fn bench_controller() {
-    let count: usize = std::env::var("BENCH_N").ok().and_then(|n| n.parse().ok()).unwrap_or(100);
+    let count: usize = std::env::var("BENCH_N")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100);
     let concurrent = std::env::var("BENCH_CONCURRENT").unwrap_or_else(|_| "4".into());
     let cluster = TestCluster::start().await;
     let Some(server) = cluster.server() else {
@@ -1207,7 +1210,9 @@ async fn bench_controller() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("app.yaml"), objects).unwrap();
     let artifact = artifacts.publish_dir("bench.tar.gz", "main@sha1:bench", dir.path());
-    cluster.create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact)).await;
+    cluster
+        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
+        .await;
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
@@ -1245,9 +1250,11 @@ async fn bench_controller() {
             .items
             .iter()
             .filter(|k| {
-                k.status
-                    .as_ref()
-                    .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                k.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                })
             })
             .count();
         (ready == count).then_some(())
@@ -1255,10 +1262,17 @@ async fn bench_controller() {
     .await;
     let elapsed = started.elapsed();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let peak = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap_or("VmHWM: ?").to_string();
+    let peak = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .unwrap_or("VmHWM: ?")
+        .to_string();
     let _ = child.start_kill();
     let _ = child.wait().await;
-    assert!(all_ready.is_some(), "not all {count} Kustomizations became Ready");
+    assert!(
+        all_ready.is_some(),
+        "not all {count} Kustomizations became Ready"
+    );
     println!(
         "bench-controller: {count} Kustomizations x 4 objects, --concurrent={concurrent}: created in {created:?}, all Ready after {elapsed:?}; controller peak RSS {}",
         peak.trim_start_matches("VmHWM:").trim()
