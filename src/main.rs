@@ -234,21 +234,25 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 std::env::var("HOSTNAME").unwrap_or_else(|_| "kustomize-controller".into()),
                 std::process::id()
             );
-            let election = controller::leader::LeaderElection {
-                client: client.clone(),
-                namespace: args.runtime_namespace.clone(),
-                name: "kustomize-controller-leader-election".into(),
-                identity,
-                lease_duration: args.leader_election_lease_duration,
-                renew_deadline: args.leader_election_renew_deadline,
-                retry_period: args.leader_election_retry_period,
-            };
+            let election = controller::leader::LeaderElection::new(
+                client.clone(),
+                &args.runtime_namespace,
+                "kustomize-controller-leader-election",
+                &identity,
+                args.leader_election_lease_duration,
+                args.leader_election_renew_deadline,
+                args.leader_election_retry_period,
+            );
             tracing::info!("waiting for the leader-election Lease");
             election.acquire().await;
             tracing::info!("leader election won");
             tokio::spawn(async move {
                 let lost = election.hold().await;
+                // As controller-runtime: stop at once, since another replica now applies.
+                tracing::error!(error = %lost, "exiting");
+                eprintln!("error: {lost}");
                 let _ = lost_tx.send(lost.to_string());
+                std::process::exit(1);
             });
         } else {
             drop(lost_tx);

@@ -106,6 +106,43 @@ pub fn remove_pointer(object: &mut Value, pointer: &str) {
     }
 }
 
+/// Sets the value at a JSON pointer, creating objects on the way.
+pub fn set_pointer(object: &mut Value, pointer: &str, value: Value) {
+    let mut node = object;
+    let parts: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|p| p.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    let Some((last, parents)) = parts.split_last() else {
+        return;
+    };
+    for part in parents {
+        let next = match node {
+            Value::Object(map) => map.entry(part.clone()).or_insert_with(|| json!({})),
+            Value::Array(items) => {
+                match part.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                    Some(item) => item,
+                    None => return,
+                }
+            }
+            _ => return,
+        };
+        node = next;
+    }
+    match node {
+        Value::Object(map) => {
+            map.insert(last.clone(), value);
+        }
+        Value::Array(items) => {
+            if let Some(slot) = last.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                *slot = value;
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Managers whose fields we take over (Flux's list): anything kubectl wrote, the
 /// `before-first-apply` placeholder, our own Update entries, and `--override-manager` names.
 pub fn is_taken_over(

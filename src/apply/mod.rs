@@ -304,6 +304,16 @@ impl Applier {
 
     /// Normalizes, stamps and applies every object, stage by stage.
     pub async fn apply_all(&self, objects: Vec<Value>) -> Result<ChangeSet, ApplyError> {
+        let (change_set, error) = self.apply_all_partial(objects).await;
+        match error {
+            Some(error) => Err(error),
+            None => Ok(change_set),
+        }
+    }
+
+    /// Like [`Applier::apply_all`], but on failure also returns what was applied before it
+    /// (so the caller can keep those objects in the inventory).
+    pub async fn apply_all_partial(&self, objects: Vec<Value>) -> (ChangeSet, Option<ApplyError>) {
         let mut prepared = Vec::with_capacity(objects.len());
         for mut object in objects {
             prepare(&mut object, &self.owner, self.common_metadata.as_ref());
@@ -329,14 +339,16 @@ impl Applier {
             }
             match errors.len() {
                 0 => {}
-                1 => return Err(errors.remove(0)),
-                _ => return Err(ApplyError::Many(errors)),
+                1 => return (change_set, Some(errors.remove(0))),
+                _ => return (change_set, Some(ApplyError::Many(errors))),
             }
-            if matches!(stage, Stage::Definitions | Stage::Classes) {
-                self.wait_for_definitions(&refs).await?;
+            if matches!(stage, Stage::Definitions | Stage::Classes)
+                && let Err(error) = self.wait_for_definitions(&refs).await
+            {
+                return (change_set, Some(error));
             }
         }
-        Ok(change_set)
+        (change_set, None)
     }
 
     /// The API of an object's kind, found through discovery once per kind.
@@ -451,8 +463,13 @@ impl Applier {
             .into_iter()
             .map(str::to_string)
             .collect();
+        // Ignored fields keep their live values: sending them unchanged keeps them, where
+        // leaving them out would make server-side apply delete the fields we owned.
         for pointer in &ignored {
-            drift::remove_pointer(&mut object, pointer);
+            match live.pointer(pointer) {
+                Some(value) => drift::set_pointer(&mut object, pointer, value.clone()),
+                None => drift::remove_pointer(&mut object, pointer),
+            }
         }
         let applied_digest = digest(&object);
         let live_version = live

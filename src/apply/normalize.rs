@@ -151,28 +151,54 @@ fn fold_string_data(secret: &mut Value) {
     }
 }
 
-/// `protocol: TCP` on container and service ports that lack one.
-fn default_port_protocols(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (key, child) in map.iter_mut() {
-                if key == "ports"
-                    && let Value::Array(ports) = child
-                {
-                    for port in ports.iter_mut().filter_map(Value::as_object_mut) {
-                        let is_port =
-                            port.contains_key("containerPort") || port.contains_key("port");
-                        if is_port && !port.contains_key("protocol") {
-                            port.insert("protocol".into(), json!("TCP"));
+fn default_protocols(ports: Option<&mut Value>) {
+    for port in ports
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        port.entry("protocol").or_insert_with(|| json!("TCP"));
+    }
+}
+
+/// `protocol: TCP` where Kubernetes defaults it (and keys lists by it): ports of containers in
+/// pod specs of built-in kinds, and Service ports. Other kinds' `ports` are left alone: an
+/// omitted protocol may mean something else there.
+fn default_port_protocols(object: &mut Value) {
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
+    if !matches!(group, "" | "apps" | "batch") {
+        return;
+    }
+    if object.get("kind").and_then(Value::as_str) == Some("Service") && group.is_empty() {
+        default_protocols(object.pointer_mut("/spec/ports"));
+        return;
+    }
+    fn walk(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map.iter_mut() {
+                    if matches!(
+                        key.as_str(),
+                        "containers" | "initContainers" | "ephemeralContainers"
+                    ) {
+                        for container in child.as_array_mut().into_iter().flatten() {
+                            default_protocols(container.get_mut("ports"));
                         }
+                    } else {
+                        walk(child);
                     }
                 }
-                default_port_protocols(child);
             }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
         }
-        Value::Array(items) => items.iter_mut().for_each(default_port_protocols),
-        _ => {}
     }
+    walk(object);
 }
 
 #[cfg(test)]
@@ -205,6 +231,15 @@ mod tests {
         assert_eq!(
             deployment.pointer("/spec/template/spec/containers/0/ports/0/protocol"),
             Some(&json!("TCP"))
+        );
+        let mut policy = json!({"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy", "metadata": {"name": "p"},
+            "spec": {"egress": [{"toPorts": [{"ports": [{"port": "53"}]}]}]}});
+        prepare(&mut policy, &owner, None);
+        assert!(
+            policy
+                .pointer("/spec/egress/0/toPorts/0/ports/0/protocol")
+                .is_none(),
+            "custom kinds keep their ports"
         );
         let mut crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "x"}, "status": {"storedVersions": []}});

@@ -25,15 +25,6 @@ pub async fn check(
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| namespace.clone());
         let id = format!("{dep_namespace}/{}", dependency.name);
-        if ctx.options.no_cross_namespace_refs && dep_namespace != namespace {
-            return Err((
-                true,
-                reason::ACCESS_DENIED,
-                format!(
-                    "cannot access dependency '{id}', cross-namespace references have been blocked"
-                ),
-            ));
-        }
         let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &dep_namespace);
         let not_ready = |detail: &str| {
             (

@@ -20,6 +20,9 @@ pub struct LeaderElection {
     pub lease_duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
+    /// The other holder's record as last seen, and when we saw it change: expiry is judged by
+    /// our own clock, as client-go does, so clock skew between replicas cannot cut a lease short.
+    observed: std::sync::Arc<std::sync::Mutex<Option<(String, tokio::time::Instant)>>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +36,27 @@ pub enum LeaderError {
 }
 
 impl LeaderElection {
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        name: &str,
+        identity: &str,
+        lease_duration: Duration,
+        renew_deadline: Duration,
+        retry_period: Duration,
+    ) -> LeaderElection {
+        LeaderElection {
+            client,
+            namespace: namespace.into(),
+            name: name.into(),
+            identity: identity.into(),
+            lease_duration,
+            renew_deadline,
+            retry_period,
+            observed: Default::default(),
+        }
+    }
+
     fn api(&self) -> Api<Lease> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
@@ -61,13 +85,24 @@ impl LeaderElection {
         };
         let spec = lease.spec.get_or_insert_with(Default::default);
         let ours = spec.holder_identity.as_deref() == Some(self.identity.as_str());
-        let expired = match (&spec.renew_time, spec.lease_duration_seconds) {
-            (Some(renewed), Some(duration)) => {
-                let until = renewed.0
-                    + std::time::Duration::from_secs(u64::try_from(duration).unwrap_or(0));
-                until < now
+        let record = format!(
+            "{:?}/{:?}/{:?}",
+            spec.holder_identity, spec.renew_time, spec.lease_duration_seconds
+        );
+        let expired = {
+            let mut observed = self.observed.lock().unwrap_or_else(|e| e.into_inner());
+            let local_now = tokio::time::Instant::now();
+            match observed.as_ref() {
+                Some((seen, since)) if *seen == record => {
+                    let duration =
+                        u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0);
+                    local_now.duration_since(*since) > Duration::from_secs(duration)
+                }
+                _ => {
+                    *observed = Some((record, local_now));
+                    spec.holder_identity.is_none() || spec.renew_time.is_none()
+                }
             }
-            _ => true,
         };
         if !ours && !expired {
             return Ok(false);

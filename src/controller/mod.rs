@@ -195,11 +195,34 @@ pub async fn run(
             None => Api::all_with(client.clone(), &resource),
         };
         let store = reader.clone();
+        // Only a changed artifact revision triggers, as Flux's SourceRevisionChangePredicate:
+        // status churn and relists of an unchanged source do not bypass retry intervals.
+        let seen: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>> = Arc::default();
         controller = controller.watches_with(
             sources,
             resource,
             watcher::Config::default(),
-            move |source| dependents(&store, &source, kind),
+            move |source| {
+                let revision = source
+                    .data
+                    .pointer("/status/artifact/revision")
+                    .and_then(|r| r.as_str())
+                    .unwrap_or("")
+                    .to_string();
+                let key = format!(
+                    "{}/{}",
+                    source.metadata.namespace.as_deref().unwrap_or(""),
+                    source.metadata.name.as_deref().unwrap_or("")
+                );
+                let previous = seen
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, revision.clone());
+                if previous.as_deref() == Some(revision.as_str()) {
+                    return Vec::new();
+                }
+                dependents(&store, &source, kind)
+            },
         );
     }
     if let Some(selector) = &options.watch_configs_label_selector {

@@ -176,6 +176,8 @@ struct Failure {
     /// Retrying cannot help until the object changes.
     stalled: bool,
     requeue: Option<Duration>,
+    /// The digest of the built objects, once the build succeeded.
+    digest: Option<String>,
 }
 
 impl Failure {
@@ -185,7 +187,13 @@ impl Failure {
             message: message.into(),
             stalled: false,
             requeue: None,
+            digest: None,
         }
+    }
+
+    fn with_digest(mut self, digest: &str) -> Failure {
+        self.digest = Some(digest.to_string());
+        self
     }
 }
 
@@ -283,10 +291,15 @@ async fn write_status(
     Ok(())
 }
 
-async fn reconcile_live(object: &Kustomization, ctx: &Context) -> Result<Action, ReconcileError> {
-    let namespace = object.metadata.namespace.clone().unwrap_or_default();
-    let name = object.metadata.name.clone().unwrap_or_default();
+async fn reconcile_live(cached: &Kustomization, ctx: &Context) -> Result<Action, ReconcileError> {
+    let namespace = cached.metadata.namespace.clone().unwrap_or_default();
+    let name = cached.metadata.name.clone().unwrap_or_default();
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
+    // The runtime's cached copy may predate our last status write; start from the server's.
+    let Some(fresh) = api.get_opt(&name).await? else {
+        return Ok(Action::await_change());
+    };
+    let object = &fresh;
     ensure_finalizer(object, &api).await?;
     ctx.metrics
         .set_suspended(object, object.spec.suspend == Some(true));
@@ -295,14 +308,13 @@ async fn reconcile_live(object: &Kustomization, ctx: &Context) -> Result<Action,
     }
     let generation = object.metadata.generation;
     let mut status = object.status.clone().unwrap_or_default();
-    if let Some(requested) = object
+    let requested = object
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(REQUESTED_AT))
-    {
-        status.last_handled_reconcile_at = Some(requested.clone());
-    }
+        .cloned();
+    status::remove(&mut status, STALLED);
     status::set(
         &mut status,
         RECONCILING,
@@ -330,10 +342,14 @@ async fn reconcile_live(object: &Kustomization, ctx: &Context) -> Result<Action,
         .retry_interval
         .map(|d| d.to_std())
         .unwrap_or(interval);
-    match run_pipeline(object, ctx, &mut status).await {
+    let result = run_pipeline(object, ctx, &mut status).await;
+    // Handled only now, at the end, so that `flux reconcile` waits for this outcome.
+    if let Some(requested) = requested {
+        status.last_handled_reconcile_at = Some(requested);
+    }
+    match result {
         Ok(outcome) => {
             status::remove(&mut status, RECONCILING);
-            status::remove(&mut status, STALLED);
             let message = format!("Applied revision: {}", outcome.revision);
             status::set(
                 &mut status,
@@ -394,6 +410,8 @@ async fn reconcile_live(object: &Kustomization, ctx: &Context) -> Result<Action,
                     &failure.message,
                     generation,
                 );
+                // As Flux: a stalled object has observed its generation, so kstatus reads Failed.
+                status.observed_generation = generation.unwrap_or(-1);
             } else {
                 status::set(
                     &mut status,
@@ -422,30 +440,44 @@ async fn reconcile_live(object: &Kustomization, ctx: &Context) -> Result<Action,
                     generation,
                 );
             }
-            let last_digest = status.history.first().map(|s| s.digest.clone());
-            let attempted = status.last_attempted_revision.clone().unwrap_or_default();
-            status::record_history(
-                &mut status,
-                last_digest.as_deref().unwrap_or("sha256:none"),
-                failure.reason,
-                started.elapsed(),
-                &attempted,
-            );
+            // History records builds: failures before one produced objects leave it alone.
+            if let Some(digest) = &failure.digest {
+                let attempted = status.last_attempted_revision.clone().unwrap_or_default();
+                status::record_history(
+                    &mut status,
+                    digest,
+                    failure.reason,
+                    started.elapsed(),
+                    &attempted,
+                );
+            }
             write_status(&api, ctx, &name, &status).await?;
             ctx.metrics.set_condition(object, "False");
-            ctx.recorder
-                .publish(
-                    object,
-                    EventType::Warning,
-                    failure.reason,
-                    &failure.message,
-                    status.last_attempted_revision.as_deref(),
-                )
-                .await;
+            let requeue = failure.requeue.unwrap_or(retry);
+            if failure.reason == reason::DEPENDENCY_NOT_READY {
+                let note = format!(
+                    "Dependencies do not meet ready condition ({}), retrying in {}s",
+                    failure.message,
+                    requeue.as_secs()
+                );
+                ctx.recorder
+                    .publish(object, EventType::Normal, failure.reason, &note, None)
+                    .await;
+            } else {
+                ctx.recorder
+                    .publish(
+                        object,
+                        EventType::Warning,
+                        failure.reason,
+                        &failure.message,
+                        status.last_attempted_revision.as_deref(),
+                    )
+                    .await;
+            }
             if failure.stalled {
                 return Ok(Action::await_change());
             }
-            Ok(Action::requeue(failure.requeue.unwrap_or(retry)))
+            Ok(Action::requeue(requeue))
         }
     }
 }
@@ -508,11 +540,13 @@ async fn run_pipeline(
     status.last_attempted_revision = Some(artifact.revision.clone());
 
     // Fetch and build.
-    let workspace = ctx
-        .fetcher
-        .fetch(&artifact)
-        .await
-        .map_err(|e| Failure::new(reason::ARTIFACT_FAILED, e.to_string()))?;
+    let workspace = ctx.fetcher.fetch(&artifact).await.map_err(|e| match e {
+        SourceError::ArtifactMissing { .. } => Failure {
+            requeue: Some(ctx.options.requeue_dependency),
+            ..Failure::new(reason::ARTIFACT_FAILED, format!("Source is not ready, {e}"))
+        },
+        other => Failure::new(reason::ARTIFACT_FAILED, other.to_string()),
+    })?;
     let dir = workspace
         .path(spec.path.as_deref().unwrap_or("./"))
         .map_err(|e| Failure::new(reason::ARTIFACT_FAILED, e.to_string()))?;
@@ -564,11 +598,11 @@ async fn run_pipeline(
                 impersonate,
             )
             .await
-            .map_err(|m| Failure::new(reason::FAILED, m))?
+            .map_err(|m| Failure::new(reason::FAILED, m).with_digest(&digest))?
         }
         None => ctx
             .applier_client(&namespace, spec.service_account_name.as_deref())
-            .map_err(|m| Failure::new(reason::FAILED, m))?,
+            .map_err(|m| Failure::new(reason::FAILED, m).with_digest(&digest))?,
     };
     let owner = Owner {
         name: name.clone(),
@@ -580,7 +614,7 @@ async fn run_pipeline(
         .unwrap_or(spec.interval.to_std());
     let ignore = IgnoreRules::new(&spec.ignore).map_err(|m| Failure {
         stalled: true,
-        ..Failure::new(reason::FAILED, m)
+        ..Failure::new(reason::FAILED, m).with_digest(&digest)
     })?;
     let applier = Applier::new(
         applier_client.clone(),
@@ -602,25 +636,39 @@ async fn run_pipeline(
         ctx.cache_for(&format!("{namespace}/{name}")),
     );
     let apply_started = Instant::now();
-    let changes = applier
-        .apply_all(objects)
-        .await
-        .map_err(|e| Failure::new(reason::FAILED, e.to_string()))?;
+    let (changes, apply_error) = applier.apply_all_partial(objects).await;
+    let old_inventory = load_inventory(ctx, &namespace, &name, status).await;
+    if let Some(error) = apply_error {
+        // What was applied before the failure stays ours: keep it next to the old entries.
+        if let Ok(applied) = inventory::from_change_set(&changes) {
+            let mut kept = old_inventory.clone();
+            let known: std::collections::HashSet<String> =
+                kept.entries.iter().map(|e| e.id.clone()).collect();
+            kept.entries.extend(
+                applied
+                    .entries
+                    .into_iter()
+                    .filter(|e| !known.contains(&e.id)),
+            );
+            store_inventory(ctx, object, status, kept).await;
+        }
+        return Err(Failure::new(reason::FAILED, error.to_string()).with_digest(&digest));
+    }
     ctx.metrics.observe_apply(apply_started.elapsed(), &changes);
 
     // Inventory and prune.
     let mut new_inventory = inventory::from_change_set(&changes)
-        .map_err(|e| Failure::new(reason::FAILED, e.to_string()))?;
-    let old_inventory = status.inventory.clone().unwrap_or_default();
+        .map_err(|e| Failure::new(reason::FAILED, e.to_string()).with_digest(&digest))?;
     let mut prune_error = None;
     if spec.prune {
         let stale = inventory::stale(&old_inventory, &new_inventory)
-            .map_err(|e| Failure::new(reason::PRUNE_FAILED, e.to_string()))?;
+            .map_err(|e| Failure::new(reason::PRUNE_FAILED, e.to_string()).with_digest(&digest))?;
         if !stale.is_empty() {
             let outcome = inventory::prune(&applier_client, &stale, &owner).await;
             if !outcome.survivors.is_empty() {
-                inventory::keep_survivors(&mut new_inventory, &outcome.survivors)
-                    .map_err(|e| Failure::new(reason::PRUNE_FAILED, e.to_string()))?;
+                inventory::keep_survivors(&mut new_inventory, &outcome.survivors).map_err(|e| {
+                    Failure::new(reason::PRUNE_FAILED, e.to_string()).with_digest(&digest)
+                })?;
                 prune_error = Some(outcome.errors.join("; "));
             }
             ctx.metrics.observe_apply(Duration::ZERO, &outcome.deleted);
@@ -638,9 +686,9 @@ async fn run_pipeline(
             }
         }
     }
-    status.inventory = Some(new_inventory);
+    store_inventory(ctx, object, status, new_inventory).await;
     if let Some(message) = prune_error {
-        return Err(Failure::new(reason::PRUNE_FAILED, message));
+        return Err(Failure::new(reason::PRUNE_FAILED, message).with_digest(&digest));
     }
 
     // Health.
@@ -649,6 +697,13 @@ async fn run_pipeline(
             .changes
             .iter()
             .filter(|c| c.action != ApplyAction::Skipped)
+            // A Kustomization that applies itself (Flux bootstrap) is Reconciling while it waits.
+            .filter(|c| {
+                !(c.object.kind == "Kustomization"
+                    && c.object.group() == "kustomize.toolkit.fluxcd.io"
+                    && c.object.namespace == namespace
+                    && c.object.name == name)
+            })
             .map(|c| c.object.clone())
             .collect()
     } else {
@@ -674,7 +729,7 @@ async fn run_pipeline(
     if !checks.is_empty() {
         let cel = CelChecks::new(&spec.health_check_exprs).map_err(|e| Failure {
             stalled: true,
-            ..Failure::new(reason::INVALID_CEL, e.to_string())
+            ..Failure::new(reason::INVALID_CEL, e.to_string()).with_digest(&digest)
         })?;
         let waited = Instant::now();
         crate::health::wait(
@@ -687,7 +742,9 @@ async fn run_pipeline(
             },
         )
         .await
-        .map_err(|e| Failure::new(reason::HEALTH_CHECK_FAILED, e.to_string()))?;
+        .map_err(|e| {
+            Failure::new(reason::HEALTH_CHECK_FAILED, e.to_string()).with_digest(&digest)
+        })?;
         status::set(
             status,
             HEALTHY,
@@ -708,6 +765,56 @@ async fn run_pipeline(
         digest,
         changes,
     })
+}
+
+/// The previous inventory: the status, or the complete list in the overflow Secret when
+/// the status only holds a prefix.
+async fn load_inventory(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    status: &KustomizationStatus,
+) -> crate::api::ResourceInventory {
+    let in_status = status.inventory.clone().unwrap_or_default();
+    if inventory::encoded_size(&in_status) + 4096 < inventory::STATUS_BUDGET {
+        return in_status;
+    }
+    match inventory::load_overflow(&ctx.client, namespace, name).await {
+        Ok(Some(bytes)) => inventory::decode(&in_status, Some(&bytes)).unwrap_or(in_status),
+        _ => in_status,
+    }
+}
+
+/// Stores an inventory: in the status, spilling into the overflow Secret when too large.
+async fn store_inventory(
+    ctx: &Context,
+    object: &Kustomization,
+    status: &mut KustomizationStatus,
+    full: crate::api::ResourceInventory,
+) {
+    let namespace = object.metadata.namespace.clone().unwrap_or_default();
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let uid = object.metadata.uid.clone().unwrap_or_default();
+    let stored = inventory::encode(&full, inventory::STATUS_BUDGET);
+    let had_overflow = status
+        .inventory
+        .as_ref()
+        .is_some_and(|i| inventory::encoded_size(i) + 4096 >= inventory::STATUS_BUDGET);
+    if stored.overflow.is_some() || had_overflow {
+        if let Err(error) = inventory::save_overflow(
+            &ctx.client,
+            &namespace,
+            &name,
+            &uid,
+            stored.overflow.as_deref(),
+            &ctx.options.field_manager,
+        )
+        .await
+        {
+            tracing::warn!(kustomization = %format!("{namespace}/{name}"), error = %error, "storing the inventory overflow");
+        }
+    }
+    status.inventory = Some(stored.status);
 }
 
 /// SOPS keys from `spec.decryption.secretRef`, or from `--sops-age-secret` when the
@@ -815,48 +922,101 @@ async fn finalize(object: &Kustomization, ctx: &Context) -> Result<Action, Recon
         DeletionPolicy::Orphan => false,
     };
     if prune && !suspended {
-        let inventory = object
-            .status
-            .as_ref()
-            .and_then(|s| s.inventory.clone())
-            .unwrap_or_default();
+        let inventory = load_inventory(
+            ctx,
+            &namespace,
+            &name,
+            &object.status.clone().unwrap_or_default(),
+        )
+        .await;
         let stale = inventory::stale(&inventory, &Default::default())
             .map_err(|e| ReconcileError::Other(e.to_string()))?;
-        let client = match &object.spec.kube_config {
-            Some(reference) => super::remote::client(
-                &ctx.client,
-                &namespace,
-                reference,
-                ctx.options.kubeconfig_allowances,
-                None,
-            )
-            .await
-            .map_err(ReconcileError::Other)?,
-            None => ctx
-                .applier_client(&namespace, object.spec.service_account_name.as_deref())
-                .map_err(ReconcileError::Other)?,
+        let account = object
+            .spec
+            .service_account_name
+            .clone()
+            .or_else(|| ctx.options.default_service_account.clone());
+        // The tenant's account may have gone with its namespace: then nothing can be pruned
+        // in its name, and holding the finalizer would block the namespace forever.
+        let account_gone = match (&account, &object.spec.kube_config) {
+            (Some(account), None) => {
+                let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+                    Api::namespaced(ctx.client.clone(), &namespace);
+                matches!(accounts.get_opt(account).await, Ok(None))
+            }
+            _ => false,
         };
-        let owner = Owner {
-            name: name.clone(),
-            namespace: namespace.clone(),
-        };
-        let outcome = inventory::prune(&client, &stale, &owner).await;
-        if !outcome.errors.is_empty() {
-            return Err(ReconcileError::Other(outcome.errors.join("; ")));
-        }
-        if policy == DeletionPolicy::WaitForTermination {
-            let timeout = object
-                .spec
-                .timeout
-                .map(|t| t.to_std())
-                .unwrap_or(object.spec.interval.to_std());
-            let deleted: Vec<ObjectRef> = outcome
-                .deleted
-                .changes
-                .iter()
-                .map(|c| c.object.clone())
-                .collect();
-            wait_gone(&client, &deleted, timeout, ctx.options.health_poll_interval).await?;
+        if account_gone {
+            let note = format!(
+                "skipping garbage collection: service account '{namespace}/{}' no longer exists",
+                account.unwrap_or_default()
+            );
+            ctx.recorder
+                .publish(
+                    object,
+                    EventType::Warning,
+                    reason::PRUNE_FAILED,
+                    &note,
+                    None,
+                )
+                .await;
+        } else {
+            let client = match &object.spec.kube_config {
+                Some(reference) => {
+                    let impersonate = object
+                        .spec
+                        .service_account_name
+                        .as_ref()
+                        .map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
+                    super::remote::client(
+                        &ctx.client,
+                        &namespace,
+                        reference,
+                        ctx.options.kubeconfig_allowances,
+                        impersonate,
+                    )
+                    .await
+                    .map_err(ReconcileError::Other)?
+                }
+                None => ctx
+                    .applier_client(&namespace, object.spec.service_account_name.as_deref())
+                    .map_err(ReconcileError::Other)?,
+            };
+            let owner = Owner {
+                name: name.clone(),
+                namespace: namespace.clone(),
+            };
+            let outcome = inventory::prune(&client, &stale, &owner).await;
+            if !outcome.errors.is_empty() {
+                return Err(ReconcileError::Other(outcome.errors.join("; ")));
+            }
+            if policy == DeletionPolicy::WaitForTermination {
+                let timeout = object
+                    .spec
+                    .timeout
+                    .map(|t| t.to_std())
+                    .unwrap_or(object.spec.interval.to_std());
+                let deleted: Vec<ObjectRef> = outcome
+                    .deleted
+                    .changes
+                    .iter()
+                    .map(|c| c.object.clone())
+                    .collect();
+                // A timeout is reported, not retried forever: the finalizer still goes.
+                if let Err(error) =
+                    wait_gone(&client, &deleted, timeout, ctx.options.health_poll_interval).await
+                {
+                    ctx.recorder
+                        .publish(
+                            object,
+                            EventType::Warning,
+                            reason::PRUNE_FAILED,
+                            &error.to_string(),
+                            None,
+                        )
+                        .await;
+                }
+            }
         }
     }
     let finalizers: Vec<String> = object

@@ -138,10 +138,23 @@ pub async fn prune(client: &kube::Client, stale: &[ObjectRef], owner: &Owner) ->
     let mut outcome = PruneOutcome::default();
     for reference in stale {
         let gvk = GroupVersionKind::gvk(reference.group(), reference.version(), &reference.kind);
-        let Ok((resource, capabilities)) = kube::discovery::pinned_kind(client, &gvk).await else {
+        let (resource, capabilities) = match kube::discovery::pinned_kind(client, &gvk).await {
+            Ok(found) => found,
             // The kind is no longer served (its CRD went first): nothing is left to delete.
-            outcome.skipped.push(reference.clone());
-            continue;
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                outcome.skipped.push(reference.clone());
+                continue;
+            }
+            Err(kube::Error::Discovery(_)) => {
+                outcome.skipped.push(reference.clone());
+                continue;
+            }
+            // Anything else may be passing (an aggregated API down): try again next time.
+            Err(error) => {
+                outcome.survivors.push(reference.clone());
+                outcome.errors.push(format!("{reference}: {error}"));
+                continue;
+            }
         };
         let api: Api<DynamicObject> = if capabilities.scope == Scope::Namespaced {
             Api::namespaced_with(client.clone(), &reference.namespace, &resource)

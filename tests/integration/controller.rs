@@ -572,14 +572,16 @@ async fn the_run_command_reconciles_serves_metrics_and_stops_on_sigterm() {
 async fn leader_election_hands_over() {
     use kustomize_controller::controller::leader::LeaderElection;
     let cluster = TestCluster::start().await;
-    let elector = |identity: &str| LeaderElection {
-        client: cluster.client.clone(),
-        namespace: cluster.namespace.clone(),
-        name: "kc-leader".into(),
-        identity: identity.into(),
-        lease_duration: Duration::from_secs(1),
-        renew_deadline: Duration::from_millis(800),
-        retry_period: Duration::from_millis(100),
+    let elector = |identity: &str| {
+        LeaderElection::new(
+            cluster.client.clone(),
+            &cluster.namespace,
+            "kc-leader",
+            identity,
+            Duration::from_secs(1),
+            Duration::from_millis(800),
+            Duration::from_millis(100),
+        )
     };
     let (first, second) = (elector("first"), elector("second"));
     assert!(first.try_acquire().await.unwrap());
@@ -1276,5 +1278,58 @@ async fn bench_controller() {
     println!(
         "bench-controller: {count} Kustomizations x 4 objects, --concurrent={concurrent}: created in {created:?}, all Ready after {elapsed:?}; controller peak RSS {}",
         peak.trim_start_matches("VmHWM:").trim()
+    );
+}
+
+#[tokio::test]
+async fn a_kustomization_that_applies_itself_can_wait() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let myself = format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: {ns}\nspec:\n  interval: 10m\n  prune: true\n  wait: true\n  timeout: 2s\n  targetNamespace: {ns}\n  sourceRef:\n    kind: GitRepository\n    name: repo\n"
+    );
+    let artifact = harness.publish_files(
+        "bootstrap",
+        "main@sha1:b007",
+        &[
+            ("self.yaml", &myself),
+            (
+                "cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: boot\n",
+            ),
+        ],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization("flux-system", json!({"wait": true, "timeout": "2s"}))
+        .await;
+    harness
+        .wait_ready("flux-system", "True", "ReconciliationSucceeded")
+        .await;
+}
+
+#[tokio::test]
+async fn stalled_clears_when_the_spec_is_fixed() {
+    let harness =
+        Harness::start_with(|options| options.reconcile.no_cross_namespace_refs = true).await;
+    let artifact = harness.publish("v2", "main@sha1:5a1e");
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization("fixme", json!({"sourceRef": {"kind": "GitRepository", "name": "repo", "namespace": "elsewhere"}}))
+        .await;
+    harness.wait_ready("fixme", "False", "AccessDenied").await;
+    harness
+        .create_kustomization(
+            "fixme",
+            json!({"sourceRef": {"kind": "GitRepository", "name": "repo"}}),
+        )
+        .await;
+    let ready = harness
+        .wait_ready("fixme", "True", "ReconciliationSucceeded")
+        .await;
+    let conditions = ready.status.unwrap().conditions;
+    assert!(
+        conditions.iter().all(|c| c.type_ != "Stalled"),
+        "{conditions:?}"
     );
 }
