@@ -800,8 +800,8 @@ async fn store_inventory(
         .inventory
         .as_ref()
         .is_some_and(|i| inventory::encoded_size(i) + 4096 >= inventory::STATUS_BUDGET);
-    if stored.overflow.is_some() || had_overflow {
-        if let Err(error) = inventory::save_overflow(
+    if (stored.overflow.is_some() || had_overflow)
+        && let Err(error) = inventory::save_overflow(
             &ctx.client,
             &namespace,
             &name,
@@ -810,9 +810,8 @@ async fn store_inventory(
             &ctx.options.field_manager,
         )
         .await
-        {
-            tracing::warn!(kustomization = %format!("{namespace}/{name}"), error = %error, "storing the inventory overflow");
-        }
+    {
+        tracing::warn!(kustomization = %format!("{namespace}/{name}"), error = %error, "storing the inventory overflow");
     }
     status.inventory = Some(stored.status);
 }
