@@ -3,7 +3,12 @@ CARGO ?= cargo
 BIN := target/release/kustomize-controller
 IMAGE ?= kustomize-controller:dev
 
-.PHONY: build test test-shared-server fmt-check clippy crds bench bench-build bench-apply bench-controller e2e image
+
+.PHONY: setup build test test-shared-server fmt-check clippy crds bench bench-build bench-apply bench-controller e2e image
+
+# What the tests need besides cargo: the Helm SDK for the chart tests (idempotent).
+setup:
+	python3 -c 'import helm_python' 2>/dev/null || python3 -m pip install -q helm-python-sdk
 
 build:
 	$(CARGO) build --release

@@ -163,6 +163,10 @@ pub struct RunArgs {
     /// Allow kubeconfigs of remote clusters to skip TLS verification.
     #[arg(long)]
     pub insecure_kubeconfig_tls: bool,
+    /// Flux's notification-controller address. Accepted so Flux's Deployment args work as
+    /// they are; events are recorded as Kubernetes Events (not forwarded).
+    #[arg(long, default_value = "")]
+    pub events_addr: String,
     /// The namespace the controller runs in.
     #[arg(long, env = "RUNTIME_NAMESPACE", default_value = "flux-system")]
     pub runtime_namespace: String,

@@ -10,8 +10,28 @@ use kustomize_controller::cli::{
 };
 use kustomize_controller::{api, controller, kustomize, sops};
 
+/// Flux's image runs the controller with flags only (`kustomize-controller --log-level=info …`);
+/// so does ours when no subcommand is named, which lets an image swap keep Flux's args.
+fn arguments() -> Vec<std::ffi::OsString> {
+    const SUBCOMMANDS: &[&str] = &[
+        "run", "diff", "build", "edit", "sops", "crds", "version", "help",
+    ];
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let flags_only = args.len() > 1
+        && args[1..].iter().all(|a| {
+            let a = a.to_string_lossy();
+            !SUBCOMMANDS.contains(&a.as_ref())
+        })
+        && args[1].to_string_lossy().starts_with("--")
+        && !matches!(args[1].to_string_lossy().as_ref(), "--help" | "--version");
+    if flags_only {
+        args.insert(1, "run".into());
+    }
+    args
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(arguments());
     init_logging(cli.log_level, cli.log_encoding);
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,

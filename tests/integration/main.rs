@@ -6,6 +6,7 @@ mod cli;
 mod controller;
 mod crd;
 mod health;
+mod install;
 mod inventory;
 mod kustomize_api;
 mod kustomize_golden;

@@ -1,0 +1,345 @@
+//! Install artifacts: the kustomize manifests in `config/` and the Helm chart, linted and
+//! rendered with the official Helm SDK (helm-python-sdk, offline), checked against the CRD,
+//! the API server and the flags the binary accepts.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::support::{repo_root, run_cli, stdout_of};
+
+fn parse_documents(text: &str) -> Vec<Value> {
+    kustomize_controller::yaml::parse_documents(
+        text,
+        kustomize_controller::yaml::Schema::Kubernetes,
+    )
+    .expect("rendered YAML parses")
+    .into_iter()
+    .filter(|d| !d.is_null())
+    .collect()
+}
+
+#[test]
+fn crd_copies_stay_in_sync() {
+    let crd = std::fs::read_to_string(
+        repo_root().join("crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml"),
+    )
+    .unwrap();
+    for copy in [
+        "config/crd/bases/kustomize.toolkit.fluxcd.io_kustomizations.yaml",
+        "charts/kustomize-controller/files/kustomize.toolkit.fluxcd.io_kustomizations.yaml",
+    ] {
+        let text = std::fs::read_to_string(repo_root().join(copy)).unwrap();
+        assert_eq!(text, crd, "{copy} differs from crds/ (copy it again)");
+    }
+}
+
+#[test]
+fn config_default_builds_as_kubectl_kustomize_does() {
+    let dir = repo_root().join("config/default");
+    let output = run_cli(&["build", dir.to_str().unwrap()]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let expected =
+        std::fs::read_to_string(repo_root().join("tests/fixtures/install/config-default.yaml"))
+            .unwrap();
+    assert_eq!(
+        stdout_of(&output),
+        expected,
+        "regenerate with: kubectl kustomize config/default"
+    );
+    let kinds: Vec<String> = parse_documents(&expected)
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "Namespace",
+            "CustomResourceDefinition",
+            "ServiceAccount",
+            "Role",
+            "RoleBinding",
+            "ClusterRoleBinding",
+            "Deployment"
+        ]
+    );
+}
+
+struct Rendered {
+    lint: Value,
+    objects: Vec<Value>,
+}
+
+fn render(values: &Value, namespace: &str) -> Result<Rendered, String> {
+    let output = Command::new("python3")
+        .arg(repo_root().join("tests/chart/render.py"))
+        .arg(repo_root().join("charts/kustomize-controller"))
+        .arg(values.to_string())
+        .arg(namespace)
+        .output()
+        .expect("python3 runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(
+        !stderr.contains("No module named 'helm_python'"),
+        "the Helm SDK is missing: python3 -m pip install helm-python-sdk (make setup)"
+    );
+    if !output.status.success() {
+        return Err(stderr);
+    }
+    let result: Value = serde_json::from_slice(&output.stdout).expect("render.py prints JSON");
+    let mut objects = Vec::new();
+    for (path, text) in result["manifests"].as_object().unwrap() {
+        if path.ends_with(".txt") {
+            continue;
+        }
+        objects.extend(parse_documents(text.as_str().unwrap()));
+    }
+    Ok(Rendered {
+        lint: result["lint"].clone(),
+        objects,
+    })
+}
+
+/// The flags `kustomize-controller run` accepts, from its help.
+fn run_flags() -> BTreeSet<String> {
+    let help = stdout_of(&run_cli(&["run", "--help"]));
+    help.split_whitespace()
+        .filter(|w| w.starts_with("--"))
+        .map(|w| {
+            w.trim_end_matches(',')
+                .split('=')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str) -> Option<&'a Value> {
+    objects.iter().find(|o| o["kind"] == kind)
+}
+
+fn check(rendered: &Rendered, values: &Value) {
+    assert_eq!(
+        rendered.lint["errors"],
+        json!([]),
+        "lint errors for {values}"
+    );
+    let warnings: Vec<&Value> = rendered.lint["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["severity"].as_i64().unwrap_or(0) >= 2)
+        .collect();
+    assert!(
+        warnings.is_empty(),
+        "lint warnings for {values}: {warnings:?}"
+    );
+    for object in &rendered.objects {
+        assert!(
+            object["apiVersion"].is_string() && object["kind"].is_string(),
+            "{object}"
+        );
+        assert!(
+            object
+                .pointer("/metadata/name")
+                .is_some_and(Value::is_string),
+            "{object}"
+        );
+    }
+    let deployment = find(&rendered.objects, "Deployment").expect("a Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[0], "run");
+    let accepted = run_flags();
+    for arg in &args[1..] {
+        let flag = arg.split('=').next().unwrap();
+        assert!(
+            accepted.contains(flag),
+            "{flag} is not a flag of `kustomize-controller run`"
+        );
+    }
+    // The rendered arguments parse as the binary parses them.
+    let mut probe = vec!["run"];
+    probe.extend(args[1..].iter());
+    probe.push("--help");
+    let parsed = run_cli(&probe);
+    assert!(
+        parsed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&parsed.stderr)
+    );
+    let selector = &deployment["spec"]["selector"]["matchLabels"];
+    for (key, value) in selector.as_object().unwrap() {
+        assert_eq!(
+            &deployment["spec"]["template"]["metadata"]["labels"][key],
+            value
+        );
+    }
+    let security = &container["securityContext"];
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(container["env"][0]["name"], "RUNTIME_NAMESPACE");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+}
+
+#[test]
+fn chart_lints_and_renders_for_default_and_custom_values() {
+    let defaults = render(&json!({}), "flux-system").unwrap();
+    check(&defaults, &json!({}));
+    let crd = find(&defaults.objects, "CustomResourceDefinition").expect("the CRD");
+    assert_eq!(
+        crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
+    let ours = parse_documents(
+        &std::fs::read_to_string(
+            repo_root().join("crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml"),
+        )
+        .unwrap(),
+    );
+    assert_eq!(crd["spec"], ours[0]["spec"], "the chart installs our CRD");
+    let binding = find(&defaults.objects, "ClusterRoleBinding").unwrap();
+    assert_eq!(binding["roleRef"]["name"], "cluster-admin");
+    assert!(
+        find(&defaults.objects, "Role").is_none(),
+        "no leader election with one replica"
+    );
+    assert_eq!(
+        find(&defaults.objects, "Deployment").unwrap()["metadata"]["namespace"],
+        "flux-system"
+    );
+
+    let custom = json!({
+        "replicas": 2,
+        "image": {"repository": "registry.example.com/kc", "tag": "v9", "pullPolicy": "Always"},
+        "rbac": {"clusterAdmin": false},
+        "crds": {"keep": false},
+        "controller": {"noCrossNamespaceRefs": true, "overrideManagers": ["helm"], "customApplyStageKinds": ["Issuer.cert-manager.io"],
+            "featureGates": "StrictPostBuildSubstitutions=true", "defaultServiceAccount": "default", "watchAllNamespaces": false,
+            "sopsAgeSecret": "sops-age", "watchLabelSelector": "shard=a", "extraArgs": ["--insecure-kubeconfig-tls"]},
+        "metrics": {"serviceMonitor": {"enabled": true}, "podMonitor": {"enabled": true}},
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+    });
+    let rendered = render(&custom, "gitops").unwrap();
+    check(&rendered, &custom);
+    let deployment = find(&rendered.objects, "Deployment").unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example.com/kc:v9"
+    );
+    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    for expected in [
+        "--enable-leader-election",
+        "--no-cross-namespace-refs",
+        "--override-manager=helm",
+        "--watch-all-namespaces=false",
+    ] {
+        assert!(args.contains(expected), "{expected} in {args}");
+    }
+    assert!(
+        find(&rendered.objects, "Role").is_some(),
+        "leader election needs a Role"
+    );
+    assert!(
+        find(&rendered.objects, "ClusterRole").is_some(),
+        "a restricted ClusterRole"
+    );
+    assert!(
+        find(&rendered.objects, "ServiceMonitor").is_some()
+            && find(&rendered.objects, "PodMonitor").is_some()
+    );
+    let crd = find(&rendered.objects, "CustomResourceDefinition").unwrap();
+    assert!(
+        crd["metadata"]["annotations"]
+            .get("helm.sh/resource-policy")
+            .is_none()
+    );
+
+    let without_crds = render(&json!({"crds": {"install": false}}), "flux-system").unwrap();
+    assert!(find(&without_crds.objects, "CustomResourceDefinition").is_none());
+}
+
+#[test]
+fn chart_values_are_validated_by_the_schema() {
+    for bad in [
+        json!({"replicas": "two"}),
+        json!({"controller": {"logLevel": "loud"}}),
+        json!({"unknown": true}),
+        json!({"controller": {"requeueDependency": "soon"}}),
+    ] {
+        assert!(
+            render(&bad, "flux-system").is_err(),
+            "{bad} should be refused"
+        );
+    }
+}
+
+/// The rendered objects are accepted by the API server (server-side dry-run).
+#[tokio::test]
+async fn rendered_objects_pass_server_side_dry_run() {
+    let cluster = crate::support::cluster::TestCluster::start().await;
+    let namespace = cluster.namespace.clone();
+    let rendered = tokio::task::spawn_blocking(move || {
+        render(
+            &json!({"replicas": 2, "crds": {"install": false}}),
+            &namespace,
+        )
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    for mut object in rendered.objects {
+        if object["apiVersion"]
+            .as_str()
+            .unwrap()
+            .starts_with("monitoring.coreos.com")
+        {
+            continue;
+        }
+        // Cluster-scoped names are shared on real clusters: keep them unique.
+        if object.pointer("/metadata/namespace").is_none() {
+            object["metadata"]["name"] = json!(crate::support::cluster::unique("chart"));
+        }
+        let api = crate::support::cluster::dynamic_api(&cluster.client, &object).await;
+        let name = object["metadata"]["name"].as_str().unwrap().to_string();
+        let params = kube::api::PatchParams::apply("chart-test")
+            .dry_run()
+            .force();
+        api.patch(&name, &params, &kube::api::Patch::Apply(&object))
+            .await
+            .unwrap_or_else(|e| panic!("{} {name}: {e}", object["kind"]));
+    }
+}
+
+/// Swapping the image of Flux's Deployment keeps its container args: flags without a
+/// subcommand mean `run`.
+#[test]
+fn fluxs_deployment_args_are_accepted_as_they_are() {
+    let output = run_cli(&[
+        "--events-addr=http://notification-controller.flux-system.svc.cluster.local./",
+        "--watch-all-namespaces=true",
+        "--log-level=info",
+        "--log-encoding=json",
+        "--enable-leader-election",
+        "--help",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout_of(&output).contains("Usage: kustomize-controller run"));
+}
