@@ -5,8 +5,8 @@
 # the controller already installed, or install the chart when E2E_INSTALL=1 (set IMAGE to the
 # image to use). Without KUBECONFIG, a kind cluster is created where a Docker engine and the
 # kind CLI exist: the image is built and loaded, Flux's source-controller and this chart are
-# installed, and the scenarios run. Needs kubectl and helm; network access for the images and
-# for the podinfo repository the scenarios sync.
+# installed, and the scenarios run. Needs kubectl, helm and the flux CLI (for source-controller);
+# network access for the images and for the podinfo repository the scenarios sync.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,11 +27,9 @@ if [ -z "${KUBECONFIG:-}" ] || [ -n "${E2E_KIND:-}" ]; then
 fi
 
 if [ "${E2E_INSTALL:-}" = 1 ]; then
-  need helm
-  kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f -
-  # Flux's source-controller (CRDs and controller) from its release manifests.
-  kubectl apply -f "${SOURCE_CONTROLLER_MANIFESTS:-https://github.com/fluxcd/source-controller/releases/latest/download/source-controller.crds.yaml}"
-  kubectl apply -n "$NAMESPACE" -f "${SOURCE_CONTROLLER_DEPLOYMENT:-https://github.com/fluxcd/source-controller/releases/latest/download/source-controller.deployment.yaml}"
+  need helm; need flux
+  # Flux's source-controller with its RBAC, from the flux CLI (pin FLUX_VERSION for repeatability).
+  flux install --namespace="$NAMESPACE" --components=source-controller ${FLUX_VERSION:+--version="$FLUX_VERSION"}
   helm upgrade --install kustomize-controller charts/kustomize-controller -n "$NAMESPACE" \
     --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" --set image.pullPolicy=IfNotPresent --wait
 fi

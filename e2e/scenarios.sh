@@ -8,7 +8,12 @@ TEST_NS=kc-e2e-$RANDOM
 ready() { kubectl -n "$NAMESPACE" wait kustomization/"$1" --for=condition=Ready --timeout="${2:-180s}"; }
 step() { echo "== $*"; }
 
-cleanup() { kubectl -n "$NAMESPACE" delete kustomization podinfo-e2e --ignore-not-found --wait=true || true; kubectl delete namespace "$TEST_NS" --ignore-not-found || true; }
+fail() { echo "e2e: $*" >&2; exit 1; }
+cleanup() {
+  kubectl -n "$NAMESPACE" delete kustomization podinfo-e2e --ignore-not-found --wait=true || true
+  kubectl -n "$NAMESPACE" delete gitrepository podinfo-e2e --ignore-not-found || true
+  kubectl delete namespace "$TEST_NS" --ignore-not-found || true
+}
 trap cleanup EXIT
 
 kubectl create namespace "$TEST_NS"
@@ -50,28 +55,37 @@ kubectl -n "$TEST_NS" get deployment podinfo
 test "$(kubectl -n "$NAMESPACE" get kustomization podinfo-e2e -o jsonpath='{.status.inventory.entries[*].id}' | wc -w)" -ge 3
 
 step "drift is reverted"
-kubectl -n "$TEST_NS" scale deployment podinfo --replicas=5
+image=$(kubectl -n "$TEST_NS" get deployment podinfo -o jsonpath='{.spec.template.spec.containers[0].image}')
+kubectl -n "$TEST_NS" set image deployment/podinfo podinfod=busybox:drifted
 kubectl -n "$NAMESPACE" annotate --overwrite kustomization podinfo-e2e reconcile.fluxcd.io/requestedAt="$(date +%s)"
+current=""
 for _ in $(seq 60); do
-  replicas=$(kubectl -n "$TEST_NS" get deployment podinfo -o jsonpath='{.spec.replicas}')
-  [ "$replicas" != 5 ] && break
+  current=$(kubectl -n "$TEST_NS" get deployment podinfo -o jsonpath='{.spec.template.spec.containers[0].image}')
+  [ "$current" = "$image" ] && break
   sleep 2
 done
-[ "$replicas" != 5 ] || { echo "drift was not reverted" >&2; exit 1; }
+[ "$current" = "$image" ] || fail "drift was not reverted (image is $current)"
 
 step "suspend holds"
 kubectl -n "$NAMESPACE" patch kustomization podinfo-e2e --type=merge -p '{"spec":{"suspend":true}}'
 kubectl -n "$TEST_NS" delete hpa podinfo --ignore-not-found
+kubectl -n "$NAMESPACE" annotate --overwrite kustomization podinfo-e2e reconcile.fluxcd.io/requestedAt="suspended-$(date +%s)"
 sleep 10
-! kubectl -n "$TEST_NS" get hpa podinfo >/dev/null 2>&1
+if kubectl -n "$TEST_NS" get hpa podinfo >/dev/null 2>&1; then fail "a suspended Kustomization re-created the HPA"; fi
 kubectl -n "$NAMESPACE" patch kustomization podinfo-e2e --type=merge -p '{"spec":{"suspend":false}}'
-ready podinfo-e2e
+back=no
+for _ in $(seq 60); do
+  if kubectl -n "$TEST_NS" get hpa podinfo >/dev/null 2>&1; then back=yes; break; fi
+  sleep 2
+done
+[ "$back" = yes ] || fail "resuming did not re-create the HPA"
 
 step "deletion prunes"
 kubectl -n "$NAMESPACE" delete kustomization podinfo-e2e --wait=true --timeout=180s
+gone=no
 for _ in $(seq 60); do
-  kubectl -n "$TEST_NS" get deployment podinfo >/dev/null 2>&1 || break
+  if ! kubectl -n "$TEST_NS" get deployment podinfo >/dev/null 2>&1; then gone=yes; break; fi
   sleep 2
 done
-! kubectl -n "$TEST_NS" get deployment podinfo >/dev/null 2>&1
+[ "$gone" = yes ] || fail "deleting the Kustomization did not prune the Deployment"
 echo "e2e: all scenarios passed"

@@ -103,7 +103,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub requeue_dependency: std::time::Duration,
     /// Refuse remote bases in kustomizations.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, action = clap::ArgAction::Set, default_value_t = false)]
     pub no_remote_bases: bool,
     /// Retries of artifact downloads.
     #[arg(long, default_value_t = 9)]
@@ -121,7 +121,7 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',')]
     pub custom_apply_stage_kinds: Vec<String>,
     /// Refuse references to sources and dependencies in other namespaces.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, action = clap::ArgAction::Set, default_value_t = false)]
     pub no_cross_namespace_refs: bool,
     /// Client-side QPS limit towards the API server (accepted for compatibility).
     #[arg(long, default_value_t = 50.0)]
@@ -130,7 +130,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 300)]
     pub kube_api_burst: u32,
     /// Run only while holding the leader-election Lease.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, action = clap::ArgAction::Set, default_value_t = false)]
     pub enable_leader_election: bool,
     #[arg(long, default_value = "35s", value_parser = duration)]
     pub leader_election_lease_duration: std::time::Duration,
@@ -139,7 +139,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "5s", value_parser = duration)]
     pub leader_election_retry_period: std::time::Duration,
     /// Watch Kustomizations in all namespaces; otherwise only in the runtime namespace.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, action = clap::ArgAction::Set, default_value_t = true)]
     pub watch_all_namespaces: bool,
     /// Reconcile only Kustomizations matching this label selector (sharding).
     #[arg(long)]
@@ -158,15 +158,28 @@ pub struct RunArgs {
     #[arg(long, default_value = "")]
     pub feature_gates: String,
     /// Allow kubeconfigs of remote clusters to run exec credential plugins.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, action = clap::ArgAction::Set, default_value_t = false)]
     pub insecure_kubeconfig_exec: bool,
     /// Allow kubeconfigs of remote clusters to skip TLS verification.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, action = clap::ArgAction::Set, default_value_t = false)]
     pub insecure_kubeconfig_tls: bool,
     /// Flux's notification-controller address. Accepted so Flux's Deployment args work as
     /// they are; events are recorded as Kubernetes Events (not forwarded).
     #[arg(long, default_value = "")]
     pub events_addr: String,
+    /// Flux flags this controller has no use for (decryption/kubeconfig service-account
+    /// defaults for cloud workload identity, token caches): accepted so Flux's Deployment
+    /// args work, and reported as unused in the log.
+    #[arg(long, hide = true)]
+    pub default_decryption_service_account: Option<String>,
+    #[arg(long, hide = true)]
+    pub default_kubeconfig_service_account: Option<String>,
+    #[arg(long, hide = true)]
+    pub token_cache_max_size: Option<String>,
+    #[arg(long, hide = true)]
+    pub token_cache_max_duration: Option<String>,
+    #[arg(long, hide = true)]
+    pub storage_path: Option<String>,
     /// The namespace the controller runs in.
     #[arg(long, env = "RUNTIME_NAMESPACE", default_value = "flux-system")]
     pub runtime_namespace: String,
@@ -262,6 +275,7 @@ pub enum ReorderFlag {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogLevel {
+    Trace,
     Debug,
     Info,
     Error,
@@ -276,6 +290,7 @@ pub enum LogEncoding {
 /// Installs the global tracing subscriber; logs go to stderr so that stdout stays the output.
 pub fn init_logging(level: LogLevel, encoding: LogEncoding) {
     let directive = match level {
+        LogLevel::Trace => "trace",
         LogLevel::Debug => "debug",
         LogLevel::Info => "info",
         LogLevel::Error => "error",

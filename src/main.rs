@@ -197,6 +197,26 @@ async fn shutdown_signal() {
 }
 
 fn run_controller(args: RunArgs) -> anyhow::Result<()> {
+    for (flag, value) in [
+        (
+            "--default-decryption-service-account",
+            &args.default_decryption_service_account,
+        ),
+        (
+            "--default-kubeconfig-service-account",
+            &args.default_kubeconfig_service_account,
+        ),
+        ("--token-cache-max-size", &args.token_cache_max_size),
+        ("--token-cache-max-duration", &args.token_cache_max_duration),
+        ("--storage-path", &args.storage_path),
+    ] {
+        if value.is_some() {
+            tracing::warn!(
+                flag,
+                "accepted for compatibility with Flux; it has no effect here"
+            );
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

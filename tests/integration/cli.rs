@@ -35,16 +35,10 @@ fn version_names_the_package_version() {
 fn help_lists_only_working_commands() {
     let output = run_cli(&["--help"]);
     let help = stdout_of(&output);
-    for command in ["build", "edit", "sops", "crds", "version"] {
+    for command in ["run", "diff", "build", "edit", "sops", "crds", "version"] {
         assert!(
             help.contains(&format!("\n  {command} ")),
             "{command} missing from:\n{help}"
-        );
-    }
-    for missing in ["run", "diff"] {
-        assert!(
-            !help.contains(&format!("\n  {missing} ")),
-            "{missing} listed before it exists:\n{help}"
         );
     }
 }

@@ -112,7 +112,7 @@ fn run_flags() -> BTreeSet<String> {
         .filter(|w| w.starts_with("--"))
         .map(|w| {
             w.trim_end_matches(',')
-                .split('=')
+                .split(['=', '['])
                 .next()
                 .unwrap()
                 .to_string()
@@ -212,8 +212,14 @@ fn chart_lints_and_renders_for_default_and_custom_values() {
     let binding = find(&defaults.objects, "ClusterRoleBinding").unwrap();
     assert_eq!(binding["roleRef"]["name"], "cluster-admin");
     assert!(
-        find(&defaults.objects, "Role").is_none(),
-        "no leader election with one replica"
+        find(&defaults.objects, "Role").is_some(),
+        "leader election is always on, as in Flux"
+    );
+    assert!(
+        find(&defaults.objects, "Deployment")
+            .unwrap()
+            .to_string()
+            .contains("--enable-leader-election")
     );
     assert_eq!(
         find(&defaults.objects, "Deployment").unwrap()["metadata"]["namespace"],
