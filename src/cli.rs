@@ -329,8 +329,12 @@ mod tests {
         .unwrap();
         assert_eq!(cli.log_level, LogLevel::Debug);
         assert_eq!(cli.log_encoding, LogEncoding::Console);
-        assert!(
-            Cli::try_parse_from(["kustomize-controller", "--log-level=trace", "crds"]).is_err()
+        let trace = Cli::try_parse_from(["kustomize-controller", "--log-level=trace", "crds"]);
+        assert_eq!(
+            trace.unwrap().log_level,
+            LogLevel::Trace,
+            "Flux accepts trace"
         );
+        assert!(Cli::try_parse_from(["kustomize-controller", "--log-level=loud", "crds"]).is_err());
     }
 }

@@ -322,9 +322,26 @@ impl Applier {
         let mut change_set = ChangeSet::default();
         for (stage, list) in order::stages(prepared, &self.options.custom_stage_kinds) {
             let refs: Vec<Value> = list.clone();
+            let mut prefetched = self.prefetch(&list).await;
+            let work: Vec<(usize, Value, Option<Value>)> = list
+                .into_iter()
+                .enumerate()
+                .map(|(index, object)| {
+                    let mut reference = ObjectRef::of(&object);
+                    let mut live = prefetched.remove(&reference);
+                    if live.is_none() {
+                        // Cluster-scoped objects are keyed without a namespace.
+                        reference.namespace.clear();
+                        live = prefetched.remove(&reference);
+                    }
+                    (index, object, live)
+                })
+                .collect();
             let results: Vec<(usize, Result<Change, ApplyError>)> =
-                futures::stream::iter(list.into_iter().enumerate())
-                    .map(|(index, object)| async move { (index, self.apply_one(object).await) })
+                futures::stream::iter(work)
+                    .map(|(index, object, live)| async move {
+                        (index, self.apply_one(object, live).await)
+                    })
                     .buffer_unordered(self.options.concurrency.max(1))
                     .collect()
                     .await;
@@ -419,7 +436,76 @@ impl Applier {
         PatchParams::apply(&self.options.field_manager).force()
     }
 
-    async fn apply_one(&self, mut object: Value) -> Result<Change, ApplyError> {
+    /// Live objects of a stage that already carry our owner labels, read with one LIST per
+    /// kind and namespace instead of one GET per object. Objects not found here (new, or not
+    /// yet labelled by us) are read individually.
+    async fn prefetch(&self, objects: &[Value]) -> HashMap<ObjectRef, Value> {
+        let mut groups: HashMap<(String, String, String), usize> = HashMap::new();
+        for object in objects {
+            let reference = ObjectRef::of(object);
+            *groups
+                .entry((reference.api_version, reference.kind, reference.namespace))
+                .or_default() += 1;
+        }
+        let selector = format!(
+            "{NAME_LABEL}={},{NAMESPACE_LABEL}={}",
+            self.owner.name, self.owner.namespace
+        );
+        let mut live = HashMap::new();
+        for ((api_version, kind, namespace), count) in groups {
+            // A single object is as cheap to GET as to LIST.
+            if count < 2 {
+                continue;
+            }
+            let probe = ObjectRef {
+                api_version: api_version.clone(),
+                kind: kind.clone(),
+                namespace: namespace.clone(),
+                name: String::new(),
+            };
+            let Ok(served) = self.served(&probe).await else {
+                continue;
+            };
+            let api: Api<DynamicObject> = if served.namespaced {
+                if namespace.is_empty() {
+                    continue;
+                }
+                Api::namespaced_with(self.client.clone(), &namespace, &served.resource)
+            } else {
+                Api::all_with(self.client.clone(), &served.resource)
+            };
+            let Ok(list) = api
+                .list(&kube::api::ListParams::default().labels(&selector))
+                .await
+            else {
+                continue;
+            };
+            for item in list.items {
+                let mut value = serde_json::to_value(&item).unwrap_or_default();
+                // List items may lack apiVersion and kind; the group's are theirs.
+                value["apiVersion"] = Value::String(api_version.clone());
+                value["kind"] = Value::String(kind.clone());
+                let reference = ObjectRef {
+                    api_version: api_version.clone(),
+                    kind: kind.clone(),
+                    namespace: if served.namespaced {
+                        namespace.clone()
+                    } else {
+                        String::new()
+                    },
+                    name: item.metadata.name.clone().unwrap_or_default(),
+                };
+                live.insert(reference, value);
+            }
+        }
+        live
+    }
+
+    async fn apply_one(
+        &self,
+        mut object: Value,
+        prefetched: Option<Value>,
+    ) -> Result<Change, ApplyError> {
         let (api, reference) = self.api_for(&mut object).await?;
         let subject = reference.to_string();
         let change = |action| Change {
@@ -437,7 +523,15 @@ impl Applier {
                 message,
             }
         };
-        let live = api.get_opt(&reference.name).await.map_err(&api_failure)?;
+        let live = match prefetched {
+            Some(live) => Some(serde_json::from_value::<DynamicObject>(live).map_err(|e| {
+                ApplyError::Apply {
+                    subject: subject.clone(),
+                    message: e.to_string(),
+                }
+            })?),
+            None => api.get_opt(&reference.name).await.map_err(&api_failure)?,
+        };
         let Some(live) = live else {
             let applied = api
                 .patch(&reference.name, &self.params(), &Patch::Apply(&object))

@@ -91,10 +91,11 @@ impl Format {
             Some(Format::Json)
         } else if has(b"sops_mac=ENC[") {
             Some(Format::Dotenv)
+        } else if has(b"mac: ENC[") {
+            // Before INI: a YAML value may well contain the text `[sops]`.
+            Some(Format::Yaml)
         } else if has(b"[sops]") {
             Some(Format::Ini)
-        } else if has(b"mac: ENC[") {
-            Some(Format::Yaml)
         } else {
             None
         }
@@ -217,15 +218,35 @@ pub fn decrypt_build_inputs(
                 root.display()
             )));
         }
-        let size = std::fs::metadata(&real)
-            .map_err(|e| fail(e.to_string()))?
-            .len();
-        if size > MAX_INPUT_FILE_BYTES {
+        // A FIFO or device would block or stream forever: refuse it before opening (opening
+        // a FIFO blocks), check the opened handle again, and never read past the limit even
+        // if the file grows.
+        let regular = std::fs::symlink_metadata(&real).map_err(|e| fail(e.to_string()))?;
+        if !regular.is_file() {
+            return Err(fail("not a regular file".into()));
+        }
+        let mut handle = std::fs::File::open(&real).map_err(|e| fail(e.to_string()))?;
+        let metadata = handle.metadata().map_err(|e| fail(e.to_string()))?;
+        if !metadata.is_file() {
+            return Err(fail("not a regular file".into()));
+        }
+        if metadata.len() > MAX_INPUT_FILE_BYTES {
             return Err(fail(format!(
                 "larger than the {MAX_INPUT_FILE_BYTES}-byte limit for SOPS files"
             )));
         }
-        let content = std::fs::read(&real).map_err(|e| fail(e.to_string()))?;
+        let mut content = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(&mut handle, MAX_INPUT_FILE_BYTES + 1),
+            &mut content,
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        if content.len() as u64 > MAX_INPUT_FILE_BYTES {
+            return Err(fail(format!(
+                "larger than the {MAX_INPUT_FILE_BYTES}-byte limit for SOPS files"
+            )));
+        }
+        drop(handle);
         if !is_encrypted(&content, format) {
             continue;
         }

@@ -475,3 +475,21 @@ fn whole_file_yaml_decrypts_byte_exact_for_generator_files() {
     .unwrap();
     assert_eq!(plain, b"day=Tuesday\n");
 }
+
+#[test]
+fn fifos_in_the_artifact_are_refused_not_read() {
+    let artifact = tempfile::tempdir().unwrap();
+    let dir = artifact.path();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        "secretGenerator:\n- name: s\n  files:\n  - key=pipe\n",
+    )
+    .unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(dir.join("pipe"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let err = sops::decrypt_build_inputs(dir, dir, &keys_from(AGE_KEY)).unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+}
