@@ -163,8 +163,8 @@ pub struct RunArgs {
     /// Allow kubeconfigs of remote clusters to skip TLS verification.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, action = clap::ArgAction::Set, default_value_t = false)]
     pub insecure_kubeconfig_tls: bool,
-    /// Flux's notification-controller address. Accepted so Flux's Deployment args work as
-    /// they are; events are recorded as Kubernetes Events (not forwarded).
+    /// Flux's notification-controller address: events are forwarded there as well as
+    /// recorded as Kubernetes Events.
     #[arg(long, default_value = "")]
     pub events_addr: String,
     /// Flux flags this controller has no use for (decryption/kubeconfig service-account

@@ -251,6 +251,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 max_retry_delay: args.max_retry_delay,
                 strict_substitution: args.feature("StrictPostBuildSubstitutions"),
                 remote: remote_fetcher(args.no_remote_bases),
+                events_addr: Some(args.events_addr.clone()).filter(|a| !a.is_empty()),
                 kubeconfig_allowances: controller::remote::Allowances {
                     exec: args.insecure_kubeconfig_exec,
                     insecure_tls: args.insecure_kubeconfig_tls,

@@ -1,6 +1,7 @@
-//! Kubernetes events about Kustomizations, as Flux emits them: `core/v1` Events with the
-//! revision in the `kustomize.toolkit.fluxcd.io/revision` annotation. Failing to record an
-//! event is logged, never fatal.
+//! Events about Kustomizations, as Flux emits them: `core/v1` Events with the revision in the
+//! `kustomize.toolkit.fluxcd.io/revision` annotation, and, with `--events-addr`, the same
+//! event POSTed to Flux's notification-controller (its `event.Event` JSON) so alerts keep
+//! working after an image swap. Failing to record an event is logged, never fatal.
 
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, PostParams};
@@ -18,6 +19,10 @@ pub enum EventType {
 pub struct Recorder {
     client: kube::Client,
     component: String,
+    /// notification-controller's address (`--events-addr`).
+    events_addr: Option<String>,
+    http: reqwest::Client,
+    instance: String,
 }
 
 /// Event messages are bounded like condition messages.
@@ -28,7 +33,48 @@ impl Recorder {
         Recorder {
             client,
             component: component.to_string(),
+            events_addr: None,
+            http: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(5))
+                .build()
+                .unwrap_or_default(),
+            instance: std::env::var("HOSTNAME").unwrap_or_else(|_| component.to_string()),
         }
+    }
+
+    /// Forwards every event to notification-controller at `address` too.
+    pub fn with_events_addr(mut self, address: Option<String>) -> Recorder {
+        self.events_addr = address.filter(|a| !a.is_empty());
+        self
+    }
+
+    /// The event as notification-controller receives it.
+    fn forwarded(
+        &self,
+        object: &Kustomization,
+        event_type: EventType,
+        reason: &str,
+        note: &str,
+        revision: Option<&str>,
+        now: &str,
+    ) -> serde_json::Value {
+        let mut event = json!({
+            "involvedObject": {
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "namespace": object.metadata.namespace, "name": object.metadata.name,
+                "uid": object.metadata.uid, "resourceVersion": object.metadata.resource_version,
+            },
+            "severity": match event_type { EventType::Normal => "info", EventType::Warning => "error" },
+            "timestamp": now,
+            "message": note,
+            "reason": reason,
+            "reportingController": self.component,
+            "reportingInstance": self.instance,
+        });
+        if let Some(revision) = revision {
+            event["metadata"] = json!({"revision": revision});
+        }
+        event
     }
 
     pub async fn publish(
@@ -69,6 +115,20 @@ impl Recorder {
         });
         if let Some(revision) = revision {
             event["metadata"]["annotations"] = json!({REVISION_ANNOTATION: revision});
+        }
+        if let Some(address) = &self.events_addr {
+            let payload = self.forwarded(object, event_type, reason, &note, revision, &now);
+            let request = self
+                .http
+                .post(address)
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&payload).unwrap_or_default());
+            // Delivery must not hold up the reconciliation.
+            tokio::spawn(async move {
+                if let Err(error) = request.send().await.and_then(|r| r.error_for_status()) {
+                    tracing::debug!(error = %error, "forwarding an event to notification-controller");
+                }
+            });
         }
         let Ok(event) = serde_json::from_value::<Event>(event) else {
             return;

@@ -50,6 +50,8 @@ pub struct Options {
     pub strict_substitution: bool,
     /// What remote-cluster kubeconfigs may do.
     pub kubeconfig_allowances: super::remote::Allowances,
+    /// notification-controller's address (`--events-addr`); events are forwarded there.
+    pub events_addr: Option<String>,
     /// Fetches remote bases; `None` (`--no-remote-bases`) refuses them.
     pub remote: Option<Arc<dyn crate::kustomize::RemoteFetcher>>,
 }
@@ -74,6 +76,7 @@ impl Default for Options {
             strict_substitution: false,
             remote: None,
             kubeconfig_allowances: Default::default(),
+            events_addr: None,
         }
     }
 }
@@ -100,7 +103,8 @@ impl Context {
         metrics: Arc<super::metrics::Metrics>,
     ) -> Context {
         Context {
-            recorder: Recorder::new(client.clone(), "kustomize-controller"),
+            recorder: Recorder::new(client.clone(), "kustomize-controller")
+                .with_events_addr(options.events_addr.clone()),
             client,
             config,
             options,

@@ -1333,3 +1333,84 @@ async fn stalled_clears_when_the_spec_is_fixed() {
         "{conditions:?}"
     );
 }
+
+/// A loopback stand-in for notification-controller: records the JSON bodies POSTed to it.
+async fn event_receiver() -> (String, Arc<std::sync::Mutex<Vec<Value>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}/", listener.local_addr().unwrap());
+    let received: Arc<std::sync::Mutex<Vec<Value>>> = Arc::default();
+    let sink = received.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let sink = sink.clone();
+            tokio::spawn(async move {
+                let mut data = Vec::new();
+                let mut buffer = [0u8; 8192];
+                loop {
+                    let Ok(n) = stream.read(&mut buffer).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    data.extend_from_slice(&buffer[..n]);
+                    let text = String::from_utf8_lossy(&data).to_string();
+                    let Some(split) = text.find("\r\n\r\n") else {
+                        continue;
+                    };
+                    let length: usize = text[..split]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if data.len() >= split + 4 + length {
+                        if let Ok(body) =
+                            serde_json::from_slice::<Value>(&data[split + 4..split + 4 + length])
+                        {
+                            sink.lock().unwrap().push(body);
+                        }
+                        let _ = stream
+                            .write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n")
+                            .await;
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (address, received)
+}
+
+#[tokio::test]
+async fn events_are_forwarded_to_notification_controller() {
+    let (address, received) = event_receiver().await;
+    let harness =
+        Harness::start_with(|options| options.reconcile.events_addr = Some(address.clone())).await;
+    let ns = harness.cluster.namespace.clone();
+    let v1 = harness.publish("v1", "main@sha1:fade");
+    harness.source("repo", &v1).await;
+    harness.create_kustomization("notify", json!({})).await;
+    harness
+        .wait_ready("notify", "True", "ReconciliationSucceeded")
+        .await;
+    let event = wait_for(Duration::from_secs(10), || async {
+        received
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|e| e["reason"] == "ReconciliationSucceeded")
+            .cloned()
+    })
+    .await
+    .expect("an event reaches notification-controller");
+    assert_eq!(event["involvedObject"]["kind"], "Kustomization");
+    assert_eq!(event["involvedObject"]["name"], "notify");
+    assert_eq!(event["involvedObject"]["namespace"], json!(ns));
+    assert_eq!(event["severity"], "info");
+    assert_eq!(event["metadata"]["revision"], "main@sha1:fade");
+    assert_eq!(event["reportingController"], "kustomize-controller");
+}
