@@ -7,8 +7,9 @@ use std::path::Path;
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::Scope;
 
+use super::inputs::{decryption_keys, variables};
 use super::manifests::{self, Inputs};
-use super::reconcile::{Context, decryption_keys, variables};
+use super::reconcile::Context;
 use crate::api::Kustomization;
 use crate::apply::{
     ObjectRef, Owner, SsaPolicy, comparable, prepare, reconcile_disabled, ssa_policy,

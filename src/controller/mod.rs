@@ -7,9 +7,11 @@
 //! applied that revision yet. `reconcile` holds one reconciliation (`manifests` builds,
 //! `dependencies` gates, `status`/`events`/`metrics` report).
 
+mod deletion;
 mod dependencies;
 pub mod diff;
 pub mod events;
+mod inputs;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;

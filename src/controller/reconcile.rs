@@ -7,22 +7,21 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::events::{EventType, Recorder};
+use super::inputs::{decryption_keys, load_inventory, store_inventory, variables};
 use super::manifests::{self, Inputs};
 use super::status::{self, HEALTHY, READY, RECONCILING, STALLED, reason};
-use crate::api::{DeletionPolicy, Kustomization, KustomizationStatus, SubstituteKind};
+use crate::api::{Kustomization, KustomizationStatus};
 use crate::apply::{
     Action as ApplyAction, AppliedCache, Applier, ApplyOptions, IgnoreRules, ObjectRef, Owner,
 };
 use crate::health::{CelChecks, WaitOptions};
 use crate::inventory;
-use crate::sops::Keys;
 use crate::source::{Fetcher, SourceError, SourceObject};
 
 pub const FINALIZER: &str = "finalizers.fluxcd.io";
@@ -127,7 +126,7 @@ impl Context {
 
     /// The client that applies for a Kustomization: impersonating its service account when
     /// it names one (or `--default-service-account` does).
-    fn applier_client(
+    pub(crate) fn applier_client(
         &self,
         namespace: &str,
         service_account: Option<&str>,
@@ -230,7 +229,7 @@ pub async fn reconcile(
     let started = Instant::now();
     let _running = ctx.metrics.running();
     let result = if object.metadata.deletion_timestamp.is_some() {
-        finalize(&object, &ctx).await
+        super::deletion::finalize(&object, &ctx).await
     } else {
         reconcile_live(&object, &ctx).await
     };
@@ -769,308 +768,4 @@ async fn run_pipeline(
         digest,
         changes,
     })
-}
-
-/// The previous inventory: the status, or the complete list in the overflow Secret when
-/// the status only holds a prefix.
-async fn load_inventory(
-    ctx: &Context,
-    namespace: &str,
-    name: &str,
-    status: &KustomizationStatus,
-) -> crate::api::ResourceInventory {
-    let in_status = status.inventory.clone().unwrap_or_default();
-    if inventory::encoded_size(&in_status) + 4096 < inventory::STATUS_BUDGET {
-        return in_status;
-    }
-    match inventory::load_overflow(&ctx.client, namespace, name).await {
-        Ok(Some(bytes)) => inventory::decode(&in_status, Some(&bytes)).unwrap_or(in_status),
-        _ => in_status,
-    }
-}
-
-/// Stores an inventory: in the status, spilling into the overflow Secret when too large.
-async fn store_inventory(
-    ctx: &Context,
-    object: &Kustomization,
-    status: &mut KustomizationStatus,
-    full: crate::api::ResourceInventory,
-) {
-    let namespace = object.metadata.namespace.clone().unwrap_or_default();
-    let name = object.metadata.name.clone().unwrap_or_default();
-    let uid = object.metadata.uid.clone().unwrap_or_default();
-    let stored = inventory::encode(&full, inventory::STATUS_BUDGET);
-    let had_overflow = status
-        .inventory
-        .as_ref()
-        .is_some_and(|i| inventory::encoded_size(i) + 4096 >= inventory::STATUS_BUDGET);
-    if (stored.overflow.is_some() || had_overflow)
-        && let Err(error) = inventory::save_overflow(
-            &ctx.client,
-            &namespace,
-            &name,
-            &uid,
-            stored.overflow.as_deref(),
-            &ctx.options.field_manager,
-        )
-        .await
-    {
-        tracing::warn!(kustomization = %format!("{namespace}/{name}"), error = %error, "storing the inventory overflow");
-    }
-    status.inventory = Some(stored.status);
-}
-
-/// SOPS keys from `spec.decryption.secretRef`, or from `--sops-age-secret` when the
-/// Kustomization names none.
-pub(crate) async fn decryption_keys(
-    object: &Kustomization,
-    ctx: &Context,
-) -> Result<Option<Keys>, String> {
-    let Some(decryption) = &object.spec.decryption else {
-        return Ok(None);
-    };
-    let namespace = object.metadata.namespace.clone().unwrap_or_default();
-    let (secret_namespace, secret_name) = match &decryption.secret_ref {
-        Some(reference) => (namespace, reference.name.clone()),
-        None => match &ctx.options.sops_age_secret {
-            Some(name) => (ctx.options.runtime_namespace.clone(), name.clone()),
-            None => return Ok(Some(Keys::new())),
-        },
-    };
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &secret_namespace);
-    let secret = api
-        .get_opt(&secret_name)
-        .await
-        .map_err(|e| {
-            format!("cannot get decryption Secret '{secret_namespace}/{secret_name}': {e}")
-        })?
-        .ok_or_else(|| format!("decryption Secret '{secret_namespace}/{secret_name}' not found"))?;
-    let mut keys = Keys::new();
-    for (entry, value) in secret.data.unwrap_or_default() {
-        if entry.ends_with(".agekey") || entry.ends_with(".asc") {
-            keys.add(&entry, &value.0).map_err(|e| {
-                format!("decryption Secret '{secret_namespace}/{secret_name}': {e}")
-            })?;
-        }
-    }
-    Ok(Some(keys))
-}
-
-/// Post-build variables from `substituteFrom` (in order) and inline `substitute`.
-pub(crate) async fn variables(
-    object: &Kustomization,
-    ctx: &Context,
-) -> Result<BTreeMap<String, String>, String> {
-    let Some(post_build) = &object.spec.post_build else {
-        return Ok(BTreeMap::new());
-    };
-    let namespace = object.metadata.namespace.clone().unwrap_or_default();
-    let mut sources = Vec::new();
-    for reference in &post_build.substitute_from {
-        let data = match reference.kind {
-            SubstituteKind::ConfigMap => {
-                let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-                api.get_opt(&reference.name)
-                    .await
-                    .map_err(|e| format!("substitute from ConfigMap '{}': {e}", reference.name))?
-                    .map(|c| c.data.unwrap_or_default())
-            }
-            SubstituteKind::Secret => {
-                let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-                api.get_opt(&reference.name)
-                    .await
-                    .map_err(|e| format!("substitute from Secret '{}': {e}", reference.name))?
-                    .map(|s| {
-                        s.data
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-                            .collect()
-                    })
-            }
-        };
-        sources.push(crate::substitute::Source {
-            kind: match reference.kind {
-                SubstituteKind::ConfigMap => "ConfigMap".into(),
-                SubstituteKind::Secret => "Secret".into(),
-            },
-            name: reference.name.clone(),
-            optional: reference.optional,
-            data,
-        });
-    }
-    crate::substitute::collect_variables(sources, post_build.substitute.as_ref())
-        .map_err(|e| e.to_string())
-}
-
-/// Deletion: the policy decides what happens to the applied objects, then the finalizer goes.
-async fn finalize(object: &Kustomization, ctx: &Context) -> Result<Action, ReconcileError> {
-    let namespace = object.metadata.namespace.clone().unwrap_or_default();
-    let name = object.metadata.name.clone().unwrap_or_default();
-    let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
-    if !object
-        .metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .any(|f| f == FINALIZER)
-    {
-        return Ok(Action::await_change());
-    }
-    let suspended = object.spec.suspend == Some(true);
-    let policy = object.spec.deletion_policy.unwrap_or_default();
-    let prune = match policy {
-        DeletionPolicy::MirrorPrune => object.spec.prune,
-        DeletionPolicy::Delete | DeletionPolicy::WaitForTermination => true,
-        DeletionPolicy::Orphan => false,
-    };
-    if prune && !suspended {
-        let inventory = load_inventory(
-            ctx,
-            &namespace,
-            &name,
-            &object.status.clone().unwrap_or_default(),
-        )
-        .await;
-        let stale = inventory::stale(&inventory, &Default::default())
-            .map_err(|e| ReconcileError::Other(e.to_string()))?;
-        let account = object
-            .spec
-            .service_account_name
-            .clone()
-            .or_else(|| ctx.options.default_service_account.clone());
-        // The tenant's account may have gone with its namespace: then nothing can be pruned
-        // in its name, and holding the finalizer would block the namespace forever.
-        let account_gone = match (&account, &object.spec.kube_config) {
-            (Some(account), None) => {
-                let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
-                    Api::namespaced(ctx.client.clone(), &namespace);
-                matches!(accounts.get_opt(account).await, Ok(None))
-            }
-            _ => false,
-        };
-        if account_gone {
-            let note = format!(
-                "skipping garbage collection: service account '{namespace}/{}' no longer exists",
-                account.unwrap_or_default()
-            );
-            ctx.recorder
-                .publish(
-                    object,
-                    EventType::Warning,
-                    reason::PRUNE_FAILED,
-                    &note,
-                    None,
-                )
-                .await;
-        } else {
-            let client = match &object.spec.kube_config {
-                Some(reference) => {
-                    let impersonate = object
-                        .spec
-                        .service_account_name
-                        .as_ref()
-                        .map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
-                    super::remote::client(
-                        &ctx.client,
-                        &namespace,
-                        reference,
-                        ctx.options.kubeconfig_allowances,
-                        impersonate,
-                    )
-                    .await
-                    .map_err(ReconcileError::Other)?
-                }
-                None => ctx
-                    .applier_client(&namespace, object.spec.service_account_name.as_deref())
-                    .map_err(ReconcileError::Other)?,
-            };
-            let owner = Owner {
-                name: name.clone(),
-                namespace: namespace.clone(),
-            };
-            let outcome = inventory::prune(&client, &stale, &owner).await;
-            if !outcome.errors.is_empty() {
-                return Err(ReconcileError::Other(outcome.errors.join("; ")));
-            }
-            if policy == DeletionPolicy::WaitForTermination {
-                let timeout = object
-                    .spec
-                    .timeout
-                    .map(|t| t.to_std())
-                    .unwrap_or(object.spec.interval.to_std());
-                let deleted: Vec<ObjectRef> = outcome
-                    .deleted
-                    .changes
-                    .iter()
-                    .map(|c| c.object.clone())
-                    .collect();
-                // A timeout is reported, not retried forever: the finalizer still goes.
-                if let Err(error) =
-                    wait_gone(&client, &deleted, timeout, ctx.options.health_poll_interval).await
-                {
-                    ctx.recorder
-                        .publish(
-                            object,
-                            EventType::Warning,
-                            reason::PRUNE_FAILED,
-                            &error.to_string(),
-                            None,
-                        )
-                        .await;
-                }
-            }
-        }
-    }
-    let finalizers: Vec<String> = object
-        .metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .filter(|f| *f != FINALIZER)
-        .cloned()
-        .collect();
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.metadata.resource_version}});
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-        .await?;
-    ctx.metrics.forget(object);
-    Ok(Action::await_change())
-}
-
-async fn wait_gone(
-    client: &kube::Client,
-    objects: &[ObjectRef],
-    timeout: Duration,
-    interval: Duration,
-) -> Result<(), ReconcileError> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let mut remaining = Vec::new();
-        for object in objects {
-            let gvk =
-                kube::api::GroupVersionKind::gvk(object.group(), object.version(), &object.kind);
-            let Ok((resource, caps)) = kube::discovery::pinned_kind(client, &gvk).await else {
-                continue;
-            };
-            let api: Api<kube::api::DynamicObject> =
-                if caps.scope == kube::discovery::Scope::Namespaced {
-                    Api::namespaced_with(client.clone(), &object.namespace, &resource)
-                } else {
-                    Api::all_with(client.clone(), &resource)
-                };
-            if api.get_opt(&object.name).await?.is_some() {
-                remaining.push(object.to_string());
-            }
-        }
-        if remaining.is_empty() {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(ReconcileError::Other(format!(
-                "timeout waiting for termination of: [{}]",
-                remaining.join(", ")
-            )));
-        }
-        tokio::time::sleep(interval).await;
-    }
 }

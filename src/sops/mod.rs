@@ -151,8 +151,33 @@ impl SopsError {
     }
 }
 
-/// Decrypts a whole SOPS file as written, verifying its MAC, and prints it in its format.
+/// Decrypts a whole SOPS file as written, verifying its MAC, and prints it in its format
+/// (as `sops decrypt` does).
 pub fn decrypt(content: &[u8], format: Format, keys: &Keys) -> Result<Vec<u8>, SopsError> {
+    decrypt_with(content, format, keys, true)
+}
+
+/// Like [`decrypt`]; `verify_mac: false` skips the integrity check, as Flux's controller does
+/// for everything it decrypts (tools routinely inject data into manifests after encryption;
+/// each value is still authenticated by AES-GCM).
+pub fn decrypt_with(
+    content: &[u8],
+    format: Format,
+    keys: &Keys,
+    verify_mac: bool,
+) -> Result<Vec<u8>, SopsError> {
+    decrypt_as(content, format, format, keys, verify_mac)
+}
+
+/// Decrypts a document read as `input` and prints it as `output` (Flux prints a Secret value
+/// in the format its key's extension names, whatever the document was written in).
+fn decrypt_as(
+    content: &[u8],
+    format: Format,
+    output: Format,
+    keys: &Keys,
+    verify_mac: bool,
+) -> Result<Vec<u8>, SopsError> {
     let text = std::str::from_utf8(content).map_err(|_| SopsError::Parse {
         format: format.name(),
         message: "not UTF-8 text".to_string(),
@@ -160,7 +185,12 @@ pub fn decrypt(content: &[u8], format: Format, keys: &Keys) -> Result<Vec<u8>, S
     let mut loaded = formats::load(text, format)?;
     let metadata = tree::Metadata::from_value(&loaded.metadata)?;
     let data_key = metadata.data_key(keys)?;
-    tree::open_branches(&mut loaded.branches, &metadata, &data_key, true)?;
+    tree::open_branches(&mut loaded.branches, &metadata, &data_key, verify_mac)?;
+    if output != format
+        && let Ok(converted) = formats::emit(&loaded.branches, output)
+    {
+        return Ok(converted);
+    }
     formats::emit(&loaded.branches, format)
 }
 
@@ -250,8 +280,8 @@ pub fn decrypt_build_inputs(
         if !is_encrypted(&content, format) {
             continue;
         }
-        let plain =
-            decrypt(&content, format, keys).map_err(|e| e.within(file.display().to_string()))?;
+        let plain = decrypt_with(&content, format, keys, false)
+            .map_err(|e| e.within(file.display().to_string()))?;
         std::fs::write(&real, plain).map_err(|e| fail(e.to_string()))?;
         decrypted.push(file.clone());
     }
@@ -315,7 +345,12 @@ pub fn decrypt_object(object: &mut Value, keys: &Keys) -> Result<ObjectOutcome, 
                 (Format::Json, Format::Binary) => Format::Binary,
                 (sniffed, _) => sniffed,
             };
-            let plain = decrypt(&content, input, keys).map_err(|e| e.within(context()))?;
+            let output = match Format::from_path(Path::new(key)) {
+                Format::Binary => input,
+                named => named,
+            };
+            let plain = decrypt_as(&content, input, output, keys, false)
+                .map_err(|e| e.within(context()))?;
             *value = if field == "data" {
                 Value::String(base64::engine::general_purpose::STANDARD.encode(plain))
             } else {

@@ -283,3 +283,28 @@ fn comment_rules_decide_by_value_form() {
     let out = String::from_utf8(decrypt(&file, Format::Yaml, &keys).unwrap()).unwrap();
     assert_eq!(out, "user: admin\npassword: comment-secret\n");
 }
+
+#[test]
+fn secret_values_print_in_the_format_their_key_names() {
+    let (keys, loaded) = sealed(yaml(r#"{"user": "admin", "pass": "s3cret"}"#), json!({}));
+    let file = emit(&with_metadata(&loaded), Format::Json).unwrap();
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&file);
+    let mut secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+        "data": {"config.yaml": encoded, "config.json": encoded}});
+    assert_eq!(
+        super::decrypt_object(&mut secret, &keys).unwrap(),
+        super::ObjectOutcome::Decrypted
+    );
+    let decode = |key: &str| {
+        String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(secret["data"][key].as_str().unwrap())
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    assert_eq!(decode("config.yaml"), "user: admin\npass: s3cret\n");
+    let json: Value = serde_json::from_str(&decode("config.json")).unwrap();
+    assert_eq!(json, json!({"user": "admin", "pass": "s3cret"}));
+}
