@@ -3,11 +3,11 @@
 //! Supported: `${v}`, defaults `${v:-d}` `${v-d}` `${v:=d}` `${v=d}` (defaults may contain
 //! expressions themselves), `${#v}`, substrings `${v:off}` `${v:off:len}` (a negative offset
 //! needs a space, `${v: -2}`, as in bash), prefix and suffix removal `${v#p}` `${v##p}` `${v%p}`
-//! `${v%%p}`, replacement `${v/a/b}` `${v//a/b}` `${v/#a/b}` `${v/%a/b}`, and case `${v^}`
+//! `${v%%p}` (glob patterns: `*`, `?`, `[…]`, shortest or longest match), replacement `${v/a/b}` `${v//a/b}` `${v/#a/b}` `${v/%a/b}`, and case `${v^}`
 //! `${v^^}` `${v,}` `${v,,}`. `$${v}` is an escape for a literal `${v}`; a bare `$v` is left as
-//! written. Patterns are literal strings, and the "longest" prefix/suffix forms remove a run of
-//! the pattern's characters, as Flux's envsubst (derived from drone/envsubst) does rather than
-//! bash's globbing. Offsets and lengths count characters.
+//! written. Removal patterns are globs as in bash and Flux's envsubst; replacement patterns are
+//! literal (`\/` is a slash), and an empty `${v/#/x}` or `${v/%/x}` prepends or appends.
+//! Offsets and lengths count characters.
 
 use std::collections::BTreeMap;
 
@@ -160,19 +160,18 @@ fn evaluate(
         };
         return Ok(chars[start..end.max(start)].iter().collect());
     }
+    // Prefix and suffix removal take glob patterns (`*`, `?`, `[…]`), shortest or longest.
     if let Some(pattern) = op.strip_prefix("##") {
-        return Ok(value
-            .trim_start_matches(|c| pattern.contains(c))
-            .to_string());
+        return Ok(remove_prefix(&value, pattern, true));
     }
     if let Some(pattern) = op.strip_prefix('#') {
-        return Ok(value.strip_prefix(pattern).unwrap_or(&value).to_string());
+        return Ok(remove_prefix(&value, pattern, false));
     }
     if let Some(pattern) = op.strip_prefix("%%") {
-        return Ok(value.trim_end_matches(|c| pattern.contains(c)).to_string());
+        return Ok(remove_suffix(&value, pattern, true));
     }
     if let Some(pattern) = op.strip_prefix('%') {
-        return Ok(value.strip_suffix(pattern).unwrap_or(&value).to_string());
+        return Ok(remove_suffix(&value, pattern, false));
     }
     if let Some(spec) = op.strip_prefix('/') {
         let (mode, spec) = match spec.chars().next() {
@@ -181,15 +180,16 @@ fn evaluate(
             Some('%') => ('s', &spec[1..]),
             _ => ('f', spec),
         };
-        let (from, to) = spec.split_once('/').unwrap_or((spec, ""));
-        if from.is_empty() {
-            return Ok(value);
-        }
+        let (from, to) = split_pattern(spec);
         return Ok(match mode {
-            'a' => value.replace(from, to),
-            'p' if value.starts_with(from) => format!("{to}{}", &value[from.len()..]),
-            's' if value.ends_with(from) => format!("{}{to}", &value[..value.len() - from.len()]),
-            'f' => value.replacen(from, to, 1),
+            // An empty anchored pattern prepends or appends.
+            'p' if from.is_empty() => format!("{to}{value}"),
+            's' if from.is_empty() => format!("{value}{to}"),
+            _ if from.is_empty() => value,
+            'a' => value.replace(&from, to),
+            'p' if value.starts_with(&from) => format!("{to}{}", &value[from.len()..]),
+            's' if value.ends_with(&from) => format!("{}{to}", &value[..value.len() - from.len()]),
+            'f' => value.replacen(&from, to, 1),
             _ => value,
         });
     }
@@ -207,6 +207,127 @@ fn evaluate(
         "," => Ok(first_mapped(|c| c.to_lowercase().collect())),
         _ => Err(syntax()),
     }
+}
+
+/// `pattern/replacement`, where `\/` in the pattern is a literal slash.
+fn split_pattern(spec: &str) -> (String, &str) {
+    let mut pattern = String::new();
+    let mut chars = spec.char_indices().peekable();
+    while let Some((index, c)) = chars.next() {
+        match c {
+            '\\' if matches!(chars.peek(), Some((_, '/'))) => {
+                pattern.push('/');
+                chars.next();
+            }
+            '/' => return (pattern, &spec[index + 1..]),
+            other => pattern.push(other),
+        }
+    }
+    (pattern, "")
+}
+
+/// One pattern token's test on a character.
+type CharTest = Box<dyn Fn(char) -> bool>;
+
+/// Values longer than this are not glob-matched (the search is quadratic).
+const MAX_GLOB_VALUE: usize = 16 * 1024;
+
+/// Whether `text` matches the shell glob `pattern` as a whole: `*`, `?`, `[abc]`, `[a-z]`,
+/// `[!x]`/`[^x]`, and `\` escaping the next character.
+fn glob_match(pattern: &[char], text: &[char]) -> bool {
+    // matches[j]: pattern[..i] matches text[..j], row by row.
+    let mut matches = vec![false; text.len() + 1];
+    matches[0] = true;
+    let mut i = 0;
+    while i < pattern.len() {
+        let mut next = vec![false; text.len() + 1];
+        let (token_len, class): (usize, Option<CharTest>) = match pattern[i] {
+            '*' => {
+                let mut seen = false;
+                for j in 0..=text.len() {
+                    seen |= matches[j];
+                    next[j] = seen;
+                }
+                matches = next;
+                i += 1;
+                continue;
+            }
+            '?' => (1, Some(Box::new(|_| true))),
+            '\\' if i + 1 < pattern.len() => {
+                let literal = pattern[i + 1];
+                (2, Some(Box::new(move |c| c == literal)))
+            }
+            '[' => match pattern[i + 1..].iter().position(|c| *c == ']') {
+                Some(close) if close > 0 => {
+                    let mut set: Vec<char> = pattern[i + 1..i + 1 + close].to_vec();
+                    let negated = matches!(set.first(), Some('!' | '^'));
+                    if negated {
+                        set.remove(0);
+                    }
+                    let test = move |c: char| {
+                        let mut k = 0;
+                        let mut found = false;
+                        while k < set.len() {
+                            if k + 2 < set.len() && set[k + 1] == '-' {
+                                found |= set[k] <= c && c <= set[k + 2];
+                                k += 3;
+                            } else {
+                                found |= set[k] == c;
+                                k += 1;
+                            }
+                        }
+                        found != negated
+                    };
+                    (close + 2, Some(Box::new(test)))
+                }
+                _ => (1, Some(Box::new(|c| c == '['))),
+            },
+            literal => (1, Some(Box::new(move |c| c == literal))),
+        };
+        let test = class.expect("every token has a test");
+        for j in 0..text.len() {
+            next[j + 1] = matches[j] && test(text[j]);
+        }
+        matches = next;
+        i += token_len;
+    }
+    matches[text.len()]
+}
+
+fn remove_prefix(value: &str, pattern: &str, longest: bool) -> String {
+    if value.len() > MAX_GLOB_VALUE {
+        return value.to_string();
+    }
+    let chars: Vec<char> = value.chars().collect();
+    let pattern: Vec<char> = pattern.chars().collect();
+    let mut lengths: Vec<usize> = (0..=chars.len()).collect();
+    if longest {
+        lengths.reverse();
+    }
+    for length in lengths {
+        if glob_match(&pattern, &chars[..length]) {
+            return chars[length..].iter().collect();
+        }
+    }
+    value.to_string()
+}
+
+fn remove_suffix(value: &str, pattern: &str, longest: bool) -> String {
+    if value.len() > MAX_GLOB_VALUE {
+        return value.to_string();
+    }
+    let chars: Vec<char> = value.chars().collect();
+    let pattern: Vec<char> = pattern.chars().collect();
+    let mut starts: Vec<usize> = (0..=chars.len()).rev().collect();
+    if longest {
+        starts.reverse();
+    }
+    for start in starts {
+        if glob_match(&pattern, &chars[start..]) {
+            return chars[..start].iter().collect();
+        }
+    }
+    value.to_string()
 }
 
 /// The variable's value; unset is an error in strict mode and empty otherwise.
@@ -293,7 +414,7 @@ mod tests {
             ("${unicode:1}", "àü"),
             ("${path#/usr}", "/local/bin/tool"),
             ("${path#nope}", "/usr/local/bin/tool"),
-            ("${path##/usr}", "local/bin/tool"),
+            ("${path##/usr}", "/local/bin/tool"),
             ("${file%.gz}", "archive.tar"),
             ("${file%.zip}", "archive.tar.gz"),
             ("${file%%.gz}", "archive.tar"),
@@ -375,5 +496,128 @@ mod tests {
         assert_eq!(message, "bad substitution at character 7");
         let message = expand("x ${hunter2", &context).unwrap_err().to_string();
         assert_eq!(message, "unterminated expression at character 2");
+    }
+
+    /// Expectations of Flux's envsubst (fluxcd/pkg `envsubst` tests, from tldp.org).
+    #[test]
+    fn flux_envsubst_expectations() {
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a str);
+        let cases: &[Case] = &[
+            (
+                &[("filename", "bash.string.txt")],
+                "${filename#*.}",
+                "string.txt",
+            ),
+            (&[("filename", "path/to/file")], "${filename#*/}", "to/file"),
+            (
+                &[("filename", "/path/to/file")],
+                "${filename#*/}",
+                "path/to/file",
+            ),
+            (&[("filename", "bash.string.txt")], "${filename##*.}", "txt"),
+            (&[("filename", "/path/to/file")], "${filename##*/}", "file"),
+            (
+                &[("filename", "bash.string.txt")],
+                "${filename%.*}",
+                "bash.string",
+            ),
+            (
+                &[("filename", "bash.string.txt")],
+                "${filename%%.*}",
+                "bash",
+            ),
+            (
+                &[("stringZ", "abcABC123ABCabc")],
+                "${stringZ/%abc/XYZ}",
+                "abcABC123ABCXYZ",
+            ),
+            (
+                &[("stringZ", "abcABC123ABCabc")],
+                "${stringZ/#abc/XYZ}",
+                "XYZABC123ABCabc",
+            ),
+            (
+                &[("stringZ", "somevalue")],
+                "${stringZ/#/prefix-}",
+                "prefix-somevalue",
+            ),
+            (
+                &[("stringZ", "somevalue")],
+                "${stringZ/%/-suffix}",
+                "somevalue-suffix",
+            ),
+            (
+                &[("stringZ", "abcABC123ABCabc")],
+                "${stringZ//abc/xyz}",
+                "xyzABC123ABCxyz",
+            ),
+            (
+                &[("stringZ", "abcABC123ABCabc")],
+                "${stringZ/abc/xyz}",
+                "xyzABC123ABCabc",
+            ),
+            (&[("stringZ", "foo/bar")], r"${stringZ/\//-}", "foo-bar"),
+            (
+                &[("stringZ", "foo/bar/baz")],
+                r"${stringZ//\//-}",
+                "foo-bar-baz",
+            ),
+            (&[("stringZ", "foo.bar")], "${stringZ/./}", "foobar"),
+            (
+                &[("path_name", "/home/bozo/ideas/thoughts.for.today")],
+                "${path_name:11:5}",
+                "ideas",
+            ),
+            (
+                &[("var01", "abcdEFGH28ij")],
+                "${var=${var01^^}}",
+                "ABCDEFGH28IJ",
+            ),
+            (&[("var01", "abcdEFGH28ij")], "$${var01}", "${var01}"),
+            (
+                &[("var01", "abcdEFGH28ij")],
+                "some text ${var01}$${var$${var01}$var01${var01}",
+                "some text abcdEFGH28ij${var${var01}$var01abcdEFGH28ij",
+            ),
+            (
+                &[("default_var", "foo")],
+                "something $${var=${default_var}}",
+                "something ${var=foo}",
+            ),
+            (
+                &[("default_var", "foo1")],
+                "foo: ${var=prefix${default_var}-suffix}",
+                "foo: prefixfoo1-suffix",
+            ),
+        ];
+        for (vars, input, expected) in cases {
+            let vars: BTreeMap<String, String> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let out = expand(
+                input,
+                &Context {
+                    vars: &vars,
+                    strict: false,
+                },
+            );
+            assert_eq!(out.as_deref(), Ok(*expected), "{input}");
+        }
+    }
+
+    #[test]
+    fn globs_match_classes_and_escapes() {
+        let matches = |p: &str, t: &str| {
+            glob_match(
+                &p.chars().collect::<Vec<_>>(),
+                &t.chars().collect::<Vec<_>>(),
+            )
+        };
+        assert!(matches("a*c", "abbbc"));
+        assert!(matches("a?c", "abc") && !matches("a?c", "ac"));
+        assert!(matches("[a-c]x", "bx") && !matches("[!a-c]x", "bx"));
+        assert!(matches(r"\*", "*") && !matches(r"\*", "a"));
+        assert!(matches("", ""));
     }
 }
