@@ -1,7 +1,8 @@
 //! `${…}` expressions, bash-style, as Flux's envsubst evaluates them.
 //!
-//! Supported: `${v}`, defaults `${v:-d}` `${v-d}` `${v:=d}` `${v=d}` (defaults may contain
-//! expressions themselves), `${#v}`, substrings `${v:off}` `${v:off:len}` (a negative offset
+//! Supported: `${v}`, defaults `${v:-d}` `${v-d}` `${v:=d}` `${v=d}` (and `+`, `:+`, `?`, `:?`,
+//! which Flux treats the same: an unset or empty value takes the default, which may contain
+//! expressions itself), `${#v}`, substrings `${v:off}` `${v:off:len}` (a negative offset
 //! needs a space, `${v: -2}`, as in bash), prefix and suffix removal `${v#p}` `${v##p}` `${v%p}`
 //! `${v%%p}` (glob patterns: `*`, `?`, `[…]`, shortest or longest match), replacement `${v/a/b}` `${v//a/b}` `${v/#a/b}` `${v/%a/b}`, and case `${v^}`
 //! `${v^^}` `${v,}` `${v,,}`. `$${v}` is an escape for a literal `${v}`; a bare `$v` is left as
@@ -124,10 +125,12 @@ fn evaluate(
         return required(name, context);
     }
     // Defaults: the default text is itself expanded, and only when used.
-    for (prefix, when_empty) in [(":-", true), (":=", true), ("-", false), ("=", false)] {
+    // Flux's envsubst treats every default form alike: an unset or empty value takes the
+    // default (unlike bash, where `-`/`=` keep a set-but-empty value).
+    for prefix in [":-", ":=", ":+", ":?", "-", "=", "+", "?"] {
         if let Some(default) = operation.strip_prefix(prefix) {
             return match value {
-                Some(v) if !(when_empty && v.is_empty()) => Ok(v.clone()),
+                Some(v) if !v.is_empty() => Ok(v.clone()),
                 _ => expand_at(default, context, depth + 1),
             };
         }
@@ -390,11 +393,11 @@ mod tests {
             ("${empty:-default}", "default"),
             ("${name:-default}", "world"),
             ("${missing-default}", "default"),
-            ("${empty-default}", ""),
+            ("${empty-default}", "default"),
             ("${missing:=set}", "set"),
             ("${empty:=set}", "set"),
             ("${missing=set}", "set"),
-            ("${empty=set}", ""),
+            ("${empty=set}", "set"),
             ("${missing:-}", ""),
             ("${missing:-${name}}", "world"),
             ("${missing:-${other:-deep}}", "deep"),
@@ -462,15 +465,26 @@ mod tests {
     }
 
     #[test]
-    fn syntax_errors_never_show_values() {
-        for bad in [
-            "${1abc}",
-            "${}",
-            "${ name}",
-            "${name:x}",
-            "${name?}",
-            "${#1}",
+    fn every_default_form_fills_empty_values() {
+        for form in [
+            "${empty:-d}",
+            "${empty-d}",
+            "${empty:=d}",
+            "${empty=d}",
+            "${empty+d}",
+            "${empty:+d}",
+            "${empty?d}",
+            "${empty:?d}",
+            "${unset?d}",
         ] {
+            assert_eq!(run(form, true).as_deref(), Ok("d"), "{form}");
+        }
+        assert_eq!(run("${name?d}", true).as_deref(), Ok("world"));
+    }
+
+    #[test]
+    fn syntax_errors_never_show_values() {
+        for bad in ["${1abc}", "${}", "${ name}", "${name:x}", "${#1}"] {
             let err = run(bad, true).unwrap_err();
             assert!(matches!(err, ExprError::Syntax(_)), "{bad}: {err}");
             assert!(!err.to_string().contains("world"), "{err}");
