@@ -3,12 +3,12 @@
 //! Supported: `${v}`, defaults `${v:-d}` `${v-d}` `${v:=d}` `${v=d}` (and `+`, `:+`, `?`, `:?`,
 //! which Flux treats the same: an unset or empty value takes the default, which may contain
 //! expressions itself), `${#v}`, substrings `${v:off}` `${v:off:len}` (a negative offset
-//! needs a space, `${v: -2}`, as in bash), prefix and suffix removal `${v#p}` `${v##p}` `${v%p}`
+//! needs a space, `${v: -2}`, as in bash; offsets, lengths and `${#v}` count bytes, as Flux), prefix and suffix removal `${v#p}` `${v##p}` `${v%p}`
 //! `${v%%p}` (glob patterns: `*`, `?`, `[…]`, shortest or longest match), replacement `${v/a/b}` `${v//a/b}` `${v/#a/b}` `${v/%a/b}`, and case `${v^}`
 //! `${v^^}` `${v,}` `${v,,}`. `$${v}` is an escape for a literal `${v}`; a bare `$v` is left as
 //! written. Removal patterns are globs as in bash and Flux's envsubst; replacement patterns are
 //! literal (`\/` is a slash), and an empty `${v/#/x}` or `${v/%/x}` prepends or appends.
-//! Offsets and lengths count characters.
+//! Removals only count non-empty matches, as Flux.
 
 use std::collections::BTreeMap;
 
@@ -113,7 +113,8 @@ fn evaluate(
         if !name.starts_with(is_name_start) || !name.chars().all(is_name_char) {
             return Err(syntax());
         }
-        return Ok(required(name, context)?.chars().count().to_string());
+        // Bytes, as Flux (Go's len).
+        return Ok(required(name, context)?.len().to_string());
     }
     if !body.starts_with(is_name_start) {
         return Err(syntax());
@@ -136,32 +137,42 @@ fn evaluate(
         }
     }
     let value = required(name, context)?;
-    let chars: Vec<char> = value.chars().collect();
     let op = operation;
     if let Some(spec) = op.strip_prefix(':') {
+        // Byte offsets, as Flux; an offset or length that is not a number leaves the value
+        // as it is (bash's behaviour, kept by Flux).
+        let bytes = value.as_bytes();
+        let len = bytes.len() as i64;
         let (offset, length) = match spec.split_once(':') {
             Some((offset, length)) => (offset, Some(length)),
             None => (spec, None),
         };
-        let offset: i64 = offset.trim().parse().map_err(|_| syntax())?;
-        let len = chars.len() as i64;
+        let Ok(offset) = offset.trim().parse::<i64>() else {
+            return Ok(value);
+        };
         let start = if offset < 0 {
             (len + offset).max(0)
         } else {
             offset.min(len)
         } as usize;
         let end = match length {
-            None => chars.len(),
+            None => bytes.len(),
             Some(length) => {
-                let length: i64 = length.trim().parse().map_err(|_| syntax())?;
+                let Ok(length) = length.trim().parse::<i64>() else {
+                    return Ok(value);
+                };
                 if length < 0 {
-                    ((len + length).max(start as i64)) as usize
+                    let end = len + length;
+                    if end < start as i64 {
+                        return Ok(String::new());
+                    }
+                    end as usize
                 } else {
-                    (start + length as usize).min(chars.len())
+                    (start as i64 + length).min(len) as usize
                 }
             }
         };
-        return Ok(chars[start..end.max(start)].iter().collect());
+        return Ok(String::from_utf8_lossy(&bytes[start..end.max(start)]).into_owned());
     }
     // Prefix and suffix removal take glob patterns (`*`, `?`, `[…]`), shortest or longest.
     if let Some(pattern) = op.strip_prefix("##") {
@@ -303,7 +314,8 @@ fn remove_prefix(value: &str, pattern: &str, longest: bool) -> String {
     }
     let chars: Vec<char> = value.chars().collect();
     let pattern: Vec<char> = pattern.chars().collect();
-    let mut lengths: Vec<usize> = (0..=chars.len()).collect();
+    // Only non-empty matches count, as in Flux.
+    let mut lengths: Vec<usize> = (1..=chars.len()).collect();
     if longest {
         lengths.reverse();
     }
@@ -321,7 +333,7 @@ fn remove_suffix(value: &str, pattern: &str, longest: bool) -> String {
     }
     let chars: Vec<char> = value.chars().collect();
     let pattern: Vec<char> = pattern.chars().collect();
-    let mut starts: Vec<usize> = (0..=chars.len()).rev().collect();
+    let mut starts: Vec<usize> = (0..chars.len()).rev().collect();
     if longest {
         starts.reverse();
     }
@@ -405,7 +417,7 @@ mod tests {
             ("${missing:-http://x:80}", "http://x:80"),
             ("${#name}", "5"),
             ("${#empty}", "0"),
-            ("${#unicode}", "3"),
+            ("${#unicode}", "6"),
             ("${name:1}", "orld"),
             ("${name:1:3}", "orl"),
             ("${name:0:1}", "w"),
@@ -414,7 +426,9 @@ mod tests {
             ("${name: -3}", "rld"),
             ("${name: -3:2}", "rl"),
             ("${name:1:-1}", "orl"),
-            ("${unicode:1}", "àü"),
+            ("${unicode:2}", "àü"),
+            ("${name:x}", "world"),
+            ("${name:1:x}", "world"),
             ("${path#/usr}", "/local/bin/tool"),
             ("${path#nope}", "/usr/local/bin/tool"),
             ("${path##/usr}", "/local/bin/tool"),
@@ -484,7 +498,7 @@ mod tests {
 
     #[test]
     fn syntax_errors_never_show_values() {
-        for bad in ["${1abc}", "${}", "${ name}", "${name:x}", "${#1}"] {
+        for bad in ["${1abc}", "${}", "${ name}", "${#1}"] {
             let err = run(bad, true).unwrap_err();
             assert!(matches!(err, ExprError::Syntax(_)), "{bad}: {err}");
             assert!(!err.to_string().contains("world"), "{err}");
