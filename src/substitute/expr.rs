@@ -1,14 +1,14 @@
 //! `${…}` expressions, bash-style, as Flux's envsubst evaluates them.
 //!
-//! Supported: `${v}`, defaults `${v:-d}` `${v-d}` `${v:=d}` `${v=d}` (and `+`, `:+`, `?`, `:?`,
-//! which Flux treats the same: an unset or empty value takes the default, which may contain
-//! expressions itself), `${#v}`, substrings `${v:off}` `${v:off:len}` (a negative offset
-//! needs a space, `${v: -2}`, as in bash; offsets, lengths and `${#v}` count bytes, as Flux), prefix and suffix removal `${v#p}` `${v##p}` `${v%p}`
-//! `${v%%p}` (glob patterns: `*`, `?`, `[…]`, shortest or longest match), replacement `${v/a/b}` `${v//a/b}` `${v/#a/b}` `${v/%a/b}`, and case `${v^}`
-//! `${v^^}` `${v,}` `${v,,}`. `$${v}` is an escape for a literal `${v}`; a bare `$v` is left as
-//! written. Removal patterns are globs as in bash and Flux's envsubst; replacement patterns are
-//! literal (`\/` is a slash), and an empty `${v/#/x}` or `${v/%/x}` prepends or appends.
-//! Removals only count non-empty matches, as Flux.
+//! Supported: `${v}`; defaults `${v:-d}` `${v-d}` `${v:=d}` `${v=d}` and `+`, `:+`, `?`, `:?`,
+//! which Flux treats alike (an unset or empty value takes the default, which may contain
+//! expressions itself); `${#v}`; substrings `${v:off}` `${v:off:len}` (a negative offset needs
+//! a space, `${v: -2}`, as in bash); prefix and suffix removal `${v#p}` `${v##p}` `${v%p}`
+//! `${v%%p}` with glob patterns (`*`, `?`, `[…]`; shortest or longest non-empty match);
+//! replacement `${v/a/b}` `${v//a/b}` `${v/#a/b}` `${v/%a/b}` with literal patterns (`\/` is a
+//! slash; an empty anchored pattern prepends or appends); case `${v^}` `${v^^}` `${v,}` `${v,,}`.
+//! Lengths and offsets count bytes, as Flux does. `$${v}` is an escape for a literal `${v}`; a
+//! bare `$v` is left as written.
 
 use std::collections::BTreeMap;
 
