@@ -32,6 +32,13 @@ pub struct GoDuration {
 impl GoDuration {
     pub const ZERO: GoDuration = GoDuration { nanos: 0 };
 
+    /// A duration from the standard library's, saturating at Go's maximum.
+    pub fn from_std(duration: std::time::Duration) -> GoDuration {
+        GoDuration {
+            nanos: i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX),
+        }
+    }
+
     pub const fn from_nanos(nanos: i64) -> Self {
         GoDuration { nanos }
     }
@@ -233,6 +240,19 @@ impl JsonSchema for GoDuration {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn from_std_prints_like_go() {
+        assert_eq!(
+            GoDuration::from_std(std::time::Duration::from_secs(90)).to_string(),
+            "1m30s"
+        );
+        assert_eq!(
+            GoDuration::from_std(std::time::Duration::from_millis(1500)).to_string(),
+            "1.5s"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -734,6 +734,24 @@ async fn run_pipeline(
             stalled: true,
             ..Failure::new(reason::INVALID_CEL, e.to_string()).with_digest(&digest)
         })?;
+        // Health checks can take up to the timeout: say so in the status meanwhile, as Flux.
+        let progress = format!(
+            "Running health checks for revision {} with a timeout of {}",
+            artifact.revision,
+            crate::api::GoDuration::from_std(timeout)
+        );
+        status::set(
+            status,
+            RECONCILING,
+            "True",
+            reason::PROGRESSING,
+            &progress,
+            object.metadata.generation,
+        );
+        let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
+        if let Err(error) = write_status(&api, ctx, &name, status).await {
+            tracing::debug!(error = %error, "writing progress");
+        }
         let waited = Instant::now();
         crate::health::wait(
             &applier_client,
