@@ -239,6 +239,12 @@ struct Served {
     namespaced: bool,
 }
 
+/// How the server serves each kind (discovery results), shared by the appliers of all
+/// Kustomizations so that discovery runs once per kind, not once per reconcile. Kinds are
+/// discovered afresh after CRDs are applied.
+#[derive(Clone, Debug, Default)]
+pub struct KindCache(Arc<Mutex<HashMap<(String, String), Served>>>);
+
 /// Applies objects for one owner (Kustomization).
 pub struct Applier {
     client: kube::Client,
@@ -247,7 +253,7 @@ pub struct Applier {
     common_metadata: Option<CommonMetadata>,
     ignore: IgnoreRules,
     cache: AppliedCache,
-    served: Mutex<HashMap<(String, String), Served>>,
+    served: KindCache,
 }
 
 fn api_error_parts(error: &kube::Error) -> (String, String, u16) {
@@ -294,8 +300,14 @@ impl Applier {
             common_metadata,
             ignore,
             cache,
-            served: Mutex::new(HashMap::new()),
+            served: KindCache::default(),
         }
+    }
+
+    /// Shares discovery results with other appliers.
+    pub fn with_kind_cache(mut self, cache: KindCache) -> Applier {
+        self.served = cache;
+        self
     }
 
     pub fn owner(&self) -> &Owner {
@@ -373,6 +385,7 @@ impl Applier {
         let key = (object.api_version.clone(), object.kind.clone());
         if let Some(served) = self
             .served
+            .0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
@@ -392,6 +405,7 @@ impl Applier {
             namespaced: capabilities.scope == Scope::Namespaced,
         };
         self.served
+            .0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, served.clone());
@@ -748,6 +762,7 @@ impl Applier {
             if still.is_empty() {
                 // Kinds served by the new CRDs are discovered afresh.
                 self.served
+                    .0
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .clear();

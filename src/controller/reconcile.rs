@@ -89,6 +89,8 @@ pub struct Context {
     pub recorder: Recorder,
     pub metrics: Arc<super::metrics::Metrics>,
     caches: Mutex<BTreeMap<String, AppliedCache>>,
+    /// Discovery results shared by every Kustomization's applier (one per cluster).
+    kinds: crate::apply::KindCache,
     clients: Mutex<BTreeMap<String, kube::Client>>,
     failures: Mutex<BTreeMap<String, u32>>,
 }
@@ -110,6 +112,7 @@ impl Context {
             fetcher,
             metrics,
             caches: Mutex::new(BTreeMap::new()),
+            kinds: Default::default(),
             clients: Mutex::new(BTreeMap::new()),
             failures: Mutex::new(BTreeMap::new()),
         }
@@ -638,6 +641,12 @@ async fn run_pipeline(
         ignore,
         ctx.cache_for(&format!("{namespace}/{name}")),
     );
+    // Remote clusters serve their own kinds; only the local cluster's discovery is shared.
+    let applier = if spec.kube_config.is_none() {
+        applier.with_kind_cache(ctx.kinds.clone())
+    } else {
+        applier
+    };
     let apply_started = Instant::now();
     let (changes, apply_error) = applier.apply_all_partial(objects).await;
     let old_inventory = load_inventory(ctx, &namespace, &name, status).await;
