@@ -152,7 +152,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "15m", value_parser = duration)]
     pub max_retry_delay: std::time::Duration,
     /// Jitter added to each Kustomization's interval, in percent.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub interval_jitter_percentage: u8,
     /// Feature gates, `Name=true,Other=false` (StrictPostBuildSubstitutions is honoured).
     #[arg(long, default_value = "")]

@@ -268,7 +268,6 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             label_selector: args.watch_label_selector.clone(),
             watch_configs_label_selector: Some(args.watch_configs_label_selector.clone()).filter(|s| !s.is_empty()),
         };
-        let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<String>();
         if args.enable_leader_election {
             let identity = format!(
                 "{}_{}",
@@ -292,29 +291,12 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 // As controller-runtime: stop at once, since another replica now applies.
                 tracing::error!(error = %lost, "exiting");
                 eprintln!("error: {lost}");
-                let _ = lost_tx.send(lost.to_string());
                 std::process::exit(1);
             });
-        } else {
-            drop(lost_tx);
         }
-        let lost = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
-        let lost_record = lost.clone();
-        let shutdown = async move {
-            tokio::select! {
-                _ = shutdown_signal() => {}
-                // Without leader election the sender is gone and this branch is disabled.
-                Ok(message) = lost_rx => {
-                    *lost_record.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
-                }
-            }
-        };
-        controller::run(client, config, options, metrics, shutdown)
+        controller::run(client, config, options, metrics, shutdown_signal())
             .await
             .map_err(|e| anyhow::anyhow!(e))?;
-        if let Some(message) = lost.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            anyhow::bail!(message);
-        }
         Ok(())
     })
 }

@@ -25,7 +25,7 @@ use kube::discovery::Scope;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-pub use drift::{IgnoreRules, comparable, drifted, takeover_patch};
+pub use drift::{IgnoreRules, comparable, drifted, remove_pointer, set_pointer, takeover_patch};
 pub use normalize::{
     FORCE_ANNOTATION, NAME_LABEL, NAMESPACE_LABEL, Owner, PRUNE_ANNOTATION, RECONCILE_ANNOTATION,
     SSA_ANNOTATION, SsaPolicy, force_enabled, prepare, prune_disabled, reconcile_disabled,
@@ -333,7 +333,6 @@ impl Applier {
         }
         let mut change_set = ChangeSet::default();
         for (stage, list) in order::stages(prepared, &self.options.custom_stage_kinds) {
-            let refs: Vec<Value> = list.clone();
             let mut prefetched = self.prefetch(&list).await;
             let work: Vec<(usize, Value, Option<Value>)> = list
                 .into_iter()
@@ -360,9 +359,22 @@ impl Applier {
             let mut results = results;
             results.sort_by_key(|(index, _)| *index);
             let mut errors = Vec::new();
+            // CRDs and Namespaces this stage created or changed are waited for.
+            let mut fresh = Vec::new();
             for (_, result) in results {
                 match result {
-                    Ok(change) => change_set.changes.push(change),
+                    Ok(change) => {
+                        let definition = matches!(
+                            change.object.kind.as_str(),
+                            "CustomResourceDefinition" | "Namespace"
+                        );
+                        if definition
+                            && matches!(change.action, Action::Created | Action::Configured)
+                        {
+                            fresh.push(change.object.clone());
+                        }
+                        change_set.changes.push(change);
+                    }
                     Err(error) => errors.push(error),
                 }
             }
@@ -372,7 +384,8 @@ impl Applier {
                 _ => return (change_set, Some(ApplyError::Many(errors))),
             }
             if matches!(stage, Stage::Definitions | Stage::Classes)
-                && let Err(error) = self.wait_for_definitions(&refs).await
+                && !fresh.is_empty()
+                && let Err(error) = self.wait_for_definitions(fresh).await
             {
                 return (change_set, Some(error));
             }
@@ -395,10 +408,24 @@ impl Applier {
         let gvk = GroupVersionKind::gvk(object.group(), object.version(), &object.kind);
         let (resource, capabilities) = kube::discovery::pinned_kind(&self.client, &gvk)
             .await
-            .map_err(|_| ApplyError::UnknownKind {
-                subject: object.to_string(),
-                api_version: object.api_version.clone(),
-                kind: object.kind.clone(),
+            .map_err(|error| match error {
+                kube::Error::Discovery(_) => ApplyError::UnknownKind {
+                    subject: object.to_string(),
+                    api_version: object.api_version.clone(),
+                    kind: object.kind.clone(),
+                },
+                kube::Error::Api(status) if status.code == 404 => ApplyError::UnknownKind {
+                    subject: object.to_string(),
+                    api_version: object.api_version.clone(),
+                    kind: object.kind.clone(),
+                },
+                other => ApplyError::Apply {
+                    subject: object.to_string(),
+                    message: format!(
+                        "discovering {} {}: {other}",
+                        object.api_version, object.kind
+                    ),
+                },
             })?;
         let served = Served {
             resource,
@@ -717,19 +744,10 @@ impl Applier {
     }
 
     /// Waits until the CRDs among `objects` are established and their namespaces active.
-    async fn wait_for_definitions(&self, objects: &[Value]) -> Result<(), ApplyError> {
+    async fn wait_for_definitions(&self, objects: Vec<ObjectRef>) -> Result<(), ApplyError> {
         let deadline = tokio::time::Instant::now() + self.options.wait_timeout;
-        let mut pending: Vec<ObjectRef> = objects
-            .iter()
-            .filter(|o| {
-                matches!(
-                    o["kind"].as_str(),
-                    Some("CustomResourceDefinition" | "Namespace")
-                )
-            })
-            .filter(|o| ssa_policy(o) != SsaPolicy::Ignore)
-            .map(ObjectRef::of)
-            .collect();
+        let new_kinds = objects.iter().any(|o| o.kind == "CustomResourceDefinition");
+        let mut pending = objects;
         loop {
             let mut still = Vec::new();
             for reference in pending {
@@ -760,12 +778,14 @@ impl Applier {
                 }
             }
             if still.is_empty() {
-                // Kinds served by the new CRDs are discovered afresh.
-                self.served
-                    .0
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clear();
+                // Kinds served by new or changed CRDs are discovered afresh.
+                if new_kinds {
+                    self.served
+                        .0
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clear();
+                }
                 return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {

@@ -48,7 +48,8 @@ pub(crate) async fn finalize(
             &name,
             &object.status.clone().unwrap_or_default(),
         )
-        .await;
+        .await
+        .map_err(ReconcileError::Other)?;
         let stale = inventory::stale(&inventory, &Default::default())
             .map_err(|e| ReconcileError::Other(e.to_string()))?;
         let account = object
@@ -81,27 +82,10 @@ pub(crate) async fn finalize(
                 )
                 .await;
         } else {
-            let client = match &object.spec.kube_config {
-                Some(reference) => {
-                    let impersonate = object
-                        .spec
-                        .service_account_name
-                        .as_ref()
-                        .map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
-                    super::remote::client(
-                        &ctx.client,
-                        &namespace,
-                        reference,
-                        ctx.options.kubeconfig_allowances,
-                        impersonate,
-                    )
-                    .await
-                    .map_err(ReconcileError::Other)?
-                }
-                None => ctx
-                    .applier_client(&namespace, object.spec.service_account_name.as_deref())
-                    .map_err(ReconcileError::Other)?,
-            };
+            let client = ctx
+                .target_client(object)
+                .await
+                .map_err(ReconcileError::Other)?;
             let owner = Owner {
                 name: name.clone(),
                 namespace: namespace.clone(),
@@ -151,6 +135,7 @@ pub(crate) async fn finalize(
     api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
         .await?;
     ctx.metrics.forget(object);
+    ctx.forget(&format!("{namespace}/{name}"));
     Ok(Action::await_change())
 }
 

@@ -131,6 +131,9 @@ pub async fn diff(
         name: name.to_string(),
         namespace: namespace.to_string(),
     };
+    // The same cluster and identity the controller applies with.
+    let client = ctx.target_client(&object).await?;
+    let ignore = crate::apply::IgnoreRules::new(&object.spec.ignore)?;
     let mut differences = Vec::new();
     let mut built = Vec::new();
     for mut desired in objects {
@@ -141,14 +144,23 @@ pub async fn diff(
             continue;
         }
         let gvk = GroupVersionKind::gvk(reference.group(), reference.version(), &reference.kind);
-        let Ok((resource, caps)) = kube::discovery::pinned_kind(&ctx.client, &gvk).await else {
-            differences.push(Difference::Created(reference));
-            continue;
+        let (resource, caps) = match kube::discovery::pinned_kind(&client, &gvk).await {
+            Ok(found) => found,
+            // A kind the cluster does not serve yet (its CRD comes with this build).
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                differences.push(Difference::Created(reference));
+                continue;
+            }
+            Err(kube::Error::Discovery(_)) => {
+                differences.push(Difference::Created(reference));
+                continue;
+            }
+            Err(error) => return Err(format!("{reference}: {error}")),
         };
         let dynamic: Api<DynamicObject> = if caps.scope == Scope::Namespaced {
-            Api::namespaced_with(ctx.client.clone(), &reference.namespace, &resource)
+            Api::namespaced_with(client.clone(), &reference.namespace, &resource)
         } else {
-            Api::all_with(ctx.client.clone(), &resource)
+            Api::all_with(client.clone(), &resource)
         };
         let Some(live) = dynamic
             .get_opt(&reference.name)
@@ -159,8 +171,23 @@ pub async fn diff(
             continue;
         };
         let live = serde_json::to_value(live).unwrap_or_default();
-        if reconcile_disabled(&live) {
+        // What the controller would skip is no difference.
+        if reconcile_disabled(&live)
+            || reconcile_disabled(&desired)
+            || ssa_policy(&desired) == SsaPolicy::IfNotPresent
+        {
             continue;
+        }
+        let ignored: Vec<String> = ignore
+            .paths_for(&desired)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        for pointer in &ignored {
+            match live.pointer(pointer) {
+                Some(value) => crate::apply::set_pointer(&mut desired, pointer, value.clone()),
+                None => crate::apply::remove_pointer(&mut desired, pointer),
+            }
         }
         let params = PatchParams::apply(&ctx.options.field_manager)
             .force()
@@ -180,11 +207,13 @@ pub async fn diff(
         }
     }
     if object.spec.prune {
-        let inventory = object
-            .status
-            .as_ref()
-            .and_then(|s| s.inventory.clone())
-            .unwrap_or_default();
+        let inventory = super::inputs::load_inventory(
+            ctx,
+            namespace,
+            name,
+            &object.status.clone().unwrap_or_default(),
+        )
+        .await?;
         let current = crate::inventory::from_change_set(&crate::apply::ChangeSet {
             changes: built
                 .into_iter()

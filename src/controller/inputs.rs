@@ -12,21 +12,31 @@ use crate::api::{Kustomization, KustomizationStatus, SubstituteKind};
 use crate::inventory;
 use crate::sops::Keys;
 
+/// Whether a stored status inventory may be only the prefix of one in the overflow Secret
+/// (prefixes fill the budget to within an entry).
+fn may_overflow(inventory: &crate::api::ResourceInventory) -> bool {
+    inventory::encoded_size(inventory) + 4096 >= inventory::STATUS_BUDGET
+}
+
 /// The previous inventory: the status, or the complete list in the overflow Secret when
-/// the status only holds a prefix.
+/// the status only holds a prefix. A Secret that cannot be read is an error: pruning from a
+/// prefix would orphan the rest.
 pub(crate) async fn load_inventory(
     ctx: &Context,
     namespace: &str,
     name: &str,
     status: &KustomizationStatus,
-) -> crate::api::ResourceInventory {
+) -> Result<crate::api::ResourceInventory, String> {
     let in_status = status.inventory.clone().unwrap_or_default();
-    if inventory::encoded_size(&in_status) + 4096 < inventory::STATUS_BUDGET {
-        return in_status;
+    if !may_overflow(&in_status) {
+        return Ok(in_status);
     }
+    let secret = inventory::overflow_secret_name(name);
     match inventory::load_overflow(&ctx.client, namespace, name).await {
-        Ok(Some(bytes)) => inventory::decode(&in_status, Some(&bytes)).unwrap_or(in_status),
-        _ => in_status,
+        Ok(Some(bytes)) => inventory::decode(&in_status, Some(&bytes))
+            .map_err(|e| format!("inventory Secret '{namespace}/{secret}': {e}")),
+        Ok(None) => Ok(in_status),
+        Err(error) => Err(error.to_string()),
     }
 }
 
@@ -36,17 +46,15 @@ pub(crate) async fn store_inventory(
     object: &Kustomization,
     status: &mut KustomizationStatus,
     full: crate::api::ResourceInventory,
-) {
+) -> Result<(), String> {
     let namespace = object.metadata.namespace.clone().unwrap_or_default();
     let name = object.metadata.name.clone().unwrap_or_default();
     let uid = object.metadata.uid.clone().unwrap_or_default();
     let stored = inventory::encode(&full, inventory::STATUS_BUDGET);
-    let had_overflow = status
-        .inventory
-        .as_ref()
-        .is_some_and(|i| inventory::encoded_size(i) + 4096 >= inventory::STATUS_BUDGET);
-    if (stored.overflow.is_some() || had_overflow)
-        && let Err(error) = inventory::save_overflow(
+    let had_overflow = status.inventory.as_ref().is_some_and(may_overflow);
+    if stored.overflow.is_some() || had_overflow {
+        // A status prefix without its Secret could not be read back: fail instead.
+        inventory::save_overflow(
             &ctx.client,
             &namespace,
             &name,
@@ -55,10 +63,10 @@ pub(crate) async fn store_inventory(
             &ctx.options.field_manager,
         )
         .await
-    {
-        tracing::warn!(kustomization = %format!("{namespace}/{name}"), error = %error, "storing the inventory overflow");
+        .map_err(|e| e.to_string())?;
     }
     status.inventory = Some(stored.status);
+    Ok(())
 }
 
 /// SOPS keys from `spec.decryption.secretRef`, or from `--sops-age-secret` when the

@@ -199,15 +199,26 @@ impl Drop for InFlight<'_> {
 pub async fn serve(address: &str, metrics: Arc<Metrics>) -> std::io::Result<()> {
     let listener = TcpListener::bind(address).await?;
     loop {
-        let (mut stream, _) = listener.accept().await?;
+        // A failed accept (too many open files, a reset) must not take the probes down.
+        let mut stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(error = %error, "accepting a metrics or probe connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         let metrics = metrics.clone();
         tokio::spawn(async move {
             let mut buffer = vec![0u8; 4096];
             let mut read = 0;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
             while read < buffer.len() {
-                match stream.read(&mut buffer[read..]).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => read += n,
+                let chunk =
+                    tokio::time::timeout_at(deadline, stream.read(&mut buffer[read..])).await;
+                match chunk {
+                    Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+                    Ok(Ok(n)) => read += n,
                 }
                 if buffer[..read].windows(4).any(|w| w == b"\r\n\r\n") {
                     break;

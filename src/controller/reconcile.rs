@@ -150,6 +150,44 @@ impl Context {
         Ok(client)
     }
 
+    /// The client that applies, prunes and checks health for a Kustomization: for the
+    /// cluster `spec.kubeConfig` names, else this one; as `spec.serviceAccountName` (or
+    /// `--default-service-account`) when set.
+    pub(crate) async fn target_client(
+        &self,
+        object: &Kustomization,
+    ) -> Result<kube::Client, String> {
+        let namespace = object.metadata.namespace.clone().unwrap_or_default();
+        let account = object.spec.service_account_name.as_deref();
+        match &object.spec.kube_config {
+            Some(reference) => {
+                let impersonate =
+                    account.map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
+                super::remote::client(
+                    &self.client,
+                    &namespace,
+                    reference,
+                    self.options.kubeconfig_allowances,
+                    impersonate,
+                )
+                .await
+            }
+            None => self.applier_client(&namespace, account),
+        }
+    }
+
+    /// Drops what was kept for a deleted Kustomization.
+    pub(crate) fn forget(&self, key: &str) {
+        self.caches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
     /// Exponential backoff for transient errors, per object.
     pub fn backoff(&self, key: &str) -> Duration {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
@@ -590,26 +628,10 @@ async fn run_pipeline(
     );
 
     // Apply, to this cluster or the one `spec.kubeConfig` names.
-    let applier_client = match &spec.kube_config {
-        Some(reference) => {
-            let impersonate = spec
-                .service_account_name
-                .as_ref()
-                .map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
-            super::remote::client(
-                &ctx.client,
-                &namespace,
-                reference,
-                ctx.options.kubeconfig_allowances,
-                impersonate,
-            )
-            .await
-            .map_err(|m| Failure::new(reason::FAILED, m).with_digest(&digest))?
-        }
-        None => ctx
-            .applier_client(&namespace, spec.service_account_name.as_deref())
-            .map_err(|m| Failure::new(reason::FAILED, m).with_digest(&digest))?,
-    };
+    let applier_client = ctx
+        .target_client(object)
+        .await
+        .map_err(|m| Failure::new(reason::FAILED, m).with_digest(&digest))?;
     let owner = Owner {
         name: name.clone(),
         namespace: namespace.clone(),
@@ -649,7 +671,9 @@ async fn run_pipeline(
     };
     let apply_started = Instant::now();
     let (changes, apply_error) = applier.apply_all_partial(objects).await;
-    let old_inventory = load_inventory(ctx, &namespace, &name, status).await;
+    let old_inventory = load_inventory(ctx, &namespace, &name, status)
+        .await
+        .map_err(|m| Failure::new(reason::FAILED, m).with_digest(&digest))?;
     if let Some(error) = apply_error {
         // What was applied before the failure stays ours: keep it next to the old entries.
         if let Ok(applied) = inventory::from_change_set(&changes) {
@@ -662,7 +686,9 @@ async fn run_pipeline(
                     .into_iter()
                     .filter(|e| !known.contains(&e.id)),
             );
-            store_inventory(ctx, object, status, kept).await;
+            if let Err(message) = store_inventory(ctx, object, status, kept).await {
+                tracing::warn!(error = %message, "keeping the partially applied inventory");
+            }
         }
         return Err(Failure::new(reason::FAILED, error.to_string()).with_digest(&digest));
     }
@@ -698,7 +724,9 @@ async fn run_pipeline(
             }
         }
     }
-    store_inventory(ctx, object, status, new_inventory).await;
+    store_inventory(ctx, object, status, new_inventory)
+        .await
+        .map_err(|m| Failure::new(reason::FAILED, m).with_digest(&digest))?;
     if let Some(message) = prune_error {
         return Err(Failure::new(reason::PRUNE_FAILED, message).with_digest(&digest));
     }

@@ -58,18 +58,20 @@ pub async fn client(
             secret_ref.key.as_deref().unwrap_or("value")
         )
     })?;
-    let text =
-        std::str::from_utf8(&bytes.0).map_err(|_| "the kubeconfig is not UTF-8".to_string())?;
-    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| format!("invalid kubeconfig: {e}"))?;
-    check(&kubeconfig, allowances)?;
+    let source = format!("kubeconfig Secret '{namespace}/{}'", secret_ref.name);
+    let text = std::str::from_utf8(&bytes.0).map_err(|_| format!("{source}: not UTF-8"))?;
+    let kubeconfig =
+        Kubeconfig::from_yaml(text).map_err(|e| format!("{source}: invalid kubeconfig: {e}"))?;
+    check(&kubeconfig, allowances).map_err(|e| format!("{source}: {e}"))?;
     let mut config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
-            .map_err(|e| format!("invalid kubeconfig: {e}"))?;
+            .map_err(|e| format!("{source}: invalid kubeconfig: {e}"))?;
     if let Some(user) = impersonate {
         config.auth_info.impersonate = Some(user);
     }
-    kube::Client::try_from(config).map_err(|e| format!("connecting to the remote cluster: {e}"))
+    kube::Client::try_from(config)
+        .map_err(|e| format!("{source}: connecting to the remote cluster: {e}"))
 }
 
 /// Refuses exec plugins and disabled TLS verification unless allowed.

@@ -178,14 +178,15 @@ pub async fn wait(
             } else {
                 Api::all_with(client.clone(), resource)
             };
-            let live = api
-                .get_opt(&reference.name)
-                .await
-                .map_err(|e| HealthError::Api {
-                    subject: reference.to_string(),
-                    message: e.to_string(),
-                })?;
-            let live = live.map(|o| serde_json::to_value(o).unwrap_or_default());
+            // A failed read is not a verdict: the object is polled again until the deadline.
+            let live = match api.get_opt(&reference.name).await {
+                Ok(live) => live.map(|o| serde_json::to_value(o).unwrap_or_default()),
+                Err(error) => {
+                    tracing::debug!(object = %reference, error = %error, "health check read");
+                    still.push((reference, Status::Unknown));
+                    continue;
+                }
+            };
             let assessment = assess(&reference, live.as_ref(), cel);
             match assessment.status {
                 Status::Current => {}

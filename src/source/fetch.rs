@@ -146,10 +146,7 @@ impl Fetcher {
         let client = reqwest::Client::builder()
             .timeout(options.timeout)
             .build()
-            .map_err(|e| SourceError::Download {
-                url: String::new(),
-                reason: format!("building the HTTP client: {e}"),
-            })?;
+            .map_err(|e| SourceError::Client(e.to_string()))?;
         Ok(Fetcher { client, options })
     }
 
@@ -205,6 +202,7 @@ impl Fetcher {
         };
         if actual != digest.bytes() {
             return Err(SourceError::DigestMismatch {
+                url: url.clone(),
                 expected: artifact.digest.clone(),
                 actual: format!("{}:{}", digest.algorithm(), hex::encode(actual)),
             });

@@ -57,9 +57,13 @@ pub enum SourceError {
     #[error("artifact from {url} is larger than the limit of {limit} bytes")]
     TooLarge { url: String, limit: u64 },
     #[error(
-        "failed to verify artifact: computed digest doesn't match '{expected}' (got '{actual}')"
+        "failed to verify artifact from {url}: computed digest doesn't match '{expected}' (got '{actual}')"
     )]
-    DigestMismatch { expected: String, actual: String },
+    DigestMismatch {
+        url: String,
+        expected: String,
+        actual: String,
+    },
     #[error(
         "unsupported artifact digest '{0}': expected sha256:, sha384:, sha512: or blake3: with hex"
     )]
@@ -72,6 +76,8 @@ pub enum SourceError {
     PathNotFound(String),
     #[error("kustomization path '{0}' leaves the artifact")]
     PathEscapes(String),
+    #[error("building the HTTP client for artifact downloads: {0}")]
+    Client(String),
     #[error("{context}: {source}")]
     Io {
         context: String,
