@@ -223,13 +223,6 @@ impl AppliedCache {
             }
         }
     }
-
-    pub fn forget(&self, object: &ObjectRef) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(object);
-    }
 }
 
 /// How the server serves a kind.
@@ -308,10 +301,6 @@ impl Applier {
     pub fn with_kind_cache(mut self, cache: KindCache) -> Applier {
         self.served = cache;
         self
-    }
-
-    pub fn owner(&self) -> &Owner {
-        &self.owner
     }
 
     /// Normalizes, stamps and applies every object, stage by stage.

@@ -23,7 +23,7 @@ use flate2::write::GzEncoder;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::Scope;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::api::{ObjectId, ResourceInventory, ResourceRef};
 use crate::apply::{
@@ -387,11 +387,6 @@ pub async fn load_overflow(
         .and_then(|s| s.data)
         .and_then(|mut data| data.remove(OVERFLOW_KEY))
         .map(|bytes| bytes.0))
-}
-
-/// The JSON of an inventory, for callers that need a `Value`.
-pub fn to_value(inventory: &ResourceInventory) -> Value {
-    serde_json::to_value(inventory).unwrap_or(Value::Null)
 }
 
 #[cfg(test)]
