@@ -240,36 +240,28 @@ fn split_pattern(spec: &str) -> (String, &str) {
     (pattern, "")
 }
 
-/// One pattern token's test on a character.
-type CharTest = Box<dyn Fn(char) -> bool>;
+/// One glob token: any run of characters, or one character passing a test.
+enum Token {
+    Star,
+    One(Box<dyn Fn(char) -> bool>),
+}
 
-/// Values longer than this are not glob-matched (the search is quadratic).
-const MAX_GLOB_VALUE: usize = 16 * 1024;
+/// Values longer than this are not glob-matched.
+const MAX_GLOB_VALUE: usize = 64 * 1024;
 
-/// Whether `text` matches the shell glob `pattern` as a whole: `*`, `?`, `[abc]`, `[a-z]`,
-/// `[!x]`/`[^x]`, and `\` escaping the next character.
-fn glob_match(pattern: &[char], text: &[char]) -> bool {
-    // matches[j]: pattern[..i] matches text[..j], row by row.
-    let mut matches = vec![false; text.len() + 1];
-    matches[0] = true;
+/// Parses a shell glob: `*`, `?`, `[abc]`, `[a-z]`, `[!x]`/`[^x]`, and `\` escaping the
+/// next character.
+fn glob_tokens(pattern: &str) -> Vec<Token> {
+    let pattern: Vec<char> = pattern.chars().collect();
+    let mut tokens = Vec::new();
     let mut i = 0;
     while i < pattern.len() {
-        let mut next = vec![false; text.len() + 1];
-        let (token_len, class): (usize, Option<CharTest>) = match pattern[i] {
-            '*' => {
-                let mut seen = false;
-                for j in 0..=text.len() {
-                    seen |= matches[j];
-                    next[j] = seen;
-                }
-                matches = next;
-                i += 1;
-                continue;
-            }
-            '?' => (1, Some(Box::new(|_| true))),
+        let (width, token) = match pattern[i] {
+            '*' => (1, Token::Star),
+            '?' => (1, Token::One(Box::new(|_| true))),
             '\\' if i + 1 < pattern.len() => {
                 let literal = pattern[i + 1];
-                (2, Some(Box::new(move |c| c == literal)))
+                (2, Token::One(Box::new(move |c| c == literal)))
             }
             '[' => match pattern[i + 1..].iter().position(|c| *c == ']') {
                 Some(close) if close > 0 => {
@@ -292,57 +284,87 @@ fn glob_match(pattern: &[char], text: &[char]) -> bool {
                         }
                         found != negated
                     };
-                    (close + 2, Some(Box::new(test)))
+                    (close + 2, Token::One(Box::new(test)))
                 }
-                _ => (1, Some(Box::new(|c| c == '['))),
+                _ => (1, Token::One(Box::new(|c| c == '['))),
             },
-            literal => (1, Some(Box::new(move |c| c == literal))),
+            literal => (1, Token::One(Box::new(move |c| c == literal))),
         };
-        let test = class.expect("every token has a test");
-        for j in 0..text.len() {
-            next[j + 1] = matches[j] && test(text[j]);
-        }
-        matches = next;
-        i += token_len;
+        tokens.push(token);
+        i += width;
     }
-    matches[text.len()]
+    tokens
 }
 
+/// For every `j`, whether the tokens match `text[..j]` as a whole: one pass, O(tokens × text).
+fn prefix_matches<'t>(tokens: impl Iterator<Item = &'t Token>, text: &[char]) -> Vec<bool> {
+    let mut matches = vec![false; text.len() + 1];
+    matches[0] = true;
+    for token in tokens {
+        let mut next = vec![false; text.len() + 1];
+        match token {
+            Token::Star => {
+                let mut seen = false;
+                for j in 0..=text.len() {
+                    seen |= matches[j];
+                    next[j] = seen;
+                }
+            }
+            Token::One(test) => {
+                for j in 0..text.len() {
+                    next[j + 1] = matches[j] && test(text[j]);
+                }
+            }
+        }
+        matches = next;
+    }
+    matches
+}
+
+#[cfg(test)]
+fn glob_match(pattern: &str, text: &str) -> bool {
+    let text: Vec<char> = text.chars().collect();
+    prefix_matches(glob_tokens(pattern).iter(), &text)[text.len()]
+}
+
+/// Removes the shortest (or longest) non-empty prefix matching `pattern`, as Flux does.
 fn remove_prefix(value: &str, pattern: &str, longest: bool) -> String {
     if value.len() > MAX_GLOB_VALUE {
         return value.to_string();
     }
     let chars: Vec<char> = value.chars().collect();
-    let pattern: Vec<char> = pattern.chars().collect();
-    // Only non-empty matches count, as in Flux.
-    let mut lengths: Vec<usize> = (1..=chars.len()).collect();
-    if longest {
-        lengths.reverse();
+    let matches = prefix_matches(glob_tokens(pattern).iter(), &chars);
+    let mut lengths = 1..=chars.len();
+    let found = if longest {
+        lengths.rev().find(|&j| matches[j])
+    } else {
+        lengths.find(|&j| matches[j])
+    };
+    match found {
+        Some(length) => chars[length..].iter().collect(),
+        None => value.to_string(),
     }
-    for length in lengths {
-        if glob_match(&pattern, &chars[..length]) {
-            return chars[length..].iter().collect();
-        }
-    }
-    value.to_string()
 }
 
+/// Removes the shortest (or longest) non-empty suffix matching `pattern`: the prefix search
+/// on the reversed value with the tokens in reverse order.
 fn remove_suffix(value: &str, pattern: &str, longest: bool) -> String {
     if value.len() > MAX_GLOB_VALUE {
         return value.to_string();
     }
-    let chars: Vec<char> = value.chars().collect();
-    let pattern: Vec<char> = pattern.chars().collect();
-    let mut starts: Vec<usize> = (0..chars.len()).rev().collect();
-    if longest {
-        starts.reverse();
+    let reversed: Vec<char> = value.chars().rev().collect();
+    let tokens = glob_tokens(pattern);
+    let matches = prefix_matches(tokens.iter().rev(), &reversed);
+    let mut lengths = 1..=reversed.len();
+    let found = if longest {
+        lengths.rev().find(|&j| matches[j])
+    } else {
+        lengths.find(|&j| matches[j])
+    };
+    match found {
+        Some(length) => reversed[length..].iter().rev().collect(),
+        None => value.to_string(),
     }
-    for start in starts {
-        if glob_match(&pattern, &chars[start..]) {
-            return chars[..start].iter().collect();
-        }
-    }
-    value.to_string()
 }
 
 /// The variable's value; unset is an error in strict mode and empty otherwise.
@@ -636,16 +658,21 @@ mod tests {
 
     #[test]
     fn globs_match_classes_and_escapes() {
-        let matches = |p: &str, t: &str| {
-            glob_match(
-                &p.chars().collect::<Vec<_>>(),
-                &t.chars().collect::<Vec<_>>(),
-            )
-        };
+        let matches = glob_match;
         assert!(matches("a*c", "abbbc"));
         assert!(matches("a?c", "abc") && !matches("a?c", "ac"));
         assert!(matches("[a-c]x", "bx") && !matches("[!a-c]x", "bx"));
         assert!(matches(r"\*", "*") && !matches(r"\*", "a"));
         assert!(matches("", ""));
+        // Suffix removal runs the tokens backwards: classes and escapes keep their meaning.
+        assert_eq!(remove_suffix("file.tar.gz", "[.]g?", false), "file.tar");
+        assert_eq!(remove_suffix("a*b*c", r"\**", true), "a");
+    }
+
+    #[test]
+    fn large_values_are_matched_in_linear_passes() {
+        let value = "a".repeat(60_000);
+        assert_eq!(remove_prefix(&value, "*b*", true), value);
+        assert_eq!(remove_suffix(&value, "a*", false).len(), 59_999);
     }
 }
