@@ -238,6 +238,57 @@ struct Served {
 #[derive(Clone, Debug, Default)]
 pub struct KindCache(Arc<Mutex<HashMap<(String, String), Served>>>);
 
+/// Why a kind has no API.
+#[derive(Debug)]
+pub enum KindError {
+    /// The server does not serve the kind (no such group, version or kind).
+    NotServed,
+    /// Discovery failed otherwise (unreachable, forbidden, an aggregated API down).
+    Api(kube::Error),
+}
+
+impl KindCache {
+    async fn served(&self, client: &kube::Client, object: &ObjectRef) -> Result<Served, KindError> {
+        let key = (object.api_version.clone(), object.kind.clone());
+        if let Some(served) = self.0.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(served.clone());
+        }
+        let gvk = GroupVersionKind::gvk(object.group(), object.version(), &object.kind);
+        let (resource, capabilities) =
+            kube::discovery::pinned_kind(client, &gvk)
+                .await
+                .map_err(|error| match error {
+                    kube::Error::Discovery(_) => KindError::NotServed,
+                    kube::Error::Api(status) if status.code == 404 => KindError::NotServed,
+                    other => KindError::Api(other),
+                })?;
+        let served = Served {
+            resource,
+            namespaced: capabilities.scope == Scope::Namespaced,
+        };
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, served.clone());
+        Ok(served)
+    }
+
+    /// The dynamic API of `object`'s kind on `client`'s cluster (in its namespace when the
+    /// kind is namespaced), discovered once per kind.
+    pub async fn api(
+        &self,
+        client: &kube::Client,
+        object: &ObjectRef,
+    ) -> Result<Api<DynamicObject>, KindError> {
+        let served = self.served(client, object).await?;
+        Ok(if served.namespaced {
+            Api::namespaced_with(client.clone(), &object.namespace, &served.resource)
+        } else {
+            Api::all_with(client.clone(), &served.resource)
+        })
+    }
+}
+
 /// Applies objects for one owner (Kustomization).
 pub struct Applier {
     client: kube::Client,
@@ -384,48 +435,23 @@ impl Applier {
 
     /// The API of an object's kind, found through discovery once per kind.
     async fn served(&self, object: &ObjectRef) -> Result<Served, ApplyError> {
-        let key = (object.api_version.clone(), object.kind.clone());
-        if let Some(served) = self
-            .served
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
-            return Ok(served.clone());
-        }
-        let gvk = GroupVersionKind::gvk(object.group(), object.version(), &object.kind);
-        let (resource, capabilities) = kube::discovery::pinned_kind(&self.client, &gvk)
+        self.served
+            .served(&self.client, object)
             .await
             .map_err(|error| match error {
-                kube::Error::Discovery(_) => ApplyError::UnknownKind {
+                KindError::NotServed => ApplyError::UnknownKind {
                     subject: object.to_string(),
                     api_version: object.api_version.clone(),
                     kind: object.kind.clone(),
                 },
-                kube::Error::Api(status) if status.code == 404 => ApplyError::UnknownKind {
-                    subject: object.to_string(),
-                    api_version: object.api_version.clone(),
-                    kind: object.kind.clone(),
-                },
-                other => ApplyError::Apply {
+                KindError::Api(other) => ApplyError::Apply {
                     subject: object.to_string(),
                     message: format!(
                         "discovering {} {}: {other}",
                         object.api_version, object.kind
                     ),
                 },
-            })?;
-        let served = Served {
-            resource,
-            namespaced: capabilities.scope == Scope::Namespaced,
-        };
-        self.served
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, served.clone());
-        Ok(served)
+            })
     }
 
     /// The dynamic API for an object, fixing up its namespace by scope.

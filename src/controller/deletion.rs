@@ -146,20 +146,16 @@ async fn wait_gone(
     interval: Duration,
 ) -> Result<(), ReconcileError> {
     let deadline = tokio::time::Instant::now() + timeout;
+    let kinds = crate::apply::KindCache::default();
     loop {
         let mut remaining = Vec::new();
         for object in objects {
-            let gvk =
-                kube::api::GroupVersionKind::gvk(object.group(), object.version(), &object.kind);
-            let Ok((resource, caps)) = kube::discovery::pinned_kind(client, &gvk).await else {
-                continue;
+            let api = match kinds.api(client, object).await {
+                Ok(api) => api,
+                // A kind that is no longer served has no objects left.
+                Err(crate::apply::KindError::NotServed) => continue,
+                Err(crate::apply::KindError::Api(error)) => return Err(error.into()),
             };
-            let api: Api<kube::api::DynamicObject> =
-                if caps.scope == kube::discovery::Scope::Namespaced {
-                    Api::namespaced_with(client.clone(), &object.namespace, &resource)
-                } else {
-                    Api::all_with(client.clone(), &resource)
-                };
             if api.get_opt(&object.name).await?.is_some() {
                 remaining.push(object.to_string());
             }

@@ -4,8 +4,7 @@
 
 use std::path::Path;
 
-use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::discovery::Scope;
+use kube::api::{Api, Patch, PatchParams};
 
 use super::inputs::{decryption_keys, variables};
 use super::manifests::{self, Inputs};
@@ -134,6 +133,7 @@ pub async fn diff(
     // The same cluster and identity the controller applies with.
     let client = ctx.target_client(&object).await?;
     let ignore = crate::apply::IgnoreRules::new(&object.spec.ignore)?;
+    let kinds = crate::apply::KindCache::default();
     let mut differences = Vec::new();
     let mut built = Vec::new();
     for mut desired in objects {
@@ -143,24 +143,16 @@ pub async fn diff(
         if ssa_policy(&desired) == SsaPolicy::Ignore {
             continue;
         }
-        let gvk = GroupVersionKind::gvk(reference.group(), reference.version(), &reference.kind);
-        let (resource, caps) = match kube::discovery::pinned_kind(&client, &gvk).await {
-            Ok(found) => found,
+        let dynamic = match kinds.api(&client, &reference).await {
+            Ok(api) => api,
             // A kind the cluster does not serve yet (its CRD comes with this build).
-            Err(kube::Error::Api(status)) if status.code == 404 => {
+            Err(crate::apply::KindError::NotServed) => {
                 differences.push(Difference::Created(reference));
                 continue;
             }
-            Err(kube::Error::Discovery(_)) => {
-                differences.push(Difference::Created(reference));
-                continue;
+            Err(crate::apply::KindError::Api(error)) => {
+                return Err(format!("{reference}: {error}"));
             }
-            Err(error) => return Err(format!("{reference}: {error}")),
-        };
-        let dynamic: Api<DynamicObject> = if caps.scope == Scope::Namespaced {
-            Api::namespaced_with(client.clone(), &reference.namespace, &resource)
-        } else {
-            Api::all_with(client.clone(), &resource)
         };
         let Some(live) = dynamic
             .get_opt(&reference.name)

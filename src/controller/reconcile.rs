@@ -664,11 +664,12 @@ async fn run_pipeline(
         ctx.cache_for(&format!("{namespace}/{name}")),
     );
     // Remote clusters serve their own kinds; only the local cluster's discovery is shared.
-    let applier = if spec.kube_config.is_none() {
-        applier.with_kind_cache(ctx.kinds.clone())
+    let kinds = if spec.kube_config.is_none() {
+        ctx.kinds.clone()
     } else {
-        applier
+        crate::apply::KindCache::default()
     };
+    let applier = applier.with_kind_cache(kinds.clone());
     let apply_started = Instant::now();
     let (changes, apply_error) = applier.apply_all_partial(objects).await;
     let old_inventory = load_inventory(ctx, &namespace, &name, status)
@@ -702,7 +703,7 @@ async fn run_pipeline(
         let stale = inventory::stale(&old_inventory, &new_inventory)
             .map_err(|e| Failure::new(reason::PRUNE_FAILED, e.to_string()).with_digest(&digest))?;
         if !stale.is_empty() {
-            let outcome = inventory::prune(&applier_client, &stale, &owner).await;
+            let outcome = inventory::prune_with(&applier_client, &kinds, &stale, &owner).await;
             if !outcome.survivors.is_empty() {
                 inventory::keep_survivors(&mut new_inventory, &outcome.survivors).map_err(|e| {
                     Failure::new(reason::PRUNE_FAILED, e.to_string()).with_digest(&digest)
@@ -790,8 +791,9 @@ async fn run_pipeline(
             tracing::debug!(error = %error, "writing progress");
         }
         let waited = Instant::now();
-        crate::health::wait(
+        crate::health::wait_with(
             &applier_client,
+            &kinds,
             &checks,
             &cel,
             &WaitOptions {

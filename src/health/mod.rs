@@ -7,17 +7,14 @@
 
 mod kstatus;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, GroupVersionKind};
-use kube::discovery::Scope;
 use serde_json::Value;
 
 pub use kstatus::{Assessment, Status, compute, condition, generic};
 
 use crate::api::CustomHealthCheck;
-use crate::apply::ObjectRef;
+use crate::apply::{KindCache, KindError, ObjectRef};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HealthError {
@@ -150,33 +147,40 @@ pub async fn wait(
     cel: &CelChecks,
     options: &WaitOptions,
 ) -> Result<(), HealthError> {
+    wait_with(client, &KindCache::default(), objects, cel, options).await
+}
+
+/// [`wait`] with discovery results shared with other callers.
+pub async fn wait_with(
+    client: &kube::Client,
+    kinds: &KindCache,
+    objects: &[ObjectRef],
+    cel: &CelChecks,
+    options: &WaitOptions,
+) -> Result<(), HealthError> {
     let deadline = tokio::time::Instant::now() + options.timeout;
-    let mut apis: HashMap<(String, String), (kube::api::ApiResource, bool)> = HashMap::new();
     let mut pending: Vec<ObjectRef> = objects.to_vec();
     loop {
         let mut still = Vec::new();
         let mut failed = Vec::new();
         for reference in pending {
-            let key = (reference.api_version.clone(), reference.kind.clone());
-            if !apis.contains_key(&key) {
-                let gvk =
-                    GroupVersionKind::gvk(reference.group(), reference.version(), &reference.kind);
-                let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk)
-                    .await
-                    .map_err(|e| HealthError::Api {
+            let api = match kinds.api(client, &reference).await {
+                Ok(api) => api,
+                Err(KindError::NotServed) => {
+                    return Err(HealthError::Api {
                         subject: reference.to_string(),
-                        message: e.to_string(),
-                    })?;
-                apis.insert(
-                    key.clone(),
-                    (resource, capabilities.scope == Scope::Namespaced),
-                );
-            }
-            let (resource, namespaced) = &apis[&key];
-            let api: Api<DynamicObject> = if *namespaced {
-                Api::namespaced_with(client.clone(), &reference.namespace, resource)
-            } else {
-                Api::all_with(client.clone(), resource)
+                        message: format!(
+                            "the server does not serve {} {}",
+                            reference.api_version, reference.kind
+                        ),
+                    });
+                }
+                // Passing discovery trouble is polled through like a failed read.
+                Err(KindError::Api(error)) => {
+                    tracing::debug!(object = %reference, error = %error, "health check discovery");
+                    still.push((reference, Status::Unknown));
+                    continue;
+                }
             };
             // A failed read is not a verdict: the object is polled again until the deadline.
             let live = match api.get_opt(&reference.name).await {

@@ -21,14 +21,13 @@ use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::discovery::Scope;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::api::{ObjectId, ResourceInventory, ResourceRef};
 use crate::apply::{
-    Action, Change, ChangeSet, ObjectRef, Owner, SsaPolicy, kind_rank, prune_disabled,
-    reconcile_disabled, ssa_policy,
+    Action, Change, ChangeSet, KindCache, KindError, ObjectRef, Owner, SsaPolicy, kind_rank,
+    prune_disabled, reconcile_disabled, ssa_policy,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -135,31 +134,31 @@ pub struct PruneOutcome {
 
 /// Deletes stale objects that are still ours.
 pub async fn prune(client: &kube::Client, stale: &[ObjectRef], owner: &Owner) -> PruneOutcome {
+    prune_with(client, &KindCache::default(), stale, owner).await
+}
+
+/// [`prune`] with discovery results shared with other callers.
+pub async fn prune_with(
+    client: &kube::Client,
+    kinds: &KindCache,
+    stale: &[ObjectRef],
+    owner: &Owner,
+) -> PruneOutcome {
     let mut outcome = PruneOutcome::default();
     for reference in stale {
-        let gvk = GroupVersionKind::gvk(reference.group(), reference.version(), &reference.kind);
-        let (resource, capabilities) = match kube::discovery::pinned_kind(client, &gvk).await {
-            Ok(found) => found,
+        let api = match kinds.api(client, reference).await {
+            Ok(api) => api,
             // The kind is no longer served (its CRD went first): nothing is left to delete.
-            Err(kube::Error::Api(status)) if status.code == 404 => {
-                outcome.skipped.push(reference.clone());
-                continue;
-            }
-            Err(kube::Error::Discovery(_)) => {
+            Err(KindError::NotServed) => {
                 outcome.skipped.push(reference.clone());
                 continue;
             }
             // Anything else may be passing (an aggregated API down): try again next time.
-            Err(error) => {
+            Err(KindError::Api(error)) => {
                 outcome.survivors.push(reference.clone());
                 outcome.errors.push(format!("{reference}: {error}"));
                 continue;
             }
-        };
-        let api: Api<DynamicObject> = if capabilities.scope == Scope::Namespaced {
-            Api::namespaced_with(client.clone(), &reference.namespace, &resource)
-        } else {
-            Api::all_with(client.clone(), &resource)
         };
         let live = match api.get_opt(&reference.name).await {
             Ok(Some(live)) => serde_json::to_value(live).unwrap_or_default(),
