@@ -390,6 +390,24 @@ pub enum SourceKind {
 }
 
 impl SourceKind {
+    /// Every kind, for watching them all.
+    pub const ALL: [SourceKind; 4] = [
+        SourceKind::GitRepository,
+        SourceKind::OCIRepository,
+        SourceKind::Bucket,
+        SourceKind::ExternalArtifact,
+    ];
+
+    /// The resource name source-controller serves the kind under.
+    pub fn plural(self) -> &'static str {
+        match self {
+            SourceKind::GitRepository => "gitrepositories",
+            SourceKind::OCIRepository => "ocirepositories",
+            SourceKind::Bucket => "buckets",
+            SourceKind::ExternalArtifact => "externalartifacts",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             SourceKind::OCIRepository => "OCIRepository",

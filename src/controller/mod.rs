@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::Config as ControllerConfig;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
@@ -70,13 +70,6 @@ fn trigger(object: &Kustomization) -> Option<u64> {
         .is_some()
         .hash(&mut hasher);
     Some(hasher.finish())
-}
-
-fn source_resource(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("source.toolkit.fluxcd.io", "v1", kind),
-        plural,
-    )
 }
 
 /// The Kustomizations built from `source` that have not applied its current revision.
@@ -185,13 +178,9 @@ pub async fn run(
         .predicate_filter(trigger, Default::default());
     let mut controller = Controller::for_stream(stream, reader.clone())
         .with_config(ControllerConfig::default().concurrency(options.concurrent.max(1)));
-    for (kind, plural) in [
-        ("GitRepository", "gitrepositories"),
-        ("OCIRepository", "ocirepositories"),
-        ("Bucket", "buckets"),
-        ("ExternalArtifact", "externalartifacts"),
-    ] {
-        let resource = source_resource(kind, plural);
+    for source_kind in crate::api::SourceKind::ALL {
+        let kind = source_kind.as_str();
+        let resource = crate::source::source_resource(source_kind);
         let sources: Api<DynamicObject> = match &options.namespace {
             Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
             None => Api::all_with(client.clone(), &resource),

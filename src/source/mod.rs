@@ -129,15 +129,14 @@ impl SourceObject {
     }
 
     fn api_resource(&self) -> ApiResource {
-        let gvk = GroupVersionKind::gvk("source.toolkit.fluxcd.io", "v1", self.kind.as_str());
-        let plural = match self.kind {
-            SourceKind::GitRepository => "gitrepositories",
-            SourceKind::OCIRepository => "ocirepositories",
-            SourceKind::Bucket => "buckets",
-            SourceKind::ExternalArtifact => "externalartifacts",
-        };
-        ApiResource::from_gvk_with_plural(&gvk, plural)
+        source_resource(self.kind)
     }
+}
+
+/// The API of a source kind (`source.toolkit.fluxcd.io/v1`).
+pub fn source_resource(kind: SourceKind) -> ApiResource {
+    let gvk = GroupVersionKind::gvk("source.toolkit.fluxcd.io", "v1", kind.as_str());
+    ApiResource::from_gvk_with_plural(&gvk, kind.plural())
 }
 
 /// Reads the source object and its artifact.
