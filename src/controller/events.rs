@@ -4,7 +4,7 @@
 //! working after an image swap. Failing to record an event is logged, never fatal.
 
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::reconcile::REVISION_ANNOTATION;
@@ -19,11 +19,18 @@ pub enum EventType {
 pub struct Recorder {
     client: kube::Client,
     component: String,
+    /// Events already recorded, by object, reason and message: a repeat within the
+    /// aggregation window bumps the existing Event's count instead of creating another, as
+    /// Kubernetes' event correlator does for Flux.
+    recent: std::sync::Mutex<std::collections::HashMap<String, (String, i32, std::time::Instant)>>,
     /// notification-controller's address (`--events-addr`).
     events_addr: Option<String>,
     http: reqwest::Client,
     instance: String,
 }
+
+/// How long a repeated event updates the earlier one instead of creating a new one.
+const AGGREGATION_WINDOW: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
 /// Event messages are bounded like condition messages.
 const MAX_NOTE: usize = 1024 * 8;
@@ -33,6 +40,7 @@ impl Recorder {
         Recorder {
             client,
             component: component.to_string(),
+            recent: Default::default(),
             events_addr: None,
             http: reqwest::Client::builder()
                 .timeout(std::time::Duration::from_secs(5))
@@ -130,12 +138,40 @@ impl Recorder {
                 }
             });
         }
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        let key = format!("{namespace}/{name}/{reason}/{note}");
+        let repeat = {
+            let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+            recent.retain(|_, (_, _, at)| at.elapsed() < AGGREGATION_WINDOW);
+            recent.get(&key).cloned()
+        };
+        if let Some((event_name, count, _)) = repeat {
+            let patch = json!({"count": count + 1, "lastTimestamp": now});
+            if api
+                .patch(&event_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .is_ok()
+            {
+                self.recent
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, (event_name, count + 1, std::time::Instant::now()));
+                return;
+            }
+        }
         let Ok(event) = serde_json::from_value::<Event>(event) else {
             return;
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        if let Err(error) = api.create(&PostParams::default(), &event).await {
-            tracing::debug!(error = %error, "recording an event failed");
+        match api.create(&PostParams::default(), &event).await {
+            Ok(created) => {
+                if let Some(event_name) = created.metadata.name {
+                    self.recent
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key, (event_name, 1, std::time::Instant::now()));
+                }
+            }
+            Err(error) => tracing::debug!(error = %error, "recording an event failed"),
         }
     }
 }

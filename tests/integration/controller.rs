@@ -1414,3 +1414,34 @@ async fn events_are_forwarded_to_notification_controller() {
     assert_eq!(event["metadata"]["revision"], "main@sha1:fade");
     assert_eq!(event["reportingController"], "kustomize-controller");
 }
+
+#[tokio::test]
+async fn repeated_events_are_aggregated() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    harness
+        .create_kustomization(
+            "waiting",
+            json!({"sourceRef": {"kind": "GitRepository", "name": "absent"}}),
+        )
+        .await;
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(harness.cluster.client.clone(), &ns);
+    let counted = wait_for(Duration::from_secs(30), || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        let failures: Vec<_> = list
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.involved_object.name.as_deref() == Some("waiting")
+                    && e.reason.as_deref() == Some("ArtifactFailed")
+            })
+            .collect();
+        (failures.len() == 1 && failures[0].count.unwrap_or(0) >= 3).then_some(())
+    })
+    .await;
+    assert!(
+        counted.is_some(),
+        "retries bump one Event's count instead of creating new ones"
+    );
+}
