@@ -533,17 +533,19 @@ async fn the_run_command_reconciles_serves_metrics_and_stops_on_sigterm() {
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    let metrics = http_get_text(&format!("127.0.0.1:{metrics_port}"), "/metrics")
-        .await
-        .unwrap();
-    assert!(
-        metrics.contains("gotk_reconcile_condition{kind=\"Kustomization\",name=\"app\""),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("gotk_reconcile_duration_seconds"),
-        "{metrics}"
-    );
+    // Metrics are recorded just after the status write that made it Ready: poll for them.
+    let expected = [
+        "gotk_reconcile_condition{kind=\"Kustomization\",name=\"app\"",
+        "gotk_reconcile_duration_seconds",
+        "kustomize_controller_objects_total{action=\"created\"}",
+    ];
+    let address = format!("127.0.0.1:{metrics_port}");
+    let metrics = wait_for(Duration::from_secs(10), || async {
+        let text = http_get_text(&address, "/metrics").await?;
+        expected.iter().all(|m| text.contains(m)).then_some(text)
+    })
+    .await;
+    assert!(metrics.is_some(), "metrics {expected:?} are served");
     let ready_probe = http_get_text(&format!("127.0.0.1:{health_port}"), "/readyz")
         .await
         .unwrap();
