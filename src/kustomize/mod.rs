@@ -50,7 +50,7 @@ pub use kustfile::KUSTOMIZATION_FILE_NAMES;
 pub use openapi::{Openapi, PropertyMeta, SchemaView};
 use provenance::Tracking;
 pub use provenance::{ConfiguredBy, Origin, Provenance, provenance_table};
-pub use selector::CompiledSelector as ObjectSelector;
+pub use selector::{CompiledSelector as ObjectSelector, LabelSelector};
 pub use smp::{Outcome as StrategicMergeOutcome, apply as strategic_merge};
 
 /// Which files a kustomization may read.

@@ -159,6 +159,22 @@ fn matches_all(requirements: &[Requirement], map: Option<&Map<String, Value>>) -
 }
 
 /// Parses `a=b,c!=d,e in (f,g),!h,i` into requirements.
+/// A Kubernetes label selector (`a=b,c!=d,e in (f,g),h,!i`), for matching label maps
+/// outside a build.
+#[derive(Debug, Default)]
+pub struct LabelSelector(Vec<Requirement>);
+
+impl LabelSelector {
+    pub fn parse(text: &str) -> Result<LabelSelector, String> {
+        parse_selector(text).map(LabelSelector)
+    }
+
+    /// Whether a label (or annotation) map satisfies every requirement.
+    pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
+        matches_all(&self.0, labels)
+    }
+}
+
 fn parse_selector(text: &str) -> Result<Vec<Requirement>, String> {
     let mut requirements = Vec::new();
     for part in split_top_level(text) {

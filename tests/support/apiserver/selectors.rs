@@ -4,18 +4,24 @@ use serde_json::Value;
 
 use super::errors::ApiError;
 
-#[derive(Clone, Debug)]
-enum Requirement {
-    Equals(String, String),
-    NotEquals(String, String),
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
-    Exists(String),
-    NotExists(String),
-}
+/// A label selector: the engine's parser, with the API server's error.
+pub struct LabelSelector(kustomize_controller::kustomize::LabelSelector);
 
-#[derive(Clone, Debug, Default)]
-pub struct LabelSelector(Vec<Requirement>);
+impl LabelSelector {
+    pub fn parse(text: &str) -> Result<LabelSelector, ApiError> {
+        kustomize_controller::kustomize::LabelSelector::parse(text)
+            .map(LabelSelector)
+            .map_err(|_| ApiError::bad_request(format!("unable to parse requirement: {text:?}")))
+    }
+
+    pub fn matches(&self, object: &Value) -> bool {
+        self.0.matches(
+            object
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object),
+        )
+    }
+}
 
 /// Splits on commas that are not inside parentheses.
 fn split_terms(text: &str) -> Vec<&str> {
@@ -40,60 +46,8 @@ fn split_terms(text: &str) -> Vec<&str> {
         .collect()
 }
 
-fn set_values(text: &str) -> Option<Vec<String>> {
-    let inner = text.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some(
-        inner
-            .split(',')
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-            .collect(),
-    )
-}
-
-impl LabelSelector {
-    pub fn parse(text: &str) -> Result<LabelSelector, ApiError> {
-        let invalid = || ApiError::bad_request(format!("unable to parse requirement: {text:?}"));
-        let mut requirements = Vec::new();
-        for term in split_terms(text) {
-            let requirement = if let Some(key) = term.strip_prefix('!') {
-                Requirement::NotExists(key.trim().to_string())
-            } else if let Some((key, value)) = term.split_once("!=") {
-                Requirement::NotEquals(key.trim().into(), value.trim().into())
-            } else if let Some((key, value)) = term.split_once("==") {
-                Requirement::Equals(key.trim().into(), value.trim().into())
-            } else if let Some((key, value)) = term.split_once('=') {
-                Requirement::Equals(key.trim().into(), value.trim().into())
-            } else if let Some((key, values)) = term.split_once(" notin ") {
-                Requirement::NotIn(key.trim().into(), set_values(values).ok_or_else(invalid)?)
-            } else if let Some((key, values)) = term.split_once(" in ") {
-                Requirement::In(key.trim().into(), set_values(values).ok_or_else(invalid)?)
-            } else if term.contains(char::is_whitespace) {
-                return Err(invalid());
-            } else {
-                Requirement::Exists(term.to_string())
-            };
-            requirements.push(requirement);
-        }
-        Ok(LabelSelector(requirements))
-    }
-
-    pub fn matches(&self, object: &Value) -> bool {
-        let labels = object.pointer("/metadata/labels");
-        let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
-        self.0.iter().all(|r| match r {
-            Requirement::Equals(k, v) => label(k) == Some(v.as_str()),
-            Requirement::NotEquals(k, v) => label(k) != Some(v.as_str()),
-            Requirement::In(k, vs) => label(k).is_some_and(|l| vs.iter().any(|v| v == l)),
-            Requirement::NotIn(k, vs) => label(k).is_none_or(|l| vs.iter().all(|v| v != l)),
-            Requirement::Exists(k) => label(k).is_some(),
-            Requirement::NotExists(k) => label(k).is_none(),
-        })
-    }
-}
-
 /// A field selector: only the fields kube-apiserver indexes for the kind are accepted.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct FieldSelector(Vec<(String, bool, String)>);
 
 fn supported_fields(kind: &str) -> &'static [&'static str] {
