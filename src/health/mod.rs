@@ -14,6 +14,8 @@ use serde_json::Value;
 pub use kstatus::{Assessment, Status, compute, condition, generic};
 
 use crate::api::CustomHealthCheck;
+use futures::StreamExt;
+
 use crate::apply::{KindCache, KindError, ObjectRef};
 
 #[derive(Debug, thiserror::Error)]
@@ -161,9 +163,11 @@ pub async fn wait_with(
     let deadline = tokio::time::Instant::now() + options.timeout;
     let mut pending: Vec<ObjectRef> = objects.to_vec();
     loop {
-        let mut still = Vec::new();
-        let mut failed = Vec::new();
-        for reference in pending {
+        // The objects are read concurrently, a few at a time, on every poll.
+        let verdicts: Vec<Result<(ObjectRef, Status), HealthError>> = futures::stream::iter(
+            pending,
+        )
+        .map(|reference| async move {
             let api = match kinds.api(client, &reference).await {
                 Ok(api) => api,
                 Err(KindError::NotServed) => {
@@ -178,21 +182,30 @@ pub async fn wait_with(
                 // Passing discovery trouble is polled through like a failed read.
                 Err(KindError::Api(error)) => {
                     tracing::debug!(object = %reference, error = %error, "health check discovery");
-                    still.push((reference, Status::Unknown));
-                    continue;
+                    return Ok((reference, Status::Unknown));
                 }
             };
             // A failed read is not a verdict: the object is polled again until the deadline.
-            let live = match api.get_opt(&reference.name).await {
-                Ok(live) => live.map(|o| serde_json::to_value(o).unwrap_or_default()),
+            match api.get_opt(&reference.name).await {
+                Ok(live) => {
+                    let live = live.map(|o| serde_json::to_value(o).unwrap_or_default());
+                    let status = assess(&reference, live.as_ref(), cel).status;
+                    Ok((reference, status))
+                }
                 Err(error) => {
                     tracing::debug!(object = %reference, error = %error, "health check read");
-                    still.push((reference, Status::Unknown));
-                    continue;
+                    Ok((reference, Status::Unknown))
                 }
-            };
-            let assessment = assess(&reference, live.as_ref(), cel);
-            match assessment.status {
+            }
+        })
+        .buffered(8)
+        .collect()
+        .await;
+        let mut still = Vec::new();
+        let mut failed = Vec::new();
+        for verdict in verdicts {
+            let (reference, status) = verdict?;
+            match status {
                 Status::Current => {}
                 Status::Failed => failed.push(format!("{reference} status: 'Failed'")),
                 status => still.push((reference, status)),
