@@ -579,14 +579,13 @@ impl Applier {
                 message,
             }
         };
-        let live = match prefetched {
-            Some(live) => Some(serde_json::from_value::<DynamicObject>(live).map_err(|e| {
-                ApplyError::Apply {
-                    subject: subject.clone(),
-                    message: e.to_string(),
-                }
-            })?),
-            None => api.get_opt(&reference.name).await.map_err(&api_failure)?,
+        let live: Option<Value> = match prefetched {
+            Some(live) => Some(live),
+            None => api
+                .get_opt(&reference.name)
+                .await
+                .map_err(&api_failure)?
+                .map(|o| serde_json::to_value(o).unwrap_or_default()),
         };
         let Some(live) = live else {
             let applied = api
@@ -600,7 +599,6 @@ impl Applier {
             );
             return Ok(change(Action::Created));
         };
-        let live = serde_json::to_value(&live).unwrap_or_default();
         if reconcile_disabled(&live)
             || reconcile_disabled(&object)
             || policy == SsaPolicy::IfNotPresent
