@@ -377,7 +377,8 @@ async fn reconcile_live(cached: &Kustomization, ctx: &Context) -> Result<Action,
             generation,
         );
     }
-    write_status(&api, ctx, &name, &status).await?;
+    // Written once the revision is known (`Fetching manifests for revision …`), or with the
+    // outcome if the reconciliation ends before that.
 
     let started = Instant::now();
     let interval = object.spec.interval.to_std();
@@ -582,6 +583,38 @@ async fn run_pipeline(
         })?;
 
     status.last_attempted_revision = Some(artifact.revision.clone());
+    let timeout = spec
+        .timeout
+        .map(|t| t.to_std())
+        .unwrap_or(spec.interval.to_std());
+    let progress = format!(
+        "Fetching manifests for revision {} with a timeout of {}",
+        artifact.revision,
+        crate::api::GoDuration::from_std(timeout)
+    );
+    let generation = object.metadata.generation;
+    status::set(
+        status,
+        RECONCILING,
+        "True",
+        reason::PROGRESSING,
+        &progress,
+        generation,
+    );
+    if status::get(status, READY).is_none_or(|c| c.status != "False") {
+        status::set(
+            status,
+            READY,
+            "Unknown",
+            reason::PROGRESSING,
+            &progress,
+            generation,
+        );
+    }
+    let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
+    if let Err(error) = write_status(&api, ctx, &name, status).await {
+        tracing::debug!(error = %error, "writing progress");
+    }
 
     // Fetch and build.
     let workspace = ctx.fetcher.fetch(&artifact).await.map_err(|e| match e {
@@ -636,10 +669,6 @@ async fn run_pipeline(
         name: name.clone(),
         namespace: namespace.clone(),
     };
-    let timeout = spec
-        .timeout
-        .map(|t| t.to_std())
-        .unwrap_or(spec.interval.to_std());
     let ignore = IgnoreRules::new(&spec.ignore).map_err(|m| Failure {
         stalled: true,
         ..Failure::new(reason::FAILED, m).with_digest(&digest)
@@ -786,7 +815,6 @@ async fn run_pipeline(
             &progress,
             object.metadata.generation,
         );
-        let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
         if let Err(error) = write_status(&api, ctx, &name, status).await {
             tracing::debug!(error = %error, "writing progress");
         }
