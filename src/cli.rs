@@ -123,10 +123,10 @@ pub struct RunArgs {
     /// Refuse references to sources and dependencies in other namespaces.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, action = clap::ArgAction::Set, default_value_t = false)]
     pub no_cross_namespace_refs: bool,
-    /// Client-side QPS limit towards the API server (accepted for compatibility).
+    /// Client-side limit of API requests per second (0: unlimited).
     #[arg(long, default_value_t = 50.0)]
     pub kube_api_qps: f32,
-    /// Client-side burst towards the API server (accepted for compatibility).
+    /// Requests allowed at once above the QPS limit.
     #[arg(long, default_value_t = 300)]
     pub kube_api_burst: u32,
     /// Run only while holding the leader-election Lease.

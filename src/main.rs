@@ -225,7 +225,9 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         let config = kube::Config::infer()
             .await
             .context("finding the cluster (in-cluster config or KUBECONFIG)")?;
-        let client = kube::Client::try_from(config.clone()).context("creating the API client")?;
+        let rate_limit = controller::ratelimit::RateLimit::new(args.kube_api_qps, args.kube_api_burst);
+        let client = controller::ratelimit::client(config.clone(), rate_limit.as_ref())
+            .context("creating the API client")?;
         let metrics = std::sync::Arc::new(controller::metrics::Metrics::new());
         for address in [&args.metrics_addr, &args.health_addr] {
             let address = listen_address(address);
@@ -252,6 +254,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 strict_substitution: args.feature("StrictPostBuildSubstitutions"),
                 remote: remote_fetcher(args.no_remote_bases),
                 events_addr: Some(args.events_addr.clone()).filter(|a| !a.is_empty()),
+                rate_limit,
                 kubeconfig_allowances: controller::remote::Allowances {
                     exec: args.insecure_kubeconfig_exec,
                     insecure_tls: args.insecure_kubeconfig_tls,

@@ -15,6 +15,7 @@ mod inputs;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;
+pub mod ratelimit;
 mod reconcile;
 pub mod remote;
 pub mod status;

@@ -51,6 +51,8 @@ pub struct Options {
     pub kubeconfig_allowances: super::remote::Allowances,
     /// notification-controller's address (`--events-addr`); events are forwarded there.
     pub events_addr: Option<String>,
+    /// `--kube-api-qps`/`--kube-api-burst`, shared by every client the controller makes.
+    pub rate_limit: Option<super::ratelimit::RateLimit>,
     /// Fetches remote bases; `None` (`--no-remote-bases`) refuses them.
     pub remote: Option<Arc<dyn crate::kustomize::RemoteFetcher>>,
 }
@@ -76,6 +78,7 @@ impl Default for Options {
             remote: None,
             kubeconfig_allowances: Default::default(),
             events_addr: None,
+            rate_limit: None,
         }
     }
 }
@@ -145,7 +148,8 @@ impl Context {
         }
         let mut config = self.config.clone();
         config.auth_info.impersonate = Some(user.clone());
-        let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+        let client = super::ratelimit::client(config, self.options.rate_limit.as_ref())
+            .map_err(|e| e.to_string())?;
         clients.insert(user, client.clone());
         Ok(client)
     }

@@ -1,0 +1,154 @@
+//! `--kube-api-qps` / `--kube-api-burst`: a client-side token bucket in front of every API
+//! request, shared by all clients the controller makes (its own and impersonating ones), as
+//! client-go's rate limiter is for Flux.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tower::{Layer, Service};
+
+/// Tokens refill at `qps` per second up to `burst`; a request takes one.
+#[derive(Debug)]
+struct Bucket {
+    qps: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    /// Takes a token at `now`, or says how long until one is there.
+    fn take(&mut self, now: Instant) -> Result<(), Duration> {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.qps))
+        }
+    }
+}
+
+/// A shared limiter; `None` qps (or zero) means unlimited.
+#[derive(Clone, Debug)]
+pub struct RateLimit(Arc<Mutex<Bucket>>);
+
+impl RateLimit {
+    pub fn new(qps: f32, burst: u32) -> Option<RateLimit> {
+        if qps <= 0.0 {
+            return None;
+        }
+        let burst = f64::from(burst.max(1));
+        Some(RateLimit(Arc::new(Mutex::new(Bucket {
+            qps: f64::from(qps),
+            burst,
+            tokens: burst,
+            last: Instant::now(),
+        }))))
+    }
+
+    fn take(&self) -> Result<(), Duration> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take(Instant::now())
+    }
+}
+
+impl<S> Layer<S> for RateLimit {
+    type Service = Limited<S>;
+
+    fn layer(&self, inner: S) -> Limited<S> {
+        Limited {
+            inner,
+            limit: self.clone(),
+            sleep: None,
+            permitted: false,
+        }
+    }
+}
+
+/// A service that waits for a token before each request.
+pub struct Limited<S> {
+    inner: S,
+    limit: RateLimit,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// A token was taken for the next call.
+    permitted: bool,
+}
+
+impl<S, R> Service<R> for Limited<S>
+where
+    S: Service<R>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        while !self.permitted {
+            if let Some(sleep) = self.sleep.as_mut() {
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.sleep = None;
+            }
+            match self.limit.take() {
+                Ok(()) => self.permitted = true,
+                Err(wait) => self.sleep = Some(Box::pin(tokio::time::sleep(wait))),
+            }
+        }
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> S::Future {
+        self.permitted = false;
+        self.inner.call(request)
+    }
+}
+
+/// A client for `config` behind the shared limiter (or without one).
+pub fn client(
+    config: kube::Config,
+    limit: Option<&RateLimit>,
+) -> Result<kube::Client, kube::Error> {
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(match limit {
+        Some(limit) => builder.with_layer(limit).build(),
+        None => builder.build(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_refill_at_qps_up_to_burst() {
+        let start = Instant::now();
+        let mut bucket = Bucket {
+            qps: 10.0,
+            burst: 3.0,
+            tokens: 3.0,
+            last: start,
+        };
+        for _ in 0..3 {
+            assert!(bucket.take(start).is_ok(), "the burst is available at once");
+        }
+        let wait = bucket.take(start).unwrap_err();
+        assert!((wait.as_secs_f64() - 0.1).abs() < 1e-9, "{wait:?}");
+        assert!(bucket.take(start + Duration::from_millis(100)).is_ok());
+        // A long pause refills only up to the burst.
+        let later = start + Duration::from_secs(60);
+        for _ in 0..3 {
+            assert!(bucket.take(later).is_ok());
+        }
+        assert!(bucket.take(later).is_err());
+        assert!(RateLimit::new(0.0, 10).is_none());
+    }
+}
