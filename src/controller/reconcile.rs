@@ -92,6 +92,8 @@ pub struct Context {
     pub recorder: Recorder,
     pub metrics: Arc<super::metrics::Metrics>,
     caches: Mutex<BTreeMap<String, AppliedCache>>,
+    /// Clients of remote clusters, rebuilt only when their kubeconfig Secret changes.
+    remote_clients: super::remote::RemoteClients,
     /// Discovery results shared by every Kustomization's applier (one per cluster).
     kinds: crate::apply::KindCache,
     clients: Mutex<BTreeMap<String, kube::Client>>,
@@ -116,6 +118,7 @@ impl Context {
             metrics,
             caches: Mutex::new(BTreeMap::new()),
             kinds: Default::default(),
+            remote_clients: Default::default(),
             clients: Mutex::new(BTreeMap::new()),
             failures: Mutex::new(BTreeMap::new()),
         }
@@ -167,12 +170,13 @@ impl Context {
             Some(reference) => {
                 let impersonate =
                     account.map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
-                super::remote::client(
+                super::remote::cached_client(
                     &self.client,
                     &namespace,
                     reference,
                     self.options.kubeconfig_allowances,
                     impersonate,
+                    &self.remote_clients,
                 )
                 .await
             }

@@ -16,13 +16,22 @@ pub struct Allowances {
     pub insecure_tls: bool,
 }
 
-/// The client for the remote cluster, optionally impersonating a service account there.
-pub async fn client(
+/// Clients built from kubeconfig Secrets, by Secret, resourceVersion and identity: a
+/// reconcile reads the Secret but builds a client (TLS setup) only when it changed.
+#[derive(Clone, Default)]
+pub struct RemoteClients(
+    std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, (String, kube::Client)>>>,
+);
+
+/// The client for the remote cluster, optionally impersonating a service account there;
+/// a client built from the same Secret version is reused.
+pub async fn cached_client(
     local: &kube::Client,
     namespace: &str,
     reference: &KubeConfigReference,
     allowances: Allowances,
     impersonate: Option<String>,
+    cache: &RemoteClients,
 ) -> Result<kube::Client, String> {
     let Some(secret_ref) = &reference.secret_ref else {
         return Err(
@@ -46,6 +55,21 @@ pub async fn client(
                 secret_ref.name
             )
         })?;
+    let cache_key = format!(
+        "{namespace}/{}/{:?}/{:?}",
+        secret_ref.name, secret_ref.key, impersonate
+    );
+    let version = secret.metadata.resource_version.clone().unwrap_or_default();
+    if let Some((cached_version, client)) = cache
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&cache_key)
+        && *cached_version == version
+        && !version.is_empty()
+    {
+        return Ok(client.clone());
+    }
     let data = secret.data.unwrap_or_default();
     let bytes = match &secret_ref.key {
         Some(key) => data.get(key),
@@ -70,8 +94,14 @@ pub async fn client(
     if let Some(user) = impersonate {
         config.auth_info.impersonate = Some(user);
     }
-    kube::Client::try_from(config)
-        .map_err(|e| format!("{source}: connecting to the remote cluster: {e}"))
+    let client = kube::Client::try_from(config)
+        .map_err(|e| format!("{source}: connecting to the remote cluster: {e}"))?;
+    cache
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(cache_key, (version, client.clone()));
+    Ok(client)
 }
 
 /// Refuses exec plugins and disabled TLS verification unless allowed.
