@@ -23,29 +23,6 @@ impl LabelSelector {
     }
 }
 
-/// Splits on commas that are not inside parentheses.
-fn split_terms(text: &str) -> Vec<&str> {
-    let mut terms = Vec::new();
-    let (mut depth, mut start) = (0usize, 0usize);
-    for (i, c) in text.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                terms.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    terms.push(&text[start..]);
-    terms
-        .into_iter()
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .collect()
-}
-
 /// A field selector: only the fields kube-apiserver indexes for the kind are accepted.
 #[derive(Debug, Default)]
 pub struct FieldSelector(Vec<(String, bool, String)>);
@@ -83,7 +60,7 @@ fn supported_fields(kind: &str) -> &'static [&'static str] {
 impl FieldSelector {
     pub fn parse(text: &str, kind: &str) -> Result<FieldSelector, ApiError> {
         let mut terms = Vec::new();
-        for term in split_terms(text) {
+        for term in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (field, equal, value) = if let Some((f, v)) = term.split_once("!=") {
                 (f, false, v)
             } else if let Some((f, v)) = term.split_once("==") {
