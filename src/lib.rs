@@ -1,7 +1,7 @@
 //! kustomize-controller: a drop-in Rust replacement for the Flux kustomize-controller.
 //!
 //! The crate follows the reconcile pipeline, one module per stage, each with its own error
-//! type. Modules appear as their stage is built:
+//! type (see `docs/architecture.md` for the stage diagram and the types between stages):
 //!
 //! - [`api`]: the `Kustomization` custom resource (types, CRD, inventory IDs, durations).
 //! - [`yaml`]: Kubernetes YAML in and kustomize-identical YAML out, shared by every stage.
@@ -10,13 +10,16 @@
 //! - [`sops`]: SOPS decryption of build inputs and Secrets (age, OpenPGP).
 //! - [`substitute`]: post-build variable substitution (`${var}` expressions).
 //! - [`source`]: source artifacts (resolve, download with digest check, safe extraction).
-//! - [`cli`]: the command line of the `kustomize-controller` binary.
-//!
-//! - [`apply`]: the server-side apply engine (stages, policies, drift, takeover).
-//!
+//! - [`objects`]: what the cluster-facing stages share: object identities, change sets,
+//!   owner labels and per-object policies, kind order and discovery.
+//! - [`apply`]: the server-side apply engine (stages, policies, drift, takeover, plans).
+//! - [`inventory`]: inventory entries, storage (status and overflow Secret), pruning.
 //! - [`health`]: kstatus and CEL health checks, and waiting for objects to become ready.
-//! - [`inventory`]: inventory entries, stale-object pruning, compact storage.
-//! - [`controller`]: the Kustomization reconciler (`kustomize-controller run`), events, metrics.
+//! - [`controller`]: the Kustomization reconciler (`kustomize-controller run`), events,
+//!   metrics, and `diff`.
+//! - [`cli`]: the command line of the `kustomize-controller` binary.
+
+#![forbid(unsafe_code)]
 
 pub mod api;
 pub mod apply;
@@ -25,6 +28,7 @@ pub mod controller;
 pub mod health;
 pub mod inventory;
 pub mod kustomize;
+pub mod objects;
 #[cfg(feature = "remote-bases")]
 pub mod remote;
 pub mod sops;

@@ -1,3 +1,7 @@
+//! The `kustomize-controller` binary: argument parsing and wiring; the work is in the library.
+
+#![forbid(unsafe_code)]
+
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;

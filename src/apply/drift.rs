@@ -37,33 +37,45 @@ pub fn drifted(live: &Value, dry_run: &Value) -> bool {
         || comparable(live) != comparable(dry_run)
 }
 
+/// Why a `spec.ignore` rule is invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum IgnoreRuleError {
+    #[error("ignore path '{0}' is not a JSON pointer")]
+    NotAPointer(String),
+    #[error("{0}")]
+    Target(String),
+}
+
 /// `spec.ignore`: JSON pointers removed from objects a target selects.
 pub struct IgnoreRules {
     rules: Vec<(Vec<String>, Option<ObjectSelector>)>,
 }
 
 impl IgnoreRules {
-    pub fn new(rules: &[crate::api::IgnoreRule]) -> Result<IgnoreRules, String> {
+    pub fn new(rules: &[crate::api::IgnoreRule]) -> Result<IgnoreRules, IgnoreRuleError> {
         let mut compiled = Vec::new();
         for rule in rules {
             for path in &rule.paths {
                 if !path.is_empty() && !path.starts_with('/') {
-                    return Err(format!("ignore path '{path}' is not a JSON pointer"));
+                    return Err(IgnoreRuleError::NotAPointer(path.clone()));
                 }
             }
             let selector = match &rule.target {
                 None => None,
                 Some(t) => {
                     let text = |v: &Option<String>| v.clone().unwrap_or_default();
-                    Some(ObjectSelector::from_parts(
-                        &text(&t.group),
-                        &text(&t.version),
-                        &text(&t.kind),
-                        &text(&t.name),
-                        &text(&t.namespace),
-                        &text(&t.label_selector),
-                        &text(&t.annotation_selector),
-                    )?)
+                    Some(
+                        ObjectSelector::from_parts(
+                            &text(&t.group),
+                            &text(&t.version),
+                            &text(&t.kind),
+                            &text(&t.name),
+                            &text(&t.namespace),
+                            &text(&t.label_selector),
+                            &text(&t.annotation_selector),
+                        )
+                        .map_err(IgnoreRuleError::Target)?,
+                    )
                 }
             };
             compiled.push((rule.paths.clone(), selector));

@@ -7,141 +7,33 @@
 //! over fields other tools wrote (`drift`), dry-runs the apply and writes only when the
 //! result differs from what is live. Beyond Flux, an object whose applied digest and live
 //! resourceVersion are unchanged since our last apply is not even dry-run (`AppliedCache`).
+//! [`Applier::plan`] walks the same path without writing: `diff` shows what an apply would do.
+//! Object identities, change sets, policies and discovery come from [`crate::objects`].
 
 mod drift;
 mod normalize;
 mod order;
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-};
-use kube::discovery::Scope;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-pub use drift::{IgnoreRules, comparable, drifted, remove_pointer, set_pointer, takeover_patch};
-pub use normalize::{
-    FORCE_ANNOTATION, NAME_LABEL, NAMESPACE_LABEL, Owner, PRUNE_ANNOTATION, RECONCILE_ANNOTATION,
-    SSA_ANNOTATION, SsaPolicy, force_enabled, prepare, prune_disabled, reconcile_disabled,
-    ssa_policy,
+pub use drift::{
+    IgnoreRuleError, IgnoreRules, comparable, drifted, remove_pointer, set_pointer, takeover_patch,
 };
-pub use order::{Stage, rank as kind_rank, stage_of};
+pub use normalize::prepare;
+pub use order::{Stage, stage_of};
 
 use crate::api::CommonMetadata;
-
-/// What happened to one object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Action {
-    Created,
-    Configured,
-    Unchanged,
-    Deleted,
-    Skipped,
-}
-
-impl fmt::Display for Action {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Action::Created => "created",
-            Action::Configured => "configured",
-            Action::Unchanged => "unchanged",
-            Action::Deleted => "deleted",
-            Action::Skipped => "skipped",
-        })
-    }
-}
-
-/// An object's identity as the change set and inventory need it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectRef {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ObjectRef {
-    pub fn of(object: &Value) -> ObjectRef {
-        let text = |p: &str| {
-            object
-                .pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        ObjectRef {
-            api_version: text("/apiVersion"),
-            kind: text("/kind"),
-            namespace: text("/metadata/namespace"),
-            name: text("/metadata/name"),
-        }
-    }
-
-    pub fn group(&self) -> &str {
-        self.api_version
-            .split_once('/')
-            .map(|(g, _)| g)
-            .unwrap_or("")
-    }
-
-    pub fn version(&self) -> &str {
-        self.api_version
-            .split_once('/')
-            .map(|(_, v)| v)
-            .unwrap_or(&self.api_version)
-    }
-}
-
-/// `Kind/namespace/name` (or `Kind/name`), as Flux names objects in messages.
-impl fmt::Display for ObjectRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.namespace.is_empty() {
-            write!(f, "{}/{}", self.kind, self.name)
-        } else {
-            write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Change {
-    pub object: ObjectRef,
-    pub action: Action,
-}
-
-impl fmt::Display for Change {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.object, self.action)
-    }
-}
-
-/// The outcome of applying a set of objects, in apply order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ChangeSet {
-    pub changes: Vec<Change>,
-}
-
-impl ChangeSet {
-    /// The lines Flux puts into events: every change except `unchanged`.
-    pub fn summary(&self) -> String {
-        self.changes
-            .iter()
-            .filter(|c| c.action != Action::Unchanged)
-            .map(Change::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    pub fn count(&self, action: Action) -> usize {
-        self.changes.iter().filter(|c| c.action == action).count()
-    }
-}
+use crate::objects::{
+    Action, Change, ChangeSet, KindCache, KindError, NAME_LABEL, NAMESPACE_LABEL, ObjectRef, Owner,
+    Served, SsaPolicy, force_enabled, reconcile_disabled, ssa_policy,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -225,68 +117,36 @@ impl AppliedCache {
     }
 }
 
-/// How the server serves a kind.
-#[derive(Clone, Debug)]
-struct Served {
-    resource: ApiResource,
-    namespaced: bool,
+/// Whether objects are applied or only planned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Apply,
+    Plan,
 }
 
-/// How the server serves each kind (discovery results), shared by the appliers of all
-/// Kustomizations so that discovery runs once per kind, not once per reconcile. Kinds are
-/// discovered afresh after CRDs are applied.
-#[derive(Clone, Debug, Default)]
-pub struct KindCache(Arc<Mutex<HashMap<(String, String), Served>>>);
-
-/// Why a kind has no API.
-#[derive(Debug)]
-pub enum KindError {
-    /// The server does not serve the kind (no such group, version or kind).
-    NotServed,
-    /// Discovery failed otherwise (unreachable, forbidden, an aggregated API down).
-    Api(kube::Error),
+/// One object as [`Applier::plan`] finds it: the change an apply would make and, for a live
+/// object that would change, both sides as compared.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Planned {
+    pub change: Change,
+    pub drift: Option<Drift>,
 }
 
-impl KindCache {
-    async fn served(&self, client: &kube::Client, object: &ObjectRef) -> Result<Served, KindError> {
-        let key = (object.api_version.clone(), object.kind.clone());
-        if let Some(served) = self.0.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return Ok(served.clone());
+impl Planned {
+    fn new(object: ObjectRef, action: Action) -> Planned {
+        Planned {
+            change: Change { object, action },
+            drift: None,
         }
-        let gvk = GroupVersionKind::gvk(object.group(), object.version(), &object.kind);
-        let (resource, capabilities) =
-            kube::discovery::pinned_kind(client, &gvk)
-                .await
-                .map_err(|error| match error {
-                    kube::Error::Discovery(_) => KindError::NotServed,
-                    kube::Error::Api(status) if status.code == 404 => KindError::NotServed,
-                    other => KindError::Api(other),
-                })?;
-        let served = Served {
-            resource,
-            namespaced: capabilities.scope == Scope::Namespaced,
-        };
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, served.clone());
-        Ok(served)
     }
+}
 
-    /// The dynamic API of `object`'s kind on `client`'s cluster (in its namespace when the
-    /// kind is namespaced), discovered once per kind.
-    pub async fn api(
-        &self,
-        client: &kube::Client,
-        object: &ObjectRef,
-    ) -> Result<Api<DynamicObject>, KindError> {
-        let served = self.served(client, object).await?;
-        Ok(if served.namespaced {
-            Api::namespaced_with(client.clone(), &object.namespace, &served.resource)
-        } else {
-            Api::all_with(client.clone(), &served.resource)
-        })
-    }
+/// A live object and what the server would make of it after our apply (server-side dry-run),
+/// without status, server bookkeeping or ignored fields.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Drift {
+    pub live: Value,
+    pub applied: Value,
 }
 
 /// Applies objects for one owner (Kustomization).
@@ -366,12 +226,29 @@ impl Applier {
     /// Like [`Applier::apply_all`], but on failure also returns what was applied before it
     /// (so the caller can keep those objects in the inventory).
     pub async fn apply_all_partial(&self, objects: Vec<Value>) -> (ChangeSet, Option<ApplyError>) {
+        let (planned, error) = self.run(objects, Mode::Apply).await;
+        let changes = planned.into_iter().map(|p| p.change).collect();
+        (ChangeSet { changes }, error)
+    }
+
+    /// What [`Applier::apply_all`] would do, decided the same way (policies, ignore rules,
+    /// server-side dry-run) but writing nothing: no apply, no managed-fields takeover, no
+    /// recreation, no waiting for definitions. Kinds the cluster does not serve yet (their
+    /// CRD comes with these objects) count as created.
+    pub async fn plan(&self, objects: Vec<Value>) -> Result<Vec<Planned>, ApplyError> {
+        match self.run(objects, Mode::Plan).await {
+            (planned, None) => Ok(planned),
+            (_, Some(error)) => Err(error),
+        }
+    }
+
+    async fn run(&self, objects: Vec<Value>, mode: Mode) -> (Vec<Planned>, Option<ApplyError>) {
         let mut prepared = Vec::with_capacity(objects.len());
         for mut object in objects {
             prepare(&mut object, &self.owner, self.common_metadata.as_ref());
             prepared.push(object);
         }
-        let mut change_set = ChangeSet::default();
+        let mut done: Vec<Planned> = Vec::new();
         for (stage, list) in order::stages(prepared, &self.options.custom_stage_kinds) {
             let mut prefetched = self.prefetch(&list).await;
             let work: Vec<(usize, Value, Option<Value>)> = list
@@ -388,22 +265,22 @@ impl Applier {
                     (index, object, live)
                 })
                 .collect();
-            let results: Vec<(usize, Result<Change, ApplyError>)> =
+            let mut results: Vec<(usize, Result<Planned, ApplyError>)> =
                 futures::stream::iter(work)
                     .map(|(index, object, live)| async move {
-                        (index, self.apply_one(object, live).await)
+                        (index, self.apply_one(object, live, mode).await)
                     })
                     .buffer_unordered(self.options.concurrency.max(1))
                     .collect()
                     .await;
-            let mut results = results;
             results.sort_by_key(|(index, _)| *index);
             let mut errors = Vec::new();
             // CRDs and Namespaces this stage created or changed are waited for.
             let mut fresh = Vec::new();
             for (_, result) in results {
                 match result {
-                    Ok(change) => {
+                    Ok(planned) => {
+                        let change = &planned.change;
                         let definition = matches!(
                             change.object.kind.as_str(),
                             "CustomResourceDefinition" | "Namespace"
@@ -413,24 +290,25 @@ impl Applier {
                         {
                             fresh.push(change.object.clone());
                         }
-                        change_set.changes.push(change);
+                        done.push(planned);
                     }
                     Err(error) => errors.push(error),
                 }
             }
             match errors.len() {
                 0 => {}
-                1 => return (change_set, Some(errors.remove(0))),
-                _ => return (change_set, Some(ApplyError::Many(errors))),
+                1 => return (done, Some(errors.remove(0))),
+                _ => return (done, Some(ApplyError::Many(errors))),
             }
-            if matches!(stage, Stage::Definitions | Stage::Classes)
+            if mode == Mode::Apply
+                && matches!(stage, Stage::Definitions | Stage::Classes)
                 && !fresh.is_empty()
                 && let Err(error) = self.wait_for_definitions(fresh).await
             {
-                return (change_set, Some(error));
+                return (done, Some(error));
             }
         }
-        (change_set, None)
+        (done, None)
     }
 
     /// The API of an object's kind, found through discovery once per kind.
@@ -561,13 +439,17 @@ impl Applier {
         &self,
         mut object: Value,
         prefetched: Option<Value>,
-    ) -> Result<Change, ApplyError> {
-        let (api, reference) = self.api_for(&mut object).await?;
-        let subject = reference.to_string();
-        let change = |action| Change {
-            object: reference.clone(),
-            action,
+        mode: Mode,
+    ) -> Result<Planned, ApplyError> {
+        let (api, reference) = match self.api_for(&mut object).await {
+            Ok(found) => found,
+            Err(ApplyError::UnknownKind { .. }) if mode == Mode::Plan => {
+                return Ok(Planned::new(ObjectRef::of(&object), Action::Created));
+            }
+            Err(error) => return Err(error),
         };
+        let subject = reference.to_string();
+        let change = |action| Planned::new(reference.clone(), action);
         let policy = ssa_policy(&object);
         if policy == SsaPolicy::Ignore {
             return Ok(change(Action::Skipped));
@@ -588,15 +470,17 @@ impl Applier {
                 .map(|o| serde_json::to_value(o).unwrap_or_default()),
         };
         let Some(live) = live else {
-            let applied = api
-                .patch(&reference.name, &self.params(), &Patch::Apply(&object))
-                .await
-                .map_err(&api_failure)?;
-            self.cache.put(
-                reference.clone(),
-                digest(&object),
-                applied.metadata.resource_version,
-            );
+            if mode == Mode::Apply {
+                let applied = api
+                    .patch(&reference.name, &self.params(), &Patch::Apply(&object))
+                    .await
+                    .map_err(&api_failure)?;
+                self.cache.put(
+                    reference.clone(),
+                    digest(&object),
+                    applied.metadata.resource_version,
+                );
+            }
             return Ok(change(Action::Created));
         };
         if reconcile_disabled(&live)
@@ -632,7 +516,8 @@ impl Applier {
             return Ok(change(Action::Unchanged));
         }
         let mut live = live;
-        if policy != SsaPolicy::Merge
+        if mode == Mode::Apply
+            && policy != SsaPolicy::Merge
             && let Some(patch) = takeover_patch(
                 &live,
                 &self.options.field_manager,
@@ -668,10 +553,10 @@ impl Applier {
                 if !(self.options.force || force_enabled(&object)) {
                     return Err(ApplyError::Immutable { subject, message });
                 }
-                return self
-                    .recreate(&api, &reference, &object)
-                    .await
-                    .map(|()| change(Action::Created));
+                if mode == Mode::Apply {
+                    self.recreate(&api, &reference, &object).await?;
+                }
+                return Ok(change(Action::Created));
             }
             Err(error) => {
                 let (reason, message, _) = api_error_parts(&error);
@@ -688,14 +573,20 @@ impl Applier {
             drift::remove_pointer(&mut dry_view, pointer);
         }
         if !drifted(&live_view, &dry_view) {
-            self.cache.put(
-                reference.clone(),
-                applied_digest,
-                live.pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-            );
+            if mode == Mode::Apply {
+                self.cache
+                    .put(reference.clone(), applied_digest, live_version);
+            }
             return Ok(change(Action::Unchanged));
+        }
+        if mode == Mode::Plan {
+            return Ok(Planned {
+                drift: Some(Drift {
+                    live: comparable(&live_view),
+                    applied: comparable(&dry_view),
+                }),
+                ..change(Action::Configured)
+            });
         }
         let applied = api
             .patch(&reference.name, &self.params(), &Patch::Apply(&object))
@@ -793,11 +684,7 @@ impl Applier {
             if still.is_empty() {
                 // Kinds served by new or changed CRDs are discovered afresh.
                 if new_kinds {
-                    self.served
-                        .0
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .clear();
+                    self.served.clear();
                 }
                 return Ok(());
             }

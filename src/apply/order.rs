@@ -4,50 +4,7 @@
 
 use serde_json::Value;
 
-/// Flux's apply order of kinds; unknown kinds come after these and before the webhooks.
-const KIND_ORDER: &[&str] = &[
-    "CustomResourceDefinition",
-    "Namespace",
-    "ClusterClass",
-    "RuntimeClass",
-    "PriorityClass",
-    "StorageClass",
-    "VolumeSnapshotClass",
-    "IngressClass",
-    "GatewayClass",
-    "ResourceQuota",
-    "ServiceAccount",
-    "Role",
-    "ClusterRole",
-    "RoleBinding",
-    "ClusterRoleBinding",
-    "ConfigMap",
-    "Secret",
-    "Endpoints",
-    "Service",
-    "LimitRange",
-    "PersistentVolume",
-    "PersistentVolumeClaim",
-    "Deployment",
-    "StatefulSet",
-    "CronJob",
-    "PodDisruptionBudget",
-];
-
-const LAST: &[&str] = &[
-    "MutatingWebhookConfiguration",
-    "ValidatingWebhookConfiguration",
-];
-
-fn kind_rank(kind: &str) -> usize {
-    if let Some(i) = KIND_ORDER.iter().position(|k| *k == kind) {
-        return i;
-    }
-    match LAST.iter().position(|k| *k == kind) {
-        Some(i) => KIND_ORDER.len() + 1 + i,
-        None => KIND_ORDER.len(),
-    }
-}
+use crate::objects::kind_rank;
 
 /// One apply stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -106,11 +63,6 @@ pub fn stages(objects: Vec<Value>, custom_kinds: &[String]) -> Vec<(Stage, Vec<V
         list.sort_by_key(|o| kind_rank(kind_of(o)));
     }
     staged
-}
-
-/// Flux's kind order: lower ranks are applied first (and pruned last).
-pub fn rank(kind: &str) -> usize {
-    kind_rank(kind)
 }
 
 #[cfg(test)]

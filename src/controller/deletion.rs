@@ -9,13 +9,13 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
 
+use super::context::Context;
 use super::events::EventType;
-use super::inputs::load_inventory;
-use super::reconcile::{Context, FINALIZER, ReconcileError};
+use super::reconcile::{FINALIZER, ReconcileError};
 use super::status::reason;
 use crate::api::{DeletionPolicy, Kustomization};
-use crate::apply::{ObjectRef, Owner};
-use crate::inventory;
+use crate::inventory::{self, Holder};
+use crate::objects::{KindCache, KindError, ObjectRef, Owner};
 
 /// Deletion: the policy decides what happens to the applied objects, then the finalizer goes.
 pub(crate) async fn finalize(
@@ -42,16 +42,14 @@ pub(crate) async fn finalize(
         DeletionPolicy::Orphan => false,
     };
     if prune && !suspended {
-        let inventory = load_inventory(
-            ctx,
-            &namespace,
-            &name,
-            &object.status.clone().unwrap_or_default(),
-        )
-        .await
-        .map_err(ReconcileError::Other)?;
-        let stale = inventory::stale(&inventory, &Default::default())
-            .map_err(|e| ReconcileError::Other(e.to_string()))?;
+        let holder = Holder {
+            namespace: &namespace,
+            name: &name,
+            uid: object.metadata.uid.as_deref().unwrap_or(""),
+        };
+        let in_status = object.status.as_ref().and_then(|s| s.inventory.as_ref());
+        let inventory = inventory::load(&ctx.client, &holder, in_status).await?;
+        let stale = inventory::stale(&inventory, &Default::default())?;
         let account = object
             .spec
             .service_account_name
@@ -82,24 +80,17 @@ pub(crate) async fn finalize(
                 )
                 .await;
         } else {
-            let client = ctx
-                .target_client(object)
-                .await
-                .map_err(ReconcileError::Other)?;
+            let client = ctx.target_client(object).await?;
             let owner = Owner {
                 name: name.clone(),
                 namespace: namespace.clone(),
             };
             let outcome = inventory::prune(&client, &stale, &owner).await;
             if !outcome.errors.is_empty() {
-                return Err(ReconcileError::Other(outcome.errors.join("; ")));
+                return Err(ReconcileError::Prune(outcome.errors));
             }
             if policy == DeletionPolicy::WaitForTermination {
-                let timeout = object
-                    .spec
-                    .timeout
-                    .map(|t| t.to_std())
-                    .unwrap_or(object.spec.interval.to_std());
+                let timeout = super::steps::timeout_of(&object.spec);
                 let deleted: Vec<ObjectRef> = outcome
                     .deleted
                     .changes
@@ -110,12 +101,19 @@ pub(crate) async fn finalize(
                 if let Err(error) =
                     wait_gone(&client, &deleted, timeout, ctx.options.health_poll_interval).await
                 {
+                    let error = match error {
+                        WaitError::Timeout(remaining) => format!(
+                            "timeout waiting for termination of: [{}]",
+                            remaining.join(", ")
+                        ),
+                        WaitError::Api(error) => format!("Kubernetes API: {error}"),
+                    };
                     ctx.recorder
                         .publish(
                             object,
                             EventType::Warning,
                             reason::PRUNE_FAILED,
-                            &error.to_string(),
+                            &error,
                             None,
                         )
                         .await;
@@ -139,24 +137,36 @@ pub(crate) async fn finalize(
     Ok(Action::await_change())
 }
 
+/// Why waiting for deleted objects to go ended early.
+enum WaitError {
+    /// Still there at the timeout.
+    Timeout(Vec<String>),
+    Api(kube::Error),
+}
+
 async fn wait_gone(
     client: &kube::Client,
     objects: &[ObjectRef],
     timeout: Duration,
     interval: Duration,
-) -> Result<(), ReconcileError> {
+) -> Result<(), WaitError> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let kinds = crate::apply::KindCache::default();
+    let kinds = KindCache::default();
     loop {
         let mut remaining = Vec::new();
         for object in objects {
             let api = match kinds.api(client, object).await {
                 Ok(api) => api,
                 // A kind that is no longer served has no objects left.
-                Err(crate::apply::KindError::NotServed) => continue,
-                Err(crate::apply::KindError::Api(error)) => return Err(error.into()),
+                Err(KindError::NotServed) => continue,
+                Err(KindError::Api(error)) => return Err(WaitError::Api(error)),
             };
-            if api.get_opt(&object.name).await?.is_some() {
+            if api
+                .get_opt(&object.name)
+                .await
+                .map_err(WaitError::Api)?
+                .is_some()
+            {
                 remaining.push(object.to_string());
             }
         }
@@ -164,10 +174,7 @@ async fn wait_gone(
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(ReconcileError::Other(format!(
-                "timeout waiting for termination of: [{}]",
-                remaining.join(", ")
-            )));
+            return Err(WaitError::Timeout(remaining));
         }
         tokio::time::sleep(interval).await;
     }

@@ -1,18 +1,20 @@
-//! `kustomize-controller diff`: what a Kustomization would change, built from a local
-//! directory with the Kustomization's own overrides, decryption keys and variables, and
-//! compared against the cluster through server-side dry-run, as `flux diff kustomization`.
+//! `kustomize-controller diff`: what a Kustomization would change, as `flux diff
+//! kustomization`. A local directory is built by the reconciler's own build step (overrides,
+//! decryption keys, variables) and planned by its own applier (policies, ignore rules,
+//! server-side dry-run), so `diff` cannot drift from what a reconcile would do; stale
+//! inventory entries are reported as deleted.
 
 use std::path::Path;
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 
-use super::inputs::{decryption_keys, variables};
-use super::manifests::{self, Inputs};
-use super::reconcile::Context;
+use super::context::Context;
+use super::error::StepError;
+use super::steps;
 use crate::api::Kustomization;
-use crate::apply::{
-    ObjectRef, Owner, SsaPolicy, comparable, prepare, reconcile_disabled, ssa_policy,
-};
+use crate::apply::Planned;
+use crate::inventory;
+use crate::objects::{Action, ChangeSet, ObjectRef};
 
 /// One difference.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,136 +91,74 @@ pub fn line_diff(old: &str, new: &str) -> String {
     out
 }
 
-/// Compares what `dir` would apply for the Kustomization `namespace/name` with the cluster.
+/// Why a diff could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    #[error("reading Kustomization {id}: {source}")]
+    Read { id: String, source: kube::Error },
+    #[error("Kustomization {0} not found")]
+    NotFound(String),
+    #[error("copying {path}: {source}")]
+    Copy {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Step(#[from] StepError),
+}
+
+/// Compares what `dir` would apply for the Kustomization `namespace/name` with the cluster:
+/// the reconciler's build and applier, planning instead of applying.
 pub async fn diff(
     ctx: &Context,
     namespace: &str,
     name: &str,
     dir: &Path,
-) -> Result<Vec<Difference>, String> {
+) -> Result<Vec<Difference>, DiffError> {
+    let id = format!("{namespace}/{name}");
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), namespace);
     let object = api
         .get_opt(name)
         .await
-        .map_err(|e| format!("reading Kustomization {namespace}/{name}: {e}"))?
-        .ok_or_else(|| format!("Kustomization {namespace}/{name} not found"))?;
-    let workdir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    copy_tree(dir, workdir.path()).map_err(|e| format!("copying {}: {e}", dir.display()))?;
-    let keys = decryption_keys(&object, ctx).await?;
-    let variables = variables(&object, ctx).await?;
-    let root = workdir.path().to_path_buf();
-    let spec = object.spec.clone();
-    let strict = ctx.options.strict_substitution;
-    let remote = ctx.options.remote.clone();
-    let objects = tokio::task::spawn_blocking(move || {
-        manifests::build(
-            &root,
-            &root,
-            &Inputs {
-                spec: &spec,
-                keys: keys.as_ref(),
-                variables: &variables,
-                remote,
-                strict_substitution: strict,
-            },
-        )
-    })
-    .await
-    .map_err(|e| e.to_string())?
-    .map_err(|e| e.to_string())?;
-    let owner = Owner {
-        name: name.to_string(),
-        namespace: namespace.to_string(),
+        .map_err(|source| DiffError::Read {
+            id: id.clone(),
+            source,
+        })?
+        .ok_or_else(|| DiffError::NotFound(id.clone()))?;
+    // The build writes into its directory (overrides, decrypted inputs): work on a copy.
+    let copy_failed = |source| DiffError::Copy {
+        path: dir.display().to_string(),
+        source,
     };
-    // The same cluster and identity the controller applies with.
-    let client = ctx.target_client(&object).await?;
-    let ignore = crate::apply::IgnoreRules::new(&object.spec.ignore)?;
-    let kinds = crate::apply::KindCache::default();
+    let workdir = tempfile::tempdir().map_err(copy_failed)?;
+    copy_tree(dir, workdir.path()).map_err(copy_failed)?;
+    let objects = steps::build(&object, ctx, workdir.path(), workdir.path()).await?;
+    // The same cluster, identity and policies the controller applies with.
+    let target = steps::target(&object, ctx).await?;
+    let applier = steps::applier(&object, ctx, &target)?;
+    let planned = applier.plan(objects).await.map_err(StepError::Apply)?;
     let mut differences = Vec::new();
-    let mut built = Vec::new();
-    for mut desired in objects {
-        prepare(&mut desired, &owner, object.spec.common_metadata.as_ref());
-        let reference = ObjectRef::of(&desired);
-        built.push(reference.clone());
-        if ssa_policy(&desired) == SsaPolicy::Ignore {
-            continue;
-        }
-        let dynamic = match kinds.api(&client, &reference).await {
-            Ok(api) => api,
-            // A kind the cluster does not serve yet (its CRD comes with this build).
-            Err(crate::apply::KindError::NotServed) => {
-                differences.push(Difference::Created(reference));
-                continue;
+    let mut built = ChangeSet::default();
+    for Planned { change, drift } in planned {
+        match (change.action, drift) {
+            (Action::Created, _) => differences.push(Difference::Created(change.object.clone())),
+            (Action::Configured, Some(drift)) => {
+                let text = line_diff(
+                    &crate::yaml::to_yaml_string(&drift.live),
+                    &crate::yaml::to_yaml_string(&drift.applied),
+                );
+                differences.push(Difference::Drifted(change.object.clone(), text));
             }
-            Err(crate::apply::KindError::Api(error)) => {
-                return Err(format!("{reference}: {error}"));
-            }
-        };
-        let Some(live) = dynamic
-            .get_opt(&reference.name)
-            .await
-            .map_err(|e| format!("{reference}: {e}"))?
-        else {
-            differences.push(Difference::Created(reference));
-            continue;
-        };
-        let live = serde_json::to_value(live).unwrap_or_default();
-        // What the controller would skip is no difference.
-        if reconcile_disabled(&live)
-            || reconcile_disabled(&desired)
-            || ssa_policy(&desired) == SsaPolicy::IfNotPresent
-        {
-            continue;
+            _ => {}
         }
-        let ignored: Vec<String> = ignore
-            .paths_for(&desired)
-            .into_iter()
-            .map(str::to_string)
-            .collect();
-        for pointer in &ignored {
-            match live.pointer(pointer) {
-                Some(value) => crate::apply::set_pointer(&mut desired, pointer, value.clone()),
-                None => crate::apply::remove_pointer(&mut desired, pointer),
-            }
-        }
-        let params = PatchParams::apply(&ctx.options.field_manager)
-            .force()
-            .dry_run();
-        let dry_run = dynamic
-            .patch(&reference.name, &params, &Patch::Apply(&desired))
-            .await
-            .map_err(|e| format!("{reference} dry-run failed: {e}"))?;
-        let dry_run = serde_json::to_value(dry_run).unwrap_or_default();
-        let (before, after) = (comparable(&live), comparable(&dry_run));
-        if before != after {
-            let text = line_diff(
-                &crate::yaml::to_yaml_string(&before),
-                &crate::yaml::to_yaml_string(&after),
-            );
-            differences.push(Difference::Drifted(reference, text));
-        }
+        built.changes.push(change);
     }
     if object.spec.prune {
-        let inventory = super::inputs::load_inventory(
-            ctx,
-            namespace,
-            name,
-            &object.status.clone().unwrap_or_default(),
-        )
-        .await?;
-        let current = crate::inventory::from_change_set(&crate::apply::ChangeSet {
-            changes: built
-                .into_iter()
-                .map(|o| crate::apply::Change {
-                    object: o,
-                    action: crate::apply::Action::Unchanged,
-                })
-                .collect(),
-        })
-        .map_err(|e| e.to_string())?;
-        for stale in crate::inventory::stale(&inventory, &current).map_err(|e| e.to_string())? {
-            differences.push(Difference::Deleted(stale));
-        }
+        let old =
+            steps::load_inventory(&object, ctx, &object.status.clone().unwrap_or_default()).await?;
+        let current = inventory::from_change_set(&built).map_err(StepError::Inventory)?;
+        let stale = inventory::stale(&old, &current).map_err(StepError::StaleObjects)?;
+        differences.extend(stale.into_iter().map(Difference::Deleted));
     }
     Ok(differences)
 }

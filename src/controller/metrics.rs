@@ -151,7 +151,7 @@ impl Metrics {
         self.build.observe(elapsed.as_secs_f64());
     }
 
-    pub fn observe_apply(&self, elapsed: Duration, changes: &crate::apply::ChangeSet) {
+    pub fn observe_apply(&self, elapsed: Duration, changes: &crate::objects::ChangeSet) {
         self.apply.observe(elapsed.as_secs_f64());
         for change in &changes.changes {
             self.objects

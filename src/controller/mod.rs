@@ -4,21 +4,31 @@
 //! [`run`] wires a kube-runtime `Controller`: Kustomizations trigger on generation,
 //! `reconcile.fluxcd.io/requestedAt` and deletion (not on our own status writes); a source
 //! whose artifact revision changes triggers the Kustomizations built from it that have not
-//! applied that revision yet. `reconcile` holds one reconciliation (`manifests` builds,
-//! `dependencies` gates, `status`/`events`/`metrics` report).
+//! applied that revision yet.
+//!
+//! One reconciliation (`reconcile`) runs Flux's named steps (`steps`: source, dependencies,
+//! fetch and build, apply, inventory and prune, health), each failing with a typed
+//! [`StepError`] that carries its Flux reason; `outcome` turns the steps' result into the
+//! final status, event and requeue as a pure function. `manifests` is the pure build,
+//! `inputs` reads keys and variables, `deletion` finalizes, `diff` plans with the same build
+//! and applier; `status`, `events` and `metrics` report. See docs/architecture.md.
 
+mod context;
 mod deletion;
 mod dependencies;
 pub mod diff;
+mod error;
 pub mod events;
 mod inputs;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;
+pub mod outcome;
 pub mod ratelimit;
 mod reconcile;
 pub mod remote;
 pub mod status;
+mod steps;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -31,9 +41,11 @@ use kube::runtime::controller::Config as ControllerConfig;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 
-pub use reconcile::{
-    Context, FINALIZER, Options, REQUESTED_AT, ReconcileError, error_policy, reconcile,
-};
+pub use context::{Context, Options};
+pub use dependencies::DependencyError;
+pub use error::{Failed, Retry, StepError};
+pub use inputs::InputError;
+pub use reconcile::{FINALIZER, REQUESTED_AT, ReconcileError, error_policy, reconcile};
 
 use crate::api::Kustomization;
 use crate::source::{Fetcher, FetcherOptions, SourceObject};
@@ -154,8 +166,8 @@ pub async fn run(
     options: RunOptions,
     metrics: Arc<metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) -> Result<(), String> {
-    let fetcher = Fetcher::new(options.fetcher.clone()).map_err(|e| e.to_string())?;
+) -> Result<(), crate::source::SourceError> {
+    let fetcher = Fetcher::new(options.fetcher.clone())?;
     let context = Arc::new(Context::new(
         client.clone(),
         config,

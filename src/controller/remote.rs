@@ -23,6 +23,42 @@ pub struct RemoteClients(
     std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, (String, kube::Client)>>>,
 );
 
+/// Why the client a Kustomization applies with cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("spec.kubeConfig.configMapRef (workload identity) is not supported; use secretRef")]
+    ConfigMapRefUnsupported,
+    #[error("cannot get kubeconfig Secret '{secret}': {source}")]
+    ReadSecret { secret: String, source: kube::Error },
+    #[error("kubeconfig Secret '{secret}' not found")]
+    SecretNotFound { secret: String },
+    #[error("kubeconfig Secret '{secret}' has no key '{key}'")]
+    MissingKey { secret: String, key: String },
+    #[error("kubeconfig Secret '{secret}': not UTF-8")]
+    NotUtf8 { secret: String },
+    #[error("kubeconfig Secret '{secret}': invalid kubeconfig: {reason}")]
+    InvalidKubeconfig { secret: String, reason: String },
+    #[error("kubeconfig Secret '{secret}': {refusal}")]
+    Refused { secret: String, refusal: Refusal },
+    #[error("kubeconfig Secret '{secret}': connecting to the remote cluster: {source}")]
+    Connect { secret: String, source: kube::Error },
+    #[error("client for {user}: {source}")]
+    Impersonate { user: String, source: kube::Error },
+}
+
+/// What [`check`] refuses in a kubeconfig.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error(
+        "kubeconfig user '{0}' runs a credential plugin; refused (allow with --insecure-kubeconfig-exec)"
+    )]
+    CredentialPlugin(String),
+    #[error(
+        "kubeconfig cluster '{0}' skips TLS verification; refused (allow with --insecure-kubeconfig-tls)"
+    )]
+    InsecureTls(String),
+}
+
 /// The client for the remote cluster, optionally impersonating a service account there;
 /// a client built from the same Secret version is reused.
 pub async fn cached_client(
@@ -32,33 +68,23 @@ pub async fn cached_client(
     allowances: Allowances,
     impersonate: Option<String>,
     cache: &RemoteClients,
-) -> Result<kube::Client, String> {
+) -> Result<kube::Client, ClientError> {
     let Some(secret_ref) = &reference.secret_ref else {
-        return Err(
-            "spec.kubeConfig.configMapRef (workload identity) is not supported; use secretRef"
-                .into(),
-        );
+        return Err(ClientError::ConfigMapRefUnsupported);
     };
+    let secret_id = format!("{namespace}/{}", secret_ref.name);
     let api: Api<Secret> = Api::namespaced(local.clone(), namespace);
     let secret = api
         .get_opt(&secret_ref.name)
         .await
-        .map_err(|e| {
-            format!(
-                "cannot get kubeconfig Secret '{namespace}/{}': {e}",
-                secret_ref.name
-            )
+        .map_err(|source| ClientError::ReadSecret {
+            secret: secret_id.clone(),
+            source,
         })?
-        .ok_or_else(|| {
-            format!(
-                "kubeconfig Secret '{namespace}/{}' not found",
-                secret_ref.name
-            )
+        .ok_or_else(|| ClientError::SecretNotFound {
+            secret: secret_id.clone(),
         })?;
-    let cache_key = format!(
-        "{namespace}/{}/{:?}/{:?}",
-        secret_ref.name, secret_ref.key, impersonate
-    );
+    let cache_key = format!("{secret_id}/{:?}/{:?}", secret_ref.key, impersonate);
     let version = secret.metadata.resource_version.clone().unwrap_or_default();
     if let Some((cached_version, client)) = cache
         .0
@@ -75,27 +101,33 @@ pub async fn cached_client(
         Some(key) => data.get(key),
         None => data.get("value").or_else(|| data.get("value.yaml")),
     }
-    .ok_or_else(|| {
-        format!(
-            "kubeconfig Secret '{namespace}/{}' has no key '{}'",
-            secret_ref.name,
-            secret_ref.key.as_deref().unwrap_or("value")
-        )
+    .ok_or_else(|| ClientError::MissingKey {
+        secret: secret_id.clone(),
+        key: secret_ref.key.clone().unwrap_or_else(|| "value".into()),
     })?;
-    let source = format!("kubeconfig Secret '{namespace}/{}'", secret_ref.name);
-    let text = std::str::from_utf8(&bytes.0).map_err(|_| format!("{source}: not UTF-8"))?;
-    let kubeconfig =
-        Kubeconfig::from_yaml(text).map_err(|e| format!("{source}: invalid kubeconfig: {e}"))?;
-    check(&kubeconfig, allowances).map_err(|e| format!("{source}: {e}"))?;
+    let text = std::str::from_utf8(&bytes.0).map_err(|_| ClientError::NotUtf8 {
+        secret: secret_id.clone(),
+    })?;
+    let invalid = |reason: String| ClientError::InvalidKubeconfig {
+        secret: secret_id.clone(),
+        reason,
+    };
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| invalid(e.to_string()))?;
+    check(&kubeconfig, allowances).map_err(|refusal| ClientError::Refused {
+        secret: secret_id.clone(),
+        refusal,
+    })?;
     let mut config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
-            .map_err(|e| format!("{source}: invalid kubeconfig: {e}"))?;
+            .map_err(|e| invalid(e.to_string()))?;
     if let Some(user) = impersonate {
         config.auth_info.impersonate = Some(user);
     }
-    let client = kube::Client::try_from(config)
-        .map_err(|e| format!("{source}: connecting to the remote cluster: {e}"))?;
+    let client = kube::Client::try_from(config).map_err(|source| ClientError::Connect {
+        secret: secret_id.clone(),
+        source,
+    })?;
     cache
         .0
         .lock()
@@ -105,17 +137,14 @@ pub async fn cached_client(
 }
 
 /// Refuses exec plugins and disabled TLS verification unless allowed.
-pub fn check(kubeconfig: &Kubeconfig, allowances: Allowances) -> Result<(), String> {
+pub fn check(kubeconfig: &Kubeconfig, allowances: Allowances) -> Result<(), Refusal> {
     for user in &kubeconfig.auth_infos {
         let execs = user
             .auth_info
             .as_ref()
             .is_some_and(|a| a.exec.is_some() || a.auth_provider.is_some());
         if execs && !allowances.exec {
-            return Err(format!(
-                "kubeconfig user '{}' runs a credential plugin; refused (allow with --insecure-kubeconfig-exec)",
-                user.name
-            ));
+            return Err(Refusal::CredentialPlugin(user.name.clone()));
         }
     }
     for cluster in &kubeconfig.clusters {
@@ -124,10 +153,7 @@ pub fn check(kubeconfig: &Kubeconfig, allowances: Allowances) -> Result<(), Stri
             .as_ref()
             .is_some_and(|c| c.insecure_skip_tls_verify == Some(true));
         if insecure && !allowances.insecure_tls {
-            return Err(format!(
-                "kubeconfig cluster '{}' skips TLS verification; refused (allow with --insecure-kubeconfig-tls)",
-                cluster.name
-            ));
+            return Err(Refusal::InsecureTls(cluster.name.clone()));
         }
     }
     Ok(())
@@ -146,6 +172,7 @@ mod tests {
         assert!(
             check(&exec, Allowances::default())
                 .unwrap_err()
+                .to_string()
                 .contains("--insecure-kubeconfig-exec")
         );
         assert!(
@@ -165,6 +192,7 @@ mod tests {
         assert!(
             check(&insecure, Allowances::default())
                 .unwrap_err()
+                .to_string()
                 .contains("--insecure-kubeconfig-tls")
         );
     }

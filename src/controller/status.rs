@@ -1,9 +1,36 @@
-//! Conditions and history as Flux writes them on a Kustomization's status.
+//! Conditions and history as Flux writes them on a Kustomization's status, and the status
+//! write itself.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
 
-use crate::api::{KustomizationStatus, Snapshot};
+use super::context::Context;
+use crate::api::{Kustomization, KustomizationStatus, Snapshot};
+
+/// Writes `status` on `object` (server-side apply of the status subresource, as the status
+/// manager).
+pub(crate) async fn write(
+    ctx: &Context,
+    object: &Kustomization,
+    status: &KustomizationStatus,
+) -> Result<(), kube::Error> {
+    let namespace = object.metadata.namespace.as_deref().unwrap_or("");
+    let name = object.metadata.name.as_deref().unwrap_or("");
+    let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), namespace);
+    let body = json!({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(&ctx.options.status_manager).force(),
+        &Patch::Apply(&body),
+    )
+    .await?;
+    Ok(())
+}
 
 pub const READY: &str = "Ready";
 pub const RECONCILING: &str = "Reconciling";

@@ -16,7 +16,7 @@ pub use kstatus::{Assessment, Status, compute, condition, generic};
 use crate::api::CustomHealthCheck;
 use futures::StreamExt;
 
-use crate::apply::{KindCache, KindError, ObjectRef};
+use crate::objects::{KindCache, KindError, ObjectRef};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HealthError {

@@ -14,21 +14,19 @@
 //! reading the status then sees a prefix of the inventory; a Flux controller taking over would
 //! prune too little, never too much.
 
-use std::collections::HashSet;
-use std::io::{Read, Write};
+mod prune;
+mod storage;
 
-use flate2::Compression;
-use flate2::read::GzDecoder;
-use flate2::write::GzEncoder;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use serde_json::json;
+use std::collections::HashSet;
+
+pub use prune::{prune, prune_with};
+pub use storage::{
+    Holder, STATUS_BUDGET, Stored, decode, encode, encoded_size, load, load_overflow,
+    overflow_secret_name, save_overflow, store,
+};
 
 use crate::api::{ObjectId, ResourceInventory, ResourceRef};
-use crate::apply::{
-    Action, Change, ChangeSet, KindCache, KindError, ObjectRef, Owner, SsaPolicy, kind_rank,
-    prune_disabled, reconcile_disabled, ssa_policy,
-};
+use crate::objects::{ChangeSet, ObjectRef, kind_rank};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryError {
@@ -132,75 +130,23 @@ pub struct PruneOutcome {
     pub errors: Vec<String>,
 }
 
-/// Deletes stale objects that are still ours.
-pub async fn prune(client: &kube::Client, stale: &[ObjectRef], owner: &Owner) -> PruneOutcome {
-    prune_with(client, &KindCache::default(), stale, owner).await
-}
-
-/// [`prune`] with discovery results shared with other callers.
-pub async fn prune_with(
-    client: &kube::Client,
-    kinds: &KindCache,
-    stale: &[ObjectRef],
-    owner: &Owner,
-) -> PruneOutcome {
-    let mut outcome = PruneOutcome::default();
-    for reference in stale {
-        let api = match kinds.api(client, reference).await {
-            Ok(api) => api,
-            // The kind is no longer served (its CRD went first): nothing is left to delete.
-            Err(KindError::NotServed) => {
-                outcome.skipped.push(reference.clone());
-                continue;
-            }
-            // Anything else may be passing (an aggregated API down): try again next time.
-            Err(KindError::Api(error)) => {
-                outcome.survivors.push(reference.clone());
-                outcome.errors.push(format!("{reference}: {error}"));
-                continue;
-            }
-        };
-        let live = match api.get_opt(&reference.name).await {
-            Ok(Some(live)) => serde_json::to_value(live).unwrap_or_default(),
-            Ok(None) => {
-                outcome.skipped.push(reference.clone());
-                continue;
-            }
-            Err(error) => {
-                outcome.survivors.push(reference.clone());
-                outcome.errors.push(format!("{reference}: {error}"));
-                continue;
-            }
-        };
-        let opted_out = prune_disabled(&live)
-            || reconcile_disabled(&live)
-            || ssa_policy(&live) == SsaPolicy::Ignore;
-        if !owner.owns(&live) || opted_out {
-            outcome.skipped.push(reference.clone());
-            continue;
-        }
-        if live.pointer("/metadata/deletionTimestamp").is_none() {
-            match api
-                .delete(&reference.name, &DeleteParams::background())
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => {
-                    outcome.survivors.push(reference.clone());
-                    outcome
-                        .errors
-                        .push(format!("{reference} delete failed: {error}"));
-                    continue;
-                }
-            }
-        }
-        outcome.deleted.changes.push(Change {
-            object: reference.clone(),
-            action: Action::Deleted,
-        });
-    }
-    outcome
+/// After a failed apply: the old entries plus what was applied before the failure, so that
+/// objects created by the partial apply stay ours (pruned later if they leave) and nothing
+/// the old inventory named is forgotten.
+pub fn merge_applied(
+    old: &ResourceInventory,
+    applied: &ChangeSet,
+) -> Result<ResourceInventory, InventoryError> {
+    let applied = from_change_set(applied)?;
+    let mut merged = old.clone();
+    let known: HashSet<String> = merged.entries.iter().map(|e| e.id.clone()).collect();
+    merged.entries.extend(
+        applied
+            .entries
+            .into_iter()
+            .filter(|e| !known.contains(&e.id)),
+    );
+    Ok(merged)
 }
 
 /// Adds survivors back to a new inventory so the next reconcile tries again.
@@ -226,171 +172,10 @@ pub fn keep_survivors(
     Ok(())
 }
 
-/// The bytes the inventory takes in the status (its JSON encoding).
-pub fn encoded_size(inventory: &ResourceInventory) -> usize {
-    serde_json::to_vec(inventory)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX)
-}
-
-/// The status share of the object-size budget: well under etcd's 1.5 MiB with room for the
-/// rest of the Kustomization.
-pub const STATUS_BUDGET: usize = 512 * 1024;
-
-/// An inventory as stored: the status part, and the complete list when it did not fit.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Stored {
-    pub status: ResourceInventory,
-    pub overflow: Option<Vec<u8>>,
-}
-
-/// Splits an inventory into what the status can hold and, if needed, a compressed overflow.
-pub fn encode(inventory: &ResourceInventory, budget: usize) -> Stored {
-    if encoded_size(inventory) <= budget {
-        return Stored {
-            status: inventory.clone(),
-            overflow: None,
-        };
-    }
-    let mut used = r#"{"entries":[]}"#.len();
-    let mut prefix = Vec::new();
-    for entry in &inventory.entries {
-        let size = serde_json::to_vec(entry)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX)
-            + 1;
-        if used + size > budget {
-            break;
-        }
-        used += size;
-        prefix.push(entry.clone());
-    }
-    let mut encoder = GzEncoder::new(Vec::new(), Compression::best());
-    for entry in &inventory.entries {
-        // IDs and versions contain neither tabs nor newlines (DNS names, kinds, groups).
-        let _ = writeln!(encoder, "{}\t{}", entry.id, entry.version);
-    }
-    Stored {
-        status: ResourceInventory { entries: prefix },
-        overflow: Some(encoder.finish().unwrap_or_default()),
-    }
-}
-
-/// The complete inventory from its stored parts.
-pub fn decode(
-    status: &ResourceInventory,
-    overflow: Option<&[u8]>,
-) -> Result<ResourceInventory, String> {
-    let Some(bytes) = overflow else {
-        return Ok(status.clone());
-    };
-    let mut text = String::new();
-    GzDecoder::new(bytes)
-        .take(256 * 1024 * 1024)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("reading the inventory overflow: {e}"))?;
-    let entries = text
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(|line| {
-            let (id, version) = line
-                .split_once('\t')
-                .ok_or_else(|| format!("malformed inventory line {line:?}"))?;
-            Ok(ResourceRef {
-                id: id.to_string(),
-                version: version.to_string(),
-            })
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    Ok(ResourceInventory { entries })
-}
-
-/// The Secret that holds an inventory overflow for a Kustomization.
-pub fn overflow_secret_name(kustomization: &str) -> String {
-    let name = format!("{kustomization}-inventory");
-    if name.len() <= 253 {
-        return name;
-    }
-    use sha2::Digest as _;
-    let digest = hex::encode(sha2::Sha256::digest(kustomization.as_bytes()));
-    format!("kustomization-inventory-{}", &digest[..32])
-}
-
-const OVERFLOW_KEY: &str = "inventory.gz";
-const OVERFLOW_LABEL: &str = "kustomize.toolkit.fluxcd.io/inventory-of";
-
-/// Writes (or, with `None`, deletes) the overflow Secret, owned by the Kustomization so it
-/// goes with it.
-pub async fn save_overflow(
-    client: &kube::Client,
-    namespace: &str,
-    kustomization: &str,
-    kustomization_uid: &str,
-    overflow: Option<&[u8]>,
-    field_manager: &str,
-) -> Result<(), InventoryError> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let name = overflow_secret_name(kustomization);
-    let failure = |reason: String| InventoryError::Overflow {
-        namespace: namespace.into(),
-        name: kustomization.into(),
-        reason,
-    };
-    let Some(bytes) = overflow else {
-        return match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Err(error) => Err(failure(error.to_string())),
-        };
-    };
-    use base64::Engine as _;
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {
-            "name": name, "namespace": namespace,
-            "labels": {OVERFLOW_LABEL: kustomization},
-            "ownerReferences": [{
-                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-                "name": kustomization, "uid": kustomization_uid,
-            }],
-        },
-        "type": "Opaque",
-        "data": {OVERFLOW_KEY: base64::engine::general_purpose::STANDARD.encode(bytes)},
-    });
-    api.patch(
-        &name,
-        &PatchParams::apply(field_manager).force(),
-        &Patch::Apply(&secret),
-    )
-    .await
-    .map(|_| ())
-    .map_err(|e| failure(e.to_string()))
-}
-
-/// Reads the overflow Secret, if there is one.
-pub async fn load_overflow(
-    client: &kube::Client,
-    namespace: &str,
-    kustomization: &str,
-) -> Result<Option<Vec<u8>>, InventoryError> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let secret = api
-        .get_opt(&overflow_secret_name(kustomization))
-        .await
-        .map_err(|e| InventoryError::Overflow {
-            namespace: namespace.into(),
-            name: kustomization.into(),
-            reason: e.to_string(),
-        })?;
-    Ok(secret
-        .and_then(|s| s.data)
-        .and_then(|mut data| data.remove(OVERFLOW_KEY))
-        .map(|bytes| bytes.0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::objects::{Action, Change};
 
     fn object(api_version: &str, kind: &str, namespace: &str, name: &str) -> ObjectRef {
         ObjectRef {
@@ -496,6 +281,29 @@ mod tests {
         let stored = encode(&small, STATUS_BUDGET);
         assert_eq!(stored.overflow, None);
         assert_eq!(stored.status, small);
+    }
+
+    #[test]
+    fn a_partial_apply_adds_what_it_applied_to_the_old_inventory() {
+        let old = from_change_set(&change_set(&[
+            object("v1", "ConfigMap", "apps", "kept"),
+            object("v1", "ConfigMap", "apps", "leaving"),
+        ]))
+        .unwrap();
+        let applied = change_set(&[
+            object("v1", "ConfigMap", "apps", "kept"),
+            object("v1", "Secret", "apps", "new"),
+        ]);
+        let merged = merge_applied(&old, &applied).unwrap();
+        let ids: Vec<&str> = merged.entries.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "apps_kept__ConfigMap",
+                "apps_leaving__ConfigMap",
+                "apps_new__Secret"
+            ]
+        );
     }
 
     #[test]

@@ -3,9 +3,8 @@
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kustomize_controller::api::{IgnoreRule, Selector};
-use kustomize_controller::apply::{
-    Action, AppliedCache, Applier, ApplyError, ApplyOptions, IgnoreRules, Owner,
-};
+use kustomize_controller::apply::{AppliedCache, Applier, ApplyError, ApplyOptions, IgnoreRules};
+use kustomize_controller::objects::{Action, Owner};
 use serde_json::{Value, json};
 
 use crate::support::cluster::{TestCluster, dynamic_api, unique};
@@ -34,7 +33,7 @@ fn config_map(namespace: &str, name: &str, data: Value) -> Value {
         "metadata": {"name": name, "namespace": namespace}, "data": data})
 }
 
-fn actions(set: &kustomize_controller::apply::ChangeSet) -> Vec<String> {
+fn actions(set: &kustomize_controller::objects::ChangeSet) -> Vec<String> {
     set.changes.iter().map(ToString::to_string).collect()
 }
 

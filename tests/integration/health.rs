@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
 use kustomize_controller::api::CustomHealthCheck;
-use kustomize_controller::apply::ObjectRef;
 use kustomize_controller::health::{CelChecks, HealthError, WaitOptions, wait};
+use kustomize_controller::objects::ObjectRef;
 use serde_json::{Value, json};
 
 use crate::support::cluster::{TestCluster, dynamic_api};

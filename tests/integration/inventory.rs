@@ -3,12 +3,11 @@
 //! into a companion Secret.
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kustomize_controller::apply::{
-    Action, AppliedCache, Applier, ApplyOptions, IgnoreRules, Owner,
-};
+use kustomize_controller::apply::{AppliedCache, Applier, ApplyOptions, IgnoreRules};
 use kustomize_controller::inventory::{
     self, encode, from_change_set, load_overflow, save_overflow, stale,
 };
+use kustomize_controller::objects::{Action, Owner};
 use serde_json::{Value, json};
 
 use crate::support::apiserver::Fault;

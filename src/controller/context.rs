@@ -1,0 +1,213 @@
+//! What every reconciliation shares: the controller's options (its flags), the clients it
+//! applies with (impersonated, or for a remote cluster), per-Kustomization caches, discovery
+//! results and the retry backoff.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::events::Recorder;
+use super::remote::ClientError;
+use crate::api::Kustomization;
+use crate::apply::AppliedCache;
+use crate::objects::KindCache;
+use crate::source::Fetcher;
+
+/// Controller-wide settings (flags).
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub field_manager: String,
+    pub status_manager: String,
+    pub concurrent_ssa: usize,
+    pub requeue_dependency: Duration,
+    pub no_cross_namespace_refs: bool,
+    pub default_service_account: Option<String>,
+    pub sops_age_secret: Option<String>,
+    pub runtime_namespace: String,
+    pub override_managers: Vec<String>,
+    pub custom_apply_stage_kinds: Vec<String>,
+    pub interval_jitter_percentage: u8,
+    pub health_poll_interval: Duration,
+    pub min_retry_delay: Duration,
+    pub max_retry_delay: Duration,
+    /// The `StrictPostBuildSubstitutions` feature gate.
+    pub strict_substitution: bool,
+    /// What remote-cluster kubeconfigs may do.
+    pub kubeconfig_allowances: super::remote::Allowances,
+    /// notification-controller's address (`--events-addr`); events are forwarded there.
+    pub events_addr: Option<String>,
+    /// `--kube-api-qps`/`--kube-api-burst`, shared by every client the controller makes.
+    pub rate_limit: Option<super::ratelimit::RateLimit>,
+    /// Fetches remote bases; `None` (`--no-remote-bases`) refuses them.
+    pub remote: Option<Arc<dyn crate::kustomize::RemoteFetcher>>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            field_manager: "kustomize-controller".into(),
+            status_manager: "gotk-kustomize-controller".into(),
+            concurrent_ssa: 4,
+            requeue_dependency: Duration::from_secs(30),
+            no_cross_namespace_refs: false,
+            default_service_account: None,
+            sops_age_secret: None,
+            runtime_namespace: "flux-system".into(),
+            override_managers: Vec::new(),
+            custom_apply_stage_kinds: Vec::new(),
+            interval_jitter_percentage: 5,
+            health_poll_interval: Duration::from_secs(2),
+            min_retry_delay: Duration::from_millis(750),
+            max_retry_delay: Duration::from_secs(15 * 60),
+            strict_substitution: false,
+            remote: None,
+            kubeconfig_allowances: Default::default(),
+            events_addr: None,
+            rate_limit: None,
+        }
+    }
+}
+
+/// Shared state of the reconcilers.
+pub struct Context {
+    pub client: kube::Client,
+    pub config: kube::Config,
+    pub options: Options,
+    pub fetcher: Fetcher,
+    pub recorder: Recorder,
+    pub metrics: Arc<super::metrics::Metrics>,
+    caches: Mutex<BTreeMap<String, AppliedCache>>,
+    /// Clients of remote clusters, rebuilt only when their kubeconfig Secret changes.
+    remote_clients: super::remote::RemoteClients,
+    /// Discovery results shared by every Kustomization's applier (one per cluster).
+    kinds: KindCache,
+    clients: Mutex<BTreeMap<String, kube::Client>>,
+    failures: Mutex<BTreeMap<String, u32>>,
+}
+
+impl Context {
+    pub fn new(
+        client: kube::Client,
+        config: kube::Config,
+        options: Options,
+        fetcher: Fetcher,
+        metrics: Arc<super::metrics::Metrics>,
+    ) -> Context {
+        Context {
+            recorder: Recorder::new(client.clone(), "kustomize-controller")
+                .with_events_addr(options.events_addr.clone()),
+            client,
+            config,
+            options,
+            fetcher,
+            metrics,
+            caches: Mutex::new(BTreeMap::new()),
+            kinds: Default::default(),
+            remote_clients: Default::default(),
+            clients: Mutex::new(BTreeMap::new()),
+            failures: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub(crate) fn cache_for(&self, key: &str) -> AppliedCache {
+        self.caches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// The client that applies for a Kustomization: impersonating its service account when
+    /// it names one (or `--default-service-account` does).
+    pub(crate) fn applier_client(
+        &self,
+        namespace: &str,
+        service_account: Option<&str>,
+    ) -> Result<kube::Client, ClientError> {
+        let Some(account) = service_account.or(self.options.default_service_account.as_deref())
+        else {
+            return Ok(self.client.clone());
+        };
+        let user = format!("system:serviceaccount:{namespace}:{account}");
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(client) = clients.get(&user) {
+            return Ok(client.clone());
+        }
+        let mut config = self.config.clone();
+        config.auth_info.impersonate = Some(user.clone());
+        let client = super::ratelimit::client(config, self.options.rate_limit.as_ref()).map_err(
+            |source| ClientError::Impersonate {
+                user: user.clone(),
+                source,
+            },
+        )?;
+        clients.insert(user, client.clone());
+        Ok(client)
+    }
+
+    /// The client that applies, prunes and checks health for a Kustomization: for the
+    /// cluster `spec.kubeConfig` names, else this one; as `spec.serviceAccountName` (or
+    /// `--default-service-account`) when set.
+    pub(crate) async fn target_client(
+        &self,
+        object: &Kustomization,
+    ) -> Result<kube::Client, ClientError> {
+        let namespace = object.metadata.namespace.clone().unwrap_or_default();
+        let account = object.spec.service_account_name.as_deref();
+        match &object.spec.kube_config {
+            Some(reference) => {
+                let impersonate =
+                    account.map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
+                super::remote::cached_client(
+                    &self.client,
+                    &namespace,
+                    reference,
+                    self.options.kubeconfig_allowances,
+                    impersonate,
+                    &self.remote_clients,
+                )
+                .await
+            }
+            None => self.applier_client(&namespace, account),
+        }
+    }
+
+    /// Drops what was kept for a deleted Kustomization.
+    pub(crate) fn forget(&self, key: &str) {
+        self.caches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    /// Exponential backoff for transient errors, per object.
+    pub fn backoff(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let count = failures.entry(key.to_string()).or_default();
+        *count = count.saturating_add(1);
+        let factor = 2u32.saturating_pow((*count - 1).min(20));
+        (self.options.min_retry_delay * factor).min(self.options.max_retry_delay)
+    }
+
+    pub(crate) fn reset_backoff(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    /// Discovery results for the cluster `object` applies to: shared for this cluster, new
+    /// for a remote one (remote clusters serve their own kinds).
+    pub(crate) fn kinds_for(&self, object: &Kustomization) -> KindCache {
+        if object.spec.kube_config.is_none() {
+            self.kinds.clone()
+        } else {
+            KindCache::default()
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! How a reconciliation step fails. Each variant carries its Flux condition reason, whether
+//! the failure stalls the Kustomization (only a spec change can help) and how it is retried,
+//! so that turning a failure into conditions is one `match` (see `outcome`).
+
+use super::dependencies::DependencyError;
+use super::inputs::InputError;
+use super::manifests::ManifestError;
+use super::remote::ClientError;
+use super::status::reason;
+use crate::apply::{ApplyError, IgnoreRuleError};
+use crate::health::HealthError;
+use crate::inventory::InventoryError;
+use crate::source::SourceError;
+
+/// A failed step of the reconciliation, in Flux's words.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error(
+        "cannot access {kind} {namespace}/{name}, cross-namespace references have been blocked"
+    )]
+    CrossNamespaceSource {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+    },
+    /// The source or its artifact is not there yet: source-controller will publish it.
+    #[error("Source is not ready, {0}")]
+    SourceNotReady(SourceError),
+    #[error("{0}")]
+    Source(SourceError),
+    #[error("{0}")]
+    Dependency(DependencyError),
+    #[error("{0}")]
+    BuildInputs(InputError),
+    #[error("{0}")]
+    Build(ManifestError),
+    #[error("build stopped: {0}")]
+    BuildStopped(tokio::task::JoinError),
+    #[error("{0}")]
+    Client(ClientError),
+    #[error("{0}")]
+    InvalidIgnoreRule(IgnoreRuleError),
+    #[error("{0}")]
+    Apply(ApplyError),
+    #[error("{0}")]
+    Inventory(InventoryError),
+    #[error("{0}")]
+    StaleObjects(InventoryError),
+    /// Stale objects whose deletion failed; they stay in the inventory.
+    #[error("{}", .0.join("; "))]
+    Prune(Vec<String>),
+    #[error("{0}")]
+    InvalidHealthExpression(HealthError),
+    #[error("{0}")]
+    Health(HealthError),
+}
+
+/// When a failed reconciliation runs again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// After `spec.retryInterval` (else `spec.interval`).
+    RetryInterval,
+    /// After `--requeue-dependency`: something another controller provides is not there yet.
+    DependencyInterval,
+    /// Only when the Kustomization changes (stalled).
+    OnChange,
+}
+
+impl StepError {
+    /// Flux's condition reason for this failure.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StepError::CrossNamespaceSource { .. } => reason::ACCESS_DENIED,
+            StepError::SourceNotReady(_) | StepError::Source(_) => reason::ARTIFACT_FAILED,
+            StepError::Dependency(error) if error.is_invalid_expression() => reason::INVALID_CEL,
+            StepError::Dependency(_) => reason::DEPENDENCY_NOT_READY,
+            StepError::BuildInputs(_) | StepError::Build(_) | StepError::BuildStopped(_) => {
+                reason::BUILD_FAILED
+            }
+            StepError::Client(_)
+            | StepError::InvalidIgnoreRule(_)
+            | StepError::Apply(_)
+            | StepError::Inventory(_) => reason::FAILED,
+            StepError::StaleObjects(_) | StepError::Prune(_) => reason::PRUNE_FAILED,
+            StepError::InvalidHealthExpression(_) => reason::INVALID_CEL,
+            StepError::Health(_) => reason::HEALTH_CHECK_FAILED,
+        }
+    }
+
+    /// Whether retrying cannot help until the Kustomization changes.
+    pub fn stalls(&self) -> bool {
+        match self {
+            StepError::CrossNamespaceSource { .. }
+            | StepError::InvalidIgnoreRule(_)
+            | StepError::InvalidHealthExpression(_) => true,
+            StepError::Dependency(error) => error.is_invalid_expression(),
+            _ => false,
+        }
+    }
+
+    /// When to try again.
+    pub fn retry(&self) -> Retry {
+        if self.stalls() {
+            return Retry::OnChange;
+        }
+        match self {
+            StepError::SourceNotReady(_) | StepError::Dependency(_) => Retry::DependencyInterval,
+            _ => Retry::RetryInterval,
+        }
+    }
+}
+
+/// A failed step, with the digest of the built objects once the build had succeeded (the
+/// history records builds, not failures before one).
+#[derive(Debug)]
+pub struct Failed {
+    pub error: StepError,
+    pub digest: Option<String>,
+}
+
+impl From<StepError> for Failed {
+    fn from(error: StepError) -> Failed {
+        Failed {
+            error,
+            digest: None,
+        }
+    }
+}
+
+impl StepError {
+    /// This failure, after the build that produced objects with `digest`.
+    pub fn after_build(self, digest: &str) -> Failed {
+        Failed {
+            error: self,
+            digest: Some(digest.to_string()),
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The end of a reconciliation as a pure function of what the steps produced: the final
+//! conditions and history, the event to record and when to run again. No API access here, so
+//! every Flux reason and condition combination is unit-tested without a server.
+//!
+//! The steps keep `status` current while they run (the attempted revision, the inventory,
+//! progress messages, `Healthy` once checks pass); [`begin`] opens a reconciliation,
+//! [`progressing`] reports what is under way, and [`conclude`] closes it.
+
+use std::time::Duration;
+
+use super::error::{Failed, Retry, StepError};
+use super::events::EventType;
+use super::status::{self, HEALTHY, READY, RECONCILING, STALLED, reason};
+use crate::api::KustomizationStatus;
+use crate::objects::ChangeSet;
+
+/// What a successful reconciliation applied.
+#[derive(Debug)]
+pub struct Applied {
+    pub revision: String,
+    pub origin_revision: Option<String>,
+    /// The digest of the built objects.
+    pub digest: String,
+    pub changes: ChangeSet,
+}
+
+/// The facts about the Kustomization that shape the conclusion.
+#[derive(Clone, Debug)]
+pub struct Facts {
+    pub generation: Option<i64>,
+    /// `reconcile.fluxcd.io/requestedAt`, handled once the reconciliation ends.
+    pub requested_at: Option<String>,
+    /// `status.lastAppliedRevision` before this reconciliation.
+    pub previous_revision: Option<String>,
+    pub interval: Duration,
+    /// `spec.retryInterval`, else `spec.interval`.
+    pub retry_interval: Duration,
+    /// `--requeue-dependency`.
+    pub dependency_interval: Duration,
+    /// How long the reconciliation took.
+    pub elapsed: Duration,
+}
+
+/// An event to record about the Kustomization.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub type_: EventType,
+    pub reason: &'static str,
+    pub message: String,
+    /// The revision annotation.
+    pub revision: Option<String>,
+}
+
+/// When to reconcile again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// After the interval, jittered by `--interval-jitter-percentage`.
+    Interval(Duration),
+    After(Duration),
+    OnChange,
+}
+
+/// How a reconciliation ends.
+#[derive(Clone, Debug)]
+pub struct Conclusion {
+    pub status: KustomizationStatus,
+    pub ready: bool,
+    pub event: Option<Event>,
+    pub next: Next,
+}
+
+const IN_PROGRESS: &str = "Reconciliation in progress";
+
+/// The status as a reconciliation starts: not stalled, reconciling, and Ready unknown unless
+/// it was already false (a failing Kustomization stays visibly failing while it retries).
+pub fn begin(mut status: KustomizationStatus, generation: Option<i64>) -> KustomizationStatus {
+    status::remove(&mut status, STALLED);
+    progressing(&mut status, IN_PROGRESS, generation);
+    status
+}
+
+/// Reports what the reconciliation is doing: `Reconciling` says so, and so does `Ready`
+/// unless it is false.
+pub fn progressing(status: &mut KustomizationStatus, message: &str, generation: Option<i64>) {
+    status::set(
+        status,
+        RECONCILING,
+        "True",
+        reason::PROGRESSING,
+        message,
+        generation,
+    );
+    if status::get(status, READY).is_none_or(|c| c.status != "False") {
+        status::set(
+            status,
+            READY,
+            "Unknown",
+            reason::PROGRESSING,
+            message,
+            generation,
+        );
+    }
+}
+
+/// Closes a reconciliation: the final status, the event and when to run again.
+pub fn conclude(
+    mut status: KustomizationStatus,
+    facts: &Facts,
+    result: &Result<Applied, Failed>,
+) -> Conclusion {
+    if let Some(requested) = &facts.requested_at {
+        status.last_handled_reconcile_at = Some(requested.clone());
+    }
+    match result {
+        Ok(applied) => succeeded(status, facts, applied),
+        Err(failed) => failed_with(status, facts, failed),
+    }
+}
+
+fn succeeded(mut status: KustomizationStatus, facts: &Facts, applied: &Applied) -> Conclusion {
+    let generation = facts.generation;
+    let message = format!("Applied revision: {}", applied.revision);
+    status::remove(&mut status, RECONCILING);
+    status::set(
+        &mut status,
+        READY,
+        "True",
+        reason::SUCCEEDED,
+        &message,
+        generation,
+    );
+    status.observed_generation = generation.unwrap_or(-1);
+    status.last_applied_revision = Some(applied.revision.clone());
+    status.last_applied_origin_revision = applied.origin_revision.clone();
+    status::record_history(
+        &mut status,
+        &applied.digest,
+        reason::SUCCEEDED,
+        facts.elapsed,
+        &applied.revision,
+    );
+    let summary = applied.changes.summary();
+    let new_revision = facts.previous_revision.as_deref() != Some(applied.revision.as_str());
+    let event = (!summary.is_empty() || new_revision).then(|| Event {
+        type_: EventType::Normal,
+        reason: reason::SUCCEEDED,
+        message: if summary.is_empty() { message } else { summary },
+        revision: Some(applied.revision.clone()),
+    });
+    Conclusion {
+        status,
+        ready: true,
+        event,
+        next: Next::Interval(facts.interval),
+    }
+}
+
+fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) -> Conclusion {
+    let generation = facts.generation;
+    let error = &failed.error;
+    let reason = error.reason();
+    let message = error.to_string();
+    if error.stalls() {
+        status::remove(&mut status, RECONCILING);
+        status::set(&mut status, STALLED, "True", reason, &message, generation);
+        // As Flux: a stalled object has observed its generation, so kstatus reads Failed.
+        status.observed_generation = generation.unwrap_or(-1);
+    } else {
+        status::set(
+            &mut status,
+            RECONCILING,
+            "True",
+            reason::PROGRESSING_WITH_RETRY,
+            &message,
+            generation,
+        );
+    }
+    status::set(&mut status, READY, "False", reason, &message, generation);
+    if matches!(error, StepError::Health(_)) {
+        status::set(&mut status, HEALTHY, "False", reason, &message, generation);
+    }
+    if let Some(digest) = &failed.digest {
+        let attempted = status.last_attempted_revision.clone().unwrap_or_default();
+        status::record_history(&mut status, digest, reason, facts.elapsed, &attempted);
+    }
+    let next = match error.retry() {
+        Retry::OnChange => Next::OnChange,
+        Retry::DependencyInterval => Next::After(facts.dependency_interval),
+        Retry::RetryInterval => Next::After(facts.retry_interval),
+    };
+    let event = if matches!(error, StepError::Dependency(_)) && !error.stalls() {
+        let retry_in = match next {
+            Next::After(delay) => delay.as_secs(),
+            _ => 0,
+        };
+        Event {
+            type_: EventType::Normal,
+            reason,
+            message: format!(
+                "Dependencies do not meet ready condition ({message}), retrying in {retry_in}s"
+            ),
+            revision: None,
+        }
+    } else {
+        Event {
+            type_: EventType::Warning,
+            reason,
+            message,
+            revision: status.last_attempted_revision.clone(),
+        }
+    };
+    Conclusion {
+        status,
+        ready: false,
+        event: Some(event),
+        next,
+    }
+}
+
+#[cfg(test)]
+#[path = "outcome_tests.rs"]
+mod tests;

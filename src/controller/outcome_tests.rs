@@ -1,0 +1,479 @@
+//! Every Flux reason a step can fail with, and what the status, event and requeue become.
+
+use std::time::Duration;
+
+use super::*;
+use crate::apply::{ApplyError, IgnoreRuleError};
+use crate::controller::dependencies::DependencyError;
+use crate::controller::inputs::InputError;
+use crate::controller::manifests::ManifestError;
+use crate::controller::remote::ClientError;
+use crate::health::HealthError;
+use crate::inventory::InventoryError;
+use crate::objects::{Change, ObjectRef};
+use crate::source::SourceError;
+
+const INTERVAL: Duration = Duration::from_secs(600);
+const RETRY: Duration = Duration::from_secs(60);
+const DEPENDENCY: Duration = Duration::from_secs(30);
+
+fn facts() -> Facts {
+    Facts {
+        generation: Some(3),
+        requested_at: None,
+        previous_revision: Some("main@sha1:old".into()),
+        interval: INTERVAL,
+        retry_interval: RETRY,
+        dependency_interval: DEPENDENCY,
+        elapsed: Duration::from_millis(1500),
+    }
+}
+
+/// The status as the steps leave it after fetching revision `main@sha1:new`.
+fn started() -> KustomizationStatus {
+    let mut status = begin(KustomizationStatus::default(), Some(3));
+    status.last_attempted_revision = Some("main@sha1:new".into());
+    status
+}
+
+fn condition<'a>(status: &'a KustomizationStatus, type_: &str) -> Option<(&'a str, &'a str)> {
+    status::get(status, type_).map(|c| (c.status.as_str(), c.reason.as_str()))
+}
+
+fn applied(changes: Vec<Change>) -> Applied {
+    Applied {
+        revision: "main@sha1:new".into(),
+        origin_revision: Some("v1.2.3@sha1:abc".into()),
+        digest: "sha256:built".into(),
+        changes: ChangeSet { changes },
+    }
+}
+
+fn config_map(action: crate::objects::Action) -> Change {
+    Change {
+        object: ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "apps".into(),
+            name: "settings".into(),
+        },
+        action,
+    }
+}
+
+fn source_not_found() -> SourceError {
+    SourceError::NotFound {
+        kind: "GitRepository",
+        namespace: "flux-system".into(),
+        name: "repo".into(),
+    }
+}
+
+fn fail(error: StepError, digest: Option<&str>) -> Conclusion {
+    conclude(
+        started(),
+        &facts(),
+        &Err(Failed {
+            error,
+            digest: digest.map(str::to_string),
+        }),
+    )
+}
+
+#[test]
+fn a_reconciliation_begins_reconciling_with_ready_unknown_and_not_stalled() {
+    let mut previous = KustomizationStatus::default();
+    status::set(
+        &mut previous,
+        STALLED,
+        "True",
+        reason::INVALID_CEL,
+        "x",
+        Some(2),
+    );
+    status::set(
+        &mut previous,
+        READY,
+        "True",
+        reason::SUCCEEDED,
+        "ok",
+        Some(2),
+    );
+    let status = begin(previous, Some(3));
+    assert_eq!(condition(&status, STALLED), None);
+    assert_eq!(
+        condition(&status, RECONCILING),
+        Some(("True", reason::PROGRESSING))
+    );
+    assert_eq!(
+        condition(&status, READY),
+        Some(("Unknown", reason::PROGRESSING))
+    );
+    assert_eq!(status.conditions[0].type_, READY, "Ready comes first");
+}
+
+#[test]
+fn a_failing_kustomization_stays_not_ready_while_it_retries() {
+    let mut previous = KustomizationStatus::default();
+    status::set(
+        &mut previous,
+        READY,
+        "False",
+        reason::BUILD_FAILED,
+        "bad",
+        Some(2),
+    );
+    let mut status = begin(previous, Some(3));
+    assert_eq!(
+        condition(&status, READY),
+        Some(("False", reason::BUILD_FAILED))
+    );
+    progressing(&mut status, "Fetching manifests", Some(3));
+    assert_eq!(
+        condition(&status, READY),
+        Some(("False", reason::BUILD_FAILED))
+    );
+    assert_eq!(
+        status::get(&status, RECONCILING).unwrap().message,
+        "Fetching manifests"
+    );
+}
+
+#[test]
+fn success_is_ready_records_the_revision_and_history_and_requeues_at_the_interval() {
+    let conclusion = conclude(
+        started(),
+        &facts(),
+        &Ok(applied(vec![config_map(crate::objects::Action::Created)])),
+    );
+    let status = &conclusion.status;
+    assert!(conclusion.ready);
+    assert_eq!(condition(status, READY), Some(("True", reason::SUCCEEDED)));
+    assert_eq!(
+        status::get(status, READY).unwrap().message,
+        "Applied revision: main@sha1:new"
+    );
+    assert_eq!(condition(status, RECONCILING), None);
+    assert_eq!(condition(status, STALLED), None);
+    assert_eq!(status.observed_generation, 3);
+    assert_eq!(
+        status.last_applied_revision.as_deref(),
+        Some("main@sha1:new")
+    );
+    assert_eq!(
+        status.last_applied_origin_revision.as_deref(),
+        Some("v1.2.3@sha1:abc")
+    );
+    assert_eq!(status.history.len(), 1);
+    assert_eq!(status.history[0].digest, "sha256:built");
+    assert_eq!(status.history[0].last_reconciled_status, reason::SUCCEEDED);
+    assert_eq!(status.history[0].last_reconciled_duration, "1.500s");
+    assert_eq!(conclusion.next, Next::Interval(INTERVAL));
+    assert_eq!(
+        conclusion.event,
+        Some(Event {
+            type_: EventType::Normal,
+            reason: reason::SUCCEEDED,
+            message: "ConfigMap/apps/settings created".into(),
+            revision: Some("main@sha1:new".into()),
+        })
+    );
+}
+
+#[test]
+fn success_without_changes_tells_of_a_new_revision_only() {
+    let unchanged = || applied(vec![config_map(crate::objects::Action::Unchanged)]);
+    let new_revision = conclude(started(), &facts(), &Ok(unchanged()));
+    assert_eq!(
+        new_revision.event.map(|e| e.message),
+        Some("Applied revision: main@sha1:new".to_string())
+    );
+    let same_revision = Facts {
+        previous_revision: Some("main@sha1:new".into()),
+        ..facts()
+    };
+    let quiet = conclude(started(), &same_revision, &Ok(unchanged()));
+    assert_eq!(quiet.event, None);
+}
+
+#[test]
+fn a_handled_request_is_recorded_whatever_the_outcome() {
+    let requested = Facts {
+        requested_at: Some("2026-11-23T10:00:00Z".into()),
+        ..facts()
+    };
+    let ok = conclude(started(), &requested, &Ok(applied(vec![])));
+    assert_eq!(
+        ok.status.last_handled_reconcile_at.as_deref(),
+        Some("2026-11-23T10:00:00Z")
+    );
+    let failed = conclude(
+        started(),
+        &requested,
+        &Err(StepError::Source(source_not_found()).into()),
+    );
+    assert_eq!(
+        failed.status.last_handled_reconcile_at.as_deref(),
+        Some("2026-11-23T10:00:00Z")
+    );
+}
+
+/// Every step failure: its reason, whether it stalls, and when it runs again.
+#[tokio::test]
+async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
+    let stopped = {
+        let task = tokio::spawn(std::future::pending::<()>());
+        task.abort();
+        task.await.unwrap_err()
+    };
+    let cases: Vec<(StepError, &str, bool, Next)> = vec![
+        (
+            StepError::CrossNamespaceSource {
+                kind: "GitRepository",
+                namespace: "other".into(),
+                name: "repo".into(),
+            },
+            reason::ACCESS_DENIED,
+            true,
+            Next::OnChange,
+        ),
+        (
+            StepError::SourceNotReady(source_not_found()),
+            reason::ARTIFACT_FAILED,
+            false,
+            Next::After(DEPENDENCY),
+        ),
+        (
+            StepError::Source(SourceError::PathNotFound("./apps".into())),
+            reason::ARTIFACT_FAILED,
+            false,
+            Next::After(RETRY),
+        ),
+        (
+            StepError::Dependency(DependencyError::NotReady {
+                id: "apps/infra".into(),
+            }),
+            reason::DEPENDENCY_NOT_READY,
+            false,
+            Next::After(DEPENDENCY),
+        ),
+        (
+            StepError::Dependency(DependencyError::InvalidReadyExpr {
+                id: "apps/infra".into(),
+                reason: "syntax".into(),
+            }),
+            reason::INVALID_CEL,
+            true,
+            Next::OnChange,
+        ),
+        (
+            StepError::Dependency(DependencyError::ReadyExprNotBoolean {
+                id: "apps/infra".into(),
+            }),
+            reason::INVALID_CEL,
+            true,
+            Next::OnChange,
+        ),
+        (
+            StepError::BuildInputs(InputError::DecryptionSecretNotFound {
+                secret: "apps/sops".into(),
+            }),
+            reason::BUILD_FAILED,
+            false,
+            Next::After(RETRY),
+        ),
+        (
+            StepError::Build(ManifestError::Path("./missing".into())),
+            reason::BUILD_FAILED,
+            false,
+            Next::After(RETRY),
+        ),
+        (
+            StepError::BuildStopped(stopped),
+            reason::BUILD_FAILED,
+            false,
+            Next::After(RETRY),
+        ),
+        (
+            StepError::Client(ClientError::SecretNotFound {
+                secret: "apps/kubeconfig".into(),
+            }),
+            reason::FAILED,
+            false,
+            Next::After(RETRY),
+        ),
+        (
+            StepError::InvalidIgnoreRule(IgnoreRuleError::NotAPointer("spec".into())),
+            reason::FAILED,
+            true,
+            Next::OnChange,
+        ),
+        (
+            StepError::Apply(ApplyError::WaitTimeout(vec!["Namespace/apps".into()])),
+            reason::FAILED,
+            false,
+            Next::After(RETRY),
+        ),
+        (
+            StepError::Inventory(InventoryError::Overflow {
+                namespace: "apps".into(),
+                name: "web".into(),
+                reason: "forbidden".into(),
+            }),
+            reason::FAILED,
+            false,
+            Next::After(RETRY),
+        ),
+        (
+            StepError::StaleObjects(InventoryError::Parse {
+                id: "bad".into(),
+                reason: "fields".into(),
+            }),
+            reason::PRUNE_FAILED,
+            false,
+            Next::After(RETRY),
+        ),
+        (
+            StepError::Prune(vec!["ConfigMap/apps/old delete failed: forbidden".into()]),
+            reason::PRUNE_FAILED,
+            false,
+            Next::After(RETRY),
+        ),
+        (
+            StepError::InvalidHealthExpression(HealthError::InvalidExpression {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                expression: "(".into(),
+                reason: "syntax".into(),
+            }),
+            reason::INVALID_CEL,
+            true,
+            Next::OnChange,
+        ),
+        (
+            StepError::Health(HealthError::Timeout(vec!["Deployment/apps/web".into()])),
+            reason::HEALTH_CHECK_FAILED,
+            false,
+            Next::After(RETRY),
+        ),
+    ];
+    for (error, expected_reason, stalls, next) in cases {
+        let message = error.to_string();
+        let conclusion = fail(error, Some("sha256:built"));
+        let status = &conclusion.status;
+        assert!(!conclusion.ready, "{message}");
+        assert_eq!(
+            condition(status, READY),
+            Some(("False", expected_reason)),
+            "{message}"
+        );
+        assert_eq!(status::get(status, READY).unwrap().message, message);
+        if stalls {
+            assert_eq!(
+                condition(status, STALLED),
+                Some(("True", expected_reason)),
+                "{message}"
+            );
+            assert_eq!(condition(status, RECONCILING), None, "{message}");
+            assert_eq!(status.observed_generation, 3, "{message}");
+        } else {
+            assert_eq!(condition(status, STALLED), None, "{message}");
+            assert_eq!(
+                condition(status, RECONCILING),
+                Some(("True", reason::PROGRESSING_WITH_RETRY)),
+                "{message}"
+            );
+            assert_eq!(
+                status.observed_generation,
+                started().observed_generation,
+                "a retrying failure has not observed the generation: {message}"
+            );
+        }
+        let healthy = (expected_reason == reason::HEALTH_CHECK_FAILED)
+            .then_some(("False", reason::HEALTH_CHECK_FAILED));
+        assert_eq!(condition(status, HEALTHY), healthy, "{message}");
+        assert_eq!(conclusion.next, next, "{message}");
+        assert_eq!(status.last_applied_revision, None, "{message}");
+        let event = conclusion.event.expect("every failure is an event");
+        assert_eq!(event.reason, expected_reason);
+        if expected_reason == reason::DEPENDENCY_NOT_READY {
+            assert_eq!(event.type_, EventType::Normal);
+            assert_eq!(
+                event.message,
+                format!("Dependencies do not meet ready condition ({message}), retrying in 30s")
+            );
+            assert_eq!(event.revision, None);
+        } else {
+            assert_eq!(event.type_, EventType::Warning, "{message}");
+            assert_eq!(event.message, message);
+            assert_eq!(event.revision.as_deref(), Some("main@sha1:new"));
+        }
+    }
+}
+
+#[test]
+fn failures_after_a_build_enter_the_history_and_earlier_ones_do_not() {
+    let before_build = fail(StepError::Source(source_not_found()), None);
+    assert!(before_build.status.history.is_empty());
+    let after_build = fail(
+        StepError::Health(HealthError::Failed(vec!["Deployment/apps/web".into()])),
+        Some("sha256:built"),
+    );
+    let history = &after_build.status.history;
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].digest, "sha256:built");
+    assert_eq!(
+        history[0].last_reconciled_status,
+        reason::HEALTH_CHECK_FAILED
+    );
+    assert_eq!(
+        history[0].metadata.as_ref().unwrap()["revision"],
+        "main@sha1:new"
+    );
+}
+
+#[test]
+fn a_healthy_condition_survives_failures_other_than_health() {
+    let mut status = started();
+    status::set(
+        &mut status,
+        HEALTHY,
+        "True",
+        reason::HEALTH_SUCCEEDED,
+        "Health check passed in 0.100s",
+        Some(3),
+    );
+    let conclusion = conclude(
+        status,
+        &facts(),
+        &Err(StepError::Prune(vec!["gone wrong".into()]).into()),
+    );
+    assert_eq!(
+        condition(&conclusion.status, HEALTHY),
+        Some(("True", reason::HEALTH_SUCCEEDED))
+    );
+}
+
+#[test]
+fn a_stalled_kustomization_recovers_when_a_later_reconciliation_succeeds() {
+    let stalled = fail(
+        StepError::InvalidIgnoreRule(IgnoreRuleError::NotAPointer("spec".into())),
+        None,
+    );
+    let next = begin(stalled.status, Some(4));
+    assert_eq!(condition(&next, STALLED), None);
+    let conclusion = conclude(
+        next,
+        &Facts {
+            generation: Some(4),
+            ..facts()
+        },
+        &Ok(applied(vec![])),
+    );
+    assert_eq!(
+        condition(&conclusion.status, READY),
+        Some(("True", reason::SUCCEEDED))
+    );
+    assert_eq!(conclusion.status.observed_generation, 4);
+    assert_eq!(condition(&conclusion.status, STALLED), None);
+}

@@ -1,0 +1,551 @@
+//! The steps of one reconciliation, each a function with a small typed input and output and a
+//! [`StepError`] on failure: source → dependencies → fetch and build → target (the cluster
+//! and identity to apply as) → apply → inventory and prune → health. `reconcile` runs them
+//! in order; `diff` reuses the build and the applier. Progress that is reported while the
+//! steps run (status writes, the prune event) goes through [`Progress`].
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::context::Context;
+use super::error::StepError;
+use super::events::EventType;
+use super::inputs::{decryption_keys, variables};
+use super::manifests::{self, Inputs};
+use super::status::reason;
+use crate::api::{Kustomization, KustomizationSpec, KustomizationStatus, ResourceInventory};
+use crate::apply::{Applier, ApplyOptions, IgnoreRules};
+use crate::health::{CelChecks, WaitOptions};
+use crate::inventory::{self, Holder};
+use crate::objects::{Action, ChangeSet, KindCache, ObjectRef, Owner};
+use crate::source::{Artifact, SourceError, SourceObject};
+
+/// Reports progress while the steps run: status writes and events about the Kustomization.
+pub(crate) struct Progress<'a> {
+    pub object: &'a Kustomization,
+    pub ctx: &'a Context,
+}
+
+impl Progress<'_> {
+    /// Says what is under way: `Reconciling` (and `Ready` unless false, with `ready_too`),
+    /// written at once. A failed write is only logged: the outcome is written anyway.
+    pub async fn report(&self, status: &mut KustomizationStatus, message: &str, ready_too: bool) {
+        let generation = self.object.metadata.generation;
+        if ready_too {
+            super::outcome::progressing(status, message, generation);
+        } else {
+            super::status::set(
+                status,
+                super::status::RECONCILING,
+                "True",
+                reason::PROGRESSING,
+                message,
+                generation,
+            );
+        }
+        if let Err(error) = super::status::write(self.ctx, self.object, status).await {
+            tracing::debug!(error = %error, "writing progress");
+        }
+    }
+
+    pub async fn event(
+        &self,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+        revision: Option<&str>,
+    ) {
+        self.ctx
+            .recorder
+            .publish(self.object, type_, reason, message, revision)
+            .await;
+    }
+}
+
+/// Source: the artifact `spec.sourceRef` names, unless cross-namespace references are blocked.
+pub(crate) async fn source(
+    object: &Kustomization,
+    ctx: &Context,
+) -> Result<(SourceObject, Artifact), StepError> {
+    let namespace = object.metadata.namespace.clone().unwrap_or_default();
+    let source = SourceObject::of(&object.spec.source_ref, &namespace);
+    if ctx.options.no_cross_namespace_refs && source.namespace != namespace {
+        return Err(StepError::CrossNamespaceSource {
+            kind: source.kind.as_str(),
+            namespace: source.namespace,
+            name: source.name,
+        });
+    }
+    match crate::source::resolve(&ctx.client, &source).await {
+        Ok(artifact) => Ok((source, artifact)),
+        Err(error @ (SourceError::NotFound { .. } | SourceError::NoArtifact { .. })) => {
+            Err(StepError::SourceNotReady(error))
+        }
+        Err(error) => Err(StepError::Source(error)),
+    }
+}
+
+/// Dependencies: every `dependsOn` entry is ready for this revision.
+pub(crate) async fn dependencies(
+    object: &Kustomization,
+    ctx: &Context,
+    source: &SourceObject,
+    revision: &str,
+) -> Result<(), StepError> {
+    super::dependencies::check(object, ctx, source, revision)
+        .await
+        .map_err(StepError::Dependency)
+}
+
+/// Built objects and their digest (what the history records).
+pub(crate) struct Built {
+    pub objects: Vec<Value>,
+    pub digest: String,
+}
+
+/// Fetch and build: downloads and extracts the artifact, then builds `spec.path` in it.
+pub(crate) async fn fetch_and_build(
+    object: &Kustomization,
+    ctx: &Context,
+    artifact: &Artifact,
+) -> Result<Built, StepError> {
+    let workspace = ctx.fetcher.fetch(artifact).await.map_err(|e| match e {
+        SourceError::ArtifactMissing { .. } => StepError::SourceNotReady(e),
+        other => StepError::Source(other),
+    })?;
+    let dir = workspace
+        .path(object.spec.path.as_deref().unwrap_or("./"))
+        .map_err(StepError::Source)?;
+    let started = Instant::now();
+    let objects = build(object, ctx, workspace.root(), &dir).await?;
+    drop(workspace);
+    ctx.metrics.observe_build(started.elapsed());
+    let digest = format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(
+            crate::kustomize::to_yaml(&objects).as_bytes()
+        ))
+    );
+    Ok(Built { objects, digest })
+}
+
+/// Build: generates, decrypts, builds and substitutes `dir` (inside `root`) as the
+/// Kustomization asks, with its decryption keys and post-build variables from the cluster.
+pub(crate) async fn build(
+    object: &Kustomization,
+    ctx: &Context,
+    root: &Path,
+    dir: &Path,
+) -> Result<Vec<Value>, StepError> {
+    let keys = decryption_keys(object, ctx)
+        .await
+        .map_err(StepError::BuildInputs)?;
+    let variables = variables(object, ctx)
+        .await
+        .map_err(StepError::BuildInputs)?;
+    let (root, dir) = (root.to_path_buf(), dir.to_path_buf());
+    let spec: KustomizationSpec = object.spec.clone();
+    let strict_substitution = ctx.options.strict_substitution;
+    let remote = ctx.options.remote.clone();
+    tokio::task::spawn_blocking(move || {
+        let inputs = Inputs {
+            spec: &spec,
+            keys: keys.as_ref(),
+            variables: &variables,
+            remote,
+            strict_substitution,
+        };
+        manifests::build(&root, &dir, &inputs)
+    })
+    .await
+    .map_err(StepError::BuildStopped)?
+    .map_err(StepError::Build)
+}
+
+/// Where and as whom a Kustomization applies, prunes and checks health.
+pub(crate) struct Target {
+    pub client: kube::Client,
+    pub kinds: KindCache,
+    pub owner: Owner,
+}
+
+/// Target: the cluster `spec.kubeConfig` names (else this one), as `spec.serviceAccountName`.
+pub(crate) async fn target(object: &Kustomization, ctx: &Context) -> Result<Target, StepError> {
+    let client = ctx.target_client(object).await.map_err(StepError::Client)?;
+    Ok(Target {
+        client,
+        kinds: ctx.kinds_for(object),
+        owner: Owner {
+            name: object.metadata.name.clone().unwrap_or_default(),
+            namespace: object.metadata.namespace.clone().unwrap_or_default(),
+        },
+    })
+}
+
+/// How long waits may take: `spec.timeout`, else `spec.interval`.
+pub(crate) fn timeout_of(spec: &KustomizationSpec) -> Duration {
+    spec.timeout
+        .map(|t| t.to_std())
+        .unwrap_or(spec.interval.to_std())
+}
+
+/// The applier for a Kustomization, with its policies and the controller's flags; `diff`
+/// plans with the same one.
+pub(crate) fn applier(
+    object: &Kustomization,
+    ctx: &Context,
+    target: &Target,
+) -> Result<Applier, StepError> {
+    let spec = &object.spec;
+    let ignore = IgnoreRules::new(&spec.ignore).map_err(StepError::InvalidIgnoreRule)?;
+    let options = ApplyOptions {
+        field_manager: ctx.options.field_manager.clone(),
+        force: spec.force,
+        concurrency: ctx.options.concurrent_ssa,
+        custom_stage_kinds: ctx.options.custom_apply_stage_kinds.clone(),
+        override_managers: ctx.options.override_managers.clone(),
+        wait_timeout: timeout_of(spec),
+        poll_interval: ctx
+            .options
+            .health_poll_interval
+            .min(Duration::from_millis(500)),
+    };
+    let key = format!("{}/{}", target.owner.namespace, target.owner.name);
+    Ok(Applier::new(
+        target.client.clone(),
+        options,
+        target.owner.clone(),
+        spec.common_metadata.clone(),
+        ignore,
+        ctx.cache_for(&key),
+    )
+    .with_kind_cache(target.kinds.clone()))
+}
+
+/// The Kustomization whose inventory is read and written.
+fn holder(object: &Kustomization) -> Holder<'_> {
+    Holder {
+        namespace: object.metadata.namespace.as_deref().unwrap_or(""),
+        name: object.metadata.name.as_deref().unwrap_or(""),
+        uid: object.metadata.uid.as_deref().unwrap_or(""),
+    }
+}
+
+/// The inventory as the last reconciliation left it (with its overflow Secret).
+pub(crate) async fn load_inventory(
+    object: &Kustomization,
+    ctx: &Context,
+    status: &KustomizationStatus,
+) -> Result<ResourceInventory, StepError> {
+    inventory::load(&ctx.client, &holder(object), status.inventory.as_ref())
+        .await
+        .map_err(StepError::Inventory)
+}
+
+/// Records `full` as the inventory in `status` (and the overflow Secret).
+pub(crate) async fn store_inventory(
+    object: &Kustomization,
+    ctx: &Context,
+    status: &mut KustomizationStatus,
+    full: &ResourceInventory,
+) -> Result<(), StepError> {
+    let stored = inventory::store(
+        &ctx.client,
+        &holder(object),
+        &ctx.options.field_manager,
+        status.inventory.as_ref(),
+        full,
+    )
+    .await
+    .map_err(StepError::Inventory)?;
+    status.inventory = Some(stored);
+    Ok(())
+}
+
+/// Apply: every built object, stage by stage. After a failure, what was applied before it
+/// joins the old inventory, so it stays ours.
+pub(crate) async fn apply(
+    object: &Kustomization,
+    ctx: &Context,
+    applier: &Applier,
+    objects: Vec<Value>,
+    status: &mut KustomizationStatus,
+) -> Result<(ChangeSet, ResourceInventory), StepError> {
+    let started = Instant::now();
+    let (changes, apply_error) = applier.apply_all_partial(objects).await;
+    let old_inventory = load_inventory(object, ctx, status).await?;
+    if let Some(error) = apply_error {
+        keep_partially_applied(object, ctx, status, &old_inventory, &changes).await;
+        return Err(StepError::Apply(error));
+    }
+    ctx.metrics.observe_apply(started.elapsed(), &changes);
+    Ok((changes, old_inventory))
+}
+
+async fn keep_partially_applied(
+    object: &Kustomization,
+    ctx: &Context,
+    status: &mut KustomizationStatus,
+    old_inventory: &ResourceInventory,
+    changes: &ChangeSet,
+) {
+    let Ok(kept) = inventory::merge_applied(old_inventory, changes) else {
+        return;
+    };
+    if let Err(error) = store_inventory(object, ctx, status, &kept).await {
+        tracing::warn!(error = %error, "keeping the partially applied inventory");
+    }
+}
+
+/// Inventory and prune: the new inventory from the change set; with `spec.prune`, objects
+/// that left it are deleted (those whose deletion failed stay in it, and fail the step
+/// after the inventory is stored).
+pub(crate) async fn inventory_and_prune(
+    progress: &Progress<'_>,
+    target: &Target,
+    changes: &ChangeSet,
+    old_inventory: &ResourceInventory,
+    status: &mut KustomizationStatus,
+    revision: &str,
+) -> Result<(), StepError> {
+    let (object, ctx) = (progress.object, progress.ctx);
+    let mut new_inventory = inventory::from_change_set(changes).map_err(StepError::Inventory)?;
+    let mut survivors_errors = Vec::new();
+    if object.spec.prune {
+        let stale =
+            inventory::stale(old_inventory, &new_inventory).map_err(StepError::StaleObjects)?;
+        if !stale.is_empty() {
+            let outcome =
+                inventory::prune_with(&target.client, &target.kinds, &stale, &target.owner).await;
+            if !outcome.survivors.is_empty() {
+                inventory::keep_survivors(&mut new_inventory, &outcome.survivors)
+                    .map_err(StepError::StaleObjects)?;
+                survivors_errors = outcome.errors;
+            }
+            ctx.metrics.observe_apply(Duration::ZERO, &outcome.deleted);
+            let summary = outcome.deleted.summary();
+            if !summary.is_empty() {
+                progress
+                    .event(EventType::Normal, "Progressing", &summary, Some(revision))
+                    .await;
+            }
+        }
+    }
+    store_inventory(object, ctx, status, &new_inventory).await?;
+    if !survivors_errors.is_empty() {
+        return Err(StepError::Prune(survivors_errors));
+    }
+    Ok(())
+}
+
+/// The objects whose health is checked: with `spec.wait` every applied object (but a
+/// Kustomization that applies itself, as Flux bootstrap does: it is Reconciling while it
+/// waits), else `spec.healthChecks` (their apiVersion from the applied objects when unset).
+pub(crate) fn health_targets(object: &Kustomization, changes: &ChangeSet) -> Vec<ObjectRef> {
+    let namespace = object.metadata.namespace.clone().unwrap_or_default();
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let spec = &object.spec;
+    if spec.wait == Some(true) {
+        return changes
+            .changes
+            .iter()
+            .filter(|c| c.action != Action::Skipped)
+            .filter(|c| {
+                !(c.object.kind == "Kustomization"
+                    && c.object.group() == "kustomize.toolkit.fluxcd.io"
+                    && c.object.namespace == namespace
+                    && c.object.name == name)
+            })
+            .map(|c| c.object.clone())
+            .collect();
+    }
+    spec.health_checks
+        .iter()
+        .map(|h| {
+            let api_version = h.api_version.clone().or_else(|| {
+                changes
+                    .changes
+                    .iter()
+                    .find(|c| c.object.kind == h.kind && c.object.name == h.name)
+                    .map(|c| c.object.api_version.clone())
+            });
+            ObjectRef {
+                api_version: api_version.unwrap_or_else(|| "v1".into()),
+                kind: h.kind.clone(),
+                namespace: h.namespace.clone().unwrap_or_else(|| namespace.clone()),
+                name: h.name.clone(),
+            }
+        })
+        .collect()
+}
+
+/// Health: waits until the targets are ready (kstatus, or `healthCheckExprs`), up to the
+/// timeout. `Healthy` says how it went; without targets it is removed.
+pub(crate) async fn health(
+    progress: &Progress<'_>,
+    target: &Target,
+    changes: &ChangeSet,
+    status: &mut KustomizationStatus,
+    revision: &str,
+) -> Result<(), StepError> {
+    let (object, ctx) = (progress.object, progress.ctx);
+    let checks = health_targets(object, changes);
+    if checks.is_empty() {
+        super::status::remove(status, super::status::HEALTHY);
+        return Ok(());
+    }
+    let cel = CelChecks::new(&object.spec.health_check_exprs)
+        .map_err(StepError::InvalidHealthExpression)?;
+    let timeout = timeout_of(&object.spec);
+    // Health checks can take up to the timeout: say so in the status meanwhile, as Flux.
+    progress
+        .report(
+            status,
+            &format!(
+                "Running health checks for revision {revision} with a timeout of {}",
+                crate::api::GoDuration::from_std(timeout)
+            ),
+            false,
+        )
+        .await;
+    let waited = Instant::now();
+    crate::health::wait_with(
+        &target.client,
+        &target.kinds,
+        &checks,
+        &cel,
+        &WaitOptions {
+            timeout,
+            interval: ctx.options.health_poll_interval,
+        },
+    )
+    .await
+    .map_err(StepError::Health)?;
+    super::status::set(
+        status,
+        super::status::HEALTHY,
+        "True",
+        reason::HEALTH_SUCCEEDED,
+        &format!(
+            "Health check passed in {:.3}s",
+            waited.elapsed().as_secs_f64()
+        ),
+        object.metadata.generation,
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::Change;
+    use serde_json::json;
+
+    fn kustomization(spec: Value) -> Kustomization {
+        let mut full = json!({"interval": "5m", "prune": true,
+            "sourceRef": {"kind": "GitRepository", "name": "repo"}});
+        if let (Some(full), Some(spec)) = (full.as_object_mut(), spec.as_object()) {
+            full.extend(spec.clone());
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "apps", "namespace": "flux-system"},
+            "spec": full,
+        }))
+        .unwrap()
+    }
+
+    fn change(
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        action: Action,
+    ) -> Change {
+        Change {
+            object: ObjectRef {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                namespace: namespace.into(),
+                name: name.into(),
+            },
+            action,
+        }
+    }
+
+    fn applied() -> ChangeSet {
+        ChangeSet {
+            changes: vec![
+                change("apps/v1", "Deployment", "apps", "web", Action::Created),
+                change("v1", "ConfigMap", "apps", "skipped", Action::Skipped),
+                change(
+                    "kustomize.toolkit.fluxcd.io/v1",
+                    "Kustomization",
+                    "flux-system",
+                    "apps",
+                    Action::Configured,
+                ),
+                change(
+                    "kustomize.toolkit.fluxcd.io/v1",
+                    "Kustomization",
+                    "flux-system",
+                    "other",
+                    Action::Unchanged,
+                ),
+            ],
+        }
+    }
+
+    fn names(targets: &[ObjectRef]) -> Vec<String> {
+        targets.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn waiting_checks_every_applied_object_but_skipped_ones_and_itself() {
+        let object = kustomization(json!({"wait": true}));
+        assert_eq!(
+            names(&health_targets(&object, &applied())),
+            ["Deployment/apps/web", "Kustomization/flux-system/other"]
+        );
+    }
+
+    #[test]
+    fn health_checks_take_their_api_version_from_the_applied_objects() {
+        let object = kustomization(json!({"healthChecks": [
+            {"kind": "Deployment", "name": "web", "namespace": "apps"},
+            {"kind": "Service", "name": "db"},
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "migrate", "namespace": "apps"},
+        ]}));
+        let targets = health_targets(&object, &applied());
+        let versions: Vec<&str> = targets.iter().map(|t| t.api_version.as_str()).collect();
+        assert_eq!(versions, ["apps/v1", "v1", "batch/v1"]);
+        assert_eq!(
+            names(&targets),
+            [
+                "Deployment/apps/web",
+                "Service/flux-system/db",
+                "Job/apps/migrate"
+            ]
+        );
+    }
+
+    #[test]
+    fn nothing_is_checked_without_wait_or_health_checks() {
+        assert!(health_targets(&kustomization(json!({})), &applied()).is_empty());
+    }
+
+    #[test]
+    fn the_timeout_defaults_to_the_interval() {
+        assert_eq!(
+            timeout_of(&kustomization(json!({})).spec),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            timeout_of(&kustomization(json!({"timeout": "30s"})).spec),
+            Duration::from_secs(30)
+        );
+    }
+}

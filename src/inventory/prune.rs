@@ -1,0 +1,80 @@
+//! Garbage collection: deleting the stale objects that are still ours and not opted out.
+
+use kube::api::DeleteParams;
+
+use super::PruneOutcome;
+use crate::objects::{
+    Action, Change, KindCache, KindError, ObjectRef, Owner, SsaPolicy, prune_disabled,
+    reconcile_disabled, ssa_policy,
+};
+
+/// Deletes stale objects that are still ours.
+pub async fn prune(client: &kube::Client, stale: &[ObjectRef], owner: &Owner) -> PruneOutcome {
+    prune_with(client, &KindCache::default(), stale, owner).await
+}
+
+/// [`prune`] with discovery results shared with other callers.
+pub async fn prune_with(
+    client: &kube::Client,
+    kinds: &KindCache,
+    stale: &[ObjectRef],
+    owner: &Owner,
+) -> PruneOutcome {
+    let mut outcome = PruneOutcome::default();
+    for reference in stale {
+        let api = match kinds.api(client, reference).await {
+            Ok(api) => api,
+            // The kind is no longer served (its CRD went first): nothing is left to delete.
+            Err(KindError::NotServed) => {
+                outcome.skipped.push(reference.clone());
+                continue;
+            }
+            // Anything else may be passing (an aggregated API down): try again next time.
+            Err(KindError::Api(error)) => {
+                outcome.survivors.push(reference.clone());
+                outcome.errors.push(format!("{reference}: {error}"));
+                continue;
+            }
+        };
+        let live = match api.get_opt(&reference.name).await {
+            Ok(Some(live)) => serde_json::to_value(live).unwrap_or_default(),
+            Ok(None) => {
+                outcome.skipped.push(reference.clone());
+                continue;
+            }
+            Err(error) => {
+                outcome.survivors.push(reference.clone());
+                outcome.errors.push(format!("{reference}: {error}"));
+                continue;
+            }
+        };
+        let opted_out = prune_disabled(&live)
+            || reconcile_disabled(&live)
+            || ssa_policy(&live) == SsaPolicy::Ignore;
+        if !owner.owns(&live) || opted_out {
+            outcome.skipped.push(reference.clone());
+            continue;
+        }
+        if live.pointer("/metadata/deletionTimestamp").is_none() {
+            match api
+                .delete(&reference.name, &DeleteParams::background())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => {
+                    outcome.survivors.push(reference.clone());
+                    outcome
+                        .errors
+                        .push(format!("{reference} delete failed: {error}"));
+                    continue;
+                }
+            }
+        }
+        outcome.deleted.changes.push(Change {
+            object: reference.clone(),
+            action: Action::Deleted,
+        });
+    }
+    outcome
+}

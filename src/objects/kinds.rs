@@ -1,0 +1,85 @@
+//! Discovery: how the cluster serves each kind, asked once per kind and shared.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::discovery::Scope;
+
+use super::ObjectRef;
+
+/// How the server serves a kind.
+#[derive(Clone, Debug)]
+pub struct Served {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+}
+
+/// How the server serves each kind (discovery results), shared by the appliers of all
+/// Kustomizations so that discovery runs once per kind, not once per reconcile. Kinds are
+/// discovered afresh after CRDs are applied.
+#[derive(Clone, Debug, Default)]
+pub struct KindCache(Arc<Mutex<HashMap<(String, String), Served>>>);
+
+/// Why a kind has no API.
+#[derive(Debug)]
+pub enum KindError {
+    /// The server does not serve the kind (no such group, version or kind).
+    NotServed,
+    /// Discovery failed otherwise (unreachable, forbidden, an aggregated API down).
+    Api(kube::Error),
+}
+
+impl KindCache {
+    /// How the server serves `object`'s kind, discovered once per kind.
+    pub async fn served(
+        &self,
+        client: &kube::Client,
+        object: &ObjectRef,
+    ) -> Result<Served, KindError> {
+        let key = (object.api_version.clone(), object.kind.clone());
+        if let Some(served) = self.0.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(served.clone());
+        }
+        let gvk = GroupVersionKind::gvk(object.group(), object.version(), &object.kind);
+        let (resource, capabilities) =
+            kube::discovery::pinned_kind(client, &gvk)
+                .await
+                .map_err(|error| match error {
+                    kube::Error::Discovery(_) => KindError::NotServed,
+                    kube::Error::Api(status) if status.code == 404 => KindError::NotServed,
+                    other => KindError::Api(other),
+                })?;
+        let served = Served {
+            resource,
+            namespaced: capabilities.scope == Scope::Namespaced,
+        };
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, served.clone());
+        Ok(served)
+    }
+
+    /// The dynamic API of `object`'s kind on `client`'s cluster (in its namespace when the
+    /// kind is namespaced), discovered once per kind.
+    pub async fn api(
+        &self,
+        client: &kube::Client,
+        object: &ObjectRef,
+    ) -> Result<Api<DynamicObject>, KindError> {
+        let served = self.served(client, object).await?;
+        Ok(if served.namespaced {
+            Api::namespaced_with(client.clone(), &object.namespace, &served.resource)
+        } else {
+            Api::all_with(client.clone(), &served.resource)
+        })
+    }
+}
+
+impl KindCache {
+    /// Forgets every kind, so that kinds served by new or changed CRDs are discovered afresh.
+    pub fn clear(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}

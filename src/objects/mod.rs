@@ -1,0 +1,175 @@
+//! The vocabulary every cluster-facing stage shares: which object ([`ObjectRef`]), what
+//! happened to it ([`Change`], [`ChangeSet`]), who owns it and which per-object policies it
+//! asks for ([`Owner`], the `kustomize.toolkit.fluxcd.io/*` annotations), in which order kinds
+//! are applied and pruned ([`kind_rank`]), and how the cluster serves each kind
+//! ([`KindCache`]). `apply` produces change sets, `inventory` turns them into entries and
+//! prunes, `health` reads the objects they name; none of them reaches into another's
+//! internals, they meet here.
+
+mod kinds;
+mod policy;
+
+use std::fmt;
+
+use serde_json::Value;
+
+pub use kinds::{KindCache, KindError, Served};
+pub use policy::{
+    FORCE_ANNOTATION, NAME_LABEL, NAMESPACE_LABEL, Owner, PRUNE_ANNOTATION, RECONCILE_ANNOTATION,
+    SSA_ANNOTATION, SsaPolicy, force_enabled, metadata_value, prune_disabled, reconcile_disabled,
+    ssa_policy,
+};
+
+/// What happened to one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    Created,
+    Configured,
+    Unchanged,
+    Deleted,
+    Skipped,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Action::Created => "created",
+            Action::Configured => "configured",
+            Action::Unchanged => "unchanged",
+            Action::Deleted => "deleted",
+            Action::Skipped => "skipped",
+        })
+    }
+}
+
+/// An object's identity as the change set and inventory need it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectRef {
+    pub fn of(object: &Value) -> ObjectRef {
+        let text = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        ObjectRef {
+            api_version: text("/apiVersion"),
+            kind: text("/kind"),
+            namespace: text("/metadata/namespace"),
+            name: text("/metadata/name"),
+        }
+    }
+
+    pub fn group(&self) -> &str {
+        self.api_version
+            .split_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("")
+    }
+
+    pub fn version(&self) -> &str {
+        self.api_version
+            .split_once('/')
+            .map(|(_, v)| v)
+            .unwrap_or(&self.api_version)
+    }
+}
+
+/// `Kind/namespace/name` (or `Kind/name`), as Flux names objects in messages.
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}/{}", self.kind, self.name)
+        } else {
+            write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub object: ObjectRef,
+    pub action: Action,
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.object, self.action)
+    }
+}
+
+/// The outcome of applying a set of objects, in apply order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChangeSet {
+    pub changes: Vec<Change>,
+}
+
+impl ChangeSet {
+    /// The lines Flux puts into events: every change except `unchanged`.
+    pub fn summary(&self) -> String {
+        self.changes
+            .iter()
+            .filter(|c| c.action != Action::Unchanged)
+            .map(Change::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    pub fn count(&self, action: Action) -> usize {
+        self.changes.iter().filter(|c| c.action == action).count()
+    }
+}
+
+/// Flux's apply order of kinds; unknown kinds come after these and before the webhooks.
+const KIND_ORDER: &[&str] = &[
+    "CustomResourceDefinition",
+    "Namespace",
+    "ClusterClass",
+    "RuntimeClass",
+    "PriorityClass",
+    "StorageClass",
+    "VolumeSnapshotClass",
+    "IngressClass",
+    "GatewayClass",
+    "ResourceQuota",
+    "ServiceAccount",
+    "Role",
+    "ClusterRole",
+    "RoleBinding",
+    "ClusterRoleBinding",
+    "ConfigMap",
+    "Secret",
+    "Endpoints",
+    "Service",
+    "LimitRange",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Deployment",
+    "StatefulSet",
+    "CronJob",
+    "PodDisruptionBudget",
+];
+
+const LAST: &[&str] = &[
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+];
+
+/// Flux's kind order: lower ranks are applied first (and pruned last).
+pub fn kind_rank(kind: &str) -> usize {
+    if let Some(i) = KIND_ORDER.iter().position(|k| *k == kind) {
+        return i;
+    }
+    match LAST.iter().position(|k| *k == kind) {
+        Some(i) => KIND_ORDER.len() + 1 + i,
+        None => KIND_ORDER.len(),
+    }
+}
