@@ -490,3 +490,71 @@ async fn bench_apply_medium() {
         counts(start)
     );
 }
+
+/// `plan` decides as `apply_all` does (policies, ignore rules, dry-run) and writes nothing:
+/// what `diff` shows is what an apply would do.
+#[tokio::test]
+async fn plans_report_what_an_apply_would_change_without_writing() {
+    let cluster = TestCluster::start().await;
+    let namespace = cluster.namespace.clone();
+    let cache = AppliedCache::default();
+    let engine = applier(
+        &cluster,
+        &cache,
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    let kept = config_map(&namespace, "kept", json!({"a": "1"}));
+    let changed = config_map(&namespace, "changed", json!({"color": "blue"}));
+    engine
+        .apply_all(vec![kept.clone(), changed.clone()])
+        .await
+        .unwrap();
+    let mut skipped = config_map(&namespace, "skipped", json!({"a": "1"}));
+    skipped["metadata"]["annotations"] = json!({"kustomize.toolkit.fluxcd.io/ssa": "Ignore"});
+    let group = format!("{}.example.com", unique("plan"));
+    let unserved = json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+        "metadata": {"name": "w", "namespace": namespace}});
+    let planned = engine
+        .plan(vec![
+            kept.clone(),
+            config_map(&namespace, "changed", json!({"color": "green"})),
+            config_map(&namespace, "new", json!({"a": "1"})),
+            skipped,
+            unserved,
+        ])
+        .await
+        .unwrap();
+    let changes: Vec<String> = planned.iter().map(|p| p.change.to_string()).collect();
+    assert_eq!(
+        changes,
+        vec![
+            format!("ConfigMap/{namespace}/kept unchanged"),
+            format!("ConfigMap/{namespace}/changed configured"),
+            format!("ConfigMap/{namespace}/new created"),
+            format!("ConfigMap/{namespace}/skipped skipped"),
+            format!("Widget/{namespace}/w created"),
+        ]
+    );
+    let drift = planned[1]
+        .drift
+        .as_ref()
+        .expect("a configured object shows its drift");
+    assert_eq!(drift.live["data"]["color"], "blue");
+    assert_eq!(drift.applied["data"]["color"], "green");
+    assert!(
+        planned
+            .iter()
+            .all(|p| p.change.action != Action::Configured || p.drift.is_some())
+    );
+    assert_eq!(
+        live(&cluster, &changed).await["data"]["color"],
+        "blue",
+        "plans write nothing"
+    );
+    let configs: Api<DynamicObject> = dynamic_api(&cluster.client, &changed).await;
+    assert!(
+        configs.get_opt("new").await.unwrap().is_none(),
+        "plans create nothing"
+    );
+}

@@ -7,141 +7,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kustomize_controller::api::Kustomization;
-use kustomize_controller::controller::{self, Options, RunOptions, metrics::Metrics};
-use kustomize_controller::source::FetcherOptions;
 use serde_json::{Value, json};
 
-use crate::support::artifacts::{Artifact, ArtifactServer, SourceKind};
+use crate::support::artifacts::{ArtifactServer, SourceKind};
 use crate::support::cluster::{TestCluster, wait_for};
+use crate::support::controller::{Harness, ready_message};
 use crate::support::repo_root;
-
-struct Harness {
-    cluster: TestCluster,
-    artifacts: ArtifactServer,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Harness {
-    async fn start() -> Harness {
-        Harness::start_with(|_| {}).await
-    }
-
-    async fn start_with(adjust: impl FnOnce(&mut RunOptions)) -> Harness {
-        let cluster = TestCluster::start().await;
-        let artifacts = ArtifactServer::start().await;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let options = RunOptions {
-            reconcile: Options {
-                health_poll_interval: Duration::from_millis(50),
-                requeue_dependency: Duration::from_millis(200),
-                interval_jitter_percentage: 0,
-                ..Options::default()
-            },
-            fetcher: FetcherOptions {
-                retries: 1,
-                retry_wait_min: Duration::from_millis(10),
-                ..FetcherOptions::default()
-            },
-            concurrent: 4,
-            namespace: Some(cluster.namespace.clone()),
-            label_selector: None,
-            watch_configs_label_selector: Some("reconcile.fluxcd.io/watch=Enabled".into()),
-        };
-        let mut options = options;
-        adjust(&mut options);
-        let client = cluster.client.clone();
-        let config = cluster.config();
-        let task = tokio::spawn(async move {
-            controller::run(client, config, options, Arc::new(Metrics::new()), async {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("the controller runs");
-        });
-        Harness {
-            cluster,
-            artifacts,
-            stop: Some(stop),
-            task: Some(task),
-        }
-    }
-
-    fn publish(&self, fixture: &str, revision: &str) -> Artifact {
-        let dir = repo_root().join("tests/fixtures/controller").join(fixture);
-        self.artifacts
-            .publish_dir(&format!("{fixture}-{revision}.tar.gz"), revision, &dir)
-    }
-
-    fn kustomizations(&self) -> Api<Kustomization> {
-        Api::namespaced(self.cluster.client.clone(), &self.cluster.namespace)
-    }
-
-    fn config_maps(&self) -> Api<ConfigMap> {
-        Api::namespaced(self.cluster.client.clone(), &self.cluster.namespace)
-    }
-
-    async fn create_kustomization(&self, name: &str, spec: Value) {
-        let mut full = json!({"interval": "10m", "prune": true, "targetNamespace": self.cluster.namespace,
-            "sourceRef": {"kind": "GitRepository", "name": "repo"}});
-        if let (Some(full), Some(spec)) = (full.as_object_mut(), spec.as_object()) {
-            full.extend(spec.clone());
-        }
-        self.cluster
-            .apply(&json!({
-                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-                "metadata": {"name": name, "namespace": self.cluster.namespace},
-                "spec": full,
-            }))
-            .await;
-    }
-
-    /// Waits until the Kustomization's Ready condition has `status` and `reason`.
-    async fn wait_ready(&self, name: &str, status: &str, reason: &str) -> Kustomization {
-        let api = self.kustomizations();
-        let found = wait_for(Duration::from_secs(30), || async {
-            let object = api.get(name).await.ok()?;
-            let ready = object
-                .status
-                .as_ref()?
-                .conditions
-                .iter()
-                .find(|c| c.type_ == "Ready")?;
-            (ready.status == status && ready.reason == reason).then_some(object)
-        })
-        .await;
-        match found {
-            Some(object) => object,
-            None => {
-                let object = api.get(name).await.ok();
-                panic!(
-                    "{name} never reached Ready={status} ({reason}); status: {}",
-                    serde_json::to_string_pretty(&object.and_then(|o| o.status)).unwrap()
-                );
-            }
-        }
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-fn ready_message(object: &Kustomization) -> String {
-    object
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| c.message.clone())
-        .unwrap_or_default()
-}
 
 #[tokio::test]
 async fn applies_prunes_and_reports_like_flux() {
@@ -601,34 +472,6 @@ async fn leader_election_hands_over() {
         .await
         .unwrap();
     assert!(lost.to_string().contains("leader election lost"), "{lost}");
-}
-
-impl Harness {
-    /// Serves an artifact made of the given files.
-    fn publish_files(&self, name: &str, revision: &str, files: &[(&str, &str)]) -> Artifact {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let path = dir.path().join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        self.artifacts
-            .publish_dir(&format!("{name}.tar.gz"), revision, dir.path())
-    }
-
-    async fn source(&self, name: &str, artifact: &Artifact) {
-        let ns = self.cluster.namespace.clone();
-        self.cluster
-            .create_source(SourceKind::GitRepository, &ns, name, Some(artifact))
-            .await;
-    }
-
-    async fn request_reconcile(&self, name: &str, token: &str) {
-        self.kustomizations()
-            .patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": token}}})))
-            .await
-            .unwrap();
-    }
 }
 
 const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  greeting: ${greeting}\n";

@@ -38,4 +38,5 @@ pub fn stderr_of(output: &Output) -> String {
 pub mod apiserver;
 pub mod artifacts;
 pub mod cluster;
+pub mod controller;
 pub mod envtest;
