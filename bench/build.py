@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build benchmark: our `build` against `kubectl kustomize` on generated workloads.
 
-Generates the presets of ../shared/bench/gen_workload.py, builds each with our binary and,
+Generates the presets of bench/workload.py, builds each with our binary and,
 when kubectl is on PATH, with `kubectl kustomize`, and prints CPU time (user+sys), wall
 time and peak RSS of each, their ratios, and whether the outputs are byte-identical.
 Measurements come from wait4() of each child, so nothing else on the machine is counted.
@@ -15,7 +15,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-GENERATOR = os.path.join(HERE, "..", "..", "shared", "bench", "gen_workload.py")
+GENERATOR = os.path.join(HERE, "workload.py")
 
 
 def measure(argv):
@@ -39,8 +39,6 @@ def main():
     ap.add_argument("--presets", default="medium,wide")
     ap.add_argument("--runs", type=int, default=3, help="best of N runs for each tool")
     args = ap.parse_args()
-    if not os.path.isfile(GENERATOR):
-        sys.exit(f"generator not found at {GENERATOR}: the shared/ folder must sit beside the repository")
     kubectl = shutil.which("kubectl")
     failed = False
     with tempfile.TemporaryDirectory() as root:

@@ -391,7 +391,7 @@ async fn unknown_kinds_and_missing_namespaces_are_named() {
 async fn bench_apply_medium() {
     use std::collections::BTreeMap;
     let workdir = tempfile::tempdir().unwrap();
-    let generator = crate::support::shared_file("bench/gen_workload.py");
+    let generator = crate::support::repo_root().join("bench/workload.py");
     let status = std::process::Command::new("python3")
         .arg(&generator)
         .args(["--preset", "medium"])

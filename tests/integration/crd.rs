@@ -7,14 +7,14 @@ use kustomize_controller::api::{CRD_FILE_NAME, crd_yaml};
 use kustomize_controller::yaml::{Schema, parse_single};
 use serde_json::Value;
 
-use crate::support::{repo_root, shared_file};
+use crate::support::{fixture_file, repo_root};
 
 /// Differences from Flux's schema we accept, each with the reason. Keyed by schema path and
 /// keyword; an entry that no longer matches a difference fails the test too.
 const ALLOWED_DIFFERENCES: &[(&str, &str, &str)] = &[];
 
 fn flux_crd() -> Value {
-    let path = shared_file(&format!("reference/crds/{CRD_FILE_NAME}"));
+    let path = fixture_file(&format!("reference/crds/{CRD_FILE_NAME}"));
     let text = std::fs::read_to_string(path).unwrap();
     parse_single(&text, Schema::Kyaml).unwrap()
 }

@@ -100,13 +100,13 @@ fn unrestricted_loading_stays_inside_the_root() {
     let root = tempfile::tempdir().unwrap();
     write(
         root.path(),
-        "shared/cm.yaml",
-        &CONFIGMAP.replace("NAME", "shared"),
+        "common/cm.yaml",
+        &CONFIGMAP.replace("NAME", "common"),
     );
     write(
         root.path(),
         "app/kustomization.yaml",
-        "resources: [../shared/cm.yaml]\n",
+        "resources: [../common/cm.yaml]\n",
     );
     let app = root.path().join("app");
 
@@ -121,7 +121,7 @@ fn unrestricted_loading_stays_inside_the_root() {
         ..Default::default()
     };
     let built = kustomize::build(root.path(), &app, &unrestricted).unwrap();
-    assert_eq!(names(&built), ["shared"]);
+    assert_eq!(names(&built), ["common"]);
 
     // Nothing outside the build root, even unrestricted and even through a symlink.
     let outside = tempfile::tempdir().unwrap();

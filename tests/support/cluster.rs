@@ -214,7 +214,7 @@ fn crd_files() -> Vec<PathBuf> {
         "buckets",
         "externalartifacts",
     ] {
-        files.push(super::shared_file(&format!(
+        files.push(super::fixture_file(&format!(
             "reference/crds/source.toolkit.fluxcd.io_{kind}.yaml"
         )));
     }

@@ -1,4 +1,4 @@
-//! Shared helpers: paths to the repository, the reference data beside it, and the binary.
+//! Shared helpers: paths to the repository and its fixtures, and the binary.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -8,14 +8,10 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A file of the read-only reference data that sits beside the repository (`../shared`).
-pub fn shared_file(relative: &str) -> PathBuf {
-    let path = repo_root().join("../shared").join(relative);
-    assert!(
-        path.is_file(),
-        "reference file {} is missing: the tests expect the shared/ folder beside the repository",
-        path.display()
-    );
+/// A fixture file under `tests/fixtures/` (everything the tests read is in the repository).
+pub fn fixture_file(relative: &str) -> PathBuf {
+    let path = repo_root().join("tests/fixtures").join(relative);
+    assert!(path.is_file(), "fixture {} is missing", path.display());
     path
 }
 
