@@ -471,15 +471,8 @@ impl Applier {
         };
         let Some(live) = live else {
             if mode == Mode::Apply {
-                let applied = api
-                    .patch(&reference.name, &self.params(), &Patch::Apply(&object))
-                    .await
-                    .map_err(&api_failure)?;
-                self.cache.put(
-                    reference.clone(),
-                    digest(&object),
-                    applied.metadata.resource_version,
-                );
+                self.write(&api, &reference, &object, digest(&object))
+                    .await?;
             }
             return Ok(change(Action::Created));
         };
@@ -588,16 +581,33 @@ impl Applier {
                 ..change(Action::Configured)
             });
         }
+        self.write(&api, &reference, &object, applied_digest)
+            .await?;
+        Ok(change(Action::Configured))
+    }
+
+    /// Applies `object` and remembers what it produced, so an unchanged object is not even
+    /// dry-run next time.
+    async fn write(
+        &self,
+        api: &Api<DynamicObject>,
+        reference: &ObjectRef,
+        object: &Value,
+        applied_digest: String,
+    ) -> Result<(), ApplyError> {
         let applied = api
-            .patch(&reference.name, &self.params(), &Patch::Apply(&object))
+            .patch(&reference.name, &self.params(), &Patch::Apply(object))
             .await
-            .map_err(&api_failure)?;
+            .map_err(|error| ApplyError::Apply {
+                subject: reference.to_string(),
+                message: api_error_parts(&error).1,
+            })?;
         self.cache.put(
             reference.clone(),
             applied_digest,
             applied.metadata.resource_version,
         );
-        Ok(change(Action::Configured))
+        Ok(())
     }
 
     /// Deletes an object whose immutable fields changed, waits until it is gone, and
@@ -635,16 +645,7 @@ impl Applier {
             }
             tokio::time::sleep(self.options.poll_interval.min(Duration::from_millis(200))).await;
         }
-        let applied = api
-            .patch(&reference.name, &self.params(), &Patch::Apply(object))
-            .await
-            .map_err(&failure)?;
-        self.cache.put(
-            reference.clone(),
-            digest(object),
-            applied.metadata.resource_version,
-        );
-        Ok(())
+        self.write(api, reference, object, digest(object)).await
     }
 
     /// Waits until the CRDs among `objects` are established and their namespaces active.
