@@ -136,29 +136,31 @@ impl LeaderElection {
         }
     }
 
-    /// Renews the Lease until renewal fails for longer than the renew deadline.
+    /// Renews the Lease until renewal fails for longer than the renew deadline. Each attempt
+    /// is cut off at the deadline: an API server that hangs instead of refusing must not keep
+    /// a replica leading after the Lease may have passed to another.
     pub async fn hold(&self) -> LeaderError {
         let mut last_renewal = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(self.retry_period).await;
-            match self.try_acquire().await {
-                Ok(true) => last_renewal = tokio::time::Instant::now(),
-                Ok(false) => {
-                    return LeaderError::Lost {
-                        namespace: self.namespace.clone(),
-                        name: self.name.clone(),
-                        deadline: self.renew_deadline,
-                    };
-                }
-                Err(error) => tracing::warn!(error = %error, "renewing the leader Lease"),
+            let left = self.renew_deadline.saturating_sub(last_renewal.elapsed());
+            match tokio::time::timeout(left, self.try_acquire()).await {
+                Ok(Ok(true)) => last_renewal = tokio::time::Instant::now(),
+                Ok(Ok(false)) => return self.lost(),
+                Ok(Err(error)) => tracing::warn!(error = %error, "renewing the leader Lease"),
+                Err(_) => tracing::warn!("renewing the leader Lease timed out"),
             }
-            if last_renewal.elapsed() > self.renew_deadline {
-                return LeaderError::Lost {
-                    namespace: self.namespace.clone(),
-                    name: self.name.clone(),
-                    deadline: self.renew_deadline,
-                };
+            if last_renewal.elapsed() >= self.renew_deadline {
+                return self.lost();
             }
+        }
+    }
+
+    fn lost(&self) -> LeaderError {
+        LeaderError::Lost {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            deadline: self.renew_deadline,
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Prometheus metrics with Flux's names (`gotk_reconcile_duration_seconds`,
 //! `gotk_reconcile_condition`, `gotk_suspend_status`), and the small HTTP endpoints that serve
-//! them and the health probes (`/metrics`, `/healthz`, `/readyz`).
+//! them and the health probes (`/metrics`, `/healthz`, `/readyz`). The watch metrics and
+//! readiness come from [`WatchHealth`]: `/readyz` fails while a watch has been down for
+//! longer than its grace period, naming it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::api::Kustomization;
+use crate::controller::watch::WatchHealth;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ObjectLabels {
@@ -49,6 +52,8 @@ pub struct Metrics {
     in_flight: Gauge,
     /// Set once the controller has started watching.
     pub ready: AtomicBool,
+    /// Every watch the controller keeps.
+    pub watches: Arc<WatchHealth>,
 }
 
 fn labels(object: &Kustomization) -> ObjectLabels {
@@ -67,6 +72,12 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Metrics {
+        Metrics::with_watch_grace(WatchHealth::default())
+    }
+
+    /// Metrics whose readiness follows `watches` (for a grace period other than the default).
+    pub fn with_watch_grace(watches: WatchHealth) -> Metrics {
+        let watches = Arc::new(watches);
         let mut registry = Registry::default();
         let duration = Family::<ObjectLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.01, 2.0, 16))
@@ -112,6 +123,7 @@ impl Metrics {
             "Reconciliations running now.",
             in_flight.clone(),
         );
+        registry.register_collector(Box::new(watches.clone()));
         Metrics {
             registry,
             duration,
@@ -122,6 +134,7 @@ impl Metrics {
             objects,
             in_flight,
             ready: AtomicBool::new(false),
+            watches,
         }
     }
 
@@ -179,6 +192,20 @@ impl Metrics {
         self.suspended.remove(&labels(object));
     }
 
+    /// `Ok` when the controller watches and every watch is connected (or down for less than
+    /// its grace period); otherwise what is wrong.
+    pub fn readiness(&self) -> Result<(), String> {
+        if !self.ready.load(Ordering::Relaxed) {
+            return Err("not watching yet".into());
+        }
+        let down = self.watches.unready();
+        if down.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("watches down: {}", down.join(", ")))
+        }
+    }
+
     pub fn encode(&self) -> String {
         let mut text = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
@@ -229,8 +256,10 @@ pub async fn serve(address: &str, metrics: Arc<Metrics>) -> std::io::Result<()> 
             let (code, body) = match path {
                 "/metrics" => ("200 OK", metrics.encode()),
                 "/healthz" => ("200 OK", "ok".to_string()),
-                "/readyz" if metrics.ready.load(Ordering::Relaxed) => ("200 OK", "ok".to_string()),
-                "/readyz" => ("503 Service Unavailable", "not ready".to_string()),
+                "/readyz" => match metrics.readiness() {
+                    Ok(()) => ("200 OK", "ok".to_string()),
+                    Err(why) => ("503 Service Unavailable", format!("not ready: {why}")),
+                },
                 _ => ("404 Not Found", "not found".to_string()),
             };
             let response = format!(

@@ -4,7 +4,9 @@
 //! [`run`] wires a kube-runtime `Controller`: Kustomizations trigger on generation,
 //! `reconcile.fluxcd.io/requestedAt` and deletion (not on our own status writes); a source
 //! whose artifact revision changes triggers the Kustomizations built from it that have not
-//! applied that revision yet.
+//! applied that revision yet. Every watch is one of `watch`'s loops, each with its own
+//! back-off, so no watch can stall another and all resume within seconds of an API server
+//! restart.
 //!
 //! One reconciliation (`reconcile`) runs Flux's named steps (`steps`: source, dependencies,
 //! fetch and build, apply, inventory and prune, health), each failing with a typed
@@ -29,6 +31,7 @@ mod reconcile;
 pub mod remote;
 pub mod status;
 mod steps;
+pub mod watch;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -46,9 +49,11 @@ pub use dependencies::DependencyError;
 pub use error::{Failed, Retry, StepError};
 pub use inputs::InputError;
 pub use reconcile::{FINALIZER, REQUESTED_AT, ReconcileError, error_policy, reconcile};
+pub use watch::WatchHealth;
 
 use crate::api::Kustomization;
 use crate::source::{Fetcher, FetcherOptions, SourceObject};
+use watch::WatchConfig;
 
 /// Where and how to run.
 #[derive(Clone, Debug)]
@@ -159,6 +164,20 @@ fn referrers(
         .collect()
 }
 
+/// The objects a watch added, changed or deleted (a relist included), as trigger input.
+fn touched<K: Send + 'static>(
+    events: impl futures::Stream<Item = watcher::Event<K>> + Send + 'static,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {
+    events.filter_map(|event| async move {
+        match event {
+            watcher::Event::Apply(object)
+            | watcher::Event::InitApply(object)
+            | watcher::Event::Delete(object) => Some(Ok(object)),
+            watcher::Event::Init | watcher::Event::InitDone => None,
+        }
+    })
+}
+
 /// Runs the controller until `shutdown` completes; in-flight reconciliations finish first.
 pub async fn run(
     client: kube::Client,
@@ -175,21 +194,25 @@ pub async fn run(
         fetcher,
         metrics.clone(),
     ));
+    let health = metrics.watches.clone();
     let api: Api<Kustomization> = match &options.namespace {
         Some(namespace) => Api::namespaced(client.clone(), namespace),
         None => Api::all(client.clone()),
     };
-    let mut watch_config = watcher::Config::default();
-    if let Some(selector) = &options.label_selector {
-        watch_config = watch_config.labels(selector);
-    }
     let (reader, writer) = reflector::store();
-    let stream = watcher(api, watch_config.clone())
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(trigger, Default::default());
-    let mut controller = Controller::for_stream(stream, reader.clone())
+    let kustomizations = watch::watch(
+        api,
+        WatchConfig {
+            kind: "Kustomization".into(),
+            label_selector: options.label_selector.clone(),
+        },
+        health.clone(),
+    )
+    .map(Ok)
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(trigger, Default::default());
+    let mut controller = Controller::for_stream(kustomizations, reader.clone())
         .with_config(ControllerConfig::default().concurrency(options.concurrent.max(1)));
     for source_kind in crate::api::SourceKind::ALL {
         let kind = source_kind.as_str();
@@ -202,10 +225,13 @@ pub async fn run(
         // Only a changed artifact revision triggers, as Flux's SourceRevisionChangePredicate:
         // status churn and relists of an unchanged source do not bypass retry intervals.
         let seen: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>> = Arc::default();
-        controller = controller.watches_with(
-            sources,
-            resource,
-            watcher::Config::default(),
+        let config = WatchConfig {
+            kind: kind.into(),
+            label_selector: None,
+        };
+        let changed = touched(watch::watch(sources, config, health.clone()));
+        controller = controller.watches_stream_with(
+            changed,
             move |source| {
                 let revision = source
                     .data
@@ -227,10 +253,14 @@ pub async fn run(
                 }
                 dependents(&store, &source, kind)
             },
+            resource,
         );
     }
     if let Some(selector) = &options.watch_configs_label_selector {
-        let config = watcher::Config::default().labels(selector);
+        let config = |kind: &str| WatchConfig {
+            kind: kind.into(),
+            label_selector: Some(selector.clone()),
+        };
         let (maps, secrets): (Api<ConfigMap>, Api<Secret>) = match &options.namespace {
             Some(namespace) => (
                 Api::namespaced(client.clone(), namespace),
@@ -239,7 +269,8 @@ pub async fn run(
             None => (Api::all(client.clone()), Api::all(client.clone())),
         };
         let store = reader.clone();
-        controller = controller.watches(maps, config.clone(), move |map| {
+        let changed = touched(watch::watch(maps, config("ConfigMap"), health.clone()));
+        controller = controller.watches_stream(changed, move |map| {
             referrers(
                 &store,
                 map.metadata.namespace.as_deref(),
@@ -248,7 +279,8 @@ pub async fn run(
             )
         });
         let store = reader.clone();
-        controller = controller.watches(secrets, config, move |secret| {
+        let changed = touched(watch::watch(secrets, config("Secret"), health.clone()));
+        controller = controller.watches_stream(changed, move |secret| {
             referrers(
                 &store,
                 secret.metadata.namespace.as_deref(),

@@ -818,8 +818,7 @@ async fn remote_clusters_receive_the_objects() {
     }
     let ns = harness.cluster.namespace.clone();
     let remote = crate::support::apiserver::TestApiServer::start().await;
-    let remote_client =
-        kube::Client::try_from(kube::Config::new(remote.url().parse().unwrap())).unwrap();
+    let remote_client = kube::Client::try_from(remote.client_config()).unwrap();
     let remote_namespaces: Api<k8s_openapi::api::core::v1::Namespace> =
         Api::all(remote_client.clone());
     remote_namespaces

@@ -83,7 +83,7 @@ impl TestCluster {
             }
             Backend::InProcess => {
                 let server = TestApiServer::start().await;
-                let config = Config::new(server.url().parse().expect("a URL"));
+                let config = server.client_config();
                 (config, Some(server), false)
             }
         };

@@ -10,7 +10,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+
+use super::pki::pki;
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -23,58 +24,6 @@ fn write(dir: &Path, name: &str, contents: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, contents).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
     path
-}
-
-struct Pki {
-    ca: String,
-    serving_cert: String,
-    serving_key: String,
-    admin_cert: String,
-    admin_key: String,
-    service_account_key: String,
-    service_account_public: String,
-}
-
-fn pki() -> Result<Pki, rcgen::Error> {
-    let ca_key = KeyPair::generate()?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "kc-envtest-ca");
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_cert = ca_params.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca_params, ca_key);
-
-    let serving_key = KeyPair::generate()?;
-    let mut serving =
-        CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
-    serving
-        .distinguished_name
-        .push(DnType::CommonName, "kube-apiserver");
-    let serving_cert = serving.signed_by(&serving_key, &issuer)?;
-
-    let admin_key = KeyPair::generate()?;
-    let mut admin = CertificateParams::new(Vec::<String>::new())?;
-    admin.distinguished_name.push(DnType::CommonName, "admin");
-    admin
-        .distinguished_name
-        .push(DnType::OrganizationName, "system:masters");
-    let admin_cert = admin.signed_by(&admin_key, &issuer)?;
-
-    let service_account = KeyPair::generate()?;
-    Ok(Pki {
-        ca: ca_cert.pem(),
-        serving_cert: serving_cert.pem(),
-        serving_key: serving_key.serialize_pem(),
-        admin_cert: admin_cert.pem(),
-        admin_key: admin_key.serialize_pem(),
-        service_account_key: service_account.serialize_pem(),
-        service_account_public: service_account.public_key_pem(),
-    })
 }
 
 fn spawn(program: &Path, args: &[String], log: &Path) -> Child {

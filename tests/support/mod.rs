@@ -36,3 +36,4 @@ pub mod artifacts;
 pub mod cluster;
 pub mod controller;
 pub mod envtest;
+pub mod pki;

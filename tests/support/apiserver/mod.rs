@@ -1,10 +1,13 @@
 //! An in-process test double of kube-apiserver, served over loopback HTTP so that a
 //! `kube::Client` (or kubectl) talks to it exactly as to a real cluster.
 //!
-//! `TestApiServer::start()` binds a free port and serves discovery, CRUD, watch, patch in all
-//! four flavours (server-side apply with managed fields and conflicts), deletion with
-//! finalizers and propagation, namespace termination, CRD registration, dry-run, RBAC on
-//! impersonated identities and fault injection. Requests are parsed here, answered by
+//! `TestApiServer::start()` binds a free port and serves, over TLS with a fresh CA as a real
+//! server does, discovery, CRUD, watch, patch in all four flavours (server-side apply with
+//! managed fields and conflicts), deletion with finalizers and propagation, namespace
+//! termination, CRD registration, dry-run, RBAC on impersonated identities and fault
+//! injection. Outages are modelled at the connection level: the server can stop listening
+//! (connections refused), answer every request with 503 while it "starts", and cut every open
+//! connection without a TLS close_notify, as a killed kube-apiserver does. Requests are parsed here, answered by
 //! `handler` (or `watch` for streams) under one lock on the `store`, and the change events
 //! a write produced are then broadcast to open watches. Where behaviour had to be chosen,
 //! the real server's was modelled; the deviations are listed in `tests/support/README.md`.
@@ -26,6 +29,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use base64::Engine as _;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
@@ -59,8 +63,21 @@ struct Faults {
     latency: Duration,
 }
 
+/// Whether the server is up, as a restarting kube-apiserver goes down and comes back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Availability {
+    Serving,
+    /// Not listening: connections are refused.
+    Refusing,
+    /// Listening, but every request is answered `503 Service Unavailable`.
+    Unavailable,
+}
+
 struct Shared {
     store: Mutex<Store>,
+    availability: tokio::sync::watch::Sender<Availability>,
+    /// Every open connection, to cut them all at once.
+    connections: Mutex<Vec<tokio::task::AbortHandle>>,
     events: broadcast::Sender<Arc<Event>>,
     /// Bumped to end every open watch stream.
     watch_generation: tokio::sync::watch::Sender<u64>,
@@ -90,54 +107,162 @@ impl Shared {
 pub struct TestApiServer {
     address: SocketAddr,
     shared: Arc<Shared>,
+    tls: Arc<Tls>,
+}
+
+struct Tls {
+    acceptor: tokio_rustls::TlsAcceptor,
+    ca_der: Vec<u8>,
+    ca_pem: String,
+}
+
+impl Tls {
+    fn generate() -> Tls {
+        use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        let pki = super::pki::pki().expect("test certificates");
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.serving_key_der.clone()));
+        let config = tokio_rustls::rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(pki.serving_cert_der.clone())],
+                key,
+            )
+            .expect("a serving certificate rustls accepts");
+        Tls {
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+            ca_der: pki.ca_der,
+            ca_pem: pki.ca,
+        }
+    }
+}
+
+/// A listener on `address` that can be bound again right after it is closed.
+fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(1024)
 }
 
 type Body = BoxBody<Bytes, Infallible>;
 
 impl TestApiServer {
     pub async fn start() -> TestApiServer {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a loopback port is free");
+        let listener =
+            listen("127.0.0.1:0".parse().expect("an address")).expect("a loopback port is free");
         let address = listener.local_addr().expect("bound address");
         let (events, _) = broadcast::channel(16_384);
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::new()),
+            availability: tokio::sync::watch::Sender::new(Availability::Serving),
+            connections: Mutex::new(Vec::new()),
             events,
             watch_generation: tokio::sync::watch::Sender::new(0),
             faults: Mutex::new(Faults::default()),
             requests: Mutex::new(Vec::new()),
         });
-        let server = TestApiServer { address, shared };
-        let accepting = server.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let server = accepting.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |request| {
-                        let server = server.clone();
-                        async move { Ok::<_, Infallible>(server.serve(request).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let server = TestApiServer {
+            address,
+            shared,
+            tls: Arc::new(Tls::generate()),
+        };
+        tokio::spawn(server.clone().accept(listener));
         server
     }
 
+    /// Accepts connections while the server listens; closes and reopens the port as the
+    /// server goes down and comes back.
+    async fn accept(self, mut listener: TcpListener) {
+        let mut availability = self.shared.availability.subscribe();
+        loop {
+            let refusing = tokio::select! {
+                accepted = listener.accept() => {
+                    if let Ok((stream, _)) = accepted {
+                        self.connection(stream);
+                    }
+                    false
+                }
+                _ = availability.wait_for(|a| *a == Availability::Refusing) => true,
+            };
+            if !refusing {
+                continue;
+            }
+            drop(listener);
+            self.sever_connections();
+            if availability
+                .wait_for(|a| *a != Availability::Refusing)
+                .await
+                .is_err()
+            {
+                return;
+            }
+            listener = loop {
+                match listen(self.address) {
+                    Ok(listener) => break listener,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                }
+            };
+        }
+    }
+
+    fn connection(&self, stream: tokio::net::TcpStream) {
+        let server = self.clone();
+        let task = tokio::spawn(async move {
+            let Ok(stream) = server.tls.acceptor.accept(stream).await else {
+                return;
+            };
+            let service = service_fn(move |request| {
+                let server = server.clone();
+                async move { Ok::<_, Infallible>(server.serve(request).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+        let mut connections = self.shared.connections.lock().expect("connections");
+        connections.retain(|c| !c.is_finished());
+        connections.push(task.abort_handle());
+    }
+
+    /// Cuts every open connection at the TCP level, without a TLS close_notify: clients see
+    /// their watches and requests end mid-stream, as when kube-apiserver is killed.
+    pub fn sever_connections(&self) {
+        for connection in self
+            .shared
+            .connections
+            .lock()
+            .expect("connections")
+            .drain(..)
+        {
+            connection.abort();
+        }
+    }
+
+    /// Goes down or comes back: `Refusing` closes the port (and every open connection),
+    /// `Unavailable` listens but answers every request with 503, `Serving` is back to normal.
+    pub fn set_availability(&self, availability: Availability) {
+        self.shared.availability.send_replace(availability);
+    }
+
     pub fn url(&self) -> String {
-        format!("http://{}", self.address)
+        format!("https://{}", self.address)
+    }
+
+    /// A client configuration that trusts this server's CA.
+    pub fn client_config(&self) -> kube::Config {
+        let mut config = kube::Config::new(self.url().parse().expect("a URL"));
+        config.root_cert = Some(vec![self.tls.ca_der.clone()]);
+        config
     }
 
     /// A kubeconfig naming this server, for clients in other processes.
     pub fn kubeconfig_yaml(&self) -> String {
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n\
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority-data: {}\n\
              contexts:\n- name: test\n  context:\n    cluster: test\n    user: admin\n\
              current-context: test\nusers:\n- name: admin\n  user: {{}}\n",
-            self.url()
+            self.url(),
+            base64::engine::general_purpose::STANDARD.encode(&self.tls.ca_pem)
         )
     }
 
@@ -203,6 +328,13 @@ impl TestApiServer {
     }
 
     async fn serve(&self, request: hyper::Request<Incoming>) -> hyper::Response<Body> {
+        if *self.shared.availability.borrow() != Availability::Serving {
+            return error_response(&ApiError::new(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+            ));
+        }
         let latency = self.shared.faults.lock().expect("faults").latency;
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
