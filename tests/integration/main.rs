@@ -10,6 +10,7 @@ mod install;
 mod inventory;
 mod kustomize_api;
 mod kustomize_golden;
+mod outage;
 #[cfg(feature = "remote-bases")]
 mod remote_bases;
 mod sops;

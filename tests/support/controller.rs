@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use kustomize_controller::api::Kustomization;
-use kustomize_controller::controller::{self, Options, RunOptions, metrics::Metrics};
+use kustomize_controller::controller::{self, Options, RunOptions, WatchHealth, metrics::Metrics};
 use kustomize_controller::source::FetcherOptions;
 use serde_json::{Value, json};
 
@@ -19,6 +19,8 @@ use super::repo_root;
 pub struct Harness {
     pub cluster: TestCluster,
     pub artifacts: ArtifactServer,
+    /// The controller's metrics and probes (watches count as down after 2 s).
+    pub metrics: Arc<Metrics>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -53,8 +55,12 @@ impl Harness {
         adjust(&mut options);
         let client = cluster.client.clone();
         let config = cluster.config();
+        let metrics = Arc::new(Metrics::with_watch_grace(WatchHealth::new(
+            Duration::from_secs(2),
+        )));
+        let running = metrics.clone();
         let task = tokio::spawn(async move {
-            controller::run(client, config, options, Arc::new(Metrics::new()), async {
+            controller::run(client, config, options, running, async {
                 let _ = stopped.await;
             })
             .await
@@ -63,6 +69,7 @@ impl Harness {
         Harness {
             cluster,
             artifacts,
+            metrics,
             stop: Some(stop),
             task: Some(task),
         }

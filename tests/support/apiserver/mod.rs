@@ -280,6 +280,11 @@ impl TestApiServer {
             .clone()
     }
 
+    /// Drops every injected fault still to come.
+    pub fn clear_faults(&self) {
+        self.shared.faults.lock().expect("faults").rules.clear();
+    }
+
     /// How many injected failures are still to come.
     pub fn pending_faults(&self) -> usize {
         let faults = self.shared.faults.lock().expect("faults");

@@ -1,0 +1,382 @@
+//! The controller through API server outages: it hears changes again within seconds of the
+//! server answering (a requestedAt, a new source revision, a new Kustomization, a deletion),
+//! says it is not ready while it cannot watch, converges what the outage interrupted without
+//! pruning anything wrongly, and a leader that cannot renew its Lease steps down.
+//!
+//! The outages themselves (connections refused, 503s, connections cut without a TLS
+//! close_notify, compacted history) are made by the in-process server; on a real cluster
+//! (`TEST_KUBECONFIG`, envtest) the same tests run without them and check the rest.
+
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams};
+use kustomize_controller::api::Kustomization;
+use serde_json::json;
+
+use crate::support::apiserver::{Availability, Fault, TestApiServer};
+use crate::support::artifacts::SourceKind;
+use crate::support::cluster::wait_for;
+use crate::support::controller::Harness;
+
+/// How long after the API server answers again each change must have been handled: the
+/// watches' retry cap (3 s) plus one reconciliation, with room for a loaded CI machine.
+const HANDLED_WITHIN: Duration = Duration::from_secs(12);
+
+fn config_map(name: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n"
+    )
+}
+
+/// Waits for `check` until `HANDLED_WITHIN` after `since`, failing with what was not handled.
+async fn handled<T, F, Fut>(what: &str, since: Instant, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let left = HANDLED_WITHIN.saturating_sub(since.elapsed());
+    match wait_for(left, check).await {
+        Some(value) => value,
+        None => panic!(
+            "{what} was not handled within {HANDLED_WITHIN:?} of the API server answering again"
+        ),
+    }
+}
+
+/// Three Kustomizations, each from its own source: `app` (to request and to move to a new
+/// revision), `gone` (to delete) and, once `late` is called, a new one.
+struct Fleet {
+    harness: Harness,
+}
+
+impl Fleet {
+    async fn start() -> Fleet {
+        let harness = Harness::start().await;
+        for (name, map) in [("app", "app-config"), ("gone", "gone-config")] {
+            let artifact = harness.publish_files(
+                &format!("{name}-v1"),
+                "main@sha1:1111",
+                &[("cm.yaml", &config_map(map, "1"))],
+            );
+            harness.source(name, &artifact).await;
+            harness
+                .create_kustomization(
+                    name,
+                    json!({"sourceRef": {"kind": "GitRepository", "name": name}}),
+                )
+                .await;
+        }
+        for name in ["app", "gone"] {
+            harness
+                .wait_ready(name, "True", "ReconciliationSucceeded")
+                .await;
+        }
+        let late = harness.publish_files(
+            "late-v1",
+            "main@sha1:3333",
+            &[("cm.yaml", &config_map("late-config", "1"))],
+        );
+        harness.source("late", &late).await;
+        Fleet { harness }
+    }
+
+    fn server(&self) -> Option<&TestApiServer> {
+        self.harness.cluster.server()
+    }
+
+    /// Makes every change the controller must hear about.
+    async fn change_everything(&self) {
+        let harness = &self.harness;
+        harness.request_reconcile("app", "after-the-outage").await;
+        let next = harness.publish_files(
+            "app-v2",
+            "main@sha1:2222",
+            &[("cm.yaml", &config_map("app-config", "2"))],
+        );
+        let ns = harness.cluster.namespace.clone();
+        harness
+            .cluster
+            .set_artifact(SourceKind::GitRepository, &ns, "app", &next)
+            .await;
+        harness
+            .create_kustomization(
+                "late",
+                json!({"sourceRef": {"kind": "GitRepository", "name": "late"}}),
+            )
+            .await;
+        harness
+            .kustomizations()
+            .delete("gone", &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+
+    /// Checks that every change was handled within `HANDLED_WITHIN` of `since`.
+    async fn everything_handled(&self, since: Instant) {
+        let api = self.harness.kustomizations();
+        let status = |name: &'static str| {
+            let api = api.clone();
+            async move { api.get(name).await.ok()?.status }
+        };
+        handled("the reconcile request", since, || async {
+            let status = status("app").await?;
+            (status.last_handled_reconcile_at.as_deref() == Some("after-the-outage")).then_some(())
+        })
+        .await;
+        handled("the new source revision", since, || async {
+            let status = status("app").await?;
+            (status.last_applied_revision.as_deref() == Some("main@sha1:2222")).then_some(())
+        })
+        .await;
+        let maps = self.harness.config_maps();
+        handled("the new revision's object", since, || async {
+            let map = maps.get("app-config").await.ok()?;
+            (map.data?.get("value").map(String::as_str) == Some("2")).then_some(())
+        })
+        .await;
+        handled("the new Kustomization", since, || async {
+            let status = status("late").await?;
+            let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+            (ready.status == "True").then_some(())
+        })
+        .await;
+        handled("the deletion", since, || async {
+            let gone = api.get_opt("gone").await.ok()?.is_none();
+            let pruned = maps.get_opt("gone-config").await.ok()?.is_none();
+            (gone && pruned).then_some(())
+        })
+        .await;
+    }
+
+    fn metric(&self, line_start: &str) -> Option<f64> {
+        self.harness
+            .metrics
+            .encode()
+            .lines()
+            .find(|line| line.starts_with(line_start))
+            .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+    }
+}
+
+#[tokio::test]
+async fn watches_resume_within_seconds_after_the_api_server_restarts() {
+    let fleet = Fleet::start().await;
+    if let Some(server) = fleet.server() {
+        assert_eq!(fleet.harness.metrics.readiness(), Ok(()));
+        // Down long enough for every watch's back-off to reach its cap: first nobody
+        // listens, then the server answers 503 while it "starts".
+        server.set_availability(Availability::Refusing);
+        let unready = wait_for(Duration::from_secs(10), || async {
+            fleet.harness.metrics.readiness().err()
+        })
+        .await
+        .expect("not ready once the watches have been down for the grace period");
+        assert!(unready.contains("Kustomization"), "{unready}");
+        assert!(unready.contains("GitRepository"), "{unready}");
+        assert_eq!(
+            fleet.metric("kustomize_controller_watch_up{kind=\"Kustomization\"}"),
+            Some(0.0)
+        );
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        server.set_availability(Availability::Unavailable);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        server.set_availability(Availability::Serving);
+    } else {
+        eprintln!("outage skipped: it needs the in-process server");
+    }
+    let back = Instant::now();
+    fleet.change_everything().await;
+    fleet.everything_handled(back).await;
+    if fleet.server().is_some() {
+        let ready = wait_for(Duration::from_secs(5), || async {
+            fleet.harness.metrics.readiness().ok()
+        })
+        .await;
+        assert!(ready.is_some(), "ready again once every watch is back");
+        assert_eq!(
+            fleet.metric("kustomize_controller_watch_up{kind=\"Kustomization\"}"),
+            Some(1.0)
+        );
+        let restarts = fleet
+            .metric("kustomize_controller_watch_restarts_total{kind=\"Kustomization\",reason=\"error\"}")
+            .unwrap_or(0.0);
+        assert!(restarts >= 1.0, "{}", fleet.harness.metrics.encode());
+    }
+}
+
+#[tokio::test]
+async fn watches_cut_mid_stream_resume_and_relist_when_history_is_gone() {
+    let fleet = Fleet::start().await;
+    if let Some(server) = fleet.server() {
+        // The watches are cut without a TLS close_notify and cannot be opened again for a
+        // while (as when the watch cache restarts in an HA control plane), while writes go
+        // on; then history is compacted, so resuming from the last version seen gets 410.
+        server.inject(Fault {
+            verb: Some("watch".into()),
+            resource: None,
+            remaining: usize::MAX,
+            code: 503,
+            retry_after: None,
+        });
+        server.sever_connections();
+        fleet.change_everything().await;
+        server.compact();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        server.clear_faults();
+    } else {
+        eprintln!("outage skipped: it needs the in-process server");
+        fleet.change_everything().await;
+    }
+    let back = Instant::now();
+    fleet.everything_handled(back).await;
+    if fleet.server().is_some() {
+        let expired = fleet
+            .metric("kustomize_controller_watch_restarts_total{kind=\"Kustomization\",reason=\"expired\"}")
+            .unwrap_or(0.0);
+        assert!(
+            expired >= 1.0,
+            "the Kustomization watch listed again after 410: {}",
+            fleet.harness.metrics.encode()
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_absent_source_kind_does_not_slow_the_other_watches() {
+    let fleet = Fleet::start().await;
+    let Some(server) = fleet.server() else {
+        eprintln!("skipped: needs the in-process server to refuse one kind");
+        return;
+    };
+    // Every watch and list of buckets fails; the other kinds must not wait on it.
+    server.inject(Fault {
+        verb: None,
+        resource: Some("buckets".into()),
+        remaining: usize::MAX,
+        code: 500,
+        retry_after: None,
+    });
+    server.sever_connections();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let since = Instant::now();
+    fleet.change_everything().await;
+    fleet.everything_handled(since).await;
+    assert_eq!(
+        fleet.metric("kustomize_controller_watch_up{kind=\"Bucket\"}"),
+        Some(0.0)
+    );
+    server.clear_faults();
+}
+
+#[tokio::test]
+async fn a_reconcile_interrupted_by_an_outage_converges_without_wrong_pruning() {
+    let harness = Harness::start().await;
+    let two = format!("{}---\n{}", config_map("one", "1"), config_map("two", "1"));
+    let artifact = harness.publish_files("pair-v1", "main@sha1:aaaa", &[("cms.yaml", &two)]);
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization("pair", json!({"retryInterval": "1s"}))
+        .await;
+    harness
+        .wait_ready("pair", "True", "ReconciliationSucceeded")
+        .await;
+    let maps = harness.config_maps();
+    let uid = |name: &'static str| {
+        let maps = maps.clone();
+        async move { maps.get(name).await.unwrap().metadata.uid.unwrap() }
+    };
+    let (one, two_uid) = (uid("one").await, uid("two").await);
+
+    let changed = format!("{}---\n{}", config_map("one", "2"), config_map("two", "2"));
+    let next = harness.publish_files("pair-v2", "main@sha1:bbbb", &[("cms.yaml", &changed)]);
+    if let Some(server) = harness.cluster.server() {
+        // Slow requests, so the outage lands in the middle of the reconciliation.
+        server.set_latency(Duration::from_millis(100));
+    }
+    let ns = harness.cluster.namespace.clone();
+    harness
+        .cluster
+        .set_artifact(SourceKind::GitRepository, &ns, "repo", &next)
+        .await;
+    if let Some(server) = harness.cluster.server() {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        server.set_availability(Availability::Refusing);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        server.set_latency(Duration::ZERO);
+        server.set_availability(Availability::Serving);
+    }
+    let api: Api<Kustomization> = harness.kustomizations();
+    let converged = wait_for(Duration::from_secs(30), || async {
+        let object = api.get("pair").await.ok()?;
+        let status = object.status?;
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+        (status.last_applied_revision.as_deref() == Some("main@sha1:bbbb")
+            && ready.status == "True")
+            .then_some(())
+    })
+    .await;
+    assert!(
+        converged.is_some(),
+        "the interrupted revision is applied after the outage"
+    );
+    for (name, before) in [("one", one), ("two", two_uid)] {
+        let map = maps.get(name).await.unwrap();
+        assert_eq!(
+            map.metadata.uid.unwrap(),
+            before,
+            "{name} was neither pruned nor recreated"
+        );
+        assert_eq!(map.data.unwrap()["value"], "2");
+    }
+}
+
+#[tokio::test]
+async fn a_leader_that_cannot_renew_steps_down_and_a_follower_takes_over() {
+    use kustomize_controller::controller::leader::LeaderElection;
+    let harness_cluster = crate::support::cluster::TestCluster::start().await;
+    let Some(server) = harness_cluster.server() else {
+        eprintln!("skipped: the outage needs the in-process server");
+        return;
+    };
+    let elector = |identity: &str| {
+        LeaderElection::new(
+            harness_cluster.client.clone(),
+            &harness_cluster.namespace,
+            "kc-leader-outage",
+            identity,
+            Duration::from_secs(2),
+            Duration::from_millis(1500),
+            Duration::from_millis(200),
+        )
+    };
+    let (first, second) = (elector("first"), elector("second"));
+    assert!(first.try_acquire().await.unwrap());
+    let holding = tokio::spawn({
+        let first = first.clone();
+        async move { first.hold().await }
+    });
+    server.set_availability(Availability::Refusing);
+    let lost = tokio::time::timeout(Duration::from_secs(5), holding)
+        .await
+        .expect("the leader steps down once it could not renew within the deadline")
+        .unwrap();
+    assert!(lost.to_string().contains("leader election lost"), "{lost}");
+    server.set_availability(Availability::Serving);
+    tokio::time::timeout(Duration::from_secs(10), second.acquire())
+        .await
+        .expect("a follower takes over once the Lease expires");
+
+    // A server that hangs instead of refusing must not keep a leader leading either.
+    let holding = tokio::spawn({
+        let second = second.clone();
+        async move { second.hold().await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.set_latency(Duration::from_secs(30));
+    let lost = tokio::time::timeout(Duration::from_secs(5), holding).await;
+    server.set_latency(Duration::ZERO);
+    assert!(
+        lost.is_ok(),
+        "renewals that hang are cut off at the renew deadline"
+    );
+}
