@@ -158,6 +158,37 @@ impl Fleet {
     }
 }
 
+/// `GET /readyz` on the controller's probe endpoint, as the kubelet asks it.
+async fn probe_readyz(fleet: &Fleet) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let serving = tokio::spawn({
+        let (address, metrics) = (address.clone(), fleet.harness.metrics.clone());
+        async move { kustomize_controller::controller::metrics::serve(&address, metrics).await }
+    });
+    let mut stream = None;
+    for _ in 0..100 {
+        match tokio::net::TcpStream::connect(&address).await {
+            Ok(connected) => {
+                stream = Some(connected);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    let mut stream = stream.expect("the probe endpoint listens");
+    stream
+        .write_all(b"GET /readyz HTTP/1.1\r\nhost: probe\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    serving.abort();
+    answer
+}
+
 #[tokio::test]
 async fn watches_resume_within_seconds_after_the_api_server_restarts() {
     let fleet = Fleet::start().await;
@@ -173,6 +204,13 @@ async fn watches_resume_within_seconds_after_the_api_server_restarts() {
         .expect("not ready once the watches have been down for the grace period");
         assert!(unready.contains("Kustomization"), "{unready}");
         assert!(unready.contains("GitRepository"), "{unready}");
+        let probe = probe_readyz(&fleet).await;
+        assert!(
+            probe.starts_with("HTTP/1.1 503")
+                && probe.contains("watches down: ")
+                && probe.contains("Kustomization"),
+            "{probe}"
+        );
         assert_eq!(
             fleet.metric("kustomize_controller_watch_up{kind=\"Kustomization\"}"),
             Some(0.0)
@@ -181,6 +219,25 @@ async fn watches_resume_within_seconds_after_the_api_server_restarts() {
         server.set_availability(Availability::Unavailable);
         tokio::time::sleep(Duration::from_secs(3)).await;
         server.set_availability(Availability::Serving);
+        let back = Instant::now();
+        let resumed = wait_for(Duration::from_secs(5), || async {
+            let text = fleet.harness.metrics.encode();
+            let ups: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with("kustomize_controller_watch_up{"))
+                .collect();
+            (ups.len() == 7 && ups.iter().all(|l| l.ends_with(" 1"))).then_some(())
+        })
+        .await;
+        assert!(
+            resumed.is_some(),
+            "every watch is connected again within 5 s of the server answering: {}",
+            fleet.harness.metrics.encode()
+        );
+        eprintln!(
+            "watches resumed {:?} after the server answered",
+            back.elapsed()
+        );
     } else {
         eprintln!("outage skipped: it needs the in-process server");
     }
@@ -193,6 +250,7 @@ async fn watches_resume_within_seconds_after_the_api_server_restarts() {
         })
         .await;
         assert!(ready.is_some(), "ready again once every watch is back");
+        assert!(probe_readyz(&fleet).await.starts_with("HTTP/1.1 200"));
         assert_eq!(
             fleet.metric("kustomize_controller_watch_up{kind=\"Kustomization\"}"),
             Some(1.0)
