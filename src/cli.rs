@@ -289,11 +289,14 @@ pub enum LogEncoding {
 
 /// Installs the global tracing subscriber; logs go to stderr so that stdout stays the output.
 pub fn init_logging(level: LogLevel, encoding: LogEncoding) {
+    // kube's client logs every failed request as an error; during an API server outage that
+    // is a line per retry. The controller reports what failed where it matters (a watch
+    // outage once, a reconcile in its status), so those lines only show when debugging.
     let directive = match level {
         LogLevel::Trace => "trace",
         LogLevel::Debug => "debug",
-        LogLevel::Info => "info",
-        LogLevel::Error => "error",
+        LogLevel::Info => "info,kube_client::client::builder=off",
+        LogLevel::Error => "error,kube_client::client::builder=off",
     };
     let filter = EnvFilter::new(directive);
     let builder = tracing_subscriber::fmt()

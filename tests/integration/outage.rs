@@ -438,3 +438,76 @@ async fn a_leader_that_cannot_renew_steps_down_and_a_follower_takes_over() {
         "renewals that hang are cut off at the renew deadline"
     );
 }
+
+/// The shipped binary, leading, loses the API server for longer than its renew deadline: it
+/// exits non-zero (so its Deployment restarts it) rather than go on applying without a Lease.
+#[tokio::test]
+async fn the_leading_process_exits_when_it_cannot_renew() {
+    let cluster = crate::support::cluster::TestCluster::start().await;
+    let Some(server) = cluster.server() else {
+        eprintln!("skipped: the outage needs the in-process server");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string()
+    };
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+        .args([
+            "run",
+            "--watch-all-namespaces=false",
+            &format!("--metrics-addr={}", free()),
+            &format!("--health-addr={}", free()),
+            "--enable-leader-election",
+            "--leader-election-lease-duration=3s",
+            "--leader-election-renew-deadline=2s",
+            "--leader-election-retry-period=200ms",
+            "--log-encoding=console",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUNTIME_NAMESPACE", &cluster.namespace)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let leading = wait_for(Duration::from_secs(30), || async {
+        let lease = leases
+            .get_opt("kustomize-controller-leader-election")
+            .await
+            .ok()??;
+        lease.spec?.holder_identity.map(|_| ())
+    })
+    .await;
+    assert!(leading.is_some(), "the process takes the Lease");
+    server.set_availability(Availability::Refusing);
+    let exited = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    server.set_availability(Availability::Serving);
+    let status = exited
+        .expect("the leader exits once it could not renew within the deadline")
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{status}");
+    let mut log = String::new();
+    use tokio::io::AsyncReadExt;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .await
+        .unwrap();
+    assert!(log.contains("leader election lost"), "{log}");
+    assert!(log.contains("watch lost"), "the outage was logged: {log}");
+    assert!(
+        !log.contains("failed with error"),
+        "not a line per failed request: {log}"
+    );
+}

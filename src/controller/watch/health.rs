@@ -47,6 +47,9 @@ pub enum Transition {
 struct KindState {
     /// `None` while connected.
     down_since: Option<Instant>,
+    /// This outage has been reported (a watch that has never connected counts as down, but
+    /// only its first failure is news).
+    reported: bool,
     /// The kind answered 404: not an outage, and not a reason to be unready.
     absent: bool,
     /// The last time the API server said anything on this watch (an event, a bookmark, a list).
@@ -77,6 +80,7 @@ impl WatchStates {
     pub fn register(&mut self, kind: &str, now: Instant) {
         self.kinds.entry(kind.to_string()).or_insert(KindState {
             down_since: Some(now),
+            reported: false,
             absent: false,
             last_heard: now,
             restarts: BTreeMap::new(),
@@ -92,9 +96,10 @@ impl WatchStates {
     pub fn connected(&mut self, kind: &str, now: Instant) -> Transition {
         let state = self.state(kind, now);
         state.last_heard = now;
-        let was_absent = std::mem::replace(&mut state.absent, false);
+        state.absent = false;
+        let reported = std::mem::replace(&mut state.reported, false);
         match state.down_since.take() {
-            Some(since) if !was_absent => Transition::Resumed(now.saturating_duration_since(since)),
+            Some(since) if reported => Transition::Resumed(now.saturating_duration_since(since)),
             _ => Transition::Quiet,
         }
     }
@@ -108,11 +113,11 @@ impl WatchStates {
     pub fn failed(&mut self, kind: &str, now: Instant) -> Transition {
         let state = self.state(kind, now);
         state.absent = false;
-        if state.down_since.is_none() {
-            state.down_since = Some(now);
-            Transition::Lost
-        } else {
+        state.down_since.get_or_insert(now);
+        if std::mem::replace(&mut state.reported, true) {
             Transition::Quiet
+        } else {
+            Transition::Lost
         }
     }
 
@@ -191,12 +196,27 @@ mod tests {
         );
         assert_eq!(
             states.connected(KIND, after(start, 7)),
-            Transition::Resumed(Duration::from_secs(7))
+            Transition::Quiet,
+            "a first connection is not news"
         );
         assert!(
             states
                 .unready(Duration::from_secs(5), after(start, 8))
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_watch_that_cannot_connect_at_start_is_reported() {
+        let start = Instant::now();
+        let mut states = WatchStates::default();
+        states.register(KIND, start);
+        assert_eq!(states.failed(KIND, after(start, 1)), Transition::Lost);
+        assert_eq!(states.failed(KIND, after(start, 2)), Transition::Quiet);
+        assert_eq!(
+            states.connected(KIND, after(start, 5)),
+            Transition::Resumed(Duration::from_secs(5)),
+            "down since it was registered"
         );
     }
 
