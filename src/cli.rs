@@ -117,7 +117,8 @@ pub struct RunArgs {
     /// Field managers whose fields are taken over (repeatable).
     #[arg(long = "override-manager")]
     pub override_managers: Vec<String>,
-    /// Kinds (`Kind` or `Kind.group`) applied in their own stage before the rest.
+    /// Kinds applied in their own stage after CRDs and classes and before the rest, as Flux
+    /// names them: `group/Kind` (`rbac.authorization.k8s.io/Role`), or `Kind` for the core group.
     #[arg(long, value_delimiter = ',')]
     pub custom_apply_stage_kinds: Vec<String>,
     /// Refuse references to sources and dependencies in other namespaces.

@@ -30,21 +30,39 @@ fn group_of(object: &Value) -> &str {
     api_version.split_once('/').map(|(g, _)| g).unwrap_or("")
 }
 
-/// The stage of an object; `custom_kinds` are `Kind` or `Kind.group` entries.
+/// Whether an object is in a `--custom-apply-stage-kinds` entry: Flux's `group/Kind`, or a
+/// bare `Kind` for the core group, matched exactly (as fluxcd/pkg/ssa's `ParseGroupKindSet`).
+fn in_custom_stage(kind: &str, group: &str, custom_kinds: &[String]) -> bool {
+    custom_kinds.iter().any(|entry| {
+        let entry = entry.trim();
+        let (entry_group, entry_kind) = entry.split_once('/').unwrap_or(("", entry));
+        entry_kind == kind && entry_group == group
+    })
+}
+
+/// The stage of an object, by fluxcd/pkg/ssa's rules: CRDs (`apiextensions.k8s.io`),
+/// Namespaces (`v1`) and ClusterRoles (`rbac.authorization.k8s.io`) first, any kind ending in
+/// `Class` next, then the custom stage kinds (`group/Kind`), then the rest.
 pub fn stage_of(object: &Value, custom_kinds: &[String]) -> Stage {
     let kind = kind_of(object);
     let group = group_of(object);
-    let custom = custom_kinds
-        .iter()
-        .any(|entry| match entry.split_once('.') {
-            Some((k, g)) => k.eq_ignore_ascii_case(kind) && g.eq_ignore_ascii_case(group),
-            None => entry.eq_ignore_ascii_case(kind),
-        });
-    match kind {
-        "CustomResourceDefinition" | "Namespace" | "ClusterRole" => Stage::Definitions,
-        _ if kind.ends_with("Class") => Stage::Classes,
-        _ if custom => Stage::Custom,
-        _ => Stage::Rest,
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let lower = kind.to_ascii_lowercase();
+    let definition = (lower == "customresourcedefinition"
+        && api_version.starts_with("apiextensions.k8s.io/"))
+        || (lower == "namespace" && api_version == "v1")
+        || (lower == "clusterrole" && api_version.starts_with("rbac.authorization.k8s.io/"));
+    if definition {
+        Stage::Definitions
+    } else if kind.ends_with("Class") {
+        Stage::Classes
+    } else if in_custom_stage(kind, group, custom_kinds) {
+        Stage::Custom
+    } else {
+        Stage::Rest
     }
 }
 
@@ -89,8 +107,15 @@ mod tests {
             object("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
             object("rbac.authorization.k8s.io/v1", "ClusterRole"),
             object("cert-manager.io/v1", "Issuer"),
+            object("v1", "ServiceAccount"),
         ];
-        let staged = stages(objects, &["Issuer.cert-manager.io".to_string()]);
+        let staged = stages(
+            objects,
+            &[
+                "cert-manager.io/Issuer".to_string(),
+                "ServiceAccount".to_string(),
+            ],
+        );
         let kinds: Vec<(Stage, Vec<&str>)> = staged
             .iter()
             .map(|(s, list)| (*s, list.iter().map(kind_of).collect()))
@@ -103,7 +128,7 @@ mod tests {
                     vec!["CustomResourceDefinition", "Namespace", "ClusterRole"]
                 ),
                 (Stage::Classes, vec!["IngressClass"]),
-                (Stage::Custom, vec!["Issuer"]),
+                (Stage::Custom, vec!["ServiceAccount", "Issuer"]),
                 (
                     Stage::Rest,
                     vec![
@@ -114,6 +139,57 @@ mod tests {
                     ]
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn custom_stage_kinds_are_flux_group_kinds_matched_exactly() {
+        let custom = ["cert-manager.io/Issuer".to_string(), " Secret".to_string()];
+        let stage = |api_version: &str, kind: &str| stage_of(&object(api_version, kind), &custom);
+        assert_eq!(stage("cert-manager.io/v1", "Issuer"), Stage::Custom);
+        assert_eq!(
+            stage("v1", "Secret"),
+            Stage::Custom,
+            "a bare Kind is the core group"
+        );
+        assert_eq!(
+            stage("example.com/v1", "Issuer"),
+            Stage::Rest,
+            "another group"
+        );
+        assert_eq!(
+            stage("cert-manager.io/v1", "issuer"),
+            Stage::Rest,
+            "kinds are case-sensitive"
+        );
+        let old_form = ["Issuer.cert-manager.io".to_string()];
+        assert_eq!(
+            stage_of(&object("cert-manager.io/v1", "Issuer"), &old_form),
+            Stage::Rest,
+            "Kind.group is not Flux's form"
+        );
+    }
+
+    #[test]
+    fn definitions_need_their_api_group_as_in_flux() {
+        assert_eq!(
+            stage_of(&object("example.com/v1", "Namespace"), &[]),
+            Stage::Rest
+        );
+        assert_eq!(
+            stage_of(&object("example.com/v1", "ClusterRole"), &[]),
+            Stage::Rest
+        );
+        assert_eq!(
+            stage_of(&object("example.com/v1", "CustomResourceDefinition"), &[]),
+            Stage::Rest
+        );
+        assert_eq!(
+            stage_of(
+                &object("apiextensions.k8s.io/v1beta1", "CustomResourceDefinition"),
+                &[]
+            ),
+            Stage::Definitions
         );
     }
 }
