@@ -133,6 +133,9 @@ pub struct RunArgs {
     /// Run only while holding the leader-election Lease.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, action = clap::ArgAction::Set, default_value_t = false)]
     pub enable_leader_election: bool,
+    /// Give the Lease up on SIGTERM so another replica takes over at once.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, action = clap::ArgAction::Set, default_value_t = true)]
+    pub leader_election_release_on_cancel: bool,
     #[arg(long, default_value = "35s", value_parser = duration)]
     pub leader_election_lease_duration: std::time::Duration,
     #[arg(long, default_value = "30s", value_parser = duration)]
@@ -155,9 +158,9 @@ pub struct RunArgs {
     /// Jitter added to each Kustomization's interval, in percent.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub interval_jitter_percentage: u8,
-    /// Feature gates, `Name=true,Other=false` (StrictPostBuildSubstitutions is honoured).
-    #[arg(long, default_value = "")]
-    pub feature_gates: String,
+    /// Flux's feature gates, `Name=true,Other=false` (repeatable); an unknown gate is an error.
+    #[arg(long, action = clap::ArgAction::Append)]
+    pub feature_gates: Vec<String>,
     /// Allow kubeconfigs of remote clusters to run exec credential plugins.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, action = clap::ArgAction::Set, default_value_t = false)]
     pub insecure_kubeconfig_exec: bool,
@@ -181,18 +184,21 @@ pub struct RunArgs {
     pub token_cache_max_duration: Option<String>,
     #[arg(long, hide = true)]
     pub storage_path: Option<String>,
+    /// Flux's allowlist of Vault servers for SOPS service-account login; Vault is not a
+    /// decryption source here yet, so it is accepted and reported as unused.
+    #[arg(long, hide = true)]
+    pub sops_vault_configmap: Option<String>,
     /// The namespace the controller runs in.
     #[arg(long, env = "RUNTIME_NAMESPACE", default_value = "flux-system")]
     pub runtime_namespace: String,
 }
 
 impl RunArgs {
-    /// Whether a feature gate is switched on.
-    pub fn feature(&self, name: &str) -> bool {
-        self.feature_gates
-            .split(',')
-            .filter_map(|g| g.split_once('='))
-            .any(|(k, v)| k.trim() == name && v.trim().eq_ignore_ascii_case("true"))
+    /// The feature gates, with Flux's defaults for those not given.
+    pub fn feature_gates(
+        &self,
+    ) -> Result<crate::controller::FeatureGates, crate::controller::FeatureGateError> {
+        crate::controller::FeatureGates::parse(self.feature_gates.iter().map(String::as_str))
     }
 }
 
@@ -319,6 +325,61 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_of_flux_1_9_4_is_accepted() {
+        // Every flag Flux v1.9.4's main.go registers, and those of the fluxcd/pkg option sets
+        // it binds (client, logger, leader election, ACL, kubeconfig, rate limiter, feature
+        // gates, watch, jitter, token cache), with a value as Flux's Deployment would pass it.
+        let cli = Cli::try_parse_from([
+            "kustomize-controller",
+            "run",
+            "--log-level=info",
+            "--log-encoding=json",
+            "--metrics-addr=:8080",
+            "--events-addr=http://notification-controller.flux-system.svc.cluster.local./",
+            "--health-addr=:9440",
+            "--concurrent=4",
+            "--concurrent-ssa=4",
+            "--requeue-dependency=30s",
+            "--no-remote-bases=false",
+            "--http-retry=9",
+            "--default-service-account=default",
+            "--default-decryption-service-account=sops",
+            "--default-kubeconfig-service-account=kubeconfig",
+            "--sops-age-secret=sops-age",
+            "--sops-vault-configmap=vault-servers",
+            "--override-manager=kubectl",
+            "--custom-apply-stage-kinds=rbac.authorization.k8s.io/Role",
+            "--kube-api-qps=50",
+            "--kube-api-burst=300",
+            "--enable-leader-election",
+            "--leader-election-release-on-cancel=false",
+            "--leader-election-lease-duration=35s",
+            "--leader-election-renew-deadline=30s",
+            "--leader-election-retry-period=5s",
+            "--no-cross-namespace-refs=true",
+            "--insecure-kubeconfig-exec=false",
+            "--insecure-kubeconfig-tls=false",
+            "--min-retry-delay=750ms",
+            "--max-retry-delay=15m",
+            "--feature-gates=StrictPostBuildSubstitutions=true",
+            "--feature-gates=ExternalArtifact=true",
+            "--watch-all-namespaces=true",
+            "--watch-label-selector=sharding.fluxcd.io/key=shard1",
+            "--watch-configs-label-selector=reconcile.fluxcd.io/watch=Enabled",
+            "--interval-jitter-percentage=5",
+            "--token-cache-max-size=100",
+            "--token-cache-max-duration=1h",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Command::Run(args) = cli.command else {
+            panic!("the run command");
+        };
+        assert!(!args.leader_election_release_on_cancel);
+        let gates = args.feature_gates().unwrap();
+        assert!(gates.enabled(crate::controller::Gate::ExternalArtifact));
     }
 
     #[test]

@@ -201,6 +201,18 @@ async fn shutdown_signal() {
 }
 
 fn run_controller(args: RunArgs) -> anyhow::Result<()> {
+    use controller::Gate;
+    // As Flux: an unknown gate or a malformed value stops the controller before it starts.
+    let gates = args
+        .feature_gates()
+        .context("unable to load feature gates")?;
+    for (gate, value) in gates.without_effect() {
+        tracing::warn!(
+            gate = gate.name(),
+            value,
+            "feature gate accepted for compatibility with Flux; it has no effect here yet"
+        );
+    }
     for (flag, value) in [
         (
             "--default-decryption-service-account",
@@ -213,6 +225,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         ("--token-cache-max-size", &args.token_cache_max_size),
         ("--token-cache-max-duration", &args.token_cache_max_duration),
         ("--storage-path", &args.storage_path),
+        ("--sops-vault-configmap", &args.sops_vault_configmap),
     ] {
         if value.is_some() {
             tracing::warn!(
@@ -255,7 +268,8 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 interval_jitter_percentage: args.interval_jitter_percentage,
                 min_retry_delay: args.min_retry_delay,
                 max_retry_delay: args.max_retry_delay,
-                strict_substitution: args.feature("StrictPostBuildSubstitutions"),
+                strict_substitution: gates.enabled(Gate::StrictPostBuildSubstitutions),
+                allow_external_artifact: gates.enabled(Gate::ExternalArtifact),
                 remote: remote_fetcher(args.no_remote_bases),
                 events_addr: Some(args.events_addr.clone()).filter(|a| !a.is_empty()),
                 rate_limit,
@@ -273,37 +287,53 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             concurrent: args.concurrent,
             namespace: (!args.watch_all_namespaces).then(|| args.runtime_namespace.clone()),
             label_selector: args.watch_label_selector.clone(),
-            watch_configs_label_selector: Some(args.watch_configs_label_selector.clone()).filter(|s| !s.is_empty()),
+            watch_configs_label_selector: Some(args.watch_configs_label_selector.clone())
+                .filter(|s| !s.is_empty() && !gates.enabled(Gate::DisableConfigWatchers)),
         };
+        let mut leading = None;
         if args.enable_leader_election {
             let identity = format!(
                 "{}_{}",
                 std::env::var("HOSTNAME").unwrap_or_else(|_| "kustomize-controller".into()),
                 std::process::id()
             );
+            let lease = controller::leader::lease_name(args.watch_label_selector.as_deref());
             let election = controller::leader::LeaderElection::new(
                 client.clone(),
                 &args.runtime_namespace,
-                "kustomize-controller-leader-election",
+                &lease,
                 &identity,
                 args.leader_election_lease_duration,
                 args.leader_election_renew_deadline,
                 args.leader_election_retry_period,
             );
-            tracing::info!("waiting for the leader-election Lease");
+            tracing::info!(lease = %lease, "waiting for the leader-election Lease");
             election.acquire().await;
-            tracing::info!("leader election won");
-            tokio::spawn(async move {
-                let lost = election.hold().await;
+            tracing::info!(lease = %lease, "leader election won");
+            let holding = election.clone();
+            let renewing = tokio::spawn(async move {
+                let lost = holding.hold().await;
                 // As controller-runtime: stop at once, since another replica now applies.
                 tracing::error!(error = %lost, "exiting");
                 eprintln!("error: {lost}");
                 std::process::exit(1);
             });
+            leading = Some((election, renewing));
         }
         controller::run(client, config, options, metrics, shutdown_signal())
             .await
             .map_err(|e| anyhow::anyhow!(e))?;
+        if let Some((election, renewing)) = leading {
+            renewing.abort();
+            if args.leader_election_release_on_cancel {
+                let released = tokio::time::timeout(std::time::Duration::from_secs(5), election.release()).await;
+                match released {
+                    Ok(Ok(())) => tracing::info!("leader-election Lease released"),
+                    Ok(Err(error)) => tracing::warn!(error = %error, "releasing the leader-election Lease"),
+                    Err(_) => tracing::warn!("releasing the leader-election Lease timed out"),
+                }
+            }
+        }
         Ok(())
     })
 }

@@ -30,8 +30,10 @@ pub struct Options {
     pub health_poll_interval: Duration,
     pub min_retry_delay: Duration,
     pub max_retry_delay: Duration,
-    /// The `StrictPostBuildSubstitutions` feature gate.
+    /// The `StrictPostBuildSubstitutions` feature gate (on, as in Flux 1.9).
     pub strict_substitution: bool,
+    /// The `ExternalArtifact` feature gate: ExternalArtifact sources are watched and read.
+    pub allow_external_artifact: bool,
     /// What remote-cluster kubeconfigs may do.
     pub kubeconfig_allowances: super::remote::Allowances,
     /// notification-controller's address (`--events-addr`); events are forwarded there.
@@ -59,7 +61,8 @@ impl Default for Options {
             health_poll_interval: Duration::from_secs(2),
             min_retry_delay: Duration::from_millis(750),
             max_retry_delay: Duration::from_secs(15 * 60),
-            strict_substitution: false,
+            strict_substitution: true,
+            allow_external_artifact: false,
             remote: None,
             kubeconfig_allowances: Default::default(),
             events_addr: None,

@@ -16,13 +16,17 @@ use crate::source::SourceError;
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
     #[error(
-        "cannot access {kind} {namespace}/{name}, cross-namespace references have been blocked"
+        "can't access '{kind}/{namespace}/{name}', cross-namespace references have been blocked"
     )]
     CrossNamespaceSource {
         kind: &'static str,
         namespace: String,
         name: String,
     },
+    #[error(
+        "can't access 'ExternalArtifact/{namespace}/{name}', ExternalArtifact feature gate is disabled"
+    )]
+    ExternalArtifactDisabled { namespace: String, name: String },
     /// The source or its artifact is not there yet: source-controller will publish it.
     #[error("Source is not ready, {0}")]
     SourceNotReady(SourceError),
@@ -70,7 +74,9 @@ impl StepError {
     /// Flux's condition reason for this failure.
     pub fn reason(&self) -> &'static str {
         match self {
-            StepError::CrossNamespaceSource { .. } => reason::ACCESS_DENIED,
+            StepError::CrossNamespaceSource { .. } | StepError::ExternalArtifactDisabled { .. } => {
+                reason::ACCESS_DENIED
+            }
             StepError::SourceNotReady(_) | StepError::Source(_) => reason::ARTIFACT_FAILED,
             StepError::Dependency(error) if error.is_invalid_expression() => reason::INVALID_CEL,
             StepError::Dependency(_) => reason::DEPENDENCY_NOT_READY,
@@ -91,6 +97,7 @@ impl StepError {
     pub fn stalls(&self) -> bool {
         match self {
             StepError::CrossNamespaceSource { .. }
+            | StepError::ExternalArtifactDisabled { .. }
             | StepError::InvalidIgnoreRule(_)
             | StepError::InvalidHealthExpression(_) => true,
             StepError::Dependency(error) => error.is_invalid_expression(),

@@ -1,7 +1,9 @@
 //! Leader election with a `coordination.k8s.io/v1` Lease, as controller-runtime does it: a
 //! replica acquires the Lease when it is free or expired (optimistic concurrency on its
 //! resourceVersion), renews it every retry period, and gives up leadership when it could not
-//! renew within the renew deadline.
+//! renew within the renew deadline. Shards (`--watch-label-selector`) each get their own
+//! Lease, named as Flux names it ([`lease_name`]), and a replica that stops releases its Lease
+//! (`--leader-election-release-on-cancel`) so the next one need not wait for it to expire.
 
 use std::time::Duration;
 
@@ -10,6 +12,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use serde_json::json;
+
+/// Flux's Lease name: `kustomize-controller-leader-election`, and for a shard the first eight
+/// hex digits of the SHA-256 of its label selector appended (fluxcd/pkg `GenerateID`).
+pub fn lease_name(label_selector: Option<&str>) -> String {
+    use sha2::Digest as _;
+    let base = "kustomize-controller-leader-election";
+    match label_selector.filter(|s| !s.is_empty()) {
+        Some(selector) => {
+            let digest = hex::encode(sha2::Sha256::digest(selector.as_bytes()));
+            format!("{base}-{}", &digest[..8])
+        }
+        None => base.to_string(),
+    }
+}
 
 #[derive(Clone)]
 pub struct LeaderElection {
@@ -85,6 +101,8 @@ impl LeaderElection {
         };
         let spec = lease.spec.get_or_insert_with(Default::default);
         let ours = spec.holder_identity.as_deref() == Some(self.identity.as_str());
+        // A released Lease (no holder) is free at once, as client-go treats it.
+        let released = spec.holder_identity.as_deref().is_none_or(str::is_empty);
         let record = format!(
             "{:?}/{:?}/{:?}",
             spec.holder_identity, spec.renew_time, spec.lease_duration_seconds
@@ -104,7 +122,7 @@ impl LeaderElection {
                 }
             }
         };
-        if !ours && !expired {
+        if !ours && !expired && !released {
             return Ok(false);
         }
         if !ours {
@@ -156,11 +174,52 @@ impl LeaderElection {
         }
     }
 
+    /// Gives the Lease up, if we hold it, so that another replica can take it at once (as
+    /// client-go's release: no holder, a one-second duration).
+    pub async fn release(&self) -> Result<(), kube::Error> {
+        let api = self.api();
+        let Some(mut lease) = api.get_opt(&self.name).await? else {
+            return Ok(());
+        };
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return Ok(());
+        }
+        let now = MicroTime(Timestamp::now());
+        spec.holder_identity = Some(String::new());
+        spec.lease_duration_seconds = Some(1);
+        spec.acquire_time = Some(now.clone());
+        spec.renew_time = Some(now);
+        api.replace(&self.name, &PostParams::default(), &lease)
+            .await
+            .map(|_| ())
+    }
+
     fn lost(&self) -> LeaderError {
         LeaderError::Lost {
             namespace: self.namespace.clone(),
             name: self.name.clone(),
             deadline: self.renew_deadline,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lease_name;
+
+    #[test]
+    fn shards_get_flux_lease_names() {
+        assert_eq!(lease_name(None), "kustomize-controller-leader-election");
+        assert_eq!(lease_name(Some("")), "kustomize-controller-leader-election");
+        // sha256("sharding.fluxcd.io/key=shard1")[..8], as fluxcd/pkg GenerateID derives it.
+        assert_eq!(
+            lease_name(Some("sharding.fluxcd.io/key=shard1")),
+            "kustomize-controller-leader-election-73fdc1be"
+        );
+        assert_eq!(
+            lease_name(Some("sharding.fluxcd.io/key in (shard2)")),
+            "kustomize-controller-leader-election-eb94278b"
+        );
     }
 }

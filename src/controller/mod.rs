@@ -21,6 +21,7 @@ mod dependencies;
 pub mod diff;
 mod error;
 pub mod events;
+pub mod features;
 mod inputs;
 pub mod leader;
 pub mod manifests;
@@ -47,6 +48,7 @@ use kube::runtime::{Controller, WatchStreamExt, watcher};
 pub use context::{Context, Options};
 pub use dependencies::DependencyError;
 pub use error::{Failed, Retry, StepError};
+pub use features::{FeatureGateError, FeatureGates, Gate};
 pub use inputs::InputError;
 pub use reconcile::{FINALIZER, REQUESTED_AT, ReconcileError, error_policy, reconcile};
 pub use watch::WatchHealth;
@@ -215,6 +217,12 @@ pub async fn run(
     let mut controller = Controller::for_stream(kustomizations, reader.clone())
         .with_config(ControllerConfig::default().concurrency(options.concurrent.max(1)));
     for source_kind in crate::api::SourceKind::ALL {
+        // As Flux: ExternalArtifacts are neither watched nor read unless the gate is on.
+        if source_kind == crate::api::SourceKind::ExternalArtifact
+            && !options.reconcile.allow_external_artifact
+        {
+            continue;
+        }
         let kind = source_kind.as_str();
         let resource = crate::source::source_resource(source_kind);
         let sources: Api<DynamicObject> = match &options.namespace {

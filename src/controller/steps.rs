@@ -65,7 +65,8 @@ impl Progress<'_> {
     }
 }
 
-/// Source: the artifact `spec.sourceRef` names, unless cross-namespace references are blocked.
+/// Source: the artifact `spec.sourceRef` names, unless cross-namespace references are blocked
+/// or it is an ExternalArtifact and that feature gate is off.
 pub(crate) async fn source(
     object: &Kustomization,
     ctx: &Context,
@@ -75,6 +76,14 @@ pub(crate) async fn source(
     if ctx.options.no_cross_namespace_refs && source.namespace != namespace {
         return Err(StepError::CrossNamespaceSource {
             kind: source.kind.as_str(),
+            namespace: source.namespace,
+            name: source.name,
+        });
+    }
+    if source.kind == crate::api::SourceKind::ExternalArtifact
+        && !ctx.options.allow_external_artifact
+    {
+        return Err(StepError::ExternalArtifactDisabled {
             namespace: source.namespace,
             name: source.name,
         });

@@ -11,6 +11,7 @@ mod inventory;
 mod kustomize_api;
 mod kustomize_golden;
 mod outage;
+mod parity;
 #[cfg(feature = "remote-bases")]
 mod remote_bases;
 mod sops;

@@ -1,0 +1,237 @@
+//! Flux v1.9.4 parity of the controller's configuration: feature gates with Flux's defaults
+//! (an unknown gate stops the binary, strict substitution is on, ExternalArtifact is off), and
+//! sharding with leader election (a Lease per shard, named as Flux names it, released on
+//! SIGTERM).
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use serde_json::json;
+
+use crate::support::artifacts::SourceKind;
+use crate::support::cluster::{TestCluster, wait_for};
+use crate::support::controller::{Harness, ready_message};
+use crate::support::run_cli;
+
+#[test]
+fn an_unknown_feature_gate_stops_the_controller_before_it_starts() {
+    let output = run_cli(&["run", "--feature-gates=NoSuchGate=true"]);
+    assert_eq!(output.status.code(), Some(1), "Flux exits 1 too");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("unable to load feature gates")
+            && stderr.contains("feature-gate 'NoSuchGate' not supported"),
+        "{stderr}"
+    );
+    let malformed = run_cli(&["run", "--feature-gates=ExternalArtifact=maybe"]);
+    assert_eq!(malformed.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&malformed.stderr)
+            .contains("invalid value of ExternalArtifact=maybe")
+    );
+}
+
+#[tokio::test]
+async fn unset_variables_fail_the_build_by_default_as_in_flux_1_9() {
+    let harness = Harness::start().await;
+    let map = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  region: ${region}\n";
+    let artifact = harness.publish_files("strict", "main@sha1:5151", &[("cm.yaml", map)]);
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "strict",
+            json!({"postBuild": {"substitute": {"zone": "a"}}}),
+        )
+        .await;
+    let failed = harness.wait_ready("strict", "False", "BuildFailed").await;
+    let message = ready_message(&failed);
+    assert!(message.contains("region"), "{message}");
+    assert!(
+        harness
+            .config_maps()
+            .get_opt("settings")
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing with an empty value was applied"
+    );
+}
+
+#[tokio::test]
+async fn external_artifacts_need_their_feature_gate() {
+    let off = Harness::start().await;
+    let ns = off.cluster.namespace.clone();
+    let map = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: external\n";
+    let artifact = off.publish_files("external", "latest@sha256:abcd", &[("cm.yaml", map)]);
+    off.cluster
+        .create_source(SourceKind::ExternalArtifact, &ns, "art", Some(&artifact))
+        .await;
+    off.create_kustomization(
+        "ext",
+        json!({"sourceRef": {"kind": "ExternalArtifact", "name": "art"}}),
+    )
+    .await;
+    let denied = off.wait_ready("ext", "False", "AccessDenied").await;
+    assert_eq!(
+        ready_message(&denied),
+        format!(
+            "can't access 'ExternalArtifact/{ns}/art', ExternalArtifact feature gate is disabled"
+        )
+    );
+    let stalled = denied
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Stalled");
+    assert!(
+        stalled.is_some_and(|c| c.status == "True"),
+        "terminal, as in Flux"
+    );
+
+    let on = Harness::start_with(|options| options.reconcile.allow_external_artifact = true).await;
+    let ns = on.cluster.namespace.clone();
+    let artifact = on.publish_files("external-on", "latest@sha256:abcd", &[("cm.yaml", map)]);
+    on.cluster
+        .create_source(SourceKind::ExternalArtifact, &ns, "art", Some(&artifact))
+        .await;
+    on.create_kustomization(
+        "ext",
+        json!({"sourceRef": {"kind": "ExternalArtifact", "name": "art"}}),
+    )
+    .await;
+    on.wait_ready("ext", "True", "ReconciliationSucceeded")
+        .await;
+    assert!(
+        on.config_maps()
+            .get_opt("external")
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+/// One shard of the controller: the shipped binary with leader election and a shard selector.
+async fn start_shard(
+    cluster: &TestCluster,
+    kubeconfig: &std::path::Path,
+    shard: &str,
+) -> tokio::process::Child {
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string()
+    };
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+        .args([
+            "--watch-all-namespaces=false",
+            &format!("--watch-label-selector=sharding.fluxcd.io/key={shard}"),
+            &format!("--metrics-addr={}", free()),
+            &format!("--health-addr={}", free()),
+            "--enable-leader-election",
+            "--leader-election-retry-period=200ms",
+            "--log-encoding=console",
+        ])
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUNTIME_NAMESPACE", &cluster.namespace)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
+    let cluster = TestCluster::start().await;
+    let Some(server) = cluster.server() else {
+        eprintln!("skipped: the binaries are pointed at the in-process server's kubeconfig");
+        return;
+    };
+    let artifacts = crate::support::artifacts::ArtifactServer::start().await;
+    let ns = cluster.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
+    for shard in ["shard1", "shard2"] {
+        let map = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {shard}-config\n");
+        let source = dir.path().join(shard);
+        std::fs::create_dir_all(&source).unwrap();
+        std::fs::write(source.join("cm.yaml"), map).unwrap();
+        let artifact = artifacts.publish_dir(&format!("{shard}.tar.gz"), "main@sha1:5eed", &source);
+        cluster
+            .create_source(SourceKind::GitRepository, &ns, shard, Some(&artifact))
+            .await;
+        cluster
+            .apply(&json!({
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": shard, "namespace": ns,
+                    "labels": {"sharding.fluxcd.io/key": shard}},
+                "spec": {"interval": "10m", "prune": true, "targetNamespace": ns,
+                    "sourceRef": {"kind": "GitRepository", "name": shard}},
+            }))
+            .await;
+    }
+    let mut first = start_shard(&cluster, &kubeconfig, "shard1").await;
+    let _second = start_shard(&cluster, &kubeconfig, "shard2").await;
+
+    // Both lead at once, each on the Lease Flux would name for its selector.
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), &ns);
+    let holder = |name: &'static str| {
+        let leases = leases.clone();
+        async move {
+            leases
+                .get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|l| l.spec?.holder_identity)
+        }
+    };
+    const SHARD1: &str = "kustomize-controller-leader-election-73fdc1be";
+    const SHARD2: &str = "kustomize-controller-leader-election-b5f72efd";
+    for lease in [SHARD1, SHARD2] {
+        let held = wait_for(Duration::from_secs(30), || async {
+            holder(lease).await.filter(|h| !h.is_empty())
+        })
+        .await;
+        assert!(held.is_some(), "{lease} is held");
+    }
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(cluster.client.clone(), &ns);
+    for shard in ["shard1", "shard2"] {
+        let applied = wait_for(Duration::from_secs(30), || async {
+            maps.get_opt(&format!("{shard}-config"))
+                .await
+                .ok()
+                .flatten()
+        })
+        .await;
+        assert!(
+            applied.is_some(),
+            "{shard} reconciles its own Kustomization"
+        );
+    }
+
+    // SIGTERM: the first shard finishes and gives its Lease up; the second keeps its own.
+    let pid = first.id().unwrap();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), first.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        holder(SHARD1).await.as_deref(),
+        Some(""),
+        "released on SIGTERM"
+    );
+    assert!(holder(SHARD2).await.is_some_and(|h| !h.is_empty()));
+}
