@@ -1,8 +1,10 @@
 //! Health checks: whether applied objects reached their desired state.
 //!
 //! Each object's status comes from `kstatus` (per-kind rules and generic conditions) or,
-//! when a `healthCheckExprs` entry matches its apiVersion/kind, from CEL expressions over
-//! `self` (`CelChecks`). [`wait`] polls until every object is Current, fails fast when one is
+//! when a `healthCheckExprs` entry matches its group and kind (as Flux matches: the version is
+//! ignored, an entry without a kind covers its whole group, a kind's own entry wins), from CEL
+//! expressions in Flux's environment, where the object's top-level fields (`apiVersion`,
+//! `kind`, `metadata`, `spec`, `status`…) are the variables (`self` is bound too) (`CelChecks`). [`wait`] polls until every object is Current, fails fast when one is
 //! Failed, and reports the stragglers on timeout in Flux's wording.
 
 mod kstatus;
@@ -31,12 +33,16 @@ pub enum HealthError {
         expression: String,
         reason: String,
     },
+    #[error("duplicate custom health check for GroupKind {group_kind} at healthchecks[{index}]")]
+    DuplicateExpression { group_kind: String, index: usize },
     #[error("health check of {subject}: {message}")]
     Api { subject: String, message: String },
 }
 
 struct CelCheck {
-    api_version: String,
+    /// The API group of the entry's apiVersion (`""` for the core group).
+    group: String,
+    /// `None` covers every kind of the group.
     kind: Option<String>,
     current: cel::Program,
     in_progress: Option<cel::Program>,
@@ -51,8 +57,17 @@ pub struct CelChecks {
 
 impl CelChecks {
     pub fn new(checks: &[CustomHealthCheck]) -> Result<CelChecks, HealthError> {
-        let mut compiled = Vec::new();
-        for check in checks {
+        let mut compiled: Vec<CelCheck> = Vec::new();
+        for (index, check) in checks.iter().enumerate() {
+            let group = group_of(&check.api_version).to_string();
+            let kind = check.kind.clone().filter(|k| !k.is_empty());
+            if compiled.iter().any(|c| c.group == group && c.kind == kind) {
+                let group_kind = match group.as_str() {
+                    "" => kind.clone().unwrap_or_default(),
+                    _ => format!("{}.{group}", kind.clone().unwrap_or_default()),
+                };
+                return Err(HealthError::DuplicateExpression { group_kind, index });
+            }
             let compile = |expression: &str| {
                 cel::Program::compile(expression).map_err(|e| HealthError::InvalidExpression {
                     api_version: check.api_version.clone(),
@@ -62,8 +77,8 @@ impl CelChecks {
                 })
             };
             compiled.push(CelCheck {
-                api_version: check.api_version.clone(),
-                kind: check.kind.clone(),
+                group,
+                kind,
                 current: compile(&check.current)?,
                 in_progress: check.in_progress.as_deref().map(compile).transpose()?,
                 failed: check.failed.as_deref().map(compile).transpose()?,
@@ -81,9 +96,16 @@ impl CelChecks {
             .and_then(Value::as_str)
             .unwrap_or("");
         let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-        let check = self.checks.iter().find(|c| {
-            c.api_version == api_version && c.kind.as_deref().is_none_or(|k| k == kind)
-        })?;
+        let group = group_of(api_version);
+        let check = self
+            .checks
+            .iter()
+            .find(|c| c.group == group && c.kind.as_deref() == Some(kind))
+            .or_else(|| {
+                self.checks
+                    .iter()
+                    .find(|c| c.group == group && c.kind.is_none())
+            })?;
         let generation = object
             .pointer("/metadata/generation")
             .and_then(Value::as_i64);
@@ -99,6 +121,14 @@ impl CelChecks {
             });
         }
         let mut context = cel::Context::default();
+        if let Some(fields) = object.as_object() {
+            for (name, value) in fields {
+                context.add_variable_from_value(
+                    name.as_str(),
+                    cel::to_value(value).unwrap_or(cel::Value::Null),
+                );
+            }
+        }
         let self_value = cel::to_value(object).unwrap_or(cel::Value::Null);
         context.add_variable_from_value("self", self_value);
         let holds = |program: &cel::Program| {
@@ -118,6 +148,11 @@ impl CelChecks {
             message: format!("health check expression for {api_version} {kind}"),
         })
     }
+}
+
+/// The API group of an apiVersion (`apps/v1` → `apps`, `v1` → the core group `""`).
+fn group_of(api_version: &str) -> &str {
+    api_version.split_once('/').map_or("", |(group, _)| group)
 }
 
 /// The status of a live object (or of one that is gone).
@@ -275,6 +310,97 @@ mod tests {
         assert_eq!(checks.assess(&stale).unwrap().status, Status::InProgress);
         let other = json!({"apiVersion": "v1", "kind": "ConfigMap"});
         assert!(checks.assess(&other).is_none());
+    }
+
+    #[test]
+    fn flux_expressions_see_the_objects_top_level_fields() {
+        // The example of Flux's docs, written against the object's fields, not `self`.
+        let checks = CelChecks::new(&[CustomHealthCheck {
+            api_version: "example.com/v1alpha1".into(),
+            kind: Some("Widget".into()),
+            current: "status.conditions.filter(e, e.type == 'Synced').all(e, e.status == 'True')"
+                .into(),
+            in_progress: None,
+            failed: Some(
+                "status.conditions.filter(e, e.type == 'Synced').all(e, e.status == 'False')"
+                    .into(),
+            ),
+        }])
+        .unwrap();
+        let widget = |api_version: &str, synced: &str| {
+            json!({"apiVersion": api_version, "kind": "Widget", "metadata": {"name": "w"},
+                "status": {"conditions": [{"type": "Synced", "status": synced}]}})
+        };
+        assert_eq!(
+            checks
+                .assess(&widget("example.com/v1alpha1", "True"))
+                .unwrap()
+                .status,
+            Status::Current
+        );
+        assert_eq!(
+            checks
+                .assess(&widget("example.com/v1alpha1", "False"))
+                .unwrap()
+                .status,
+            Status::Failed,
+            "a matching failed expression fails at once"
+        );
+        assert_eq!(
+            checks
+                .assess(&widget("example.com/v1", "True"))
+                .unwrap()
+                .status,
+            Status::Current,
+            "matched by group and kind: the version does not matter"
+        );
+        assert!(
+            checks
+                .assess(&widget("other.example.com/v1", "True"))
+                .is_none()
+        );
+        let kind_and_metadata = CelChecks::new(&[check(
+            "kind == 'Widget' && metadata.name == 'w' && apiVersion.startsWith('example.com/')",
+            None,
+            None,
+        )])
+        .unwrap();
+        assert_eq!(
+            kind_and_metadata
+                .assess(&widget("example.com/v1", "True"))
+                .unwrap()
+                .status,
+            Status::Current
+        );
+    }
+
+    #[test]
+    fn a_kinds_own_entry_wins_over_its_groups_and_duplicates_are_refused() {
+        let group_wide = CustomHealthCheck {
+            api_version: "example.com/v1".into(),
+            kind: None,
+            current: "true".into(),
+            in_progress: None,
+            failed: None,
+        };
+        let widgets = check("false", None, Some("true"));
+        let checks = CelChecks::new(&[group_wide.clone(), widgets.clone()]).unwrap();
+        let object = |kind: &str| json!({"apiVersion": "example.com/v2", "kind": kind});
+        assert_eq!(
+            checks.assess(&object("Widget")).unwrap().status,
+            Status::Failed
+        );
+        assert_eq!(
+            checks.assess(&object("Gadget")).unwrap().status,
+            Status::Current
+        );
+        let error = CelChecks::new(&[widgets.clone(), check("true", None, None)])
+            .err()
+            .unwrap();
+        assert_eq!(
+            error.to_string(),
+            "duplicate custom health check for GroupKind Widget.example.com at healthchecks[1]"
+        );
     }
 
     #[test]

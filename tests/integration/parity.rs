@@ -235,3 +235,71 @@ async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
     );
     assert!(holder(SHARD2).await.is_some_and(|h| !h.is_empty()));
 }
+
+/// Flux's documented `healthCheckExprs`, written against the object's own fields: a matching
+/// `failed` expression fails the check at once (not at the timeout), and `current` passes it.
+/// (The status must have observed the generation: before that the object is InProgress.)
+#[tokio::test]
+async fn health_check_expressions_use_fluxs_cel_environment() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let source = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: widget\nspec:\n  url: https://example.invalid/widget.git\n  interval: 1m\n";
+    let artifact = harness.publish_files("cel", "main@sha1:ce1", &[("repo.yaml", source)]);
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "cel",
+            json!({"wait": true, "timeout": "2m", "retryInterval": "1h",
+                "healthCheckExprs": [{
+                    "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+                    "current": "status.conditions.filter(e, e.type == 'Ready').all(e, e.status == 'True')",
+                    "failed": "status.conditions.filter(e, e.type == 'Ready').all(e, e.status == 'False')",
+                }]}),
+        )
+        .await;
+    let set_ready = |status: &'static str| {
+        let cluster = &harness.cluster;
+        let ns = ns.clone();
+        async move {
+            let object = json!({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+                "metadata": {"name": "widget", "namespace": ns}});
+            let api = crate::support::cluster::dynamic_api(&cluster.client, &object).await;
+            let exists = wait_for(Duration::from_secs(30), || async {
+                api.get_opt("widget").await.ok().flatten()
+            })
+            .await;
+            assert!(exists.is_some(), "the GitRepository is applied");
+            api.patch_status(
+                "widget",
+                &kube::api::PatchParams::apply("source-controller").force(),
+                &kube::api::Patch::Apply(json!({
+                    "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+                    "status": {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": status,
+                        "reason": "Test", "message": "set by the test",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+                })),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    set_ready("False").await;
+    let started = std::time::Instant::now();
+    let failed = harness
+        .wait_ready("cel", "False", "HealthCheckFailed")
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "failed at once, not at the 2m timeout"
+    );
+    assert!(
+        ready_message(&failed).contains(&format!("GitRepository/{ns}/widget status: 'Failed'")),
+        "{}",
+        ready_message(&failed)
+    );
+    set_ready("True").await;
+    harness.request_reconcile("cel", "after-ready").await;
+    harness
+        .wait_ready("cel", "True", "ReconciliationSucceeded")
+        .await;
+}
