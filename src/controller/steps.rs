@@ -195,10 +195,13 @@ pub(crate) async fn target(object: &Kustomization, ctx: &Context) -> Result<Targ
 }
 
 /// How long waits may take: `spec.timeout`, else `spec.interval`.
+/// Flux's `GetTimeout()`: `spec.timeout`, else the interval less 30 s, and never under 30 s.
 pub(crate) fn timeout_of(spec: &KustomizationSpec) -> Duration {
+    const FLOOR: Duration = Duration::from_secs(30);
     spec.timeout
         .map(|t| t.to_std())
-        .unwrap_or(spec.interval.to_std())
+        .unwrap_or_else(|| spec.interval.to_std().saturating_sub(FLOOR))
+        .max(FLOOR)
 }
 
 /// The applier for a Kustomization, with its policies and the controller's flags; `diff`
@@ -547,14 +550,19 @@ mod tests {
     }
 
     #[test]
-    fn the_timeout_defaults_to_the_interval() {
+    fn the_timeout_is_fluxs_get_timeout() {
+        let timeout = |spec: Value| timeout_of(&kustomization(spec).spec);
+        assert_eq!(timeout(json!({})), Duration::from_secs(270), "5m less 30s");
+        assert_eq!(timeout(json!({"timeout": "2m"})), Duration::from_secs(120));
         assert_eq!(
-            timeout_of(&kustomization(json!({})).spec),
-            Duration::from_secs(300)
+            timeout(json!({"timeout": "10s"})),
+            Duration::from_secs(30),
+            "raised to 30s"
         );
+        assert_eq!(timeout(json!({"interval": "40s"})), Duration::from_secs(30));
         assert_eq!(
-            timeout_of(&kustomization(json!({"timeout": "30s"})).spec),
-            Duration::from_secs(30)
+            timeout(json!({"interval": "1h"})),
+            Duration::from_secs(3570)
         );
     }
 }

@@ -573,11 +573,12 @@ async fn health_check_failure_then_recovery() {
     harness
         .create_kustomization(
             "web",
+            // Flux's shortest timeout: a shorter one is raised to 30s.
             json!({"wait": true, "timeout": "1s", "retryInterval": "1h"}),
         )
         .await;
     let failed = harness
-        .wait_ready("web", "False", "HealthCheckFailed")
+        .wait_ready_within(Duration::from_secs(60), "web", "False", "HealthCheckFailed")
         .await;
     assert!(
         ready_message(&failed).contains(&format!(

@@ -106,8 +106,20 @@ impl Harness {
 
     /// Waits until the Kustomization's Ready condition has `status` and `reason`.
     pub async fn wait_ready(&self, name: &str, status: &str, reason: &str) -> Kustomization {
+        self.wait_ready_within(Duration::from_secs(30), name, status, reason)
+            .await
+    }
+
+    /// `wait_ready`, for outcomes that take longer (a health check timing out).
+    pub async fn wait_ready_within(
+        &self,
+        limit: Duration,
+        name: &str,
+        status: &str,
+        reason: &str,
+    ) -> Kustomization {
         let api = self.kustomizations();
-        let found = wait_for(Duration::from_secs(30), || async {
+        let found = wait_for(limit, || async {
             let object = api.get(name).await.ok()?;
             let ready = object
                 .status
