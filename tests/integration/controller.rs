@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::support::artifacts::{ArtifactServer, SourceKind};
 use crate::support::cluster::{TestCluster, wait_for};
 use crate::support::controller::{Harness, ready_message};
-use crate::support::repo_root;
+use crate::support::{free_port, http_get_text, repo_root};
 
 #[tokio::test]
 async fn applies_prunes_and_reports_like_flux() {
@@ -314,26 +314,6 @@ async fn suspended_kustomizations_are_left_alone() {
     harness
         .wait_ready("paused", "True", "ReconciliationSucceeded")
         .await;
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn http_get_text(address: &str, path: &str) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).await.ok()?;
-    Some(text)
 }
 
 /// The shipped binary: `kustomize-controller run` against the test cluster, its metrics and

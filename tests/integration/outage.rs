@@ -17,6 +17,7 @@ use crate::support::apiserver::{Availability, Fault, TestApiServer};
 use crate::support::artifacts::SourceKind;
 use crate::support::cluster::wait_for;
 use crate::support::controller::Harness;
+use crate::support::{free_address, http_get_text};
 
 /// How long after the API server answers again each change must have been handled: the
 /// watches' retry cap (3 s) plus one reconciliation, with room for a loaded CI machine.
@@ -160,33 +161,17 @@ impl Fleet {
 
 /// `GET /readyz` on the controller's probe endpoint, as the kubelet asks it.
 async fn probe_readyz(fleet: &Fleet) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap().to_string();
-    drop(listener);
+    let address = free_address();
     let serving = tokio::spawn({
         let (address, metrics) = (address.clone(), fleet.harness.metrics.clone());
         async move { kustomize_controller::controller::metrics::serve(&address, metrics).await }
     });
-    let mut stream = None;
-    for _ in 0..100 {
-        match tokio::net::TcpStream::connect(&address).await {
-            Ok(connected) => {
-                stream = Some(connected);
-                break;
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
-    }
-    let mut stream = stream.expect("the probe endpoint listens");
-    stream
-        .write_all(b"GET /readyz HTTP/1.1\r\nhost: probe\r\n\r\n")
-        .await
-        .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
+    let answer = wait_for(Duration::from_secs(5), || {
+        http_get_text(&address, "/readyz")
+    })
+    .await;
     serving.abort();
-    answer
+    answer.expect("the probe endpoint answers")
 }
 
 #[tokio::test]
@@ -453,19 +438,12 @@ async fn the_leading_process_exits_when_it_cannot_renew() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .to_string()
-    };
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
         .args([
             "run",
             "--watch-all-namespaces=false",
-            &format!("--metrics-addr={}", free()),
-            &format!("--health-addr={}", free()),
+            &format!("--metrics-addr={}", free_address()),
+            &format!("--health-addr={}", free_address()),
             "--enable-leader-election",
             "--leader-election-lease-duration=3s",
             "--leader-election-renew-deadline=2s",

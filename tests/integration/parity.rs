@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::support::artifacts::SourceKind;
 use crate::support::cluster::{TestCluster, wait_for};
 use crate::support::controller::{Harness, ready_message};
-use crate::support::run_cli;
+use crate::support::{free_address, run_cli};
 
 #[test]
 fn an_unknown_feature_gate_stops_the_controller_before_it_starts() {
@@ -119,19 +119,12 @@ async fn start_shard(
     kubeconfig: &std::path::Path,
     shard: &str,
 ) -> tokio::process::Child {
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .to_string()
-    };
     tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
         .args([
             "--watch-all-namespaces=false",
             &format!("--watch-label-selector=sharding.fluxcd.io/key={shard}"),
-            &format!("--metrics-addr={}", free()),
-            &format!("--health-addr={}", free()),
+            &format!("--metrics-addr={}", free_address()),
+            &format!("--health-addr={}", free_address()),
             "--enable-leader-election",
             "--leader-election-retry-period=200ms",
             "--log-encoding=console",

@@ -3,7 +3,6 @@
 //! client certificate (`system:masters`) and service-account key. A watchdog shell stops
 //! both and removes their folder when the test process exits.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -11,14 +10,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
+use super::free_port;
 use super::pki::pki;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
 
 fn write(dir: &Path, name: &str, contents: &str) -> PathBuf {
     let path = dir.join(name);

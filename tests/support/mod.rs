@@ -31,6 +31,33 @@ pub fn stderr_of(output: &Output) -> String {
     String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
 }
 
+/// A loopback port nobody listens on now, for a server a test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// `127.0.0.1:<free port>`.
+pub fn free_address() -> String {
+    format!("127.0.0.1:{}", free_port())
+}
+
+/// One plain HTTP/1.1 GET, as a kubelet probe or a Prometheus scrape makes it: the whole
+/// answer (status line, headers, body), or `None` when nothing listens.
+pub async fn http_get_text(address: &str, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.ok()?;
+    Some(text)
+}
+
 pub mod apiserver;
 pub mod artifacts;
 pub mod cluster;
