@@ -296,3 +296,67 @@ async fn health_check_expressions_use_fluxs_cel_environment() {
         .wait_ready("cel", "True", "ReconciliationSucceeded")
         .await;
 }
+
+/// The gates that decide what the shipped binary watches: ExternalArtifact (off by default)
+/// and DisableConfigWatchers, read off the watch metrics it serves.
+#[tokio::test]
+async fn feature_gates_decide_what_the_binary_watches() {
+    let cluster = TestCluster::start().await;
+    let Some(server) = cluster.server() else {
+        eprintln!("skipped: the binary is pointed at the in-process server's kubeconfig");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
+    let watched = |gates: &'static str| {
+        let (kubeconfig, ns) = (kubeconfig.clone(), cluster.namespace.clone());
+        async move {
+            let metrics = free_address();
+            let mut child =
+                tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+                    .args([
+                        "--watch-all-namespaces=false",
+                        &format!("--metrics-addr={metrics}"),
+                        &format!("--health-addr={}", free_address()),
+                        &format!("--feature-gates={gates}"),
+                    ])
+                    .env("KUBECONFIG", &kubeconfig)
+                    .env("RUNTIME_NAMESPACE", &ns)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .unwrap();
+            let kinds = wait_for(Duration::from_secs(30), || async {
+                let text = crate::support::http_get_text(&metrics, "/metrics").await?;
+                let kinds: Vec<String> = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("kustomize_controller_watch_up{kind=\""))
+                    .filter_map(|l| l.split('"').next())
+                    .map(str::to_string)
+                    .collect();
+                kinds.iter().any(|k| k == "Kustomization").then_some(kinds)
+            })
+            .await;
+            let _ = child.start_kill();
+            kinds.expect("the binary serves its watch metrics")
+        }
+    };
+    let defaults = watched("").await;
+    assert!(defaults.contains(&"ConfigMap".to_string()), "{defaults:?}");
+    assert!(
+        defaults.contains(&"GitRepository".to_string()),
+        "{defaults:?}"
+    );
+    assert!(
+        !defaults.contains(&"ExternalArtifact".to_string()),
+        "{defaults:?}"
+    );
+    let gated = watched("ExternalArtifact=true,DisableConfigWatchers=true").await;
+    assert!(gated.contains(&"ExternalArtifact".to_string()), "{gated:?}");
+    assert!(
+        !gated.iter().any(|k| k == "ConfigMap" || k == "Secret"),
+        "{gated:?}"
+    );
+}
