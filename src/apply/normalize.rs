@@ -91,7 +91,7 @@ fn default_port_protocols(object: &mut Value) {
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
+    let group = crate::objects::api_group(api_version);
     if !matches!(group, "" | "apps" | "batch") {
         return;
     }

@@ -27,7 +27,7 @@ fn group_of(object: &Value) -> &str {
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or("");
-    api_version.split_once('/').map(|(g, _)| g).unwrap_or("")
+    crate::objects::api_group(api_version)
 }
 
 /// Whether an object is in a `--custom-apply-stage-kinds` entry: Flux's `group/Kind`, or a

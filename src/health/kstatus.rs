@@ -83,7 +83,7 @@ pub fn compute(object: Option<&Value>) -> Assessment {
         return assess(Status::Terminating, "object is being deleted");
     }
     let api_version = text(object, "/apiVersion").unwrap_or("");
-    let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
+    let group = crate::objects::api_group(api_version);
     let kind = text(object, "/kind").unwrap_or("");
     match (group, kind) {
         ("apps", "Deployment") => deployment(object),

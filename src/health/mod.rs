@@ -4,8 +4,9 @@
 //! when a `healthCheckExprs` entry matches its group and kind (as Flux matches: the version is
 //! ignored, an entry without a kind covers its whole group, a kind's own entry wins), from CEL
 //! expressions in Flux's environment, where the object's top-level fields (`apiVersion`,
-//! `kind`, `metadata`, `spec`, `status`…) are the variables (`self` is bound too) (`CelChecks`). [`wait`] polls until every object is Current, fails fast when one is
-//! Failed, and reports the stragglers on timeout in Flux's wording.
+//! `kind`, `metadata`, `spec`, `status`…) are the variables and `self` is the whole object
+//! (`CelChecks`). [`wait`] polls until every object is Current, fails fast when one is Failed,
+//! and reports the stragglers on timeout in Flux's wording.
 
 mod kstatus;
 
@@ -18,7 +19,7 @@ pub use kstatus::{Assessment, Status, compute, condition, generic};
 use crate::api::CustomHealthCheck;
 use futures::StreamExt;
 
-use crate::objects::{KindCache, KindError, ObjectRef};
+use crate::objects::{KindCache, KindError, ObjectRef, api_group};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HealthError {
@@ -59,7 +60,7 @@ impl CelChecks {
     pub fn new(checks: &[CustomHealthCheck]) -> Result<CelChecks, HealthError> {
         let mut compiled: Vec<CelCheck> = Vec::new();
         for (index, check) in checks.iter().enumerate() {
-            let group = group_of(&check.api_version).to_string();
+            let group = api_group(&check.api_version).to_string();
             let kind = check.kind.clone().filter(|k| !k.is_empty());
             if compiled.iter().any(|c| c.group == group && c.kind == kind) {
                 let group_kind = match group.as_str() {
@@ -96,7 +97,7 @@ impl CelChecks {
             .and_then(Value::as_str)
             .unwrap_or("");
         let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-        let group = group_of(api_version);
+        let group = api_group(api_version);
         let check = self
             .checks
             .iter()
@@ -120,16 +121,16 @@ impl CelChecks {
                 message: format!("observedGeneration {observed} is behind generation {generation}"),
             });
         }
+        // One conversion of the object, shared by `self` and its top-level fields.
         let mut context = cel::Context::default();
-        if let Some(fields) = object.as_object() {
-            for (name, value) in fields {
-                context.add_variable_from_value(
-                    name.as_str(),
-                    cel::to_value(value).unwrap_or(cel::Value::Null),
-                );
+        let self_value = cel::to_value(object).unwrap_or(cel::Value::Null);
+        if let cel::Value::Map(fields) = &self_value {
+            for (name, value) in fields.map.iter() {
+                if let cel::objects::Key::String(name) = name {
+                    context.add_variable_from_value(name.as_str(), value.clone());
+                }
             }
         }
-        let self_value = cel::to_value(object).unwrap_or(cel::Value::Null);
         context.add_variable_from_value("self", self_value);
         let holds = |program: &cel::Program| {
             matches!(program.execute(&context), Ok(cel::Value::Bool(true)))
@@ -148,11 +149,6 @@ impl CelChecks {
             message: format!("health check expression for {api_version} {kind}"),
         })
     }
-}
-
-/// The API group of an apiVersion (`apps/v1` → `apps`, `v1` → the core group `""`).
-fn group_of(api_version: &str) -> &str {
-    api_version.split_once('/').map_or("", |(group, _)| group)
 }
 
 /// The status of a live object (or of one that is gone).

@@ -69,10 +69,7 @@ impl ObjectRef {
     }
 
     pub fn group(&self) -> &str {
-        self.api_version
-            .split_once('/')
-            .map(|(g, _)| g)
-            .unwrap_or("")
+        api_group(&self.api_version)
     }
 
     pub fn version(&self) -> &str {
@@ -81,6 +78,11 @@ impl ObjectRef {
             .map(|(_, v)| v)
             .unwrap_or(&self.api_version)
     }
+}
+
+/// The API group of an apiVersion: `apps/v1` → `apps`, `v1` → the core group `""`.
+pub fn api_group(api_version: &str) -> &str {
+    api_version.split_once('/').map_or("", |(group, _)| group)
 }
 
 /// `Kind/namespace/name` (or `Kind/name`), as Flux names objects in messages.
