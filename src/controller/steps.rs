@@ -194,7 +194,8 @@ pub(crate) async fn target(object: &Kustomization, ctx: &Context) -> Result<Targ
     })
 }
 
-/// How long waits may take, as Flux's `GetTimeout()`: `spec.timeout`, else the interval less 30 s, and never under 30 s.
+/// How long waits may take, as Flux's `GetTimeout()`: `spec.timeout`, else the interval less
+/// 30 s, and never under 30 s.
 pub(crate) fn timeout_of(spec: &KustomizationSpec) -> Duration {
     const FLOOR: Duration = Duration::from_secs(30);
     spec.timeout
