@@ -293,30 +293,45 @@ async fn run<K>(
             }
         };
         health.connected(kind);
-        backoff.reset();
         let started = Instant::now();
-        match follow(stream, version, kind, &health, &sender).await {
+        let (version, broke) = match follow(stream, version, kind, &health, &sender).await {
             Followed::Ended(version) => {
                 health.restarted(kind, Restart::Closed);
-                // A server that ends every watch at once must not be asked in a tight loop.
-                if started.elapsed() < Duration::from_secs(1)
-                    && !pause(&sender, backoff.next(RETRY_CAP)).await
-                {
-                    return;
-                }
-                resume = Some(version);
+                (version, false)
             }
             Followed::Broken(version) => {
                 health.restarted(kind, Restart::Error);
-                if !pause(&sender, backoff.next(RETRY_CAP)).await {
-                    return;
-                }
-                resume = Some(version);
+                (version, true)
             }
-            Followed::Expired => health.restarted(kind, Restart::Expired),
+            Followed::Expired => {
+                health.restarted(kind, Restart::Expired);
+                continue;
+            }
             Followed::Closed => return,
+        };
+        let wait = resume_delay(started.elapsed(), broke, &mut backoff);
+        if !wait.is_zero() && !pause(&sender, wait).await {
+            return;
+        }
+        resume = Some(version);
+    }
+}
+
+/// How long a stream must have run to count as a working watch.
+const STABLE: Duration = Duration::from_secs(1);
+
+/// How long to wait before resuming a watch whose stream ran for `lived`. A stream that ran
+/// for a while resets the back-off: after a clean end (the server's timeout) the watch resumes
+/// at once, after a break it pauses briefly. One that ended at once counts as a failure, so a
+/// server that ends every watch immediately is asked ever less often, not in a tight loop.
+fn resume_delay(lived: Duration, broke: bool, backoff: &mut Backoff) -> Duration {
+    if lived >= STABLE {
+        backoff.reset();
+        if !broke {
+            return Duration::ZERO;
         }
     }
+    backoff.next(RETRY_CAP)
 }
 
 /// Records a failed request and says how long to wait before the next.
@@ -468,6 +483,29 @@ mod tests {
         assert!(distinct.len() > 1, "jittered: {waits:?}");
         backoff.reset();
         assert!(backoff.next(RETRY_CAP) <= RETRY_FIRST);
+    }
+
+    #[test]
+    fn streams_that_end_at_once_are_resumed_ever_more_slowly() {
+        let mut backoff = Backoff::default();
+        let quick = Duration::from_millis(10);
+        let waits: Vec<Duration> = (0..12)
+            .map(|_| resume_delay(quick, false, &mut backoff))
+            .collect();
+        assert!(
+            waits[11] >= RETRY_CAP / 2,
+            "escalates to the cap: {waits:?}"
+        );
+        assert_eq!(
+            resume_delay(Duration::from_secs(240), false, &mut backoff),
+            Duration::ZERO,
+            "a stream the server timed out resumes at once"
+        );
+        let after_break = resume_delay(Duration::from_secs(240), true, &mut backoff);
+        assert!(
+            after_break <= RETRY_FIRST,
+            "a long-lived stream that broke resets: {after_break:?}"
+        );
     }
 
     #[test]
