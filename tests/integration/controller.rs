@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use crate::support::artifacts::{ArtifactServer, SourceKind};
 use crate::support::cluster::{TestCluster, wait_for};
-use crate::support::controller::{Harness, ready_message};
-use crate::support::{free_port, http_get_text, repo_root};
+use crate::support::controller::{ControllerProcess, Harness, ready_message};
+use crate::support::{http_get_text, repo_root};
 
 #[tokio::test]
 async fn applies_prunes_and_reports_like_flux() {
@@ -335,26 +335,14 @@ async fn the_run_command_reconciles_serves_metrics_and_stops_on_sigterm() {
     cluster
         .create_source(SourceKind::GitRepository, &ns, "repo", Some(&v1))
         .await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
-    let (metrics_port, health_port) = (free_port(), free_port());
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
-        .args([
-            "run",
-            "--watch-all-namespaces=false",
-            &format!("--metrics-addr=127.0.0.1:{metrics_port}"),
-            &format!("--health-addr=127.0.0.1:{health_port}"),
+    let mut controller = ControllerProcess::start(
+        server,
+        &ns,
+        &[
             "--enable-leader-election",
             "--leader-election-retry-period=100ms",
-            "--log-encoding=console",
-        ])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("RUNTIME_NAMESPACE", &ns)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    );
     cluster
         .apply(&json!({
             "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
@@ -377,12 +365,7 @@ async fn the_run_command_reconciles_serves_metrics_and_stops_on_sigterm() {
     })
     .await;
     if ready.is_none() {
-        let _ = child.start_kill();
-        let output = child.wait_with_output().await.unwrap();
-        panic!(
-            "never Ready; controller log:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        panic!("never Ready; controller log:\n{}", controller.log());
     }
     // Metrics are recorded just after the status write that made it Ready: poll for them.
     let expected = [
@@ -390,16 +373,13 @@ async fn the_run_command_reconciles_serves_metrics_and_stops_on_sigterm() {
         "gotk_reconcile_duration_seconds",
         "kustomize_controller_objects_total{action=\"created\"}",
     ];
-    let address = format!("127.0.0.1:{metrics_port}");
     let metrics = wait_for(Duration::from_secs(10), || async {
-        let text = http_get_text(&address, "/metrics").await?;
+        let text = http_get_text(&controller.metrics, "/metrics").await?;
         expected.iter().all(|m| text.contains(m)).then_some(text)
     })
     .await;
     assert!(metrics.is_some(), "metrics {expected:?} are served");
-    let ready_probe = http_get_text(&format!("127.0.0.1:{health_port}"), "/readyz")
-        .await
-        .unwrap();
+    let ready_probe = http_get_text(&controller.health, "/readyz").await.unwrap();
     assert!(ready_probe.starts_with("HTTP/1.1 200"), "{ready_probe}");
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(cluster.client.clone(), &ns);
@@ -409,12 +389,8 @@ async fn the_run_command_reconciles_serves_metrics_and_stops_on_sigterm() {
         .unwrap();
     assert!(lease.spec.unwrap().holder_identity.is_some());
 
-    let pid = child.id().unwrap();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+    controller.terminate();
+    let status = tokio::time::timeout(Duration::from_secs(30), controller.child.wait())
         .await
         .unwrap()
         .unwrap();
@@ -1040,24 +1016,12 @@ async fn bench_controller() {
     cluster
         .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
         .await;
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
-        .args([
-            "run",
-            "--watch-all-namespaces=false",
-            &format!("--concurrent={concurrent}"),
-            &format!("--metrics-addr=127.0.0.1:{}", free_port()),
-            &format!("--health-addr=127.0.0.1:{}", free_port()),
-            "--log-level=error",
-        ])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("RUNTIME_NAMESPACE", &ns)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id().unwrap();
+    let mut controller = ControllerProcess::start(
+        server,
+        &ns,
+        &[&format!("--concurrent={concurrent}"), "--log-level=error"],
+    );
+    let pid = controller.child.id().unwrap();
     let started = std::time::Instant::now();
     let api: Api<Kustomization> = Api::namespaced(cluster.client.clone(), &ns);
     for i in 0..count {
@@ -1094,8 +1058,8 @@ async fn bench_controller() {
         .find(|l| l.starts_with("VmHWM:"))
         .unwrap_or("VmHWM: ?")
         .to_string();
-    let _ = child.start_kill();
-    let _ = child.wait().await;
+    let _ = controller.child.start_kill();
+    let _ = controller.child.wait().await;
     assert!(
         all_ready.is_some(),
         "not all {count} Kustomizations became Ready"

@@ -16,6 +16,7 @@ use serde_json::json;
 use crate::support::apiserver::{Availability, Fault, TestApiServer};
 use crate::support::artifacts::SourceKind;
 use crate::support::cluster::wait_for;
+use crate::support::controller::ControllerProcess;
 use crate::support::controller::Harness;
 use crate::support::{free_address, http_get_text};
 
@@ -378,15 +379,15 @@ async fn a_reconcile_interrupted_by_an_outage_converges_without_wrong_pruning() 
 #[tokio::test]
 async fn a_leader_that_cannot_renew_steps_down_and_a_follower_takes_over() {
     use kustomize_controller::controller::leader::LeaderElection;
-    let harness_cluster = crate::support::cluster::TestCluster::start().await;
-    let Some(server) = harness_cluster.server() else {
+    let cluster = crate::support::cluster::TestCluster::start().await;
+    let Some(server) = cluster.server() else {
         eprintln!("skipped: the outage needs the in-process server");
         return;
     };
     let elector = |identity: &str| {
         LeaderElection::new(
-            harness_cluster.client.clone(),
-            &harness_cluster.namespace,
+            cluster.client.clone(),
+            &cluster.namespace,
             "kc-leader-outage",
             identity,
             Duration::from_secs(2),
@@ -435,28 +436,16 @@ async fn the_leading_process_exits_when_it_cannot_renew() {
         eprintln!("skipped: the outage needs the in-process server");
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
-        .args([
-            "run",
-            "--watch-all-namespaces=false",
-            &format!("--metrics-addr={}", free_address()),
-            &format!("--health-addr={}", free_address()),
+    let mut controller = ControllerProcess::start(
+        server,
+        &cluster.namespace,
+        &[
             "--enable-leader-election",
             "--leader-election-lease-duration=3s",
             "--leader-election-renew-deadline=2s",
             "--leader-election-retry-period=200ms",
-            "--log-encoding=console",
-        ])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("RUNTIME_NAMESPACE", &cluster.namespace)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+        ],
+    );
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(cluster.client.clone(), &cluster.namespace);
     let leading = wait_for(Duration::from_secs(30), || async {
@@ -469,21 +458,13 @@ async fn the_leading_process_exits_when_it_cannot_renew() {
     .await;
     assert!(leading.is_some(), "the process takes the Lease");
     server.set_availability(Availability::Refusing);
-    let exited = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    let exited = tokio::time::timeout(Duration::from_secs(10), controller.child.wait()).await;
     server.set_availability(Availability::Serving);
     let status = exited
         .expect("the leader exits once it could not renew within the deadline")
         .unwrap();
     assert_eq!(status.code(), Some(1), "{status}");
-    let mut log = String::new();
-    use tokio::io::AsyncReadExt;
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut log)
-        .await
-        .unwrap();
+    let log = controller.log();
     assert!(log.contains("leader election lost"), "{log}");
     assert!(log.contains("watch lost"), "the outage was logged: {log}");
     assert!(

@@ -9,10 +9,12 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use serde_json::json;
 
+use crate::support::apiserver::TestApiServer;
 use crate::support::artifacts::SourceKind;
 use crate::support::cluster::{TestCluster, wait_for};
+use crate::support::controller::ControllerProcess;
 use crate::support::controller::{Harness, ready_message};
-use crate::support::{free_address, run_cli};
+use crate::support::{http_get_text, run_cli};
 
 #[test]
 fn an_unknown_feature_gate_stops_the_controller_before_it_starts() {
@@ -114,28 +116,16 @@ async fn external_artifacts_need_their_feature_gate() {
 }
 
 /// One shard of the controller: the shipped binary with leader election and a shard selector.
-async fn start_shard(
-    cluster: &TestCluster,
-    kubeconfig: &std::path::Path,
-    shard: &str,
-) -> tokio::process::Child {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
-        .args([
-            "--watch-all-namespaces=false",
+fn start_shard(server: &TestApiServer, namespace: &str, shard: &str) -> ControllerProcess {
+    ControllerProcess::start(
+        server,
+        namespace,
+        &[
             &format!("--watch-label-selector=sharding.fluxcd.io/key={shard}"),
-            &format!("--metrics-addr={}", free_address()),
-            &format!("--health-addr={}", free_address()),
             "--enable-leader-election",
             "--leader-election-retry-period=200ms",
-            "--log-encoding=console",
-        ])
-        .env("KUBECONFIG", kubeconfig)
-        .env("RUNTIME_NAMESPACE", &cluster.namespace)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
+        ],
+    )
 }
 
 #[tokio::test]
@@ -148,8 +138,6 @@ async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
     let artifacts = crate::support::artifacts::ArtifactServer::start().await;
     let ns = cluster.namespace.clone();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
     for shard in ["shard1", "shard2"] {
         let map = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {shard}-config\n");
         let source = dir.path().join(shard);
@@ -169,8 +157,8 @@ async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
             }))
             .await;
     }
-    let mut first = start_shard(&cluster, &kubeconfig, "shard1").await;
-    let _second = start_shard(&cluster, &kubeconfig, "shard2").await;
+    let mut first = start_shard(server, &ns, "shard1");
+    let _second = start_shard(server, &ns, "shard2");
 
     // Both lead at once, each on the Lease Flux would name for its selector.
     let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), &ns);
@@ -211,12 +199,8 @@ async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
     }
 
     // SIGTERM: the first shard finishes and gives its Lease up; the second keeps its own.
-    let pid = first.id().unwrap();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(30), first.wait())
+    first.terminate();
+    let status = tokio::time::timeout(Duration::from_secs(30), first.child.wait())
         .await
         .unwrap()
         .unwrap();
@@ -306,30 +290,15 @@ async fn feature_gates_decide_what_the_binary_watches() {
         eprintln!("skipped: the binary is pointed at the in-process server's kubeconfig");
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
     let watched = |gates: &'static str| {
-        let (kubeconfig, ns) = (kubeconfig.clone(), cluster.namespace.clone());
+        let mut controller = ControllerProcess::start(
+            server,
+            &cluster.namespace,
+            &[&format!("--feature-gates={gates}")],
+        );
         async move {
-            let metrics = free_address();
-            let mut child =
-                tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
-                    .args([
-                        "--watch-all-namespaces=false",
-                        &format!("--metrics-addr={metrics}"),
-                        &format!("--health-addr={}", free_address()),
-                        &format!("--feature-gates={gates}"),
-                    ])
-                    .env("KUBECONFIG", &kubeconfig)
-                    .env("RUNTIME_NAMESPACE", &ns)
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .kill_on_drop(true)
-                    .spawn()
-                    .unwrap();
             let kinds = wait_for(Duration::from_secs(30), || async {
-                let text = crate::support::http_get_text(&metrics, "/metrics").await?;
+                let text = http_get_text(&controller.metrics, "/metrics").await?;
                 let kinds: Vec<String> = text
                     .lines()
                     .filter_map(|l| l.strip_prefix("kustomize_controller_watch_up{kind=\""))
@@ -339,8 +308,13 @@ async fn feature_gates_decide_what_the_binary_watches() {
                 kinds.iter().any(|k| k == "Kustomization").then_some(kinds)
             })
             .await;
-            let _ = child.start_kill();
-            kinds.expect("the binary serves its watch metrics")
+            let _ = controller.child.start_kill();
+            kinds.unwrap_or_else(|| {
+                panic!(
+                    "the binary serves its watch metrics; its log:\n{}",
+                    controller.log()
+                )
+            })
         }
     };
     let defaults = watched("").await;

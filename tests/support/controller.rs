@@ -190,3 +190,66 @@ impl Harness {
             .unwrap();
     }
 }
+
+/// The shipped binary running `run` against an in-process test server: watching the test
+/// namespace, metrics and probes on free loopback addresses, logs in plain text to a file.
+/// It is killed when dropped.
+pub struct ControllerProcess {
+    pub child: tokio::process::Child,
+    /// `--metrics-addr`.
+    pub metrics: String,
+    /// `--health-addr`.
+    pub health: String,
+    dir: tempfile::TempDir,
+}
+
+impl ControllerProcess {
+    /// Starts the binary with `args` after the common flags.
+    pub fn start(
+        server: &super::apiserver::TestApiServer,
+        namespace: &str,
+        args: &[&str],
+    ) -> ControllerProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
+        let log = std::fs::File::create(dir.path().join("controller.log")).unwrap();
+        let (metrics, health) = (super::free_address(), super::free_address());
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+            .args([
+                "run",
+                "--watch-all-namespaces=false",
+                "--log-encoding=console",
+                &format!("--metrics-addr={metrics}"),
+                &format!("--health-addr={health}"),
+            ])
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUNTIME_NAMESPACE", namespace)
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the kustomize-controller binary starts");
+        ControllerProcess {
+            child,
+            metrics,
+            health,
+            dir,
+        }
+    }
+
+    /// What it has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("controller.log")).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM, as the kubelet does to stop a Pod.
+    pub fn terminate(&self) {
+        let pid = self.child.id().expect("the process is running");
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill runs");
+    }
+}
