@@ -1,13 +1,13 @@
-//! An in-process test double of kube-apiserver, served over loopback HTTP so that a
+//! An in-process test double of kube-apiserver, served over loopback HTTPS so that a
 //! `kube::Client` (or kubectl) talks to it exactly as to a real cluster.
 //!
-//! `TestApiServer::start()` binds a free port and serves, over TLS with a fresh CA as a real
-//! server does, discovery, CRUD, watch, patch in all four flavours (server-side apply with
-//! managed fields and conflicts), deletion with finalizers and propagation, namespace
-//! termination, CRD registration, dry-run, RBAC on impersonated identities and fault
-//! injection. Outages are modelled at the connection level: the server can stop listening
-//! (connections refused), answer every request with 503 while it "starts", and cut every open
-//! connection without a TLS close_notify, as a killed kube-apiserver does. Requests are parsed here, answered by
+//! `TestApiServer::start()` binds a free port and serves, over TLS with a CA made for the test
+//! process, discovery, CRUD, watch, patch in all four flavours (server-side apply with managed
+//! fields and conflicts), deletion with finalizers and propagation, namespace termination, CRD
+//! registration, dry-run, RBAC on impersonated identities and fault injection. Outages are
+//! modelled at the connection level: the server can stop listening (connections refused),
+//! answer every request with 503 while it "starts", and cut every open connection without a
+//! TLS close_notify, as a killed kube-apiserver does. Requests are parsed here, answered by
 //! `handler` (or `watch` for streams) under one lock on the `store`, and the change events
 //! a write produced are then broadcast to open watches. Where behaviour had to be chosen,
 //! the real server's was modelled; the deviations are listed in `tests/support/README.md`.
@@ -117,6 +117,13 @@ struct Tls {
 }
 
 impl Tls {
+    /// One CA and serving certificate for every server of the test process: generating them
+    /// per server would only cost time.
+    fn shared() -> Arc<Tls> {
+        static TLS: std::sync::OnceLock<Arc<Tls>> = std::sync::OnceLock::new();
+        TLS.get_or_init(|| Arc::new(Tls::generate())).clone()
+    }
+
     fn generate() -> Tls {
         use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
         let pki = super::pki::pki().expect("test certificates");
@@ -164,7 +171,7 @@ impl TestApiServer {
         let server = TestApiServer {
             address,
             shared,
-            tls: Arc::new(Tls::generate()),
+            tls: Tls::shared(),
         };
         tokio::spawn(server.clone().accept(listener));
         server
