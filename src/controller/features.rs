@@ -6,7 +6,7 @@
 //! Flux's that our behaviour does not depend on), or not implemented yet, which start-up
 //! reports when a gate is set away from Flux's default.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One of Flux's feature gates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -117,15 +117,15 @@ pub enum FeatureGateError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
     enabled: BTreeMap<Gate, bool>,
-    /// The gates the flags named, in the order given.
-    set: Vec<Gate>,
+    /// The gates the flags named.
+    set: BTreeSet<Gate>,
 }
 
 impl Default for FeatureGates {
     fn default() -> FeatureGates {
         FeatureGates {
             enabled: Gate::ALL.iter().map(|g| (*g, g.flux_default())).collect(),
-            set: Vec::new(),
+            set: BTreeSet::new(),
         }
     }
 }
@@ -158,7 +158,7 @@ impl FeatureGates {
                 let gate = Gate::named(name)
                     .ok_or_else(|| FeatureGateError::Unsupported(name.to_string()))?;
                 gates.enabled.insert(gate, enabled);
-                gates.set.push(gate);
+                gates.set.insert(gate);
             }
         }
         Ok(gates)
@@ -174,17 +174,13 @@ impl FeatureGates {
     /// Gates the flags set away from Flux's default that this controller does not implement
     /// yet, for a start-up warning.
     pub fn without_effect(&self) -> Vec<(Gate, bool)> {
-        let mut found: Vec<(Gate, bool)> = Vec::new();
-        for gate in &self.set {
-            let value = self.enabled(*gate);
-            if gate.support() == Support::DefaultOnly
-                && value != gate.flux_default()
-                && !found.iter().any(|(g, _)| g == gate)
-            {
-                found.push((*gate, value));
-            }
-        }
-        found
+        self.set
+            .iter()
+            .map(|gate| (*gate, self.enabled(*gate)))
+            .filter(|(gate, value)| {
+                gate.support() == Support::DefaultOnly && *value != gate.flux_default()
+            })
+            .collect()
     }
 }
 
