@@ -6,9 +6,12 @@ IMAGE ?= kustomize-controller:dev
 
 .PHONY: setup build test test-shared-server fmt-check clippy crds bench bench-build bench-apply bench-controller e2e image
 
-# What the tests need besides cargo: the Helm SDK for the chart tests (idempotent).
+# What the tests need besides cargo, inside the project (idempotent): a Python venv under
+# target/ with the Helm SDK for the chart tests.
+VENV := target/venv
 setup:
-	python3 -c 'import helm_python' 2>/dev/null || python3 -m pip install -q helm-python-sdk
+	test -x $(VENV)/bin/python3 || python3 -m venv $(VENV)
+	$(VENV)/bin/python3 -c 'import helm_python' 2>/dev/null || $(VENV)/bin/python3 -m pip install -q helm-python-sdk
 
 build:
 	$(CARGO) build --release

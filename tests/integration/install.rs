@@ -76,7 +76,7 @@ struct Rendered {
 }
 
 fn render(values: &Value, namespace: &str) -> Result<Rendered, String> {
-    let output = Command::new("python3")
+    let output = Command::new(crate::support::python())
         .arg(repo_root().join("tests/chart/render.py"))
         .arg(repo_root().join("charts/kustomize-controller"))
         .arg(values.to_string())
@@ -86,7 +86,7 @@ fn render(values: &Value, namespace: &str) -> Result<Rendered, String> {
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
     assert!(
         !stderr.contains("No module named 'helm_python'"),
-        "the Helm SDK is missing: python3 -m pip install helm-python-sdk (make setup)"
+        "the Helm SDK is missing: run make setup (it installs helm-python-sdk into target/venv)"
     );
     if !output.status.success() {
         return Err(stderr);

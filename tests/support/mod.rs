@@ -8,6 +8,16 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The Python that `make setup` prepared (target/venv, with the Helm SDK), else the system's.
+pub fn python() -> PathBuf {
+    let venv = repo_root().join("target/venv/bin/python3");
+    if venv.exists() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
 /// A fixture file under `tests/fixtures/` (everything the tests read is in the repository).
 pub fn fixture_file(relative: &str) -> PathBuf {
     let path = repo_root().join("tests/fixtures").join(relative);
