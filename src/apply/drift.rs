@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::normalize::{LAST_APPLIED_ANNOTATION, LEGACY_CHECKSUM};
+use super::normalize::{LEGACY_ANNOTATIONS, LEGACY_GC_LABEL};
 use crate::kustomize::ObjectSelector;
 
 /// Server-owned bookkeeping that never counts as drift.
@@ -155,19 +155,26 @@ pub fn set_pointer(object: &mut Value, pointer: &str, value: Value) {
     }
 }
 
-/// Managers whose fields we take over (Flux's list): anything kubectl wrote, the
-/// `before-first-apply` placeholder, our own Update entries, and `--override-manager` names.
+/// Managers whose fields we take over, matched as fluxcd/pkg/ssa matches them (by name prefix
+/// and operation, never a subresource's entry): `kubectl` (Apply and Update), the
+/// `before-first-apply` placeholder and our own Update entries, and `--override-manager`
+/// names (Apply and Update). Our own Apply entry is where their fields go, never taken.
 pub fn is_taken_over(
     manager: &str,
     operation: &str,
     own_manager: &str,
     overrides: &[String],
 ) -> bool {
-    manager == "kubectl"
-        || manager.starts_with("kubectl-")
-        || (manager == "before-first-apply" && operation == "Update")
-        || (manager == own_manager && operation == "Update")
-        || overrides.iter().any(|o| o == manager)
+    let any_write = matches!(operation, "Apply" | "Update");
+    if manager == own_manager && operation == "Apply" {
+        return false;
+    }
+    (manager.starts_with("kubectl") && any_write)
+        || (manager.starts_with("before-first-apply") && operation == "Update")
+        || (manager.starts_with(own_manager) && operation == "Update")
+        || overrides
+            .iter()
+            .any(|o| !o.is_empty() && manager.starts_with(o.as_str()) && any_write)
 }
 
 fn union_fields(into: &mut Map<String, Value>, from: &Map<String, Value>) {
@@ -183,7 +190,8 @@ fn union_fields(into: &mut Map<String, Value>, from: &Map<String, Value>) {
 }
 
 /// A JSON patch that moves the fields of taken-over managers into our Apply entry and drops
-/// kubectl's last-applied annotation and Flux's legacy checksum; `None` when there is nothing
+/// kubectl's last-applied annotation and what Flux v1 wrote (its checksum annotations and
+/// garbage-collection label); `None` when there is nothing
 /// to take over.
 pub fn takeover_patch(live: &Value, own_manager: &str, overrides: &[String]) -> Option<Value> {
     let entries = live
@@ -210,11 +218,12 @@ pub fn takeover_patch(live: &Value, own_manager: &str, overrides: &[String]) -> 
         .pointer("/metadata/annotations")
         .and_then(Value::as_object);
     let labels = live.pointer("/metadata/labels").and_then(Value::as_object);
-    let stale_annotations: Vec<&str> = [LAST_APPLIED_ANNOTATION, LEGACY_CHECKSUM]
-        .into_iter()
+    let stale_annotations: Vec<&str> = LEGACY_ANNOTATIONS
+        .iter()
+        .copied()
         .filter(|a| annotations.is_some_and(|m| m.contains_key(*a)))
         .collect();
-    let stale_label = labels.is_some_and(|m| m.contains_key(LEGACY_CHECKSUM));
+    let stale_label = labels.is_some_and(|m| m.contains_key(LEGACY_GC_LABEL));
     if !any_taken && stale_annotations.is_empty() && !stale_label {
         return None;
     }
@@ -247,7 +256,7 @@ pub fn takeover_patch(live: &Value, own_manager: &str, overrides: &[String]) -> 
             .push(json!({"op": "remove", "path": format!("/metadata/annotations/{escaped}")}));
     }
     if stale_label {
-        let escaped = LEGACY_CHECKSUM.replace('~', "~0").replace('/', "~1");
+        let escaped = LEGACY_GC_LABEL.replace('~', "~0").replace('/', "~1");
         operations.push(json!({"op": "remove", "path": format!("/metadata/labels/{escaped}")}));
     }
     Some(Value::Array(operations))
@@ -256,6 +265,7 @@ pub fn takeover_patch(live: &Value, own_manager: &str, overrides: &[String]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apply::normalize::LAST_APPLIED_ANNOTATION;
 
     #[test]
     fn drift_ignores_bookkeeping_and_status() {
@@ -326,6 +336,52 @@ mod tests {
                 &["helm".to_string()]
             )
             .is_some()
+        );
+    }
+
+    #[test]
+    fn managers_are_matched_by_prefix_and_operation_as_flux_does() {
+        let taken = |manager: &str, operation: &str| {
+            is_taken_over(
+                manager,
+                operation,
+                "kustomize-controller",
+                &["helm".to_string()],
+            )
+        };
+        assert!(taken("kubectl-client-side-apply", "Update"));
+        assert!(taken("kubectl", "Apply"));
+        assert!(taken("before-first-apply", "Update"));
+        assert!(!taken("before-first-apply", "Apply"));
+        assert!(taken("kustomize-controller", "Update"));
+        assert!(!taken("kustomize-controller", "Apply"), "our own entry");
+        assert!(
+            taken("helm-controller", "Apply"),
+            "--override-manager is a prefix"
+        );
+        assert!(!taken("flagger", "Update"));
+    }
+
+    #[test]
+    fn flux_v1_leftovers_are_removed_on_takeover() {
+        let live = json!({"metadata": {
+            "annotations": {"fluxcd.io/sync-checksum": "abc", "kustomize.toolkit.fluxcd.io/checksum": "def", "keep": "1"},
+            "labels": {"fluxcd.io/sync-gc-mark": "sha256.x", "keep": "1"},
+            "managedFields": [{"manager": "kustomize-controller", "operation": "Apply", "fieldsV1": {}}]}});
+        let patch = takeover_patch(&live, "kustomize-controller", &[]).unwrap();
+        let paths: Vec<&str> = patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|op| op["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "/metadata/annotations/kustomize.toolkit.fluxcd.io~1checksum",
+                "/metadata/annotations/fluxcd.io~1sync-checksum",
+                "/metadata/labels/fluxcd.io~1sync-gc-mark"
+            ]
         );
     }
 }

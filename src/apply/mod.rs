@@ -1,14 +1,17 @@
 //! The server-side apply engine: built objects in, a change set out, with Flux's semantics.
 //!
 //! [`Applier::apply_all`] prepares every object (`normalize`), splits them into stages
-//! (`order`), and applies each stage concurrently (up to `--concurrent-ssa`), waiting after
-//! the definition and class stages until CRDs are established and namespaces active. Per
-//! object it reads the live object, honours the `ssa`/`reconcile`/`force` policies, takes
-//! over fields other tools wrote (`drift`), dry-runs the apply and writes only when the
-//! result differs from what is live. Beyond Flux, an object whose applied digest and live
-//! resourceVersion are unchanged since our last apply is not even dry-run (`AppliedCache`).
-//! [`Applier::plan`] walks the same path without writing: `diff` shows what an apply would do.
-//! Object identities, change sets, policies and discovery come from [`crate::objects`].
+//! (`order`), and handles each stage in two passes, as fluxcd/pkg/ssa's `ApplyAll` does.
+//! Validation reads every live object, honours the `ssa`/`reconcile`/`force` policies found on
+//! the built or the live object, and dry-runs the apply server-side; an object whose result
+//! differs from what is live (or whose fields other tools took, `drift`) needs a write. Only
+//! when the whole stage validated are the writes made (up to `--concurrent-ssa` at once), so
+//! one invalid object applies nothing of its stage. After the definition and class stages it
+//! waits until CRDs are established and namespaces active. Beyond Flux, an object whose
+//! applied digest and live resourceVersion are unchanged since our last apply is not even
+//! dry-run (`AppliedCache`). [`Applier::plan`] validates the same way and writes nothing:
+//! `diff` shows what an apply would do. Object identities, change sets, policies and
+//! discovery come from [`crate::objects`].
 
 mod drift;
 mod normalize;
@@ -61,6 +64,17 @@ pub enum ApplyError {
     WaitTimeout(Vec<String>),
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Many(Vec<ApplyError>),
+}
+
+impl ApplyError {
+    /// One error for a stage's failures, if any.
+    fn of_all(mut errors: Vec<ApplyError>) -> Option<ApplyError> {
+        match errors.len() {
+            0 => None,
+            1 => Some(errors.remove(0)),
+            _ => Some(ApplyError::Many(errors)),
+        }
+    }
 }
 
 /// Engine-wide settings (flags and the Kustomization's `spec.force`).
@@ -147,6 +161,56 @@ impl Planned {
 pub struct Drift {
     pub live: Value,
     pub applied: Value,
+}
+
+/// What validating one object decided: the change it makes and, when applying, the write
+/// that makes it (made only once its whole stage validated).
+struct Decided {
+    planned: Planned,
+    write: Option<Write>,
+}
+
+impl Decided {
+    fn no_write(object: ObjectRef, action: Action) -> Decided {
+        Decided {
+            planned: Planned::new(object, action),
+            write: None,
+        }
+    }
+
+    /// A change that needs a write when applying (and none when planning).
+    fn write(
+        mode: Mode,
+        api: Api<DynamicObject>,
+        reference: ObjectRef,
+        object: Value,
+        digest: String,
+        action: Action,
+    ) -> Decided {
+        let planned = Planned::new(reference.clone(), action);
+        let write = (mode == Mode::Apply).then_some(Write {
+            api,
+            reference,
+            object,
+            digest,
+            takeover: None,
+            recreate: false,
+        });
+        Decided { planned, write }
+    }
+}
+
+/// A write a stage's validation asked for.
+struct Write {
+    api: Api<DynamicObject>,
+    reference: ObjectRef,
+    object: Value,
+    /// The digest of the applied body, for [`AppliedCache`].
+    digest: String,
+    /// A JSON patch taking other managers' fields over, sent before the apply.
+    takeover: Option<Value>,
+    /// Immutable fields changed and force is on: delete, wait, then apply anew.
+    recreate: bool,
 }
 
 /// Applies objects for one owner (Kustomization).
@@ -265,40 +329,29 @@ impl Applier {
                     (index, object, live)
                 })
                 .collect();
-            let mut results: Vec<(usize, Result<Planned, ApplyError>)> =
-                futures::stream::iter(work)
-                    .map(|(index, object, live)| async move {
-                        (index, self.apply_one(object, live, mode).await)
-                    })
-                    .buffer_unordered(self.options.concurrency.max(1))
-                    .collect()
-                    .await;
-            results.sort_by_key(|(index, _)| *index);
-            let mut errors = Vec::new();
-            // CRDs and Namespaces this stage created or changed are waited for.
-            let mut fresh = Vec::new();
-            for (_, result) in results {
-                match result {
-                    Ok(planned) => {
-                        let change = &planned.change;
-                        let definition = matches!(
-                            change.object.kind.as_str(),
-                            "CustomResourceDefinition" | "Namespace"
-                        );
-                        if definition
-                            && matches!(change.action, Action::Created | Action::Configured)
-                        {
-                            fresh.push(change.object.clone());
-                        }
-                        done.push(planned);
-                    }
-                    Err(error) => errors.push(error),
-                }
+            // As fluxcd/pkg/ssa's ApplyAll: the whole stage is validated (server-side
+            // dry-run) before any object of it is written, so one invalid object applies
+            // nothing of its stage.
+            let (decided, errors) = self.validate_stage(work, mode).await;
+            if let Some(error) = ApplyError::of_all(errors) {
+                return (done, Some(error));
             }
-            match errors.len() {
-                0 => {}
-                1 => return (done, Some(errors.remove(0))),
-                _ => return (done, Some(ApplyError::Many(errors))),
+            let (written, errors) = self.write_stage(decided).await;
+            // CRDs and Namespaces this stage created or changed are waited for.
+            let fresh: Vec<ObjectRef> = written
+                .iter()
+                .map(|planned| &planned.change)
+                .filter(|change| {
+                    matches!(
+                        change.object.kind.as_str(),
+                        "CustomResourceDefinition" | "Namespace"
+                    ) && matches!(change.action, Action::Created | Action::Configured)
+                })
+                .map(|change| change.object.clone())
+                .collect();
+            done.extend(written);
+            if let Some(error) = ApplyError::of_all(errors) {
+                return (done, Some(error));
             }
             if mode == Mode::Apply
                 && matches!(stage, Stage::Definitions | Stage::Classes)
@@ -435,52 +488,105 @@ impl Applier {
         live
     }
 
-    async fn apply_one(
+    /// Validates a stage: every object is read, judged by its policies and dry-run, concurrently.
+    async fn validate_stage(
+        &self,
+        work: Vec<(usize, Value, Option<Value>)>,
+        mode: Mode,
+    ) -> (Vec<Decided>, Vec<ApplyError>) {
+        let mut results: Vec<(usize, Result<Decided, ApplyError>)> = futures::stream::iter(work)
+            .map(|(index, object, live)| async move {
+                (index, self.validate_one(object, live, mode).await)
+            })
+            .buffer_unordered(self.options.concurrency.max(1))
+            .collect()
+            .await;
+        results.sort_by_key(|(index, _)| *index);
+        let (mut decided, mut errors) = (Vec::new(), Vec::new());
+        for (_, result) in results {
+            match result {
+                Ok(one) => decided.push(one),
+                Err(error) => errors.push(error),
+            }
+        }
+        (decided, errors)
+    }
+
+    /// Makes the writes a validated stage needs, concurrently; what was written (or needed no
+    /// write) comes back in order, with the errors of what failed.
+    async fn write_stage(&self, decided: Vec<Decided>) -> (Vec<Planned>, Vec<ApplyError>) {
+        let mut results: Vec<(usize, Result<Planned, ApplyError>)> =
+            futures::stream::iter(decided.into_iter().enumerate())
+                .map(|(index, one)| async move {
+                    let result = match one.write {
+                        Some(write) => self.execute(write).await.map(|()| one.planned),
+                        None => Ok(one.planned),
+                    };
+                    (index, result)
+                })
+                .buffer_unordered(self.options.concurrency.max(1))
+                .collect()
+                .await;
+        results.sort_by_key(|(index, _)| *index);
+        let (mut written, mut errors) = (Vec::new(), Vec::new());
+        for (_, result) in results {
+            match result {
+                Ok(planned) => written.push(planned),
+                Err(error) => errors.push(error),
+            }
+        }
+        (written, errors)
+    }
+
+    /// Decides what one object needs, writing nothing: its policies (on the built object and
+    /// on the live one, as Flux reads them), ignore rules, the applied-digest cache, and a
+    /// server-side dry-run whose result is compared with the live object.
+    async fn validate_one(
         &self,
         mut object: Value,
         prefetched: Option<Value>,
         mode: Mode,
-    ) -> Result<Planned, ApplyError> {
+    ) -> Result<Decided, ApplyError> {
         let (api, reference) = match self.api_for(&mut object).await {
             Ok(found) => found,
             Err(ApplyError::UnknownKind { .. }) if mode == Mode::Plan => {
-                return Ok(Planned::new(ObjectRef::of(&object), Action::Created));
+                return Ok(Decided::no_write(ObjectRef::of(&object), Action::Created));
             }
             Err(error) => return Err(error),
         };
         let subject = reference.to_string();
-        let change = |action| Planned::new(reference.clone(), action);
         let policy = ssa_policy(&object);
-        if policy == SsaPolicy::Ignore {
-            return Ok(change(Action::Skipped));
+        if policy == SsaPolicy::Ignore || reconcile_disabled(&object) {
+            return Ok(Decided::no_write(reference, Action::Skipped));
         }
-        let api_failure = |error: kube::Error| {
-            let (_, message, _) = api_error_parts(&error);
-            ApplyError::Apply {
-                subject: subject.clone(),
-                message,
-            }
-        };
         let live: Option<Value> = match prefetched {
             Some(live) => Some(live),
             None => api
                 .get_opt(&reference.name)
                 .await
-                .map_err(&api_failure)?
+                .map_err(|error| ApplyError::Apply {
+                    subject: subject.clone(),
+                    message: api_error_parts(&error).1,
+                })?
                 .map(|o| serde_json::to_value(o).unwrap_or_default()),
         };
         let Some(live) = live else {
-            if mode == Mode::Apply {
-                self.write(&api, &reference, &object, digest(&object))
-                    .await?;
-            }
-            return Ok(change(Action::Created));
+            self.dry_run(&api, &reference, &object).await?;
+            let digest = digest(&object);
+            return Ok(Decided::write(
+                mode,
+                api,
+                reference,
+                object,
+                digest,
+                Action::Created,
+            ));
         };
-        if reconcile_disabled(&live)
-            || reconcile_disabled(&object)
+        if ssa_policy(&live) == SsaPolicy::Ignore
+            || reconcile_disabled(&live)
             || policy == SsaPolicy::IfNotPresent
         {
-            return Ok(change(Action::Skipped));
+            return Ok(Decided::no_write(reference, Action::Skipped));
         }
         let ignored: Vec<String> = self
             .ignore
@@ -506,84 +612,134 @@ impl Applier {
             && cached_digest == applied_digest
             && cached_version == *version
         {
-            return Ok(change(Action::Unchanged));
+            return Ok(Decided::no_write(reference, Action::Unchanged));
         }
-        let mut live = live;
-        if mode == Mode::Apply
-            && policy != SsaPolicy::Merge
-            && let Some(patch) = takeover_patch(
-                &live,
-                &self.options.field_manager,
-                &self.options.override_managers,
-            )
-        {
-            let patched = api
-                .patch(
-                    &reference.name,
-                    &PatchParams::default(),
-                    &Patch::<Value>::Json(serde_json::from_value(patch).map_err(|e| {
-                        ApplyError::Apply {
-                            subject: subject.clone(),
-                            message: e.to_string(),
-                        }
-                    })?),
+        // Fields other managers took are taken back before the apply (never with the merge
+        // policy, and never while only planning); taking them over is itself a change.
+        let merge = policy == SsaPolicy::Merge || ssa_policy(&live) == SsaPolicy::Merge;
+        let takeover = (mode == Mode::Apply && !merge)
+            .then(|| {
+                takeover_patch(
+                    &live,
+                    &self.options.field_manager,
+                    &self.options.override_managers,
                 )
-                .await
-                .map_err(&api_failure)?;
-            live = serde_json::to_value(&patched).unwrap_or_default();
-        }
-        let dry_run = match api
-            .patch(
-                &reference.name,
-                &self.params().dry_run(),
-                &Patch::Apply(&object),
-            )
-            .await
-        {
-            Ok(result) => serde_json::to_value(&result).unwrap_or_default(),
-            Err(error) if is_immutable(&error) => {
-                let (_, message, _) = api_error_parts(&error);
-                if !(self.options.force || force_enabled(&object)) {
+            })
+            .flatten();
+        let dry_run = match self.dry_run(&api, &reference, &object).await {
+            Ok(result) => result,
+            Err(ApplyError::Immutable { subject, message }) => {
+                if !(self.options.force || force_enabled(&object) || force_enabled(&live)) {
                     return Err(ApplyError::Immutable { subject, message });
                 }
-                if mode == Mode::Apply {
-                    self.recreate(&api, &reference, &object).await?;
+                let mut decided = Decided::write(
+                    mode,
+                    api,
+                    reference,
+                    object,
+                    applied_digest,
+                    Action::Created,
+                );
+                if let Some(write) = &mut decided.write {
+                    write.recreate = true;
                 }
-                return Ok(change(Action::Created));
+                return Ok(decided);
             }
-            Err(error) => {
-                let (reason, message, _) = api_error_parts(&error);
-                return Err(ApplyError::DryRun {
-                    subject,
-                    reason,
-                    message,
-                });
-            }
+            Err(error) => return Err(error),
         };
-        let (mut live_view, mut dry_view) = (live.clone(), dry_run);
+        let (mut live_view, mut dry_view) = (live, dry_run);
         for pointer in &ignored {
             drift::remove_pointer(&mut live_view, pointer);
             drift::remove_pointer(&mut dry_view, pointer);
         }
-        if !drifted(&live_view, &dry_view) {
+        if takeover.is_none() && !drifted(&live_view, &dry_view) {
             if mode == Mode::Apply {
                 self.cache
                     .put(reference.clone(), applied_digest, live_version);
             }
-            return Ok(change(Action::Unchanged));
+            return Ok(Decided::no_write(reference, Action::Unchanged));
+        }
+        let mut decided = Decided::write(
+            mode,
+            api,
+            reference,
+            object,
+            applied_digest,
+            Action::Configured,
+        );
+        if let Some(write) = &mut decided.write {
+            write.takeover = takeover;
         }
         if mode == Mode::Plan {
-            return Ok(Planned {
-                drift: Some(Drift {
-                    live: comparable(&live_view),
-                    applied: comparable(&dry_view),
-                }),
-                ..change(Action::Configured)
+            decided.planned.drift = Some(Drift {
+                live: comparable(&live_view),
+                applied: comparable(&dry_view),
             });
         }
-        self.write(&api, &reference, &object, applied_digest)
-            .await?;
-        Ok(change(Action::Configured))
+        Ok(decided)
+    }
+
+    /// A server-side dry-run of our apply: what the server would store, or why it refuses.
+    async fn dry_run(
+        &self,
+        api: &Api<DynamicObject>,
+        reference: &ObjectRef,
+        object: &Value,
+    ) -> Result<Value, ApplyError> {
+        match api
+            .patch(
+                &reference.name,
+                &self.params().dry_run(),
+                &Patch::Apply(object),
+            )
+            .await
+        {
+            Ok(result) => Ok(serde_json::to_value(&result).unwrap_or_default()),
+            Err(error) => {
+                let (reason, message, _) = api_error_parts(&error);
+                let subject = reference.to_string();
+                Err(if is_immutable(&error) {
+                    ApplyError::Immutable { subject, message }
+                } else {
+                    ApplyError::DryRun {
+                        subject,
+                        reason,
+                        message,
+                    }
+                })
+            }
+        }
+    }
+
+    /// Makes a validated write: managed fields taken over first, then the apply (or, where
+    /// immutable fields changed, delete, wait and apply anew).
+    async fn execute(&self, write: Write) -> Result<(), ApplyError> {
+        let Write {
+            api,
+            reference,
+            object,
+            digest,
+            takeover,
+            recreate,
+        } = write;
+        if recreate {
+            return self.recreate(&api, &reference, &object).await;
+        }
+        if let Some(patch) = takeover {
+            let failure = |message: String| ApplyError::Apply {
+                subject: reference.to_string(),
+                message,
+            };
+            let patch = serde_json::from_value(patch).map_err(|e| failure(e.to_string()))?;
+            api.patch(
+                &reference.name,
+                &PatchParams::default(),
+                &Patch::<Value>::Json(patch),
+            )
+            .await
+            .map_err(|error| failure(api_error_parts(&error).1))?;
+        }
+        self.write(&api, &reference, &object, digest).await
     }
 
     /// Applies `object` and remembers what it produced, so an unchanged object is not even

@@ -12,8 +12,14 @@ use crate::api::CommonMetadata;
 use crate::objects::{NAME_LABEL, NAMESPACE_LABEL, Owner};
 
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
-/// Annotations and labels older Flux versions wrote, removed when objects are taken over.
-pub const LEGACY_CHECKSUM: &str = "kustomize.toolkit.fluxcd.io/checksum";
+/// What kubectl and older Flux versions wrote on objects, removed when they are taken over
+/// (as Flux's apply cleanup does).
+pub const LEGACY_ANNOTATIONS: &[&str] = &[
+    LAST_APPLIED_ANNOTATION,
+    "kustomize.toolkit.fluxcd.io/checksum",
+    "fluxcd.io/sync-checksum",
+];
+pub const LEGACY_GC_LABEL: &str = "fluxcd.io/sync-gc-mark";
 
 fn metadata_map<'a>(object: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
     if !object["metadata"][key].is_object() {

@@ -214,9 +214,16 @@ async fn policies_skip_objects() {
         vec![
             format!("ConfigMap/{ns}/once created"),
             format!("ConfigMap/{ns}/ignored skipped"),
-            format!("ConfigMap/{ns}/disabled created"),
+            format!("ConfigMap/{ns}/disabled skipped"),
         ]
     );
+    // As Flux: reconcile disabled in the manifests never creates the object either.
+    let api = dynamic_api(&cluster.client, &disabled).await;
+    assert!(api.get_opt("disabled").await.unwrap().is_none());
+    disabled["metadata"]["annotations"] = json!({});
+    engine.apply_all(vec![disabled.clone()]).await.unwrap();
+    disabled["metadata"]["annotations"] =
+        json!({"kustomize.toolkit.fluxcd.io/reconcile": "disabled"});
     if_not_present["data"]["a"] = json!("2");
     disabled["data"]["a"] = json!("2");
     let second = engine
@@ -235,6 +242,115 @@ async fn policies_skip_objects() {
         api.get_opt("ignored").await.unwrap().is_none(),
         "ssa: Ignore never creates"
     );
+}
+
+#[tokio::test]
+async fn a_stage_is_validated_whole_before_anything_of_it_is_applied() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let engine = applier(
+        &cluster,
+        &AppliedCache::default(),
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    let existing = config_map(ns, "existing", json!({"a": "1"}));
+    engine.apply_all(vec![existing.clone()]).await.unwrap();
+    let mut changed = existing.clone();
+    changed["data"]["a"] = json!("2");
+    let fresh = config_map(ns, "fresh", json!({"a": "1"}));
+    let invalid = config_map(ns, "Not_A_Name", json!({"a": "1"}));
+    let (applied, error) = engine
+        .apply_all_partial(vec![fresh.clone(), changed, invalid])
+        .await;
+    let message = error
+        .expect("the invalid object fails the stage")
+        .to_string();
+    assert!(message.contains("Not_A_Name"), "{message}");
+    assert!(message.contains("dry-run failed"), "{message}");
+    assert!(applied.changes.is_empty(), "{:?}", actions(&applied));
+    let api = dynamic_api(&cluster.client, &fresh).await;
+    assert!(
+        api.get_opt("fresh").await.unwrap().is_none(),
+        "nothing created"
+    );
+    assert_eq!(
+        live(&cluster, &existing).await["data"]["a"],
+        "1",
+        "nothing changed"
+    );
+
+    // An earlier stage that validated is applied and reported; the failing stage is not.
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": unique("kc-whole")}});
+    let (applied, error) = engine
+        .apply_all_partial(vec![
+            namespace.clone(),
+            fresh,
+            config_map(ns, "Bad_Too", json!({})),
+        ])
+        .await;
+    assert!(error.is_some());
+    assert_eq!(
+        actions(&applied),
+        vec![format!(
+            "Namespace/{} created",
+            namespace["metadata"]["name"].as_str().unwrap()
+        )]
+    );
+    assert!(api.get_opt("fresh").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn policies_on_the_live_object_count_as_flux_reads_them() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let engine = applier(
+        &cluster,
+        &AppliedCache::default(),
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    let mut ignored = config_map(ns, "ignored-live", json!({"a": "1"}));
+    let mut frozen = config_map(ns, "frozen-live", json!({"a": "1"}));
+    frozen["immutable"] = json!(true);
+    engine
+        .apply_all(vec![ignored.clone(), frozen.clone()])
+        .await
+        .unwrap();
+    // Someone marks the objects in the cluster, not in the manifests.
+    let annotate = |object: &Value, key: &str, value: &str| {
+        let object = object.clone();
+        let (key, value) = (key.to_string(), value.to_string());
+        let client = cluster.client.clone();
+        async move {
+            let api = dynamic_api(&client, &object).await;
+            api.patch(
+                object["metadata"]["name"].as_str().unwrap(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    annotate(&ignored, "kustomize.toolkit.fluxcd.io/ssa", "Ignore").await;
+    annotate(&frozen, "kustomize.toolkit.fluxcd.io/force", "enabled").await;
+    ignored["data"]["a"] = json!("2");
+    frozen["data"]["a"] = json!("2");
+    let result = engine
+        .apply_all(vec![ignored.clone(), frozen.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        actions(&result),
+        vec![
+            format!("ConfigMap/{ns}/ignored-live skipped"),
+            format!("ConfigMap/{ns}/frozen-live created"),
+        ]
+    );
+    assert_eq!(live(&cluster, &ignored).await["data"]["a"], "1");
+    assert_eq!(live(&cluster, &frozen).await["data"]["a"], "2", "recreated");
 }
 
 #[tokio::test]
