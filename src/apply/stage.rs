@@ -1,0 +1,385 @@
+//! One stage of an apply in two passes: validation (read, policies, server-side dry-run,
+//! drift) decides every object's change and the write it needs, writing nothing; the writes
+//! (managed-fields takeover, apply, or recreation) are made only once the whole stage
+//! validated.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::Value;
+
+use super::drift::{self, comparable, drifted, takeover_patch};
+use super::{Applier, ApplyError, Drift, Mode, Planned, api_error_parts, digest, is_immutable};
+use crate::objects::{Action, ObjectRef, SsaPolicy, force_enabled, reconcile_disabled, ssa_policy};
+
+/// What validating one object decided: the change it makes and, when applying, the write
+/// that makes it (made only once its whole stage validated).
+pub(super) struct Decided {
+    planned: Planned,
+    write: Option<Write>,
+}
+
+impl Decided {
+    fn no_write(object: ObjectRef, action: Action) -> Decided {
+        Decided {
+            planned: Planned::new(object, action),
+            write: None,
+        }
+    }
+
+    /// A change that needs a write when applying (and none when planning).
+    fn write(
+        mode: Mode,
+        api: Api<DynamicObject>,
+        reference: ObjectRef,
+        object: Value,
+        digest: String,
+        action: Action,
+    ) -> Decided {
+        let planned = Planned::new(reference.clone(), action);
+        let write = (mode == Mode::Apply).then_some(Write {
+            api,
+            reference,
+            object,
+            digest,
+            takeover: None,
+            recreate: false,
+        });
+        Decided { planned, write }
+    }
+}
+
+/// A write a stage's validation asked for.
+pub(super) struct Write {
+    api: Api<DynamicObject>,
+    reference: ObjectRef,
+    object: Value,
+    /// The digest of the applied body, for [`AppliedCache`].
+    digest: String,
+    /// A JSON patch taking other managers' fields over, sent before the apply.
+    takeover: Option<Value>,
+    /// Immutable fields changed and force is on: delete, wait, then apply anew.
+    recreate: bool,
+}
+
+impl Applier {
+    /// Validates a stage: every object is read, judged by its policies and dry-run, concurrently.
+    pub(super) async fn validate_stage(
+        &self,
+        work: Vec<(usize, Value, Option<Value>)>,
+        mode: Mode,
+    ) -> (Vec<Decided>, Vec<ApplyError>) {
+        let mut results: Vec<(usize, Result<Decided, ApplyError>)> = futures::stream::iter(work)
+            .map(|(index, object, live)| async move {
+                (index, self.validate_one(object, live, mode).await)
+            })
+            .buffer_unordered(self.options.concurrency.max(1))
+            .collect()
+            .await;
+        results.sort_by_key(|(index, _)| *index);
+        let (mut decided, mut errors) = (Vec::new(), Vec::new());
+        for (_, result) in results {
+            match result {
+                Ok(one) => decided.push(one),
+                Err(error) => errors.push(error),
+            }
+        }
+        (decided, errors)
+    }
+
+    /// Makes the writes a validated stage needs, concurrently; what was written (or needed no
+    /// write) comes back in order, with the errors of what failed.
+    pub(super) async fn write_stage(
+        &self,
+        decided: Vec<Decided>,
+    ) -> (Vec<Planned>, Vec<ApplyError>) {
+        let mut results: Vec<(usize, Result<Planned, ApplyError>)> =
+            futures::stream::iter(decided.into_iter().enumerate())
+                .map(|(index, one)| async move {
+                    let result = match one.write {
+                        Some(write) => self.execute(write).await.map(|()| one.planned),
+                        None => Ok(one.planned),
+                    };
+                    (index, result)
+                })
+                .buffer_unordered(self.options.concurrency.max(1))
+                .collect()
+                .await;
+        results.sort_by_key(|(index, _)| *index);
+        let (mut written, mut errors) = (Vec::new(), Vec::new());
+        for (_, result) in results {
+            match result {
+                Ok(planned) => written.push(planned),
+                Err(error) => errors.push(error),
+            }
+        }
+        (written, errors)
+    }
+
+    /// Decides what one object needs, writing nothing: its policies (on the built object and
+    /// on the live one, as Flux reads them), ignore rules, the applied-digest cache, and a
+    /// server-side dry-run whose result is compared with the live object.
+    async fn validate_one(
+        &self,
+        mut object: Value,
+        prefetched: Option<Value>,
+        mode: Mode,
+    ) -> Result<Decided, ApplyError> {
+        let (api, reference) = match self.api_for(&mut object).await {
+            Ok(found) => found,
+            Err(ApplyError::UnknownKind { .. }) if mode == Mode::Plan => {
+                return Ok(Decided::no_write(ObjectRef::of(&object), Action::Created));
+            }
+            Err(error) => return Err(error),
+        };
+        let subject = reference.to_string();
+        let policy = ssa_policy(&object);
+        if policy == SsaPolicy::Ignore || reconcile_disabled(&object) {
+            return Ok(Decided::no_write(reference, Action::Skipped));
+        }
+        let live: Option<Value> = match prefetched {
+            Some(live) => Some(live),
+            None => api
+                .get_opt(&reference.name)
+                .await
+                .map_err(|error| ApplyError::Apply {
+                    subject: subject.clone(),
+                    message: api_error_parts(&error).1,
+                })?
+                .map(|o| serde_json::to_value(o).unwrap_or_default()),
+        };
+        let Some(live) = live else {
+            self.dry_run(&api, &reference, &object).await?;
+            let digest = digest(&object);
+            return Ok(Decided::write(
+                mode,
+                api,
+                reference,
+                object,
+                digest,
+                Action::Created,
+            ));
+        };
+        if ssa_policy(&live) == SsaPolicy::Ignore
+            || reconcile_disabled(&live)
+            || policy == SsaPolicy::IfNotPresent
+        {
+            return Ok(Decided::no_write(reference, Action::Skipped));
+        }
+        let ignored: Vec<String> = self
+            .ignore
+            .paths_for(&object)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        // Ignored fields keep their live values: sending them unchanged keeps them, where
+        // leaving them out would make server-side apply delete the fields we owned.
+        for pointer in &ignored {
+            match live.pointer(pointer) {
+                Some(value) => drift::set_pointer(&mut object, pointer, value.clone()),
+                None => drift::remove_pointer(&mut object, pointer),
+            }
+        }
+        let applied_digest = digest(&object);
+        let live_version = live
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if let (Some((cached_digest, cached_version)), Some(version)) =
+            (self.cache.get(&reference), &live_version)
+            && cached_digest == applied_digest
+            && cached_version == *version
+        {
+            return Ok(Decided::no_write(reference, Action::Unchanged));
+        }
+        // Fields other managers took are taken back before the apply (never with the merge
+        // policy, and never while only planning); taking them over is itself a change.
+        let merge = policy == SsaPolicy::Merge || ssa_policy(&live) == SsaPolicy::Merge;
+        let takeover = (mode == Mode::Apply && !merge)
+            .then(|| {
+                takeover_patch(
+                    &live,
+                    &self.options.field_manager,
+                    &self.options.override_managers,
+                )
+            })
+            .flatten();
+        let dry_run = match self.dry_run(&api, &reference, &object).await {
+            Ok(result) => result,
+            Err(ApplyError::Immutable { subject, message }) => {
+                if !(self.options.force || force_enabled(&object) || force_enabled(&live)) {
+                    return Err(ApplyError::Immutable { subject, message });
+                }
+                let mut decided = Decided::write(
+                    mode,
+                    api,
+                    reference,
+                    object,
+                    applied_digest,
+                    Action::Created,
+                );
+                if let Some(write) = &mut decided.write {
+                    write.recreate = true;
+                }
+                return Ok(decided);
+            }
+            Err(error) => return Err(error),
+        };
+        let (mut live_view, mut dry_view) = (live, dry_run);
+        for pointer in &ignored {
+            drift::remove_pointer(&mut live_view, pointer);
+            drift::remove_pointer(&mut dry_view, pointer);
+        }
+        if takeover.is_none() && !drifted(&live_view, &dry_view) {
+            if mode == Mode::Apply {
+                self.cache
+                    .put(reference.clone(), applied_digest, live_version);
+            }
+            return Ok(Decided::no_write(reference, Action::Unchanged));
+        }
+        let mut decided = Decided::write(
+            mode,
+            api,
+            reference,
+            object,
+            applied_digest,
+            Action::Configured,
+        );
+        if let Some(write) = &mut decided.write {
+            write.takeover = takeover;
+        }
+        if mode == Mode::Plan {
+            decided.planned.drift = Some(Drift {
+                live: comparable(&live_view),
+                applied: comparable(&dry_view),
+            });
+        }
+        Ok(decided)
+    }
+
+    /// A server-side dry-run of our apply: what the server would store, or why it refuses.
+    async fn dry_run(
+        &self,
+        api: &Api<DynamicObject>,
+        reference: &ObjectRef,
+        object: &Value,
+    ) -> Result<Value, ApplyError> {
+        match api
+            .patch(
+                &reference.name,
+                &self.params().dry_run(),
+                &Patch::Apply(object),
+            )
+            .await
+        {
+            Ok(result) => Ok(serde_json::to_value(&result).unwrap_or_default()),
+            Err(error) => {
+                let (reason, message, _) = api_error_parts(&error);
+                let subject = reference.to_string();
+                Err(if is_immutable(&error) {
+                    ApplyError::Immutable { subject, message }
+                } else {
+                    ApplyError::DryRun {
+                        subject,
+                        reason,
+                        message,
+                    }
+                })
+            }
+        }
+    }
+
+    /// Makes a validated write: managed fields taken over first, then the apply (or, where
+    /// immutable fields changed, delete, wait and apply anew).
+    async fn execute(&self, write: Write) -> Result<(), ApplyError> {
+        let Write {
+            api,
+            reference,
+            object,
+            digest,
+            takeover,
+            recreate,
+        } = write;
+        if recreate {
+            return self.recreate(&api, &reference, &object).await;
+        }
+        if let Some(patch) = takeover {
+            let failure = |message: String| ApplyError::Apply {
+                subject: reference.to_string(),
+                message,
+            };
+            let patch = serde_json::from_value(patch).map_err(|e| failure(e.to_string()))?;
+            api.patch(
+                &reference.name,
+                &PatchParams::default(),
+                &Patch::<Value>::Json(patch),
+            )
+            .await
+            .map_err(|error| failure(api_error_parts(&error).1))?;
+        }
+        self.write(&api, &reference, &object, digest).await
+    }
+
+    /// Applies `object` and remembers what it produced, so an unchanged object is not even
+    /// dry-run next time.
+    async fn write(
+        &self,
+        api: &Api<DynamicObject>,
+        reference: &ObjectRef,
+        object: &Value,
+        applied_digest: String,
+    ) -> Result<(), ApplyError> {
+        let applied = api
+            .patch(&reference.name, &self.params(), &Patch::Apply(object))
+            .await
+            .map_err(|error| ApplyError::Apply {
+                subject: reference.to_string(),
+                message: api_error_parts(&error).1,
+            })?;
+        self.cache.put(
+            reference.clone(),
+            applied_digest,
+            applied.metadata.resource_version,
+        );
+        Ok(())
+    }
+
+    /// Deletes an object whose immutable fields changed, waits until it is gone, and
+    /// applies it anew.
+    async fn recreate(
+        &self,
+        api: &Api<DynamicObject>,
+        reference: &ObjectRef,
+        object: &Value,
+    ) -> Result<(), ApplyError> {
+        let subject = reference.to_string();
+        let failure = |error: kube::Error| ApplyError::Apply {
+            subject: subject.clone(),
+            message: api_error_parts(&error).1,
+        };
+        match api
+            .delete(&reference.name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(failure(error)),
+        }
+        let deadline = tokio::time::Instant::now() + self.options.wait_timeout;
+        while api
+            .get_opt(&reference.name)
+            .await
+            .map_err(&failure)?
+            .is_some()
+        {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ApplyError::WaitTimeout(vec![format!(
+                    "{subject} to be deleted"
+                )]));
+            }
+            tokio::time::sleep(self.options.poll_interval.min(Duration::from_millis(200))).await;
+        }
+        self.write(api, reference, object, digest(object)).await
+    }
+}
