@@ -27,7 +27,15 @@ pub enum StepError {
         "can't access 'ExternalArtifact/{namespace}/{name}', ExternalArtifact feature gate is disabled"
     )]
     ExternalArtifactDisabled { namespace: String, name: String },
-    /// The source or its artifact is not there yet: source-controller will publish it.
+    /// The source object does not exist: retried after the retry interval, as Flux.
+    #[error("Source '{kind}/{namespace}/{name}' not found")]
+    SourceNotFound {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+    },
+    /// The source has no artifact yet, or its file is gone: source-controller will publish
+    /// it, so it is retried after `--requeue-dependency`.
     #[error("Source is not ready, {0}")]
     SourceNotReady(SourceError),
     #[error("{0}")]
@@ -77,7 +85,9 @@ impl StepError {
             StepError::CrossNamespaceSource { .. } | StepError::ExternalArtifactDisabled { .. } => {
                 reason::ACCESS_DENIED
             }
-            StepError::SourceNotReady(_) | StepError::Source(_) => reason::ARTIFACT_FAILED,
+            StepError::SourceNotFound { .. }
+            | StepError::SourceNotReady(_)
+            | StepError::Source(_) => reason::ARTIFACT_FAILED,
             StepError::Dependency(error) if error.is_invalid_expression() => reason::INVALID_CEL,
             StepError::Dependency(_) => reason::DEPENDENCY_NOT_READY,
             StepError::BuildInputs(_) | StepError::Build(_) | StepError::BuildStopped(_) => {
@@ -105,6 +115,16 @@ impl StepError {
         }
     }
 
+    /// Whether the failure is announced with an event (and so a notification). As Flux, a
+    /// source that is missing or not ready yet is only logged: it is retried quietly until
+    /// source-controller catches up.
+    pub fn announced(&self) -> bool {
+        !matches!(
+            self,
+            StepError::SourceNotFound { .. } | StepError::SourceNotReady(_)
+        )
+    }
+
     /// When to try again.
     pub fn retry(&self) -> Retry {
         if self.stalls() {
@@ -123,6 +143,8 @@ impl StepError {
 pub struct Failed {
     pub error: StepError,
     pub digest: Option<String>,
+    /// The source's origin revision, recorded with the digest.
+    pub origin_revision: Option<String>,
 }
 
 impl From<StepError> for Failed {
@@ -130,16 +152,19 @@ impl From<StepError> for Failed {
         Failed {
             error,
             digest: None,
+            origin_revision: None,
         }
     }
 }
 
 impl StepError {
-    /// This failure, after the build that produced objects with `digest`.
-    pub fn after_build(self, digest: &str) -> Failed {
+    /// This failure, after the build that produced objects with `digest` from a source of
+    /// `origin_revision`.
+    pub fn after_build(self, digest: &str, origin_revision: Option<&str>) -> Failed {
         Failed {
             error: self,
             digest: Some(digest.to_string()),
+            origin_revision: origin_revision.map(str::to_string),
         }
     }
 }

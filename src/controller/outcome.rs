@@ -4,7 +4,8 @@
 //!
 //! The steps keep `status` current while they run (the attempted revision, the inventory,
 //! progress messages, `Healthy` once checks pass); [`begin`] opens a reconciliation,
-//! [`progressing`] reports what is under way, and [`conclude`] closes it.
+//! [`progressing`] and [`checking_health`] report what is under way, and [`conclude`]
+//! closes it.
 
 use std::time::Duration;
 
@@ -71,16 +72,15 @@ pub struct Conclusion {
 
 const IN_PROGRESS: &str = "Reconciliation in progress";
 
-/// The status as a reconciliation starts: not stalled, reconciling, and Ready unknown unless
-/// it was already false (a failing Kustomization stays visibly failing while it retries).
+/// The status as a reconciliation starts: not stalled, reconciling, and Ready unknown.
 pub fn begin(mut status: KustomizationStatus, generation: Option<i64>) -> KustomizationStatus {
     status::remove(&mut status, STALLED);
     progressing(&mut status, IN_PROGRESS, generation);
     status
 }
 
-/// Reports what the reconciliation is doing: `Reconciling` says so, and so does `Ready`
-/// unless it is false.
+/// Reports what the reconciliation is doing, as Flux: `Reconciling` says what, and `Ready` is
+/// unknown ("Reconciliation in progress") until the outcome, even if it was false before.
 pub fn progressing(status: &mut KustomizationStatus, message: &str, generation: Option<i64>) {
     status::set(
         status,
@@ -90,11 +90,29 @@ pub fn progressing(status: &mut KustomizationStatus, message: &str, generation: 
         message,
         generation,
     );
-    if status::get(status, READY).is_none_or(|c| c.status != "False") {
+    status::set(
+        status,
+        READY,
+        "Unknown",
+        reason::PROGRESSING,
+        IN_PROGRESS,
+        generation,
+    );
+}
+
+/// Reports that health checks are running: `Reconciling` and `Healthy` say so (Healthy
+/// unknown until they end), as Flux.
+pub fn checking_health(status: &mut KustomizationStatus, message: &str, generation: Option<i64>) {
+    for type_ in [RECONCILING, HEALTHY] {
+        let state = if type_ == RECONCILING {
+            "True"
+        } else {
+            "Unknown"
+        };
         status::set(
             status,
-            READY,
-            "Unknown",
+            type_,
+            state,
             reason::PROGRESSING,
             message,
             generation,
@@ -134,10 +152,13 @@ fn succeeded(mut status: KustomizationStatus, facts: &Facts, applied: &Applied) 
     status.last_applied_origin_revision = applied.origin_revision.clone();
     status::record_history(
         &mut status,
-        &applied.digest,
-        reason::SUCCEEDED,
-        facts.elapsed,
-        &applied.revision,
+        &status::Reconciled {
+            digest: &applied.digest,
+            outcome: reason::SUCCEEDED,
+            duration: facts.elapsed,
+            revision: &applied.revision,
+            origin_revision: applied.origin_revision.as_deref(),
+        },
     );
     let summary = applied.changes.summary();
     let new_revision = facts.previous_revision.as_deref() != Some(applied.revision.as_str());
@@ -181,7 +202,16 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
     }
     if let Some(digest) = &failed.digest {
         let attempted = status.last_attempted_revision.clone().unwrap_or_default();
-        status::record_history(&mut status, digest, reason, facts.elapsed, &attempted);
+        status::record_history(
+            &mut status,
+            &status::Reconciled {
+                digest,
+                outcome: reason,
+                duration: facts.elapsed,
+                revision: &attempted,
+                origin_revision: failed.origin_revision.as_deref(),
+            },
+        );
     }
     let next = match error.retry() {
         Retry::OnChange => Next::OnChange,
@@ -212,7 +242,7 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
     Conclusion {
         status,
         ready: false,
-        event: Some(event),
+        event: error.announced().then_some(event),
         next,
     }
 }

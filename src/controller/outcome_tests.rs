@@ -76,6 +76,7 @@ fn fail(error: StepError, digest: Option<&str>) -> Conclusion {
         &Err(Failed {
             error,
             digest: digest.map(str::to_string),
+            origin_revision: None,
         }),
     )
 }
@@ -112,8 +113,11 @@ fn a_reconciliation_begins_reconciling_with_ready_unknown_and_not_stalled() {
     assert_eq!(status.conditions[0].type_, READY, "Ready comes first");
 }
 
+/// As Flux: a Kustomization that failed before is Ready=Unknown while it runs again, with
+/// "Reconciliation in progress"; `Reconciling` carries what is under way, and `Healthy` is
+/// unknown while health checks run.
 #[test]
-fn a_failing_kustomization_stays_not_ready_while_it_retries() {
+fn a_retrying_kustomization_is_unknown_while_it_runs_as_in_flux() {
     let mut previous = KustomizationStatus::default();
     status::set(
         &mut previous,
@@ -124,18 +128,32 @@ fn a_failing_kustomization_stays_not_ready_while_it_retries() {
         Some(2),
     );
     let mut status = begin(previous, Some(3));
-    assert_eq!(
-        condition(&status, READY),
-        Some(("False", reason::BUILD_FAILED))
-    );
     progressing(&mut status, "Fetching manifests", Some(3));
+    let ready = status::get(&status, READY).unwrap();
     assert_eq!(
-        condition(&status, READY),
-        Some(("False", reason::BUILD_FAILED))
+        (
+            ready.status.as_str(),
+            ready.reason.as_str(),
+            ready.message.as_str()
+        ),
+        ("Unknown", reason::PROGRESSING, "Reconciliation in progress")
     );
     assert_eq!(
         status::get(&status, RECONCILING).unwrap().message,
         "Fetching manifests"
+    );
+    checking_health(&mut status, "Running health checks", Some(3));
+    assert_eq!(
+        condition(&status, HEALTHY),
+        Some(("Unknown", reason::PROGRESSING))
+    );
+    assert_eq!(
+        status::get(&status, RECONCILING).unwrap().message,
+        "Running health checks"
+    );
+    assert_eq!(
+        condition(&status, READY),
+        Some(("Unknown", reason::PROGRESSING))
     );
 }
 
@@ -167,7 +185,7 @@ fn success_is_ready_records_the_revision_and_history_and_requeues_at_the_interva
     assert_eq!(status.history.len(), 1);
     assert_eq!(status.history[0].digest, "sha256:built");
     assert_eq!(status.history[0].last_reconciled_status, reason::SUCCEEDED);
-    assert_eq!(status.history[0].last_reconciled_duration, "1.500s");
+    assert_eq!(status.history[0].last_reconciled_duration, "1.5s");
     assert_eq!(conclusion.next, Next::Interval(INTERVAL));
     assert_eq!(
         conclusion.event,
@@ -238,7 +256,21 @@ async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
             Next::OnChange,
         ),
         (
-            StepError::SourceNotReady(source_not_found()),
+            StepError::SourceNotFound {
+                kind: "GitRepository",
+                namespace: "flux-system".into(),
+                name: "repo".into(),
+            },
+            reason::ARTIFACT_FAILED,
+            false,
+            Next::After(RETRY),
+        ),
+        (
+            StepError::SourceNotReady(SourceError::NoArtifact {
+                kind: "GitRepository",
+                namespace: "flux-system".into(),
+                name: "repo".into(),
+            }),
             reason::ARTIFACT_FAILED,
             false,
             Next::After(DEPENDENCY),
@@ -394,7 +426,13 @@ async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
         assert_eq!(condition(status, HEALTHY), healthy, "{message}");
         assert_eq!(conclusion.next, next, "{message}");
         assert_eq!(status.last_applied_revision, None, "{message}");
-        let event = conclusion.event.expect("every failure is an event");
+        let Some(event) = conclusion.event else {
+            assert!(
+                message.starts_with("Source"),
+                "only a source not there yet is quiet: {message}"
+            );
+            continue;
+        };
         assert_eq!(event.reason, expected_reason);
         if expected_reason == reason::DEPENDENCY_NOT_READY {
             assert_eq!(event.type_, EventType::Normal);
@@ -476,4 +514,34 @@ fn a_stalled_kustomization_recovers_when_a_later_reconciliation_succeeds() {
     );
     assert_eq!(conclusion.status.observed_generation, 4);
     assert_eq!(condition(&conclusion.status, STALLED), None);
+}
+
+/// As Flux: a source that is missing or has no artifact yet is retried quietly (no event,
+/// so no notification every retry), with Ready false and ArtifactFailed.
+#[test]
+fn a_missing_or_unready_source_is_retried_without_an_event() {
+    let missing = fail(
+        StepError::SourceNotFound {
+            kind: "GitRepository",
+            namespace: "flux-system".into(),
+            name: "repo".into(),
+        },
+        None,
+    );
+    assert!(missing.event.is_none());
+    assert_eq!(missing.next, Next::After(RETRY));
+    assert_eq!(
+        condition(&missing.status, READY),
+        Some(("False", reason::ARTIFACT_FAILED))
+    );
+    let message = &status::get(&missing.status, READY).unwrap().message;
+    assert_eq!(message, "Source 'GitRepository/flux-system/repo' not found");
+    let unready = fail(StepError::SourceNotReady(source_not_found()), None);
+    assert!(unready.event.is_none());
+    assert_eq!(unready.next, Next::After(DEPENDENCY));
+    let broken = fail(StepError::Source(source_not_found()), None);
+    assert!(
+        broken.event.is_some(),
+        "other source failures are announced"
+    );
 }

@@ -197,10 +197,14 @@ async fn run_steps(
         "Fetching manifests for revision {revision} with a timeout of {}",
         crate::api::GoDuration::from_std(steps::timeout_of(&object.spec))
     );
-    progress.report(status, &fetching, true).await;
+    progress
+        .report(status, &fetching, steps::Step::Reconciling)
+        .await;
     let built = steps::fetch_and_build(object, ctx, &artifact).await?;
     let digest = built.digest;
-    let after_build = |error: super::error::StepError| error.after_build(&digest);
+    let origin_revision = artifact.origin_revision().map(str::to_string);
+    let after_build =
+        |error: super::error::StepError| error.after_build(&digest, origin_revision.as_deref());
     let target = steps::target(object, ctx).await.map_err(after_build)?;
     let applier = steps::applier(object, ctx, &target).map_err(after_build)?;
     let (changes, old_inventory) = steps::apply(object, ctx, &applier, built.objects, status)
@@ -221,7 +225,7 @@ async fn run_steps(
         .map_err(after_build)?;
     Ok(Applied {
         revision,
-        origin_revision: artifact.origin_revision().map(str::to_string),
+        origin_revision: origin_revision.clone(),
         digest: digest.clone(),
         changes,
     })

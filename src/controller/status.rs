@@ -112,23 +112,38 @@ pub fn get<'a>(status: &'a KustomizationStatus, type_: &str) -> Option<&'a Condi
     status.conditions.iter().find(|c| c.type_ == type_)
 }
 
-/// Records a reconciliation of the set of objects with `digest` (five snapshots, newest first).
-pub fn record_history(
-    status: &mut KustomizationStatus,
-    digest: &str,
-    outcome: &str,
-    duration: std::time::Duration,
-    revision: &str,
-) {
+/// What a history snapshot records about a reconciled build.
+#[derive(Clone, Copy, Debug)]
+pub struct Reconciled<'a> {
+    /// The digest of the built objects.
+    pub digest: &'a str,
+    /// How it ended: Flux's reason (ReconciliationSucceeded, HealthCheckFailed, …).
+    pub outcome: &'a str,
+    pub duration: std::time::Duration,
+    pub revision: &'a str,
+    pub origin_revision: Option<&'a str>,
+}
+
+/// Records a reconciliation in `status.history` as Flux's `History.Upsert`: a snapshot with
+/// the same digest and outcome is updated and moved to the front, else a new one goes there;
+/// five are kept.
+pub fn record_history(status: &mut KustomizationStatus, reconciled: &Reconciled<'_>) {
     let when = now();
-    let duration = format!("{:.3}s", duration.as_secs_f64());
-    let metadata = Some([("revision".to_string(), revision.to_string())].into());
-    match status.history.iter().position(|s| s.digest == digest) {
+    let duration = crate::api::GoDuration::from_std(reconciled.duration).to_string();
+    let mut metadata: std::collections::BTreeMap<String, String> =
+        [("revision".to_string(), reconciled.revision.to_string())].into();
+    if let Some(origin) = reconciled.origin_revision {
+        metadata.insert("originRevision".into(), origin.to_string());
+    }
+    let metadata = Some(metadata.into_iter().collect());
+    let same = status.history.iter().position(|s| {
+        s.digest == reconciled.digest && s.last_reconciled_status == reconciled.outcome
+    });
+    match same {
         Some(index) => {
             let mut snapshot = status.history.remove(index);
             snapshot.last_reconciled = when;
             snapshot.last_reconciled_duration = duration;
-            snapshot.last_reconciled_status = outcome.to_string();
             snapshot.total_reconciliations += 1;
             snapshot.metadata = metadata;
             status.history.insert(0, snapshot);
@@ -136,11 +151,11 @@ pub fn record_history(
         None => status.history.insert(
             0,
             Snapshot {
-                digest: digest.to_string(),
+                digest: reconciled.digest.to_string(),
                 first_reconciled: when.clone(),
                 last_reconciled: when,
                 last_reconciled_duration: duration,
-                last_reconciled_status: outcome.to_string(),
+                last_reconciled_status: reconciled.outcome.to_string(),
                 metadata,
                 total_reconciliations: 1,
             },
@@ -197,26 +212,37 @@ mod tests {
     }
 
     #[test]
-    fn history_keeps_five_distinct_snapshots() {
+    fn history_is_upserted_by_digest_and_outcome_as_flux() {
         let mut status = KustomizationStatus::default();
-        for i in 0..7 {
+        let mut record = |digest: &str, outcome: &str| {
             record_history(
                 &mut status,
-                &format!("sha256:{i}"),
-                reason::SUCCEEDED,
-                std::time::Duration::from_millis(5),
-                "r",
+                &Reconciled {
+                    digest,
+                    outcome,
+                    duration: std::time::Duration::from_millis(1500),
+                    revision: "main@sha1:abc",
+                    origin_revision: Some("v1.0.0@sha1:def"),
+                },
             );
+        };
+        for i in 0..7 {
+            record(&format!("sha256:{i}"), reason::SUCCEEDED);
         }
-        record_history(
-            &mut status,
-            "sha256:6",
-            reason::SUCCEEDED,
-            std::time::Duration::from_millis(5),
-            "r",
-        );
+        record("sha256:6", reason::SUCCEEDED);
+        record("sha256:6", reason::HEALTH_CHECK_FAILED);
         assert_eq!(status.history.len(), 5);
         assert_eq!(status.history[0].digest, "sha256:6");
-        assert_eq!(status.history[0].total_reconciliations, 2);
+        assert_eq!(
+            status.history[0].last_reconciled_status,
+            reason::HEALTH_CHECK_FAILED
+        );
+        assert_eq!(status.history[0].total_reconciliations, 1);
+        assert_eq!(status.history[1].digest, "sha256:6");
+        assert_eq!(status.history[1].total_reconciliations, 2);
+        assert_eq!(status.history[1].last_reconciled_duration, "1.5s");
+        let metadata = status.history[0].metadata.clone().unwrap();
+        assert_eq!(metadata["revision"], "main@sha1:abc");
+        assert_eq!(metadata["originRevision"], "v1.0.0@sha1:def");
     }
 }

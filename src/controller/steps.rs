@@ -23,6 +23,15 @@ use crate::inventory::{self, Holder};
 use crate::objects::{Action, ChangeSet, KindCache, ObjectRef, Owner};
 use crate::source::{Artifact, SourceError, SourceObject};
 
+/// What a progress report is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Fetching, building or applying: `Reconciling` says what, `Ready` is unknown.
+    Reconciling,
+    /// Health checks: `Reconciling` and `Healthy` (unknown) say so.
+    CheckingHealth,
+}
+
 /// Reports progress while the steps run: status writes and events about the Kustomization.
 pub(crate) struct Progress<'a> {
     pub object: &'a Kustomization,
@@ -30,21 +39,13 @@ pub(crate) struct Progress<'a> {
 }
 
 impl Progress<'_> {
-    /// Says what is under way: `Reconciling` (and `Ready` unless false, with `ready_too`),
-    /// written at once. A failed write is only logged: the outcome is written anyway.
-    pub async fn report(&self, status: &mut KustomizationStatus, message: &str, ready_too: bool) {
+    /// Says what is under way (see [`Step`]), written at once. A failed write is only
+    /// logged: the outcome is written anyway.
+    pub async fn report(&self, status: &mut KustomizationStatus, message: &str, step: Step) {
         let generation = self.object.metadata.generation;
-        if ready_too {
-            super::outcome::progressing(status, message, generation);
-        } else {
-            super::status::set(
-                status,
-                super::status::RECONCILING,
-                "True",
-                reason::PROGRESSING,
-                message,
-                generation,
-            );
+        match step {
+            Step::Reconciling => super::outcome::progressing(status, message, generation),
+            Step::CheckingHealth => super::outcome::checking_health(status, message, generation),
         }
         if let Err(error) = super::status::write(self.ctx, self.object, status).await {
             tracing::debug!(error = %error, "writing progress");
@@ -90,9 +91,16 @@ pub(crate) async fn source(
     }
     match crate::source::resolve(&ctx.client, &source).await {
         Ok(artifact) => Ok((source, artifact)),
-        Err(error @ (SourceError::NotFound { .. } | SourceError::NoArtifact { .. })) => {
-            Err(StepError::SourceNotReady(error))
-        }
+        Err(SourceError::NotFound {
+            kind,
+            namespace,
+            name,
+        }) => Err(StepError::SourceNotFound {
+            kind,
+            namespace,
+            name,
+        }),
+        Err(error @ SourceError::NoArtifact { .. }) => Err(StepError::SourceNotReady(error)),
         Err(error) => Err(StepError::Source(error)),
     }
 }
@@ -355,7 +363,8 @@ pub(crate) async fn inventory_and_prune(
 
 /// The objects whose health is checked: with `spec.wait` every applied object (but a
 /// Kustomization that applies itself, as Flux bootstrap does: it is Reconciling while it
-/// waits), else `spec.healthChecks` (their apiVersion from the applied objects when unset).
+/// waits), else `spec.healthChecks`. An entry without apiVersion takes it from the applied
+/// object of that kind and name, else Flux's default, `apps/v1`.
 pub(crate) fn health_targets(object: &Kustomization, changes: &ChangeSet) -> Vec<ObjectRef> {
     let namespace = object.metadata.namespace.clone().unwrap_or_default();
     let name = object.metadata.name.clone().unwrap_or_default();
@@ -385,7 +394,7 @@ pub(crate) fn health_targets(object: &Kustomization, changes: &ChangeSet) -> Vec
                     .map(|c| c.object.api_version.clone())
             });
             ObjectRef {
-                api_version: api_version.unwrap_or_else(|| "v1".into()),
+                api_version: api_version.unwrap_or_else(|| "apps/v1".into()),
                 kind: h.kind.clone(),
                 namespace: h.namespace.clone().unwrap_or_else(|| namespace.clone()),
                 name: h.name.clone(),
@@ -420,7 +429,7 @@ pub(crate) async fn health(
                 "Running health checks for revision {revision} with a timeout of {}",
                 crate::api::GoDuration::from_std(timeout)
             ),
-            false,
+            Step::CheckingHealth,
         )
         .await;
     let waited = Instant::now();
@@ -530,16 +539,30 @@ mod tests {
             {"kind": "Deployment", "name": "web", "namespace": "apps"},
             {"kind": "Service", "name": "db"},
             {"apiVersion": "batch/v1", "kind": "Job", "name": "migrate", "namespace": "apps"},
+            {"kind": "StatefulSet", "name": "elsewhere", "namespace": "apps"},
         ]}));
-        let targets = health_targets(&object, &applied());
+        let mut applied = applied();
+        applied.changes.push(change(
+            "v1",
+            "Service",
+            "flux-system",
+            "db",
+            Action::Created,
+        ));
+        let targets = health_targets(&object, &applied);
         let versions: Vec<&str> = targets.iter().map(|t| t.api_version.as_str()).collect();
-        assert_eq!(versions, ["apps/v1", "v1", "batch/v1"]);
+        assert_eq!(
+            versions,
+            ["apps/v1", "v1", "batch/v1", "apps/v1"],
+            "Flux's default is apps/v1"
+        );
         assert_eq!(
             names(&targets),
             [
                 "Deployment/apps/web",
                 "Service/flux-system/db",
-                "Job/apps/migrate"
+                "Job/apps/migrate",
+                "StatefulSet/apps/elsewhere"
             ]
         );
     }

@@ -1208,11 +1208,12 @@ async fn events_are_forwarded_to_notification_controller() {
 async fn repeated_events_are_aggregated() {
     let harness = Harness::start().await;
     let ns = harness.cluster.namespace.clone();
+    let v1 = harness.publish("v1", "main@sha1:fade");
+    harness.source("repo", &v1).await;
+    // A dependency that never comes: retried every --requeue-dependency, with an event each
+    // time (a missing source is retried quietly, as Flux).
     harness
-        .create_kustomization(
-            "waiting",
-            json!({"sourceRef": {"kind": "GitRepository", "name": "absent"}}),
-        )
+        .create_kustomization("waiting", json!({"dependsOn": [{"name": "absent"}]}))
         .await;
     let events: Api<k8s_openapi::api::core::v1::Event> =
         Api::namespaced(harness.cluster.client.clone(), &ns);
@@ -1223,7 +1224,7 @@ async fn repeated_events_are_aggregated() {
             .into_iter()
             .filter(|e| {
                 e.involved_object.name.as_deref() == Some("waiting")
-                    && e.reason.as_deref() == Some("ArtifactFailed")
+                    && e.reason.as_deref() == Some("DependencyNotReady")
             })
             .collect();
         (failures.len() == 1 && failures[0].count.unwrap_or(0) >= 3).then_some(())
