@@ -162,11 +162,7 @@ fn apply_overrides(file: &Path, spec: &KustomizationSpec) -> Result<(), Manifest
     }
     if !spec.images.is_empty() {
         let mut images = list(&mut kustomization, "images");
-        images.extend(
-            spec.images
-                .iter()
-                .map(|i| serde_json::to_value(i).unwrap_or(Value::Null)),
-        );
+        merge_images(&mut images, &spec.images);
         kustomization["images"] = Value::Array(images);
     }
     if !spec.components.is_empty() {
@@ -234,6 +230,38 @@ pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, Man
         }
     }
     Ok(objects)
+}
+
+/// Merges `spec.images` into the kustomization's `images` as Flux 1.9.4 does: an entry for an
+/// image the file already names overrides it field by field (`newName` when set; `newTag` and
+/// `digest` together, as they both pick the version, so a fresh tag never sits beside a stale
+/// digest), and other entries are appended.
+fn merge_images(images: &mut Vec<Value>, overrides: &[crate::api::Image]) {
+    for image in overrides {
+        let existing = images
+            .iter_mut()
+            .find(|entry| entry.get("name").and_then(Value::as_str) == Some(image.name.as_str()))
+            .and_then(Value::as_object_mut);
+        let Some(entry) = existing else {
+            images.push(serde_json::to_value(image).unwrap_or(Value::Null));
+            continue;
+        };
+        let set = |entry: &mut serde_json::Map<String, Value>, key: &str, value: Option<&str>| {
+            match value.filter(|v| !v.is_empty()) {
+                Some(value) => entry.insert(key.to_string(), json!(value)),
+                None => entry.remove(key),
+            };
+        };
+        if let Some(new_name) = image.new_name.as_deref().filter(|n| !n.is_empty()) {
+            set(entry, "newName", Some(new_name));
+        }
+        let new_tag = image.new_tag.as_deref().filter(|t| !t.is_empty());
+        let digest = image.digest.as_deref().filter(|d| !d.is_empty());
+        if new_tag.is_some() || digest.is_some() {
+            set(entry, "newTag", new_tag);
+            set(entry, "digest", digest);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -347,6 +375,52 @@ mod tests {
                 .to_string()
                 .contains("component path 'nope' not found"),
             "{error}"
+        );
+    }
+
+    /// Flux 1.9.4: `spec.images` merge by name into the file's `images`, field by field.
+    #[test]
+    fn spec_images_merge_by_name_with_the_kustomization_file() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path();
+        write(
+            dir,
+            "kustomization.yaml",
+            "resources:\n- deploy.yaml\nimages:\n- name: web\n  newTag: \"1.0\"\n- name: db\n  newName: mirror/db\n  digest: sha256:aaaa\n",
+        );
+        write(
+            dir,
+            "deploy.yaml",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: web\n      - name: db\n        image: db:old\n      - name: cache\n        image: cache\n",
+        );
+        let spec = spec(json!({"images": [
+            {"name": "web", "newName": "registry.example.com/web"},
+            {"name": "db", "newTag": "2.0"},
+            {"name": "cache", "newTag": "7"},
+        ]}));
+        let variables = BTreeMap::new();
+        let objects = build(
+            dir,
+            dir,
+            &Inputs {
+                spec: &spec,
+                keys: None,
+                variables: &variables,
+                remote: None,
+                strict_substitution: false,
+            },
+        )
+        .unwrap();
+        let images: Vec<&str> = objects[0]["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["image"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            images,
+            ["registry.example.com/web:1.0", "mirror/db:2.0", "cache:7"],
+            "newName kept the file's tag; a new tag dropped the file's digest"
         );
     }
 }
