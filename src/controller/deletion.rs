@@ -10,7 +10,7 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::context::Context;
-use super::events::EventType;
+use super::events::{EventMeta, EventType};
 use super::reconcile::{FINALIZER, ReconcileError};
 use super::status::reason;
 use crate::api::{DeletionPolicy, Kustomization};
@@ -76,7 +76,7 @@ pub(crate) async fn finalize(
                     EventType::Warning,
                     reason::PRUNE_FAILED,
                     &note,
-                    None,
+                    &EventMeta::default(),
                 )
                 .await;
         } else {
@@ -114,7 +114,7 @@ pub(crate) async fn finalize(
                             EventType::Warning,
                             reason::PRUNE_FAILED,
                             &error,
-                            None,
+                            &EventMeta::default(),
                         )
                         .await;
                 }

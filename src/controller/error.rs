@@ -137,34 +137,37 @@ impl StepError {
     }
 }
 
-/// A failed step, with the digest of the built objects once the build had succeeded (the
-/// history records builds, not failures before one).
+/// A failed step, with the source revision once it was known (events carry it) and the
+/// digest of the built objects once the build had succeeded (the history records builds, not
+/// failures before one).
 #[derive(Debug)]
 pub struct Failed {
     pub error: StepError,
-    pub digest: Option<String>,
-    /// The source's origin revision, recorded with the digest.
+    pub revision: Option<String>,
     pub origin_revision: Option<String>,
+    pub digest: Option<String>,
 }
 
 impl From<StepError> for Failed {
     fn from(error: StepError) -> Failed {
         Failed {
             error,
-            digest: None,
+            revision: None,
             origin_revision: None,
+            digest: None,
         }
     }
 }
 
 impl StepError {
-    /// This failure, after the build that produced objects with `digest` from a source of
-    /// `origin_revision`.
-    pub fn after_build(self, digest: &str, origin_revision: Option<&str>) -> Failed {
+    /// This failure, once the source was at `revision` (from `origin_revision`), and after
+    /// the build that produced objects with `digest`, if it got that far.
+    pub fn at(self, revision: &str, origin_revision: Option<&str>, digest: Option<&str>) -> Failed {
         Failed {
             error: self,
-            digest: Some(digest.to_string()),
+            revision: Some(revision.to_string()),
             origin_revision: origin_revision.map(str::to_string),
+            digest: digest.map(str::to_string),
         }
     }
 }

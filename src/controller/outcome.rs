@@ -10,9 +10,9 @@
 use std::time::Duration;
 
 use super::error::{Failed, Retry, StepError};
-use super::events::EventType;
+use super::events::{EventMeta, EventType};
 use super::status::{self, HEALTHY, READY, RECONCILING, STALLED, reason};
-use crate::api::KustomizationStatus;
+use crate::api::{GoDuration, KustomizationStatus};
 use crate::objects::ChangeSet;
 
 /// What a successful reconciliation applied.
@@ -48,8 +48,8 @@ pub struct Event {
     pub type_: EventType,
     pub reason: &'static str,
     pub message: String,
-    /// The revision annotation.
-    pub revision: Option<String>,
+    /// The revisions it concerns, and whether Git commit statuses follow it.
+    pub meta: EventMeta,
 }
 
 /// When to reconcile again.
@@ -160,18 +160,25 @@ fn succeeded(mut status: KustomizationStatus, facts: &Facts, applied: &Applied) 
             origin_revision: applied.origin_revision.as_deref(),
         },
     );
-    let summary = applied.changes.summary();
-    let new_revision = facts.previous_revision.as_deref() != Some(applied.revision.as_str());
-    let event = (!summary.is_empty() || new_revision).then(|| Event {
+    // As Flux, every successful reconciliation ends with this event; notification-controller
+    // sets Git commit statuses from it.
+    let event = Event {
         type_: EventType::Normal,
         reason: reason::SUCCEEDED,
-        message: if summary.is_empty() { message } else { summary },
-        revision: Some(applied.revision.clone()),
-    });
+        message: format!(
+            "Reconciliation finished in {}, next run in {}",
+            GoDuration::from_std(facts.elapsed),
+            GoDuration::from_std(facts.interval)
+        ),
+        meta: EventMeta {
+            commit_status: true,
+            ..EventMeta::of(Some(&applied.revision), applied.origin_revision.as_deref())
+        },
+    };
     Conclusion {
         status,
         ready: true,
-        event,
+        event: Some(event),
         next: Next::Interval(facts.interval),
     }
 }
@@ -201,14 +208,13 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
         status::set(&mut status, HEALTHY, "False", reason, &message, generation);
     }
     if let Some(digest) = &failed.digest {
-        let attempted = status.last_attempted_revision.clone().unwrap_or_default();
         status::record_history(
             &mut status,
             &status::Reconciled {
                 digest,
                 outcome: reason,
                 duration: facts.elapsed,
-                revision: &attempted,
+                revision: failed.revision.as_deref().unwrap_or_default(),
                 origin_revision: failed.origin_revision.as_deref(),
             },
         );
@@ -218,25 +224,27 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
         Retry::DependencyInterval => Next::After(facts.dependency_interval),
         Retry::RetryInterval => Next::After(facts.retry_interval),
     };
+    let meta = EventMeta::of(
+        failed.revision.as_deref(),
+        failed.origin_revision.as_deref(),
+    );
     let event = if matches!(error, StepError::Dependency(_)) && !error.stalls() {
-        let retry_in = match next {
-            Next::After(delay) => delay.as_secs(),
-            _ => 0,
-        };
+        // As Flux: the event says only that it waits; the condition says for what.
         Event {
             type_: EventType::Normal,
             reason,
             message: format!(
-                "Dependencies do not meet ready condition ({message}), retrying in {retry_in}s"
+                "Dependencies do not meet ready condition, retrying in {}",
+                GoDuration::from_std(facts.dependency_interval)
             ),
-            revision: None,
+            meta,
         }
     } else {
         Event {
             type_: EventType::Warning,
             reason,
             message,
-            revision: status.last_attempted_revision.clone(),
+            meta,
         }
     };
     Conclusion {

@@ -75,8 +75,9 @@ fn fail(error: StepError, digest: Option<&str>) -> Conclusion {
         &facts(),
         &Err(Failed {
             error,
+            revision: Some("main@sha1:new".into()),
+            origin_revision: Some("v1.2.3@sha1:abc".into()),
             digest: digest.map(str::to_string),
-            origin_revision: None,
         }),
     )
 }
@@ -188,30 +189,36 @@ fn success_is_ready_records_the_revision_and_history_and_requeues_at_the_interva
     assert_eq!(status.history[0].last_reconciled_duration, "1.5s");
     assert_eq!(conclusion.next, Next::Interval(INTERVAL));
     assert_eq!(
-        conclusion.event,
-        Some(Event {
-            type_: EventType::Normal,
-            reason: reason::SUCCEEDED,
-            message: "ConfigMap/apps/settings created".into(),
-            revision: Some("main@sha1:new".into()),
-        })
+        status.history[0].metadata.as_ref().unwrap()["originRevision"],
+        "v1.2.3@sha1:abc"
     );
 }
 
+/// As Flux: every successful reconciliation ends with "Reconciliation finished in …, next
+/// run in …", carrying both revisions and `commit_status: update` for Git commit statuses.
 #[test]
-fn success_without_changes_tells_of_a_new_revision_only() {
+fn success_ends_with_fluxs_finished_event_for_commit_statuses() {
     let unchanged = || applied(vec![config_map(crate::objects::Action::Unchanged)]);
-    let new_revision = conclude(started(), &facts(), &Ok(unchanged()));
-    assert_eq!(
-        new_revision.event.map(|e| e.message),
-        Some("Applied revision: main@sha1:new".to_string())
-    );
     let same_revision = Facts {
         previous_revision: Some("main@sha1:new".into()),
         ..facts()
     };
-    let quiet = conclude(started(), &same_revision, &Ok(unchanged()));
-    assert_eq!(quiet.event, None);
+    for facts in [facts(), same_revision] {
+        let conclusion = conclude(started(), &facts, &Ok(unchanged()));
+        assert_eq!(
+            conclusion.event,
+            Some(Event {
+                type_: EventType::Normal,
+                reason: reason::SUCCEEDED,
+                message: "Reconciliation finished in 1.5s, next run in 10m0s".into(),
+                meta: EventMeta {
+                    revision: Some("main@sha1:new".into()),
+                    origin_revision: Some("v1.2.3@sha1:abc".into()),
+                    commit_status: true,
+                },
+            })
+        );
+    }
 }
 
 #[test]
@@ -438,14 +445,14 @@ async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
             assert_eq!(event.type_, EventType::Normal);
             assert_eq!(
                 event.message,
-                format!("Dependencies do not meet ready condition ({message}), retrying in 30s")
+                "Dependencies do not meet ready condition, retrying in 30s"
             );
-            assert_eq!(event.revision, None);
         } else {
             assert_eq!(event.type_, EventType::Warning, "{message}");
             assert_eq!(event.message, message);
-            assert_eq!(event.revision.as_deref(), Some("main@sha1:new"));
         }
+        assert_eq!(event.meta.revision.as_deref(), Some("main@sha1:new"));
+        assert!(!event.meta.commit_status);
     }
 }
 

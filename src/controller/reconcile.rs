@@ -14,15 +14,15 @@ use serde_json::json;
 
 use super::context::Context;
 use super::error::Failed;
+use super::events::{EventMeta, EventType};
 use super::outcome::{self, Applied, Facts, Next};
-use super::status;
+use super::status::{self, reason};
 use super::steps::{self, Progress};
 use crate::api::{Kustomization, KustomizationStatus};
 use crate::inventory::InventoryError;
 
 pub const FINALIZER: &str = "finalizers.fluxcd.io";
 pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
-pub const REVISION_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/revision";
 
 /// What goes back to the runtime (which retries with backoff): failures outside the steps.
 #[derive(Debug, thiserror::Error)]
@@ -168,7 +168,7 @@ async fn reconcile_live(cached: &Kustomization, ctx: &Context) -> Result<Action,
                 event.type_,
                 event.reason,
                 &event.message,
-                event.revision.as_deref(),
+                &event.meta,
             )
             .await;
     }
@@ -182,7 +182,8 @@ async fn reconcile_live(cached: &Kustomization, ctx: &Context) -> Result<Action,
 }
 
 /// The steps from source to health; `status` follows them (attempted revision, inventory,
-/// progress, `Healthy`).
+/// progress, `Healthy`). As Flux, what the apply changed and a health check that passed
+/// again are announced as they happen.
 async fn run_steps(
     object: &Kustomization,
     ctx: &Context,
@@ -190,8 +191,13 @@ async fn run_steps(
 ) -> Result<Applied, Failed> {
     let progress = Progress { object, ctx };
     let (source, artifact) = steps::source(object, ctx).await?;
-    steps::dependencies(object, ctx, &source, &artifact.revision).await?;
     let revision = artifact.revision.clone();
+    let origin_revision = artifact.origin_revision().map(str::to_string);
+    let origin = origin_revision.as_deref();
+    let meta = EventMeta::of(Some(&revision), origin);
+    steps::dependencies(object, ctx, &source, &revision)
+        .await
+        .map_err(|error| error.at(&revision, origin, None))?;
     status.last_attempted_revision = Some(revision.clone());
     let fetching = format!(
         "Fetching manifests for revision {revision} with a timeout of {}",
@@ -200,29 +206,46 @@ async fn run_steps(
     progress
         .report(status, &fetching, steps::Step::Reconciling)
         .await;
-    let built = steps::fetch_and_build(object, ctx, &artifact).await?;
+    let built = steps::fetch_and_build(object, ctx, &artifact)
+        .await
+        .map_err(|error| error.at(&revision, origin, None))?;
     let digest = built.digest;
-    let origin_revision = artifact.origin_revision().map(str::to_string);
-    let after_build =
-        |error: super::error::StepError| error.after_build(&digest, origin_revision.as_deref());
+    let after_build = |error: super::error::StepError| error.at(&revision, origin, Some(&digest));
     let target = steps::target(object, ctx).await.map_err(after_build)?;
     let applier = steps::applier(object, ctx, &target).map_err(after_build)?;
     let (changes, old_inventory) = steps::apply(object, ctx, &applier, built.objects, status)
         .await
         .map_err(after_build)?;
-    steps::inventory_and_prune(
-        &progress,
-        &target,
-        &changes,
-        &old_inventory,
-        status,
-        &revision,
-    )
-    .await
-    .map_err(after_build)?;
-    steps::health(&progress, &target, &changes, status, &revision)
+    let applied_summary = changes.summary();
+    if !applied_summary.is_empty() {
+        progress
+            .event(
+                EventType::Normal,
+                reason::PROGRESSING,
+                &applied_summary,
+                &meta,
+            )
+            .await;
+    }
+    steps::inventory_and_prune(&progress, &target, &changes, &old_inventory, status, &meta)
         .await
         .map_err(after_build)?;
+    let was_healthy = status::get(status, status::HEALTHY).is_some_and(|c| c.status == "True");
+    let passed = steps::health(&progress, &target, &changes, status, &revision)
+        .await
+        .map_err(after_build)?;
+    let new_revision = object
+        .status
+        .as_ref()
+        .and_then(|s| s.last_applied_revision.as_deref())
+        != Some(revision.as_str());
+    if let Some(passed) = passed
+        && (!was_healthy || (new_revision && !applied_summary.is_empty()))
+    {
+        progress
+            .event(EventType::Normal, reason::PROGRESSING, &passed, &meta)
+            .await;
+    }
     Ok(Applied {
         revision,
         origin_revision: origin_revision.clone(),

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::context::Context;
 use super::error::StepError;
-use super::events::EventType;
+use super::events::{EventMeta, EventType};
 use super::inputs::{decryption_keys, variables};
 use super::manifests::{self, Inputs};
 use super::status::reason;
@@ -52,16 +52,10 @@ impl Progress<'_> {
         }
     }
 
-    pub async fn event(
-        &self,
-        type_: EventType,
-        reason: &str,
-        message: &str,
-        revision: Option<&str>,
-    ) {
+    pub async fn event(&self, type_: EventType, reason: &str, message: &str, meta: &EventMeta) {
         self.ctx
             .recorder
-            .publish(self.object, type_, reason, message, revision)
+            .publish(self.object, type_, reason, message, meta)
             .await;
     }
 }
@@ -329,7 +323,7 @@ pub(crate) async fn inventory_and_prune(
     changes: &ChangeSet,
     old_inventory: &ResourceInventory,
     status: &mut KustomizationStatus,
-    revision: &str,
+    meta: &EventMeta,
 ) -> Result<(), StepError> {
     let (object, ctx) = (progress.object, progress.ctx);
     let mut new_inventory = inventory::from_change_set(changes).map_err(StepError::Inventory)?;
@@ -349,7 +343,7 @@ pub(crate) async fn inventory_and_prune(
             let summary = outcome.deleted.summary();
             if !summary.is_empty() {
                 progress
-                    .event(EventType::Normal, "Progressing", &summary, Some(revision))
+                    .event(EventType::Normal, reason::PROGRESSING, &summary, meta)
                     .await;
             }
         }
@@ -404,19 +398,20 @@ pub(crate) fn health_targets(object: &Kustomization, changes: &ChangeSet) -> Vec
 }
 
 /// Health: waits until the targets are ready (kstatus, or `healthCheckExprs`), up to the
-/// timeout. `Healthy` says how it went; without targets it is removed.
+/// timeout. `Healthy` says how it went; without targets it is removed. What passed comes
+/// back as Flux words it ("Health check passed in …"), `None` when nothing was checked.
 pub(crate) async fn health(
     progress: &Progress<'_>,
     target: &Target,
     changes: &ChangeSet,
     status: &mut KustomizationStatus,
     revision: &str,
-) -> Result<(), StepError> {
+) -> Result<Option<String>, StepError> {
     let (object, ctx) = (progress.object, progress.ctx);
     let checks = health_targets(object, changes);
     if checks.is_empty() {
         super::status::remove(status, super::status::HEALTHY);
-        return Ok(());
+        return Ok(None);
     }
     let cel = CelChecks::new(&object.spec.health_check_exprs)
         .map_err(StepError::InvalidHealthExpression)?;
@@ -445,18 +440,19 @@ pub(crate) async fn health(
     )
     .await
     .map_err(StepError::Health)?;
+    let passed = format!(
+        "Health check passed in {}",
+        crate::api::GoDuration::from_std(waited.elapsed())
+    );
     super::status::set(
         status,
         super::status::HEALTHY,
         "True",
         reason::HEALTH_SUCCEEDED,
-        &format!(
-            "Health check passed in {:.3}s",
-            waited.elapsed().as_secs_f64()
-        ),
+        &passed,
         object.metadata.generation,
     );
-    Ok(())
+    Ok(Some(passed))
 }
 
 #[cfg(test)]

@@ -745,24 +745,47 @@ async fn events_carry_the_revision() {
         .await;
     let events: Api<k8s_openapi::api::core::v1::Event> =
         Api::namespaced(harness.cluster.client.clone(), &ns);
-    let found = wait_for(Duration::from_secs(10), || async {
-        let list = events.list(&Default::default()).await.ok()?;
-        list.items.into_iter().find(|e| {
-            e.involved_object.name.as_deref() == Some("noisy")
-                && e.reason.as_deref() == Some("ReconciliationSucceeded")
-        })
-    })
-    .await
-    .expect("a success event");
+    let event = |reason: &'static str| {
+        let events = events.clone();
+        async move {
+            wait_for(Duration::from_secs(10), || async {
+                let list = events.list(&Default::default()).await.ok()?;
+                list.items.into_iter().find(|e| {
+                    e.involved_object.name.as_deref() == Some("noisy")
+                        && e.reason.as_deref() == Some(reason)
+                })
+            })
+            .await
+            .unwrap_or_else(|| panic!("a {reason} event"))
+        }
+    };
+    // As Flux: the change set as it is applied, then the end of the reconciliation.
+    let applied = event("Progressing").await;
     assert_eq!(
-        found.metadata.annotations.unwrap()["kustomize.toolkit.fluxcd.io/revision"],
+        applied.metadata.annotations.unwrap()["kustomize.toolkit.fluxcd.io/revision"],
         "main@sha1:e00e"
     );
     assert!(
-        found
+        applied
             .message
             .unwrap()
             .contains(&format!("ConfigMap/{ns}/app-settings created"))
+    );
+    let finished = event("ReconciliationSucceeded").await;
+    let annotations = finished.metadata.annotations.unwrap();
+    assert_eq!(
+        annotations["kustomize.toolkit.fluxcd.io/revision"],
+        "main@sha1:e00e"
+    );
+    assert_eq!(
+        annotations["kustomize.toolkit.fluxcd.io/commit_status"],
+        "update"
+    );
+    let message = finished.message.unwrap();
+    assert!(
+        message.starts_with("Reconciliation finished in ")
+            && message.ends_with(", next run in 10m0s"),
+        "{message}"
     );
 }
 
@@ -1184,6 +1207,18 @@ async fn events_are_forwarded_to_notification_controller() {
     harness.source("repo", &v1).await;
     harness.create_kustomization("notify", json!({})).await;
     harness
+        .kustomizations()
+        .patch(
+            "notify",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"metadata": {"annotations": {"event.toolkit.fluxcd.io/team": "apps",
+                    "reconcile.fluxcd.io/requestedAt": "team-annotated"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    harness
         .wait_ready("notify", "True", "ReconciliationSucceeded")
         .await;
     let event = wait_for(Duration::from_secs(10), || async {
@@ -1191,17 +1226,84 @@ async fn events_are_forwarded_to_notification_controller() {
             .lock()
             .unwrap()
             .iter()
-            .find(|e| e["reason"] == "ReconciliationSucceeded")
+            .find(|e| {
+                e["reason"] == "ReconciliationSucceeded"
+                    && e["metadata"]["event.toolkit.fluxcd.io/team"] == "apps"
+            })
             .cloned()
     })
     .await
     .expect("an event reaches notification-controller");
+    let event = accepted_by_notification_controller(&event);
     assert_eq!(event["involvedObject"]["kind"], "Kustomization");
     assert_eq!(event["involvedObject"]["name"], "notify");
     assert_eq!(event["involvedObject"]["namespace"], json!(ns));
     assert_eq!(event["severity"], "info");
-    assert_eq!(event["metadata"]["revision"], "main@sha1:fade");
     assert_eq!(event["reportingController"], "kustomize-controller");
+    // What notification-controller keeps for alerts and commit statuses.
+    assert_eq!(
+        event["metadata"]["kustomize.toolkit.fluxcd.io/revision"],
+        "main@sha1:fade"
+    );
+    assert_eq!(
+        event["metadata"]["kustomize.toolkit.fluxcd.io/commit_status"],
+        "update"
+    );
+    assert_eq!(event["metadata"]["event.toolkit.fluxcd.io/team"], "apps");
+}
+
+/// notification-controller's view of a POSTed event (fluxcd/pkg apis/event v1beta1 `Event`
+/// and its event server): the required fields with their types and bounds, then its metadata
+/// cleanup, which keeps only keys prefixed with the involved object's API group or
+/// `event.toolkit.fluxcd.io/` (and drops checksum and digest).
+fn accepted_by_notification_controller(event: &Value) -> Value {
+    let object = &event["involvedObject"];
+    for field in ["apiVersion", "kind", "name", "namespace"] {
+        assert!(
+            object[field].as_str().is_some_and(|v| !v.is_empty()),
+            "involvedObject.{field}: {event}"
+        );
+    }
+    assert!(
+        ["trace", "info", "error"].contains(&event["severity"].as_str().unwrap_or("")),
+        "severity: {event}"
+    );
+    let timestamp = event["timestamp"].as_str().expect("timestamp");
+    assert!(
+        timestamp.parse::<k8s_openapi::jiff::Timestamp>().is_ok(),
+        "timestamp is RFC 3339: {timestamp}"
+    );
+    let message = event["message"].as_str().expect("message");
+    assert!(message.chars().count() <= 39_000);
+    for field in ["reason", "reportingController"] {
+        assert!(
+            event[field].as_str().is_some_and(|v| !v.is_empty()),
+            "{field}: {event}"
+        );
+    }
+    let metadata = event["metadata"].as_object().cloned().unwrap_or_default();
+    assert!(
+        metadata.values().all(Value::is_string),
+        "metadata is map[string]string"
+    );
+    let group = object["apiVersion"]
+        .as_str()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    let object_prefix = format!("{group}/");
+    let kept: serde_json::Map<String, Value> = metadata
+        .into_iter()
+        .filter(|(key, _)| {
+            !key.eq_ignore_ascii_case(&format!("{object_prefix}checksum"))
+                && !key.eq_ignore_ascii_case(&format!("{object_prefix}digest"))
+                && (key.starts_with("event.toolkit.fluxcd.io/") || key.starts_with(&object_prefix))
+        })
+        .collect();
+    let mut cleaned = event.clone();
+    cleaned["metadata"] = Value::Object(kept);
+    cleaned
 }
 
 #[tokio::test]
