@@ -34,6 +34,8 @@ pub struct Options {
     pub strict_substitution: bool,
     /// The `ExternalArtifact` feature gate: ExternalArtifact sources are watched and read.
     pub allow_external_artifact: bool,
+    /// The `ObjectLevelWorkloadIdentity` feature gate.
+    pub object_level_workload_identity: bool,
     /// What remote-cluster kubeconfigs may do.
     pub kubeconfig_allowances: super::remote::Allowances,
     /// notification-controller's address (`--events-addr`); events are forwarded there.
@@ -63,6 +65,7 @@ impl Default for Options {
             max_retry_delay: Duration::from_secs(15 * 60),
             strict_substitution: true,
             allow_external_artifact: false,
+            object_level_workload_identity: false,
             remote: None,
             kubeconfig_allowances: Default::default(),
             events_addr: None,

@@ -27,6 +27,16 @@ pub enum StepError {
         "can't access 'ExternalArtifact/{namespace}/{name}', ExternalArtifact feature gate is disabled"
     )]
     ExternalArtifactDisabled { namespace: String, name: String },
+    /// `spec.decryption.serviceAccountName` while the ObjectLevelWorkloadIdentity gate is
+    /// off (Flux's words), or on: this controller has no cloud workload identity to use.
+    #[error(
+        "to use spec.decryption.serviceAccountName for decryption authentication please enable the ObjectLevelWorkloadIdentity feature gate in the controller"
+    )]
+    WorkloadIdentityDisabled,
+    #[error(
+        "spec.decryption.serviceAccountName: object-level workload identity for decryption is not supported by this controller; use a spec.decryption.secretRef"
+    )]
+    WorkloadIdentityUnsupported,
     /// The source object does not exist: retried after the retry interval, as Flux.
     #[error("Source '{kind}/{namespace}/{name}' not found")]
     SourceNotFound {
@@ -85,6 +95,9 @@ impl StepError {
             StepError::CrossNamespaceSource { .. } | StepError::ExternalArtifactDisabled { .. } => {
                 reason::ACCESS_DENIED
             }
+            StepError::WorkloadIdentityDisabled | StepError::WorkloadIdentityUnsupported => {
+                reason::FEATURE_GATE_DISABLED
+            }
             StepError::SourceNotFound { .. }
             | StepError::SourceNotReady(_)
             | StepError::Source(_) => reason::ARTIFACT_FAILED,
@@ -108,6 +121,8 @@ impl StepError {
         match self {
             StepError::CrossNamespaceSource { .. }
             | StepError::ExternalArtifactDisabled { .. }
+            | StepError::WorkloadIdentityDisabled
+            | StepError::WorkloadIdentityUnsupported
             | StepError::InvalidIgnoreRule(_)
             | StepError::InvalidHealthExpression(_) => true,
             StepError::Dependency(error) => error.is_invalid_expression(),

@@ -190,6 +190,7 @@ async fn run_steps(
     status: &mut KustomizationStatus,
 ) -> Result<Applied, Failed> {
     let progress = Progress { object, ctx };
+    steps::identity(object, ctx)?;
     let (source, artifact) = steps::source(object, ctx).await?;
     let revision = artifact.revision.clone();
     let origin_revision = artifact.origin_revision().map(str::to_string);

@@ -51,6 +51,7 @@ pub mod reason {
     pub const PROGRESSING: &str = "Progressing";
     pub const PROGRESSING_WITH_RETRY: &str = "ProgressingWithRetry";
     pub const HEALTH_SUCCEEDED: &str = "Succeeded";
+    pub const FEATURE_GATE_DISABLED: &str = "FeatureGateDisabled";
 }
 
 /// Condition messages are capped, as Flux caps them, so a huge error cannot bloat the object.

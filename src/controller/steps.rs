@@ -60,6 +60,22 @@ impl Progress<'_> {
     }
 }
 
+/// Identity: decryption as a service account (object-level workload identity) needs Flux's
+/// feature gate, and a cloud identity this controller does not have; both stall.
+pub(crate) fn identity(object: &Kustomization, ctx: &Context) -> Result<(), StepError> {
+    let wants = object
+        .spec
+        .decryption
+        .as_ref()
+        .and_then(|d| d.service_account_name.as_deref())
+        .is_some_and(|name| !name.is_empty());
+    match (wants, ctx.options.object_level_workload_identity) {
+        (false, _) => Ok(()),
+        (true, false) => Err(StepError::WorkloadIdentityDisabled),
+        (true, true) => Err(StepError::WorkloadIdentityUnsupported),
+    }
+}
+
 /// Source: the artifact `spec.sourceRef` names, unless cross-namespace references are blocked
 /// or it is an ExternalArtifact and that feature gate is off.
 pub(crate) async fn source(
