@@ -4,7 +4,8 @@
 //! [`run`] wires a kube-runtime `Controller`: Kustomizations trigger on generation,
 //! `reconcile.fluxcd.io/requestedAt` and deletion (not on our own status writes); a source
 //! whose artifact revision changes triggers the Kustomizations built from it that have not
-//! applied that revision yet. Every watch is one of `watch`'s loops, each with its own
+//! applied that revision yet; a Kustomization that becomes Ready releases the ones waiting on
+//! it at once (`released_dependents`). Every watch is one of `watch`'s loops, each with its own
 //! back-off, so no watch can stall another and all resume within seconds of an API server
 //! restart.
 //!
@@ -166,6 +167,46 @@ fn referrers(
         .collect()
 }
 
+/// Beyond Flux, which polls every `--requeue-dependency`: when `changed` is Ready for its
+/// generation, the Kustomizations waiting on it (Ready false with DependencyNotReady and
+/// `dependsOn` naming it) run at once, so a chain converges in seconds. The poll stays as the
+/// fallback.
+fn released_dependents(
+    candidates: impl IntoIterator<Item = Arc<Kustomization>>,
+    changed: &Kustomization,
+) -> Vec<ObjectRef<Kustomization>> {
+    let Some(status) = changed.status.as_ref() else {
+        return Vec::new();
+    };
+    let ready = status::get(status, status::READY).is_some_and(|c| c.status == "True");
+    if !ready
+        || changed
+            .metadata
+            .generation
+            .is_some_and(|g| g != status.observed_generation)
+    {
+        return Vec::new();
+    }
+    let name = changed.metadata.name.as_deref().unwrap_or("");
+    let namespace = changed.metadata.namespace.as_deref().unwrap_or("");
+    candidates
+        .into_iter()
+        .filter(|k| {
+            let own_namespace = k.metadata.namespace.as_deref().unwrap_or("");
+            let names_it = k.spec.depends_on.iter().any(|d| {
+                d.name == name && d.namespace.as_deref().unwrap_or(own_namespace) == namespace
+            });
+            let waiting = k
+                .status
+                .as_ref()
+                .and_then(|s| status::get(s, status::READY))
+                .is_some_and(|c| c.reason == status::reason::DEPENDENCY_NOT_READY);
+            names_it && waiting
+        })
+        .map(|k| ObjectRef::from_obj(k.as_ref()))
+        .collect()
+}
+
 /// The objects a watch added, changed or deleted (a relist included), as trigger input.
 fn touched<K: Send + 'static>(
     events: impl futures::Stream<Item = watcher::Event<K>> + Send + 'static,
@@ -202,6 +243,8 @@ pub async fn run(
         None => Api::all(client.clone()),
     };
     let (reader, writer) = reflector::store();
+    let (release, released) = futures::channel::mpsc::unbounded();
+    let store = reader.clone();
     let kustomizations = watch::watch(
         api,
         WatchConfig {
@@ -213,9 +256,17 @@ pub async fn run(
     .map(Ok)
     .reflect(writer)
     .applied_objects()
+    .inspect(move |changed| {
+        if let Ok(changed) = changed {
+            for dependent in released_dependents(store.state(), changed) {
+                let _ = release.unbounded_send(dependent);
+            }
+        }
+    })
     .predicate_filter(trigger, Default::default());
     let mut controller = Controller::for_stream(kustomizations, reader.clone())
-        .with_config(ControllerConfig::default().concurrency(options.concurrent.max(1)));
+        .with_config(ControllerConfig::default().concurrency(options.concurrent.max(1)))
+        .reconcile_on(released);
     for source_kind in crate::api::SourceKind::ALL {
         // As Flux: ExternalArtifacts are neither watched nor read unless the gate is on.
         if source_kind == crate::api::SourceKind::ExternalArtifact
@@ -310,4 +361,64 @@ pub async fn run(
         })
         .await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kustomization(
+        name: &str,
+        depends_on: &[&str],
+        ready: Option<(&str, &str)>,
+    ) -> Kustomization {
+        let mut object = json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": name, "namespace": "apps", "generation": 2},
+            "spec": {"interval": "5m", "prune": true,
+                "sourceRef": {"kind": "GitRepository", "name": "repo"},
+                "dependsOn": depends_on.iter().map(|d| json!({"name": d})).collect::<Vec<_>>()},
+        });
+        if let Some((state, reason)) = ready {
+            object["status"] = json!({"observedGeneration": 2, "conditions": [{
+                "type": "Ready", "status": state, "reason": reason, "message": "",
+                "lastTransitionTime": "2026-11-24T00:00:00Z"}]});
+        }
+        serde_json::from_value(object).unwrap()
+    }
+
+    #[test]
+    fn a_ready_kustomization_releases_only_those_waiting_on_it() {
+        let waiting = Some(("False", status::reason::DEPENDENCY_NOT_READY));
+        let candidates: Vec<Arc<Kustomization>> = [
+            kustomization("web", &["infra"], waiting),
+            kustomization("db", &["infra"], Some(("True", status::reason::SUCCEEDED))),
+            kustomization("cache", &["other"], waiting),
+            kustomization(
+                "queue",
+                &["infra"],
+                Some(("False", status::reason::BUILD_FAILED)),
+            ),
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+        let names = |refs: Vec<ObjectRef<Kustomization>>| -> Vec<String> {
+            refs.into_iter().map(|r| r.name).collect()
+        };
+        let infra = kustomization("infra", &[], Some(("True", status::reason::SUCCEEDED)));
+        assert_eq!(
+            names(released_dependents(candidates.clone(), &infra)),
+            ["web"]
+        );
+        let failing = kustomization("infra", &[], Some(("False", status::reason::BUILD_FAILED)));
+        assert!(released_dependents(candidates.clone(), &failing).is_empty());
+        let mut stale = infra.clone();
+        stale.metadata.generation = Some(3);
+        assert!(
+            released_dependents(candidates, &stale).is_empty(),
+            "not ready for its current generation"
+        );
+    }
 }

@@ -371,3 +371,35 @@ async fn decryption_as_a_service_account_needs_object_level_workload_identity() 
         ready_message(&refused)
     );
 }
+
+/// Beyond Flux (which polls every `--requeue-dependency`): a Kustomization that becomes Ready
+/// releases those waiting on it at once. With the poll at 10 minutes, a chain of five
+/// converges only through that.
+#[tokio::test]
+async fn a_dependency_chain_converges_without_waiting_for_the_poll() {
+    let harness = Harness::start_with(|options| {
+        options.reconcile.requeue_dependency = Duration::from_secs(600);
+    })
+    .await;
+    let v1 = harness.publish("v1", "main@sha1:c4a1");
+    harness.source("repo", &v1).await;
+    let links = ["link-0", "link-1", "link-2", "link-3", "link-4"];
+    // Dependents first, so each waits before its dependency is even there.
+    for (index, name) in links.iter().enumerate().rev() {
+        let mut spec = json!({"namePrefix": format!("{name}-")});
+        if index > 0 {
+            spec["dependsOn"] = json!([{"name": links[index - 1]}]);
+        }
+        harness.create_kustomization(name, spec).await;
+    }
+    for name in links {
+        harness
+            .wait_ready_within(
+                Duration::from_secs(20),
+                name,
+                "True",
+                "ReconciliationSucceeded",
+            )
+            .await;
+    }
+}
