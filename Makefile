@@ -49,10 +49,12 @@ bench-apply:
 	$(CARGO) test --release --test integration apply::bench_apply_medium -- --ignored --nocapture
 
 # Controller benchmark: the release binary reconciles N Kustomizations (4 objects each) against
-# the in-process API server; time to all-Ready and the controller's peak RSS, N = 100 and 1,000.
+# the in-process API server; time to all-Ready and the controller's peak RSS, N = 100 and 1,000;
+# then a dependency chain of 10 and the time until its last link is Ready.
 bench-controller:
 	BENCH_N=100 $(CARGO) test --release --test integration controller::bench_controller -- --ignored --nocapture
 	BENCH_N=1000 $(CARGO) test --release --test integration controller::bench_controller -- --ignored --nocapture
+	BENCH_CHAIN=10 $(CARGO) test --release --test integration controller::bench_dependency_chain -- --ignored --nocapture
 
 # End-to-end scenarios need a Docker engine and kind; see e2e/README.md.
 e2e:

@@ -1093,6 +1093,70 @@ async fn bench_controller() {
     );
 }
 
+/// `make bench-controller`: a chain of `BENCH_CHAIN` (default 10) Kustomizations, each
+/// depending on the one before, created dependents first, reconciled by the shipped binary with
+/// Flux's default `--requeue-dependency` (30s); reports the time until the last is Ready. Flux
+/// polls dependencies, so there a chain takes about one poll per link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark; run by make bench-controller"]
+async fn bench_dependency_chain() {
+    let links: usize = std::env::var("BENCH_CHAIN")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10);
+    let cluster = TestCluster::start().await;
+    let Some(server) = cluster.server() else {
+        eprintln!("skipped: the benchmark points the binary at the in-process server");
+        return;
+    };
+    let artifacts = ArtifactServer::start().await;
+    let ns = cluster.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: link\n",
+    )
+    .unwrap();
+    let artifact = artifacts.publish_dir("chain.tar.gz", "main@sha1:c4a1", dir.path());
+    cluster
+        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
+        .await;
+    let mut controller = ControllerProcess::start(server, &ns, &["--log-level=error"]);
+    let started = std::time::Instant::now();
+    let api: Api<Kustomization> = Api::namespaced(cluster.client.clone(), &ns);
+    for i in (0..links).rev() {
+        let mut spec = json!({"interval": "1h", "prune": true, "targetNamespace": ns,
+            "namePrefix": format!("link-{i}-"), "sourceRef": {"kind": "GitRepository", "name": "repo"}});
+        if i > 0 {
+            spec["dependsOn"] = json!([{"name": format!("link-{}", i - 1)}]);
+        }
+        let object: Kustomization = serde_json::from_value(json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": format!("link-{i}"), "namespace": ns}, "spec": spec,
+        }))
+        .unwrap();
+        api.create(&Default::default(), &object).await.unwrap();
+    }
+    let last = format!("link-{}", links - 1);
+    let ready = wait_for(Duration::from_secs(60 * links as u64), || async {
+        let object = api.get(&last).await.ok()?;
+        object
+            .status?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+    let elapsed = started.elapsed();
+    let _ = controller.child.start_kill();
+    let _ = controller.child.wait().await;
+    assert!(ready.is_some(), "the chain did not converge");
+    println!(
+        "bench-controller: a dependency chain of {links} Kustomizations, --requeue-dependency=30s: the last Ready after {elapsed:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_kustomization_that_applies_itself_can_wait() {
     let harness = Harness::start().await;
