@@ -163,8 +163,12 @@ impl Context {
         let account = object.spec.service_account_name.as_deref();
         match &object.spec.kube_config {
             Some(reference) => {
-                let impersonate =
-                    account.map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
+                // As Flux: the service account (or --default-service-account) is impersonated
+                // on the remote cluster too.
+                let impersonate = account
+                    .filter(|sa| !sa.is_empty())
+                    .or(self.options.default_service_account.as_deref())
+                    .map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
                 super::remote::cached_client(
                     &self.client,
                     &namespace,
@@ -172,6 +176,7 @@ impl Context {
                     self.options.kubeconfig_allowances,
                     impersonate,
                     &self.remote_clients,
+                    self.options.rate_limit.as_ref(),
                 )
                 .await
             }

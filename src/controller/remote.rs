@@ -68,6 +68,7 @@ pub async fn cached_client(
     allowances: Allowances,
     impersonate: Option<String>,
     cache: &RemoteClients,
+    limit: Option<&super::ratelimit::RateLimit>,
 ) -> Result<kube::Client, ClientError> {
     let Some(secret_ref) = &reference.secret_ref else {
         return Err(ClientError::ConfigMapRefUnsupported);
@@ -124,10 +125,11 @@ pub async fn cached_client(
     if let Some(user) = impersonate {
         config.auth_info.impersonate = Some(user);
     }
-    let client = kube::Client::try_from(config).map_err(|source| ClientError::Connect {
-        secret: secret_id.clone(),
-        source,
-    })?;
+    let client =
+        super::ratelimit::client(config, limit).map_err(|source| ClientError::Connect {
+            secret: secret_id.clone(),
+            source,
+        })?;
     cache
         .0
         .lock()

@@ -847,6 +847,52 @@ async fn remote_clusters_receive_the_objects() {
     );
 }
 
+/// As Flux: `--default-service-account` is impersonated on a remote cluster too, so a tenant
+/// without a service account there gets the remote cluster's RBAC refusal.
+#[tokio::test]
+async fn remote_clusters_are_applied_to_as_the_default_service_account() {
+    let harness = Harness::start_with(|options| {
+        options.reconcile.default_service_account = Some("tenant".into());
+    })
+    .await;
+    if harness.cluster.server().is_none() {
+        eprintln!("skipped: the remote cluster is a second in-process server");
+        return;
+    }
+    let ns = harness.cluster.namespace.clone();
+    let remote = crate::support::apiserver::TestApiServer::start().await;
+    harness
+        .cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "remote-kubeconfig", "namespace": ns},
+            "stringData": {"value": remote.kubeconfig_yaml()}}))
+        .await;
+    let artifact = harness.publish_files(
+        "remote",
+        "main@sha1:d00e",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "remote",
+            json!({"kubeConfig": {"secretRef": {"name": "remote-kubeconfig"}}}),
+        )
+        .await;
+    let refused = harness
+        .wait_ready("remote", "False", "ReconciliationFailed")
+        .await;
+    let message = ready_message(&refused);
+    assert!(
+        message.contains(&format!(
+            "User \"system:serviceaccount:{ns}:tenant\" cannot"
+        )),
+        "{message}"
+    );
+}
+
 #[tokio::test]
 async fn watched_config_maps_trigger_reconciliation() {
     let harness = Harness::start().await;
