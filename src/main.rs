@@ -243,9 +243,15 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             .await
             .context("finding the cluster (in-cluster config or KUBECONFIG)")?;
         let rate_limit = controller::ratelimit::RateLimit::new(args.kube_api_qps, args.kube_api_burst);
-        let client = controller::ratelimit::client(config.clone(), rate_limit.as_ref())
-            .context("creating the API client")?;
         let metrics = std::sync::Arc::new(controller::metrics::Metrics::new());
+        let client = controller::ratelimit::client(
+            config.clone(),
+            controller::ratelimit::ClientLayers {
+                limit: rate_limit.as_ref(),
+                requests: Some(&metrics.requests),
+            },
+        )
+        .context("creating the API client")?;
         for address in [&args.metrics_addr, &args.health_addr] {
             let address = listen_address(address);
             let metrics = metrics.clone();
@@ -274,6 +280,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 remote: remote_fetcher(args.no_remote_bases),
                 events_addr: Some(args.events_addr.clone()).filter(|a| !a.is_empty()),
                 rate_limit,
+                rest_requests: Some(metrics.requests.clone()),
                 kubeconfig_allowances: controller::remote::Allowances {
                     exec: args.insecure_kubeconfig_exec,
                     insecure_tls: args.insecure_kubeconfig_tls,

@@ -42,8 +42,20 @@ pub struct Options {
     pub events_addr: Option<String>,
     /// `--kube-api-qps`/`--kube-api-burst`, shared by every client the controller makes.
     pub rate_limit: Option<super::ratelimit::RateLimit>,
+    /// Counts every API request of the clients the controller makes (`rest_client_requests_total`).
+    pub rest_requests: Option<super::runtime_metrics::RestRequests>,
     /// Fetches remote bases; `None` (`--no-remote-bases`) refuses them.
     pub remote: Option<Arc<dyn crate::kustomize::RemoteFetcher>>,
+}
+
+impl Options {
+    /// The layers every client the controller makes wears.
+    pub fn client_layers(&self) -> super::ratelimit::ClientLayers<'_> {
+        super::ratelimit::ClientLayers {
+            limit: self.rate_limit.as_ref(),
+            requests: self.rest_requests.as_ref(),
+        }
+    }
 }
 
 impl Default for Options {
@@ -70,6 +82,7 @@ impl Default for Options {
             kubeconfig_allowances: Default::default(),
             events_addr: None,
             rate_limit: None,
+            rest_requests: None,
         }
     }
 }
@@ -142,12 +155,13 @@ impl Context {
         }
         let mut config = self.config.clone();
         config.auth_info.impersonate = Some(user.clone());
-        let client = super::ratelimit::client(config, self.options.rate_limit.as_ref()).map_err(
-            |source| ClientError::Impersonate {
-                user: user.clone(),
-                source,
-            },
-        )?;
+        let client =
+            super::ratelimit::client(config, self.options.client_layers()).map_err(|source| {
+                ClientError::Impersonate {
+                    user: user.clone(),
+                    source,
+                }
+            })?;
         clients.insert(user, client.clone());
         Ok(client)
     }
@@ -176,7 +190,7 @@ impl Context {
                     self.options.kubeconfig_allowances,
                     impersonate,
                     &self.remote_clients,
-                    self.options.rate_limit.as_ref(),
+                    self.options.client_layers(),
                 )
                 .await
             }

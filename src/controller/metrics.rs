@@ -1,5 +1,6 @@
 //! Prometheus metrics with Flux's names (`gotk_reconcile_duration_seconds`,
-//! `gotk_reconcile_condition`, `gotk_suspend_status`), and the small HTTP endpoints that serve
+//! `gotk_reconcile_condition`, `gotk_suspend_status`, and controller-runtime's from
+//! `runtime_metrics`), and the small HTTP endpoints that serve
 //! them and the health probes (`/metrics`, `/healthz`, `/readyz`). The watch metrics and
 //! readiness come from [`WatchHealth`]: `/readyz` fails while a watch has been down for
 //! longer than its grace period, naming it.
@@ -18,6 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::api::Kustomization;
+use crate::controller::runtime_metrics::{ControllerRuntime, RestRequests};
 use crate::controller::watch::WatchHealth;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -54,6 +56,10 @@ pub struct Metrics {
     pub ready: AtomicBool,
     /// Every watch the controller keeps.
     pub watches: Arc<WatchHealth>,
+    /// controller-runtime's reconcile and work-queue metrics.
+    pub runtime: ControllerRuntime,
+    /// `rest_client_requests_total`: a layer every API client the controller makes wears.
+    pub requests: RestRequests,
 }
 
 fn labels(object: &Kustomization) -> ObjectLabels {
@@ -124,6 +130,8 @@ impl Metrics {
             in_flight.clone(),
         );
         registry.register_collector(Box::new(watches.clone()));
+        let runtime = ControllerRuntime::register(&mut registry);
+        let requests = RestRequests::register(&mut registry);
         Metrics {
             registry,
             duration,
@@ -135,6 +143,8 @@ impl Metrics {
             in_flight,
             ready: AtomicBool::new(false),
             watches,
+            runtime,
+            requests,
         }
     }
 

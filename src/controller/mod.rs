@@ -31,6 +31,7 @@ pub mod outcome;
 pub mod ratelimit;
 mod reconcile;
 pub mod remote;
+pub mod runtime_metrics;
 pub mod status;
 mod steps;
 pub mod watch;
@@ -238,6 +239,9 @@ pub async fn run(
         metrics.clone(),
     ));
     let health = metrics.watches.clone();
+    metrics
+        .runtime
+        .set_max_concurrent(options.concurrent.max(1));
     let api: Api<Kustomization> = match &options.namespace {
         Some(namespace) => Api::namespaced(client.clone(), namespace),
         None => Api::all(client.clone()),

@@ -112,16 +112,22 @@ where
     }
 }
 
-/// A client for `config` behind the shared limiter (or without one).
-pub fn client(
-    config: kube::Config,
-    limit: Option<&RateLimit>,
-) -> Result<kube::Client, kube::Error> {
+/// What every client the controller makes wears: the shared limiter and the request counter.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClientLayers<'a> {
+    pub limit: Option<&'a RateLimit>,
+    pub requests: Option<&'a super::runtime_metrics::RestRequests>,
+}
+
+/// A client for `config` behind the shared limiter (or without one), counting its requests
+/// when asked.
+pub fn client(config: kube::Config, layers: ClientLayers<'_>) -> Result<kube::Client, kube::Error> {
     let builder = kube::client::ClientBuilder::try_from(config)?;
-    Ok(match limit {
-        Some(limit) => builder.with_layer(limit).build(),
-        None => builder.build(),
-    })
+    let counted = tower::layer::util::Stack::new(
+        tower::util::option_layer(layers.limit.cloned()),
+        tower::util::option_layer(layers.requests.cloned()),
+    );
+    Ok(builder.with_layer(&counted).build())
 }
 
 #[cfg(test)]

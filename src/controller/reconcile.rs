@@ -16,6 +16,7 @@ use super::context::Context;
 use super::error::Failed;
 use super::events::{EventMeta, EventType};
 use super::outcome::{self, Applied, Facts, Next};
+use super::runtime_metrics::ReconcileResult;
 use super::status::{self, reason};
 use super::steps::{self, Progress};
 use crate::api::{Kustomization, KustomizationStatus};
@@ -66,16 +67,26 @@ pub async fn reconcile(
     let key = key_of(&object);
     let started = Instant::now();
     let _running = ctx.metrics.running();
+    let timing = ctx.metrics.runtime.start();
     let result = if object.metadata.deletion_timestamp.is_some() {
-        super::deletion::finalize(&object, &ctx).await
+        super::deletion::finalize(&object, &ctx)
+            .await
+            .map(|action| (action, ReconcileResult::Success))
     } else {
         reconcile_live(&object, &ctx).await
     };
     ctx.metrics.observe_reconcile(&object, started.elapsed());
-    if result.is_ok() {
-        ctx.reset_backoff(&key);
+    match result {
+        Ok((action, outcome)) => {
+            ctx.metrics.runtime.finish(timing, outcome);
+            ctx.reset_backoff(&key);
+            Ok(action)
+        }
+        Err(error) => {
+            ctx.metrics.runtime.finish(timing, ReconcileResult::Error);
+            Err(error)
+        }
     }
-    result
 }
 
 pub fn error_policy(
@@ -114,19 +125,22 @@ async fn ensure_finalizer(
     Ok(())
 }
 
-async fn reconcile_live(cached: &Kustomization, ctx: &Context) -> Result<Action, ReconcileError> {
+async fn reconcile_live(
+    cached: &Kustomization,
+    ctx: &Context,
+) -> Result<(Action, ReconcileResult), ReconcileError> {
     let namespace = cached.metadata.namespace.clone().unwrap_or_default();
     let name = cached.metadata.name.clone().unwrap_or_default();
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
     // The runtime's cached copy may predate our last status write; start from the server's.
     let Some(object) = api.get_opt(&name).await? else {
-        return Ok(Action::await_change());
+        return Ok((Action::await_change(), ReconcileResult::Success));
     };
     ensure_finalizer(&object, &api).await?;
     let suspended = object.spec.suspend == Some(true);
     ctx.metrics.set_suspended(&object, suspended);
     if suspended {
-        return Ok(Action::await_change());
+        return Ok((Action::await_change(), ReconcileResult::Success));
     }
     let started = Instant::now();
     let generation = object.metadata.generation;
@@ -173,11 +187,12 @@ async fn reconcile_live(cached: &Kustomization, ctx: &Context) -> Result<Action,
             .await;
     }
     Ok(match conclusion.next {
-        Next::Interval(interval) => {
-            Action::requeue(jittered(interval, ctx.options.interval_jitter_percentage))
-        }
-        Next::After(delay) => Action::requeue(delay),
-        Next::OnChange => Action::await_change(),
+        Next::Interval(interval) => (
+            Action::requeue(jittered(interval, ctx.options.interval_jitter_percentage)),
+            ReconcileResult::RequeueAfter,
+        ),
+        Next::After(delay) => (Action::requeue(delay), ReconcileResult::RequeueAfter),
+        Next::OnChange => (Action::await_change(), ReconcileResult::Success),
     })
 }
 

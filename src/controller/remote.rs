@@ -68,7 +68,7 @@ pub async fn cached_client(
     allowances: Allowances,
     impersonate: Option<String>,
     cache: &RemoteClients,
-    limit: Option<&super::ratelimit::RateLimit>,
+    layers: super::ratelimit::ClientLayers<'_>,
 ) -> Result<kube::Client, ClientError> {
     let Some(secret_ref) = &reference.secret_ref else {
         return Err(ClientError::ConfigMapRefUnsupported);
@@ -126,7 +126,7 @@ pub async fn cached_client(
         config.auth_info.impersonate = Some(user);
     }
     let client =
-        super::ratelimit::client(config, limit).map_err(|source| ClientError::Connect {
+        super::ratelimit::client(config, layers).map_err(|source| ClientError::Connect {
             secret: secret_id.clone(),
             source,
         })?;

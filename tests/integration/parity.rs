@@ -403,3 +403,68 @@ async fn a_dependency_chain_converges_without_waiting_for_the_poll() {
             .await;
     }
 }
+
+/// The shipped binary serves the controller-runtime metrics Flux's dashboards query, next to
+/// Flux's `gotk_*`: reconciliations by result, reconcile time, workers, the work queue, and
+/// every API request by code, host and method.
+#[tokio::test]
+async fn the_binary_serves_controller_runtime_metrics() {
+    let cluster = TestCluster::start().await;
+    let Some(server) = cluster.server() else {
+        eprintln!("skipped: the binary is pointed at the in-process server's kubeconfig");
+        return;
+    };
+    let artifacts = crate::support::artifacts::ArtifactServer::start().await;
+    let ns = cluster.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: measured\n",
+    )
+    .unwrap();
+    let artifact = artifacts.publish_dir("metrics.tar.gz", "main@sha1:3e7c", dir.path());
+    cluster
+        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
+        .await;
+    let mut controller = ControllerProcess::start(server, &ns, &["--concurrent=3"]);
+    cluster
+        .apply(
+            &json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "measured", "namespace": ns},
+            "spec": {"interval": "1h", "prune": true, "targetNamespace": ns,
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}}}),
+        )
+        .await;
+    let text = wait_for(Duration::from_secs(30), || async {
+        let text = http_get_text(&controller.metrics, "/metrics").await?;
+        text.contains(
+            "controller_runtime_reconcile_total{controller=\"kustomization\",result=\"requeue_after\"}",
+        )
+        .then_some(text)
+    })
+    .await;
+    let _ = controller.child.start_kill();
+    let text = text.unwrap_or_else(|| panic!("no reconcile counted; log:\n{}", controller.log()));
+    for expected in [
+        "controller_runtime_max_concurrent_reconciles{controller=\"kustomization\"} 3",
+        "controller_runtime_active_workers{controller=\"kustomization\"}",
+        "controller_runtime_reconcile_time_seconds_bucket{le=\"0.005\",controller=\"kustomization\"}",
+        "workqueue_adds_total{controller=\"kustomization\",name=\"kustomization\"}",
+        "workqueue_longest_running_processor_seconds{controller=\"kustomization\",name=\"kustomization\"}",
+        "gotk_reconcile_condition{",
+    ] {
+        assert!(text.contains(expected), "{expected} in\n{text}");
+    }
+    let requests: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("rest_client_requests_total{code=\"200\""))
+        .collect();
+    assert!(
+        requests.iter().any(|l| l.contains("method=\"GET\"")),
+        "{requests:?}"
+    );
+    assert!(
+        requests.iter().any(|l| l.contains("method=\"PATCH\"")),
+        "server-side applies are counted: {requests:?}"
+    );
+}
