@@ -277,6 +277,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 strict_substitution: gates.enabled(Gate::StrictPostBuildSubstitutions),
                 allow_external_artifact: gates.enabled(Gate::ExternalArtifact),
                 object_level_workload_identity: gates.enabled(Gate::ObjectLevelWorkloadIdentity),
+                cancel_health_on_new_revision: gates.enabled(Gate::CancelHealthCheckOnNewRevision),
                 remote: remote_fetcher(args.no_remote_bases),
                 events_addr: Some(args.events_addr.clone()).filter(|a| !a.is_empty()),
                 rate_limit,

@@ -34,6 +34,8 @@ pub struct Options {
     pub strict_substitution: bool,
     /// The `ExternalArtifact` feature gate: ExternalArtifact sources are watched and read.
     pub allow_external_artifact: bool,
+    /// The `CancelHealthCheckOnNewRevision` feature gate.
+    pub cancel_health_on_new_revision: bool,
     /// The `ObjectLevelWorkloadIdentity` feature gate.
     pub object_level_workload_identity: bool,
     /// What remote-cluster kubeconfigs may do.
@@ -78,6 +80,7 @@ impl Default for Options {
             strict_substitution: true,
             allow_external_artifact: false,
             object_level_workload_identity: false,
+            cancel_health_on_new_revision: false,
             remote: None,
             kubeconfig_allowances: Default::default(),
             events_addr: None,
@@ -95,6 +98,8 @@ pub struct Context {
     pub fetcher: Fetcher,
     pub recorder: Recorder,
     pub metrics: Arc<super::metrics::Metrics>,
+    /// Health checks a new source revision may cancel.
+    pub health_cancels: super::cancel::HealthCancels,
     caches: Mutex<BTreeMap<String, AppliedCache>>,
     /// Clients of remote clusters, rebuilt only when their kubeconfig Secret changes.
     remote_clients: super::remote::RemoteClients,
@@ -120,6 +125,7 @@ impl Context {
             options,
             fetcher,
             metrics,
+            health_cancels: Default::default(),
             caches: Mutex::new(BTreeMap::new()),
             kinds: Default::default(),
             remote_clients: Default::default(),

@@ -75,6 +75,9 @@ pub enum StepError {
     InvalidHealthExpression(HealthError),
     #[error("{0}")]
     Health(HealthError),
+    /// A new source revision arrived while health checks ran (CancelHealthCheckOnNewRevision).
+    #[error("New reconciliation triggered by {trigger}")]
+    HealthCheckCanceled { trigger: String },
 }
 
 /// When a failed reconciliation runs again.
@@ -86,6 +89,8 @@ pub enum Retry {
     DependencyInterval,
     /// Only when the Kustomization changes (stalled).
     OnChange,
+    /// At once: a newer revision waits.
+    Now,
 }
 
 impl StepError {
@@ -113,6 +118,7 @@ impl StepError {
             StepError::StaleObjects(_) | StepError::Prune(_) => reason::PRUNE_FAILED,
             StepError::InvalidHealthExpression(_) => reason::INVALID_CEL,
             StepError::Health(_) => reason::HEALTH_CHECK_FAILED,
+            StepError::HealthCheckCanceled { .. } => reason::HEALTH_CHECK_CANCELED,
         }
     }
 
@@ -147,6 +153,7 @@ impl StepError {
         }
         match self {
             StepError::SourceNotReady(_) | StepError::Dependency(_) => Retry::DependencyInterval,
+            StepError::HealthCheckCanceled { .. } => Retry::Now,
             _ => Retry::RetryInterval,
         }
     }

@@ -81,7 +81,8 @@ impl Gate {
         match self {
             Gate::StrictPostBuildSubstitutions
             | Gate::ExternalArtifact
-            | Gate::DisableConfigWatchers => Support::Honoured,
+            | Gate::DisableConfigWatchers
+            | Gate::CancelHealthCheckOnNewRevision => Support::Honoured,
             // Sources, Secrets and ConfigMaps are always read from the API server, and health
             // polling keeps no cache: what these gates switch in Flux is how it reads.
             Gate::CacheSecretsAndConfigMaps
@@ -90,7 +91,6 @@ impl Gate {
             Gate::DisableFailFastBehavior
             | Gate::GroupChangeLog
             | Gate::AdditiveCELDependencyCheck
-            | Gate::CancelHealthCheckOnNewRevision
             | Gate::MigrateAPIVersion
             | Gate::ObjectLevelWorkloadIdentity => Support::DefaultOnly,
         }
@@ -243,12 +243,12 @@ mod tests {
     #[test]
     fn start_up_names_the_gates_that_have_no_effect_here() {
         let gates = FeatureGates::parse([
-            "CancelHealthCheckOnNewRevision=true,GroupChangeLog=false,DirectSourceFetch=true,ExternalArtifact=true",
+            "MigrateAPIVersion=true,GroupChangeLog=false,DirectSourceFetch=true,ExternalArtifact=true",
         ])
         .unwrap();
         assert_eq!(
             gates.without_effect(),
-            vec![(Gate::CancelHealthCheckOnNewRevision, true)],
+            vec![(Gate::MigrateAPIVersion, true)],
             "a gate left at Flux's default, an equivalent one and an honoured one are not reported"
         );
     }

@@ -16,6 +16,7 @@
 //! `inputs` reads keys and variables, `deletion` finalizes, `diff` plans with the same build
 //! and applier; `status`, `events` and `metrics` report. See docs/architecture.md.
 
+mod cancel;
 mod context;
 mod deletion;
 mod dependencies;
@@ -285,6 +286,7 @@ pub async fn run(
             None => Api::all_with(client.clone(), &resource),
         };
         let store = reader.clone();
+        let cancelling = context.clone();
         // Only a changed artifact revision triggers, as Flux's SourceRevisionChangePredicate:
         // status churn and relists of an unchanged source do not bypass retry intervals.
         let seen: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>> = Arc::default();
@@ -310,11 +312,21 @@ pub async fn run(
                 let previous = seen
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, revision.clone());
+                    .insert(key.clone(), revision.clone());
                 if previous.as_deref() == Some(revision.as_str()) {
                     return Vec::new();
                 }
-                dependents(&store, &source, kind)
+                let dependents = dependents(&store, &source, kind);
+                // A first sighting (a relist) is not a new revision.
+                if previous.is_some() && cancelling.options.cancel_health_on_new_revision {
+                    let trigger = format!("{kind}/{key}");
+                    for dependent in &dependents {
+                        let namespace = dependent.namespace.as_deref().unwrap_or("");
+                        let dependent = format!("{namespace}/{}", dependent.name);
+                        cancelling.health_cancels.cancel(&dependent, &trigger);
+                    }
+                }
+                dependents
             },
             resource,
         );

@@ -207,7 +207,9 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
     if matches!(error, StepError::Health(_)) {
         status::set(&mut status, HEALTHY, "False", reason, &message, generation);
     }
-    if let Some(digest) = &failed.digest {
+    // As Flux, cancelled checks are not an outcome of this build: the next revision is.
+    let canceled = matches!(error, StepError::HealthCheckCanceled { .. });
+    if let Some(digest) = failed.digest.as_ref().filter(|_| !canceled) {
         status::record_history(
             &mut status,
             &status::Reconciled {
@@ -223,6 +225,7 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
         Retry::OnChange => Next::OnChange,
         Retry::DependencyInterval => Next::After(facts.dependency_interval),
         Retry::RetryInterval => Next::After(facts.retry_interval),
+        Retry::Now => Next::After(Duration::ZERO),
     };
     let meta = EventMeta::of(
         failed.revision.as_deref(),
@@ -236,6 +239,15 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
             message: format!(
                 "Dependencies do not meet ready condition, retrying in {}",
                 GoDuration::from_std(facts.dependency_interval)
+            ),
+            meta,
+        }
+    } else if let StepError::HealthCheckCanceled { trigger } = error {
+        Event {
+            type_: EventType::Normal,
+            reason,
+            message: format!(
+                "Health checks canceled due to new reconciliation triggered by {trigger}"
             ),
             meta,
         }

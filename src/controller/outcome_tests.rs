@@ -552,3 +552,31 @@ fn a_missing_or_unready_source_is_retried_without_an_event() {
         "other source failures are announced"
     );
 }
+
+/// Flux's CancelHealthCheckOnNewRevision outcome: Ready false with HealthCheckCanceled, an
+/// informational event naming the trigger, no history entry, and the next run at once.
+#[test]
+fn cancelled_health_checks_requeue_at_once_without_history() {
+    let conclusion = fail(
+        StepError::HealthCheckCanceled {
+            trigger: "GitRepository/flux-system/repo".into(),
+        },
+        Some("sha256:built"),
+    );
+    assert_eq!(
+        condition(&conclusion.status, READY),
+        Some(("False", reason::HEALTH_CHECK_CANCELED))
+    );
+    assert_eq!(
+        status::get(&conclusion.status, READY).unwrap().message,
+        "New reconciliation triggered by GitRepository/flux-system/repo"
+    );
+    assert!(conclusion.status.history.is_empty());
+    assert_eq!(conclusion.next, Next::After(Duration::ZERO));
+    let event = conclusion.event.unwrap();
+    assert_eq!(event.type_, EventType::Normal);
+    assert_eq!(
+        event.message,
+        "Health checks canceled due to new reconciliation triggered by GitRepository/flux-system/repo"
+    );
+}

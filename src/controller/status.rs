@@ -52,6 +52,7 @@ pub mod reason {
     pub const PROGRESSING_WITH_RETRY: &str = "ProgressingWithRetry";
     pub const HEALTH_SUCCEEDED: &str = "Succeeded";
     pub const FEATURE_GATE_DISABLED: &str = "FeatureGateDisabled";
+    pub const HEALTH_CHECK_CANCELED: &str = "HealthCheckCanceled";
 }
 
 /// Condition messages are capped, as Flux caps them, so a huge error cannot bloat the object.

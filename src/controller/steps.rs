@@ -444,18 +444,27 @@ pub(crate) async fn health(
         )
         .await;
     let waited = Instant::now();
-    crate::health::wait_with(
-        &target.client,
-        &target.kinds,
-        &checks,
-        &cel,
-        &WaitOptions {
-            timeout,
-            interval: ctx.options.health_poll_interval,
-        },
-    )
-    .await
-    .map_err(StepError::Health)?;
+    let wait_options = WaitOptions {
+        timeout,
+        interval: ctx.options.health_poll_interval,
+    };
+    let waiting =
+        crate::health::wait_with(&target.client, &target.kinds, &checks, &cel, &wait_options);
+    if ctx.options.cancel_health_on_new_revision {
+        let mut registered = ctx
+            .health_cancels
+            .register(&super::reconcile::key_of(object));
+        tokio::select! {
+            waited = waiting => waited.map_err(StepError::Health)?,
+            trigger = &mut registered.cancelled => {
+                return Err(StepError::HealthCheckCanceled {
+                    trigger: trigger.unwrap_or_default(),
+                });
+            }
+        }
+    } else {
+        waiting.await.map_err(StepError::Health)?;
+    }
     let passed = format!(
         "Health check passed in {}",
         crate::api::GoDuration::from_std(waited.elapsed())

@@ -468,3 +468,58 @@ async fn the_binary_serves_controller_runtime_metrics() {
         "server-side applies are counted: {requests:?}"
     );
 }
+
+/// Flux's CancelHealthCheckOnNewRevision: a new source revision cancels health checks that
+/// wait on the old one (HealthCheckCanceled, with Flux's event), and the new revision is
+/// reconciled at once instead of after the old checks time out.
+#[tokio::test]
+async fn a_new_revision_cancels_running_health_checks_when_the_gate_is_on() {
+    let harness = Harness::start_with(|options| {
+        options.reconcile.cancel_health_on_new_revision = true;
+    })
+    .await;
+    let ns = harness.cluster.namespace.clone();
+    let stuck = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: stuck\nspec:\n  selector:\n    matchLabels:\n      app: stuck\n  template:\n    metadata:\n      labels:\n        app: stuck\n    spec:\n      containers:\n      - name: app\n        image: never.example.com/app:1\n";
+    let v1 = harness.publish_files("stuck", "main@sha1:0001", &[("deploy.yaml", stuck)]);
+    harness.source("repo", &v1).await;
+    harness
+        .create_kustomization("gated", json!({"wait": true, "timeout": "5m"}))
+        .await;
+    let api = harness.kustomizations();
+    let checking = wait_for(Duration::from_secs(30), || async {
+        let object = api.get("gated").await.ok()?;
+        object
+            .status?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Healthy" && c.status == "Unknown")
+            .then_some(())
+    })
+    .await;
+    assert!(checking.is_some(), "health checks are running");
+    let fixed = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fixed\n";
+    let v2 = harness.publish_files("fixed", "main@sha1:0002", &[("cm.yaml", fixed)]);
+    harness.source("repo", &v2).await;
+    let ready = harness
+        .wait_ready("gated", "True", "ReconciliationSucceeded")
+        .await;
+    assert_eq!(
+        ready.status.unwrap().last_applied_revision.as_deref(),
+        Some("main@sha1:0002"),
+        "the new revision, long before the old checks' 5m timeout"
+    );
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(harness.cluster.client.clone(), &ns);
+    let canceled = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|e| e.reason.as_deref() == Some("HealthCheckCanceled"))
+        .expect("a HealthCheckCanceled event");
+    assert_eq!(
+        canceled.message.as_deref(),
+        Some(format!("Health checks canceled due to new reconciliation triggered by GitRepository/{ns}/repo").as_str())
+    );
+}
