@@ -278,6 +278,8 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 allow_external_artifact: gates.enabled(Gate::ExternalArtifact),
                 object_level_workload_identity: gates.enabled(Gate::ObjectLevelWorkloadIdentity),
                 cancel_health_on_new_revision: gates.enabled(Gate::CancelHealthCheckOnNewRevision),
+                additive_cel_dependency_check: gates.enabled(Gate::AdditiveCELDependencyCheck),
+                disable_fail_fast: gates.enabled(Gate::DisableFailFastBehavior),
                 remote: remote_fetcher(args.no_remote_bases),
                 events_addr: Some(args.events_addr.clone()).filter(|a| !a.is_empty()),
                 rate_limit,

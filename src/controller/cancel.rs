@@ -63,7 +63,10 @@ mod tests {
         assert!(!cancels.cancel("apps/web", "GitRepository/apps/repo"));
         let mut running = cancels.register("apps/web");
         assert!(cancels.cancel("apps/web", "GitRepository/apps/repo"));
-        assert_eq!((&mut running.cancelled).await.unwrap(), "GitRepository/apps/repo");
+        assert_eq!(
+            (&mut running.cancelled).await.unwrap(),
+            "GitRepository/apps/repo"
+        );
         {
             let _finished = cancels.register("apps/db");
         }

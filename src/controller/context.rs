@@ -34,6 +34,12 @@ pub struct Options {
     pub strict_substitution: bool,
     /// The `ExternalArtifact` feature gate: ExternalArtifact sources are watched and read.
     pub allow_external_artifact: bool,
+    /// The `AdditiveCELDependencyCheck` feature gate: a `readyExpr` adds to the built-in
+    /// readiness check instead of replacing it.
+    pub additive_cel_dependency_check: bool,
+    /// The `DisableFailFastBehavior` feature gate: health checks wait out the timeout even
+    /// when an object has failed.
+    pub disable_fail_fast: bool,
     /// The `CancelHealthCheckOnNewRevision` feature gate.
     pub cancel_health_on_new_revision: bool,
     /// The `ObjectLevelWorkloadIdentity` feature gate.
@@ -81,6 +87,8 @@ impl Default for Options {
             allow_external_artifact: false,
             object_level_workload_identity: false,
             cancel_health_on_new_revision: false,
+            additive_cel_dependency_check: false,
+            disable_fail_fast: false,
             remote: None,
             kubeconfig_allowances: Default::default(),
             events_addr: None,

@@ -58,10 +58,14 @@ pub async fn check(
             Err(source) => return Err(DependencyError::Read { id, source }),
         };
         if let Some(expression) = dependency.ready_expr.as_deref().filter(|e| !e.is_empty()) {
-            if ready_by_expression(object, &dep, expression, &id)? {
+            if !ready_by_expression(object, &dep, expression, &id)? {
+                return Err(DependencyError::NotReady { id });
+            }
+            // The expression replaces the built-in check, unless AdditiveCELDependencyCheck
+            // asks for both.
+            if !ctx.options.additive_cel_dependency_check {
                 continue;
             }
-            return Err(DependencyError::NotReady { id });
         }
         let status = dep.status.clone().unwrap_or_default();
         let observed = dep

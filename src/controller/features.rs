@@ -82,17 +82,17 @@ impl Gate {
             Gate::StrictPostBuildSubstitutions
             | Gate::ExternalArtifact
             | Gate::DisableConfigWatchers
-            | Gate::CancelHealthCheckOnNewRevision => Support::Honoured,
+            | Gate::CancelHealthCheckOnNewRevision
+            | Gate::AdditiveCELDependencyCheck
+            | Gate::DisableFailFastBehavior => Support::Honoured,
             // Sources, Secrets and ConfigMaps are always read from the API server, and health
             // polling keeps no cache: what these gates switch in Flux is how it reads.
             Gate::CacheSecretsAndConfigMaps
             | Gate::DisableStatusPollerCache
             | Gate::DirectSourceFetch => Support::Equivalent,
-            Gate::DisableFailFastBehavior
-            | Gate::GroupChangeLog
-            | Gate::AdditiveCELDependencyCheck
-            | Gate::MigrateAPIVersion
-            | Gate::ObjectLevelWorkloadIdentity => Support::DefaultOnly,
+            Gate::GroupChangeLog | Gate::MigrateAPIVersion | Gate::ObjectLevelWorkloadIdentity => {
+                Support::DefaultOnly
+            }
         }
     }
 

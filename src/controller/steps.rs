@@ -447,6 +447,7 @@ pub(crate) async fn health(
     let wait_options = WaitOptions {
         timeout,
         interval: ctx.options.health_poll_interval,
+        fail_fast: !ctx.options.disable_fail_fast,
     };
     let waiting =
         crate::health::wait_with(&target.client, &target.kinds, &checks, &cel, &wait_options);

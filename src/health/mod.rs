@@ -171,6 +171,9 @@ pub fn assess(reference: &ObjectRef, live: Option<&Value>, cel: &CelChecks) -> A
 pub struct WaitOptions {
     pub timeout: Duration,
     pub interval: Duration,
+    /// Fail at once when an object has failed (Flux's default), rather than waiting out the
+    /// timeout for it to recover (the DisableFailFastBehavior gate).
+    pub fail_fast: bool,
 }
 
 /// Waits until every object is Current.
@@ -238,7 +241,9 @@ pub async fn wait_with(
             let (reference, status) = verdict?;
             match status {
                 Status::Current => {}
-                Status::Failed => failed.push(format!("{reference} status: 'Failed'")),
+                Status::Failed if options.fail_fast => {
+                    failed.push(format!("{reference} status: 'Failed'"));
+                }
                 status => still.push((reference, status)),
             }
         }

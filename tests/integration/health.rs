@@ -12,6 +12,7 @@ use crate::support::cluster::{TestCluster, dynamic_api};
 
 fn quick(timeout_ms: u64) -> WaitOptions {
     WaitOptions {
+        fail_fast: true,
         timeout: Duration::from_millis(timeout_ms),
         interval: Duration::from_millis(20),
     }
@@ -100,6 +101,23 @@ async fn failed_jobs_fail_fast_and_deleted_jobs_count_as_done() {
     assert_eq!(
         error.to_string(),
         format!("failed early due to stalled resources: [Job/{ns}/once status: 'Failed']")
+    );
+    // DisableFailFastBehavior: a failed object is waited on until the timeout.
+    let patient = WaitOptions {
+        fail_fast: false,
+        ..quick(300)
+    };
+    let error = wait(
+        &cluster.client,
+        &[ObjectRef::of(&job)],
+        &CelChecks::default(),
+        &patient,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("timeout waiting for: [Job/{ns}/once status: 'Failed']")
     );
     let gone = ObjectRef {
         name: "ttl-deleted".into(),

@@ -523,3 +523,36 @@ async fn a_new_revision_cancels_running_health_checks_when_the_gate_is_on() {
         Some(format!("Health checks canceled due to new reconciliation triggered by GitRepository/{ns}/repo").as_str())
     );
 }
+
+/// Flux's AdditiveCELDependencyCheck: a `readyExpr` replaces the built-in readiness check by
+/// default, and adds to it with the gate on.
+#[tokio::test]
+async fn ready_expressions_replace_or_add_to_the_built_in_check_as_the_gate_says() {
+    for additive in [false, true] {
+        let harness = Harness::start_with(|options| {
+            options.reconcile.additive_cel_dependency_check = additive;
+        })
+        .await;
+        let v1 = harness.publish("v1", "main@sha1:add1");
+        harness.source("repo", &v1).await;
+        // Never reconciled, so never Ready by the built-in check.
+        harness
+            .create_kustomization("held", json!({"suspend": true, "namePrefix": "held-"}))
+            .await;
+        harness
+            .create_kustomization(
+                "dependent",
+                json!({"namePrefix": "dep-", "dependsOn": [{"name": "held", "readyExpr": "true"}]}),
+            )
+            .await;
+        if additive {
+            harness
+                .wait_ready("dependent", "False", "DependencyNotReady")
+                .await;
+        } else {
+            harness
+                .wait_ready("dependent", "True", "ReconciliationSucceeded")
+                .await;
+        }
+    }
+}
