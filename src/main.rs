@@ -279,6 +279,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 object_level_workload_identity: gates.enabled(Gate::ObjectLevelWorkloadIdentity),
                 cancel_health_on_new_revision: gates.enabled(Gate::CancelHealthCheckOnNewRevision),
                 additive_cel_dependency_check: gates.enabled(Gate::AdditiveCELDependencyCheck),
+                group_change_log: gates.enabled(Gate::GroupChangeLog),
                 disable_fail_fast: gates.enabled(Gate::DisableFailFastBehavior),
                 remote: remote_fetcher(args.no_remote_bases),
                 events_addr: Some(args.events_addr.clone()).filter(|a| !a.is_empty()),

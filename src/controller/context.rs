@@ -40,6 +40,8 @@ pub struct Options {
     /// The `DisableFailFastBehavior` feature gate: health checks wait out the timeout even
     /// when an object has failed.
     pub disable_fail_fast: bool,
+    /// The `GroupChangeLog` feature gate: the apply log groups objects by action.
+    pub group_change_log: bool,
     /// The `CancelHealthCheckOnNewRevision` feature gate.
     pub cancel_health_on_new_revision: bool,
     /// The `ObjectLevelWorkloadIdentity` feature gate.
@@ -88,6 +90,7 @@ impl Default for Options {
             object_level_workload_identity: false,
             cancel_health_on_new_revision: false,
             additive_cel_dependency_check: false,
+            group_change_log: false,
             disable_fail_fast: false,
             remote: None,
             kubeconfig_allowances: Default::default(),

@@ -84,15 +84,14 @@ impl Gate {
             | Gate::DisableConfigWatchers
             | Gate::CancelHealthCheckOnNewRevision
             | Gate::AdditiveCELDependencyCheck
-            | Gate::DisableFailFastBehavior => Support::Honoured,
+            | Gate::DisableFailFastBehavior
+            | Gate::GroupChangeLog => Support::Honoured,
             // Sources, Secrets and ConfigMaps are always read from the API server, and health
             // polling keeps no cache: what these gates switch in Flux is how it reads.
             Gate::CacheSecretsAndConfigMaps
             | Gate::DisableStatusPollerCache
             | Gate::DirectSourceFetch => Support::Equivalent,
-            Gate::GroupChangeLog | Gate::MigrateAPIVersion | Gate::ObjectLevelWorkloadIdentity => {
-                Support::DefaultOnly
-            }
+            Gate::MigrateAPIVersion | Gate::ObjectLevelWorkloadIdentity => Support::DefaultOnly,
         }
     }
 
@@ -243,7 +242,7 @@ mod tests {
     #[test]
     fn start_up_names_the_gates_that_have_no_effect_here() {
         let gates = FeatureGates::parse([
-            "MigrateAPIVersion=true,GroupChangeLog=false,DirectSourceFetch=true,ExternalArtifact=true",
+            "MigrateAPIVersion=true,GroupChangeLog=true,DirectSourceFetch=true,ExternalArtifact=true",
         ])
         .unwrap();
         assert_eq!(

@@ -232,6 +232,10 @@ async fn run_steps(
     let (changes, old_inventory) = steps::apply(object, ctx, &applier, built.objects, status)
         .await
         .map_err(after_build)?;
+    if !changes.changes.is_empty() {
+        let output = changes.log_output(ctx.options.group_change_log);
+        tracing::info!(kustomization = %key_of(object), %revision, %output, "server-side apply completed");
+    }
     let applied_summary = changes.summary();
     if !applied_summary.is_empty() {
         progress

@@ -128,6 +128,27 @@ impl ChangeSet {
     pub fn count(&self, action: Action) -> usize {
         self.changes.iter().filter(|c| c.action == action).count()
     }
+
+    /// What Flux logs after an apply: each object with its action, or with the GroupChangeLog
+    /// gate, each action with its objects.
+    pub fn log_output(&self, grouped: bool) -> serde_json::Value {
+        let mut output = serde_json::Map::new();
+        for change in &self.changes {
+            let subject = change.object.to_string();
+            let action = change.action.to_string();
+            if grouped {
+                let list = output
+                    .entry(action)
+                    .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+                if let Some(list) = list.as_array_mut() {
+                    list.push(serde_json::Value::String(subject));
+                }
+            } else {
+                output.insert(subject, serde_json::Value::String(action));
+            }
+        }
+        serde_json::Value::Object(output)
+    }
 }
 
 /// Flux's apply order of kinds; unknown kinds come after these and before the webhooks.
@@ -173,5 +194,40 @@ pub fn kind_rank(kind: &str) -> usize {
     match LAST.iter().position(|k| *k == kind) {
         Some(i) => KIND_ORDER.len() + 1 + i,
         None => KIND_ORDER.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_apply_log_lists_objects_or_groups_them_by_action() {
+        let change = |kind: &str, name: &str, action| Change {
+            object: ObjectRef {
+                api_version: "v1".into(),
+                kind: kind.into(),
+                namespace: "apps".into(),
+                name: name.into(),
+            },
+            action,
+        };
+        let set = ChangeSet {
+            changes: vec![
+                change("ConfigMap", "a", Action::Created),
+                change("ConfigMap", "b", Action::Unchanged),
+                change("Secret", "c", Action::Created),
+            ],
+        };
+        assert_eq!(
+            set.log_output(false),
+            serde_json::json!({"ConfigMap/apps/a": "created", "ConfigMap/apps/b": "unchanged",
+                "Secret/apps/c": "created"})
+        );
+        assert_eq!(
+            set.log_output(true),
+            serde_json::json!({"created": ["ConfigMap/apps/a", "Secret/apps/c"],
+                "unchanged": ["ConfigMap/apps/b"]})
+        );
     }
 }
