@@ -280,6 +280,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 cancel_health_on_new_revision: gates.enabled(Gate::CancelHealthCheckOnNewRevision),
                 additive_cel_dependency_check: gates.enabled(Gate::AdditiveCELDependencyCheck),
                 group_change_log: gates.enabled(Gate::GroupChangeLog),
+                migrate_api_version: gates.enabled(Gate::MigrateAPIVersion),
                 disable_fail_fast: gates.enabled(Gate::DisableFailFastBehavior),
                 remote: remote_fetcher(args.no_remote_bases),
                 events_addr: Some(args.events_addr.clone()).filter(|a| !a.is_empty()),

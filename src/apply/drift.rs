@@ -177,6 +177,28 @@ pub fn is_taken_over(
             .any(|o| !o.is_empty() && manager.starts_with(o.as_str()) && any_write)
 }
 
+/// A JSON patch that tags every managed-fields entry (every manager, subresources too) with
+/// `api_version`, as fluxcd/pkg/ssa's MigrateAPIVersion does before an apply at a newer version
+/// of a CRD (older entries make the server refuse fields that version added); `None` when all
+/// entries already carry it.
+pub fn migration_patch(live: &Value, api_version: &str) -> Option<Value> {
+    let entries = live
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)?;
+    if entries.iter().all(|e| e["apiVersion"] == api_version) {
+        return None;
+    }
+    let migrated: Vec<Value> = entries
+        .iter()
+        .map(|entry| {
+            let mut entry = entry.clone();
+            entry["apiVersion"] = json!(api_version);
+            entry
+        })
+        .collect();
+    Some(json!([{"op": "replace", "path": "/metadata/managedFields", "value": migrated}]))
+}
+
 fn union_fields(into: &mut Map<String, Value>, from: &Map<String, Value>) {
     for (key, value) in from {
         match (into.get_mut(key), value) {

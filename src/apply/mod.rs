@@ -85,6 +85,9 @@ pub struct ApplyOptions {
     pub concurrency: usize,
     pub custom_stage_kinds: Vec<String>,
     pub override_managers: Vec<String>,
+    /// The MigrateAPIVersion gate: live objects' managed fields are moved to the applied
+    /// apiVersion before the dry-run.
+    pub migrate_api_version: bool,
     /// How long to wait for CRDs, namespaces and recreated objects.
     pub wait_timeout: Duration,
     pub poll_interval: Duration,
@@ -98,6 +101,7 @@ impl Default for ApplyOptions {
             concurrency: 4,
             custom_stage_kinds: Vec::new(),
             override_managers: Vec::new(),
+            migrate_api_version: false,
             wait_timeout: Duration::from_secs(60),
             poll_interval: Duration::from_millis(500),
         }

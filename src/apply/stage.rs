@@ -181,6 +181,17 @@ impl Applier {
                 None => drift::remove_pointer(&mut object, pointer),
             }
         }
+        // MigrateAPIVersion: written before the dry-run, which the old entries could fail, as
+        // Flux does; the migration is itself a change.
+        let mut live = live;
+        let mut migrated = false;
+        if mode == Mode::Apply
+            && self.options.migrate_api_version
+            && let Some(patch) = drift::migration_patch(&live, &reference.api_version)
+        {
+            live = self.patch_json(&api, &reference, patch).await?;
+            migrated = true;
+        }
         let applied_digest = digest(&object);
         let live_version = live
             .pointer("/metadata/resourceVersion")
@@ -188,6 +199,7 @@ impl Applier {
             .map(str::to_string);
         if let (Some((cached_digest, cached_version)), Some(version)) =
             (self.cache.get(&reference), &live_version)
+            && !migrated
             && cached_digest == applied_digest
             && cached_version == *version
         {
@@ -231,7 +243,7 @@ impl Applier {
             drift::remove_pointer(&mut live_view, pointer);
             drift::remove_pointer(&mut dry_view, pointer);
         }
-        if takeover.is_none() && !drifted(&live_view, &dry_view) {
+        if takeover.is_none() && !migrated && !drifted(&live_view, &dry_view) {
             if mode == Mode::Apply {
                 self.cache
                     .put(reference.clone(), applied_digest, live_version);
@@ -305,20 +317,32 @@ impl Applier {
             return self.recreate(&api, &reference, &object).await;
         }
         if let Some(patch) = takeover {
-            let failure = |message: String| ApplyError::Apply {
-                subject: reference.to_string(),
-                message,
-            };
-            let patch = serde_json::from_value(patch).map_err(|e| failure(e.to_string()))?;
-            api.patch(
+            self.patch_json(&api, &reference, patch).await?;
+        }
+        self.write(&api, &reference, &object, digest).await
+    }
+
+    /// Sends a JSON patch of the live object's metadata; the patched object comes back.
+    async fn patch_json(
+        &self,
+        api: &Api<DynamicObject>,
+        reference: &ObjectRef,
+        patch: Value,
+    ) -> Result<Value, ApplyError> {
+        let failure = |message: String| ApplyError::Apply {
+            subject: reference.to_string(),
+            message,
+        };
+        let patch = serde_json::from_value(patch).map_err(|e| failure(e.to_string()))?;
+        let patched = api
+            .patch(
                 &reference.name,
                 &PatchParams::default(),
                 &Patch::<Value>::Json(patch),
             )
             .await
             .map_err(|error| failure(api_error_parts(&error).1))?;
-        }
-        self.write(&api, &reference, &object, digest).await
+        Ok(serde_json::to_value(&patched).unwrap_or_default())
     }
 
     /// Applies `object` and remembers what it produced, so an unchanged object is not even

@@ -40,6 +40,8 @@ pub struct Options {
     /// The `DisableFailFastBehavior` feature gate: health checks wait out the timeout even
     /// when an object has failed.
     pub disable_fail_fast: bool,
+    /// The `MigrateAPIVersion` feature gate.
+    pub migrate_api_version: bool,
     /// The `GroupChangeLog` feature gate: the apply log groups objects by action.
     pub group_change_log: bool,
     /// The `CancelHealthCheckOnNewRevision` feature gate.
@@ -91,6 +93,7 @@ impl Default for Options {
             cancel_health_on_new_revision: false,
             additive_cel_dependency_check: false,
             group_change_log: false,
+            migrate_api_version: false,
             disable_fail_fast: false,
             remote: None,
             kubeconfig_allowances: Default::default(),

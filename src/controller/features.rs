@@ -85,13 +85,14 @@ impl Gate {
             | Gate::CancelHealthCheckOnNewRevision
             | Gate::AdditiveCELDependencyCheck
             | Gate::DisableFailFastBehavior
-            | Gate::GroupChangeLog => Support::Honoured,
+            | Gate::GroupChangeLog
+            | Gate::MigrateAPIVersion => Support::Honoured,
             // Sources, Secrets and ConfigMaps are always read from the API server, and health
             // polling keeps no cache: what these gates switch in Flux is how it reads.
             Gate::CacheSecretsAndConfigMaps
             | Gate::DisableStatusPollerCache
             | Gate::DirectSourceFetch => Support::Equivalent,
-            Gate::MigrateAPIVersion | Gate::ObjectLevelWorkloadIdentity => Support::DefaultOnly,
+            Gate::ObjectLevelWorkloadIdentity => Support::DefaultOnly,
         }
     }
 
@@ -242,12 +243,12 @@ mod tests {
     #[test]
     fn start_up_names_the_gates_that_have_no_effect_here() {
         let gates = FeatureGates::parse([
-            "MigrateAPIVersion=true,GroupChangeLog=true,DirectSourceFetch=true,ExternalArtifact=true",
+            "ObjectLevelWorkloadIdentity=true,GroupChangeLog=true,DirectSourceFetch=true,ExternalArtifact=true",
         ])
         .unwrap();
         assert_eq!(
             gates.without_effect(),
-            vec![(Gate::MigrateAPIVersion, true)],
+            vec![(Gate::ObjectLevelWorkloadIdentity, true)],
             "a gate left at Flux's default, an equivalent one and an honoured one are not reported"
         );
     }

@@ -237,6 +237,7 @@ pub(crate) fn applier(
         concurrency: ctx.options.concurrent_ssa,
         custom_stage_kinds: ctx.options.custom_apply_stage_kinds.clone(),
         override_managers: ctx.options.override_managers.clone(),
+        migrate_api_version: ctx.options.migrate_api_version,
         wait_timeout: timeout_of(spec),
         poll_interval: ctx
             .options

@@ -674,3 +674,79 @@ async fn plans_report_what_an_apply_would_change_without_writing() {
         "plans create nothing"
     );
 }
+
+/// Flux's MigrateAPIVersion: before applying at a newer version of a CRD, every managed-fields
+/// entry of the live object (other managers' too) is moved to that version.
+#[tokio::test]
+async fn managed_fields_move_to_the_applied_version_when_asked() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let group = format!("{}.example.com", unique("migrate"));
+    let schema = json!({"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}});
+    cluster
+        .apply(&json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("widgets.{group}")},
+            "spec": {"group": group, "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                "versions": [
+                    {"name": "v1alpha1", "served": true, "storage": false, "schema": schema},
+                    {"name": "v1", "served": true, "storage": true, "schema": schema}]},
+        }))
+        .await;
+    let old = json!({"apiVersion": format!("{group}/v1alpha1"), "kind": "Widget",
+        "metadata": {"name": "w", "namespace": ns}, "spec": {"size": 1}});
+    let engine = |migrate: bool| {
+        applier(
+            &cluster,
+            &AppliedCache::default(),
+            ApplyOptions {
+                migrate_api_version: migrate,
+                ..ApplyOptions::default()
+            },
+            IgnoreRules::none(),
+        )
+    };
+    let versions = |live: &Value| -> Vec<String> {
+        live["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["apiVersion"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut applied = None;
+    let served = crate::support::cluster::wait_for(std::time::Duration::from_secs(30), || async {
+        engine(false).apply_all(vec![old.clone()]).await.ok()
+    })
+    .await;
+    assert!(served.is_some(), "the CRD's kinds are served");
+    // Another manager writes a field at the old version.
+    let api = dynamic_api(&cluster.client, &old).await;
+    api.patch(
+        "w",
+        &PatchParams::apply("other-tool").force(),
+        &Patch::Apply(
+            json!({"apiVersion": format!("{group}/v1alpha1"), "kind": "Widget",
+            "metadata": {"name": "w", "namespace": ns}, "spec": {"color": "red"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let mut new = old.clone();
+    new["apiVersion"] = json!(format!("{group}/v1"));
+    for migrate in [false, true] {
+        let result = engine(migrate).apply_all(vec![new.clone()]).await.unwrap();
+        applied = Some(actions(&result));
+        let live = live(&cluster, &new).await;
+        let stale = versions(&live)
+            .iter()
+            .any(|v| *v == format!("{group}/v1alpha1"));
+        assert_eq!(stale, !migrate, "migrate={migrate}: {:?}", versions(&live));
+    }
+    assert_eq!(
+        applied.unwrap(),
+        vec![format!("Widget/{ns}/w configured")],
+        "the migration is a change"
+    );
+}
