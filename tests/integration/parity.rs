@@ -556,3 +556,55 @@ async fn ready_expressions_replace_or_add_to_the_built_in_check_as_the_gate_says
         }
     }
 }
+
+/// Flux's `TestKustomizationReconciler_DisallowedManagers`: fields a manager named by
+/// `--override-manager` wrote are taken back (and removed) on the next reconcile, while fields
+/// of other managers stay.
+#[tokio::test]
+async fn flux_disallowed_managers() {
+    let harness = Harness::start_with(|options| {
+        options.reconcile.override_managers = vec!["mallory".into()];
+    })
+    .await;
+    let ns = harness.cluster.namespace.clone();
+    let map = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: managed\ndata:\n  key: value\n";
+    let v1 = harness.publish_files("managers", "v1.0.0", &[("configmap.yaml", map)]);
+    harness.source("repo", &v1).await;
+    harness
+        .create_kustomization(
+            "managers",
+            json!({"healthChecks": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "managed", "namespace": ns}]}),
+        )
+        .await;
+    harness
+        .wait_ready("managers", "True", "ReconciliationSucceeded")
+        .await;
+    let maps = harness.config_maps();
+    for (manager, data) in [
+        ("mallory", json!({"bad-key": "overridden field manager"})),
+        ("good-name", json!({"key2": "not overridden field manager"})),
+    ] {
+        maps.patch(
+            "managed",
+            &kube::api::PatchParams {
+                field_manager: Some(manager.into()),
+                ..Default::default()
+            },
+            &kube::api::Patch::Merge(json!({"data": data})),
+        )
+        .await
+        .unwrap();
+    }
+    harness.request_reconcile("managers", "after-mallory").await;
+    let fixed = wait_for(Duration::from_secs(30), || async {
+        let data = maps.get("managed").await.ok()?.data?;
+        (!data.contains_key("bad-key")).then_some(data)
+    })
+    .await
+    .expect("bad-key is removed");
+    assert_eq!(fixed["key"], "value");
+    assert_eq!(
+        fixed["key2"], "not overridden field manager",
+        "other managers' fields stay"
+    );
+}
