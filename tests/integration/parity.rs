@@ -608,3 +608,56 @@ async fn flux_disallowed_managers() {
         "other managers' fields stay"
     );
 }
+
+/// Flux's `TestKustomizationReconciler_deleteBeforeFinalizer`: a Kustomization deleted before
+/// our finalizer was added (another finalizer holds it) is reconciled without error, and our
+/// finalizer is never added to it.
+#[tokio::test]
+async fn flux_delete_before_finalizer() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let api = harness.kustomizations();
+    let object: kustomize_controller::api::Kustomization = serde_json::from_value(json!({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": "test-kust", "namespace": ns, "finalizers": ["test-finalizer"]},
+        "spec": {"interval": "10m", "prune": true, "sourceRef": {"kind": "Bucket", "name": "foo"}},
+    }))
+    .unwrap();
+    api.create(&Default::default(), &object).await.unwrap();
+    api.delete("test-kust", &Default::default()).await.unwrap();
+    let counted = wait_for(Duration::from_secs(30), || async {
+        let text = harness.metrics.encode();
+        text.lines()
+            .any(|l| {
+                l.starts_with("controller_runtime_reconcile_total{")
+                    && l.contains("result=\"success\"")
+            })
+            .then_some(text)
+    })
+    .await
+    .expect("the deleting Kustomization is reconciled");
+    assert!(
+        !counted
+            .lines()
+            .any(|l| l.starts_with("controller_runtime_reconcile_errors_total{")),
+        "without error:\n{counted}"
+    );
+    let held = api.get("test-kust").await.unwrap();
+    assert_eq!(
+        held.metadata.finalizers,
+        Some(vec!["test-finalizer".to_string()]),
+        "our finalizer is not added to an object being deleted"
+    );
+    api.patch(
+        "test-kust",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    let gone = wait_for(Duration::from_secs(10), || async {
+        api.get_opt("test-kust").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some());
+}
