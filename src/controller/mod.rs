@@ -95,9 +95,11 @@ fn trigger(object: &Kustomization) -> Option<u64> {
     Some(hasher.finish())
 }
 
-/// The Kustomizations built from `source` that have not applied its current revision.
+/// The Kustomizations built from `source` that have neither applied nor attempted its current
+/// revision. One attempting it already (a reconcile in progress, or a failure that retries on its
+/// own interval) needs no second run for the same revision.
 fn dependents(
-    store: &Store<Kustomization>,
+    candidates: impl IntoIterator<Item = Arc<Kustomization>>,
     source: &DynamicObject,
     kind: &str,
 ) -> Vec<ObjectRef<Kustomization>> {
@@ -110,19 +112,19 @@ fn dependents(
     };
     let source_namespace = source.metadata.namespace.clone().unwrap_or_default();
     let source_name = source.metadata.name.clone().unwrap_or_default();
-    store
-        .state()
+    candidates
         .into_iter()
         .filter(|k| {
             let namespace = k.metadata.namespace.clone().unwrap_or_default();
             let reference = SourceObject::of(&k.spec.source_ref, &namespace);
+            let seen = k.status.as_ref().is_some_and(|s| {
+                s.last_applied_revision.as_deref() == Some(revision)
+                    || s.last_attempted_revision.as_deref() == Some(revision)
+            });
             reference.kind.as_str() == kind
                 && reference.namespace == source_namespace
                 && reference.name == source_name
-                && k.status
-                    .as_ref()
-                    .and_then(|s| s.last_applied_revision.as_deref())
-                    != Some(revision)
+                && !seen
         })
         .map(|k| ObjectRef::from_obj(k.as_ref()))
         .collect()
@@ -316,7 +318,7 @@ pub async fn run(
                 if previous.as_deref() == Some(revision.as_str()) {
                     return Vec::new();
                 }
-                let dependents = dependents(&store, &source, kind);
+                let dependents = dependents(store.state(), &source, kind);
                 // A first sighting (a relist) is not a new revision.
                 if previous.is_some() && cancelling.options.cancel_health_on_new_revision {
                     let trigger = format!("{kind}/{key}");
@@ -402,6 +404,35 @@ mod tests {
                 "lastTransitionTime": "2026-11-24T00:00:00Z"}]});
         }
         serde_json::from_value(object).unwrap()
+    }
+
+    #[test]
+    fn a_new_source_revision_runs_only_kustomizations_that_have_not_tried_it() {
+        let with_revisions = |name: &str, applied: Option<&str>, attempted: Option<&str>| {
+            let mut object = kustomization(name, &[], None);
+            let status = object.status.get_or_insert_with(Default::default);
+            status.last_applied_revision = applied.map(str::to_string);
+            status.last_attempted_revision = attempted.map(str::to_string);
+            Arc::new(object)
+        };
+        let candidates = vec![
+            with_revisions("fresh", None, None),
+            with_revisions("behind", Some("main@sha1:1"), Some("main@sha1:1")),
+            with_revisions("applied", Some("main@sha1:2"), Some("main@sha1:2")),
+            with_revisions("trying", Some("main@sha1:1"), Some("main@sha1:2")),
+        ];
+        let source: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+            "metadata": {"name": "repo", "namespace": "apps"},
+            "status": {"artifact": {"revision": "main@sha1:2"}},
+        }))
+        .unwrap();
+        let names: Vec<String> = dependents(candidates.clone(), &source, "GitRepository")
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(names, ["fresh", "behind"]);
+        assert!(dependents(candidates, &source, "OCIRepository").is_empty());
     }
 
     #[test]

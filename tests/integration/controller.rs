@@ -533,8 +533,15 @@ async fn health_check_failure_then_recovery() {
             json!({"wait": true, "timeout": "1s", "retryInterval": "1h"}),
         )
         .await;
+    // Two checks of 30s fit: as in Flux, the source's first sighting may run the Kustomization
+    // once more when it arrives before the first attempt has recorded its revision.
     let failed = harness
-        .wait_ready_within(Duration::from_secs(60), "web", "False", "HealthCheckFailed")
+        .wait_ready_within(
+            Duration::from_secs(100),
+            "web",
+            "False",
+            "HealthCheckFailed",
+        )
         .await;
     assert!(
         ready_message(&failed).contains(&format!(
