@@ -210,7 +210,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         tracing::warn!(
             gate = gate.name(),
             value,
-            "feature gate accepted for compatibility with Flux; it has no effect here yet"
+            "feature gate accepted for compatibility with Flux; what it enables is not implemented here"
         );
     }
     for (flag, value) in [

@@ -46,6 +46,12 @@ pub enum ApplyError {
         reason: String,
         message: String,
     },
+    /// What the dry-run needs is missing (the namespace, or an object it refers to), in
+    /// fluxcd/pkg/ssa's words.
+    #[error("{subject} not found: {message}")]
+    DryRunNotFound { subject: String, message: String },
+    #[error("{subject} namespace not specified: {message}")]
+    NamespaceNotSpecified { subject: String, message: String },
     #[error(
         "{subject} dry-run failed, error: {message} (immutable field; set spec.force or the kustomize.toolkit.fluxcd.io/force: Enabled annotation to recreate it)"
     )]

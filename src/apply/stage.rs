@@ -291,6 +291,10 @@ impl Applier {
                 let subject = reference.to_string();
                 Err(if is_immutable(&error) {
                     ApplyError::Immutable { subject, message }
+                } else if reason == "NotFound" && reference.namespace.is_empty() {
+                    ApplyError::NamespaceNotSpecified { subject, message }
+                } else if reason == "NotFound" {
+                    ApplyError::DryRunNotFound { subject, message }
                 } else {
                     ApplyError::DryRun {
                         subject,

@@ -12,18 +12,33 @@ use crate::source::SourceObject;
 /// Why a Kustomization cannot proceed past its dependencies.
 #[derive(Debug, thiserror::Error)]
 pub enum DependencyError {
-    #[error("dependency '{id}' not found")]
-    NotFound { id: String },
+    /// Flux's words, with the API server's.
+    #[error(
+        "dependency '{id}' not found: kustomizations.kustomize.toolkit.fluxcd.io \"{name}\" not found"
+    )]
+    NotFound { id: String, name: String },
     #[error("dependency '{id}': {source}")]
     Read { id: String, source: kube::Error },
     #[error("dependency '{id}' is not ready")]
     NotReady { id: String },
-    #[error("dependency '{id}' is not ready (revision {revision} not yet applied)")]
-    RevisionNotApplied { id: String, revision: String },
-    #[error("invalid readyExpr for dependency '{id}': {reason}")]
-    InvalidReadyExpr { id: String, reason: String },
-    #[error("readyExpr for dependency '{id}' is not a boolean")]
-    ReadyExprNotBoolean { id: String },
+    #[error("dependency '{id}' is not ready according to readyExpr eval")]
+    NotReadyByExpression { id: String },
+    #[error("dependency '{id}' revision is not up to date")]
+    RevisionNotApplied { id: String },
+    /// Terminal, as in Flux: an expression that does not parse, or names a variable other
+    /// than `self` and `dep` (Flux's compile-time check; found here when evaluation reaches it).
+    #[error(
+        "Reconciliation failed terminally due to configuration error: failed to evaluate dependency {name}: failed to parse the CEL expression '{expression}': {reason}"
+    )]
+    InvalidReadyExpr {
+        name: String,
+        expression: String,
+        reason: String,
+    },
+    #[error(
+        "Reconciliation failed terminally due to configuration error: failed to evaluate dependency {name}: the CEL expression '{expression}' does not evaluate to a bool"
+    )]
+    ReadyExprNotBoolean { name: String, expression: String },
 }
 
 impl DependencyError {
@@ -54,12 +69,17 @@ pub async fn check(
         let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &dep_namespace);
         let dep = match api.get_opt(&dependency.name).await {
             Ok(Some(dep)) => dep,
-            Ok(None) => return Err(DependencyError::NotFound { id }),
+            Ok(None) => {
+                return Err(DependencyError::NotFound {
+                    id,
+                    name: dependency.name.clone(),
+                });
+            }
             Err(source) => return Err(DependencyError::Read { id, source }),
         };
         if let Some(expression) = dependency.ready_expr.as_deref().filter(|e| !e.is_empty()) {
-            if !ready_by_expression(object, &dep, expression, &id)? {
-                return Err(DependencyError::NotReady { id });
+            if !ready_by_expression(object, &dep, expression)? {
+                return Err(DependencyError::NotReadyByExpression { id });
             }
             // The expression replaces the built-in check, unless AdditiveCELDependencyCheck
             // asks for both.
@@ -78,28 +98,26 @@ pub async fn check(
         }
         let dep_source = SourceObject::of(&dep.spec.source_ref, &dep_namespace);
         if dep_source == *source && status.last_applied_revision.as_deref() != Some(revision) {
-            return Err(DependencyError::RevisionNotApplied {
-                id,
-                revision: revision.to_string(),
-            });
+            return Err(DependencyError::RevisionNotApplied { id });
         }
     }
     Ok(())
 }
 
 /// Evaluates a dependency's `readyExpr` over `self` (the dependent) and `dep`; an expression
-/// that fails to evaluate counts as not ready.
+/// that fails to evaluate counts as not ready, one naming an undeclared variable is invalid.
 fn ready_by_expression(
     object: &Kustomization,
     dep: &Kustomization,
     expression: &str,
-    id: &str,
 ) -> Result<bool, DependencyError> {
-    let program =
-        cel::Program::compile(expression).map_err(|e| DependencyError::InvalidReadyExpr {
-            id: id.to_string(),
-            reason: e.to_string(),
-        })?;
+    let name = dep.metadata.name.clone().unwrap_or_default();
+    let invalid = |reason: String| DependencyError::InvalidReadyExpr {
+        name: name.clone(),
+        expression: expression.to_string(),
+        reason,
+    };
+    let program = cel::Program::compile(expression).map_err(|e| invalid(e.to_string()))?;
     let mut context = cel::Context::default();
     let this = serde_json::to_value(object).unwrap_or_default();
     let that = serde_json::to_value(dep).unwrap_or_default();
@@ -107,7 +125,13 @@ fn ready_by_expression(
     context.add_variable_from_value("dep", cel::to_value(that).unwrap_or(cel::Value::Null));
     match program.execute(&context) {
         Ok(cel::Value::Bool(ready)) => Ok(ready),
-        Ok(_) => Err(DependencyError::ReadyExprNotBoolean { id: id.to_string() }),
+        Ok(_) => Err(DependencyError::ReadyExprNotBoolean {
+            name,
+            expression: expression.to_string(),
+        }),
+        Err(cel::ExecutionError::UndeclaredReference(reference)) => {
+            Err(invalid(format!("undeclared reference to '{reference}'")))
+        }
         Err(_) => Ok(false),
     }
 }

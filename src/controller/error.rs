@@ -27,16 +27,12 @@ pub enum StepError {
         "can't access 'ExternalArtifact/{namespace}/{name}', ExternalArtifact feature gate is disabled"
     )]
     ExternalArtifactDisabled { namespace: String, name: String },
-    /// `spec.decryption.serviceAccountName` while the ObjectLevelWorkloadIdentity gate is
-    /// off (Flux's words), or on: this controller has no cloud workload identity to use.
+    /// `spec.decryption.serviceAccountName` while the ObjectLevelWorkloadIdentity gate is off
+    /// (Flux's words).
     #[error(
         "to use spec.decryption.serviceAccountName for decryption authentication please enable the ObjectLevelWorkloadIdentity feature gate in the controller"
     )]
     WorkloadIdentityDisabled,
-    #[error(
-        "spec.decryption.serviceAccountName: object-level workload identity for decryption is not supported by this controller; use a spec.decryption.secretRef"
-    )]
-    WorkloadIdentityUnsupported,
     /// The source object does not exist: retried after the retry interval, as Flux.
     #[error("Source '{kind}/{namespace}/{name}' not found")]
     SourceNotFound {
@@ -71,7 +67,7 @@ pub enum StepError {
     /// Stale objects whose deletion failed; they stay in the inventory.
     #[error("{}", .0.join("; "))]
     Prune(Vec<String>),
-    #[error("{0}")]
+    #[error("Reconciliation failed terminally due to configuration error: {0}")]
     InvalidHealthExpression(HealthError),
     #[error("{0}")]
     Health(HealthError),
@@ -100,9 +96,7 @@ impl StepError {
             StepError::CrossNamespaceSource { .. } | StepError::ExternalArtifactDisabled { .. } => {
                 reason::ACCESS_DENIED
             }
-            StepError::WorkloadIdentityDisabled | StepError::WorkloadIdentityUnsupported => {
-                reason::FEATURE_GATE_DISABLED
-            }
+            StepError::WorkloadIdentityDisabled => reason::FEATURE_GATE_DISABLED,
             StepError::SourceNotFound { .. }
             | StepError::SourceNotReady(_)
             | StepError::Source(_) => reason::ARTIFACT_FAILED,
@@ -128,7 +122,6 @@ impl StepError {
             StepError::CrossNamespaceSource { .. }
             | StepError::ExternalArtifactDisabled { .. }
             | StepError::WorkloadIdentityDisabled
-            | StepError::WorkloadIdentityUnsupported
             | StepError::InvalidIgnoreRule(_)
             | StepError::InvalidHealthExpression(_) => true,
             StepError::Dependency(error) => error.is_invalid_expression(),

@@ -191,8 +191,12 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
     if error.stalls() {
         status::remove(&mut status, RECONCILING);
         status::set(&mut status, STALLED, "True", reason, &message, generation);
-        // As Flux: a stalled object has observed its generation, so kstatus reads Failed.
-        status.observed_generation = generation.unwrap_or(-1);
+        // As Flux: an invalid expression is a terminal error that observes the generation
+        // (kstatus reads Failed); other stalls (access denied, a disabled feature gate) leave
+        // it as it was.
+        if reason == reason::INVALID_CEL {
+            status.observed_generation = generation.unwrap_or(-1);
+        }
     } else {
         status::set(
             &mut status,

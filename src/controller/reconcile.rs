@@ -205,6 +205,7 @@ async fn run_steps(
     status: &mut KustomizationStatus,
 ) -> Result<Applied, Failed> {
     let progress = Progress { object, ctx };
+    let health_expressions = steps::health_expressions(object)?;
     steps::identity(object, ctx)?;
     let (source, artifact) = steps::source(object, ctx).await?;
     let revision = artifact.revision.clone();
@@ -251,9 +252,16 @@ async fn run_steps(
         .await
         .map_err(after_build)?;
     let was_healthy = status::get(status, status::HEALTHY).is_some_and(|c| c.status == "True");
-    let passed = steps::health(&progress, &target, &changes, status, &revision)
-        .await
-        .map_err(after_build)?;
+    let passed = steps::health(
+        &progress,
+        &target,
+        &changes,
+        status,
+        &revision,
+        &health_expressions,
+    )
+    .await
+    .map_err(after_build)?;
     let new_revision = object
         .status
         .as_ref()

@@ -28,11 +28,12 @@ pub struct RemoteClients(
 pub enum ClientError {
     #[error("spec.kubeConfig.configMapRef (workload identity) is not supported; use secretRef")]
     ConfigMapRefUnsupported,
-    #[error("cannot get kubeconfig Secret '{secret}': {source}")]
+    // Flux's words (fluxcd/pkg runtime/client), with the API server's where it has them.
+    #[error("unable to read KubeConfig secret '{secret}' error: {source}")]
     ReadSecret { secret: String, source: kube::Error },
-    #[error("kubeconfig Secret '{secret}' not found")]
-    SecretNotFound { secret: String },
-    #[error("kubeconfig Secret '{secret}' has no key '{key}'")]
+    #[error("unable to read KubeConfig secret '{secret}' error: Secret \"{name}\" not found")]
+    SecretNotFound { secret: String, name: String },
+    #[error("KubeConfig secret '{secret}' does not contain a '{key}' key with a kubeconfig")]
     MissingKey { secret: String, key: String },
     #[error("kubeconfig Secret '{secret}': not UTF-8")]
     NotUtf8 { secret: String },
@@ -84,6 +85,7 @@ pub async fn cached_client(
         })?
         .ok_or_else(|| ClientError::SecretNotFound {
             secret: secret_id.clone(),
+            name: secret_ref.name.clone(),
         })?;
     let cache_key = format!("{secret_id}/{:?}/{:?}", secret_ref.key, impersonate);
     let version = secret.metadata.resource_version.clone().unwrap_or_default();

@@ -69,11 +69,18 @@ pub(crate) fn identity(object: &Kustomization, ctx: &Context) -> Result<(), Step
         .as_ref()
         .and_then(|d| d.service_account_name.as_deref())
         .is_some_and(|name| !name.is_empty());
-    match (wants, ctx.options.object_level_workload_identity) {
-        (false, _) => Ok(()),
-        (true, false) => Err(StepError::WorkloadIdentityDisabled),
-        (true, true) => Err(StepError::WorkloadIdentityUnsupported),
+    // With the gate on, as in Flux, the service account only matters to cloud KMS keys; a
+    // file that needs one fails to decrypt, naming the key it could not reach.
+    if wants && !ctx.options.object_level_workload_identity {
+        return Err(StepError::WorkloadIdentityDisabled);
     }
+    Ok(())
+}
+
+/// Health expressions: `healthCheckExprs` compiled before anything else, as Flux does, so an
+/// invalid one stalls the Kustomization before its source is even read.
+pub(crate) fn health_expressions(object: &Kustomization) -> Result<CelChecks, StepError> {
+    CelChecks::new(&object.spec.health_check_exprs).map_err(StepError::InvalidHealthExpression)
 }
 
 /// Source: the artifact `spec.sourceRef` names, unless cross-namespace references are blocked
@@ -423,6 +430,7 @@ pub(crate) async fn health(
     changes: &ChangeSet,
     status: &mut KustomizationStatus,
     revision: &str,
+    cel: &CelChecks,
 ) -> Result<Option<String>, StepError> {
     let (object, ctx) = (progress.object, progress.ctx);
     let checks = health_targets(object, changes);
@@ -430,8 +438,6 @@ pub(crate) async fn health(
         super::status::remove(status, super::status::HEALTHY);
         return Ok(None);
     }
-    let cel = CelChecks::new(&object.spec.health_check_exprs)
-        .map_err(StepError::InvalidHealthExpression)?;
     let timeout = timeout_of(&object.spec);
     // Health checks can take up to the timeout: say so in the status meanwhile, as Flux.
     progress
@@ -451,7 +457,7 @@ pub(crate) async fn health(
         fail_fast: !ctx.options.disable_fail_fast,
     };
     let waiting =
-        crate::health::wait_with(&target.client, &target.kinds, &checks, &cel, &wait_options);
+        crate::health::wait_with(&target.client, &target.kinds, &checks, cel, &wait_options);
     if ctx.options.cancel_health_on_new_revision {
         let mut registered = ctx
             .health_cancels

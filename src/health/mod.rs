@@ -27,10 +27,14 @@ pub enum HealthError {
     Timeout(Vec<String>),
     #[error("failed early due to stalled resources: [{}]", .0.join(", "))]
     Failed(Vec<String>),
-    #[error("invalid CEL expression '{expression}' for {api_version} {kind}: {reason}")]
+    /// Flux's wording, so that its users find the entry and field that failed to parse.
+    #[error(
+        "failed to create custom status evaluator for healthchecks[{index}]: failed to parse the expression {field}: failed to parse the CEL expression '{expression}': {reason}"
+    )]
     InvalidExpression {
-        api_version: String,
-        kind: String,
+        index: usize,
+        /// `Current`, `Failed` or `InProgress`.
+        field: &'static str,
         expression: String,
         reason: String,
     },
@@ -69,20 +73,32 @@ impl CelChecks {
                 };
                 return Err(HealthError::DuplicateExpression { group_kind, index });
             }
-            let compile = |expression: &str| {
+            let compile = |field: &'static str, expression: &str| {
                 cel::Program::compile(expression).map_err(|e| HealthError::InvalidExpression {
-                    api_version: check.api_version.clone(),
-                    kind: check.kind.clone().unwrap_or_default(),
+                    index,
+                    field,
                     expression: expression.to_string(),
                     reason: e.to_string(),
                 })
             };
+            // Flux parses Current, then Failed, then InProgress: the first error it reports.
+            let current = compile("Current", &check.current)?;
+            let failed = check
+                .failed
+                .as_deref()
+                .map(|e| compile("Failed", e))
+                .transpose()?;
+            let in_progress = check
+                .in_progress
+                .as_deref()
+                .map(|e| compile("InProgress", e))
+                .transpose()?;
             compiled.push(CelCheck {
                 group,
                 kind,
-                current: compile(&check.current)?,
-                in_progress: check.in_progress.as_deref().map(compile).transpose()?,
-                failed: check.failed.as_deref().map(compile).transpose()?,
+                current,
+                in_progress,
+                failed,
             });
         }
         Ok(CelChecks { checks: compiled })

@@ -5,6 +5,7 @@ mod apply;
 mod cli;
 mod controller;
 mod crd;
+mod flux;
 mod health;
 mod install;
 mod inventory;

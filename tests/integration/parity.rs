@@ -335,43 +335,6 @@ async fn feature_gates_decide_what_the_binary_watches() {
     );
 }
 
-/// Flux's `TestKustomizationReconciler_ConfigurationError` ("object level workload identity
-/// feature gate disabled/enabled"): decryption as a
-/// service account stalls with FeatureGateDisabled while the gate is off (Flux's message), and
-/// is refused clearly while it is on, as this controller has no cloud workload identity.
-#[tokio::test]
-async fn decryption_as_a_service_account_needs_object_level_workload_identity() {
-    let spec = json!({"decryption": {"provider": "sops", "serviceAccountName": "kms-reader"}});
-    let off = Harness::start().await;
-    off.create_kustomization("identity", spec.clone()).await;
-    let stalled = off
-        .wait_ready("identity", "False", "FeatureGateDisabled")
-        .await;
-    assert_eq!(
-        ready_message(&stalled),
-        "to use spec.decryption.serviceAccountName for decryption authentication please enable the ObjectLevelWorkloadIdentity feature gate in the controller"
-    );
-    let conditions = &stalled.status.as_ref().unwrap().conditions;
-    assert!(
-        conditions.iter().any(|c| c.type_ == "Stalled"
-            && c.status == "True"
-            && c.reason == "FeatureGateDisabled")
-    );
-    let on = Harness::start_with(|options| {
-        options.reconcile.object_level_workload_identity = true;
-    })
-    .await;
-    on.create_kustomization("identity", spec).await;
-    let refused = on
-        .wait_ready("identity", "False", "FeatureGateDisabled")
-        .await;
-    assert!(
-        ready_message(&refused).contains("not supported by this controller"),
-        "{}",
-        ready_message(&refused)
-    );
-}
-
 /// Beyond Flux (which polls every `--requeue-dependency`): a Kustomization that becomes Ready
 /// releases those waiting on it at once. With the poll at 10 minutes, a chain of five
 /// converges only through that.

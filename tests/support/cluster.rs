@@ -32,6 +32,8 @@ pub struct TestCluster {
     /// A namespace created for this test.
     pub namespace: String,
     config: Config,
+    /// A kubeconfig for this cluster, as a `spec.kubeConfig` Secret would hold it.
+    kubeconfig: String,
     server: Option<TestApiServer>,
     namespaces: std::sync::Mutex<Vec<String>>,
 }
@@ -75,16 +77,23 @@ pub fn unique(prefix: &str) -> String {
 
 impl TestCluster {
     pub async fn start() -> TestCluster {
-        let (config, server, shared) = match backend() {
-            Backend::Kubeconfig(path) => (config_from_kubeconfig(&path).await, None, true),
+        let read = |path: &std::path::Path| {
+            std::fs::read_to_string(path)
+                .unwrap_or_else(|e| panic!("reading kubeconfig {}: {e}", path.display()))
+        };
+        let (config, kubeconfig, server, shared) = match backend() {
+            Backend::Kubeconfig(path) => {
+                (config_from_kubeconfig(&path).await, read(&path), None, true)
+            }
             Backend::Envtest => {
                 let path = envtest::shared_kubeconfig();
-                (config_from_kubeconfig(&path).await, None, true)
+                (config_from_kubeconfig(&path).await, read(&path), None, true)
             }
             Backend::InProcess => {
                 let server = TestApiServer::start().await;
                 let config = server.client_config();
-                (config, Some(server), false)
+                let kubeconfig = server.kubeconfig_yaml();
+                (config, kubeconfig, Some(server), false)
             }
         };
         let client = Client::try_from(config.clone()).expect("a client for the test cluster");
@@ -93,6 +102,7 @@ impl TestCluster {
             client,
             namespace: String::new(),
             config,
+            kubeconfig,
             server,
             namespaces: std::sync::Mutex::new(Vec::new()),
         };
@@ -103,6 +113,12 @@ impl TestCluster {
     /// The client configuration, for components that build their own clients (the controller).
     pub fn config(&self) -> Config {
         self.config.clone()
+    }
+
+    /// A kubeconfig reaching this cluster, for `spec.kubeConfig` Secrets (Flux's own tests
+    /// point every Kustomization at the test cluster this way).
+    pub fn kubeconfig_yaml(&self) -> &str {
+        &self.kubeconfig
     }
 
     /// The in-process server, for fault injection and compaction; `None` on a real cluster

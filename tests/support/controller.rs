@@ -33,8 +33,32 @@ impl Harness {
     pub async fn start_with(adjust: impl FnOnce(&mut RunOptions)) -> Harness {
         let cluster = TestCluster::start().await;
         let artifacts = ArtifactServer::start().await;
+        let mut harness = Harness {
+            cluster,
+            artifacts,
+            metrics: Arc::new(Metrics::default()),
+            stop: None,
+            task: None,
+        };
+        harness.run_controller(adjust);
+        harness
+    }
+
+    /// Stops the controller (in-flight reconciliations finish) and starts another on the same
+    /// cluster with other options, as Flux's tests change their reconciler's fields mid-test.
+    pub async fn restart_with(&mut self, adjust: impl FnOnce(&mut RunOptions)) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+        }
+        self.run_controller(adjust);
+    }
+
+    fn run_controller(&mut self, adjust: impl FnOnce(&mut RunOptions)) {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let options = RunOptions {
+        let mut options = RunOptions {
             reconcile: Options {
                 health_poll_interval: Duration::from_millis(50),
                 requeue_dependency: Duration::from_millis(200),
@@ -47,14 +71,13 @@ impl Harness {
                 ..FetcherOptions::default()
             },
             concurrent: 4,
-            namespace: Some(cluster.namespace.clone()),
+            namespace: Some(self.cluster.namespace.clone()),
             label_selector: None,
             watch_configs_label_selector: Some("reconcile.fluxcd.io/watch=Enabled".into()),
         };
-        let mut options = options;
         adjust(&mut options);
-        let client = cluster.client.clone();
-        let config = cluster.config();
+        let client = self.cluster.client.clone();
+        let config = self.cluster.config();
         let metrics = Arc::new(Metrics::with_watch_grace(WatchHealth::new(
             Duration::from_secs(2),
         )));
@@ -66,13 +89,9 @@ impl Harness {
             .await
             .expect("the controller runs");
         });
-        Harness {
-            cluster,
-            artifacts,
-            metrics,
-            stop: Some(stop),
-            task: Some(task),
-        }
+        self.metrics = metrics;
+        self.stop = Some(stop);
+        self.task = Some(task);
     }
 
     pub fn publish(&self, fixture: &str, revision: &str) -> Artifact {

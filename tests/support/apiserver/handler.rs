@@ -463,8 +463,10 @@ enum Ownership {
 
 /// The common tail of every write: server-owned fields, scope, defaults, pruning,
 /// validation, generation, managed fields, no-op detection, dry-run and storage.
+#[allow(clippy::too_many_arguments)]
 fn finish_write(
     store: &mut Store,
+    identity: &rbac::Identity,
     route: &ResourceRoute,
     old: Option<&Value>,
     mut new: Value,
@@ -473,6 +475,9 @@ fn finish_write(
 ) -> Result<Reply, ApiError> {
     let rt = &route.rt;
     let scope = scope_of(rt, route);
+    if !matches!(scope, Scope::Status) {
+        rbac::check_escalation(store, identity, rt, namespace_of(route), &new)?;
+    }
     let name = new
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -684,6 +689,7 @@ fn create(
     let manager = update_manager(request);
     finish_write(
         store,
+        &request.identity,
         route,
         None,
         object,
@@ -742,6 +748,7 @@ fn update(
     let manager = update_manager(request);
     finish_write(
         store,
+        &request.identity,
         route,
         Some(&old),
         object,
@@ -805,6 +812,7 @@ fn patch(
     let manager = update_manager(request);
     finish_write(
         store,
+        &request.identity,
         route,
         Some(&old),
         new,
@@ -907,6 +915,7 @@ fn apply(
     })?;
     finish_write(
         store,
+        &request.identity,
         route,
         old.as_ref(),
         applied,

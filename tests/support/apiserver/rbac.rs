@@ -177,3 +177,136 @@ pub fn denial(identity: &Identity, attributes: &Attributes) -> String {
         identity.user, attributes.verb, attributes.group
     )
 }
+
+/// RBAC's escalation prevention on writes of Roles, ClusterRoles and their bindings, as
+/// kube-apiserver's policy-based storage does: a role may only hold rules its writer holds
+/// (unless the writer may `escalate`), and a binding may only grant a role whose rules its
+/// writer holds (unless the writer may `bind` it); a binding to a role that does not exist
+/// is NotFound, named with the binding's resource and the role's name.
+pub fn check_escalation(
+    store: &Store,
+    identity: &Identity,
+    rt: &super::resources::ResourceType,
+    namespace: &str,
+    object: &Value,
+) -> Result<(), super::errors::ApiError> {
+    if rt.group != "rbac.authorization.k8s.io"
+        || identity.groups.iter().any(|g| g == "system:masters")
+    {
+        return Ok(());
+    }
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let may = |verb: &str, resource: &str, resource_name: &str| {
+        allowed(
+            store,
+            identity,
+            &Attributes {
+                verb,
+                group: "rbac.authorization.k8s.io",
+                resource,
+                subresource: "",
+                namespace,
+                name: resource_name,
+            },
+        )
+    };
+    let rules = match rt.plural.as_str() {
+        "roles" | "clusterroles" => {
+            if may("escalate", &rt.plural, name) {
+                return Ok(());
+            }
+            object
+                .get("rules")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        }
+        "rolebindings" | "clusterrolebindings" => {
+            let role_kind = object
+                .pointer("/roleRef/kind")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let role_name = object
+                .pointer("/roleRef/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let (plural, role_namespace) = match role_kind {
+                "ClusterRole" => ("clusterroles", ""),
+                _ => ("roles", namespace),
+            };
+            if may("bind", plural, role_name) {
+                return Ok(());
+            }
+            let key = (
+                "rbac.authorization.k8s.io".to_string(),
+                plural.to_string(),
+                role_namespace.to_string(),
+                role_name.to_string(),
+            );
+            let Some(role) = store.objects.get(&key) else {
+                return Err(super::errors::ApiError::not_found(rt, role_name));
+            };
+            role.get("rules")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        }
+        _ => return Ok(()),
+    };
+    let missing: Vec<String> = rules
+        .iter()
+        .filter(|rule| !rule_held(store, identity, namespace, rule))
+        .map(|rule| rule.to_string())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let subject = format!("{} \"{name}\" is forbidden", rt.qualified_plural());
+    Err(super::errors::ApiError::forbidden(format!(
+        "{subject}: user \"{}\" (groups={:?}) is attempting to grant RBAC permissions not currently held:\n{}",
+        identity.user,
+        identity.groups,
+        missing.join("\n")
+    )))
+}
+
+/// Whether `identity` holds every permission `rule` grants, in `namespace` (cluster scope
+/// when empty). Wildcards in `rule` are held only by wildcards.
+fn rule_held(store: &Store, identity: &Identity, namespace: &str, rule: &Value) -> bool {
+    if !strings(rule, "nonResourceURLs").is_empty() {
+        return namespace.is_empty() && identity.groups.iter().any(|g| g == "system:masters");
+    }
+    let names = strings(rule, "resourceNames");
+    let names: Vec<&str> = if names.is_empty() {
+        vec![""]
+    } else {
+        names.iter().map(String::as_str).collect()
+    };
+    let verbs = strings(rule, "verbs");
+    let groups = strings(rule, "apiGroups");
+    let resources = strings(rule, "resources");
+    verbs.iter().all(|verb| {
+        groups.iter().all(|group| {
+            resources.iter().all(|resource| {
+                let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+                names.iter().all(|name| {
+                    allowed(
+                        store,
+                        identity,
+                        &Attributes {
+                            verb,
+                            group,
+                            resource,
+                            subresource,
+                            namespace,
+                            name,
+                        },
+                    )
+                })
+            })
+        })
+    })
+}
