@@ -338,6 +338,7 @@ async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
         (
             StepError::Client(ClientError::SecretNotFound {
                 secret: "apps/kubeconfig".into(),
+                name: "kubeconfig".into(),
             }),
             reason::FAILED,
             false,

@@ -426,7 +426,9 @@ mod tests {
             .err()
             .unwrap();
         assert!(
-            error.to_string().contains("invalid CEL expression"),
+            error.to_string().starts_with(
+                "failed to create custom status evaluator for healthchecks[0]: failed to parse the expression Current: failed to parse the CEL expression 'self.status.(': "
+            ),
             "{error}"
         );
     }
