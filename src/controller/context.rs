@@ -114,6 +114,8 @@ pub struct Context {
     pub metrics: Arc<super::metrics::Metrics>,
     /// Health checks a new source revision may cancel.
     pub health_cancels: super::cancel::HealthCancels,
+    /// The revision each Kustomization last attempted, for the source watch.
+    pub attempted: super::cancel::AttemptedRevisions,
     caches: Mutex<BTreeMap<String, AppliedCache>>,
     /// Clients of remote clusters, rebuilt only when their kubeconfig Secret changes.
     remote_clients: super::remote::RemoteClients,
@@ -140,6 +142,7 @@ impl Context {
             fetcher,
             metrics,
             health_cancels: Default::default(),
+            attempted: Default::default(),
             caches: Mutex::new(BTreeMap::new()),
             kinds: Default::default(),
             remote_clients: Default::default(),

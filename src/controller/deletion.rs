@@ -24,6 +24,7 @@ pub(crate) async fn finalize(
 ) -> Result<Action, ReconcileError> {
     let namespace = object.metadata.namespace.clone().unwrap_or_default();
     let name = object.metadata.name.clone().unwrap_or_default();
+    ctx.attempted.forget(&format!("{namespace}/{name}"));
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
     if !object
         .metadata

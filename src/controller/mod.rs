@@ -225,6 +225,53 @@ fn touched<K: Send + 'static>(
     })
 }
 
+fn artifact_revision(source: &DynamicObject) -> Option<&str> {
+    source
+        .data
+        .pointer("/status/artifact/revision")
+        .and_then(|r| r.as_str())
+}
+
+/// The sources whose artifact revision changed, as Flux's SourceRevisionChangePredicate:
+/// status churn and relists of an unchanged source do not bypass retry intervals. A source
+/// first seen in the watch's initial list is only remembered: the Kustomizations' own initial
+/// list runs them all, and a second run of each right after would be waste. A relist after an
+/// outage does pass on what changed meanwhile.
+fn revision_changes(
+    events: impl futures::Stream<Item = watcher::Event<DynamicObject>> + Send + 'static,
+) -> impl futures::Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static {
+    let mut seen: std::collections::HashMap<String, String> = Default::default();
+    events.filter_map(move |event| {
+        let (object, initial) = match event {
+            watcher::Event::Apply(object) => (Some(object), false),
+            watcher::Event::InitApply(object) => (Some(object), true),
+            watcher::Event::Delete(object) => {
+                // Re-created, it is new again.
+                seen.remove(&format!(
+                    "{}/{}",
+                    object.metadata.namespace.as_deref().unwrap_or(""),
+                    object.metadata.name.as_deref().unwrap_or("")
+                ));
+                (None, false)
+            }
+            watcher::Event::Init | watcher::Event::InitDone => (None, false),
+        };
+        let changed = object.filter(|object| {
+            let key = format!(
+                "{}/{}",
+                object.metadata.namespace.as_deref().unwrap_or(""),
+                object.metadata.name.as_deref().unwrap_or("")
+            );
+            let revision = artifact_revision(object).unwrap_or("").to_string();
+            match seen.insert(key, revision.clone()) {
+                Some(previous) => previous != revision,
+                None => !initial,
+            }
+        });
+        futures::future::ready(changed.map(Ok))
+    })
+}
+
 /// Runs the controller until `shutdown` completes; in-flight reconciliations finish first.
 pub async fn run(
     client: kube::Client,
@@ -289,39 +336,31 @@ pub async fn run(
         };
         let store = reader.clone();
         let cancelling = context.clone();
-        // Only a changed artifact revision triggers, as Flux's SourceRevisionChangePredicate:
-        // status churn and relists of an unchanged source do not bypass retry intervals.
-        let seen: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>> = Arc::default();
         let config = WatchConfig {
             kind: kind.into(),
             label_selector: None,
         };
-        let changed = touched(watch::watch(sources, config, health.clone()));
+        let changed = revision_changes(watch::watch(sources, config, health.clone()));
         controller = controller.watches_stream_with(
             changed,
             move |source| {
-                let revision = source
-                    .data
-                    .pointer("/status/artifact/revision")
-                    .and_then(|r| r.as_str())
-                    .unwrap_or("")
-                    .to_string();
-                let key = format!(
-                    "{}/{}",
-                    source.metadata.namespace.as_deref().unwrap_or(""),
-                    source.metadata.name.as_deref().unwrap_or("")
-                );
-                let previous = seen
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key.clone(), revision.clone());
-                if previous.as_deref() == Some(revision.as_str()) {
-                    return Vec::new();
-                }
-                let dependents = dependents(store.state(), &source, kind);
-                // A first sighting (a relist) is not a new revision.
-                if previous.is_some() && cancelling.options.cancel_health_on_new_revision {
-                    let trigger = format!("{kind}/{key}");
+                let revision = artifact_revision(&source).unwrap_or("").to_string();
+                let mut dependents = dependents(store.state(), &source, kind);
+                // One attempting this revision already has it; the cache may not show it yet.
+                dependents.retain(|d| {
+                    let key = format!("{}/{}", d.namespace.as_deref().unwrap_or(""), d.name);
+                    // The CRD defaults a status, so "never reconciled" is: no conditions.
+                    let brand_new = store
+                        .get(d)
+                        .is_some_and(|k| k.status.as_ref().is_none_or(|s| s.conditions.is_empty()));
+                    cancelling.attempted.needs_run(&key, &revision, brand_new)
+                });
+                if cancelling.options.cancel_health_on_new_revision {
+                    let trigger = format!(
+                        "{kind}/{}/{}",
+                        source.metadata.namespace.as_deref().unwrap_or(""),
+                        source.metadata.name.as_deref().unwrap_or("")
+                    );
                     for dependent in &dependents {
                         let namespace = dependent.namespace.as_deref().unwrap_or("");
                         let dependent = format!("{namespace}/{}", dependent.name);

@@ -6,7 +6,7 @@
 //! runtime for backoff.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -147,7 +147,10 @@ async fn reconcile_live(
     // Written once the revision is known (`Fetching manifests for revision …`), or with the
     // outcome if the reconciliation ends before that.
     let mut status = outcome::begin(object.status.clone().unwrap_or_default(), generation);
+    let key = key_of(&object);
+    ctx.attempted.start(&key);
     let result = run_steps(&object, ctx, &mut status).await;
+    let run_again = ctx.attempted.finish(&key);
     let interval = object.spec.interval.to_std();
     let facts = Facts {
         generation,
@@ -186,6 +189,13 @@ async fn reconcile_live(
             )
             .await;
     }
+    if run_again {
+        // A source event came while this run started, and it may have read the older revision.
+        return Ok((
+            Action::requeue(Duration::ZERO),
+            ReconcileResult::RequeueAfter,
+        ));
+    }
     Ok(match conclusion.next {
         Next::Interval(interval) => (
             Action::requeue(jittered(interval, ctx.options.interval_jitter_percentage)),
@@ -209,6 +219,7 @@ async fn run_steps(
     steps::identity(object, ctx)?;
     let (source, artifact) = steps::source(object, ctx).await?;
     let revision = artifact.revision.clone();
+    ctx.attempted.read(&key_of(object), &revision);
     let origin_revision = artifact.origin_revision().map(str::to_string);
     let origin = origin_revision.as_deref();
     let meta = EventMeta::of(Some(&revision), origin);

@@ -32,18 +32,30 @@ pub struct Artifact {
     /// `<kind>/<namespace>/<name>/<file>` as source-controller names its storage paths.
     pub path: String,
     pub size: usize,
+    /// `status.artifact.metadata` (source-controller copies OCI annotations there).
+    pub metadata: std::collections::BTreeMap<String, String>,
 }
 
 impl Artifact {
     pub fn status(&self) -> Value {
-        json!({
+        let mut status = json!({
             "url": self.url,
             "digest": self.digest,
             "revision": self.revision,
             "path": self.path,
             "size": self.size,
             "lastUpdateTime": kustomize_like_now(),
-        })
+        });
+        if !self.metadata.is_empty() {
+            status["metadata"] = json!(self.metadata);
+        }
+        status
+    }
+
+    /// The artifact with one more metadata entry.
+    pub fn with_metadata(mut self, key: &str, value: &str) -> Artifact {
+        self.metadata.insert(key.into(), value.into());
+        self
     }
 }
 
@@ -173,6 +185,7 @@ impl ArtifactServer {
             revision: revision.to_string(),
             path: path.clone(),
             size: bytes.len(),
+            metadata: Default::default(),
         };
         self.files
             .lock()

@@ -113,6 +113,8 @@ impl Harness {
             "sourceRef": {"kind": "GitRepository", "name": "repo"}});
         if let (Some(full), Some(spec)) = (full.as_object_mut(), spec.as_object()) {
             full.extend(spec.clone());
+            // `null` drops a default (e.g. no targetNamespace).
+            full.retain(|_, value| !value.is_null());
         }
         self.cluster
             .apply(&json!({

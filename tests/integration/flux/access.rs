@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::{condition, kubeconfig_secret};
+use super::{applied, condition, kubeconfig_secret};
 use crate::support::cluster::wait_for;
 use crate::support::controller::{Harness, ready_message};
 
@@ -18,31 +18,6 @@ fn config_map(name: &str, data: &str) -> String {
     format!(
         "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  key: \"{data}\"\n"
     )
-}
-
-/// Waits until the Kustomization applied `revision`, and returns it.
-async fn applied(
-    harness: &Harness,
-    name: &str,
-    revision: &str,
-) -> kustomize_controller::api::Kustomization {
-    let api = harness.kustomizations();
-    let found = wait_for(Duration::from_secs(30), || async {
-        let object = api.get(name).await.ok()?;
-        (object.status.as_ref()?.last_applied_revision.as_deref() == Some(revision))
-            .then_some(object)
-    })
-    .await;
-    match found {
-        Some(object) => object,
-        None => {
-            let object = api.get(name).await.ok();
-            panic!(
-                "{name} never applied {revision}: {}",
-                serde_json::to_string_pretty(&object.and_then(|o| o.status)).unwrap()
-            )
-        }
-    }
 }
 
 /// `TestKustomizationReconciler_NoCrossNamespaceRefs`: a source in another namespace is used
