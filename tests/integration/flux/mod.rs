@@ -4,6 +4,7 @@
 
 mod access;
 mod apply;
+mod prune;
 
 use serde_json::json;
 
