@@ -198,12 +198,17 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
             status.observed_generation = generation.unwrap_or(-1);
         }
     } else {
+        // As Flux's finalizeStatus: the progress message this run last wrote stays, with the
+        // retry reason; the error is Ready's message.
+        let progress = status::get(&status, RECONCILING)
+            .map(|c| c.message.clone())
+            .unwrap_or_else(|| message.clone());
         status::set(
             &mut status,
             RECONCILING,
             "True",
             reason::PROGRESSING_WITH_RETRY,
-            &message,
+            &progress,
             generation,
         );
     }

@@ -49,9 +49,14 @@ struct CelCheck {
     group: String,
     /// `None` covers every kind of the group.
     kind: Option<String>,
-    current: cel::Program,
-    in_progress: Option<cel::Program>,
-    failed: Option<cel::Program>,
+    current: Expression,
+    in_progress: Option<Expression>,
+    failed: Option<Expression>,
+}
+
+struct Expression {
+    text: String,
+    program: cel::Program,
 }
 
 /// Compiled `healthCheckExprs`.
@@ -74,12 +79,17 @@ impl CelChecks {
                 return Err(HealthError::DuplicateExpression { group_kind, index });
             }
             let compile = |field: &'static str, expression: &str| {
-                cel::Program::compile(expression).map_err(|e| HealthError::InvalidExpression {
-                    index,
-                    field,
-                    expression: expression.to_string(),
-                    reason: e.to_string(),
-                })
+                cel::Program::compile(expression)
+                    .map(|program| Expression {
+                        text: expression.to_string(),
+                        program,
+                    })
+                    .map_err(|e| HealthError::InvalidExpression {
+                        index,
+                        field,
+                        expression: expression.to_string(),
+                        reason: e.to_string(),
+                    })
             };
             // Flux parses Current, then Failed, then InProgress: the first error it reports.
             let current = compile("Current", &check.current)?;
@@ -108,6 +118,12 @@ impl CelChecks {
     /// The generation check comes first; then `inProgress`, `failed` and `current` in that
     /// order, the first that holds deciding; none holding means InProgress.
     pub fn assess(&self, object: &Value) -> Option<Assessment> {
+        self.evaluate(object).map(|(assessment, _)| assessment)
+    }
+
+    /// [`assess`](Self::assess), with the error of an expression that could not be evaluated:
+    /// as Flux, that object is in progress and the error is reported with it.
+    fn evaluate(&self, object: &Value) -> Option<(Assessment, Option<String>)> {
         let api_version = object
             .get("apiVersion")
             .and_then(Value::as_str)
@@ -132,10 +148,11 @@ impl CelChecks {
         if let (Some(generation), Some(observed)) = (generation, observed)
             && observed < generation
         {
-            return Some(Assessment {
+            let assessment = Assessment {
                 status: Status::InProgress,
                 message: format!("observedGeneration {observed} is behind generation {generation}"),
-            });
+            };
+            return Some((assessment, None));
         }
         // One conversion of the object, shared by `self` and its top-level fields.
         let mut context = cel::Context::default();
@@ -148,21 +165,40 @@ impl CelChecks {
             }
         }
         context.add_variable_from_value("self", self_value);
-        let holds = |program: &cel::Program| {
-            matches!(program.execute(&context), Ok(cel::Value::Bool(true)))
+        let holds = |expression: &Expression| match expression.program.execute(&context) {
+            Ok(value) => Ok(matches!(value, cel::Value::Bool(true))),
+            Err(error) => Err(format!(
+                "failed to evaluate the CEL expression '{}': {error}",
+                expression.text
+            )),
         };
-        let status = if check.in_progress.as_ref().is_some_and(holds) {
-            Status::InProgress
-        } else if check.failed.as_ref().is_some_and(holds) {
-            Status::Failed
-        } else if holds(&check.current) {
-            Status::Current
-        } else {
-            Status::InProgress
-        };
-        Some(Assessment {
-            status,
-            message: format!("health check expression for {api_version} {kind}"),
+        let verdict = (|| {
+            if let Some(in_progress) = &check.in_progress
+                && holds(in_progress)?
+            {
+                return Ok(Status::InProgress);
+            }
+            if let Some(failed) = &check.failed
+                && holds(failed)?
+            {
+                return Ok(Status::Failed);
+            }
+            Ok(if holds(&check.current)? {
+                Status::Current
+            } else {
+                Status::InProgress
+            })
+        })();
+        let message = format!("health check expression for {api_version} {kind}");
+        Some(match verdict {
+            Ok(status) => (Assessment { status, message }, None),
+            Err(error) => (
+                Assessment {
+                    status: Status::InProgress,
+                    message,
+                },
+                Some(error),
+            ),
         })
     }
 }
@@ -180,6 +216,21 @@ pub fn assess(reference: &ObjectRef, live: Option<&Value>, cel: &CelChecks) -> A
         return compute(None);
     };
     cel.assess(live).unwrap_or_else(|| compute(Some(live)))
+}
+
+/// One object's poll: its status and the error that decided it, if any.
+type Polled = (ObjectRef, Status, Option<String>);
+
+/// The status of a live object for [`wait`], with the error that decided it, if any.
+fn verdict(
+    reference: &ObjectRef,
+    live: Option<&Value>,
+    cel: &CelChecks,
+) -> (Status, Option<String>) {
+    match live.and_then(|live| cel.evaluate(live)) {
+        Some((assessment, error)) => (assessment.status, error),
+        None => (assess(reference, live, cel).status, None),
+    }
 }
 
 /// How to poll.
@@ -214,7 +265,7 @@ pub async fn wait_with(
     let mut pending: Vec<ObjectRef> = objects.to_vec();
     loop {
         // The objects are read concurrently, a few at a time, on every poll.
-        let verdicts: Vec<Result<(ObjectRef, Status), HealthError>> = futures::stream::iter(
+        let verdicts: Vec<Result<Polled, HealthError>> = futures::stream::iter(
             pending,
         )
         .map(|reference| async move {
@@ -232,19 +283,19 @@ pub async fn wait_with(
                 // Passing discovery trouble is polled through like a failed read.
                 Err(KindError::Api(error)) => {
                     tracing::debug!(object = %reference, error = %error, "health check discovery");
-                    return Ok((reference, Status::Unknown));
+                    return Ok((reference, Status::Unknown, None));
                 }
             };
             // A failed read is not a verdict: the object is polled again until the deadline.
             match api.get_opt(&reference.name).await {
                 Ok(live) => {
                     let live = live.map(|o| serde_json::to_value(o).unwrap_or_default());
-                    let status = assess(&reference, live.as_ref(), cel).status;
-                    Ok((reference, status))
+                    let (status, error) = verdict(&reference, live.as_ref(), cel);
+                    Ok((reference, status, error))
                 }
                 Err(error) => {
                     tracing::debug!(object = %reference, error = %error, "health check read");
-                    Ok((reference, Status::Unknown))
+                    Ok((reference, Status::Unknown, None))
                 }
             }
         })
@@ -254,13 +305,19 @@ pub async fn wait_with(
         let mut still = Vec::new();
         let mut failed = Vec::new();
         for verdict in verdicts {
-            let (reference, status) = verdict?;
+            let (reference, status, error) = verdict?;
+            // fluxcd/pkg/ssa's wording: the status, and the error behind it.
+            let describe = |status: Status| match &error {
+                Some(error) => format!("{reference} status: '{status}': {error}"),
+                None => format!("{reference} status: '{status}'"),
+            };
             match status {
                 Status::Current => {}
-                Status::Failed if options.fail_fast => {
-                    failed.push(format!("{reference} status: 'Failed'"));
+                Status::Failed if options.fail_fast => failed.push(describe(status)),
+                status => {
+                    let described = describe(status);
+                    still.push((reference, described));
                 }
-                status => still.push((reference, status)),
             }
         }
         if !failed.is_empty() {
@@ -273,11 +330,11 @@ pub async fn wait_with(
             return Err(HealthError::Timeout(
                 still
                     .iter()
-                    .map(|(r, s)| format!("{r} status: '{s}'"))
+                    .map(|(_, described)| described.clone())
                     .collect(),
             ));
         }
-        pending = still.into_iter().map(|(r, _)| r).collect();
+        pending = still.into_iter().map(|(reference, _)| reference).collect();
         tokio::time::sleep(options.interval).await;
     }
 }

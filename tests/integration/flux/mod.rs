@@ -5,6 +5,7 @@
 mod access;
 mod apply;
 mod prune;
+mod wait;
 
 use serde_json::json;
 
