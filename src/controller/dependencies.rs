@@ -23,10 +23,14 @@ pub enum DependencyError {
     NotReady { id: String },
     #[error("dependency '{id}' is not ready according to readyExpr eval")]
     NotReadyByExpression { id: String },
+    /// Flux's words (fluxcd/pkg/runtime/cel): the expression is valid but cannot be evaluated
+    /// on these objects yet (a field absent), so waiting may help.
+    #[error("failed to evaluate the CEL expression '{expression}': {reason}")]
+    ReadyExprEvaluation { expression: String, reason: String },
     #[error("dependency '{id}' revision is not up to date")]
     RevisionNotApplied { id: String },
     /// Terminal, as in Flux: an expression that does not parse, or names a variable other
-    /// than `self` and `dep` (Flux's compile-time check; found here when evaluation reaches it).
+    /// than `self` and `dep` (Flux compiles it with only those two declared).
     #[error(
         "Reconciliation failed terminally due to configuration error: failed to evaluate dependency {name}: failed to parse the CEL expression '{expression}': {reason}"
     )]
@@ -104,8 +108,9 @@ pub async fn check(
     Ok(())
 }
 
-/// Evaluates a dependency's `readyExpr` over `self` (the dependent) and `dep`; an expression
-/// that fails to evaluate counts as not ready, one naming an undeclared variable is invalid.
+/// Evaluates a dependency's `readyExpr` over `self` (the dependent) and `dep`. As Flux
+/// compiles it with only those two variables declared, an expression naming any other is
+/// invalid before anything is evaluated; one that fails to evaluate is reported as such.
 fn ready_by_expression(
     object: &Kustomization,
     dep: &Kustomization,
@@ -118,6 +123,9 @@ fn ready_by_expression(
         reason,
     };
     let program = cel::Program::compile(expression).map_err(|e| invalid(e.to_string()))?;
+    if let Some(undeclared) = undeclared_variables(program.expression(), &["self", "dep"]).first() {
+        return Err(invalid(format!("undeclared reference to '{undeclared}'")));
+    }
     let mut context = cel::Context::default();
     let this = serde_json::to_value(object).unwrap_or_default();
     let that = serde_json::to_value(dep).unwrap_or_default();
@@ -132,6 +140,101 @@ fn ready_by_expression(
         Err(cel::ExecutionError::UndeclaredReference(reference)) => {
             Err(invalid(format!("undeclared reference to '{reference}'")))
         }
-        Err(_) => Ok(false),
+        Err(error) => Err(DependencyError::ReadyExprEvaluation {
+            expression: expression.to_string(),
+            reason: error.to_string(),
+        }),
+    }
+}
+
+/// The variables `expression` reads that are neither `declared` nor bound by a macro
+/// (`all`, `exists`, `filter`, `map` bind their iteration and accumulator variables), in
+/// the order they appear.
+fn undeclared_variables(expression: &cel::IdedExpr, declared: &[&str]) -> Vec<String> {
+    use cel::common::ast::{EntryExpr, Expr};
+    fn walk(expression: &cel::IdedExpr, bound: &mut Vec<String>, found: &mut Vec<String>) {
+        let walk_entries = |entries: &[cel::common::ast::IdedEntryExpr],
+                            bound: &mut Vec<String>,
+                            found: &mut Vec<String>| {
+            for entry in entries {
+                match &entry.expr {
+                    EntryExpr::StructField(field) => walk(&field.value, bound, found),
+                    EntryExpr::MapEntry(pair) => {
+                        walk(&pair.key, bound, found);
+                        walk(&pair.value, bound, found);
+                    }
+                }
+            }
+        };
+        match &expression.expr {
+            Expr::Unspecified | Expr::Literal(_) => {}
+            Expr::Ident(name) => {
+                if !name.starts_with('@') && !bound.contains(name) && !found.contains(name) {
+                    found.push(name.clone());
+                }
+            }
+            Expr::Select(select) => walk(&select.operand, bound, found),
+            Expr::Call(call) => {
+                if let Some(target) = &call.target {
+                    walk(target, bound, found);
+                }
+                for argument in &call.args {
+                    walk(argument, bound, found);
+                }
+            }
+            Expr::List(list) => {
+                for element in &list.elements {
+                    walk(element, bound, found);
+                }
+            }
+            Expr::Map(map) => walk_entries(&map.entries, bound, found),
+            Expr::Struct(object) => walk_entries(&object.entries, bound, found),
+            Expr::Comprehension(loop_) => {
+                walk(&loop_.iter_range, bound, found);
+                walk(&loop_.accu_init, bound, found);
+                let scope = bound.len();
+                bound.push(loop_.iter_var.clone());
+                bound.extend(loop_.iter_var2.clone());
+                bound.push(loop_.accu_var.clone());
+                for inner in [&loop_.loop_cond, &loop_.loop_step, &loop_.result] {
+                    walk(inner, bound, found);
+                }
+                bound.truncate(scope);
+            }
+        }
+    }
+    let mut bound: Vec<String> = declared.iter().map(|name| name.to_string()).collect();
+    let mut found = Vec::new();
+    walk(expression, &mut bound, &mut found);
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::undeclared_variables;
+
+    fn undeclared(expression: &str) -> Vec<String> {
+        let program = cel::Program::compile(expression).unwrap();
+        undeclared_variables(program.expression(), &["self", "dep"])
+    }
+
+    #[test]
+    fn only_self_dep_and_macro_variables_are_declared() {
+        assert_eq!(undeclared("self.generation == deps.generation"), ["deps"]);
+        assert_eq!(undeclared("foo && bar || foo"), ["foo", "bar"]);
+        assert!(undeclared("self.metadata.name == dep.metadata.name").is_empty());
+        assert!(
+            undeclared(
+                "dep.status.conditions.filter(e, e.type == 'Ready').all(c, c.status == 'True')"
+            )
+            .is_empty()
+        );
+        assert!(
+            undeclared("dep.spec.dependsOn.exists(d, d.name == self.metadata.name)").is_empty()
+        );
+        assert_eq!(undeclared("[1, 2].map(x, x + y)"), ["y"]);
+        // A macro's variable is bound inside it only.
+        assert_eq!(undeclared("[1].all(x, x > 0) && x"), ["x"]);
+        assert_eq!(undeclared("{'a': other}['a'] == self.kind"), ["other"]);
     }
 }

@@ -161,9 +161,15 @@ impl Recorder {
         let now = k8s_openapi::jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
+        // client-go's recorder names events `<object>.<unix nanoseconds in hex>`, so that
+        // listing them (sorted by name, as etcd keys are) lists them in the order they
+        // happened; Flux's tests and users read them that way.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
         let mut event = json!({
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": format!("{name}."), "namespace": namespace},
+            "metadata": {"name": format!("{name}.{nanos:x}"), "namespace": namespace},
             "involvedObject": {
                 "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
                 "name": name, "namespace": namespace,

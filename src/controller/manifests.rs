@@ -28,6 +28,10 @@ pub enum ManifestError {
     Decrypt(String),
     #[error("kustomize build failed: {0}")]
     Build(String),
+    /// Flux's words: a built object lacks what every Kubernetes object has. The object is
+    /// shown as YAML, a Secret's values left out.
+    #[error("failed to decode Kubernetes apiVersion, kind and name from: {0}")]
+    NotAnObject(String),
     #[error("post build failed: {0}")]
     Substitute(String),
 }
@@ -212,6 +216,9 @@ pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, Man
     };
     let mut objects =
         kustomize::build(root, dir, &options).map_err(|e| ManifestError::Build(e.to_string()))?;
+    if let Some(object) = objects.iter().find(|object| !is_kubernetes_object(object)) {
+        return Err(ManifestError::NotAnObject(shown_without_secrets(object)));
+    }
     for object in objects.iter_mut() {
         if let Some(keys) = inputs.keys {
             sops::decrypt_object(object, keys)
@@ -230,6 +237,27 @@ pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, Man
         }
     }
     Ok(objects)
+}
+
+/// Whether `object` has the apiVersion, kind and name every Kubernetes object has; kustomize
+/// builds documents without them, which Flux refuses before applying anything.
+fn is_kubernetes_object(object: &Value) -> bool {
+    let text = |value: Option<&Value>| value.and_then(Value::as_str).is_some_and(|t| !t.is_empty());
+    text(object.get("apiVersion"))
+        && text(object.get("kind"))
+        && text(object.pointer("/metadata/name"))
+}
+
+/// The object as YAML for an error message; a Secret's values never reach a status.
+fn shown_without_secrets(object: &Value) -> String {
+    let mut shown = object.clone();
+    if object.get("kind").and_then(Value::as_str) == Some("Secret")
+        && let Some(fields) = shown.as_object_mut()
+    {
+        fields.remove("data");
+        fields.remove("stringData");
+    }
+    yaml::to_yaml_string(&shown)
 }
 
 /// Merges `spec.images` into the kustomization's `images` as Flux 1.9.4 does: an entry for an
@@ -376,6 +404,48 @@ mod tests {
                 .contains("component path 'nope' not found"),
             "{error}"
         );
+    }
+
+    /// Flux refuses a built document without apiVersion (kustomize builds it), naming it as
+    /// YAML; a Secret's values stay out of the message.
+    #[test]
+    fn objects_without_api_version_kind_or_name_fail_the_build() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path();
+        write(dir, "kustomization.yaml", "resources:\n- all.yaml\n");
+        let inputs = |spec: &KustomizationSpec| -> Result<Vec<Value>, ManifestError> {
+            let variables = BTreeMap::new();
+            build(
+                dir,
+                dir,
+                &Inputs {
+                    spec,
+                    keys: None,
+                    variables: &variables,
+                    remote: None,
+                    strict_substitution: true,
+                },
+            )
+        };
+        let empty = spec(json!({}));
+        write(
+            dir,
+            "all.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fine\n---\npiVersion: pkg.crossplane.io/v1\nkind: Provider\nmetadata:\n  name: aws\n",
+        );
+        let error = inputs(&empty).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "failed to decode Kubernetes apiVersion, kind and name from: kind: Provider\nmetadata:\n  name: aws\npiVersion: pkg.crossplane.io/v1\n"
+        );
+        write(
+            dir,
+            "all.yaml",
+            "kind: Secret\nmetadata:\n  name: s\nstringData:\n  password: hunter2\n",
+        );
+        let error = inputs(&empty).unwrap_err().to_string();
+        assert!(error.contains("kind: Secret"), "{error}");
+        assert!(!error.contains("hunter2"), "{error}");
     }
 
     /// Flux 1.9.4: `spec.images` merge by name into the file's `images`, field by field.

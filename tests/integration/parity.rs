@@ -50,6 +50,10 @@ async fn unset_variables_fail_the_build_by_default_as_in_flux_1_9() {
     let message = ready_message(&failed);
     assert!(message.contains("region"), "{message}");
     assert!(
+        message.contains("variable not set"),
+        "Flux's words: {message}"
+    );
+    assert!(
         harness
             .config_maps()
             .get_opt("settings")
@@ -539,10 +543,23 @@ async fn flux_disallowed_managers() {
             json!({"healthChecks": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "managed", "namespace": ns}]}),
         )
         .await;
-    harness
+    // creates configmap
+    let ready = harness
         .wait_ready("managers", "True", "ReconciliationSucceeded")
         .await;
+    let status = ready.status.as_ref().unwrap();
+    assert!(
+        !status
+            .conditions
+            .iter()
+            .any(|c| matches!(c.type_.as_str(), "Stalled" | "Reconciling") && c.status == "True"),
+        "kstatus: neither stalled nor reconciling while Ready: {status:?}"
+    );
     let maps = harness.config_maps();
+    let created = maps.get("managed").await.unwrap().data.unwrap_or_default();
+    assert_eq!(created.get("key").map(String::as_str), Some("value"));
+
+    // update configmap with new data
     for (manager, data) in [
         ("mallory", json!({"bad-key": "overridden field manager"})),
         ("good-name", json!({"key2": "not overridden field manager"})),
@@ -558,6 +575,13 @@ async fn flux_disallowed_managers() {
         .await
         .unwrap();
     }
+    let updated = maps.get("managed").await.unwrap().data.unwrap_or_default();
+    assert!(
+        updated.contains_key("bad-key") && updated.contains_key("key2"),
+        "{updated:?}"
+    );
+
+    // bad-key should be removed from the configmap
     harness.request_reconcile("managers", "after-mallory").await;
     let fixed = wait_for(Duration::from_secs(30), || async {
         let data = maps.get("managed").await.ok()?.data?;

@@ -4,7 +4,13 @@
 
 mod access;
 mod apply;
+mod custom_resources;
+mod decryptor;
+mod dependson;
 mod prune;
+mod source;
+mod transformer;
+mod varsub;
 mod wait;
 
 use serde_json::json;
@@ -62,6 +68,63 @@ async fn applied(
             )
         }
     }
+}
+
+/// Waits until `holds` is true of the Kustomization (Flux's `g.Eventually` on a fetched
+/// object) and returns it; panics with `what` and the status when it never is.
+async fn eventually(
+    harness: &Harness,
+    name: &str,
+    what: &str,
+    holds: impl Fn(&kustomize_controller::api::Kustomization) -> bool,
+) -> kustomize_controller::api::Kustomization {
+    eventually_within(
+        harness,
+        std::time::Duration::from_secs(30),
+        name,
+        what,
+        holds,
+    )
+    .await
+}
+
+/// [`eventually`] for outcomes that take longer (a health check timing out).
+async fn eventually_within(
+    harness: &Harness,
+    limit: std::time::Duration,
+    name: &str,
+    what: &str,
+    holds: impl Fn(&kustomize_controller::api::Kustomization) -> bool,
+) -> kustomize_controller::api::Kustomization {
+    let api = harness.kustomizations();
+    let found = crate::support::cluster::wait_for(limit, || async {
+        let object = api.get(name).await.ok()?;
+        holds(&object).then_some(object)
+    })
+    .await;
+    match found {
+        Some(object) => object,
+        None => {
+            let object = api.get(name).await.ok();
+            panic!(
+                "{name}: never {what}: {}",
+                serde_json::to_string_pretty(&object.and_then(|o| o.status)).unwrap()
+            )
+        }
+    }
+}
+
+/// Merge-patches the Kustomization, as Flux's tests `Update` a fetched object.
+async fn patch_kustomization(harness: &Harness, name: &str, patch: serde_json::Value) {
+    harness
+        .kustomizations()
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("patching {name}: {e}"));
 }
 
 /// Waits until the Kustomization is gone (finalized).

@@ -176,11 +176,12 @@ async fn flux_wait_conditions() {
             .contains("does-not-exists")
     );
 
-    // recovers and reports healthy status
+    // recovers and reports healthy status: `wait` checks what was applied, in place of the
+    // failing `healthChecks` still in the spec
     api.patch(
         "wait",
         &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"wait": true, "healthChecks": null}})),
+        &Patch::Merge(json!({"spec": {"wait": true}})),
     )
     .await
     .unwrap();
@@ -357,4 +358,86 @@ async fn flux_waits_for_custom_health_checks() {
         ) && message.contains("foo"),
         "{message}"
     );
+}
+
+/// `TestKustomizationReconciler_CancelHealthCheckOnNewRevision` (Flux's suite runs with the
+/// gate on): a Kustomization (wait: true, timeout 5m) is Ready on a ConfigMap revision, then
+/// health-checks a Deployment that never becomes ready; a fixed revision published while those
+/// checks run is attempted long before their timeout, and a HealthCheckCanceled event names
+/// the GitRepository that triggered it.
+#[tokio::test]
+async fn flux_cancel_health_check_on_new_revision() {
+    let harness = Harness::start_with(|options| {
+        options.reconcile.cancel_health_on_new_revision = true;
+    })
+    .await;
+    let ns = harness.cluster.namespace.clone();
+    super::kubeconfig_secret(&harness).await;
+    let deployment = |name: &str, app: &str, image: &str, port: u16| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels:\n      app: {app}\n  template:\n    metadata:\n      labels:\n        app: {app}\n    spec:\n      containers:\n      - name: app\n        image: {image}\n        ports:\n        - containerPort: {port}"
+        )
+    };
+    let config = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: test-config\n  namespace: {ns}\ndata:\n  foo: bar"
+    );
+    let success =
+        harness.publish_files("cancel-ok", "main/success", &[("configmap.yaml", &config)]);
+    harness.source("repo", &success).await;
+    harness
+        .create_kustomization(
+            "cancel",
+            json!({"interval": "10m", "path": "./", "wait": true, "timeout": "5m",
+                "prune": false, "targetNamespace": null,
+                "kubeConfig": {"secretRef": {"name": "kubeconfig"}}}),
+        )
+        .await;
+    let api = harness.kustomizations();
+    let attempted = |revision: &'static str| {
+        let api = api.clone();
+        async move {
+            wait_for(Duration::from_secs(60), || async {
+                let object = api.get("cancel").await.ok()?;
+                (object.status.as_ref()?.last_attempted_revision.as_deref() == Some(revision))
+                    .then_some(object)
+            })
+            .await
+            .unwrap_or_else(|| panic!("{revision} was never attempted"))
+        }
+    };
+    harness
+        .wait_ready("cancel", "True", "ReconciliationSucceeded")
+        .await;
+
+    let failing = deployment(
+        "failing-deployment",
+        "failing-app",
+        "nonexistent.registry/badimage:latest",
+        8080,
+    );
+    let failing = harness.publish_files(
+        "cancel-failing",
+        "main/failing",
+        &[("deployment.yaml", &failing)],
+    );
+    harness.source("repo", &failing).await;
+    attempted("main/failing").await;
+
+    let fixed = deployment("working-deployment", "working-app", "nginx:latest", 80);
+    let fixed = harness.publish_files("cancel-fixed", "main/fixed", &[("deployment.yaml", &fixed)]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    harness.source("repo", &fixed).await;
+    attempted("main/fixed").await;
+
+    let canceled = wait_for(Duration::from_secs(60), || async {
+        events_of(&harness, "cancel", &[])
+            .await
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("HealthCheckCanceled"))
+    })
+    .await
+    .expect("a HealthCheckCanceled event");
+    let message = canceled.message.unwrap_or_default();
+    assert!(message.contains("Health checks canceled"), "{message}");
+    assert!(message.contains("GitRepository"), "{message}");
 }

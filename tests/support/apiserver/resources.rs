@@ -153,6 +153,16 @@ const BUILTINS: &[Row] = &[
     ),
     ("", "v1", "events", "Event", true, false, false, &["ev"]),
     (
+        "",
+        "v1",
+        "resourcequotas",
+        "ResourceQuota",
+        true,
+        true,
+        false,
+        &["quota"],
+    ),
+    (
         "apps",
         "v1",
         "deployments",

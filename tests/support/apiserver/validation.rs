@@ -187,6 +187,63 @@ fn is_dns_subdomain(name: &str) -> bool {
     name.len() <= 253 && name.split('.').all(is_dns_label)
 }
 
+/// Kubernetes' label-value and qualified-name part rule: empty, or at most 63 alphanumerics,
+/// '-', '_' and '.', starting and ending alphanumeric.
+fn is_label_part(text: &str, may_be_empty: bool) -> bool {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    (text.is_empty() && may_be_empty)
+        || (text.len() <= 63
+            && edge(text.chars().next())
+            && edge(text.chars().last())
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+}
+
+/// `metadata.labels` as kube-apiserver's ObjectMeta validation checks them, in its words.
+fn validate_labels(object: &Value, causes: &mut Vec<Cause>) {
+    let Some(labels) = object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+    else {
+        return;
+    };
+    for (key, value) in labels {
+        let (prefix, name) = match key.split_once('/') {
+            Some((prefix, name)) => (Some(prefix), name),
+            None => (None, key.as_str()),
+        };
+        if prefix.is_some_and(|p| !is_dns_subdomain(p)) {
+            causes.push(invalid(
+                "metadata.labels",
+                &json!(key),
+                "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            ));
+        }
+        if !is_label_part(name, false) {
+            causes.push(invalid(
+                "metadata.labels",
+                &json!(key),
+                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            ));
+        }
+        let text = value.as_str().unwrap_or_default();
+        if text.len() > 63 {
+            causes.push(invalid(
+                "metadata.labels",
+                value,
+                "must be no more than 63 characters",
+            ));
+        } else if !is_label_part(text, true) {
+            causes.push(invalid(
+                "metadata.labels",
+                value,
+                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+            ));
+        }
+    }
+}
+
 fn name_rule(rt: &ResourceType) -> (fn(&str) -> bool, &'static str) {
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Namespace") | ("", "Service") => (
@@ -225,6 +282,7 @@ pub fn validate(rt: &ResourceType, old: Option<&Value>, new: &Value) -> Vec<Caus
             causes.push(invalid("metadata.name", &json!(name), detail));
         }
     }
+    validate_labels(new, &mut causes);
     if let Some(old) = old
         && old.pointer("/metadata/deletionTimestamp").is_some()
     {
@@ -614,6 +672,27 @@ mod tests {
             json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},
             "spec": {"a": "1"}, "free": {"any": 1}})
         );
+    }
+
+    #[test]
+    fn labels_follow_kubernetes_rules() {
+        let causes = |labels: Value| {
+            let mut found = Vec::new();
+            validate_labels(&json!({"metadata": {"labels": labels}}), &mut found);
+            found.into_iter().map(|c| c.message).collect::<Vec<_>>()
+        };
+        assert!(
+            causes(json!({"app.kubernetes.io/name": "web", "empty": "", "a_b": "x.y-z_1"}))
+                .is_empty()
+        );
+        let unsubstituted = causes(json!({"color": "${color:=blue}"}));
+        assert_eq!(unsubstituted.len(), 1);
+        assert!(unsubstituted[0].starts_with(
+            "Invalid value: \"${color:=blue}\": a valid label must be an empty string"
+        ));
+        assert_eq!(causes(json!({"long": "a".repeat(64)})).len(), 1);
+        assert_eq!(causes(json!({"-bad": "x"})).len(), 1);
+        assert_eq!(causes(json!({"Bad_Prefix/x": "x"})).len(), 1);
     }
 
     #[test]
