@@ -8,7 +8,7 @@ use kustomize_controller::sops::{self, Format, Keys, ObjectOutcome, SopsError};
 use kustomize_controller::yaml::{Schema, parse_documents, parse_single};
 use serde_json::{Value, json};
 
-use crate::support::{repo_root, run_cli, stderr_of, stdout_of};
+use crate::support::{copy_tree, repo_root, run_cli, stderr_of, stdout_of};
 
 fn fixtures() -> PathBuf {
     repo_root().join("tests/fixtures/sops")
@@ -338,18 +338,6 @@ fn cli_errors_name_the_file_and_never_the_plaintext() {
 }
 
 /// Recursively copies a fixture tree, so decryption in place never touches the checkout.
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 #[test]
 fn flux_sops_tree_builds_and_decrypts_end_to_end() {

@@ -1,6 +1,6 @@
 //! Shared helpers: paths to the repository and its fixtures, and the binary.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The repository root.
@@ -74,3 +74,17 @@ pub mod cluster;
 pub mod controller;
 pub mod envtest;
 pub mod pki;
+
+/// Copies the folder `from` into `to`, recursively.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

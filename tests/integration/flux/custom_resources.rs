@@ -8,18 +8,15 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{
-    condition, eventually, eventually_within, gone, kubeconfig_secret, patch_kustomization,
+    condition, eventually, eventually_within, gone, has_condition, kubeconfig_secret,
+    patch_kustomization,
 };
 use crate::support::cluster::unique;
 use crate::support::controller::Harness;
 
-fn is(object: &kustomize_controller::api::Kustomization, type_: &str, status: &str) -> bool {
-    condition(object, type_).is_some_and(|c| c.status == status)
-}
-
 fn settled_at(object: &kustomize_controller::api::Kustomization, revision: &str) -> bool {
     let status = object.status.as_ref().unwrap();
-    is(object, "Ready", "True")
+    has_condition(object, "Ready", "True")
         && status.last_attempted_revision.as_deref() == Some(revision)
         && object.metadata.generation == Some(status.observed_generation)
 }

@@ -9,7 +9,7 @@
 //! identities are not supported yet, and there is no network here), as the in-process build
 //! test `sops::flux_sops_tree_builds_and_decrypts_end_to_end` does.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
@@ -18,6 +18,7 @@ use serde_json::json;
 use super::{applied, events_of, kubeconfig_secret};
 use crate::support::artifacts::{Artifact, SourceKind};
 use crate::support::controller::Harness;
+use crate::support::copy_tree;
 
 fn testdata() -> PathBuf {
     crate::support::repo_root().join("tests/fixtures/sops/flux/internal/controller/testdata/sops")
@@ -25,19 +26,6 @@ fn testdata() -> PathBuf {
 
 fn key(file: &str) -> String {
     std::fs::read_to_string(testdata().join("keys").join(file)).unwrap()
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// Flux's `testdata/sops` (or its `sub` folder) as an artifact, without the Vault object,

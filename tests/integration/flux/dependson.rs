@@ -5,20 +5,12 @@
 
 use serde_json::json;
 
-use super::{condition, eventually, kubeconfig_secret, patch_kustomization};
+use super::{
+    condition, eventually, has_condition, kubeconfig_secret, patch_kustomization, ready_reason,
+};
 use crate::support::artifacts::SourceKind;
 use crate::support::cluster::unique;
 use crate::support::controller::{Harness, ready_message};
-
-fn is(object: &kustomize_controller::api::Kustomization, type_: &str, status: &str) -> bool {
-    condition(object, type_).is_some_and(|c| c.status == status)
-}
-
-fn reason(object: &kustomize_controller::api::Kustomization) -> String {
-    condition(object, "Ready")
-        .map(|c| c.reason.clone())
-        .unwrap_or_default()
-}
 
 /// `TestKustomizationReconciler_DependsOn`: created before its GitRepository, the
 /// Kustomization fails with ArtifactFailed, becomes Ready once the source is there (a
@@ -84,7 +76,7 @@ spec:
 
     // fails due to source not found
     eventually(&harness, "dep", "failed with ArtifactFailed", |k| {
-        reason(k) == "ArtifactFailed"
+        ready_reason(k) == "ArtifactFailed"
     })
     .await;
 
@@ -93,7 +85,10 @@ spec:
         .cluster
         .create_source(SourceKind::GitRepository, &ns, &repository, Some(&artifact))
         .await;
-    eventually(&harness, "dep", "became Ready", |k| is(k, "Ready", "True")).await;
+    eventually(&harness, "dep", "became Ready", |k| {
+        has_condition(k, "Ready", "True")
+    })
+    .await;
     let hpa = crate::support::cluster::dynamic_api(
         &harness.cluster.client,
         &json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
@@ -110,7 +105,7 @@ spec:
     )
     .await;
     let waiting = eventually(&harness, "dep", "waited with DependencyNotReady", |k| {
-        reason(k) == "DependencyNotReady"
+        ready_reason(k) == "DependencyNotReady"
     })
     .await;
     assert!(
@@ -179,7 +174,7 @@ async fn flux_depends_on_cel() {
     )
     .await;
     eventually(&harness, "dep-cel", "became Ready by readyExpr", |k| {
-        is(k, "Ready", "True") && k.status.as_ref().unwrap().observed_generation == 2
+        has_condition(k, "Ready", "True") && k.status.as_ref().unwrap().observed_generation == 2
     })
     .await;
 
@@ -192,11 +187,11 @@ async fn flux_depends_on_cel() {
     )
     .await;
     let waiting = eventually(&harness, "dep-cel", "waited on its readyExpr", |k| {
-        reason(k) == "DependencyNotReady"
+        ready_reason(k) == "DependencyNotReady"
             && ready_message(k).contains("not ready according to readyExpr")
     })
     .await;
-    assert!(!is(&waiting, "Stalled", "True"), "not stalled");
+    assert!(!has_condition(&waiting, "Stalled", "True"), "not stalled");
 
     // fails terminally with invalid readyExpr
     patch_kustomization(
@@ -206,9 +201,12 @@ async fn flux_depends_on_cel() {
             "readyExpr": "self.generation == deps.generation"}]}}),
     )
     .await;
-    let stalled = eventually(&harness, "dep-cel", "stalled", |k| is(k, "Stalled", "True")).await;
-    assert!(!is(&stalled, "Ready", "True"));
-    assert_eq!(reason(&stalled), "InvalidCELExpression");
+    let stalled = eventually(&harness, "dep-cel", "stalled", |k| {
+        has_condition(k, "Stalled", "True")
+    })
+    .await;
+    assert!(!has_condition(&stalled, "Ready", "True"));
+    assert_eq!(ready_reason(&stalled), "InvalidCELExpression");
     assert!(
         ready_message(&stalled).contains("failed to parse"),
         "{}",

@@ -41,6 +41,22 @@ fn condition<'a>(
         .find(|c| c.type_ == type_)
 }
 
+/// Whether the Kustomization has a condition of `type_` with `status`.
+fn has_condition(
+    object: &kustomize_controller::api::Kustomization,
+    type_: &str,
+    status: &str,
+) -> bool {
+    condition(object, type_).is_some_and(|c| c.status == status)
+}
+
+/// The reason of the Ready condition, empty without one.
+fn ready_reason(object: &kustomize_controller::api::Kustomization) -> String {
+    condition(object, "Ready")
+        .map(|c| c.reason.clone())
+        .unwrap_or_default()
+}
+
 /// Waits until the Kustomization applied `revision` (Flux's tests poll
 /// `status.lastAppliedRevision`) and no reconciliation of it is under way (Ready is not
 /// Unknown; Flux's tests check the status with kstatus right after), and returns it.
@@ -49,25 +65,15 @@ async fn applied(
     name: &str,
     revision: &str,
 ) -> kustomize_controller::api::Kustomization {
-    let api = harness.kustomizations();
-    let found = crate::support::cluster::wait_for(std::time::Duration::from_secs(30), || async {
-        let object = api.get(name).await.ok()?;
-        let status = object.status.as_ref()?;
-        let settled = condition(&object, "Ready").is_some_and(|c| c.status != "Unknown")
+    eventually(harness, name, &format!("applied {revision}"), |object| {
+        let Some(status) = object.status.as_ref() else {
+            return false;
+        };
+        let settled = condition(object, "Ready").is_some_and(|c| c.status != "Unknown")
             && object.metadata.generation == Some(status.observed_generation);
-        (status.last_applied_revision.as_deref() == Some(revision) && settled).then_some(object)
+        status.last_applied_revision.as_deref() == Some(revision) && settled
     })
-    .await;
-    match found {
-        Some(object) => object,
-        None => {
-            let object = api.get(name).await.ok();
-            panic!(
-                "{name} never applied {revision}: {}",
-                serde_json::to_string_pretty(&object.and_then(|o| o.status)).unwrap()
-            )
-        }
-    }
+    .await
 }
 
 /// Waits until `holds` is true of the Kustomization (Flux's `g.Eventually` on a fetched

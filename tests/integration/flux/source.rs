@@ -10,20 +10,10 @@
 
 use serde_json::json;
 
-use super::{condition, events_of, eventually, kubeconfig_secret};
+use super::{events_of, eventually, has_condition, kubeconfig_secret, ready_reason};
 use crate::support::artifacts::{Artifact, SourceKind};
 use crate::support::cluster::unique;
 use crate::support::controller::{Harness, ready_message};
-
-fn is(object: &kustomize_controller::api::Kustomization, type_: &str, status: &str) -> bool {
-    condition(object, type_).is_some_and(|c| c.status == status)
-}
-
-fn reason(object: &kustomize_controller::api::Kustomization) -> String {
-    condition(object, "Ready")
-        .map(|c| c.reason.clone())
-        .unwrap_or_default()
-}
 
 fn config_map(name: &str, data: &str) -> String {
     format!(
@@ -73,7 +63,7 @@ async fn flux_direct_source_fetch() {
         )
         .await;
     eventually(&harness, "direct", "applied v1.0.0", |k| {
-        is(k, "Ready", "True")
+        has_condition(k, "Ready", "True")
             && k.status.as_ref().unwrap().last_applied_revision.as_deref() == Some("v1.0.0")
     })
     .await;
@@ -87,7 +77,7 @@ async fn flux_direct_source_fetch() {
         )
         .await;
     eventually(&harness, "notfound", "failed with ArtifactFailed", |k| {
-        is(k, "Ready", "False") && reason(k) == "ArtifactFailed"
+        has_condition(k, "Ready", "False") && ready_reason(k) == "ArtifactFailed"
     })
     .await;
 }
@@ -109,11 +99,15 @@ async fn source_without_artifact_gets_conditions(kind: SourceKind) {
         .create_kustomization("kust", spec_on(&harness, kind.kind(), &source, "5s"))
         .await;
     let failed = eventually(&harness, "kust", "got conditions", |k| {
-        !k.status.as_ref().is_none_or(|s| s.conditions.is_empty()) && !is(k, "Ready", "Unknown")
+        !k.status.as_ref().is_none_or(|s| s.conditions.is_empty())
+            && !has_condition(k, "Ready", "Unknown")
     })
     .await;
     assert_eq!(
-        (reason(&failed).as_str(), is(&failed, "Ready", "False")),
+        (
+            ready_reason(&failed).as_str(),
+            has_condition(&failed, "Ready", "False")
+        ),
         ("ArtifactFailed", true),
         "{}",
         ready_message(&failed)
@@ -170,10 +164,10 @@ async fn flux_external_artifact() {
     // reconciles from external artifact source
     let applied = eventually(&harness, "ea", "applied v1.0.0", |k| {
         k.status.as_ref().unwrap().last_applied_revision.as_deref() == Some("v1.0.0")
-            && !is(k, "Ready", "Unknown")
+            && !has_condition(k, "Ready", "Unknown")
     })
     .await;
-    assert_eq!(reason(&applied), "ReconciliationSucceeded");
+    assert_eq!(ready_reason(&applied), "ReconciliationSucceeded");
     let events = events_of(
         &harness,
         "ea",
@@ -215,7 +209,7 @@ async fn flux_external_artifact() {
         .await;
     let updated = eventually(&harness, "ea", "applied v2.0.0", |k| {
         k.status.as_ref().unwrap().last_applied_revision.as_deref() == Some("v2.0.0")
-            && !is(k, "Ready", "Unknown")
+            && !has_condition(k, "Ready", "Unknown")
     })
     .await;
     let history = &updated.status.as_ref().unwrap().history;
@@ -243,9 +237,12 @@ async fn flux_external_artifact() {
             &artifact_at("v3.0.0"),
         )
         .await;
-    let denied = eventually(&harness, "ea", "was refused", |k| is(k, "Ready", "False")).await;
-    assert_eq!(reason(&denied), "AccessDenied");
-    assert!(is(&denied, "Stalled", "True"));
+    let denied = eventually(&harness, "ea", "was refused", |k| {
+        has_condition(k, "Ready", "False")
+    })
+    .await;
+    assert_eq!(ready_reason(&denied), "AccessDenied");
+    assert!(has_condition(&denied, "Stalled", "True"));
     let events = events_of(&harness, "ea", &[]).await;
     let last = events.last().expect("events");
     assert_eq!(last.reason.as_deref(), Some("AccessDenied"));
@@ -286,7 +283,7 @@ async fn flux_artifact_download() {
 
     // downloads artifact
     eventually(&harness, "fetch", "applied v1.0.0", |k| {
-        is(k, "Ready", "True")
+        has_condition(k, "Ready", "True")
             && k.status.as_ref().unwrap().last_applied_revision.as_deref() == Some("v1.0.0")
     })
     .await;
@@ -310,7 +307,10 @@ async fn flux_artifact_download() {
         .cluster
         .set_artifact(SourceKind::GitRepository, &ns, &repository, &artifact)
         .await;
-    eventually(&harness, "fetch", "recovered", |k| is(k, "Ready", "True")).await;
+    eventually(&harness, "fetch", "recovered", |k| {
+        has_condition(k, "Ready", "True")
+    })
+    .await;
 }
 
 /// `TestKustomizationReconciler_Validation`: a document whose `apiVersion` key is misspelled
