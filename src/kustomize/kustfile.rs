@@ -149,7 +149,33 @@ pub struct Patch {
     #[serde(default)]
     pub target: Option<Selector>,
     #[serde(default)]
-    pub options: BTreeMap<String, bool>,
+    pub options: PatchOptions,
+}
+
+/// A patch's `options:`. Kustomize v5.8 reads them as typed fields (v5.5 took any map and
+/// ignored unknown keys): other keys are refused, and the two it knows match in any letter
+/// case, as Go's JSON decoding matches field names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PatchOptions {
+    pub allow_name_change: bool,
+    pub allow_kind_change: bool,
+}
+
+impl<'de> Deserialize<'de> for PatchOptions {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        const FIELDS: &[&str] = &["allowNameChange", "allowKindChange"];
+        let entries = Option::<BTreeMap<String, Option<bool>>>::deserialize(deserializer)?;
+        let mut options = PatchOptions::default();
+        for (key, value) in entries.unwrap_or_default() {
+            let value = value.unwrap_or(false);
+            match key.to_lowercase().as_str() {
+                "allownamechange" => options.allow_name_change = value,
+                "allowkindchange" => options.allow_kind_change = value,
+                _ => return Err(serde::de::Error::unknown_field(&key, FIELDS)),
+            }
+        }
+        Ok(options)
+    }
 }
 
 /// Selects resources by GVK, name and namespace (anchored regular expressions) and by label
@@ -197,6 +223,9 @@ pub struct ReplacementField {
     pub path: String,
     #[serde(default)]
     pub source: Option<ReplacementSource>,
+    /// A literal value to copy instead of a source field (Kustomize v5.6+).
+    #[serde(default, rename = "sourceValue")]
+    pub source_value: Option<String>,
     #[serde(default)]
     pub targets: Vec<ReplacementTarget>,
 }
@@ -429,7 +458,7 @@ pub fn describe(error: serde_path_to_error::Error<serde_json::Error>) -> String 
     format!("field {path}: {}", error.into_inner())
 }
 
-/// Every top-level field kustomize v5.5 accepts; named here so that a misspelt field is
+/// Every top-level field kustomize v5.8.1 accepts; named here so that a misspelt field is
 /// reported by name before any type error.
 const KNOWN_FIELDS: &[&str] = &[
     "apiVersion",

@@ -14,6 +14,7 @@
 mod builtins;
 mod config;
 mod edit;
+mod embedded;
 mod fieldspec;
 mod generators;
 mod hash;

@@ -201,16 +201,8 @@ pub fn apply_patches(
 ) -> Result<(), KustomizeError> {
     for entry in entries {
         let loaded = load_patch(entry, loader, file)?;
-        let allow_name_change = entry
-            .options
-            .get("allowNameChange")
-            .copied()
-            .unwrap_or(false);
-        let allow_kind_change = entry
-            .options
-            .get("allowKindChange")
-            .copied()
-            .unwrap_or(false);
+        let allow_name_change = entry.options.allow_name_change;
+        let allow_kind_change = entry.options.allow_kind_change;
         let is_json6902 = matches!(loaded.documents.as_slice(), [Value::Array(_)]);
         match (&entry.target, is_json6902) {
             (None, true) => {

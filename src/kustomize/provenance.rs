@@ -20,7 +20,7 @@ pub const ORIGIN_ANNOTATION: &str = "config.kubernetes.io/origin";
 pub const TRANSFORMATIONS_ANNOTATION: &str = "alpha.config.kubernetes.io/transformations";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// The kustomize release this engine matches, as kustomize writes it in the managed-by label.
-pub const MANAGED_BY_VALUE: &str = "kustomize-v5.5.0";
+pub const MANAGED_BY_VALUE: &str = "kustomize-v5.8.1";
 
 /// What to record and write.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -8,6 +8,7 @@
 
 use std::path::Path;
 
+use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::KustomizeError;
@@ -31,8 +32,14 @@ pub enum PathSegment {
 pub fn parse_field_path(path: &str) -> Vec<PathSegment> {
     let mut parts = Vec::new();
     let (mut depth, mut current) = (0usize, String::new());
-    for c in path.chars() {
+    let mut chars = path.chars().peekable();
+    while let Some(c) = chars.next() {
         match c {
+            // `config\.json`: a dot that is part of the key, as kyaml's path splitter reads it.
+            '\\' if chars.peek() == Some(&'.') => {
+                current.push('.');
+                chars.next();
+            }
             '[' => {
                 depth += 1;
                 current.push(c);
@@ -142,17 +149,45 @@ fn selected_by(
         && (namespace.is_empty() || namespaces_equal(namespace, &id.namespace))
 }
 
-fn selector_picks(selector: &Selector, resource: &Resource) -> bool {
-    identities(resource).any(|id| {
-        selected_by(
-            &id,
-            &selector.group,
-            &selector.version,
-            &selector.kind,
-            &selector.name,
-            &selector.namespace,
-        )
-    })
+/// A target's `select` or `reject` identity as Kustomize v5.8 matches it: each field set is an
+/// anchored regular expression over one identity of the resource, the namespace taken as
+/// written (no `default` for an empty one).
+struct IdPattern {
+    parts: [Option<Regex>; 5],
+}
+
+impl IdPattern {
+    fn new(selector: &Selector) -> Result<IdPattern, String> {
+        let compile = |pattern: &str| -> Result<Option<Regex>, String> {
+            if pattern.is_empty() {
+                return Ok(None);
+            }
+            super::regexes::compile(&format!("^(?:{pattern})$"))
+                .map(Some)
+                .map_err(|e| format!("error creating target selector: {e}"))
+        };
+        Ok(IdPattern {
+            parts: [
+                compile(&selector.group)?,
+                compile(&selector.version)?,
+                compile(&selector.kind)?,
+                compile(&selector.name)?,
+                compile(&selector.namespace)?,
+            ],
+        })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.parts.iter().all(Option::is_none)
+    }
+
+    fn selects(&self, id: &ResId) -> bool {
+        let values = [&id.group, &id.version, &id.kind, &id.name, &id.namespace];
+        self.parts
+            .iter()
+            .zip(values)
+            .all(|(pattern, value)| pattern.as_ref().is_none_or(|p| p.is_match(value)))
+    }
 }
 
 fn apply(
@@ -160,22 +195,45 @@ fn apply(
     file: &Path,
     resources: &mut [Resource],
 ) -> Result<(), KustomizeError> {
-    let source = replacement
-        .source
-        .as_ref()
-        .ok_or_else(|| error(file, "replacement has no source"))?;
-    let value = source_value(source, file, resources)?;
+    if replacement.targets.is_empty()
+        || (replacement.source.is_none() && replacement.source_value.is_none())
+    {
+        return Err(error(
+            file,
+            "replacements must specify a source and at least one target",
+        ));
+    }
+    let value = match (&replacement.source, &replacement.source_value) {
+        (Some(_), Some(_)) => {
+            return Err(error(
+                file,
+                "value and resource selectors are mutually exclusive",
+            ));
+        }
+        // A literal is an untyped scalar: where it creates a field it reads as plain YAML.
+        (None, Some(text)) => yaml::plain_scalar(text, Schema::Kyaml),
+        (Some(source), None) => source_value(source, file, resources)?,
+        (None, None) => unreachable!("checked above"),
+    };
     for target in &replacement.targets {
         let select = target
             .select
             .as_ref()
             .ok_or_else(|| error(file, "target must specify resources to select"))?;
-        let metadata_selector = Selector {
-            label_selector: select.label_selector.clone(),
-            annotation_selector: select.annotation_selector.clone(),
-            ..Default::default()
-        };
-        let label_and_annotation = super::selector::CompiledSelector::new(&metadata_selector)
+        let label_and_annotation = metadata_selector(select).map_err(|m| error(file, m))?;
+        let selected = IdPattern::new(select).map_err(|m| error(file, m))?;
+        let rejected_ids: Vec<IdPattern> = target
+            .reject
+            .iter()
+            .map(IdPattern::new)
+            .collect::<Result<_, _>>()
+            .map_err(|m| error(file, m))?;
+        let rejected_metadata: Vec<super::selector::CompiledSelector> = target
+            .reject
+            .iter()
+            .filter(|r| !r.label_selector.is_empty() || !r.annotation_selector.is_empty())
+            .map(metadata_selector)
+            .collect::<Result<_, _>>()
             .map_err(|m| error(file, m))?;
         let default_path = ["metadata.name".to_string()];
         let field_paths: &[String] = if target.field_paths.is_empty() {
@@ -185,20 +243,30 @@ fn apply(
         };
         let options = target.options.clone().unwrap_or_default();
         for resource in resources.iter_mut() {
+            // As kustomize: label and annotation selectors first (a reject's only when it has
+            // one), then identities, a reject's only when it names one.
+            let rejected = rejected_metadata.iter().any(|r| r.matches(resource))
+                || rejected_ids
+                    .iter()
+                    .filter(|r| !r.is_empty())
+                    .any(|r| identities(resource).any(|id| r.selects(&id)));
             if !label_and_annotation.matches(resource)
-                || !selector_picks(select, resource)
-                || target.reject.iter().any(|reject| rejects(reject, resource))
+                || rejected
+                || !identities(resource).any(|id| selected.selects(&id))
             {
                 continue;
             }
             let before = resource.id();
             for path in field_paths {
                 let segments = parse_field_path(path);
+                if write_inside_embedded_json(&mut resource.object, &segments, &value, &options) {
+                    continue;
+                }
                 let mut written = 0;
-                // Labels and annotations are string maps: created entries stay strings.
-                let string_map = matches!(segments.as_slice(), [PathSegment::Field(m), PathSegment::Field(f), ..]
-                    if m == "metadata" && (f == "labels" || f == "annotations"));
-                let created_as_string = string_map;
+                // kustomize rewrites annotations as a string map after the build; labels keep
+                // the type a created entry was given.
+                let created_as_string = matches!(segments.as_slice(), [PathSegment::Field(m), PathSegment::Field(f), ..]
+                    if m == "metadata" && f == "annotations");
                 write_at(
                     &mut resource.object,
                     &segments,
@@ -230,20 +298,81 @@ fn apply(
     Ok(())
 }
 
-/// A reject entry excludes a resource when all its set fields (identity, label and
-/// annotation selectors) match; an entry with nothing set rejects nothing.
-fn rejects(reject: &Selector, resource: &Resource) -> bool {
-    if *reject == Selector::default() {
-        return false;
+/// Kustomize v5.8: a path that runs into a string holding a JSON document continues inside
+/// it, and the document is written back in Go's JSON form. `false` (nothing written) leaves
+/// the path to the ordinary walk, as kustomize falls back to it. (kustomize does the same for
+/// YAML documents held in strings; those are not read here yet.)
+fn write_inside_embedded_json(
+    object: &mut Value,
+    segments: &[PathSegment],
+    value: &Value,
+    options: &FieldOptions,
+) -> bool {
+    for split in 1..segments.len() {
+        let (outer, inner) = segments.split_at(split);
+        let Some(found) = read_at(object, outer) else {
+            continue;
+        };
+        // The first scalar on the way decides, as in kustomize.
+        let Value::String(text) = found else {
+            if found.is_object() || found.is_array() {
+                continue;
+            }
+            return false;
+        };
+        if !super::embedded::is_json_document(text) {
+            return false;
+        }
+        let Ok(mut document) = yaml::parse_single(text, Schema::Kyaml) else {
+            return false;
+        };
+        let field = FieldOptions {
+            delimiter: String::new(),
+            ..options.clone()
+        };
+        let write = WriteOptions {
+            field: &field,
+            created_as_string: false,
+        };
+        let mut written = 0;
+        if write_at(&mut document, inner, value, &write, &mut written).is_err() || written == 0 {
+            return false;
+        }
+        let rewritten = super::embedded::to_go_json(&document, text);
+        if let Some(slot) = value_at_mut(object, outer) {
+            *slot = Value::String(rewritten);
+        }
+        return true;
     }
-    let metadata_selector = Selector {
-        label_selector: reject.label_selector.clone(),
-        annotation_selector: reject.annotation_selector.clone(),
-        ..Default::default()
+    false
+}
+
+/// The first value `segments` reach, for writing.
+fn value_at_mut<'v>(value: &'v mut Value, segments: &[PathSegment]) -> Option<&'v mut Value> {
+    let Some((first, rest)) = segments.split_first() else {
+        return Some(value);
     };
-    let metadata_matches = super::selector::CompiledSelector::new(&metadata_selector)
-        .is_ok_and(|s| s.matches(resource));
-    metadata_matches && selector_picks(reject, resource)
+    let next = match (first, value) {
+        (PathSegment::Field(name), Value::Object(map)) => map.get_mut(name)?,
+        (PathSegment::Index(i), Value::Array(items)) => items.get_mut(*i)?,
+        (PathSegment::Match(k, v), Value::Array(items)) => {
+            items.iter_mut().find(|item| element_matches(item, k, v))?
+        }
+        (PathSegment::Wildcard, Value::Array(items)) => {
+            return items.iter_mut().find_map(|item| value_at_mut(item, rest));
+        }
+        _ => return None,
+    };
+    value_at_mut(next, rest)
+}
+
+/// The label and annotation part of a selector.
+fn metadata_selector(selector: &Selector) -> Result<super::selector::CompiledSelector, String> {
+    super::selector::CompiledSelector::new(&Selector {
+        label_selector: selector.label_selector.clone(),
+        annotation_selector: selector.annotation_selector.clone(),
+        ..Default::default()
+    })
 }
 
 fn source_value(

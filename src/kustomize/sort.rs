@@ -187,7 +187,7 @@ mod tests {
             .iter()
             .map(|o| o["metadata"]["name"].as_str().unwrap())
             .collect();
-        // The order `kubectl kustomize` (v5.5.0) printed for the same input.
+        // The order `kubectl kustomize` (v5.5.0 and v5.8.1 alike) printed for the same input.
         assert_eq!(names, ["ns", "c", "a", "b", "w2", "w", "x", "w3", "m", "v"]);
     }
 }

@@ -18,6 +18,13 @@ pub use emit::{
 pub use parse::{parse_documents, parse_documents_ordered, parse_single};
 pub use scalar::Schema;
 
+/// What the untagged plain scalar `text` reads as under `schema` (a string when it reads as
+/// nothing else).
+pub fn plain_scalar(text: &str, schema: Schema) -> serde_json::Value {
+    scalar::to_json(scalar::resolve_plain(text, schema), text)
+        .unwrap_or_else(|| serde_json::Value::String(text.to_string()))
+}
+
 /// A YAML text that cannot become JSON values. Lines are 1-based; callers add the file name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum YamlError {

@@ -282,7 +282,7 @@ fn managed_by_label_names_the_kustomize_release_we_match() {
     let built = kustomize::build_dir(dir.path(), &BuildOptions::default()).unwrap();
     assert_eq!(
         built[0]["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-        "kustomize-v5.5.0"
+        "kustomize-v5.8.1"
     );
     assert!(
         built[0]["metadata"].get("annotations").is_none(),

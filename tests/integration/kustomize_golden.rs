@@ -1,5 +1,5 @@
 //! Golden cases for the build engine: every folder under `tests/fixtures/kustomize/` holds an
-//! `input/` tree and what Kustomize v5.5.0 (`kubectl kustomize`) made of it, committed by
+//! `input/` tree and what Kustomize v5.8.1 (`kubectl kustomize`) made of it, committed by
 //! `tests/fixtures/kustomize/regen.sh`. A successful case must match `expected.yaml` byte for
 //! byte; a failing case must fail with a message containing every line of
 //! `expected-error.txt` (kubectl's own message is kept beside it in `kubectl-error.txt`).
@@ -107,7 +107,7 @@ fn golden_cases_match_kustomize() {
     );
 }
 
-/// Features beyond Kustomize v5.5: our output is pinned in `expected.yaml`, and whatever
+/// Features beyond Kustomize v5.8.1: our output is pinned in `expected.yaml`, and whatever
 /// kustomize can still produce (the build without the extension) must match its output.
 #[test]
 fn extension_cases_match_their_spec_and_kustomize_where_it_applies() {
