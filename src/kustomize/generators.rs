@@ -133,7 +133,9 @@ pub fn generate(
     object.insert("apiVersion".into(), json!("v1"));
     object.insert("kind".into(), json!(kind.as_str()));
     object.insert("metadata".into(), Value::Object(metadata));
-    if !data.is_empty() {
+    // kustomize always gives a Secret its `data` map (empty without sources), which the
+    // name hash covers; a ConfigMap gets none.
+    if !data.is_empty() || kind == GeneratorKind::Secret {
         object.insert("data".into(), Value::Object(data));
     }
     if !binary_data.is_empty() {

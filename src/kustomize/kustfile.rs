@@ -442,6 +442,21 @@ pub fn parse(text: &str, file: &Path) -> Result<Kustomization, KustomizeError> {
                     field: field.clone(),
                 });
             }
+            // kustomize's CheckEmpty: apart from apiVersion, kind and metadata, nothing but
+            // zero values (an empty list or map is not one).
+            let zero = |value: &Value| match value {
+                Value::String(text) => text.is_empty(),
+                Value::Bool(flag) => !flag,
+                Value::Number(number) => number.as_f64() == Some(0.0),
+                _ => false,
+            };
+            if map
+                .iter()
+                .filter(|(key, _)| !matches!(key.as_str(), "apiVersion" | "kind" | "metadata"))
+                .all(|(_, value)| zero(value))
+            {
+                return Err(KustomizeError::EmptyKustomization(file.to_path_buf()));
+            }
         }
         _ => return Err(invalid("expected a mapping of kustomization fields".into())),
     }
@@ -526,7 +541,13 @@ fn check_kind(kustomization: &Kustomization, file: &Path) -> Result<(), Kustomiz
             )))
         }
         "" | KUSTOMIZATION_KIND => Ok(()),
-        COMPONENT_KIND if kustomization.api_version == COMPONENT_API_VERSION => Ok(()),
+        // kustomize fills in a missing apiVersion for the kind.
+        COMPONENT_KIND
+            if kustomization.api_version.is_empty()
+                || kustomization.api_version == COMPONENT_API_VERSION =>
+        {
+            Ok(())
+        }
         COMPONENT_KIND => Err(invalid(format!(
             "apiVersion for Component should be {COMPONENT_API_VERSION}, not {:?}",
             kustomization.api_version
@@ -595,9 +616,22 @@ mod tests {
             parse_text("{}"),
             Err(KustomizeError::EmptyKustomization(_))
         ));
-        let err = parse_text("kind: Component\nresources: []\n")
-            .unwrap_err()
-            .to_string();
+        // Only zero values besides apiVersion, kind and metadata: empty, as kustomize's
+        // CheckEmpty; an empty list is a value.
+        for text in ["kind: Kustomization\n", "namePrefix: \"\"\nresources:\n"] {
+            assert!(
+                matches!(parse_text(text), Err(KustomizeError::EmptyKustomization(_))),
+                "{text}"
+            );
+        }
+        assert!(parse_text("resources: []\n").is_ok());
+        // A Component without apiVersion gets its own, as kustomize fills it in.
+        assert!(parse_text("kind: Component\nresources: []\n").is_ok());
+        let err = parse_text(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Component\nresources: []\n",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("kustomize.config.k8s.io/v1alpha1"), "{err}");
     }
 }

@@ -171,12 +171,9 @@ impl Context<'_> {
                     self.update(item, referrer_id, referrals)?;
                 }
             }
+            // As kustomize's setMapping: the map's own `kind` is not looked at (a User subject
+            // named like a ServiceAccount follows it too).
             Value::Object(map) => {
-                if let Some(kind) = map.get("kind").and_then(Value::as_str)
-                    && kind != self.reference.kind
-                {
-                    return Ok(());
-                }
                 let Some(name) = map.get("name").and_then(Value::as_str).map(str::to_string) else {
                     return Ok(());
                 };

@@ -366,7 +366,10 @@ impl<'a> Builder<'a> {
                 dir: loader.dir.clone(),
             });
         }
-        if !as_component && k.is_component() {
+        // A Component is refused where a Kustomization is expected (as a resource), but the
+        // directory being built may be one: kustomize builds it as it stands.
+        let top_level = self.stack.len() == 1;
+        if !as_component && k.is_component() && !top_level {
             return Err(KustomizeError::UnexpectedComponent {
                 dir: loader.dir.clone(),
             });
