@@ -46,11 +46,15 @@ pub fn split_path(path: &str) -> Vec<String> {
         }
     }
     segments.push(current);
-    segments
-        .into_iter()
-        .map(|s| s.strip_suffix("[]").map(str::to_string).unwrap_or(s))
-        .filter(|s| !s.is_empty())
-        .collect()
+    segments.into_iter().filter(|s| !s.is_empty()).collect()
+}
+
+/// A path segment's field name, and whether the path marks it as a list (`containers[]`).
+fn field_of(segment: &str) -> (&str, bool) {
+    match segment.strip_suffix("[]") {
+        Some(name) => (name, true),
+        None => (segment, false),
+    }
 }
 
 /// Called with the map holding a leaf and the leaf's key.
@@ -89,27 +93,37 @@ pub fn visit_leaves<E: From<ScalarInPath>>(
             let Some((first, rest)) = segments.split_first() else {
                 return Ok(());
             };
+            let (first, is_list) = field_of(first);
             if rest.is_empty() {
-                if map.contains_key(first) || create {
+                if map.contains_key(first) || (create && !is_list) {
                     return visit(map, first);
                 }
                 return Ok(());
             }
+            // As kustomize's fieldspec filter: a field the path marks as a list is never
+            // created, and a null one becomes an empty list.
             if !map.contains_key(first) {
-                if !create {
+                if !create || is_list {
                     return Ok(());
                 }
-                map.insert(first.clone(), Value::Object(Map::new()));
+                map.insert(first.to_string(), Value::Object(Map::new()));
             }
             let child = map.get_mut(first).expect("present");
             if child.is_null() {
+                if is_list {
+                    *child = Value::Array(Vec::new());
+                    return Ok(());
+                }
                 if !create {
                     return Ok(());
                 }
                 *child = Value::Object(Map::new());
             }
             if !child.is_object() && !child.is_array() {
-                return Err(ScalarInPath { key: first.clone() }.into());
+                return Err(ScalarInPath {
+                    key: first.to_string(),
+                }
+                .into());
             }
             visit_leaves(child, rest, create, visit)
         }
@@ -126,8 +140,9 @@ mod tests {
     fn splits_paths_with_escapes_and_list_markers() {
         assert_eq!(
             split_path("spec/containers[]/image"),
-            ["spec", "containers", "image"]
+            ["spec", "containers[]", "image"]
         );
+        assert_eq!(field_of("containers[]"), ("containers", true));
         assert_eq!(
             split_path("metadata/annotations/config.kubernetes.io\\/local-config"),
             [

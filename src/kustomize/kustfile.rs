@@ -428,7 +428,8 @@ pub fn parse(text: &str, file: &Path) -> Result<Kustomization, KustomizeError> {
         .into_iter()
         .next()
         .unwrap_or(Value::Null);
-    // A field written as null is a field left out.
+    // Go decodes a null value of a string map as "", and a null field as one left out.
+    empty_strings_for_nulls_in_string_maps(&mut value);
     drop_nulls(&mut value);
     match &value {
         Value::Null => return Err(KustomizeError::EmptyKustomization(file.to_path_buf())),
@@ -512,6 +513,42 @@ const KNOWN_FIELDS: &[&str] = &[
     "buildMetadata",
     "inventory",
 ];
+
+/// The kustomization's string maps (labels, annotations): there a null value is "".
+fn empty_strings_for_nulls_in_string_maps(value: &mut Value) {
+    fn fill(map: Option<&mut Value>) {
+        if let Some(Value::Object(map)) = map {
+            for entry in map.values_mut().filter(|v| v.is_null()) {
+                *entry = Value::String(String::new());
+            }
+        }
+    }
+    fn fill_options(options: Option<&mut Value>) {
+        if let Some(options) = options {
+            fill(options.get_mut("labels"));
+            fill(options.get_mut("annotations"));
+        }
+    }
+    let Value::Object(top) = value else {
+        return;
+    };
+    fill(top.get_mut("commonLabels"));
+    fill(top.get_mut("commonAnnotations"));
+    fill_options(top.get_mut("metadata"));
+    fill_options(top.get_mut("generatorOptions"));
+    if let Some(Value::Array(labels)) = top.get_mut("labels") {
+        labels
+            .iter_mut()
+            .for_each(|entry| fill(entry.get_mut("pairs")));
+    }
+    for generators in ["configMapGenerator", "secretGenerator"] {
+        if let Some(Value::Array(entries)) = top.get_mut(generators) {
+            entries
+                .iter_mut()
+                .for_each(|entry| fill_options(entry.get_mut("options")));
+        }
+    }
+}
 
 fn drop_nulls(value: &mut Value) {
     match value {
