@@ -428,6 +428,10 @@ pub fn parse(text: &str, file: &Path) -> Result<Kustomization, KustomizeError> {
         .into_iter()
         .next()
         .unwrap_or(Value::Null);
+    // Keys name fields in any letter case, as kustomize's JSON decoding reads them.
+    if let Value::Object(map) = value {
+        value = Value::Object(super::fold::fold_keys(map, KNOWN_FIELDS, false));
+    }
     // Go decodes a null value of a string map as "", and a null field as one left out.
     empty_strings_for_nulls_in_string_maps(&mut value);
     drop_nulls(&mut value);
@@ -462,7 +466,8 @@ pub fn parse(text: &str, file: &Path) -> Result<Kustomization, KustomizeError> {
         _ => return Err(invalid("expected a mapping of kustomization fields".into())),
     }
     let mut kustomization: Kustomization =
-        serde_path_to_error::deserialize(value).map_err(|e| invalid(describe(e)))?;
+        serde_path_to_error::deserialize(super::fold::Folded::strict(value))
+            .map_err(|e| invalid(describe(e)))?;
     check_kind(&kustomization, file)?;
     fold_deprecated(&mut kustomization);
     Ok(kustomization)

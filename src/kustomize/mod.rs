@@ -16,6 +16,7 @@ mod config;
 mod edit;
 mod embedded;
 mod fieldspec;
+mod fold;
 mod generators;
 mod hash;
 mod inputs;

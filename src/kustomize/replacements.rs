@@ -109,9 +109,13 @@ pub fn apply_all(
                 other => vec![other],
             })
             .map(|v| {
-                serde_path_to_error::deserialize(v).map_err(|e| KustomizeError::Replacement {
-                    file: path.clone(),
-                    message: super::kustfile::describe(e),
+                // A replacement file is decoded leniently (unknown keys ignored), as kustomize
+                // reads it with non-strict YAML decoding.
+                serde_path_to_error::deserialize(super::fold::Folded::lenient(v)).map_err(|e| {
+                    KustomizeError::Replacement {
+                        file: path.clone(),
+                        message: super::kustfile::describe(e),
+                    }
                 })
             })
             .collect::<Result<_, _>>()?;

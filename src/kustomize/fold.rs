@@ -1,0 +1,244 @@
+//! Field names matched as Go's `encoding/json` matches them, which is how kustomize decodes
+//! kustomization files and replacement files: a key names the field it spells exactly, else
+//! the field it spells in another letter case (`RESOURCES`, `fieldref`), and where two keys
+//! name one field the one that sorts last wins (kustomize turns YAML into JSON with sorted
+//! keys first).
+//!
+//! [`Folded`] wraps a JSON value as a serde deserializer that renames the keys of every
+//! object decoded into a struct to the struct's own field names before serde sees them;
+//! maps (labels, annotations) keep their keys as written.
+
+use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+/// A value to decode with Go's field matching. `lenient` drops keys that name no field, as
+/// Go's non-strict decoding ignores them.
+pub struct Folded {
+    value: Value,
+    lenient: bool,
+}
+
+impl Folded {
+    /// Unknown keys stay, for the struct to refuse (`deny_unknown_fields`).
+    pub fn strict(value: Value) -> Folded {
+        Folded {
+            value,
+            lenient: false,
+        }
+    }
+
+    /// Unknown keys are dropped.
+    pub fn lenient(value: Value) -> Folded {
+        Folded {
+            value,
+            lenient: true,
+        }
+    }
+}
+
+/// `map`'s keys renamed to the `fields` they name in any letter case (the last in sorted
+/// order winning), unknown keys kept or, when `lenient`, dropped.
+pub fn fold_keys(map: Map<String, Value>, fields: &[&str], lenient: bool) -> Map<String, Value> {
+    let mut folded = Map::new();
+    // serde_json's map iterates in sorted key order, as Go sees the keys.
+    for (key, value) in map {
+        let name = if fields.contains(&key.as_str()) {
+            Some(key)
+        } else {
+            let lower = key.to_lowercase();
+            match fields.iter().find(|field| field.to_lowercase() == lower) {
+                Some(field) => Some(field.to_string()),
+                None if lenient => None,
+                None => Some(key),
+            }
+        };
+        if let Some(name) = name {
+            folded.insert(name, value);
+        }
+    }
+    folded
+}
+
+impl<'de> de::Deserializer<'de> for Folded {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        let lenient = self.lenient;
+        match self.value {
+            Value::Array(items) => visitor.visit_seq(FoldedSeq {
+                items: items.into_iter(),
+                lenient,
+            }),
+            Value::Object(map) => visitor.visit_map(FoldedMap {
+                entries: map.into_iter(),
+                value: None,
+                lenient,
+            }),
+            other => de::Deserializer::deserialize_any(other, visitor),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.value {
+            Value::Null => visitor.visit_none(),
+            _ => visitor.visit_some(self),
+        }
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        let lenient = self.lenient;
+        match self.value {
+            Value::Object(map) => visitor.visit_map(FoldedMap {
+                entries: fold_keys(map, fields, lenient).into_iter(),
+                value: None,
+                lenient,
+            }),
+            other => de::Deserializer::deserialize_struct(other, name, fields, visitor),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        de::Deserializer::deserialize_enum(self.value, name, variants, visitor)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map identifier ignored_any
+    }
+}
+
+struct FoldedSeq {
+    items: std::vec::IntoIter<Value>,
+    lenient: bool,
+}
+
+impl<'de> SeqAccess<'de> for FoldedSeq {
+    type Error = serde_json::Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Self::Error> {
+        match self.items.next() {
+            Some(value) => seed
+                .deserialize(Folded {
+                    value,
+                    lenient: self.lenient,
+                })
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+struct FoldedMap {
+    entries: serde_json::map::IntoIter,
+    value: Option<Value>,
+    lenient: bool,
+}
+
+impl<'de> MapAccess<'de> for FoldedMap {
+    type Error = serde_json::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Self::Error> {
+        match self.entries.next() {
+            Some((key, value)) => {
+                self.value = Some(value);
+                seed.deserialize(key.into_deserializer()).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, Self::Error> {
+        let value = self.value.take().unwrap_or(Value::Null);
+        seed.deserialize(Folded {
+            value,
+            lenient: self.lenient,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    #[derive(Debug, Default, Deserialize, PartialEq)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    struct Inner {
+        #[serde(default)]
+        field_path: String,
+    }
+
+    #[derive(Debug, Default, Deserialize, PartialEq)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    struct Outer {
+        #[serde(default)]
+        name_prefix: String,
+        #[serde(default)]
+        field_ref: Option<Inner>,
+        #[serde(default)]
+        items: Vec<Inner>,
+        #[serde(default)]
+        common_labels: BTreeMap<String, String>,
+    }
+
+    #[test]
+    fn keys_match_fields_in_any_case_and_the_last_in_sorted_order_wins() {
+        let decoded = Outer::deserialize(Folded::strict(json!({
+            "NAMEPREFIX": "a-", "fieldref": {"FieldPath": "x"}, "Items": [{"fieldpath": "y"}],
+            "commonLABELS": {"KeepCase": "v"}})))
+        .unwrap();
+        assert_eq!(decoded.name_prefix, "a-");
+        assert_eq!(decoded.field_ref.unwrap().field_path, "x");
+        assert_eq!(decoded.items[0].field_path, "y");
+        assert!(
+            decoded.common_labels.contains_key("KeepCase"),
+            "maps keep their keys"
+        );
+        // `namePrefix` < `nameprefix` bytewise: the second wins.
+        let both = Outer::deserialize(Folded::strict(
+            json!({"namePrefix": "exact-", "nameprefix": "folded-"}),
+        ))
+        .unwrap();
+        assert_eq!(both.name_prefix, "folded-");
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_when_strict_and_dropped_when_lenient() {
+        assert!(Outer::deserialize(Folded::strict(json!({"bogus": 1}))).is_err());
+        assert_eq!(
+            Outer::deserialize(Folded::lenient(json!({"bogus": 1, "NamePrefix": "p-"})))
+                .unwrap()
+                .name_prefix,
+            "p-"
+        );
+    }
+}
