@@ -115,10 +115,10 @@ class Parser:
                 if receiver:
                     self.skip_balanced('(', ')')
                 name, params = self.ident(), self.params()
-                self.result()
+                results = self.result()
                 body = self.block()
                 if not receiver:
-                    decls['funcs'][name] = (params, body)
+                    decls['funcs'][name] = (params, body, results)
             elif self.at('const', 'var'):
                 self.i += 1
                 decls['vars'] += self.var_specs()
@@ -177,10 +177,12 @@ class Parser:
         return [((e[0] or e[1][1]) if named else '_', e[2]) for e in entries]
 
     def result(self):
+        """A result list: the names of named results ([] if unnamed or none)."""
         if self.at('('):
-            self.params()
-        elif self.peek()[0] == 'id' and not self.at('{') or self.at('*', '['):
+            return [n for n, _ in self.params() if n != '_']
+        if self.peek()[0] == 'id' and not self.at('{') or self.at('*', '['):
             self.type()
+        return []
 
     def type(self):
         if self.accept('*'):
@@ -428,9 +430,8 @@ class Parser:
             return ('lit', t[1])
         if self.accept('func'):
             params = self.params()
-            if not self.at('{'):
-                self.result()
-            return ('func', params, self.block()) if self.at('{') else ('type', ('tfunc',))
+            results = [] if self.at('{') else self.result()
+            return ('func', params, self.block(), results) if self.at('{') else ('type', ('tfunc',))
         if self.at('[', 'map', 'struct', 'chan', 'interface'):
             return ('type', self.type())
         if self.accept('('):
@@ -505,8 +506,8 @@ class TypeVal:
 
 
 class Closure:
-    def __init__(self, params, body, env):
-        self.params, self.body, self.env = params, body, env
+    def __init__(self, params, body, env, results=()):
+        self.params, self.body, self.env, self.results = params, body, env, results
 
 
 class Lazy:
@@ -581,8 +582,9 @@ class Interp:
         self.globals = Env(interp=self)
 
     def load(self, decls):
-        for name, (params, body) in decls['funcs'].items():
-            self.globals.vars[name] = Closure(params, body, self.globals)
+        for name, (params, body, results) in decls['funcs'].items():
+            if name not in self.builtins:  # builtins may replace package functions
+                self.globals.vars[name] = Closure(params, body, self.globals, results)
         for name, typ in decls['types']:
             self.globals.vars[name] = TypeVal(typ)
         for names, typ, exprs in decls['vars']:
@@ -625,9 +627,13 @@ class Interp:
             env = Env(f.env)
             for i, (name, variadic) in enumerate(f.params):
                 env.vars[name] = list(args[i:]) if variadic else (args[i] if i < len(args) else UNK)
+            for name in f.results:
+                env.vars[name] = None
             try:
                 self.exec(f.body, env)
             except Return as r:
+                if r.args[0] is None and f.results:
+                    return tuple(env.vars[n] for n in f.results) if len(f.results) > 1 else env.vars[f.results[0]]
                 return r.args[0]
             return None
         if isinstance(f, TypeVal):
@@ -689,7 +695,7 @@ class Interp:
         if kind == 'comp':
             return self.composite(x[1], x[2], env)
         if kind == 'func':
-            return Closure(x[1], x[2], env)
+            return Closure(x[1], x[2], env, x[3])
         if kind == 'type':
             return TypeVal(x[1])
         raise Unportable(f'cannot evaluate {kind}')

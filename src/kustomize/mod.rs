@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::yaml::{self, Schema, YamlError};
+use crate::yaml::{self, YamlError};
 pub use edit::{
     BUILD_METADATA_OPTIONS, EditAction, edit_build_metadata, parse_build_metadata_options,
 };
@@ -454,11 +454,10 @@ pub fn to_yaml(resources: &[Value]) -> String {
 
 /// Reads the objects of a manifest: every non-empty document, `kind: List` flattened.
 fn read_objects(text: &str, file: &Path) -> Result<Vec<Value>, KustomizeError> {
-    let documents =
-        yaml::parse_documents(text, Schema::Kyaml).map_err(|error| KustomizeError::Yaml {
-            file: file.to_path_buf(),
-            error,
-        })?;
+    let documents = yaml::parse_resources(text).map_err(|error| KustomizeError::Yaml {
+        file: file.to_path_buf(),
+        error,
+    })?;
     let mut objects = Vec::new();
     // As kustomize does, a List's items join the end of the file's queue (and may be Lists
     // themselves); a List without items contributes nothing.

@@ -17,30 +17,62 @@ use super::scalar::{Resolved, Schema, resolve_plain, to_json};
 
 /// Every document of a YAML stream, in order. Empty documents come back as `Value::Null`.
 pub fn parse_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlError> {
-    build_documents(text, schema)
+    build_documents(text, schema, false)
 }
 
 /// Every document of a YAML stream with mapping keys in document order, for formats whose
 /// meaning depends on that order (SOPS hashes values in the order they are written).
 pub fn parse_documents_ordered(text: &str, schema: Schema) -> Result<Vec<Ordered>, YamlError> {
-    build_documents(text, schema)
+    build_documents(text, schema, false)
 }
 
-fn build_documents<T: Tree>(text: &str, schema: Schema) -> Result<Vec<T>, YamlError> {
+/// Kubernetes objects as kustomize reads resource files: kyaml's scalar rules, and each
+/// object's `metadata.annotations` as the text they were written as (kustomize ends every
+/// build by writing annotations back from their text: `0755` stays "0755", `~` "~").
+pub fn parse_resources(text: &str) -> Result<Vec<Value>, YamlError> {
+    build_documents(text, Schema::Kyaml, true)
+}
+
+fn build_documents<T: Tree>(
+    text: &str,
+    schema: Schema,
+    annotations_as_text: bool,
+) -> Result<Vec<T>, YamlError> {
     let mut builder = Builder {
         schema,
+        annotations_as_text,
         anchors: HashMap::new(),
         alias_nodes: 0,
         stack: Vec::new(),
         documents: Vec::new(),
     };
+    // go-yaml ends a block scalar whose last line ends the text without a line break with no
+    // break either (`|` reads as `|-`); the parser here adds one.
+    let unterminated_last_line = !text.ends_with('\n')
+        && text
+            .rsplit('\n')
+            .next()
+            .is_some_and(|last| !last.trim().is_empty());
     let mut parser = Parser::new_from_str(text);
     while let Some(event) = parser.next_event() {
-        let (event, span) = event.map_err(|e| YamlError::Syntax {
+        let (mut event, span) = event.map_err(|e| YamlError::Syntax {
             line: e.marker().line(),
             column: e.marker().col() + 1,
             message: e.info().to_string(),
         })?;
+        if unterminated_last_line
+            && let Event::Scalar(value, ScalarStyle::Literal | ScalarStyle::Folded, ..) = &mut event
+            && value.ends_with('\n')
+            && text.chars().skip(span.end.index()).all(char::is_whitespace)
+        {
+            value.to_mut().pop();
+        }
+        // The parser writes an empty value (`key:`) as `~`; its text is empty.
+        if let Event::Scalar(value, ScalarStyle::Plain, ..) = &mut event
+            && span.start.index() == span.end.index()
+        {
+            *value = std::borrow::Cow::Borrowed("");
+        }
         builder.event(event, span.start.line())?;
     }
     Ok(builder.documents)
@@ -111,6 +143,8 @@ enum Frame<T: Tree> {
 
 struct Builder<T: Tree> {
     schema: Schema,
+    /// Read annotation values as their text ([`parse_resources`]).
+    annotations_as_text: bool,
     /// Anchored values with their node count and depth, for the alias budget.
     anchors: HashMap<usize, Anchored<T>>,
     /// Nodes added to this document by expanding aliases.
@@ -173,7 +207,11 @@ impl<T: Tree> Builder<T> {
                     *pending = Some((text.into_owned(), line));
                     return Ok(());
                 }
-                let value = T::scalar(self.scalar(&text, style, tag, line)?);
+                let value = if self.in_annotations() {
+                    T::scalar(Value::String(text.into_owned()))
+                } else {
+                    T::scalar(self.scalar(&text, style, tag, line)?)
+                };
                 if anchor != 0 {
                     self.anchors.insert(anchor, Anchored::of(&value));
                 }
@@ -200,11 +238,15 @@ impl<T: Tree> Builder<T> {
                 Ok(())
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let (value, anchor) = match self.stack.pop() {
+                let (mut value, anchor) = match self.stack.pop() {
                     Some(Frame::Sequence { items, anchor }) => (T::sequence(items), anchor),
                     Some(Frame::Mapping { map, anchor, .. }) => (T::mapping(map), anchor),
                     None => return Ok(()),
                 };
+                if self.in_annotations() {
+                    // A collection's text, as kustomize reads an annotation, is empty.
+                    value = T::scalar(Value::String(String::new()));
+                }
                 if anchor != 0 {
                     self.anchors.insert(anchor, Anchored::of(&value));
                 }
@@ -212,6 +254,23 @@ impl<T: Tree> Builder<T> {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Whether the value being read is one of an object's `metadata.annotations`, to be read
+    /// as its text ([`parse_resources`]).
+    fn in_annotations(&self) -> bool {
+        let pending = |frame: &Frame<T>, key: Option<&str>| match frame {
+            Frame::Mapping {
+                pending_key: Some((pending, _)),
+                ..
+            } => key.is_none_or(|key| pending == key),
+            _ => false,
+        };
+        self.annotations_as_text
+            && self.stack.len() == 3
+            && pending(&self.stack[0], Some("metadata"))
+            && pending(&self.stack[1], Some("annotations"))
+            && pending(&self.stack[2], None)
     }
 
     /// Values are processed recursively downstream (merging, printing, dropping), so nesting
@@ -510,5 +569,32 @@ mod tests {
         assert!(err.to_string().contains("-.inf"), "{err}");
         let err = parse_single("? [a]\n: b\n", Schema::Kyaml).unwrap_err();
         assert!(matches!(err, YamlError::ComplexKey { .. }), "{err}");
+    }
+
+    /// go-yaml's reading: a block scalar on the last line, without a final line break.
+    #[test]
+    fn a_block_scalar_ending_the_text_without_a_break_has_none() {
+        assert_eq!(kyaml("v: |\n  a\n  b")[0]["v"], "a\nb");
+        assert_eq!(kyaml("v: |+\n  a\n  b")[0]["v"], "a\nb");
+        assert_eq!(kyaml("v: >\n  a\n  b")[0]["v"], "a b");
+        assert_eq!(kyaml("v: |\n  a\n")[0]["v"], "a\n");
+        assert_eq!(kyaml("v: |\n  a\n\n  ")[0]["v"], "a\n");
+    }
+
+    /// Resources read annotations as their text, at `metadata.annotations` only.
+    #[test]
+    fn resources_read_annotation_values_as_their_text() {
+        let objects = parse_resources(
+            "metadata:\n  annotations:\n    octal: 0755\n    tilde: ~\n    empty:\n    list: [a]\n    inf: .inf\n  labels:\n    octal: 0755\nspec:\n  annotations:\n    n: 1\n",
+        )
+        .unwrap();
+        let object = &objects[0];
+        assert_eq!(
+            object["metadata"]["annotations"],
+            serde_json::json!({"octal": "0755", "tilde": "~", "empty": "", "list": "", "inf": ".inf"})
+        );
+        assert_eq!(object["metadata"]["labels"]["octal"], 493);
+        assert_eq!(object["spec"]["annotations"]["n"], 1);
+        assert!(kyaml("empty:\n")[0]["empty"].is_null());
     }
 }
