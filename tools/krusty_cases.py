@@ -2,7 +2,8 @@
 """Turns kustomize's own `api/krusty/*_test.go` (tag kustomize/v5.8.1) into golden cases.
 
 Each test function is run symbolically by a small Go-subset interpreter
-(`krusty_gosubset.py`): the harness calls it makes (`th.WriteK/WriteF/WriteC/
+(`krusty_goparse.py`, `krusty_gointerp.py`) against a model of the test harness
+(`krusty_harness.py`): the harness calls it makes (`th.WriteK/WriteF/WriteC/
 WriteLegacyConfigs`, `th.Run`, `th.RunWithErr`, `krusty.MakeKustomizer(..).Run`, testify
 assertions) are recorded, each build becoming one case under
 `tests/fixtures/kustomize-upstream/<file-stem>--<TestName>[--<subcase>][--runN]/`:
@@ -23,12 +24,15 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the helper modules
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from krusty_gosubset import (UNK, GoObj, Interp, Parser, PkgRef, Struct, Unknown,  # noqa: E402
-                             Unportable, go_str, sprintf)
+from krusty_gointerp import Unportable  # noqa: E402
+from krusty_harness import KUST_NAMES, TMP, load_tests, run_test  # noqa: E402
 
 TAG = 'kustomize/v5.8.1'
 MIRROR = '/work/.mirror/kubernetes-sigs+kustomize/repo'
@@ -36,13 +40,8 @@ REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / 'tests/fixtures/kustomize-upstream'
 KUBECTL = REPO / 'target/venv/bin/kubectl'
 OURS = REPO / 'target/debug/kustomize-controller'
-TMP = '/TMPROOT'  # stands for on-disk temporary roots (MakeEnhancedHarnessWithTmpRoot, Setup)
-KHEAD = '\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n'
-CHEAD = '\napiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n'
-REMOTE = r'^\s*(-|path:)\s*["\']?((https?|ssh|git|file)://|git@|git::|github\.com/|gitlab\.com/|[\w.-]+@[\w.-]+\.[a-z]+/)'
-KUST_NAMES = ('kustomization.yaml', 'kustomization.yml', 'Kustomization')
-LEGACY_ORDER = ['namePrefix', 'nameSuffix', 'commonLabel', 'templateLabel', 'commonAnnotation',
-                'namespace', 'varReference', 'nameReference', 'images', 'replicas']
+REMOTE = (r'^\s*(-|path:)\s*["\']?((https?|ssh|git|file)://|git@|git::|github\.com/|gitlab\.com/'
+          r'|[\w.-]+@[\w.-]+\.[a-z]+/)')  # a remote resource, base or schema
 # Hand-picked error fragments (the automatic choice is a fallback): case -> fragments.
 FRAGMENTS = {k: v.split('|') for k, v in {
     'accumulation--TestAccumulateResourcesErrors--malformed-yaml-yields-an-error': 'service.yaml',
@@ -86,417 +85,28 @@ FRAGMENTS = {k: v.split('|') for k, v in {
 }.items()}
 
 
-def git(mirror, *args):
-    """Output of a git command in the mirror."""
-    return subprocess.run(['git', '-C', mirror, *args], check=True, capture_output=True,
-                          text=True).stdout
-
-
-# --- the recorded world -------------------------------------------------------------------------
-def fs_path(path):
-    """A test file-system path as a path relative to the case's `input/` ('' for the root)."""
-    if not isinstance(path, str) or isinstance(path, PkgRef):
-        raise Unportable('a file path is not static')
-    p = posixpath.normpath(posixpath.join('/', path))
-    if p == TMP or p.startswith(TMP + '/'):
-        p = p[len(TMP):] or '/'
-    return p.strip('/')
-
-
-def text(content):
-    """File content as a str ([]byte values are lists of str or int)."""
-    if isinstance(content, str) and not isinstance(content, PkgRef):
-        return content
-    if isinstance(content, list) and all(isinstance(c, str) for c in content):
-        return ''.join(content)
-    if isinstance(content, list) and all(isinstance(c, int) for c in content):
-        return bytes(content).decode('utf-8', 'surrogateescape')
-    raise Unportable('file content is not static')
-
-
-class Build:
-    """One build a test performs: the file tree at that moment, the directory, options and
-    what the Go test expects (`expect` 'ok'/'error', `output`, error `frags`)."""
-
-    def __init__(self, names, fs, path, opts, expect, prepared):
-        self.names, self.path, self.expect = names, fs_path(path), expect
-        self.files, self.dirs = dict(fs.files), set(fs.dirs)
-        self.opts, self.prepared = opts, prepared
-        self.output, self.frags, self.notes = None, [], []
-
-
-class Recorder:
-    """Collects builds and skipped sub-tests of one test function."""
-
-    def __init__(self, interp):
-        self.interp, self.stack, self.builds, self.skips, self.prepared = interp, [], [], [], []
-
-    def build(self, fs, path, opts, expect):
-        if not isinstance(opts, Options):
-            raise Unportable('build options are not static')
-        snap = {k: opts.get(k) for k in ('Reorder', 'AddManagedbyLabel', 'LoadRestrictions')}
-        cfg = opts.get('PluginConfig')
-        snap['plugins'] = cfg.kind if isinstance(cfg, PluginCfg) else 'custom'
-        snap['mods'] = list(cfg.mods) if isinstance(cfg, PluginCfg) else ['?']
-        rec = Build(tuple(self.stack), fs, path, snap, expect, list(self.prepared))
-        self.builds.append(rec)
-        return rec
-
-
-class FS(GoObj):
-    """filesys.FileSystem: the files a test writes."""
-
-    def __init__(self):
-        self.files, self.dirs = {}, set()
-
-    def write(self, path, content):
-        self.files[fs_path(path)] = text(content)
-
-    def go_WriteFile(self, path, data):
-        self.write(path, data)
-
-    def go_Mkdir(self, path):
-        self.dirs.add(fs_path(path))
-
-    go_MkdirAll = go_Mkdir
-
-    def go_ReadFile(self, path):
-        return self.files.get(fs_path(path), UNK), None
-
-
-class TmpDir(GoObj):
-    """filesys.ConfirmedDir of a temporary directory."""
-
-    def go_Join(self, p):
-        return posixpath.join(TMP, p)
-
-    def go_String(self):
-        return TMP
-
-
-class PluginCfg(GoObj):
-    """types.PluginConfig: 'enabled' or 'disabled', with the fields a test changed."""
-
-    def __init__(self, kind):
-        self.kind, self.mods = kind, []
-
-    def member(self, name):
-        return Field(self, name)
-
-
-class Field(GoObj):
-    def __init__(self, cfg, path):
-        self.cfg, self.path = cfg, path
-
-    def member(self, name):
-        return Field(self.cfg, self.path + '.' + name)
-
-
-class Options(Struct):
-    """krusty.Options, as krusty.MakeDefaultOptions makes them."""
-
-    def __init__(self, plugins='disabled'):
-        super().__init__(Reorder='none', AddManagedbyLabel=False, LoadRestrictions='RootOnly',
-                         PluginConfig=PluginCfg(plugins))
-
-
-class Built(GoObj):
-    """The ResMap of a build."""
-
-    def __init__(self, rec):
-        self.rec = rec
-
-    def go_AsYaml(self):
-        return YamlText(self.rec), ErrVal(self.rec, False)
-
-
-class YamlText(Unknown):
-    def __init__(self, rec):
-        self.rec = rec
-
-
-class ErrVal(GoObj):
-    """The error of a build: certainly an error (RunWithErr) or maybe nil (Kustomizer.Run)."""
-
-    def __init__(self, rec, definite):
-        self.rec, self.definite = rec, definite
-
-    def go_Error(self):
-        return ErrText(self.rec)
-
-
-class ErrText(Unknown):
-    def __init__(self, rec):
-        self.rec = rec
-
-
-class Harness(GoObj):
-    """kusttest_test.Harness / HarnessEnhanced."""
-
-    def __init__(self, rec, fs, root='/'):
-        self.rec, self.fs, self.root = rec, fs, root
-        self.go_Harness = self  # HarnessEnhanced embeds Harness
-
-    def go_WriteK(self, path, content):
-        self.fs.write(posixpath.join(fs_path(path), 'kustomization.yaml'), KHEAD + text(content))
-
-    def go_WriteC(self, path, content):
-        self.fs.write(posixpath.join(fs_path(path), 'kustomization.yaml'), CHEAD + text(content))
-
-    def go_WriteF(self, path, content):
-        self.fs.write(path, content)
-
-    def go_WriteLegacyConfigs(self, path):
-        self.fs.write(path, self.rec.interp.builtins['__legacy__'])
-
-    def go_MakeDefaultOptions(self):
-        return Options()
-
-    go_MakeOptionsPluginsDisabled = go_MakeDefaultOptions
-
-    def go_MakeOptionsPluginsEnabled(self):
-        return Options('enabled')
-
-    def go_Run(self, path, opts):
-        return Built(self.rec.build(self.fs, path, opts, 'ok'))
-
-    def go_RunWithErr(self, path, opts):
-        return ErrVal(self.rec.build(self.fs, path, opts, 'error'), True)
-
-    def go_AssertActualEqualsExpected(self, m, expected, note=None):
-        if isinstance(m, Built):
-            m.rec.output = expected if isinstance(expected, str) else None
-            m.rec.notes += [note] if note else []
-
-    def go_AssertActualEqualsExpectedNoIdAnnotations(self, m, expected):
-        self.go_AssertActualEqualsExpected(m, expected)
-
-    def go_AssertActualEqualsExpectedWithTweak(self, m, tweak, expected):
-        self.go_AssertActualEqualsExpected(m, None, 'the Go test tweaks the output before comparing')
-
-    def go_GetFSys(self):
-        return self.fs
-
-    def go_GetRoot(self):
-        return self.root
-
-    def go_MkDir(self, p):
-        self.fs.go_Mkdir(posixpath.join(self.root, p))
-        return posixpath.join(self.root, p)
-
-    def go_PrepBuiltin(self, kind):
-        return self
-
-    def go_BuildGoPlugin(self, group, version, kind):
-        self.rec.prepared.append(f'{group}/{version} {kind} (Go plugin)')
-        return self
-
-    def go_PrepExecPlugin(self, group, version, kind):
-        self.rec.prepared.append(f'{group}/{version} {kind} (exec plugin)')
-        return self
-
-    def go_ErrIfNoHelm(self):
-        raise Unportable('needs helm (helmCharts)')
-
-    def go_GetT(self):
-        return UNK
-
-
-class T(GoObj):
-    """*testing.T: t.Run runs a sub-test, recording why it is skipped if it cannot be ported."""
-
-    def __init__(self, rec):
-        self.rec = rec
-
-    def go_Run(self, name, fn):
-        self.rec.stack.append(go_str(name))
-        try:
-            self.rec.interp.call(fn, [self])
-        except Unportable as e:
-            self.rec.skips.append((tuple(self.rec.stack), str(e)))
-        except Exception as e:  # a construct the interpreter does not handle
-            self.rec.skips.append((tuple(self.rec.stack), f'interpreter: {type(e).__name__}: {e}'))
-        finally:
-            self.rec.stack.pop()
-        return True
-
-    def go_Skip(self, *args):
-        raise Unportable('skipped upstream: ' + ' '.join(map(go_str, args)))
-
-    go_Skipf = go_SkipNow = go_Skip
-
-    def go_TempDir(self):
-        return TMP
-
-
-def mark(err, kind, frag=None):
-    """Records what a testify assertion says about a build's error."""
-    rec = err.rec if isinstance(err, (ErrVal, ErrText)) else None
-    if rec:
-        rec.expect = kind if kind == 'error' else rec.expect or kind
-        if isinstance(frag, str):
-            rec.frags.append(frag)
-
-
-def assert_equal(t, a, b, *rest):
-    for x, y in ((a, b), (b, a)):
-        if isinstance(x, ErrText):
-            mark(x, 'error', y)
-        elif isinstance(x, YamlText) and isinstance(y, str):
-            x.rec.output, x.rec.expect = y, 'ok'
-
-
-def strings_contains(s, sub):
-    if isinstance(s, ErrText):
-        mark(s, 'error', sub)
-    return UNK if isinstance(s, Unknown) or isinstance(sub, Unknown) else sub in s
-
-
-def go_eq(a, b):
-    for x, y in ((a, b), (b, a)):
-        if isinstance(x, ErrVal) and y is None:
-            return False if x.definite else UNK
-        if isinstance(x, (Built, Harness, FS)) and y is None:
-            return False
-    if isinstance(a, Unknown) or isinstance(b, Unknown):
-        return UNK
-    return a == b
-
-
-def set_hook(obj, target, value):
-    """Assignments into PluginConfig fields are remembered (they make a build unportable)."""
-    if isinstance(obj, (PluginCfg, Field)):
-        cfg = obj if isinstance(obj, PluginCfg) else obj.cfg
-        cfg.mods.append((obj.path + '.' if isinstance(obj, Field) else '') + target[2])
-        return True
-    if isinstance(obj, Options) and target[2] == 'Reorder':
-        obj['Reorder'] = str(value).rsplit('ReorderOption', 1)[-1].lower()
-        return True
-    if isinstance(obj, Options) and target[2] == 'LoadRestrictions':
-        obj['LoadRestrictions'] = str(value).rsplit('LoadRestrictions', 1)[-1]
-        return True
-    return False
-
-
-def pure(f):
-    """Wraps a Python function so that unknown arguments (or list items) give an unknown result."""
-    known = lambda x: not isinstance(x, Unknown) and (not isinstance(x, list) or all(map(known, x)))
-    return lambda *a: f(*a) if all(map(known, a)) else UNK
-
-
-def make_builtins(mirror, rec_box):
-    """Go builtins and the package functions the tests call ('pkg.Func')."""
-    def harness(fs=None, root='/'):
-        return Harness(rec_box[0], fs or FS(), root)
-
-    def read_testdata(p):
-        return git(mirror, 'show', f'{TAG}:' + posixpath.normpath(posixpath.join('api/krusty', p))), None
-    def kustdir(t, content):
-        fs = FS()
-        fs.write(posixpath.join(TMP, 'kustomization.yaml'), content)
-        return fs, TmpDir()
-    b = {
-        'true': True, 'false': False, 'nil': None, '__eq__': go_eq, '__setattr__': set_hook,
-        'len': lambda x: UNK if isinstance(x, Unknown) else len(x or []),
-        'append': lambda xs, *a: UNK if isinstance(xs, Unknown) else list(xs or []) + list(a),
-        'make': lambda typ, *a: {} if getattr(typ, 'typ', ('',))[0] == 'tmap' else [],
-        'panic': lambda *a: (_ for _ in ()).throw(Unportable('the test panics')),
-        'fmt.Sprintf': sprintf, 'fmt.Sprint': pure(lambda *a: ''.join(map(go_str, a))),
-        'strings.Contains': strings_contains,
-        'strings.ReplaceAll': pure(lambda s, a, r: s.replace(a, r)),
-        'strings.Replace': pure(lambda s, a, r, n: s.replace(a, r, n if n >= 0 else -1)),
-        'strings.Join': pure(lambda xs, sep: sep.join(xs)),
-        'strings.Repeat': pure(lambda s, n: s * n),
-        'strings.TrimSpace': pure(str.strip), 'strings.ToLower': pure(str.lower),
-        'strings.TrimPrefix': pure(lambda s, p: s[len(p):] if s.startswith(p) else s),
-        'strings.TrimSuffix': pure(lambda s, p: s[:-len(p)] if p and s.endswith(p) else s),
-        'strings.HasPrefix': pure(str.startswith), 'strings.HasSuffix': pure(str.endswith),
-        'strings.Split': pure(lambda s, sep: s.split(sep)),
-        'filepath.Join': pure(lambda *a: posixpath.normpath(posixpath.join(*[x for x in a if x])) if any(a) else ''),
-        'filepath.Dir': pure(posixpath.dirname), 'filepath.Base': pure(posixpath.basename),
-        'os.ReadFile': read_testdata,
-        'string': lambda x: x, 'MakeDefaultOptions': Options,
-        'MakeKustomizer': lambda o: Kustomizer(rec_box[0], o),
-        'kusttest_test.MakeHarness': lambda t: harness(),
-        'kusttest_test.MakeHarnessWithFs': lambda t, fs: harness(fs if isinstance(fs, FS) else FS()),
-        'kusttest_test.MakeEnhancedHarness': lambda t: harness(),
-        'kusttest_test.MakeEnhancedHarnessWithTmpRoot': lambda t: harness(root=TMP),
-        'kusttest_test.Setup': lambda t: (FS(), TmpDir()), 'kusttest_test.CreateKustDir': kustdir,
-        'filesys.MakeFsInMemory': FS, 'filesys.MakeFsOnDisk': FS,
-        'filesys.NewTmpConfirmedDir': lambda: (TmpDir(), None),
-        'krusty.MakeDefaultOptions': Options,
-        'krusty.MakeKustomizer': lambda o: Kustomizer(rec_box[0], o),
-        'types.EnabledPluginConfig': lambda *a: PluginCfg('enabled'),
-        'types.DisabledPluginConfig': lambda *a: PluginCfg('disabled'),
-        'konfig.RecognizedKustomizationFileNames': lambda: list(KUST_NAMES),
-        'konfig.DefaultKustomizationFileName': lambda: KUST_NAMES[0],
-        'require.NoError': lambda t, e, *a: mark(e, 'ok'), 'require.Error': lambda t, e, *a: mark(e, 'error'),
-        'require.ErrorContains': lambda t, e, s, *a: mark(e, 'error', s),
-        'require.EqualError': lambda t, e, s, *a: mark(e, 'error', s),
-        'require.Contains': lambda t, s, sub, *a: strings_contains(s, sub),
-        'require.Equal': assert_equal, 'require.Regexp': lambda t, rx, s, *a: mark(s, 'error'),
-        'filesys.Separator': '/', 'require.ErrorIs': lambda t, e, *a: mark(e, 'error'),
-        'skipIfNoDocker': lambda t: (_ for _ in ()).throw(Unportable('needs docker (KRM function)')),
-        'configureGitSSHCommand': lambda t: (_ for _ in ()).throw(Unportable('needs git over ssh (remote)')),
-        'httptest.NewServer': lambda *a: (_ for _ in ()).throw(Unportable('needs a local HTTP server (remote resource)')),
-    }
-    for k in [k for k in b if k.startswith('require.')]:
-        b['assert.' + k[8:]] = b[k]
-    return b
-
-
-class Kustomizer(GoObj):
-    """krusty.MakeKustomizer(opts): Run(fs, path) builds."""
-
-    def __init__(self, rec, opts):
-        self.rec, self.opts = rec, opts
-
-    def go_Run(self, fs, path):
-        rec = self.rec.build(fs if isinstance(fs, FS) else FS(), path, self.opts, None)
-        return Built(rec), ErrVal(rec, False)
-
-
-def legacy_configs(mirror):
-    """builtinpluginconsts' default field specs, concatenated (th.WriteLegacyConfigs)."""
-    d = 'api/internal/konfig/builtinpluginconsts/'
-    consts = Interp({})
-    for f in git(mirror, 'ls-tree', '--name-only', TAG, d).split():
-        consts.load(Parser(git(mirror, 'show', f'{TAG}:{f}')).file())
-    return ''.join(consts.globals.get(p + 'FieldSpecs') for p in LEGACY_ORDER)
-
-
-# --- running the tests symbolically -------------------------------------------------------------
-def load_tests(mirror):
-    """Parses every api/krusty/*_test.go; returns the interpreter, a box holding the current
-    Recorder, and [(file stem, test name)] in file order."""
-    box = [None]
-    interp = Interp(make_builtins(mirror, box))
-    interp.builtins['__legacy__'] = legacy_configs(mirror)
-    tests = []
-    for f in git(mirror, 'ls-tree', '--name-only', TAG, 'api/krusty/').split():
-        if f.endswith('_test.go'):
-            decls = Parser(git(mirror, 'show', f'{TAG}:{f}')).file()
-            interp.load(decls)
-            stem = posixpath.basename(f)[:-len('_test.go')]
-            tests += [(stem, n) for n in decls['funcs'] if re.match(r'Test[A-Z0-9_]', n)]
-    return interp, box, tests
-
-
-def run_test(interp, box, name):
-    """Runs one test function; returns its Recorder."""
-    rec = box[0] = Recorder(interp)
-    try:
-        interp.call(interp.globals.get(name), [T(rec)])
-    except Unportable as e:
-        rec.skips.append(((), str(e)))
-    except RecursionError:
-        rec.skips.append(((), 'interpreter: recursion'))
-    except Exception as e:  # a construct the interpreter does not handle
-        rec.skips.append(((), f'interpreter: {type(e).__name__}: {e}'))
-    return rec
+class GitTag:
+    """Files of the kustomize mirror at TAG."""
+
+    def __init__(self, mirror):
+        self.mirror = mirror
+
+    def git(self, *args):
+        """The output of a git command in the mirror."""
+        return subprocess.run(['git', '-C', self.mirror, *args], check=True, capture_output=True,
+                              text=True).stdout
+
+    def show(self, path):
+        """The text of a file."""
+        return self.git('show', f'{TAG}:{path}')
+
+    def ls(self, directory):
+        """The paths of a directory's entries."""
+        return self.git('ls-tree', '--name-only', TAG, directory).split()
 
 
 def sanitize(s):
+    """A sub-test name as a folder-name component."""
     return re.sub(r'[^A-Za-z0-9_.]+', '-', s).strip('-')[:70] or 'case'
 
 
@@ -625,46 +235,47 @@ def compare_with_go(b, ok, result):
                 notes.append("kubectl's output differs from the Go test's expected output")
     if b.opts['plugins'] == 'enabled':
         notes.append('the Go test enables plugins')
+    if ok and result == '\n':
+        notes.append('kubectl prints nothing; expected.yaml holds the lone newline regen.sh writes')
     return notes
 
 
+def port_build(case, b):
+    """Writes one build as a case with the oracle's verdict; returns its INDEX.md cell."""
+    why = unportable_reason(b)
+    try:
+        if not why:
+            write_case(case, b)
+            ok, result = run_oracle(case)
+            if not ok and b.expect != 'error' and b.opts['plugins'] == 'enabled':
+                why = 'needs plugins enabled (kubectl: ' + result.strip()[:100] + ')'
+    except (Unportable, subprocess.TimeoutExpired) as e:
+        why = str(e) or 'kubectl timed out'
+    if why:
+        shutil.rmtree(case, ignore_errors=True)
+        label = case.name.split('--', 2)[2] if case.name.count('--') >= 2 else '(build)'
+        return f'{label}: not ported: {why}'
+    if ok:
+        (case / 'expected.yaml').write_text(result)
+    else:
+        (case / 'kubectl-error.txt').write_text(result)
+        (case / 'expected-error.txt').write_text(''.join(f + '\n' for f in pick_fragments(case, result, b)))
+    notes = ([f'builds `{b.path}`'] if b.path else []) + compare_with_go(b, ok, result) + b.notes
+    return f'`{case.name}`' + (' (error)' if not ok else '') + (': ' + '; '.join(notes) if notes else '')
+
+
 def generate(mirror):
-    """Regenerates every case, INDEX.md; returns nothing."""
-    interp, box, tests = load_tests(mirror)
-    if OUT.exists():
-        for child in OUT.iterdir():
-            shutil.rmtree(child) if child.is_dir() else None
+    """Regenerates every case and INDEX.md."""
+    interp, box, tests = load_tests(GitTag(mirror))
     OUT.mkdir(parents=True, exist_ok=True)
+    for child in OUT.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child)
     rows = []
     for stem, test in tests:
         rec = run_test(interp, box, test)
-        cells, notes = [], []
-        for name, b in zip(case_names(stem, test, rec.builds), rec.builds):
-            case = OUT / name
-            why = unportable_reason(b)
-            try:
-                if not why:
-                    write_case(case, b)
-                    ok, result = run_oracle(case)
-                    if not ok and b.expect != 'error' and b.opts['plugins'] == 'enabled':
-                        why = 'needs plugins enabled (kubectl: ' + result.strip()[:100] + ')'
-            except (Unportable, subprocess.TimeoutExpired) as e:
-                why = str(e) or 'kubectl timed out'
-            if why:
-                shutil.rmtree(case, ignore_errors=True)
-                cells.append(f'{name[len(stem) + len(test) + 4:] or "(build)"}: not ported: {why}')
-                continue
-            if ok:
-                (case / 'expected.yaml').write_text(result)
-            else:
-                (case / 'kubectl-error.txt').write_text(result)
-                frags = pick_fragments(case, result, b)
-                (case / 'expected-error.txt').write_text(''.join(f + '\n' for f in frags))
-            extra = compare_with_go(b, ok, result) + b.notes
-            if b.path:
-                extra.insert(0, f'builds `{b.path}`')
-            cells.append(f'`{name}`' + (' (error)' if not ok else '') +
-                         (': ' + '; '.join(extra) if extra else ''))
+        names = case_names(stem, test, rec.builds)
+        cells = [port_build(OUT / name, b) for name, b in zip(names, rec.builds)]
         for names, why in rec.skips:
             label = '--'.join(map(sanitize, names)) or '(test)'
             cells.append(f'{label}: not ported: {why}')
@@ -675,6 +286,7 @@ def generate(mirror):
 
 
 def write_index(rows):
+    """INDEX.md: one row per upstream test function."""
     ported = sum(1 for _, _, c in rows if any(x.startswith('`') for x in c))
     cases = sum(1 for _, _, c in rows for x in c if x.startswith('`'))
     lines = ['# Upstream krusty tests as golden cases', '',
@@ -683,7 +295,8 @@ def write_index(rows):
              f'{len(rows)} test functions, {ported} with at least one case, {cases} cases. '
              'Each case builds `input/` (or `input/<build-dir>`) with default options; '
              '`expected.yaml` / `kubectl-error.txt` come from `kubectl kustomize` '
-             '(Kustomize v5.8.1), which is trusted over the Go test where they differ.', '',
+             '(Kustomize v5.8.1), which is trusted over the Go test where they differ. '
+             '(`build-dir` holds `.` where `input/overlay` exists but `input/` itself is built.)', '',
              '| file | test | cases |', '| --- | --- | --- |']
     for stem, test, cells in rows:
         lines.append(f'| {stem} | {test} | ' + '<br>'.join(c.replace('|', '\\|') for c in cells) + ' |')
@@ -691,11 +304,29 @@ def write_index(rows):
 
 
 # --- our binary ---------------------------------------------------------------------------------
-THEMES = [  # (theme, regex over failure reason + kustomization files), first match wins
+THEMES = [  # (theme, regex over case name, failure reason and kustomization files), first match wins
+    ('duplicate keys in a kustomization file (kustomize takes the last)',
+     r'mapping key "\w+" already defined'),
+    ('name references: ambiguous referrals across namespaces', r'multiple possible referrals'),
+    ('strict parsing of transformer configs (`labels` field specs, fieldSpecs[].name)',
+     r'unknown field `(labels|name)`'),
+    ('IAMPolicyGenerator builtin', r'IAMPolicyGenerator'),
+    ('missing validation errors', r'^succeeds where kustomize fails'),
+    ('error wording', r'^error .* lacks'),
+    ('origin annotations (configuredIn)', r'configuredIn'),
+    ('openapi custom schema (patch merge keys)', r'^\s*openapi:'),
+    ('local-config resources as name reference sources', r'LocalConfig'),
+    ('empty output (regen.sh writes a lone newline)', r'expected 1 lines, got 0'),
+    ('components', r'^components:'),
+    ('vars', r'^vars:'),
+    ('replacements', r'^replacements:'),
+    ('patches', r'^(patches|patchesStrategicMerge|patchesJson6902):'),
+    ('generators', r'^(configMapGenerator|secretGenerator):'),
 ]
 
 
 def first_difference(want, got):
+    """The first line where two outputs differ, as a one-line reason."""
     w, g = want.splitlines(), got.splitlines()
     for i, (a, b) in enumerate(zip(w, g)):
         if a != b:
@@ -703,20 +334,18 @@ def first_difference(want, got):
     return f'line {min(len(w), len(g)) + 1}: expected {len(w)} lines, got {len(g)}'
 
 
-def check_case(case):
+def check_case(case, ours):
     """Runs our binary on a case: None if it matches, else a one-line reason."""
-    for _ in range(10):
-        if OURS.exists():
-            break
-        import time
-        time.sleep(30)
-    p = subprocess.run([str(OURS), 'build', str(input_dir(case))], capture_output=True,
+    p = subprocess.run([ours, 'build', str(input_dir(case))], capture_output=True,
                        text=True, timeout=120)
-    err = ' '.join(p.stderr.split())
+    err = ' '.join(p.stderr.replace(str(case / 'input'), 'INPUT').split())
+    err = re.sub(r'^error: building INPUT\S*: ', '', err)
     if (case / 'expected.yaml').exists():
         if p.returncode != 0:
             return f'fails where kustomize succeeds: {err[:200]}'
         want = (case / 'expected.yaml').read_text()
+        if want == '\n':  # regen.sh's line break after an empty output
+            want = ''
         return None if p.stdout == want else first_difference(want, p.stdout)
     if p.returncode == 0:
         return 'succeeds where kustomize fails'
@@ -727,21 +356,35 @@ def check_case(case):
 
 
 def theme_of(case, reason):
-    blob = reason + '\n' + '\n'.join(f.read_text(errors='replace') for f in (case / 'input').rglob('*')
-                                     if f.is_file() and f.name in KUST_NAMES)
+    """The THEMES entry a failure belongs to."""
+    kusts = [f.read_text(errors='replace') for f in (case / 'input').rglob('*') if f.name in KUST_NAMES]
+    blob = '\n'.join([case.name, reason] + kusts)
     for theme, pattern in THEMES:
         if re.search(pattern, blob, re.M):
             return theme
     return 'other'
 
 
+def snapshot_binary():
+    """A private copy of our binary (it may be rebuilt meanwhile; wait if it is missing)."""
+    copy = Path(tempfile.gettempdir()) / f'krusty-cases-{os.getpid()}'
+    for _ in range(20):
+        try:
+            shutil.copy2(OURS, copy)
+            return str(copy)
+        except OSError:
+            time.sleep(30)
+    sys.exit(f'{OURS} is missing')
+
+
 def results():
     """Runs our binary on every case and writes RESULTS.md."""
     cases = sorted(p for p in OUT.iterdir() if (p / 'input').is_dir())
+    ours = snapshot_binary()
     fails, counts = [], Counter()
     for case in cases:
         kind = 'error' if (case / 'kubectl-error.txt').exists() else 'ok'
-        why = check_case(case)
+        why = check_case(case, ours)
         counts[kind, why is None] += 1
         if why:
             fails.append((case.name, why, theme_of(case, why)))
@@ -758,10 +401,12 @@ def results():
     lines += ['', '## Failing cases', '']
     lines += [f'- `{n}` ({t}): {w}' for n, w, t in fails]
     (OUT / 'RESULTS.md').write_text('\n'.join(lines) + '\n')
+    os.unlink(ours)
     print(f'{len(cases)} cases, {len(fails)} failures')
 
 
 def main():
+    """Command line: see the module docstring."""
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--mirror', default=os.environ.get('KUSTOMIZE_MIRROR', MIRROR))
     ap.add_argument('--no-generate', action='store_true')

@@ -419,8 +419,9 @@ pub fn parse(text: &str, file: &Path) -> Result<Kustomization, KustomizeError> {
         file: file.to_path_buf(),
         message,
     };
-    // kustomize reads only the first document of a kustomization file.
-    let mut value = yaml::parse_documents(text, Schema::Kubernetes)
+    // kustomize reads only the first document of a kustomization file, and a key written
+    // twice there takes its last value.
+    let mut value = yaml::parse_documents_last_key_wins(text, Schema::Kubernetes)
         .map_err(|error| KustomizeError::Yaml {
             file: file.to_path_buf(),
             error,

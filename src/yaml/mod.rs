@@ -15,7 +15,10 @@ pub use emit::{
     Ordered, documents_to_yaml_string, format_number, ordered_documents_to_yaml_string,
     ordered_to_yaml_string, to_yaml_string,
 };
-pub use parse::{parse_documents, parse_documents_ordered, parse_resources, parse_single};
+pub use parse::{
+    parse_documents, parse_documents_last_key_wins, parse_documents_ordered, parse_resources,
+    parse_single,
+};
 pub use scalar::Schema;
 
 /// What the untagged plain scalar `text` reads as under `schema` (a string when it reads as

@@ -20,6 +20,14 @@ pub fn parse_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlErr
     build_documents(text, schema, false)
 }
 
+/// [`parse_documents`], where a key written twice in one mapping takes its last value instead
+/// of being an error: kustomize reads kustomization files so (resources it refuses).
+pub fn parse_documents_last_key_wins(text: &str, schema: Schema) -> Result<Vec<Value>, YamlError> {
+    let mut builder = Builder::new(schema, false);
+    builder.last_key_wins = true;
+    builder.read(text)
+}
+
 /// Every document of a YAML stream with mapping keys in document order, for formats whose
 /// meaning depends on that order (SOPS hashes values in the order they are written).
 pub fn parse_documents_ordered(text: &str, schema: Schema) -> Result<Vec<Ordered>, YamlError> {
@@ -38,44 +46,56 @@ fn build_documents<T: Tree>(
     schema: Schema,
     annotations_as_text: bool,
 ) -> Result<Vec<T>, YamlError> {
-    let mut builder = Builder {
-        schema,
-        annotations_as_text,
-        anchors: HashMap::new(),
-        alias_nodes: 0,
-        stack: Vec::new(),
-        documents: Vec::new(),
-    };
-    // go-yaml ends a block scalar whose last line ends the text without a line break with no
-    // break either (`|` reads as `|-`); the parser here adds one.
-    let unterminated_last_line = !text.ends_with('\n')
-        && text
-            .rsplit('\n')
-            .next()
-            .is_some_and(|last| !last.trim().is_empty());
-    let mut parser = Parser::new_from_str(text);
-    while let Some(event) = parser.next_event() {
-        let (mut event, span) = event.map_err(|e| YamlError::Syntax {
-            line: e.marker().line(),
-            column: e.marker().col() + 1,
-            message: e.info().to_string(),
-        })?;
-        if unterminated_last_line
-            && let Event::Scalar(value, ScalarStyle::Literal | ScalarStyle::Folded, ..) = &mut event
-            && value.ends_with('\n')
-            && text.chars().skip(span.end.index()).all(char::is_whitespace)
-        {
-            value.to_mut().pop();
+    Builder::new(schema, annotations_as_text).read(text)
+}
+
+impl<T: Tree> Builder<T> {
+    fn new(schema: Schema, annotations_as_text: bool) -> Builder<T> {
+        Builder {
+            schema,
+            annotations_as_text,
+            last_key_wins: false,
+            anchors: HashMap::new(),
+            alias_nodes: 0,
+            stack: Vec::new(),
+            documents: Vec::new(),
         }
-        // The parser writes an empty value (`key:`) as `~`; its text is empty.
-        if let Event::Scalar(value, ScalarStyle::Plain, ..) = &mut event
-            && span.start.index() == span.end.index()
-        {
-            *value = std::borrow::Cow::Borrowed("");
-        }
-        builder.event(event, span.start.line())?;
     }
-    Ok(builder.documents)
+
+    fn read(mut self, text: &str) -> Result<Vec<T>, YamlError> {
+        let builder = &mut self;
+        // go-yaml ends a block scalar whose last line ends the text without a line break with no
+        // break either (`|` reads as `|-`); the parser here adds one.
+        let unterminated_last_line = !text.ends_with('\n')
+            && text
+                .rsplit('\n')
+                .next()
+                .is_some_and(|last| !last.trim().is_empty());
+        let mut parser = Parser::new_from_str(text);
+        while let Some(event) = parser.next_event() {
+            let (mut event, span) = event.map_err(|e| YamlError::Syntax {
+                line: e.marker().line(),
+                column: e.marker().col() + 1,
+                message: e.info().to_string(),
+            })?;
+            if unterminated_last_line
+                && let Event::Scalar(value, ScalarStyle::Literal | ScalarStyle::Folded, ..) =
+                    &mut event
+                && value.ends_with('\n')
+                && text.chars().skip(span.end.index()).all(char::is_whitespace)
+            {
+                value.to_mut().pop();
+            }
+            // The parser writes an empty value (`key:`) as `~`; its text is empty.
+            if let Event::Scalar(value, ScalarStyle::Plain, ..) = &mut event
+                && span.start.index() == span.end.index()
+            {
+                *value = std::borrow::Cow::Borrowed("");
+            }
+            builder.event(event, span.start.line())?;
+        }
+        Ok(self.documents)
+    }
 }
 
 /// The single document of a YAML text; several documents are an error, none is `Null`.
@@ -143,6 +163,8 @@ enum Frame<T: Tree> {
 
 struct Builder<T: Tree> {
     schema: Schema,
+    /// A key written twice takes its last value ([`parse_documents_last_key_wins`]).
+    last_key_wins: bool,
     /// Read annotation values as their text ([`parse_resources`]).
     annotations_as_text: bool,
     /// Anchored values with their node count and depth, for the alias budget.
@@ -344,7 +366,7 @@ impl<T: Tree> Builder<T> {
                 if key == "<<" {
                     return merge_into(map, explicit, value, key_line);
                 }
-                if !explicit.insert(key.clone()) {
+                if !explicit.insert(key.clone()) && !self.last_key_wins {
                     return Err(YamlError::DuplicateKey {
                         key,
                         line: key_line,

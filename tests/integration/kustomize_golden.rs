@@ -11,7 +11,11 @@ use kustomize_controller::kustomize::{self, BuildOptions};
 use crate::support::repo_root;
 
 fn cases() -> Vec<PathBuf> {
-    let root = repo_root().join("tests/fixtures/kustomize");
+    cases_in("tests/fixtures/kustomize")
+}
+
+fn cases_in(folder: &str) -> Vec<PathBuf> {
+    let root = repo_root().join(folder);
     let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
         .map(|entry| entry.unwrap().path())
@@ -32,10 +36,19 @@ fn build_dir(case: &Path) -> PathBuf {
 
 /// Checks one case; `Err` describes how it differs from the reference.
 fn check(case: &Path) -> Result<(), String> {
-    let result = kustomize::build_dir(&build_dir(case), &BuildOptions::default());
+    check_built(case, &build_dir(case))
+}
+
+/// Checks one case built from `dir`.
+fn check_built(case: &Path, dir: &Path) -> Result<(), String> {
+    let result = kustomize::build_dir(dir, &BuildOptions::default());
     let expected_output = case.join("expected.yaml");
     if expected_output.is_file() {
-        let expected = std::fs::read_to_string(&expected_output).unwrap();
+        let mut expected = std::fs::read_to_string(&expected_output).unwrap();
+        // regen.sh writes kubectl's output and a line break: nothing printed is that break.
+        if expected == "\n" {
+            expected.clear();
+        }
         let resources = result.map_err(|e| format!("failed where kustomize succeeds: {e}"))?;
         let actual = kustomize::to_yaml(&resources);
         if actual != expected {
@@ -151,4 +164,48 @@ fn extension_cases_match_their_spec_and_kustomize_where_it_applies() {
         inventory["metadata"]["annotations"]["kustomize.config.k8s.io/InventoryHash"],
         kustomize::inventory_hash(&ids).as_str()
     );
+}
+
+/// Kustomize's own `api/krusty` tests at kustomize/v5.8.1, as golden cases written by
+/// `tools/krusty_cases.py` into `tests/fixtures/kustomize-upstream/` (`INDEX.md` maps every
+/// upstream test; `RESULTS.md` lists ours). A case builds `input/` or the folder its
+/// `build-dir` names. The cases in `known-failures.txt` are what the engine does not match yet:
+/// each must still fail (remove it from the list once it passes), every other case must pass.
+#[test]
+fn upstream_krusty_cases_match_kustomize() {
+    let folder = "tests/fixtures/kustomize-upstream";
+    let known: std::collections::BTreeSet<String> =
+        std::fs::read_to_string(repo_root().join(folder).join("known-failures.txt"))
+            .unwrap_or_default()
+            .lines()
+            .map(|line| line.split('#').next().unwrap_or("").trim().to_string())
+            .filter(|line| !line.is_empty())
+            .collect();
+    let cases = cases_in(folder);
+    assert!(cases.len() > 250, "the upstream cases are missing");
+    let mut problems = Vec::new();
+    let mut failing = 0;
+    for case in &cases {
+        let name = case.file_name().unwrap().to_string_lossy().to_string();
+        let dir = match std::fs::read_to_string(case.join("build-dir")) {
+            Ok(relative) => case.join("input").join(relative.trim()),
+            Err(_) => case.join("input"),
+        };
+        match (check_built(case, &dir), known.contains(&name)) {
+            (Ok(()), true) => problems.push(format!(
+                "{name}: passes now; remove it from known-failures.txt"
+            )),
+            (Err(why), false) => problems.push(format!("{name}: {why}")),
+            (Err(_), true) => failing += 1,
+            (Ok(()), false) => {}
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} of {} upstream cases differ from what is expected of them:\n\n{}",
+        problems.len(),
+        cases.len(),
+        problems.join("\n\n")
+    );
+    assert_eq!(failing, known.len(), "every known failure names a case");
 }
