@@ -33,9 +33,13 @@ pub fn parse_config(text: &str, path: &Path) -> Result<TransformerConfig, Kustom
     if value.is_null() {
         return Ok(TransformerConfig::default());
     }
-    serde_path_to_error::deserialize(value).map_err(|e| KustomizeError::InvalidConfig {
-        file: path.to_path_buf(),
-        message: describe(e),
+    // kustomize reads it with non-strict YAML decoding: keys in any letter case, unknown
+    // ones ignored.
+    serde_path_to_error::deserialize(super::fold::Folded::lenient(value)).map_err(|e| {
+        KustomizeError::InvalidConfig {
+            file: path.to_path_buf(),
+            message: describe(e),
+        }
     })
 }
 
@@ -291,9 +295,12 @@ fn decode<T: for<'de> Deserialize<'de>>(
         map.remove("apiVersion");
         map.remove("kind");
     }
-    serde_path_to_error::deserialize(config).map_err(|e| KustomizeError::InvalidConfig {
-        file: file.to_path_buf(),
-        message: format!("{origin}: {}", describe(e)),
+    // As kustomize configures its built-in plugins: non-strict YAML decoding.
+    serde_path_to_error::deserialize(super::fold::Folded::lenient(config)).map_err(|e| {
+        KustomizeError::InvalidConfig {
+            file: file.to_path_buf(),
+            message: format!("{origin}: {}", describe(e)),
+        }
     })
 }
 

@@ -24,6 +24,9 @@ pub struct TransformerConfig {
     pub namespace: Vec<FieldSpec>,
     #[serde(default)]
     pub common_labels: Vec<FieldSpec>,
+    /// Where every `labels:` entry's pairs go, selectors and templates or not (none built in).
+    #[serde(default)]
+    pub labels: Vec<FieldSpec>,
     #[serde(default)]
     pub template_labels: Vec<FieldSpec>,
     #[serde(default)]
@@ -80,11 +83,12 @@ impl TransformerConfig {
 
     /// Adds `other`'s specs that this configuration lacks.
     pub fn merge(&mut self, other: &TransformerConfig) {
-        let lists: [(&mut Vec<FieldSpec>, &Vec<FieldSpec>); 9] = [
+        let lists: [(&mut Vec<FieldSpec>, &Vec<FieldSpec>); 10] = [
             (&mut self.name_prefix, &other.name_prefix),
             (&mut self.name_suffix, &other.name_suffix),
             (&mut self.namespace, &other.namespace),
             (&mut self.common_labels, &other.common_labels),
+            (&mut self.labels, &other.labels),
             (&mut self.template_labels, &other.template_labels),
             (&mut self.common_annotations, &other.common_annotations),
             (&mut self.var_reference, &other.var_reference),

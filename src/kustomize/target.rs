@@ -576,6 +576,7 @@ impl<'a> Builder<'a> {
         }
         for label in &k.labels {
             let mut specs = label.fields.clone();
+            super::config::merge_specs(&mut specs, &acc.config.labels);
             if label.include_selectors {
                 super::config::merge_specs(&mut specs, &acc.config.common_labels);
             } else {
