@@ -77,8 +77,19 @@ pub fn apply_strategic_merge_files(
     file: &Path,
     acc: &mut Accumulated,
 ) -> Result<(), KustomizeError> {
-    for entry in entries {
-        let loaded = load_entry(entry, loader, file)?;
+    let loaded = entries
+        .iter()
+        .map(|entry| load_entry(entry, loader, file))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Unlike `patches:`, kustomize refuses `patchesStrategicMerge` files with nothing in them.
+    if !loaded.is_empty() && loaded.iter().all(|l| l.documents.is_empty()) {
+        return Err(patch_error(
+            file,
+            &entries.join(", "),
+            "patch appears to be empty",
+        ));
+    }
+    for loaded in &loaded {
         for document in &loaded.documents {
             apply_by_identity(document, (false, false), &loaded.origin, file, acc)?;
         }

@@ -81,13 +81,16 @@ pub fn order_for(
                 message: "the field 'sortOptions.legacySortOptions' is set but the selected sort order is 'fifo', not 'legacy'".into(),
             }),
             "fifo" => Ok(Order::Fifo),
-            "legacy" | "" => match &options.legacy_sort_options {
+            "legacy" => match &options.legacy_sort_options {
                 Some(custom) => Ok(Order::Legacy { first: custom.order_first.clone(), last: custom.order_last.clone() }),
                 None => Ok(Order::default_legacy()),
             },
+            // kustomize's words; `sortOptions` without an order is refused too.
             other => Err(KustomizeError::InvalidKustomization {
                 file: dir.to_path_buf(),
-                message: format!("sortOptions.order must be legacy or fifo, not {other:?}"),
+                message: format!(
+                    "the field 'sortOptions.order' must be one of [fifo, legacy], not {other:?}"
+                ),
             }),
         },
     }

@@ -376,6 +376,13 @@ impl<'a> Builder<'a> {
         }
         refuse_plugins(&k, &file)?;
         let mut acc = component_of.unwrap_or_else(Accumulated::new);
+        if k.openapi.contains_key("version") && k.openapi.contains_key("path") {
+            return Err(KustomizeError::InvalidKustomization {
+                file: file.clone(),
+                message: "openapi: builtin version and custom schema provided, cannot use both"
+                    .into(),
+            });
+        }
         if let Some(version) = k.openapi.get("version")
             && version != "v1.21.2"
         {
