@@ -253,7 +253,10 @@ impl Context<'_> {
             })
             .collect();
         if found.len() > 1 {
-            found.retain(|(_, c)| affixes_agree(c, self.referrer));
+            found.retain(|(_, c)| affixes_agree(c, self.referrer, true));
+        }
+        if found.len() > 1 {
+            found.retain(|(_, c)| affixes_agree(c, self.referrer, false));
         }
         match found.as_slice() {
             [] => Ok(None),
@@ -288,13 +291,16 @@ impl Context<'_> {
     }
 }
 
-/// Prefixes and suffixes agree when either side has none or their outermost ones match.
-fn affixes_agree(candidate: &Candidate, referrer: &Candidate) -> bool {
+/// Prefixes and suffixes agree when their outermost ones match, one list ending the other;
+/// `allow_empty`, also when either side has none (kustomize tries that first, then, if that
+/// leaves several candidates, without it).
+fn affixes_agree(candidate: &Candidate, referrer: &Candidate, allow_empty: bool) -> bool {
     let agree = |a: &[String], b: &[String]| {
-        a.is_empty() || b.is_empty() || {
-            let n = a.len().min(b.len());
-            a[a.len() - n..] == b[b.len() - n..]
+        if a.is_empty() || b.is_empty() {
+            return allow_empty || a.len() == b.len();
         }
+        let n = a.len().min(b.len());
+        a[a.len() - n..] == b[b.len() - n..]
     };
     agree(&candidate.prefixes, &referrer.prefixes) && agree(&candidate.suffixes, &referrer.suffixes)
 }

@@ -48,6 +48,9 @@ pub fn set_namespace(
         !options.unset_only || current.and_then(Value::as_str).is_none_or(str::is_empty)
     };
     for resource in resources.iter_mut() {
+        // As kustomize's namespace transformer: every resource's identity so far is kept as a
+        // previous one, moved or not (a name reference may still name it that way).
+        resource.remember_id();
         let id = resource.id();
         let api_version = str_at(&resource.object, "/apiVersion").to_string();
         if !schema.is_cluster_scoped(&api_version, &id.kind)
