@@ -261,9 +261,12 @@ pub enum KustomizeError {
         key: String,
     },
 
-    #[error("{referrer}: found multiple possible referrals for name {name:?}: {candidates}")]
+    #[error(
+        "{referrer}: updating name reference in '{field}' field: found multiple possible referrals for name {name:?}: {candidates}"
+    )]
     AmbiguousReference {
         referrer: String,
+        field: String,
         name: String,
         candidates: String,
     },

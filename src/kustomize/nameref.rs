@@ -84,6 +84,7 @@ pub fn fix(
                 let is_role_ref = spec.path.ends_with("roleRef/name");
                 let context = Context {
                     reference,
+                    field: &spec.path,
                     referrer,
                     candidates: &candidates,
                     index: &index,
@@ -144,6 +145,8 @@ fn effective_namespace(namespace: &str) -> &str {
 
 struct Context<'a> {
     reference: &'a NameReference,
+    /// The referrer's field being updated, for errors.
+    field: &'a str,
     referrer: &'a Candidate,
     candidates: &'a [Candidate],
     index: &'a CandidateIndex<'a>,
@@ -161,7 +164,7 @@ impl Context<'_> {
     ) -> Result<(), KustomizeError> {
         match value {
             Value::String(name) => {
-                if let Some(position) = self.select(name, None, referrer_id)? {
+                if let Some(position) = self.select(name, None, false, referrer_id)? {
                     *name = self.candidates[position].current.name.clone();
                     referrals.push(position);
                 }
@@ -181,7 +184,9 @@ impl Context<'_> {
                     .get("namespace")
                     .and_then(Value::as_str)
                     .map(str::to_string);
-                if let Some(position) = self.select(&name, namespace.as_deref(), referrer_id)? {
+                if let Some(position) =
+                    self.select(&name, namespace.as_deref(), true, referrer_id)?
+                {
                     referrals.push(position);
                     let found = &self.candidates[position];
                     map.insert("name".into(), Value::String(found.current.name.clone()));
@@ -199,10 +204,13 @@ impl Context<'_> {
     }
 
     /// The one candidate `name` (optionally in `namespace`) refers to, if any.
+    /// `mapping`: the reference is a `{name, namespace}` map, which takes both from the
+    /// referral, so candidates are the same only when both agree.
     fn select(
         &self,
         name: &str,
         namespace: Option<&str>,
+        mapping: bool,
         referrer_id: &ResId,
     ) -> Result<Option<usize>, KustomizeError> {
         let kind = self.reference.kind.as_str();
@@ -262,14 +270,16 @@ impl Context<'_> {
             [] => Ok(None),
             [(one, _)] => Ok(Some(*one)),
             [(first, candidate), rest @ ..]
-                if rest
-                    .iter()
-                    .all(|(_, c)| c.current.name == candidate.current.name) =>
+                if rest.iter().all(|(_, c)| {
+                    c.current.name == candidate.current.name
+                        && (!mapping || c.current.namespace == candidate.current.namespace)
+                }) =>
             {
                 Ok(Some(*first))
             }
             many => Err(KustomizeError::AmbiguousReference {
                 referrer: referrer_id.to_string(),
+                field: self.field.to_string(),
                 name: name.to_string(),
                 candidates: many
                     .iter()
