@@ -193,6 +193,12 @@ pub enum KustomizeError {
     #[error("expected kind 'Component' for path '{}' but got 'Kustomization'", .dir.display())]
     ExpectedComponent { dir: PathBuf },
 
+    #[error(
+        "accumulating components: must build at directory: '{}': file is not directory",
+        .path.display()
+    )]
+    ComponentNotDirectory { path: PathBuf },
+
     #[error("expected kind 'Kustomization' for path '{}' but got 'Component'", .dir.display())]
     UnexpectedComponent { dir: PathBuf },
 
@@ -260,6 +266,10 @@ pub enum KustomizeError {
         path: String,
         key: String,
     },
+
+    /// kustomize's words for a RoleBinding subject whose namespace is written but empty.
+    #[error("Invalid Input: namespace is blank for resource \"{resource}\"")]
+    BlankSubjectNamespace { resource: String },
 
     #[error(
         "{referrer}: updating name reference in '{field}' field: found multiple possible referrals for name {name:?}: {candidates}"

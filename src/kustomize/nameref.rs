@@ -66,6 +66,22 @@ pub fn fix(
             }
         }
     }
+    // kustomize reads the namespaces a RoleBinding's ServiceAccount subjects name before
+    // fixing any reference, and refuses one written without a value.
+    for (resource, candidate) in resources.iter().zip(&candidates) {
+        if candidate.current.kind == "RoleBinding" && !candidate.cluster_scoped {
+            let subjects = resource.object.get("subjects").and_then(Value::as_array);
+            let blank = subjects.into_iter().flatten().any(|subject| {
+                subject.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
+                    && subject.get("namespace").is_some_and(|ns| !ns.is_string())
+            });
+            if blank {
+                return Err(KustomizeError::BlankSubjectNamespace {
+                    resource: candidate.current.to_string(),
+                });
+            }
+        }
+    }
     if index.by_name.is_empty() {
         return Ok(());
     }

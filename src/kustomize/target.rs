@@ -461,7 +461,7 @@ impl<'a> Builder<'a> {
             }
             let dir = match loader.resolve(entry)? {
                 Target::Dir(dir) => dir,
-                Target::File(path) => return Err(KustomizeError::ExpectedComponent { dir: path }),
+                Target::File(path) => return Err(KustomizeError::ComponentNotDirectory { path }),
             };
             let (accumulated, _) = self.accumulate(&loader.child(&dir), Some(acc))?;
             acc = accumulated;
