@@ -25,7 +25,7 @@ fn write_value(out: &mut String, value: &Value, indent: Option<usize>) {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) => out.push_str(&go_number(n)),
-        Value::String(s) => write_string(out, s),
+        Value::String(s) => super::hash::go_json_string(s, out),
         Value::Array(items) => write_container(
             out,
             ('[', ']'),
@@ -65,7 +65,7 @@ fn write_container<'a>(
             out.push_str(&"  ".repeat(level));
         }
         if let Some(key) = key {
-            write_string(out, key);
+            super::hash::go_json_string(key, out);
             out.push(':');
             if inner.is_some() {
                 out.push(' ');
@@ -78,26 +78,6 @@ fn write_container<'a>(
         out.push_str(&"  ".repeat(level));
     }
     out.push(close);
-}
-
-/// A string as Go's encoder escapes it (HTML-safe, with U+2028 and U+2029 escaped).
-fn write_string(out: &mut String, text: &str) {
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                out.push_str(&format!("\\u{:04x}", c as u32))
-            }
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 /// A number as Go prints a float64 in JSON: integers without a fraction, others in their

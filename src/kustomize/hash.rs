@@ -91,7 +91,8 @@ pub fn go_json(value: &Value, out: &mut String) {
     }
 }
 
-fn go_json_string(s: &str, out: &mut String) {
+/// A string as Go's `encoding/json` writes it (HTML-safe; U+2028 and U+2029 escaped).
+pub(super) fn go_json_string(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {
