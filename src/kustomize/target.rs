@@ -225,6 +225,10 @@ fn replace_generated(existing: &mut Resource, new: Resource) {
     let name = existing.name().to_string();
     let namespace = existing.namespace().to_string();
     let generated = new.generated;
+    // The replacing generator's origin annotation wins, as its annotations win in kustomize.
+    if new.origin.is_some() {
+        existing.origin = new.origin.clone();
+    }
     let mut replacement = new;
     for field in ["labels", "annotations"] {
         if let Some(old) = existing.metadata_map(field).cloned() {
