@@ -414,6 +414,10 @@ impl<'a> Builder<'a> {
         for entry in &k.resources {
             self.accumulate_resource(loader, entry, &file, &mut acc, &mut seen)?;
         }
+        // A kustomization naming the built-in schema's version uses it, over a base's own.
+        if k.openapi.contains_key("version") {
+            acc.custom_schema = None;
+        }
         for configuration in &k.configurations {
             let (path, text) = loader.read_text(configuration)?;
             acc.extend_config(&path, &builtins::parse_config(&text, &path)?);
