@@ -315,6 +315,14 @@ fn apply_operations(object: &mut Value, patch: &json_patch::Patch) -> Result<(),
                     value: replace.value.clone(),
                 })
             }
+            // kustomize's JSON patch library treats a missing member as null for `test`.
+            PatchOperation::Test(test)
+                if test.value.is_null()
+                    && object.pointer(test.path.as_str()).is_none()
+                    && parent_of(object, test.path.as_str()).is_some() =>
+            {
+                continue;
+            }
             other => other,
         };
         json_patch::patch(object, std::slice::from_ref(&operation)).map_err(|e| {
