@@ -465,8 +465,9 @@ pub fn to_yaml(resources: &[Value]) -> String {
     yaml::documents_to_yaml_string(resources)
 }
 
-/// Reads the objects of a manifest: every non-empty document, `kind: List` flattened.
-fn read_objects(text: &str, file: &Path) -> Result<Vec<Value>, KustomizeError> {
+/// Reads the objects of a manifest: every non-empty document, `kind: List` flattened. Each
+/// comes with the pointers of its fields written with no value ([`yaml::Resource`]).
+fn read_objects(text: &str, file: &Path) -> Result<Vec<(Value, Vec<String>)>, KustomizeError> {
     let documents = yaml::parse_resources(text).map_err(|error| KustomizeError::Yaml {
         file: file.to_path_buf(),
         error,
@@ -474,9 +475,12 @@ fn read_objects(text: &str, file: &Path) -> Result<Vec<Value>, KustomizeError> {
     let mut objects = Vec::new();
     // As kustomize does, a List's items join the end of the file's queue (and may be Lists
     // themselves); a List without items contributes nothing.
-    let mut queue: std::collections::VecDeque<Value> =
-        documents.into_iter().filter(|d| !d.is_null()).collect();
-    while let Some(document) = queue.pop_front() {
+    let mut queue: std::collections::VecDeque<(Value, Vec<String>)> = documents
+        .into_iter()
+        .filter(|d| !d.value.is_null())
+        .map(|d| (d.value, d.empty_values))
+        .collect();
+    while let Some((document, empty_values)) = queue.pop_front() {
         let is_list = document
             .get("kind")
             .and_then(Value::as_str)
@@ -487,13 +491,20 @@ fn read_objects(text: &str, file: &Path) -> Result<Vec<Value>, KustomizeError> {
         match document {
             Value::Object(mut map) if is_list => {
                 if let Some(Value::Array(items)) = map.remove("items") {
-                    queue.extend(items);
+                    for (index, item) in items.into_iter().enumerate() {
+                        let prefix = format!("/items/{index}/");
+                        let inner = empty_values
+                            .iter()
+                            .filter_map(|p| p.strip_prefix(&prefix).map(|rest| format!("/{rest}")))
+                            .collect();
+                        queue.push_back((item, inner));
+                    }
                 }
             }
-            other => objects.push(other),
+            other => objects.push((other, empty_values)),
         }
     }
-    for (index, object) in objects.iter().enumerate() {
+    for (index, (object, _)) in objects.iter().enumerate() {
         let file = file.to_path_buf();
         if !object.is_object() {
             return Err(KustomizeError::NotAnObject { file, index });

@@ -190,6 +190,7 @@ fn apply_smp_to(
     let schema = super::openapi::SchemaView {
         custom: acc.custom_schema.as_ref(),
     };
+    acc.resources[index].drop_empty_values();
     match smp::apply(&mut acc.resources[index].object, &patch, schema) {
         Outcome::Deleted => {
             acc.resources.remove(index);

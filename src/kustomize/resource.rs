@@ -144,6 +144,9 @@ pub struct Resource {
     pub referred_by: Vec<ResId>,
     /// Where the resource came from, when provenance is tracked.
     pub origin: Option<super::provenance::Origin>,
+    /// JSON pointers of fields read with no value (`key:`), dropped by a strategic merge
+    /// patch ([`Resource::drop_empty_values`]).
+    pub empty_values: Vec<String>,
     /// The transformers that ran over it, in order, when tracked.
     pub transformations: Vec<super::provenance::Origin>,
 }
@@ -167,6 +170,25 @@ impl Resource {
             referred_by: Vec::new(),
             origin: None,
             transformations: Vec::new(),
+            empty_values: Vec::new(),
+        }
+    }
+
+    /// Removes the fields that were written with no value and still have none, as kyaml's
+    /// merge does to a resource a strategic merge patch is applied to.
+    pub fn drop_empty_values(&mut self) {
+        for pointer in std::mem::take(&mut self.empty_values) {
+            let Some((parent, key)) = pointer.rsplit_once('/') else {
+                continue;
+            };
+            let key = key.replace("~1", "/").replace("~0", "~");
+            if let Some(Value::Object(map)) = self.object.pointer_mut(parent)
+                && map
+                    .get(&key)
+                    .is_some_and(|v| v.is_null() || v.as_str() == Some(""))
+            {
+                map.remove(&key);
+            }
         }
     }
 

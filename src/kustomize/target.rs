@@ -697,9 +697,10 @@ fn resources_from(
 ) -> Result<Vec<Resource>, KustomizeError> {
     Ok(super::read_objects(text, source)?
         .into_iter()
-        .map(|object| {
+        .map(|(object, empty_values)| {
             let mut resource = Resource::new(object);
             resource.origin = origin.clone();
+            resource.empty_values = empty_values;
             resource
         })
         .collect())

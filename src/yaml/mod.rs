@@ -16,8 +16,8 @@ pub use emit::{
     ordered_to_yaml_string, to_yaml_string,
 };
 pub use parse::{
-    parse_documents, parse_documents_last_key_wins, parse_documents_ordered, parse_resources,
-    parse_single,
+    Resource, parse_documents, parse_documents_last_key_wins, parse_documents_ordered,
+    parse_resources, parse_single,
 };
 pub use scalar::Schema;
 

@@ -37,8 +37,26 @@ pub fn parse_documents_ordered(text: &str, schema: Schema) -> Result<Vec<Ordered
 /// Kubernetes objects as kustomize reads resource files: kyaml's scalar rules, and each
 /// object's `metadata.annotations` as the text they were written as (kustomize ends every
 /// build by writing annotations back from their text: `0755` stays "0755", `~` "~").
-pub fn parse_resources(text: &str) -> Result<Vec<Value>, YamlError> {
-    build_documents(text, Schema::Kyaml, true)
+pub fn parse_resources(text: &str) -> Result<Vec<Resource>, YamlError> {
+    let mut builder = Builder::new(Schema::Kyaml, true);
+    builder.track_empty_values = true;
+    let documents = builder.read_tracked(text)?;
+    Ok(documents
+        .into_iter()
+        .map(|(value, empty_values)| Resource {
+            value,
+            empty_values,
+        })
+        .collect())
+}
+
+/// A document read by [`parse_resources`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    pub value: Value,
+    /// JSON pointers of the mapping fields written with no value at all (`key:`), which
+    /// kustomize tells apart from `key: null`: a strategic merge patch drops them.
+    pub empty_values: Vec<String>,
 }
 
 fn build_documents<T: Tree>(
@@ -53,6 +71,9 @@ impl<T: Tree> Builder<T> {
     fn new(schema: Schema, annotations_as_text: bool) -> Builder<T> {
         Builder {
             schema,
+            track_empty_values: false,
+            empty_values: Vec::new(),
+            document_empty_values: Vec::new(),
             annotations_as_text,
             last_key_wins: false,
             anchors: HashMap::new(),
@@ -62,7 +83,18 @@ impl<T: Tree> Builder<T> {
         }
     }
 
-    fn read(mut self, text: &str) -> Result<Vec<T>, YamlError> {
+    /// [`read`](Self::read), each document with the empty values it holds.
+    fn read_tracked(self, text: &str) -> Result<Vec<(T, Vec<String>)>, YamlError> {
+        let (documents, empty_values) = self.read_all(text)?;
+        Ok(documents.into_iter().zip(empty_values).collect())
+    }
+
+    fn read(self, text: &str) -> Result<Vec<T>, YamlError> {
+        Ok(self.read_all(text)?.0)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn read_all(mut self, text: &str) -> Result<(Vec<T>, Vec<Vec<String>>), YamlError> {
         let builder = &mut self;
         // go-yaml ends a block scalar whose last line ends the text without a line break with no
         // break either (`|` reads as `|-`); the parser here adds one.
@@ -94,7 +126,7 @@ impl<T: Tree> Builder<T> {
             }
             builder.event(event, span.start.line())?;
         }
-        Ok(self.documents)
+        Ok((self.documents, self.document_empty_values))
     }
 }
 
@@ -163,6 +195,10 @@ enum Frame<T: Tree> {
 
 struct Builder<T: Tree> {
     schema: Schema,
+    /// Record where mapping fields have no value at all ([`parse_resources`]).
+    track_empty_values: bool,
+    empty_values: Vec<String>,
+    document_empty_values: Vec<Vec<String>>,
     /// A key written twice takes its last value ([`parse_documents_last_key_wins`]).
     last_key_wins: bool,
     /// Read annotation values as their text ([`parse_resources`]).
@@ -229,6 +265,9 @@ impl<T: Tree> Builder<T> {
                     *pending = Some((text.into_owned(), line));
                     return Ok(());
                 }
+                if self.track_empty_values && text.is_empty() && style == ScalarStyle::Plain {
+                    self.record_empty_value();
+                }
                 let value = if self.in_annotations() {
                     T::scalar(Value::String(text.into_owned()))
                 } else {
@@ -276,6 +315,31 @@ impl<T: Tree> Builder<T> {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Notes the JSON pointer of the mapping field being read, whose value is empty.
+    fn record_empty_value(&mut self) {
+        if !matches!(
+            self.stack.last(),
+            Some(Frame::Mapping {
+                pending_key: Some(_),
+                ..
+            })
+        ) {
+            return;
+        }
+        let mut pointer = String::new();
+        for frame in &self.stack {
+            pointer.push('/');
+            match frame {
+                Frame::Sequence { items, .. } => pointer.push_str(&items.len().to_string()),
+                Frame::Mapping { pending_key, .. } => {
+                    let key = pending_key.as_ref().map_or("", |(key, _)| key.as_str());
+                    pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                }
+            }
+        }
+        self.empty_values.push(pointer);
     }
 
     /// Whether the value being read is one of an object's `metadata.annotations`, to be read
@@ -344,6 +408,8 @@ impl<T: Tree> Builder<T> {
         match self.stack.last_mut() {
             None => {
                 self.documents.push(value);
+                self.document_empty_values
+                    .push(std::mem::take(&mut self.empty_values));
                 Ok(())
             }
             Some(Frame::Sequence { items, .. }) => {
@@ -610,7 +676,8 @@ mod tests {
             "metadata:\n  annotations:\n    octal: 0755\n    tilde: ~\n    empty:\n    list: [a]\n    inf: .inf\n  labels:\n    octal: 0755\nspec:\n  annotations:\n    n: 1\n",
         )
         .unwrap();
-        let object = &objects[0];
+        let object = &objects[0].value;
+        assert_eq!(objects[0].empty_values, ["/metadata/annotations/empty"]);
         assert_eq!(
             object["metadata"]["annotations"],
             serde_json::json!({"octal": "0755", "tilde": "~", "empty": "", "list": "", "inf": ".inf"})
@@ -618,5 +685,9 @@ mod tests {
         assert_eq!(object["metadata"]["labels"]["octal"], 493);
         assert_eq!(object["spec"]["annotations"]["n"], 1);
         assert!(kyaml("empty:\n")[0]["empty"].is_null());
+        let tracked =
+            parse_resources("a:\n  b:\n  c: null\n  d: ~\nl:\n- x:\n  y: 1\n---\ne:\n").unwrap();
+        assert_eq!(tracked[0].empty_values, ["/a/b", "/l/0/x"]);
+        assert_eq!(tracked[1].empty_values, ["/e"]);
     }
 }
