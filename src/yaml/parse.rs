@@ -23,9 +23,11 @@ pub fn parse_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlErr
 /// [`parse_documents`], where a key written twice in one mapping takes its last value instead
 /// of being an error: kustomize reads kustomization files so (resources it refuses).
 pub fn parse_documents_last_key_wins(text: &str, schema: Schema) -> Result<Vec<Value>, YamlError> {
-    let mut builder = Builder::new(schema, false);
-    builder.last_key_wins = true;
-    builder.read(text)
+    leniently(text, |text| {
+        let mut builder = Builder::new(schema, false);
+        builder.last_key_wins = true;
+        builder.read(text)
+    })
 }
 
 /// Every document of a YAML stream with mapping keys in document order, for formats whose
@@ -38,9 +40,11 @@ pub fn parse_documents_ordered(text: &str, schema: Schema) -> Result<Vec<Ordered
 /// object's `metadata.annotations` as the text they were written as (kustomize ends every
 /// build by writing annotations back from their text: `0755` stays "0755", `~` "~").
 pub fn parse_resources(text: &str) -> Result<Vec<Resource>, YamlError> {
-    let mut builder = Builder::new(Schema::Kyaml, true);
-    builder.track_empty_values = true;
-    let documents = builder.read_tracked(text)?;
+    let documents = leniently(text, |text| {
+        let mut builder = Builder::new(Schema::Kyaml, true);
+        builder.track_empty_values = true;
+        builder.read_tracked(text)
+    })?;
     Ok(documents
         .into_iter()
         .map(|(value, empty_values)| Resource {
@@ -64,7 +68,99 @@ fn build_documents<T: Tree>(
     schema: Schema,
     annotations_as_text: bool,
 ) -> Result<Vec<T>, YamlError> {
-    Builder::new(schema, annotations_as_text).read(text)
+    leniently(text, |text| {
+        Builder::new(schema, annotations_as_text).read(text)
+    })
+}
+
+/// The parser's words for a quoted scalar whose continuation lines are not indented past
+/// their key: valid for go-yaml (and common in generated CRDs), refused by the spec.
+const SHALLOW_QUOTED_CONTINUATION: &str = "invalid indentation in multiline quoted scalar";
+
+/// Runs `read` on `text`, and when the parser refuses a quoted scalar's shallow continuation
+/// lines, once more with those lines indented past their key. Leading white space of a
+/// quoted scalar's continuation line is folded away, so the value read is go-yaml's.
+fn leniently<R>(text: &str, read: impl Fn(&str) -> Result<R, YamlError>) -> Result<R, YamlError> {
+    match read(text) {
+        Err(YamlError::Syntax { ref message, .. }) if message == SHALLOW_QUOTED_CONTINUATION => {
+            match indent_quoted_continuations(text) {
+                Some(fixed) => read(&fixed),
+                None => read(text),
+            }
+        }
+        other => other,
+    }
+}
+
+/// `text` with every continuation line of a multi-line quoted scalar in block context
+/// indented one column past the line the scalar starts on; `None` when there is none.
+fn indent_quoted_continuations(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut open: Option<(char, usize)> = None;
+    let mut changed = false;
+    for line in text.split_inclusive('\n') {
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        let mut line = std::borrow::Cow::Borrowed(line);
+        let scan_from = match open {
+            Some((_, key_indent)) => {
+                if !line.trim().is_empty() && indent <= key_indent {
+                    line = format!("{}{}", " ".repeat(key_indent + 1 - indent), line).into();
+                    changed = true;
+                }
+                0
+            }
+            None => match quoted_value_start(&line) {
+                Some((quote, at)) => {
+                    open = Some((quote, indent));
+                    at + 1
+                }
+                None => {
+                    out.push_str(&line);
+                    continue;
+                }
+            },
+        };
+        if let Some((quote, _)) = open
+            && closes(&line[scan_from..], quote)
+        {
+            open = None;
+        }
+        out.push_str(&line);
+    }
+    changed.then_some(out)
+}
+
+/// Where a quoted scalar starts as a block value on `line` (after `key:`, `-` or nothing).
+fn quoted_value_start(line: &str) -> Option<(char, usize)> {
+    let at = line.find(['\'', '"'])?;
+    let before = line[..at].trim_end();
+    let starts_value = before.is_empty()
+        || before.ends_with(':')
+        || before.ends_with('-')
+        || before.trim_start().chars().all(|c| c == '-' || c == ' ');
+    if !starts_value || before.contains('#') || before.contains(['{', '[']) {
+        return None;
+    }
+    let quote = line[at..].chars().next()?;
+    (!closes(&line[at + 1..], quote)).then_some((quote, at))
+}
+
+/// Whether `rest` (inside a quoted scalar) holds its closing quote.
+fn closes(rest: &str, quote: char) -> bool {
+    let mut chars = rest.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            ('"', '\\') => {
+                chars.next();
+            }
+            ('\'', '\'') if chars.peek() == Some(&'\'') => {
+                chars.next();
+            }
+            (q, c) if q == c => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 impl<T: Tree> Builder<T> {
@@ -689,5 +785,16 @@ mod tests {
             parse_resources("a:\n  b:\n  c: null\n  d: ~\nl:\n- x:\n  y: 1\n---\ne:\n").unwrap();
         assert_eq!(tracked[0].empty_values, ["/a/b", "/l/0/x"]);
         assert_eq!(tracked[1].empty_values, ["/e"]);
+    }
+
+    /// go-yaml reads quoted scalars whose continuation lines are no deeper than their key.
+    #[test]
+    fn quoted_scalars_continued_at_their_key_indent_read_as_go_yaml_reads_them() {
+        let text = "a:\n  d: 'one\n  two ''x''\n\n  three'\n  e: \"x\\\"\n  y\"\n  f: ok\n";
+        let read = kyaml(text);
+        assert_eq!(read[0]["a"]["d"], "one two 'x'\nthree");
+        assert_eq!(read[0]["a"]["e"], "x\" y");
+        assert_eq!(read[0]["a"]["f"], "ok");
+        assert_eq!(indent_quoted_continuations("a: 'x'\nb: 1\n"), None);
     }
 }
