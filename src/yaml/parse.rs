@@ -73,6 +73,31 @@ fn build_documents<T: Tree>(
     })
 }
 
+/// A folded block scalar's value as go-yaml reads it, where that differs from the spec: a
+/// "more-indented" line (one starting with a space or tab) that follows a normal line gets one
+/// line break more than the spec gives it.
+fn go_yaml_folded(value: &str) -> Option<String> {
+    let more_indented = |line: &str| line.starts_with([' ', '\t']);
+    let lines: Vec<&str> = value.split('\n').collect();
+    let mut out = String::with_capacity(value.len() + 8);
+    let mut previous_text: Option<&str> = None;
+    let mut changed = false;
+    for (index, line) in lines.iter().enumerate() {
+        if index > 0 {
+            out.push('\n');
+        }
+        if more_indented(line) && previous_text.is_some_and(|p| !more_indented(p)) {
+            out.push('\n');
+            changed = true;
+        }
+        if !line.is_empty() {
+            previous_text = Some(line);
+        }
+        out.push_str(line);
+    }
+    changed.then_some(out)
+}
+
 /// The parser's words for a quoted scalar whose continuation lines are not indented past
 /// their key: valid for go-yaml (and common in generated CRDs), refused by the spec.
 const SHALLOW_QUOTED_CONTINUATION: &str = "invalid indentation in multiline quoted scalar";
@@ -213,6 +238,11 @@ impl<T: Tree> Builder<T> {
                 && text.chars().skip(span.end.index()).all(char::is_whitespace)
             {
                 value.to_mut().pop();
+            }
+            if let Event::Scalar(value, ScalarStyle::Folded, ..) = &mut event
+                && let Some(refolded) = go_yaml_folded(value)
+            {
+                *value = refolded.into();
             }
             // The parser writes an empty value (`key:`) as `~`; its text is empty.
             if let Event::Scalar(value, ScalarStyle::Plain, ..) = &mut event
@@ -796,5 +826,15 @@ mod tests {
         assert_eq!(read[0]["a"]["e"], "x\" y");
         assert_eq!(read[0]["a"]["f"], "ok");
         assert_eq!(indent_quoted_continuations("a: 'x'\nb: 1\n"), None);
+    }
+
+    /// go-yaml's folding: one more break before a more-indented line after a normal one.
+    #[test]
+    fn folded_scalars_read_as_go_yaml_reads_them() {
+        let read =
+            kyaml("a: >\n  one\n    two\n    three\n  four\n  five\nc: >\n  one\n\n    two\n");
+        assert_eq!(read[0]["a"], "one\n\n  two\n  three\nfour five\n");
+        assert_eq!(read[0]["c"], "one\n\n\n  two\n");
+        assert_eq!(go_yaml_folded("plain folded text\n"), None);
     }
 }
