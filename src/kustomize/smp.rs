@@ -64,7 +64,71 @@ pub fn apply(object: &mut Value, patch: &Value, schema: SchemaView) -> Outcome {
         return Outcome::Deleted;
     }
     merge_value(object, patch, position);
+    collapse_duplicates(object, position);
     Outcome::Patched
+}
+
+/// kyaml's merge walks the whole object it patches: in every list the schema merges on one
+/// key, elements sharing a key value collapse into one (at the first one's place, with the
+/// last one's content, not merged), and a merged list of scalars loses its repeats; lists the
+/// patch never names included. Kinds the schema does not know are left alone.
+fn collapse_duplicates(value: &mut Value, position: Position) {
+    let Value::Object(map) = value else {
+        return;
+    };
+    for (key, child) in map.iter_mut() {
+        let (child_position, meta) = position.child(key);
+        match child {
+            Value::Object(_) => collapse_duplicates(child, child_position),
+            Value::Array(items) => {
+                let merged = meta
+                    .and_then(|m| m.strategy.as_deref())
+                    .is_some_and(|s| s.contains("merge"));
+                let single_key = meta
+                    .filter(|m| m.list_map_keys.len() <= 1)
+                    .and_then(|m| m.merge_key.as_deref());
+                match single_key {
+                    Some(key) if merged => collapse_by_key(items, key),
+                    None if merged && items.iter().all(|v| !v.is_object()) => {
+                        let mut seen = Vec::with_capacity(items.len());
+                        items.retain(|item| {
+                            let first = !seen.contains(item);
+                            if first {
+                                seen.push(item.clone());
+                            }
+                            first
+                        });
+                    }
+                    _ => {}
+                }
+                for item in items.iter_mut() {
+                    collapse_duplicates(item, child_position);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Elements with the same `key` value become one: the first one's place, the last one's
+/// content.
+fn collapse_by_key(items: &mut Vec<Value>, key: &str) {
+    let mut first_of: Vec<(Value, usize)> = Vec::new();
+    let mut keep = vec![true; items.len()];
+    for index in 0..items.len() {
+        let Some(value) = items[index].get(key).cloned() else {
+            continue;
+        };
+        match first_of.iter().find(|(v, _)| *v == value) {
+            Some(&(_, first)) => {
+                items[first] = items[index].clone();
+                keep[index] = false;
+            }
+            None => first_of.push((value, index)),
+        }
+    }
+    let mut flags = keep.into_iter();
+    items.retain(|_| flags.next().unwrap_or(true));
 }
 
 fn merge_value(target: &mut Value, patch: &Value, position: Position) {
@@ -186,8 +250,16 @@ fn merge_list(
     };
     let mut original: Vec<Option<Value>> = std::mem::take(target).into_iter().map(Some).collect();
     let mut merged = Vec::with_capacity(original.len() + patch.len());
+    let mut patched_keys: Vec<&Value> = Vec::new();
     for item in patch {
         let key_value = item.as_object().and_then(|m| m.get(key));
+        // kyaml takes a patch's first element for a key value and ignores the others.
+        if let Some(kv) = key_value {
+            if patched_keys.contains(&kv) {
+                continue;
+            }
+            patched_keys.push(kv);
+        }
         let existing = key_value.and_then(|kv| {
             original
                 .iter()

@@ -301,7 +301,10 @@ async fn feature_gates_decide_what_the_binary_watches() {
             &[&format!("--feature-gates={gates}")],
         );
         async move {
+            // The watches register one by one: read until two reads half a second apart agree.
+            let previous = std::cell::RefCell::new(Vec::<String>::new());
             let kinds = wait_for(Duration::from_secs(30), || async {
+                tokio::time::sleep(Duration::from_millis(500)).await;
                 let text = http_get_text(&controller.metrics, "/metrics").await?;
                 let kinds: Vec<String> = text
                     .lines()
@@ -309,7 +312,10 @@ async fn feature_gates_decide_what_the_binary_watches() {
                     .filter_map(|l| l.split('"').next())
                     .map(str::to_string)
                     .collect();
-                kinds.iter().any(|k| k == "Kustomization").then_some(kinds)
+                let settled =
+                    kinds.iter().any(|k| k == "Kustomization") && *previous.borrow() == kinds;
+                *previous.borrow_mut() = kinds.clone();
+                settled.then_some(kinds)
             })
             .await;
             let _ = controller.child.start_kill();

@@ -178,11 +178,17 @@ async fn flux_health_check_exprs_group_only() {
         ("True", "Succeeded")
     );
 
-    // reports unhealthy when one kind stops satisfying the group expression
+    // reports unhealthy when one kind stops satisfying the group expression. Flux shortens
+    // the timeout right after publishing the revision; here it goes first, so that the
+    // revision's health checks cannot start with the longer one.
+    patch_kustomization(&harness, "grp", json!({"spec": {"timeout": "5s"}})).await;
+    eventually(&harness, "grp", "reconciled the shorter timeout", |k| {
+        settled_at(k, "v1.0.0")
+    })
+    .await;
     harness
         .source("repo", &publish("grp-bar-not-ready", "v1.0.1", false))
         .await;
-    patch_kustomization(&harness, "grp", json!({"spec": {"timeout": "5s"}})).await;
     let unhealthy = eventually_within(
         &harness,
         Duration::from_secs(60),
