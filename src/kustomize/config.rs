@@ -96,7 +96,7 @@ impl TransformerConfig {
             (&mut self.replicas, &other.replicas),
         ];
         for (mine, theirs) in lists {
-            merge_specs(mine, theirs);
+            merge_spec_lists(mine, theirs);
         }
         for reference in &other.name_reference {
             match self.name_reference.iter_mut().find(|r| {
@@ -111,6 +111,95 @@ impl TransformerConfig {
     }
 }
 
+/// Merges two configurations' lists as kustomize's `FsSlice.MergeAll` and `TransformerConfig
+/// .Merge` do, twice over (a configuration is merged into its defaults, and the result into
+/// the accumulator): a spec is dropped when one already kept has its path and a GVK it
+/// selects (so a spec for every kind goes once any kind's spec for that path precedes it),
+/// and the result is sorted by GVK, kinds before the spec for every kind.
+fn merge_spec_lists(mine: &mut Vec<FieldSpec>, theirs: &[FieldSpec]) {
+    if theirs.is_empty() {
+        return;
+    }
+    let mut merged = std::mem::take(mine);
+    go_merge_all(&mut merged, theirs);
+    sort_by_gvk(&mut merged);
+    go_merge_all(mine, &merged);
+    sort_by_gvk(mine);
+}
+
+fn go_merge_all(mine: &mut Vec<FieldSpec>, incoming: &[FieldSpec]) {
+    for spec in incoming {
+        let selected_by = |kept: &FieldSpec| {
+            kept.path == spec.path
+                && (spec.group.is_empty() || kept.group == spec.group)
+                && (spec.version.is_empty() || kept.version == spec.version)
+                && (spec.kind.is_empty() || kept.kind == spec.kind)
+        };
+        if !mine.iter().any(selected_by) {
+            mine.push(spec.clone());
+        }
+    }
+}
+
+/// kyaml's `Gvk.IsLessThan`: its kind order, then `group_version_kind` with `~` for what is
+/// empty.
+fn sort_by_gvk(specs: &mut [FieldSpec]) {
+    const FIRST: [&str; 22] = [
+        "Namespace",
+        "ResourceQuota",
+        "StorageClass",
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "PodSecurityPolicy",
+        "Role",
+        "ClusterRole",
+        "RoleBinding",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Secret",
+        "Endpoints",
+        "Service",
+        "LimitRange",
+        "PriorityClass",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+        "Deployment",
+        "StatefulSet",
+        "CronJob",
+        "PodDisruptionBudget",
+    ];
+    const LAST: [&str; 2] = [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ];
+    let order = |kind: &str| -> i32 {
+        if let Some(i) = FIRST.iter().position(|k| *k == kind) {
+            return i as i32 - FIRST.len() as i32;
+        }
+        LAST.iter()
+            .position(|k| *k == kind)
+            .map_or(0, |i| i as i32 + 1)
+    };
+    let or = |text: &str, empty: &'static str| -> String {
+        if text.is_empty() {
+            empty.to_string()
+        } else {
+            text.to_string()
+        }
+    };
+    specs.sort_by_cached_key(|spec| {
+        (
+            order(&spec.kind),
+            format!(
+                "{}_{}_{}",
+                or(&spec.group, "~G"),
+                or(&spec.version, "~V"),
+                or(&spec.kind, "~K")
+            ),
+        )
+    });
+}
+
 /// Appends the specs of `theirs` not already in `mine`, keeping `mine`'s order.
 pub fn merge_specs(mine: &mut Vec<FieldSpec>, theirs: &[FieldSpec]) {
     if theirs.is_empty() {
@@ -121,5 +210,53 @@ pub fn merge_specs(mine: &mut Vec<FieldSpec>, theirs: &[FieldSpec]) {
         if present.insert(spec.clone()) {
             mine.push(spec.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: &str, path: &str) -> FieldSpec {
+        FieldSpec {
+            kind: kind.into(),
+            path: path.into(),
+            ..FieldSpec::default()
+        }
+    }
+
+    /// kustomize's merge: a configuration naming `metadata/name` for some kinds takes the
+    /// place of the spec for every kind (its own upstream test `TestIssue4884`), while specs
+    /// of other paths stay, sorted by GVK.
+    #[test]
+    fn merged_specs_follow_kustomize_merge_and_order() {
+        let mut prefix = vec![spec("", "metadata/name")];
+        merge_spec_lists(
+            &mut prefix,
+            &[
+                spec("IngressHost", "metadata/name"),
+                spec("IngressSecret", "metadata/name"),
+            ],
+        );
+        assert_eq!(
+            prefix,
+            [
+                spec("IngressHost", "metadata/name"),
+                spec("IngressSecret", "metadata/name")
+            ]
+        );
+        let mut labels = vec![
+            spec("", "metadata/labels"),
+            spec("Deployment", "spec/selector"),
+        ];
+        merge_spec_lists(&mut labels, &[spec("Widget", "spec/labels")]);
+        assert_eq!(
+            labels,
+            [
+                spec("Deployment", "spec/selector"),
+                spec("Widget", "spec/labels"),
+                spec("", "metadata/labels")
+            ]
+        );
     }
 }
