@@ -4,7 +4,6 @@
 //! parsed once per process). A build extends them with `configurations:` files and with what
 //! `crds:` declares, and the extensions of a base flow up into the kustomizations above it.
 
-use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
@@ -111,75 +110,24 @@ impl TransformerConfig {
     }
 }
 
-/// Merges two configurations' lists as kustomize's `FsSlice.MergeAll` and `TransformerConfig
-/// .Merge` do, twice over (a configuration is merged into its defaults, and the result into
-/// the accumulator): a spec is dropped when one already kept has its path and a GVK it
-/// selects (so a spec for every kind goes once any kind's spec for that path precedes it),
-/// and the result is sorted by GVK, kinds before the spec for every kind.
+/// Merges two configurations' lists as kustomize's `TransformerConfig.Merge` does, twice over
+/// (a configuration is merged into its defaults, and the result into the accumulator):
+/// [`merge_specs`], then sorted by GVK, kinds before the spec for every kind, so that a spec
+/// for every kind goes once any kind's spec for its path precedes it.
 fn merge_spec_lists(mine: &mut Vec<FieldSpec>, theirs: &[FieldSpec]) {
     if theirs.is_empty() {
         return;
     }
     let mut merged = std::mem::take(mine);
-    go_merge_all(&mut merged, theirs);
+    merge_specs(&mut merged, theirs);
     sort_by_gvk(&mut merged);
-    go_merge_all(mine, &merged);
+    merge_specs(mine, &merged);
     sort_by_gvk(mine);
 }
 
-fn go_merge_all(mine: &mut Vec<FieldSpec>, incoming: &[FieldSpec]) {
-    for spec in incoming {
-        let selected_by = |kept: &FieldSpec| {
-            kept.path == spec.path
-                && (spec.group.is_empty() || kept.group == spec.group)
-                && (spec.version.is_empty() || kept.version == spec.version)
-                && (spec.kind.is_empty() || kept.kind == spec.kind)
-        };
-        if !mine.iter().any(selected_by) {
-            mine.push(spec.clone());
-        }
-    }
-}
-
-/// kyaml's `Gvk.IsLessThan`: its kind order, then `group_version_kind` with `~` for what is
+/// kyaml's `Gvk.IsLessThan`: the kind's rank, then `group_version_kind` with `~` for what is
 /// empty.
 fn sort_by_gvk(specs: &mut [FieldSpec]) {
-    const FIRST: [&str; 22] = [
-        "Namespace",
-        "ResourceQuota",
-        "StorageClass",
-        "CustomResourceDefinition",
-        "ServiceAccount",
-        "PodSecurityPolicy",
-        "Role",
-        "ClusterRole",
-        "RoleBinding",
-        "ClusterRoleBinding",
-        "ConfigMap",
-        "Secret",
-        "Endpoints",
-        "Service",
-        "LimitRange",
-        "PriorityClass",
-        "PersistentVolume",
-        "PersistentVolumeClaim",
-        "Deployment",
-        "StatefulSet",
-        "CronJob",
-        "PodDisruptionBudget",
-    ];
-    const LAST: [&str; 2] = [
-        "MutatingWebhookConfiguration",
-        "ValidatingWebhookConfiguration",
-    ];
-    let order = |kind: &str| -> i32 {
-        if let Some(i) = FIRST.iter().position(|k| *k == kind) {
-            return i as i32 - FIRST.len() as i32;
-        }
-        LAST.iter()
-            .position(|k| *k == kind)
-            .map_or(0, |i| i as i32 + 1)
-    };
     let or = |text: &str, empty: &'static str| -> String {
         if text.is_empty() {
             empty.to_string()
@@ -189,7 +137,7 @@ fn sort_by_gvk(specs: &mut [FieldSpec]) {
     };
     specs.sort_by_cached_key(|spec| {
         (
-            order(&spec.kind),
+            super::sort::kind_rank(&spec.kind),
             format!(
                 "{}_{}_{}",
                 or(&spec.group, "~G"),
@@ -200,14 +148,18 @@ fn sort_by_gvk(specs: &mut [FieldSpec]) {
     });
 }
 
-/// Appends the specs of `theirs` not already in `mine`, keeping `mine`'s order.
+/// Appends the specs of `theirs` as kustomize's `FsSlice.MergeAll` does: one is left out
+/// when a spec already kept has its path and a GVK it selects (its empty fields match
+/// anything), so exact repeats go, and so does a spec for every kind after one for some kind.
 pub fn merge_specs(mine: &mut Vec<FieldSpec>, theirs: &[FieldSpec]) {
-    if theirs.is_empty() {
-        return;
-    }
-    let mut present: HashSet<FieldSpec> = mine.iter().cloned().collect();
     for spec in theirs {
-        if present.insert(spec.clone()) {
+        let selected_by = |kept: &FieldSpec| {
+            kept.path == spec.path
+                && (spec.group.is_empty() || kept.group == spec.group)
+                && (spec.version.is_empty() || kept.version == spec.version)
+                && (spec.kind.is_empty() || kept.kind == spec.kind)
+        };
+        if !mine.iter().any(selected_by) {
             mine.push(spec.clone());
         }
     }

@@ -153,29 +153,15 @@ pub struct Patch {
 }
 
 /// A patch's `options:`. Kustomize v5.8 reads them as typed fields (v5.5 took any map and
-/// ignored unknown keys): other keys are refused, and the two it knows match in any letter
-/// case, as Go's JSON decoding matches field names.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// ignored unknown keys): in a kustomization other keys are refused, and like every field
+/// they match in any letter case (see `fold`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PatchOptions {
+    #[serde(default)]
     pub allow_name_change: bool,
+    #[serde(default)]
     pub allow_kind_change: bool,
-}
-
-impl<'de> Deserialize<'de> for PatchOptions {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        const FIELDS: &[&str] = &["allowNameChange", "allowKindChange"];
-        let entries = Option::<BTreeMap<String, Option<bool>>>::deserialize(deserializer)?;
-        let mut options = PatchOptions::default();
-        for (key, value) in entries.unwrap_or_default() {
-            let value = value.unwrap_or(false);
-            match key.to_lowercase().as_str() {
-                "allownamechange" => options.allow_name_change = value,
-                "allowkindchange" => options.allow_kind_change = value,
-                _ => return Err(serde::de::Error::unknown_field(&key, FIELDS)),
-            }
-        }
-        Ok(options)
-    }
 }
 
 /// Selects resources by GVK, name and namespace (anchored regular expressions) and by label

@@ -162,12 +162,8 @@ struct IdPattern {
 
 impl IdPattern {
     fn new(selector: &Selector) -> Result<IdPattern, String> {
-        let compile = |pattern: &str| -> Result<Option<Regex>, String> {
-            if pattern.is_empty() {
-                return Ok(None);
-            }
-            super::regexes::compile(&format!("^(?:{pattern})$"))
-                .map(Some)
+        let compile = |pattern: &str| {
+            super::selector::anchored_regex(pattern)
                 .map_err(|e| format!("error creating target selector: {e}"))
         };
         Ok(IdPattern {
@@ -199,15 +195,17 @@ fn apply(
     file: &Path,
     resources: &mut [Resource],
 ) -> Result<(), KustomizeError> {
-    if replacement.targets.is_empty()
-        || (replacement.source.is_none() && replacement.source_value.is_none())
-    {
-        return Err(error(
+    let incomplete = || {
+        error(
             file,
             "replacements must specify a source and at least one target",
-        ));
+        )
+    };
+    if replacement.targets.is_empty() {
+        return Err(incomplete());
     }
     let value = match (&replacement.source, &replacement.source_value) {
+        (None, None) => return Err(incomplete()),
         (Some(_), Some(_)) => {
             return Err(error(
                 file,
@@ -217,7 +215,6 @@ fn apply(
         // A literal is an untyped scalar: where it creates a field it reads as plain YAML.
         (None, Some(text)) => yaml::plain_scalar(text, Schema::Kyaml),
         (Some(source), None) => source_value(source, file, resources)?,
-        (None, None) => unreachable!("checked above"),
     };
     for target in &replacement.targets {
         let select = target

@@ -9,6 +9,15 @@ use serde_json::{Map, Value};
 use super::kustfile::Selector;
 use super::resource::Resource;
 
+/// `pattern` as kustomize matches a selector field: a regular expression over the whole value;
+/// `None` for an empty pattern, which matches anything.
+pub(super) fn anchored_regex(pattern: &str) -> Result<Option<Regex>, regex::Error> {
+    if pattern.is_empty() {
+        return Ok(None);
+    }
+    super::regexes::compile(&format!("^(?:{pattern})$")).map(Some)
+}
+
 /// A selector compiled once and matched against many resources.
 pub struct CompiledSelector {
     group: Option<Regex>,
@@ -23,11 +32,7 @@ pub struct CompiledSelector {
 impl CompiledSelector {
     pub fn new(selector: &Selector) -> Result<CompiledSelector, String> {
         let anchored = |pattern: &str| -> Result<Option<Regex>, String> {
-            if pattern.is_empty() {
-                return Ok(None);
-            }
-            super::regexes::compile(&format!("^(?:{pattern})$"))
-                .map(Some)
+            anchored_regex(pattern)
                 .map_err(|e| format!("invalid regular expression {pattern:?}: {e}"))
         };
         Ok(CompiledSelector {

@@ -43,6 +43,18 @@ const ORDER_LAST: &[&str] = &[
     "ValidatingWebhookConfiguration",
 ];
 
+/// kyaml's `typeOrders`: a kind of the legacy order's first list ranks below zero by its
+/// place, one of its last list above, every other kind zero.
+pub(super) fn kind_rank(kind: &str) -> i32 {
+    if let Some(place) = ORDER_FIRST.iter().position(|k| *k == kind) {
+        return place as i32 - ORDER_FIRST.len() as i32;
+    }
+    ORDER_LAST
+        .iter()
+        .position(|k| *k == kind)
+        .map_or(0, |place| place as i32 + 1)
+}
+
 /// The order the output comes in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Order {

@@ -8,6 +8,7 @@
 //! kustomize's own pipeline); `emit` prints values byte-for-byte as `kustomize build` does.
 
 mod emit;
+mod goyaml;
 mod parse;
 mod scalar;
 

@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 
 use super::YamlError;
 use super::emit::Ordered;
+use super::goyaml::{go_yaml_folded, leniently};
 use super::scalar::{Resolved, Schema, resolve_plain, to_json};
 
 /// Every document of a YAML stream, in order. Empty documents come back as `Value::Null`.
@@ -73,121 +74,6 @@ fn build_documents<T: Tree>(
     })
 }
 
-/// A folded block scalar's value as go-yaml reads it, where that differs from the spec: a
-/// "more-indented" line (one starting with a space or tab) that follows a normal line gets one
-/// line break more than the spec gives it.
-fn go_yaml_folded(value: &str) -> Option<String> {
-    let more_indented = |line: &str| line.starts_with([' ', '\t']);
-    let lines: Vec<&str> = value.split('\n').collect();
-    let mut out = String::with_capacity(value.len() + 8);
-    let mut previous_text: Option<&str> = None;
-    let mut changed = false;
-    for (index, line) in lines.iter().enumerate() {
-        if index > 0 {
-            out.push('\n');
-        }
-        if more_indented(line) && previous_text.is_some_and(|p| !more_indented(p)) {
-            out.push('\n');
-            changed = true;
-        }
-        if !line.is_empty() {
-            previous_text = Some(line);
-        }
-        out.push_str(line);
-    }
-    changed.then_some(out)
-}
-
-/// The parser's words for a quoted scalar whose continuation lines are not indented past
-/// their key: valid for go-yaml (and common in generated CRDs), refused by the spec.
-const SHALLOW_QUOTED_CONTINUATION: &str = "invalid indentation in multiline quoted scalar";
-
-/// Runs `read` on `text`, and when the parser refuses a quoted scalar's shallow continuation
-/// lines, once more with those lines indented past their key. Leading white space of a
-/// quoted scalar's continuation line is folded away, so the value read is go-yaml's.
-fn leniently<R>(text: &str, read: impl Fn(&str) -> Result<R, YamlError>) -> Result<R, YamlError> {
-    match read(text) {
-        Err(YamlError::Syntax { ref message, .. }) if message == SHALLOW_QUOTED_CONTINUATION => {
-            match indent_quoted_continuations(text) {
-                Some(fixed) => read(&fixed),
-                None => read(text),
-            }
-        }
-        other => other,
-    }
-}
-
-/// `text` with every continuation line of a multi-line quoted scalar in block context
-/// indented one column past the line the scalar starts on; `None` when there is none.
-fn indent_quoted_continuations(text: &str) -> Option<String> {
-    let mut out = String::with_capacity(text.len() + 64);
-    let mut open: Option<(char, usize)> = None;
-    let mut changed = false;
-    for line in text.split_inclusive('\n') {
-        let indent = line.len() - line.trim_start_matches(' ').len();
-        let mut line = std::borrow::Cow::Borrowed(line);
-        let scan_from = match open {
-            Some((_, key_indent)) => {
-                if !line.trim().is_empty() && indent <= key_indent {
-                    line = format!("{}{}", " ".repeat(key_indent + 1 - indent), line).into();
-                    changed = true;
-                }
-                0
-            }
-            None => match quoted_value_start(&line) {
-                Some((quote, at)) => {
-                    open = Some((quote, indent));
-                    at + 1
-                }
-                None => {
-                    out.push_str(&line);
-                    continue;
-                }
-            },
-        };
-        if let Some((quote, _)) = open
-            && closes(&line[scan_from..], quote)
-        {
-            open = None;
-        }
-        out.push_str(&line);
-    }
-    changed.then_some(out)
-}
-
-/// Where a quoted scalar starts as a block value on `line` (after `key:`, `-` or nothing).
-fn quoted_value_start(line: &str) -> Option<(char, usize)> {
-    let at = line.find(['\'', '"'])?;
-    let before = line[..at].trim_end();
-    let starts_value = before.is_empty()
-        || before.ends_with(':')
-        || before.ends_with('-')
-        || before.trim_start().chars().all(|c| c == '-' || c == ' ');
-    if !starts_value || before.contains('#') || before.contains(['{', '[']) {
-        return None;
-    }
-    let quote = line[at..].chars().next()?;
-    (!closes(&line[at + 1..], quote)).then_some((quote, at))
-}
-
-/// Whether `rest` (inside a quoted scalar) holds its closing quote.
-fn closes(rest: &str, quote: char) -> bool {
-    let mut chars = rest.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            ('"', '\\') => {
-                chars.next();
-            }
-            ('\'', '\'') if chars.peek() == Some(&'\'') => {
-                chars.next();
-            }
-            (q, c) if q == c => return true,
-            _ => {}
-        }
-    }
-    false
-}
-
 impl<T: Tree> Builder<T> {
     fn new(schema: Schema, annotations_as_text: bool) -> Builder<T> {
         Builder {
@@ -214,8 +100,8 @@ impl<T: Tree> Builder<T> {
         Ok(self.read_all(text)?.0)
     }
 
-    #[allow(clippy::type_complexity)]
-    fn read_all(mut self, text: &str) -> Result<(Vec<T>, Vec<Vec<String>>), YamlError> {
+    /// Every document, and the pointers of the empty values of each.
+    fn read_all(mut self, text: &str) -> Result<DocumentsRead<T>, YamlError> {
         let builder = &mut self;
         // go-yaml ends a block scalar whose last line ends the text without a line break with no
         // break either (`|` reads as `|-`); the parser here adds one.
@@ -318,6 +204,9 @@ enum Frame<T: Tree> {
         anchor: usize,
     },
 }
+
+/// What [`Builder::read_all`] reads: the documents, and each one's empty-value pointers.
+type DocumentsRead<T> = (Vec<T>, Vec<Vec<String>>);
 
 struct Builder<T: Tree> {
     schema: Schema,
@@ -825,7 +714,6 @@ mod tests {
         assert_eq!(read[0]["a"]["d"], "one two 'x'\nthree");
         assert_eq!(read[0]["a"]["e"], "x\" y");
         assert_eq!(read[0]["a"]["f"], "ok");
-        assert_eq!(indent_quoted_continuations("a: 'x'\nb: 1\n"), None);
     }
 
     /// go-yaml's folding: one more break before a more-indented line after a normal one.
@@ -835,6 +723,5 @@ mod tests {
             kyaml("a: >\n  one\n    two\n    three\n  four\n  five\nc: >\n  one\n\n    two\n");
         assert_eq!(read[0]["a"], "one\n\n  two\n  three\nfour five\n");
         assert_eq!(read[0]["c"], "one\n\n\n  two\n");
-        assert_eq!(go_yaml_folded("plain folded text\n"), None);
     }
 }
