@@ -7,6 +7,7 @@
 //! missing leaf so it can decide what to create.
 
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 use super::kustfile::FieldSpec;
 use super::resource::{Gvk, ResId};
@@ -29,9 +30,17 @@ impl FieldSpec {
     }
 }
 
-/// Splits a field-spec path into keys, honouring `\/` escapes; `[]` suffixes are dropped
-/// because lists are traversed implicitly anyway.
-pub fn split_path(path: &str) -> Vec<String> {
+/// Splits a field-spec path into keys, honouring `\/` escapes; `[]` suffixes are kept for
+/// [`visit_leaves`]. Keys borrow from `path` unless an escape had to be removed (this runs for
+/// every resource and field spec of every transformer).
+pub fn split_path(path: &str) -> Vec<Cow<'_, str>> {
+    if !path.contains('\\') {
+        return path
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(Cow::Borrowed)
+            .collect();
+    }
     let mut segments = Vec::new();
     let mut current = String::new();
     let mut chars = path.chars().peekable();
@@ -46,7 +55,11 @@ pub fn split_path(path: &str) -> Vec<String> {
         }
     }
     segments.push(current);
-    segments.into_iter().filter(|s| !s.is_empty()).collect()
+    segments
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .map(Cow::Owned)
+        .collect()
 }
 
 /// A path segment's field name, and whether the path marks it as a list (`containers[]`).
@@ -78,7 +91,7 @@ impl From<ScalarInPath> for () {
 /// A scalar met before the end of the path is a [`ScalarInPath`] error, as in kustomize.
 pub fn visit_leaves<E: From<ScalarInPath>>(
     value: &mut Value,
-    segments: &[String],
+    segments: &[Cow<'_, str>],
     create: bool,
     visit: &mut LeafVisitor<'_, E>,
 ) -> Result<(), E> {
@@ -93,7 +106,7 @@ pub fn visit_leaves<E: From<ScalarInPath>>(
             let Some((first, rest)) = segments.split_first() else {
                 return Ok(());
             };
-            let (first, is_list) = field_of(first);
+            let (first, is_list) = field_of(first.as_ref());
             if rest.is_empty() {
                 if map.contains_key(first) || (create && !is_list) {
                     return visit(map, first);

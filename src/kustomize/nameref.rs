@@ -8,6 +8,7 @@
 //! same kind as a `roleRef` says, same current namespace as the referrer (cluster-scoped
 //! resources and ServiceAccounts pass), then matching prefixes and suffixes to break ties.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::Value;
@@ -86,16 +87,21 @@ pub fn fix(
         return Ok(());
     }
     let mut referrals: Vec<(usize, ResId)> = Vec::new();
+    let paths: Vec<Vec<Vec<Cow<str>>>> = references
+        .iter()
+        .map(|r| r.field_specs.iter().map(|s| split_path(&s.path)).collect())
+        .collect();
     for (referrer_index, resource) in resources.iter_mut().enumerate() {
         let referrer_id = resource.id();
         let mut found = Vec::new();
         let referrer = &candidates[referrer_index];
         let role_ref_kind = str_at(&resource.object, "/roleRef/kind").to_string();
-        for reference in references {
-            for spec in reference
+        for (reference, paths) in references.iter().zip(&paths) {
+            for (spec, path) in reference
                 .field_specs
                 .iter()
-                .filter(|s| s.applies_to(&referrer_id))
+                .zip(paths)
+                .filter(|(s, _)| s.applies_to(&referrer_id))
             {
                 let is_role_ref = spec.path.ends_with("roleRef/name");
                 let context = Context {
@@ -106,17 +112,12 @@ pub fn fix(
                     index: &index,
                     role_ref_kind: is_role_ref.then_some(role_ref_kind.as_str()),
                 };
-                visit_leaves(
-                    &mut resource.object,
-                    &split_path(&spec.path),
-                    false,
-                    &mut |map, key| {
-                        let Some(value) = map.get_mut(key) else {
-                            return Ok(());
-                        };
-                        context.update(value, &referrer_id, &mut found)
-                    },
-                )
+                visit_leaves(&mut resource.object, path, false, &mut |map, key| {
+                    let Some(value) = map.get_mut(key) else {
+                        return Ok(());
+                    };
+                    context.update(value, &referrer_id, &mut found)
+                })
                 .map_err(|e| e.in_field(&referrer_id, &spec.path))?;
             }
         }

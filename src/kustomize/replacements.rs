@@ -260,7 +260,8 @@ fn apply(
             let before = resource.id();
             for path in field_paths {
                 let segments = parse_field_path(path);
-                if write_inside_embedded_json(&mut resource.object, &segments, &value, &options) {
+                if write_inside_embedded_document(&mut resource.object, &segments, &value, &options)
+                {
                     continue;
                 }
                 let mut written = 0;
@@ -275,6 +276,7 @@ fn apply(
                     &WriteOptions {
                         field: &options,
                         created_as_string,
+                        null_is_value: false,
                     },
                     &mut written,
                 )
@@ -299,11 +301,11 @@ fn apply(
     Ok(())
 }
 
-/// Kustomize v5.8: a path that runs into a string holding a JSON document continues inside
-/// it, and the document is written back in Go's JSON form. `false` (nothing written) leaves
-/// the path to the ordinary walk, as kustomize falls back to it. (kustomize does the same for
-/// YAML documents held in strings; those are not read here yet.)
-fn write_inside_embedded_json(
+/// Kustomize v5.8: a path that runs into a string holding a document continues inside it.
+/// A JSON document is written back in Go's JSON form; a YAML one as kyaml writes it, keeping
+/// its comments, key order and styles. `false` (nothing written) leaves the path to the
+/// ordinary walk, as kustomize falls back to it.
+fn write_inside_embedded_document(
     object: &mut Value,
     segments: &[PathSegment],
     value: &Value,
@@ -321,25 +323,37 @@ fn write_inside_embedded_json(
             }
             return false;
         };
-        if !super::embedded::is_json_document(text) {
-            return false;
-        }
-        let Ok(mut document) = yaml::parse_single(text, Schema::Kyaml) else {
-            return false;
-        };
         let field = FieldOptions {
             delimiter: String::new(),
             ..options.clone()
         };
+        let json = super::embedded::is_json_document(text);
         let write = WriteOptions {
             field: &field,
             created_as_string: false,
+            null_is_value: !json,
         };
         let mut written = 0;
-        if write_at(&mut document, inner, value, &write, &mut written).is_err() || written == 0 {
-            return false;
-        }
-        let rewritten = super::embedded::to_go_json(&document, text);
+        let rewritten = if json {
+            let Ok(mut document) = yaml::parse_single(text, Schema::Kyaml) else {
+                return false;
+            };
+            if write_at(&mut document, inner, value, &write, &mut written).is_err() || written == 0
+            {
+                return false;
+            }
+            super::embedded::to_go_json(&document, text)
+        } else {
+            let Ok(mut document) = yaml::Document::parse(text) else {
+                return false;
+            };
+            let mut data = document.to_value();
+            if write_at(&mut data, inner, value, &write, &mut written).is_err() || written == 0 {
+                return false;
+            }
+            document.update(&data, !value.is_object() && !value.is_array());
+            document.to_yaml_string()
+        };
         if let Some(slot) = value_at_mut(object, outer) {
             *slot = Value::String(rewritten);
         }
@@ -512,6 +526,9 @@ struct WriteOptions<'o> {
     field: &'o FieldOptions,
     /// Fields created under labels or annotations hold strings.
     created_as_string: bool,
+    /// A null field is a value to overwrite (in a document held in a string, where kyaml
+    /// sees a `~` node), not a missing field.
+    null_is_value: bool,
 }
 
 /// Writes `value` at every place `segments` reaches, creating fields when asked.
@@ -530,7 +547,11 @@ fn write_at(
     };
     match (first, target) {
         (PathSegment::Field(name), Value::Object(map)) => {
-            if !map.contains_key(name) || map.get(name).is_some_and(Value::is_null) {
+            let null = map.get(name).is_some_and(Value::is_null);
+            if null && write.null_is_value && !rest.is_empty() {
+                return Err(format!("wrong node kind: expected a mapping at {name}, found null"));
+            }
+            if !map.contains_key(name) || null && !write.null_is_value {
                 if !options.create {
                     return Ok(());
                 }

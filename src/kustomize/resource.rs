@@ -22,13 +22,14 @@ pub struct ResId {
 
 impl ResId {
     pub fn of(object: &Value) -> ResId {
-        let (group, version) = split_api_version(str_at(object, "/apiVersion"));
+        let (group, version) = split_api_version(field_str(object, "apiVersion"));
+        let metadata = object.get("metadata").unwrap_or(&Value::Null);
         ResId {
             group: group.to_string(),
             version: version.to_string(),
-            kind: str_at(object, "/kind").to_string(),
-            namespace: str_at(object, "/metadata/namespace").to_string(),
-            name: str_at(object, "/metadata/name").to_string(),
+            kind: field_str(object, "kind").to_string(),
+            namespace: field_str(metadata, "namespace").to_string(),
+            name: field_str(metadata, "name").to_string(),
         }
     }
 
@@ -80,11 +81,11 @@ pub struct Gvk<'a> {
 
 impl<'a> Gvk<'a> {
     pub fn of(object: &'a Value) -> Gvk<'a> {
-        let (group, version) = split_api_version(str_at(object, "/apiVersion"));
+        let (group, version) = split_api_version(field_str(object, "apiVersion"));
         Gvk {
             group,
             version,
-            kind: str_at(object, "/kind"),
+            kind: field_str(object, "kind"),
         }
     }
 }
@@ -97,15 +98,30 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
     }
 }
 
+/// The string field `key` of `object`, or `""`.
+fn field_str<'a>(object: &'a Value, key: &str) -> &'a str {
+    object.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
 /// The string at a `/a/b` path, or `""`. Walks with plain lookups: `Value::pointer` would
 /// allocate for every segment, and this runs for every resource in every step.
 pub fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    pointer
-        .split('/')
-        .skip(1)
-        .try_fold(object, |value, key| value.get(key))
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    let mut value = object;
+    let mut rest = pointer.strip_prefix('/').unwrap_or(pointer);
+    loop {
+        let (key, tail) = match rest.bytes().position(|b| b == b'/') {
+            Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+            None => (rest, None),
+        };
+        let Some(next) = value.get(key) else {
+            return "";
+        };
+        value = next;
+        match tail {
+            Some(tail) => rest = tail,
+            None => return value.as_str().unwrap_or(""),
+        }
+    }
 }
 
 /// How a generated resource combines with one of the same name from a base.

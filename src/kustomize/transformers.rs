@@ -5,6 +5,7 @@
 //! apply to. Renames and moves remember the resource's previous identity so the name
 //! reference fix-up at the top of the build can follow them.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -203,34 +204,30 @@ pub fn add_map_entries(
     if entries.is_empty() {
         return Ok(written);
     }
+    let paths: Vec<Vec<Cow<str>>> = specs.iter().map(|s| split_path(&s.path)).collect();
     for resource in resources.iter_mut() {
         let id = resource.id();
-        for spec in specs.iter().filter(|s| s.applies_to(&id)) {
-            visit_leaves(
-                &mut resource.object,
-                &split_path(&spec.path),
-                spec.create,
-                &mut |map, key| {
-                    let leaf = map
-                        .entry(key.to_string())
-                        .or_insert_with(|| Value::Object(Map::new()));
-                    if leaf.is_null() {
-                        *leaf = Value::Object(Map::new());
-                    }
-                    let Value::Object(target) = leaf else {
-                        return Err(KustomizeError::Transformer {
-                            file: file.to_path_buf(),
-                            object: id.to_string(),
-                            message: format!("{} is not a map", spec.path),
-                        });
-                    };
-                    for (k, v) in entries {
-                        target.insert(k.clone(), Value::String(v.clone()));
-                    }
-                    written += 1;
-                    Ok(())
-                },
-            )
+        for (spec, path) in specs.iter().zip(&paths).filter(|(s, _)| s.applies_to(&id)) {
+            visit_leaves(&mut resource.object, path, spec.create, &mut |map, key| {
+                let leaf = map
+                    .entry(key.to_string())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if leaf.is_null() {
+                    *leaf = Value::Object(Map::new());
+                }
+                let Value::Object(target) = leaf else {
+                    return Err(KustomizeError::Transformer {
+                        file: file.to_path_buf(),
+                        object: id.to_string(),
+                        message: format!("{} is not a map", spec.path),
+                    });
+                };
+                for (k, v) in entries {
+                    target.insert(k.clone(), Value::String(v.clone()));
+                }
+                written += 1;
+                Ok(())
+            })
             .map_err(|e| e.in_field(&id, &spec.path))?;
         }
     }
@@ -293,6 +290,7 @@ pub fn set_images(
     images: &[Image],
     specs: &[FieldSpec],
 ) -> Result<(), KustomizeError> {
+    let paths: Vec<Vec<Cow<str>>> = specs.iter().map(|s| split_path(&s.path)).collect();
     for image in images {
         let pattern = format!(
             "^{}(:[a-zA-Z0-9_.{{}}-]*)?(@sha256:[a-zA-Z0-9_.{{}}-]*)?$",
@@ -308,24 +306,21 @@ pub fn set_images(
                 continue;
             }
             update_container_lists(&mut resource.object, &matcher, image);
-            let applicable: Vec<&FieldSpec> = specs
+            let applicable: Vec<&[Cow<str>]> = specs
                 .iter()
-                .filter(|s| s.applies_to_gvk(resource.gvk()))
+                .zip(&paths)
+                .filter(|(s, _)| s.applies_to_gvk(resource.gvk()))
+                .map(|(_, path)| path.as_slice())
                 .collect();
-            for spec in applicable {
-                let _ = visit_leaves::<()>(
-                    &mut resource.object,
-                    &split_path(&spec.path),
-                    false,
-                    &mut |map, key| {
-                        if let Some(Value::String(current)) = map.get(key)
-                            && let Some(updated) = updated_image(current, &matcher, image)
-                        {
-                            map.insert(key.to_string(), Value::String(updated));
-                        }
-                        Ok(())
-                    },
-                );
+            for path in applicable {
+                let _ = visit_leaves::<()>(&mut resource.object, path, false, &mut |map, key| {
+                    if let Some(Value::String(current)) = map.get(key)
+                        && let Some(updated) = updated_image(current, &matcher, image)
+                    {
+                        map.insert(key.to_string(), Value::String(updated));
+                    }
+                    Ok(())
+                });
             }
         }
     }

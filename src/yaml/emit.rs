@@ -96,22 +96,29 @@ pub fn ordered_to_yaml_string(value: &Ordered) -> String {
 }
 
 #[derive(Default)]
-struct Emitter {
-    out: String,
+pub(crate) struct Emitter {
+    pub(crate) out: String,
     /// Characters written since the last line break; folding decisions depend on it.
-    column: usize,
+    pub(crate) column: usize,
 }
 
 impl Emitter {
-    fn push(&mut self, text: &str) {
-        match text.rfind('\n') {
-            Some(i) => self.column = text[i + 1..].chars().count(),
-            None => self.column += text.chars().count(),
+    pub(crate) fn push(&mut self, text: &str) {
+        let width = |s: &str| {
+            if s.is_ascii() {
+                s.len()
+            } else {
+                s.chars().count()
+            }
+        };
+        match text.bytes().rposition(|b| b == b'\n') {
+            Some(i) => self.column = width(&text[i + 1..]),
+            None => self.column += width(text),
         }
         self.out.push_str(text);
     }
 
-    fn push_char(&mut self, c: char) {
+    pub(crate) fn push_char(&mut self, c: char) {
         if c == '\n' {
             self.column = 0;
         } else {
@@ -120,7 +127,7 @@ impl Emitter {
         self.out.push(c);
     }
 
-    fn indent_to(&mut self, indent: usize) {
+    pub(crate) fn indent_to(&mut self, indent: usize) {
         for _ in 0..indent {
             self.out.push(' ');
         }
@@ -237,7 +244,7 @@ impl Emitter {
     }
 
     /// Literal blocks end on a fresh line already; everything else needs a line break.
-    fn end_line(&mut self) {
+    pub(crate) fn end_line(&mut self) {
         if self.column != 0 {
             self.push_char('\n');
         }
@@ -258,7 +265,8 @@ impl Emitter {
 
     fn string(&mut self, s: &str, indent: usize, is_key: bool) {
         // Most keys and values are identifier-like words: plain, no folding, no analysis.
-        if is_simple_word(s) && !needs_quotes(s) {
+        // Reserved words (`false`, `null`, `off`, …) are at most five characters long.
+        if is_simple_word(s) && (s.len() > 5 || !needs_quotes(s)) {
             self.push(s);
             return;
         }
@@ -284,7 +292,7 @@ impl Emitter {
         }
     }
 
-    fn plain(&mut self, s: &str, continuation: usize, allow_breaks: bool) {
+    pub(crate) fn plain(&mut self, s: &str, continuation: usize, allow_breaks: bool) {
         let chars: Vec<char> = s.chars().collect();
         let mut after_space = false;
         for (i, &c) in chars.iter().enumerate() {
@@ -304,7 +312,7 @@ impl Emitter {
         }
     }
 
-    fn single_quoted(&mut self, s: &str, continuation: usize, allow_breaks: bool) {
+    pub(crate) fn single_quoted(&mut self, s: &str, continuation: usize, allow_breaks: bool) {
         let chars: Vec<char> = s.chars().collect();
         self.push_char('\'');
         let mut after_space = false;
@@ -346,7 +354,7 @@ impl Emitter {
         self.push_char('\'');
     }
 
-    fn double_quoted(&mut self, s: &str, continuation: usize, allow_breaks: bool) {
+    pub(crate) fn double_quoted(&mut self, s: &str, continuation: usize, allow_breaks: bool) {
         let chars: Vec<char> = s.chars().collect();
         // go-yaml's BOM test looks at the start of the string whatever the position, so a
         // string that starts with a BOM has every character escaped.
@@ -377,18 +385,18 @@ impl Emitter {
         self.push_char('"');
     }
 
-    fn literal(&mut self, s: &str, content_indent: usize) {
-        self.push_char('|');
-        if s.starts_with([' ', '\n']) {
-            self.push(&INDENT.to_string());
-        }
-        let trailing_breaks = s.len() - s.trim_end_matches('\n').len();
-        match trailing_breaks {
-            0 => self.push_char('-'),
-            1 if s.len() > 1 => {}
-            _ => self.push_char('+'),
-        }
-        self.push_char('\n');
+    pub(crate) fn literal(&mut self, s: &str, content_indent: usize) {
+        self.literal_with_comment(s, content_indent, None);
+    }
+
+    /// A literal block scalar, `comment` after its header.
+    pub(crate) fn literal_with_comment(
+        &mut self,
+        s: &str,
+        content_indent: usize,
+        comment: Option<&str>,
+    ) {
+        self.block_header('|', s, comment);
         let mut at_line_start = true;
         for c in s.chars() {
             if c == '\n' {
@@ -400,6 +408,54 @@ impl Emitter {
                     at_line_start = false;
                 }
                 self.push_char(c);
+            }
+        }
+    }
+
+    /// The indicator, indentation hint and chomping of a block scalar, and its line break.
+    fn block_header(&mut self, indicator: char, s: &str, comment: Option<&str>) {
+        self.push_char(indicator);
+        if s.starts_with([' ', '\n']) {
+            self.push(&INDENT.to_string());
+        }
+        let trailing_breaks = s.len() - s.trim_end_matches('\n').len();
+        match trailing_breaks {
+            0 => self.push_char('-'),
+            1 if s.len() > 1 => {}
+            _ => self.push_char('+'),
+        }
+        if let Some(comment) = comment {
+            self.push_char(' ');
+            self.push(comment);
+        }
+        self.push_char('\n');
+    }
+
+    /// A folded block scalar as go-yaml writes one with no line width (kyaml's encoder): a
+    /// line break after text is written twice (go-yaml's look-ahead for further breaks reads
+    /// from the start of the value, so it finds the value's first text there).
+    pub(crate) fn folded(&mut self, s: &str, content_indent: usize, comment: Option<&str>) {
+        self.block_header('>', s, comment);
+        let chars: Vec<char> = s.chars().collect();
+        let starts_with_text = chars
+            .iter()
+            .find(|c| !is_break(**c))
+            .is_some_and(|c| *c != ' ' && *c != '\t');
+        let (mut breaks, mut leading_spaces) = (true, true);
+        for &c in &chars {
+            if is_break(c) {
+                if !breaks && !leading_spaces && c == '\n' && starts_with_text {
+                    self.push_char('\n');
+                }
+                self.push_char('\n');
+                breaks = true;
+            } else {
+                if breaks {
+                    self.indent_to(content_indent);
+                    leading_spaces = c == ' ' || c == '\t';
+                }
+                self.push_char(c);
+                breaks = false;
             }
         }
     }
@@ -513,13 +569,13 @@ fn is_simple_word(s: &str) -> bool {
 }
 
 /// The style permissions libyaml's scalar analysis grants a string in block context.
-struct ScalarTraits {
-    plain_allowed: bool,
-    single_quoted_allowed: bool,
-    block_allowed: bool,
+pub(crate) struct ScalarTraits {
+    pub(crate) plain_allowed: bool,
+    pub(crate) single_quoted_allowed: bool,
+    pub(crate) block_allowed: bool,
 }
 
-fn analyze(s: &str) -> ScalarTraits {
+pub(crate) fn analyze(s: &str) -> ScalarTraits {
     if s.is_empty() {
         return ScalarTraits {
             plain_allowed: false,

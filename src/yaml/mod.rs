@@ -7,11 +7,13 @@
 //! turns text into `serde_json::Value`s (JSON is the data model of the API server and of
 //! kustomize's own pipeline); `emit` prints values byte-for-byte as `kustomize build` does.
 
+mod document;
 mod emit;
 mod goyaml;
 mod parse;
 mod scalar;
 
+pub use document::{Document, DocumentError};
 pub use emit::{
     Ordered, documents_to_yaml_string, format_number, ordered_documents_to_yaml_string,
     ordered_to_yaml_string, to_yaml_string,

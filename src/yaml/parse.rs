@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
-use granit_parser::{Event, Parser, ScalarStyle, Tag};
+use granit_parser::{Event, Options, Parser, ScalarStyle, Tag};
 use serde_json::{Map, Value};
 
 use super::YamlError;
@@ -110,7 +110,10 @@ impl<T: Tree> Builder<T> {
                 .rsplit('\n')
                 .next()
                 .is_some_and(|last| !last.trim().is_empty());
-        let mut parser = Parser::new_from_str(text);
+        // Comments are data only for an edited document (`super::document`).
+        let mut options = Options::default();
+        options.set_emit_comments(false);
+        let mut parser = Parser::new_from_str_with_options(text, options);
         while let Some(event) = parser.next_event() {
             let (mut event, span) = event.map_err(|e| YamlError::Syntax {
                 line: e.marker().line(),

@@ -268,6 +268,9 @@ pub fn needs_quotes(text: &str) -> bool {
 /// YAML 1.1 base-60 numbers: `^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$`.
 fn is_base60_float(text: &str) -> bool {
     let s = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if !s.as_bytes().first().is_some_and(u8::is_ascii_digit) || !s.as_bytes().contains(&b':') {
+        return false;
+    }
     let (s, _) = match s.split_once('.') {
         Some((head, tail)) if tail.bytes().all(|b| b.is_ascii_digit() || b == b'_') => (head, tail),
         Some(_) => return false,
