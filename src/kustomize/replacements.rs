@@ -549,7 +549,9 @@ fn write_at(
         (PathSegment::Field(name), Value::Object(map)) => {
             let null = map.get(name).is_some_and(Value::is_null);
             if null && write.null_is_value && !rest.is_empty() {
-                return Err(format!("wrong node kind: expected a mapping at {name}, found null"));
+                return Err(format!(
+                    "wrong node kind: expected a mapping at {name}, found null"
+                ));
             }
             if !map.contains_key(name) || null && !write.null_is_value {
                 if !options.create {

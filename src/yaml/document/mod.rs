@@ -46,6 +46,8 @@ struct Node {
     content: Content,
     /// A tag written on a mapping or sequence (`!!map`, `!custom`).
     collection_tag: Option<String>,
+    /// `&name` on this node.
+    anchor: Option<String>,
     head_comment: Vec<String>,
     line_comment: Option<String>,
     foot_comment: Vec<String>,
@@ -68,6 +70,8 @@ enum Content {
         items: Vec<Node>,
         flow: bool,
     },
+    /// `*name`.
+    Alias(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,8 +96,6 @@ struct Tag {
 pub enum DocumentError {
     #[error("line {line}: {message}")]
     Syntax { line: usize, message: String },
-    #[error("anchors and aliases are not kept in an edited document")]
-    Anchors,
     #[error("nesting deeper than {limit} levels")]
     TooDeep { limit: usize },
 }
@@ -103,6 +105,7 @@ impl Node {
         Node {
             content,
             collection_tag: None,
+            anchor: None,
             head_comment: Vec::new(),
             line_comment: None,
             foot_comment: Vec::new(),
@@ -121,7 +124,7 @@ impl Node {
         match &self.content {
             Content::Mapping { entries, flow } => !flow && !entries.is_empty(),
             Content::Sequence { items, flow } => !flow && !items.is_empty(),
-            Content::Scalar { .. } => false,
+            Content::Scalar { .. } | Content::Alias(_) => false,
         }
     }
 
@@ -176,19 +179,49 @@ impl Node {
         )
     }
 
-    fn to_value(&self) -> Value {
+    /// The node's data; aliases read `anchors`, and `<<` merges the mappings it names under
+    /// the keys written beside it, as go-yaml decodes them.
+    fn to_value(&self, anchors: &Anchors) -> Value {
         match &self.content {
             Content::Scalar { text, style, tag } => scalar_value(text, *style, tag),
-            Content::Mapping { entries, .. } => Value::Object(
-                entries
-                    .iter()
-                    .map(|(k, v)| (k.text().to_string(), v.to_value()))
-                    .collect::<Map<_, _>>(),
-            ),
+            Content::Alias(name) => anchors.get(name).cloned().unwrap_or(Value::Null),
+            Content::Mapping { entries, .. } => {
+                let mut map = Map::new();
+                let mut merged = Vec::new();
+                for (key, value) in entries {
+                    if key.is_merge_key() {
+                        merged.push(value.to_value(anchors));
+                    } else {
+                        map.insert(key.text().to_string(), value.to_value(anchors));
+                    }
+                }
+                for source in merged {
+                    let sources = match source {
+                        Value::Array(items) => items,
+                        other => vec![other],
+                    };
+                    for (key, value) in sources
+                        .into_iter()
+                        .filter_map(|s| match s {
+                            Value::Object(map) => Some(map),
+                            _ => None,
+                        })
+                        .flatten()
+                    {
+                        map.entry(key).or_insert(value);
+                    }
+                }
+                Value::Object(map)
+            }
             Content::Sequence { items, .. } => {
-                Value::Array(items.iter().map(Node::to_value).collect())
+                Value::Array(items.iter().map(|item| item.to_value(anchors)).collect())
             }
         }
+    }
+
+    /// `<<` written plain: go-yaml's merge key.
+    fn is_merge_key(&self) -> bool {
+        matches!(&self.content, Content::Scalar { text, style: Style::Plain, .. } if text == "<<")
     }
 
     fn text(&self) -> &str {
@@ -201,19 +234,24 @@ impl Node {
     /// Folds `new` (this node's data after an edit) into the node: changed scalars take the
     /// new text and keep their style and tag, as kyaml sets a target's value; new fields and
     /// items are appended; anything else changed is replaced.
-    fn update(&mut self, new: &Value, created: bool) {
-        if self.to_value() == *new {
+    fn update(&mut self, new: &Value, created: bool, anchors: &Anchors) {
+        let old = self.to_value(anchors);
+        if old == *new {
             return;
         }
         match (&mut self.content, new) {
+            // An alias and a merge stay as written; kyaml edits the anchored node itself.
+            (Content::Alias(_), _) => {}
             (Content::Mapping { entries, .. }, Value::Object(map)) => {
                 for (key, value) in entries.iter_mut() {
-                    if let Some(new_value) = map.get(key.text()) {
-                        value.update(new_value, created);
+                    if !key.is_merge_key()
+                        && let Some(new_value) = map.get(key.text())
+                    {
+                        value.update(new_value, created, anchors);
                     }
                 }
                 for (name, value) in map {
-                    if !entries.iter().any(|(key, _)| key.text() == name) {
+                    if old.get(name).is_none() {
                         entries.push((
                             Node::scalar(name, "!!str", created),
                             Node::from_value(value, created),
@@ -225,7 +263,7 @@ impl Node {
                 if new_items.len() >= items.len() =>
             {
                 for (item, new_item) in items.iter_mut().zip(new_items) {
-                    item.update(new_item, created);
+                    item.update(new_item, created, anchors);
                 }
                 for new_item in &new_items[items.len()..] {
                     items.push(Node::from_value(new_item, created));
@@ -242,6 +280,33 @@ impl Node {
             (content, new) => *content = Node::from_value(new, created).content,
         }
     }
+}
+
+/// The data of each anchored node, by anchor name.
+type Anchors = std::collections::HashMap<String, Value>;
+
+/// The anchors of a tree in document order, each read with the ones before it (an alias
+/// can only name an anchor written earlier).
+fn anchor_values(root: &Node) -> Anchors {
+    fn collect(node: &Node, anchors: &mut Anchors) {
+        match &node.content {
+            Content::Mapping { entries, .. } => {
+                for (key, value) in entries {
+                    collect(key, anchors);
+                    collect(value, anchors);
+                }
+            }
+            Content::Sequence { items, .. } => items.iter().for_each(|item| collect(item, anchors)),
+            Content::Scalar { .. } | Content::Alias(_) => {}
+        }
+        if let Some(name) = &node.anchor {
+            let value = node.to_value(anchors);
+            anchors.insert(name.clone(), value);
+        }
+    }
+    let mut anchors = Anchors::new();
+    collect(root, &mut anchors);
+    anchors
 }
 
 fn scalar_value(text: &str, style: Style, tag: &Tag) -> Value {
@@ -269,6 +334,7 @@ impl Document {
         let mut reader = Reader::default();
         let mut options = Options::default();
         options.set_emit_comments(true);
+        options.emit_anchor_events = true;
         let mut parser = Parser::new_from_str_with_options(text, options);
         while let Some(event) = parser.next_event() {
             let (event, span) = event.map_err(|e| DocumentError::Syntax {
@@ -286,13 +352,14 @@ impl Document {
 
     /// The document's data.
     pub fn to_value(&self) -> Value {
-        self.root.to_value()
+        self.root.to_value(&anchor_values(&self.root))
     }
 
     /// Folds the document's data after an edit back into it. `created` says the edit wrote a
     /// scalar (fields it made carry no tag, as kyaml's `create` makes them).
     pub fn update(&mut self, new: &Value, created: bool) {
-        self.root.update(new, created);
+        let anchors = anchor_values(&self.root);
+        self.root.update(new, created, &anchors);
     }
 
     /// The document as kyaml's encoder writes it, without leading or trailing whitespace
@@ -372,7 +439,10 @@ mod tests {
     #[test]
     fn a_comment_after_a_block_scalar_header_or_a_bare_dash_stays_there() {
         assert_eq!(round_trip("c: |- # lit\n  z\n"), "c: |- # lit\n  z");
-        assert_eq!(round_trip("e: # after e\n  |\n  text\n"), "e: | # after e\n  text");
+        assert_eq!(
+            round_trip("e: # after e\n  |\n  text\n"),
+            "e: | # after e\n  text"
+        );
         assert_eq!(
             round_trip("- # on the dash\n  name: b\n- # inner\n  - c\n"),
             "- # on the dash\n  name: b\n- # inner\n  - c"
@@ -386,10 +456,18 @@ mod tests {
     }
 
     #[test]
-    fn anchors_are_not_edited() {
+    fn anchors_aliases_and_merges_are_kept_and_read() {
+        let mut document =
+            Document::parse("base: &b\n  k: v\nuse: *b\nmerged:\n  <<: *b\n  k2: v2\nx: &x 0\n")
+                .unwrap();
+        let mut value = document.to_value();
+        assert_eq!(value["merged"], serde_json::json!({"k": "v", "k2": "v2"}));
+        value["base"]["k"] = Value::String("NEW".into());
+        value["x"] = Value::String("NEW".into());
+        document.update(&value, true);
         assert_eq!(
-            Document::parse("a: &x 1\nb: *x\n").unwrap_err(),
-            DocumentError::Anchors
+            document.to_yaml_string(),
+            "base: &b\n  k: NEW\nuse: *b\nmerged:\n  !!merge <<: *b\n  k2: v2\nx: &x !!int NEW"
         );
     }
 }

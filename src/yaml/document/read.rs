@@ -14,21 +14,26 @@ pub(super) struct Reader {
     stack: Vec<Open>,
     root: Option<Node>,
     comments: Vec<Comment>,
+    anchor_names: std::collections::HashMap<usize, String>,
+    /// The last node event was a scalar (an anchor event that follows names it).
+    last_was_scalar: bool,
 }
 
 enum Open {
     Mapping {
         entries: Vec<(Node, Node)>,
-        key: Option<Node>,
+        key: Option<Box<Node>>,
         flow: bool,
         start: Pos,
         tag: Option<String>,
+        anchor: Option<String>,
     },
     Sequence {
         items: Vec<Node>,
         flow: bool,
         start: Pos,
         tag: Option<String>,
+        anchor: Option<String>,
     },
 }
 
@@ -47,6 +52,9 @@ impl Reader {
         start: Pos,
         end: Pos,
     ) -> Result<bool, DocumentError> {
+        if !matches!(event, Event::Anchor(..) | Event::Comment(..)) {
+            self.last_was_scalar = matches!(event, Event::Scalar(..));
+        }
         match event {
             Event::DocumentEnd => return Ok(self.root.is_none() && self.stack.is_empty()),
             Event::Comment(text, placement) => self.comments.push(Comment {
@@ -55,13 +63,25 @@ impl Reader {
                 start,
                 end,
             }),
-            Event::Alias(_) | Event::Anchor(..) => return Err(DocumentError::Anchors),
-            Event::Scalar(_, _, anchor, _)
-            | Event::SequenceStart(_, anchor, _)
-            | Event::MappingStart(_, anchor, _)
-                if anchor != 0 =>
-            {
-                return Err(DocumentError::Anchors);
+            Event::Anchor(id, name) => {
+                // Follows the anchored node's event: a scalar already placed, or a
+                // collection still open.
+                let name = name.into_owned();
+                self.anchor_names.insert(id, name.clone());
+                match (self.last_was_scalar, self.stack.last_mut()) {
+                    (false, Some(Open::Mapping { anchor, .. } | Open::Sequence { anchor, .. })) => {
+                        *anchor = Some(name);
+                    }
+                    _ => {
+                        if let Some(node) = self.last_completed_mut() {
+                            node.anchor = Some(name);
+                        }
+                    }
+                }
+            }
+            Event::Alias(id) => {
+                let name = self.anchor_names.get(&id).cloned().unwrap_or_default();
+                self.complete(Node::new(Content::Alias(name), start, end));
             }
             Event::Scalar(text, style, _, tag) => {
                 let style = match style {
@@ -107,6 +127,7 @@ impl Reader {
                             flow,
                             start,
                             tag,
+                            anchor: None,
                         }
                     } else {
                         Open::Sequence {
@@ -114,6 +135,7 @@ impl Reader {
                             flow,
                             start,
                             tag,
+                            anchor: None,
                         }
                     });
             }
@@ -124,6 +146,7 @@ impl Reader {
                         flow,
                         start: open,
                         tag,
+                        anchor,
                         ..
                     }) => {
                         let close = if flow {
@@ -133,6 +156,7 @@ impl Reader {
                         };
                         let mut node = Node::new(Content::Mapping { entries, flow }, open, close);
                         node.collection_tag = tag;
+                        node.anchor = anchor;
                         node
                     }
                     Some(Open::Sequence {
@@ -140,6 +164,7 @@ impl Reader {
                         flow,
                         start: open,
                         tag,
+                        anchor,
                     }) => {
                         let close = if flow {
                             end
@@ -148,6 +173,7 @@ impl Reader {
                         };
                         let mut node = Node::new(Content::Sequence { items, flow }, open, close);
                         node.collection_tag = tag;
+                        node.anchor = anchor;
                         node
                     }
                     None => return Ok(true),
@@ -159,11 +185,22 @@ impl Reader {
         Ok(true)
     }
 
+    fn last_completed_mut(&mut self) -> Option<&mut Node> {
+        match self.stack.last_mut() {
+            Some(Open::Mapping { entries, key, .. }) => match key {
+                Some(key) => Some(key.as_mut()),
+                None => entries.last_mut().map(|(_, value)| value),
+            },
+            Some(Open::Sequence { items, .. }) => items.last_mut(),
+            None => self.root.as_mut(),
+        }
+    }
+
     fn complete(&mut self, node: Node) {
         match self.stack.last_mut() {
             Some(Open::Mapping { entries, key, .. }) => match key.take() {
-                Some(k) => entries.push((k, node)),
-                None => *key = Some(node),
+                Some(k) => entries.push((*k, node)),
+                None => *key = Some(Box::new(node)),
             },
             Some(Open::Sequence { items, .. }) => items.push(node),
             None => self.root = Some(node),
@@ -320,14 +357,17 @@ fn tag_name(tag: &granit_parser::Tag) -> String {
 fn ends_last_on_line(node: &mut Node, at: Pos) -> Option<&mut Node> {
     let mut best: Option<Pos> = None;
     visit(node, &mut |n| {
-        let inline = matches!(n.content, Content::Scalar { .. }) || !n.is_block_collection();
+        let inline = matches!(n.content, Content::Scalar { .. } | Content::Alias(_))
+            || !n.is_block_collection();
         if inline && n.end.0 == at.0 && n.end <= at && best.is_none_or(|b| n.end > b) {
             best = Some(n.end);
         }
     });
     let best = best?;
     find_mut(node, &|n| {
-        (matches!(n.content, Content::Scalar { .. }) || !n.is_block_collection()) && n.end == best
+        (matches!(n.content, Content::Scalar { .. } | Content::Alias(_))
+            || !n.is_block_collection())
+            && n.end == best
     })
 }
 
@@ -418,7 +458,7 @@ fn entries(node: &Node, out: &mut Vec<Entry>) {
                 entries(item, out);
             }
         }
-        Content::Scalar { .. } => {}
+        Content::Scalar { .. } | Content::Alias(_) => {}
     }
 }
 
@@ -446,7 +486,7 @@ fn find_entry_mut(node: &mut Node, start: Pos, is_key: bool) -> Option<&mut Node
             }
             None
         }
-        Content::Scalar { .. } => None,
+        Content::Scalar { .. } | Content::Alias(_) => None,
     }
 }
 
@@ -461,7 +501,7 @@ fn visit(node: &Node, f: &mut dyn FnMut(&Node)) {
             }
         }
         Content::Sequence { items, .. } => items.iter().for_each(|item| visit(item, f)),
-        Content::Scalar { .. } => {}
+        Content::Scalar { .. } | Content::Alias(_) => {}
     }
 }
 
@@ -477,6 +517,6 @@ fn find_mut<'n>(node: &'n mut Node, matches: &dyn Fn(&Node) -> bool) -> Option<&
         Content::Sequence { items, .. } => {
             items.iter_mut().find_map(|item| find_mut(item, matches))
         }
-        Content::Scalar { .. } => None,
+        Content::Scalar { .. } | Content::Alias(_) => None,
     }
 }

@@ -22,8 +22,7 @@ impl Writer {
         let root = &document.root;
         self.comments(&root.head_comment, 0);
         if root.is_block_collection() {
-            if let Some(tag) = &root.collection_tag {
-                self.emitter.push(tag);
+            if self.properties(root) {
                 self.emitter.push_char('\n');
             }
             if let Some(comment) = &root.line_comment {
@@ -44,11 +43,30 @@ impl Writer {
         self.foot(&document.foot_comment, 0);
     }
 
+    /// `&anchor` and a collection's tag, as go-yaml writes them before a node; whether any.
+    fn properties(&mut self, node: &Node) -> bool {
+        let mut written = false;
+        for property in [
+            node.anchor.as_ref().map(|a| format!("&{a}")),
+            node.collection_tag.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if written {
+                self.emitter.push_char(' ');
+            }
+            self.emitter.push(&property);
+            written = true;
+        }
+        written
+    }
+
     fn block_collection(&mut self, node: &Node, indent: usize, inline_first: bool) {
         match &node.content {
             Content::Mapping { entries, .. } => self.mapping(entries, indent, inline_first),
             Content::Sequence { items, .. } => self.sequence(items, indent, inline_first),
-            Content::Scalar { .. } => {}
+            Content::Scalar { .. } | Content::Alias(_) => {}
         }
     }
 
@@ -103,9 +121,9 @@ impl Writer {
     /// A mapping value after its key's colon; `indent` is the key's.
     fn value(&mut self, value: &Node, indent: usize, key_comment: Option<&str>) {
         if value.is_block_collection() {
-            if let Some(tag) = &value.collection_tag {
+            if value.anchor.is_some() || value.collection_tag.is_some() {
                 self.emitter.push_char(' ');
-                self.emitter.push(tag);
+                self.properties(value);
             }
             self.line_comment(key_comment.or(value.line_comment.as_deref()));
             self.emitter.push_char('\n');
@@ -136,13 +154,14 @@ impl Writer {
             }
             self.emitter.push("- ");
             if item.is_block_collection() {
-                if item.collection_tag.is_none() && item.line_comment.is_none() {
+                if item.collection_tag.is_none()
+                    && item.anchor.is_none()
+                    && item.line_comment.is_none()
+                {
                     self.block_collection(item, indent + INDENT, true);
                 } else {
-                    // `- !tag` or `- # comment`: the content starts on the next line.
-                    if let Some(tag) = &item.collection_tag {
-                        self.emitter.push(tag);
-                    }
+                    // `- &anchor !tag # comment`: the content starts on the next line.
+                    self.properties(item);
                     self.line_comment(item.line_comment.as_deref());
                     self.emitter.push_char('\n');
                     self.block_collection(item, indent + INDENT, false);
@@ -178,11 +197,19 @@ impl Writer {
         in_flow: bool,
         comment: Option<&str>,
     ) -> bool {
-        if let Some(tag) = &node.collection_tag {
-            self.emitter.push(tag);
+        if self.properties(node) {
             self.emitter.push_char(' ');
         }
+        if simple_key && node.is_merge_key() {
+            // go-yaml writes the merge key with its tag.
+            self.emitter.push("!!merge <<");
+            return false;
+        }
         match &node.content {
+            Content::Alias(name) => {
+                self.emitter.push_char('*');
+                self.emitter.push(name);
+            }
             Content::Scalar { text, style, tag } => {
                 return self.scalar(
                     text,
