@@ -7,6 +7,10 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use kustomize_controller::cli::{
     Cli, Command, EditCommand, EditTarget, LoadRestrictor, ProvenanceFormat, ReorderFlag, RunArgs,

@@ -33,6 +33,16 @@ impl ResId {
         }
     }
 
+    /// [`same_object`](Self::same_object) with the object `object` is, without building its
+    /// id (this runs for every pair of resources when generated ones join a list).
+    pub fn same_object_as(&self, object: &Value) -> bool {
+        let metadata = object.get("metadata").unwrap_or(&Value::Null);
+        split_api_version(field_str(object, "apiVersion")).0 == self.group
+            && field_str(object, "kind") == self.kind
+            && field_str(metadata, "name") == self.name
+            && namespaces_equal(field_str(metadata, "namespace"), &self.namespace)
+    }
+
     /// Same group, kind, namespace and name; versions are ignored, as kustomize does when it
     /// looks for conflicts and patch targets.
     pub fn same_object(&self, other: &ResId) -> bool {
@@ -45,7 +55,9 @@ impl ResId {
 
 /// kustomize treats a missing namespace and `default` as the same namespace.
 pub fn namespaces_equal(a: &str, b: &str) -> bool {
-    let normal = |ns: &str| if ns.is_empty() { "default" } else { ns }.to_string();
+    fn normal(ns: &str) -> &str {
+        if ns.is_empty() { "default" } else { ns }
+    }
     normal(a) == normal(b)
 }
 

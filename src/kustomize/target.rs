@@ -134,7 +134,7 @@ impl Accumulated {
         let behavior = resource.generated.map(|g| g.behavior).unwrap_or_default();
         let id = resource.id();
         let existing = self.resources.iter().position(|r| {
-            r.id().same_object(&id) || r.previous_ids.iter().any(|p| p.same_object(&id))
+            id.same_object_as(&r.object) || r.previous_ids.iter().any(|p| p.same_object(&id))
         });
         match (behavior, existing) {
             (Behavior::Create, None) => {
