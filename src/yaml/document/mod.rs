@@ -437,6 +437,14 @@ mod tests {
     }
 
     #[test]
+    fn a_comment_under_a_key_with_no_value_heads_what_follows() {
+        assert_eq!(
+            round_trip("a:\n  # only a comment\nb: 1\n"),
+            "a:\n# only a comment\nb: 1"
+        );
+    }
+
+    #[test]
     fn a_comment_after_a_block_scalar_header_or_a_bare_dash_stays_there() {
         assert_eq!(round_trip("c: |- # lit\n  z\n"), "c: |- # lit\n  z");
         assert_eq!(

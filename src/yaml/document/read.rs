@@ -312,8 +312,13 @@ impl Document {
             Some(indent) => column > indent || followed_by_blank && !preceded_by_blank,
         };
         // go-yaml reads a comment under a key with no value as heading what follows.
-        let closes = closes && !closes_empty_value(&self.root, comment.start);
-        if closes && let Some(node) = closed_entry(&mut self.root, comment.start) {
+        let closed = closes
+            .then(|| closed_entry(&self.root, comment.start))
+            .flatten()
+            .filter(|(_, _, empty_value)| !empty_value);
+        if let Some((start, is_key, _)) = closed
+            && let Some(node) = find_entry_mut(&mut self.root, start, is_key)
+        {
             node.foot_comment.extend(lines);
             return;
         }
@@ -325,24 +330,6 @@ impl Document {
             }
         }
     }
-}
-
-/// Whether the entry a comment at `at` would close is a key with no value (`key:`).
-fn closes_empty_value(root: &Node, at: Pos) -> bool {
-    let mut copy = root.clone();
-    closed_entry(&mut copy, at).is_some_and(|key| {
-        let mut empty = false;
-        visit(root, &mut |node| {
-            if let Content::Mapping { entries, .. } = &node.content {
-                for (k, v) in entries {
-                    if k.start == key.start && v.is_empty_plain() {
-                        empty = true;
-                    }
-                }
-            }
-        });
-        empty
-    })
 }
 
 fn tag_name(tag: &granit_parser::Tag) -> String {
@@ -389,7 +376,9 @@ fn starts_first_after(node: &mut Node, at: Pos) -> Option<&mut Node> {
 ///
 /// go-yaml hands a comment that closes a block-mapping item of a sequence on to the next item:
 /// to the first key of that item when it is a mapping too, else to the item itself.
-fn closed_entry(node: &mut Node, at: Pos) -> Option<&mut Node> {
+/// Returns where the entry (or the one go-yaml hands the comment to) starts, whether that
+/// is a key, and whether the closed entry is a key with no value.
+fn closed_entry(node: &Node, at: Pos) -> Option<(Pos, bool, bool)> {
     let mut found = Vec::new();
     entries(node, &mut found);
     let open_since = found
@@ -403,7 +392,7 @@ fn closed_entry(node: &mut Node, at: Pos) -> Option<&mut Node> {
         .filter(|entry| entry.start < at && entry.end <= at && entry.column <= at.1)
         .max_by_key(|entry| entry.start)?;
     let (start, is_key) = best.handed_to.unwrap_or((best.start, best.is_key));
-    find_entry_mut(node, start, is_key)
+    Some((start, is_key, best.empty_value))
 }
 
 /// A mapping entry or sequence item, for [`closed_entry`].
@@ -412,6 +401,8 @@ struct Entry {
     column: usize,
     end: Pos,
     is_key: bool,
+    /// A key with no value (`key:`).
+    empty_value: bool,
     /// Where go-yaml moves a foot comment of this entry: a start, and whether it is a key's.
     handed_to: Option<(Pos, bool)>,
 }
@@ -423,6 +414,7 @@ fn entries(node: &Node, out: &mut Vec<Entry>) {
                 out.push(Entry {
                     start: key.start,
                     is_key: true,
+                    empty_value: value.is_empty_plain(),
                     column: key.start.1,
                     end: value.end.max(key.end),
                     handed_to: None,
@@ -451,6 +443,7 @@ fn entries(node: &Node, out: &mut Vec<Entry>) {
                 out.push(Entry {
                     start: item.start,
                     is_key: false,
+                    empty_value: false,
                     column: item.start.1.saturating_sub(INDENT),
                     end: item.end,
                     handed_to,
