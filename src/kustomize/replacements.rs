@@ -264,12 +264,12 @@ fn apply(
                 {
                     continue;
                 }
-                let mut written = 0;
+                let mut tally = Tally::default();
                 // kustomize rewrites annotations as a string map after the build; labels keep
                 // the type a created entry was given.
                 let created_as_string = matches!(segments.as_slice(), [PathSegment::Field(m), PathSegment::Field(f), ..]
                     if m == "metadata" && f == "annotations");
-                write_at(
+                let written = write_at(
                     &mut resource.object,
                     &segments,
                     &value,
@@ -277,20 +277,26 @@ fn apply(
                         field: &options,
                         created_as_string,
                         null_is_value: false,
+                        json_types: false,
                     },
-                    &mut written,
-                )
-                .map_err(|m| error(file, format!("{before}: {m}")))?;
-                if written == 0 {
-                    let verb = if options.create {
-                        "find or create"
-                    } else {
-                        "find"
-                    };
-                    return Err(error(
-                        file,
-                        format!("unable to {verb} field \"{path}\" in replacement target {before}"),
-                    ));
+                    &mut tally,
+                );
+                let verb = if options.create {
+                    "find or create"
+                } else {
+                    "find"
+                };
+                let not_found =
+                    format!("unable to {verb} field \"{path}\" in replacement target {before}");
+                match written {
+                    Err(WriteError::Path(cause)) => {
+                        return Err(error(file, format!("{not_found}: {cause}")));
+                    }
+                    Err(WriteError::Value(message)) => {
+                        return Err(error(file, format!("{before}: {message}")));
+                    }
+                    Ok(()) if tally.written == 0 => return Err(error(file, not_found)),
+                    Ok(()) => {}
                 }
             }
             if resource.id() != before && resource.previous_ids.last() != Some(&before) {
@@ -332,15 +338,20 @@ fn write_inside_embedded_document(
             field: &field,
             created_as_string: false,
             null_is_value: !json,
+            json_types: json,
         };
-        let mut written = 0;
+        let mut tally = Tally::default();
         let rewritten = if json {
             let Ok(mut document) = yaml::parse_single(text, Schema::Kyaml) else {
                 return false;
             };
-            if write_at(&mut document, inner, value, &write, &mut written).is_err() || written == 0
+            if write_at(&mut document, inner, value, &write, &mut tally).is_err()
+                || tally.written == 0
             {
                 return false;
+            }
+            if tally.type_not_kept {
+                return true;
             }
             super::embedded::to_go_json(&document, text)
         } else {
@@ -348,7 +359,8 @@ fn write_inside_embedded_document(
                 return false;
             };
             let mut data = document.to_value();
-            if write_at(&mut data, inner, value, &write, &mut written).is_err() || written == 0 {
+            if write_at(&mut data, inner, value, &write, &mut tally).is_err() || tally.written == 0
+            {
                 return false;
             }
             document.update(&data, !value.is_object() && !value.is_array());
@@ -529,6 +541,40 @@ struct WriteOptions<'o> {
     /// A null field is a value to overwrite (in a document held in a string, where kyaml
     /// sees a `~` node), not a missing field.
     null_is_value: bool,
+    /// A JSON document held in a string: kustomize keeps a scalar's YAML tag and must read
+    /// the document back through Go's decoder, which refuses a text that is not of that type.
+    json_types: bool,
+}
+
+/// What a write reached.
+#[derive(Default)]
+struct Tally {
+    written: usize,
+    /// A JSON scalar that cannot hold the new text: kustomize's write then lands in a
+    /// throwaway copy, so nothing changes and nothing fails.
+    type_not_kept: bool,
+}
+
+/// Why a write failed.
+#[derive(Debug)]
+enum WriteError {
+    /// The path runs into a node of the wrong kind: kustomize's cause after "unable to find
+    /// field". The node's contents, which kustomize prints, are left out: they may be a
+    /// Secret's.
+    Path(String),
+    /// The value cannot be written where the path leads.
+    Value(String),
+}
+
+fn wrong_kind(expected: &str, found: &Value) -> WriteError {
+    let kind = match found {
+        Value::Object(_) => "MappingNode",
+        Value::Array(_) => "SequenceNode",
+        _ => "ScalarNode",
+    };
+    WriteError::Path(format!(
+        "wrong node kind: expected {expected} but got {kind}"
+    ))
 }
 
 /// Writes `value` at every place `segments` reaches, creating fields when asked.
@@ -537,23 +583,32 @@ fn write_at(
     segments: &[PathSegment],
     value: &Value,
     write: &WriteOptions,
-    written: &mut usize,
-) -> Result<(), String> {
+    tally: &mut Tally,
+) -> Result<(), WriteError> {
     let options = write.field;
     let Some((first, rest)) = segments.split_first() else {
-        set_field(target, value, options, write.created_as_string)?;
-        *written += 1;
+        if write.json_types && !value.is_object() && !value.is_array() {
+            match json_retyped(target, &scalar_text(value)) {
+                Some(retyped) => *target = retyped,
+                None => tally.type_not_kept = true,
+            }
+        } else {
+            set_field(target, value, options, write.created_as_string)
+                .map_err(WriteError::Value)?;
+        }
+        tally.written += 1;
         return Ok(());
     };
     match (first, target) {
         (PathSegment::Field(name), Value::Object(map)) => {
             let null = map.get(name).is_some_and(Value::is_null);
+            let null_is_value = write.null_is_value || write.json_types && rest.is_empty();
             if null && write.null_is_value && !rest.is_empty() {
-                return Err(format!(
+                return Err(WriteError::Path(format!(
                     "wrong node kind: expected a mapping at {name}, found null"
-                ));
+                )));
             }
-            if !map.contains_key(name) || null && !write.null_is_value {
+            if !map.contains_key(name) || null && !null_is_value {
                 if !options.create {
                     return Ok(());
                 }
@@ -565,31 +620,43 @@ fn write_at(
                     Value::Object(Map::new())
                 };
                 map.insert(name.clone(), fresh);
+                if rest.is_empty() {
+                    // A created field has no tag to keep, in JSON too.
+                    let slot = map.get_mut(name).expect("inserted");
+                    set_field(slot, value, options, write.created_as_string)
+                        .map_err(WriteError::Value)?;
+                    tally.written += 1;
+                    return Ok(());
+                }
             }
             write_at(
                 map.get_mut(name).expect("present"),
                 rest,
                 value,
                 write,
-                written,
+                tally,
             )
         }
         (PathSegment::Index(i), Value::Array(items)) => {
             if *i == items.len() && options.create {
-                items.push(if rest.is_empty() {
-                    Value::Null
-                } else {
-                    Value::Object(Map::new())
-                });
+                if rest.is_empty() {
+                    let mut fresh = Value::Null;
+                    set_field(&mut fresh, value, options, write.created_as_string)
+                        .map_err(WriteError::Value)?;
+                    items.push(fresh);
+                    tally.written += 1;
+                    return Ok(());
+                }
+                items.push(Value::Object(Map::new()));
             }
             match items.get_mut(*i) {
-                Some(item) => write_at(item, rest, value, write, written),
+                Some(item) => write_at(item, rest, value, write, tally),
                 None => Ok(()),
             }
         }
         (PathSegment::Wildcard, Value::Array(items)) => {
             for item in items.iter_mut() {
-                write_at(item, rest, value, write, written)?;
+                write_at(item, rest, value, write, tally)?;
             }
             Ok(())
         }
@@ -597,18 +664,30 @@ fn write_at(
             let mut any = false;
             for item in items.iter_mut().filter(|item| element_matches(item, k, v)) {
                 any = true;
-                write_at(item, rest, value, write, written)?;
+                write_at(item, rest, value, write, tally)?;
             }
             if !any && options.create && !k.is_empty() {
                 let mut element = Map::new();
                 element.insert(k.clone(), Value::String(v.clone()));
                 items.push(Value::Object(element));
                 let last = items.last_mut().expect("just pushed");
-                write_at(last, rest, value, write, written)?;
+                write_at(last, rest, value, write, tally)?;
             }
             Ok(())
         }
-        _ => Ok(()),
+        (_, Value::Null) => Ok(()),
+        // kustomize reads a string the path runs through as a YAML document and goes on in
+        // a copy of it: what it finds there counts, what it writes there is lost.
+        (_, Value::String(text)) => match yaml::parse_single(text, Schema::Kyaml) {
+            Ok(mut inner @ (Value::Object(_) | Value::Array(_))) => {
+                write_at(&mut inner, segments, value, write, tally)
+            }
+            Ok(Value::Null) => Ok(()),
+            Ok(scalar) => Err(wrong_kind("MappingNode", &scalar)),
+            Err(error) => Err(WriteError::Path(format!("yaml: {error}"))),
+        },
+        (PathSegment::Field(_), other) => Err(wrong_kind("MappingNode", other)),
+        (_, other) => Err(wrong_kind("SequenceNode", other)),
     }
 }
 
@@ -661,6 +740,25 @@ fn set_field(
     Ok(())
 }
 
+/// `text` in place of the JSON scalar `target`, as go-yaml reads it back under the tag the
+/// target keeps (an integer widens to a float); `None` where go-yaml refuses it.
+fn json_retyped(target: &Value, text: &str) -> Option<Value> {
+    let read = yaml::plain_scalar(text, Schema::Kyaml);
+    match (target, read) {
+        (Value::String(_), _) => Some(Value::String(text.to_string())),
+        (Value::Null, Value::Null) => Some(Value::Null),
+        (Value::Bool(_), Value::Bool(b)) => Some(Value::Bool(b)),
+        (Value::Number(was), Value::Number(now)) if was.is_f64() || !now.is_f64() => {
+            if was.is_f64() {
+                serde_json::Number::from_f64(now.as_f64()?).map(Value::Number)
+            } else {
+                Some(Value::Number(now))
+            }
+        }
+        _ => None,
+    }
+}
+
 fn retyped_number(text: &str) -> Value {
     if let Ok(i) = text.parse::<i64>() {
         return Value::from(i);
@@ -691,5 +789,36 @@ mod tests {
             ]
         );
         assert_eq!(parse_field_path("a.*.b")[1], PathSegment::Wildcard);
+    }
+
+    #[test]
+    fn a_path_through_a_secret_value_names_the_kind_but_not_the_value() {
+        let mut secret = serde_json::json!({
+            "kind": "Secret",
+            "data": {"password": "c3VwZXItc2VjcmV0", "list": ["c3VwZXItc2VjcmV0"]},
+        });
+        for path in ["data.password.x", "data.list.x"] {
+            let mut tally = Tally::default();
+            let options = FieldOptions::default();
+            let write = WriteOptions {
+                field: &options,
+                created_as_string: false,
+                null_is_value: false,
+                json_types: false,
+            };
+            let result = write_at(
+                &mut secret,
+                &parse_field_path(path),
+                &Value::from("new"),
+                &write,
+                &mut tally,
+            );
+            let Err(WriteError::Path(cause)) = result else {
+                panic!("{path}: expected a path error, got {result:?}");
+            };
+            assert!(cause.starts_with("wrong node kind: expected MappingNode but got "));
+            assert!(!cause.contains("c3VwZXItc2VjcmV0"), "{cause}");
+        }
+        assert_eq!(secret["data"]["password"], "c3VwZXItc2VjcmV0");
     }
 }

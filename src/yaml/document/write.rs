@@ -223,28 +223,80 @@ impl Writer {
             }
             Content::Mapping { entries, .. } => {
                 self.emitter.push_char('{');
+                let mut broke = false;
                 for (index, (key, value)) in entries.iter().enumerate() {
-                    if index > 0 {
-                        self.emitter.push(", ");
-                    }
-                    self.node_inline(key, indent, true, true, None);
+                    self.flow_separator(index, broke, indent, &key.head_comment);
+                    self.flow_child(key, indent, true);
                     self.emitter.push(": ");
-                    self.node_inline(value, indent, false, true, None);
+                    self.flow_child(value, indent, false);
+                    let comment = value
+                        .line_comment
+                        .as_deref()
+                        .or(key.line_comment.as_deref());
+                    broke = self.flow_comment(comment);
                 }
+                // go-yaml writes a mapping's `}` where the line is, even at its start.
                 self.emitter.push_char('}');
             }
             Content::Sequence { items, .. } => {
                 self.emitter.push_char('[');
+                let mut broke = false;
                 for (index, item) in items.iter().enumerate() {
-                    if index > 0 {
-                        self.emitter.push(", ");
-                    }
-                    self.node_inline(item, indent, false, true, None);
+                    self.flow_separator(index, broke, indent, &item.head_comment);
+                    self.flow_child(item, indent, false);
+                    broke = self.flow_comment(item.line_comment.as_deref());
+                }
+                if self.emitter.column == 0 {
+                    self.emitter.indent_to(indent);
                 }
                 self.emitter.push_char(']');
             }
         }
         false
+    }
+
+    /// `, ` before a flow entry, unless a comment already ended the line. An entry after a
+    /// line break, or after its own head comment, starts at the collection's indentation.
+    fn flow_separator(&mut self, index: usize, broke: bool, indent: usize, head: &[String]) {
+        if index > 0 && !broke {
+            self.emitter.push_char(',');
+        }
+        if !head.is_empty() {
+            for line in head {
+                if self.emitter.column != 0 {
+                    self.emitter.push_char('\n');
+                }
+                self.emitter.indent_to(indent + INDENT);
+                self.emitter.push(line);
+            }
+            self.emitter.push_char('\n');
+        }
+        if self.emitter.column == 0 {
+            self.emitter.indent_to(indent + INDENT);
+        } else if index > 0 {
+            self.emitter.push_char(' ');
+        }
+    }
+
+    /// A flow entry's node: a nested flow collection indents one level deeper.
+    fn flow_child(&mut self, node: &Node, indent: usize, simple_key: bool) {
+        let indent = match node.content {
+            Content::Mapping { .. } | Content::Sequence { .. } => indent + INDENT,
+            Content::Scalar { .. } | Content::Alias(_) => indent,
+        };
+        self.node_inline(node, indent, simple_key, true, None);
+    }
+
+    /// A flow entry's line comment: go-yaml writes the entry's comma before it and ends the
+    /// line. Whether the line ended.
+    fn flow_comment(&mut self, comment: Option<&str>) -> bool {
+        let Some(comment) = comment else {
+            return false;
+        };
+        self.emitter.push(", ");
+        self.emitter.push(comment);
+        self.emitter.push_char('\n');
+        true
     }
 
     /// A scalar in go-yaml v3's encoder: the tag is written only when the text would not
