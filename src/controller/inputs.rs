@@ -44,7 +44,11 @@ pub(crate) async fn decryption_keys(
         Some(reference) => (namespace, reference.name.clone()),
         None => match &ctx.options.sops_age_secret {
             Some(name) => (ctx.options.runtime_namespace.clone(), name.clone()),
-            None => return Ok(Some(Keys::new())),
+            None => {
+                let mut keys = Keys::new();
+                keys.add_environment(std::env::vars());
+                return Ok(Some(keys));
+            }
         },
     };
     let secret_id = format!("{secret_namespace}/{secret_name}");
@@ -60,15 +64,19 @@ pub(crate) async fn decryption_keys(
             secret: secret_id.clone(),
         })?;
     let mut keys = Keys::new();
+    let from_global_secret = decryption.secret_ref.is_none();
     for (entry, value) in secret.data.unwrap_or_default() {
-        if entry.ends_with(".agekey") || entry.ends_with(".asc") {
-            keys.add(&entry, &value.0)
-                .map_err(|source| InputError::DecryptionKey {
-                    secret: secret_id.clone(),
-                    source,
-                })?;
+        // The controller-wide Secret gives age identities only, as in Flux.
+        if from_global_secret && !entry.ends_with(".agekey") {
+            continue;
         }
+        keys.add_entry(&entry, &value.0)
+            .map_err(|source| InputError::DecryptionKey {
+                secret: secret_id.clone(),
+                source,
+            })?;
     }
+    keys.add_environment(std::env::vars());
     Ok(Some(keys))
 }
 

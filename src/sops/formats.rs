@@ -99,8 +99,9 @@ fn load_ini(text: &str) -> Result<Loaded, SopsError> {
     let mut sections: Vec<(String, Vec<(String, Ordered)>)> = Vec::new();
     let mut flat = Vec::new();
     let mut current: Option<String> = None;
-    for (number, line) in text.lines().enumerate() {
-        let line = line.trim();
+    let mut lines = text.split_inclusive('\n').enumerate();
+    while let Some((number, raw)) = lines.next() {
+        let line = raw.trim();
         if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
             continue;
         }
@@ -111,15 +112,26 @@ fn load_ini(text: &str) -> Result<Loaded, SopsError> {
             }
             continue;
         }
-        let (key, value) = line.split_once('=').ok_or_else(|| {
+        // The raw line: a `"""` value keeps the line break after its first line.
+        let (key, value) = raw.trim_start().split_once('=').ok_or_else(|| {
             parse_error(
                 Format::Ini,
                 format!("line {}: expected key = value", number + 1),
             )
         })?;
-        let (key, value) = (key.trim().to_string(), value.trim().to_string());
+        let key = key.trim().to_string();
+        let value = ini_value(value.trim_start(), &mut lines).ok_or_else(|| {
+            parse_error(
+                Format::Ini,
+                format!(
+                    "line {}: the value of `{key}` has no closing \"\"\"",
+                    number + 1
+                ),
+            )
+        })?;
         match current.as_deref() {
-            // Multi-line metadata (armored keys) is stored with escaped newlines.
+            // Multi-line metadata (armored keys) is stored with escaped newlines (sops
+            // 3.13.0 and 3.13.1 wrote them inside `"""` instead, which this leaves as is).
             Some("sops") => flat.push((key, value.replace("\\n", "\n"))),
             section => {
                 let name = section.unwrap_or("DEFAULT");
@@ -143,6 +155,43 @@ fn load_ini(text: &str) -> Result<Loaded, SopsError> {
         branches: vec![Ordered::Map(branch)],
         metadata: unflatten(flat)?,
     })
+}
+
+/// An INI value as go-ini reads it: `"""…"""` may span lines (kept raw, line breaks
+/// included), `` `…` `` is taken literally, and a plain value ends at a `#` or `;` comment.
+/// `None`: a `"""` never closed.
+fn ini_value<'t>(
+    value: &'t str,
+    lines: &mut impl Iterator<Item = (usize, &'t str)>,
+) -> Option<String> {
+    if value.len() > 3
+        && let Some(rest) = value.strip_prefix("\"\"\"")
+    {
+        if let Some(end) = rest.rfind("\"\"\"") {
+            return Some(rest[..end].to_string());
+        }
+        let mut text = rest.to_string();
+        for (_, raw) in lines {
+            if let Some(end) = raw.rfind("\"\"\"") {
+                text.push_str(&raw[..end]);
+                return Some(text);
+            }
+            text.push_str(raw);
+        }
+        return None;
+    }
+    let value = value.trim_end();
+    if let Some(quoted) = value
+        .strip_prefix('`')
+        .and_then(|rest| rest.rfind('`').map(|end| &rest[..end]))
+    {
+        return Some(quoted.to_string());
+    }
+    let value = match value.find(['#', ';']) {
+        Some(comment) => value[..comment].trim_end(),
+        None => value,
+    };
+    Some(value.to_string())
 }
 
 const MAX_METADATA_DEPTH: usize = 16;

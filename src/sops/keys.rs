@@ -1,12 +1,29 @@
-//! Private keys that open a file's data key: age X25519 identities and OpenPGP secret keys.
+//! What a decryption may open data keys with: age identities, OpenPGP secret keys, and
+//! credentials for the key services (AWS KMS, GCP KMS, Azure Key Vault, Vault transit).
 //!
-//! Keys come from the user (a key file, or entries of the decryption Secret named `*.agekey`
-//! and `*.asc`). Key material never appears in errors or logs; errors name the entry only.
+//! Keys come from the user: entries of the decryption Secret, recognised by name as Flux
+//! does (`*.agekey`, `*.asc`, `sops.aws-kms`, `sops.gcp-kms`, `sops.azure-kv`,
+//! `sops.vault-token`), key files given to the CLI (recognised by content), and the
+//! controller's own environment for what no entry gives. [`Keys::open`] hands a metadata
+//! entry to the [`KeySource`] of its kind. Key material never appears in errors or logs;
+//! errors name the entry only.
 
-use std::io::Read;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
-/// The largest data key SOPS produces; anything else in a recipient stanza is refused.
-const DATA_KEY_LEN: usize = 32;
+use super::keysource::age::AgeIdentities;
+use super::keysource::aws_kms::{AwsCredentials, AwsEndpoints, AwsKms};
+use super::keysource::azure_kv::{AzureCredentials, AzureKeyVault};
+use super::keysource::gcp_kms::{GcpCredentials, GcpKms};
+use super::keysource::pgp::PgpKeys;
+use super::keysource::vault::VaultTransit;
+use super::keysource::{KeySource, Stanza};
+
+/// The decryption Secret entries with fixed names, as Flux names them.
+pub const AWS_KMS_ENTRY: &str = "sops.aws-kms";
+pub const GCP_KMS_ENTRY: &str = "sops.gcp-kms";
+pub const AZURE_KV_ENTRY: &str = "sops.azure-kv";
+pub const VAULT_TOKEN_ENTRY: &str = "sops.vault-token";
 
 /// A key entry that could not be read. Names the entry, never its content.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -19,23 +36,42 @@ pub enum KeyError {
     Empty { entry: String },
     #[error("{entry}: OpenPGP keys are not supported by this build (feature `pgp` is off)")]
     PgpDisabled { entry: String },
+    #[error("{entry}: {reason}")]
+    InvalidCredentials { entry: String, reason: String },
 }
 
-/// The private keys available for one decryption.
+/// The keys and credentials available for one decryption.
 #[derive(Default)]
 pub struct Keys {
-    age: Vec<age::x25519::Identity>,
-    /// Identities of kinds the age crate cannot use (post-quantum hybrids), by entry name.
-    unsupported_age: Vec<String>,
-    #[cfg(feature = "pgp")]
-    pgp: Vec<pgp::composed::SignedSecretKey>,
+    age: AgeIdentities,
+    pgp: PgpKeys,
+    aws: Option<AwsCredentials>,
+    aws_endpoints: AwsEndpoints,
+    gcp: Option<GcpCredentials>,
+    gcp_endpoint: Option<String>,
+    azure: Option<AzureCredentials>,
+    vault_token: Option<String>,
+    /// The key-service clients, made on first use (they keep connections and tokens).
+    services: OnceLock<Services>,
+}
+
+#[derive(Default)]
+struct Services {
+    aws: Option<AwsKms>,
+    gcp: Option<GcpKms>,
+    azure: Option<AzureKeyVault>,
+    vault: Option<Result<VaultTransit, String>>,
 }
 
 impl std::fmt::Debug for Keys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Keys")
-            .field("age", &self.age.len())
-            .field("pgp", &self.pgp_count())
+            .field("age", &self.age.identities.len())
+            .field("pgp", &self.pgp.len())
+            .field("aws", &self.aws.is_some())
+            .field("gcp", &self.gcp.is_some())
+            .field("azure", &self.azure.is_some())
+            .field("vault", &self.vault_token.is_some())
             .finish()
     }
 }
@@ -46,31 +82,120 @@ impl Keys {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.age.is_empty() && self.pgp_count() == 0 && self.unsupported_age.is_empty()
+        self.age.identities.is_empty()
+            && self.pgp.len() == 0
+            && self.age.unsupported.is_empty()
+            && self.aws.is_none()
+            && self.gcp.is_none()
+            && self.azure.is_none()
+            && self.vault_token.is_none()
     }
 
-    fn pgp_count(&self) -> usize {
-        #[cfg(feature = "pgp")]
-        return self.pgp.len();
-        #[cfg(not(feature = "pgp"))]
-        0
+    /// Adds a decryption Secret entry by its name, as Flux reads them; entries it does not
+    /// know are ignored. `true` when the entry was used.
+    pub fn add_entry(&mut self, entry: &str, content: &[u8]) -> Result<bool, KeyError> {
+        let invalid = |reason: String| KeyError::InvalidCredentials {
+            entry: entry.to_string(),
+            reason,
+        };
+        match entry {
+            AWS_KMS_ENTRY => self.aws = Some(AwsCredentials::from_entry(content).map_err(invalid)?),
+            GCP_KMS_ENTRY => self.gcp = Some(GcpCredentials::from_entry(content).map_err(invalid)?),
+            AZURE_KV_ENTRY => {
+                self.azure = Some(AzureCredentials::from_entry(content).map_err(invalid)?);
+            }
+            VAULT_TOKEN_ENTRY => {
+                let token = String::from_utf8_lossy(content).trim().to_string();
+                if token.is_empty() {
+                    return Err(invalid("the token is empty".into()));
+                }
+                self.vault_token = Some(token);
+            }
+            _ if entry.ends_with(".agekey") => {
+                self.add_age(entry, &String::from_utf8_lossy(content))?;
+            }
+            _ if entry.ends_with(".asc") => {
+                self.add_pgp(entry, &String::from_utf8_lossy(content))?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
-    /// Adds a key entry, recognised by content: an armored OpenPGP secret key or age
+    /// Adds a key file, recognised by content: an armored OpenPGP secret key or age
     /// identities (one per line, `#` comments allowed). `entry` names it in errors.
     pub fn add(&mut self, entry: &str, content: &[u8]) -> Result<(), KeyError> {
         let text = String::from_utf8_lossy(content);
         if text.contains("-----BEGIN PGP PRIVATE KEY BLOCK-----") {
             return self.add_pgp(entry, &text);
         }
-        let before = self.age.len() + self.unsupported_age.len();
+        let before = self.age.identities.len() + self.age.unsupported.len();
         self.add_age(entry, &text)?;
-        if self.age.len() + self.unsupported_age.len() == before {
+        if self.age.identities.len() + self.age.unsupported.len() == before {
             return Err(KeyError::Empty {
                 entry: entry.to_string(),
             });
         }
         Ok(())
+    }
+
+    /// Takes what the process environment says where no entry said it: credentials
+    /// (`AWS_ACCESS_KEY_ID`…, `VAULT_TOKEN`, `GOOGLE_OAUTH_ACCESS_TOKEN`,
+    /// `GOOGLE_APPLICATION_CREDENTIALS`, `AZURE_TENANT_ID`…) and endpoints
+    /// (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_KMS`, `AWS_ENDPOINT_URL_STS`,
+    /// `SOPS_GCP_KMS_ENDPOINT`).
+    pub fn add_environment(&mut self, vars: impl IntoIterator<Item = (String, String)>) {
+        let env: BTreeMap<String, String> = vars
+            .into_iter()
+            .filter(|(name, value)| {
+                !value.is_empty()
+                    && (name.starts_with("AWS_")
+                        || name.starts_with("AZURE_")
+                        || name.starts_with("GOOGLE_")
+                        || name == "VAULT_TOKEN"
+                        || name == "SOPS_GCP_KMS_ENDPOINT")
+            })
+            .collect();
+        let var = |name: &str| env.get(name).cloned();
+        if self.aws.is_none()
+            && let (Some(access_key_id), Some(secret_access_key)) =
+                (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
+        {
+            self.aws = Some(AwsCredentials {
+                access_key_id,
+                secret_access_key,
+                session_token: var("AWS_SESSION_TOKEN"),
+            });
+        }
+        self.aws_endpoints.kms = var("AWS_ENDPOINT_URL_KMS").or_else(|| var("AWS_ENDPOINT_URL"));
+        self.aws_endpoints.sts = var("AWS_ENDPOINT_URL_STS").or_else(|| var("AWS_ENDPOINT_URL"));
+        if self.vault_token.is_none() {
+            self.vault_token = var("VAULT_TOKEN");
+        }
+        if self.gcp.is_none() {
+            self.gcp = var("GOOGLE_OAUTH_ACCESS_TOKEN")
+                .map(GcpCredentials::AccessToken)
+                .or_else(|| {
+                    let path = var("GOOGLE_APPLICATION_CREDENTIALS")?;
+                    GcpCredentials::from_entry(&std::fs::read(path).ok()?).ok()
+                });
+        }
+        self.gcp_endpoint = var("SOPS_GCP_KMS_ENDPOINT");
+        if self.azure.is_none()
+            && let (Some(tenant_id), Some(client_id), Some(client_secret)) = (
+                var("AZURE_TENANT_ID"),
+                var("AZURE_CLIENT_ID"),
+                var("AZURE_CLIENT_SECRET"),
+            )
+        {
+            self.azure = Some(AzureCredentials {
+                tenant_id,
+                client_id,
+                client_secret,
+                authority_host: var("AZURE_AUTHORITY_HOST")
+                    .unwrap_or_else(|| "https://login.microsoftonline.com/".into()),
+            });
+        }
     }
 
     /// Adds the age identities of an identity file.
@@ -81,7 +206,7 @@ impl Keys {
                 continue;
             }
             if line.starts_with("AGE-SECRET-KEY-PQ-") || line.starts_with("AGE-PLUGIN-") {
-                self.unsupported_age.push(entry.to_string());
+                self.age.unsupported.push(entry.to_string());
                 continue;
             }
             let identity = line.parse::<age::x25519::Identity>().map_err(|_| {
@@ -90,7 +215,7 @@ impl Keys {
                     line: number + 1,
                 }
             })?;
-            self.age.push(identity);
+            self.age.identities.push(identity);
         }
         Ok(())
     }
@@ -105,11 +230,11 @@ impl Keys {
         };
         let (keys, _) = SignedSecretKey::from_armor_many(text.as_bytes())
             .map_err(|e| invalid(e.to_string()))?;
-        let before = self.pgp.len();
+        let before = self.pgp.keys.len();
         for key in keys {
-            self.pgp.push(key.map_err(|e| invalid(e.to_string()))?);
+            self.pgp.keys.push(key.map_err(|e| invalid(e.to_string()))?);
         }
-        if self.pgp.len() == before {
+        if self.pgp.keys.len() == before {
             return Err(KeyError::Empty {
                 entry: entry.to_string(),
             });
@@ -124,104 +249,56 @@ impl Keys {
         })
     }
 
-    /// Opens an armored age file holding a data key. `Ok(None)`: none of our identities is a
-    /// recipient. `Err`: a reason worth reporting (malformed stanza, unsupported type).
-    pub(super) fn open_age(&self, armored: &str) -> Result<Option<[u8; 32]>, String> {
-        let reader = age::armor::ArmoredReader::new(armored.as_bytes());
-        let decryptor =
-            age::Decryptor::new(reader).map_err(|e| format!("invalid age file: {e}"))?;
-        let stanza_types = age_stanza_types(armored);
-        if !stanza_types.is_empty() && stanza_types.iter().all(|t| t != "X25519" && t != "scrypt") {
-            return Err(format!(
-                "unsupported recipient type {} (this build opens age X25519 recipients only)",
-                stanza_types.join(", ")
-            ));
-        }
-        if self.age.is_empty() {
-            return Ok(None);
-        }
-        let identities = self.age.iter().map(|i| i as &dyn age::Identity);
-        match decryptor.decrypt(identities) {
-            Ok(mut reader) => {
-                let mut key = Vec::new();
-                reader
-                    .by_ref()
-                    .take(DATA_KEY_LEN as u64 + 1)
-                    .read_to_end(&mut key)
-                    .map_err(|e| format!("age payload: {e}"))?;
-                data_key(key).map(Some)
-            }
-            Err(age::DecryptError::NoMatchingKeys) => Ok(None),
-            Err(e) => Err(format!("age: {e}")),
-        }
-    }
-
-    /// Opens an armored OpenPGP message holding a data key, like `open_age`.
-    #[cfg(feature = "pgp")]
-    pub(super) fn open_pgp(&self, armored: &str) -> Result<Option<[u8; 32]>, String> {
-        use pgp::composed::Message;
-        use pgp::types::Password;
-        if self.pgp.is_empty() {
-            return Ok(None);
-        }
-        for key in &self.pgp {
-            let (message, _) = Message::from_armor(armored.as_bytes())
-                .map_err(|e| format!("invalid OpenPGP message: {e}"))?;
-            let Ok(message) = message.decrypt(&Password::empty(), key) else {
-                continue;
-            };
-            let mut message = if message.is_compressed() {
-                message
-                    .decompress()
-                    .map_err(|_| "the OpenPGP payload could not be decompressed".to_string())?
-            } else {
-                message
-            };
-            // A data key is 32 bytes; reading more than that would let anyone with the public
-            // key make us inflate a compression bomb.
-            let mut key = Vec::with_capacity(33);
-            std::io::Read::read_to_end(&mut std::io::Read::take(&mut message, 33), &mut key)
-                .map_err(|_| "the OpenPGP payload could not be read".to_string())?;
-            return data_key(key).map(Some);
-        }
-        Ok(None)
-    }
-
-    #[cfg(not(feature = "pgp"))]
-    pub(super) fn open_pgp(&self, _armored: &str) -> Result<Option<[u8; 32]>, String> {
-        Err("OpenPGP support is not compiled in (feature `pgp`)".to_string())
-    }
-
     /// Whether post-quantum or plugin identities were given that this build cannot use.
     pub(super) fn has_unsupported_age(&self) -> bool {
-        !self.unsupported_age.is_empty()
+        !self.age.unsupported.is_empty()
     }
-}
 
-fn data_key(bytes: Vec<u8>) -> Result<[u8; 32], String> {
-    <[u8; 32]>::try_from(bytes.as_slice())
-        .map_err(|_| format!("the data key must be {DATA_KEY_LEN} bytes"))
-}
+    fn services(&self) -> &Services {
+        self.services.get_or_init(|| Services {
+            aws: self
+                .aws
+                .clone()
+                .map(|c| AwsKms::new(c, self.aws_endpoints.clone())),
+            gcp: self
+                .gcp
+                .clone()
+                .map(|c| GcpKms::new(c, self.gcp_endpoint.clone())),
+            azure: self.azure.clone().map(AzureKeyVault::new),
+            vault: self.vault_token.clone().map(VaultTransit::new),
+        })
+    }
 
-/// The stanza types (`-> TYPE …` lines) of an armored age file's header.
-fn age_stanza_types(armored: &str) -> Vec<String> {
-    use base64::Engine;
-    let body: String = armored
-        .lines()
-        .filter(|l| !l.starts_with("-----"))
-        .map(str::trim)
-        .collect();
-    let Ok(binary) = base64::engine::general_purpose::STANDARD.decode(body) else {
-        return Vec::new();
-    };
-    let header_end = binary
-        .windows(4)
-        .position(|w| w == b"\n---")
-        .unwrap_or(binary.len());
-    String::from_utf8_lossy(&binary[..header_end])
-        .lines()
-        .filter_map(|l| l.strip_prefix("-> "))
-        .filter_map(|l| l.split(' ').next())
-        .map(str::to_string)
-        .collect()
+    /// The bytes a metadata entry wraps (a data key or a Shamir share); `Ok(None)` when no
+    /// key of ours is its recipient. Errors say why, naming the service but no secret.
+    pub(super) fn open(&self, stanza: &Stanza) -> Result<Option<Vec<u8>>, String> {
+        let missing = |entry: &str| {
+            Err(format!(
+                "no credentials (add `{entry}` to the decryption Secret, or give the \
+                 controller its own)"
+            ))
+        };
+        let services = self.services();
+        match stanza {
+            Stanza::Age(entry) => self.age.open(entry),
+            Stanza::Pgp(entry) => self.pgp.open(entry),
+            Stanza::AwsKms(entry) => match &services.aws {
+                Some(source) => source.open(entry),
+                None => missing(AWS_KMS_ENTRY),
+            },
+            Stanza::GcpKms(entry) => match &services.gcp {
+                Some(source) => source.open(entry),
+                None => missing(GCP_KMS_ENTRY),
+            },
+            Stanza::AzureKv(entry) => match &services.azure {
+                Some(source) => source.open(entry),
+                None => missing(AZURE_KV_ENTRY),
+            },
+            Stanza::Vault(entry) => match &services.vault {
+                Some(Ok(source)) => source.open(entry),
+                Some(Err(error)) => Err(error.clone()),
+                None => missing(VAULT_TOKEN_ENTRY),
+            },
+        }
+    }
 }

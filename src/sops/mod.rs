@@ -1,8 +1,10 @@
-//! SOPS decryption, in process: the Mozilla SOPS v3 file format opened with age X25519
-//! identities and OpenPGP secret keys.
+//! SOPS decryption, in process: the SOPS v3 file format, its data key opened with age X25519
+//! identities, OpenPGP secret keys, AWS KMS, GCP KMS, Azure Key Vault or Vault transit.
 //!
 //! Data flow: a file's bytes are loaded per [`Format`] into ordered branches and metadata
-//! (`formats`); the metadata's recipient stanzas yield the 32-byte data key (`keys`); every
+//! (`formats`); the metadata's key groups are read into typed entries, each opened by the
+//! key source of its kind with the [`Keys`] given (`keys`, `keysource`), and several groups'
+//! Shamir shares are combined (`shamir`) into the 32-byte data key; every
 //! encrypted leaf is opened with AES-256-GCM bound to its key path and the SHA-512 MAC over
 //! all plaintext leaves is checked (`tree`, `value`); the branches are printed back in the
 //! same format. Kubernetes objects that already went through a kustomize build have lost
@@ -12,6 +14,8 @@
 
 mod formats;
 mod keys;
+mod keysource;
+mod shamir;
 #[cfg(test)]
 mod tests;
 mod tree;
@@ -22,7 +26,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use serde_json::Value;
 
-pub use keys::{KeyError, Keys};
+pub use keys::{AWS_KMS_ENTRY, AZURE_KV_ENTRY, GCP_KMS_ENTRY, KeyError, Keys, VAULT_TOKEN_ENTRY};
 pub use value::{EncryptedValue, ValueError, ValueKind};
 
 /// The annotation that keeps an object away from decryption.
@@ -116,10 +120,19 @@ pub enum SopsError {
     Metadata(String),
     #[error(
         "no configured key decrypts the data key (recipients: {recipients}){}; \
-         set spec.decryption with a matching age or OpenPGP key",
+         set spec.decryption with a matching key or key service credentials",
         if details.is_empty() { String::new() } else { format!(": {details}") }
     )]
     NoMatchingKey { recipients: String, details: String },
+    #[error(
+        "{required} key groups must open the data key's Shamir shares, {opened} did{}",
+        if details.is_empty() { String::new() } else { format!(": {details}") }
+    )]
+    NotEnoughKeyGroups {
+        required: usize,
+        opened: usize,
+        details: String,
+    },
     #[error("{0}")]
     UnsupportedRecipient(String),
     #[error("value at `{path}`: {reason}")]

@@ -220,13 +220,21 @@ fn values_moved_between_keys_do_not_open() {
 #[cfg(feature = "pgp")]
 #[test]
 fn openpgp_ecc_keys_open_data_keys() {
+    use super::keysource::Stanza;
+    use super::keysource::pgp::PgpEntry;
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sops/generated");
     let key = std::fs::read(format!("{dir}/ecc.asc")).unwrap();
     let message = std::fs::read_to_string(format!("{dir}/msg.asc")).unwrap();
     let mut keys = Keys::new();
     keys.add("ecc.asc", &key).unwrap();
     let expected: Vec<u8> = (100..132).collect();
-    assert_eq!(keys.open_pgp(&message).unwrap().unwrap().to_vec(), expected);
+    let stanza = |message: &str| {
+        Stanza::Pgp(PgpEntry {
+            enc: message.to_string(),
+            fingerprint: String::new(),
+        })
+    };
+    assert_eq!(keys.open(&stanza(&message)).unwrap().unwrap(), expected);
     // Another key is simply not a recipient.
     let rsa = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -234,7 +242,7 @@ fn openpgp_ecc_keys_open_data_keys() {
     );
     let mut other = Keys::new();
     other.add("pgp.asc", &std::fs::read(rsa).unwrap()).unwrap();
-    assert_eq!(other.open_pgp(&message).unwrap(), None);
+    assert_eq!(other.open(&stanza(&message)).unwrap(), None);
 }
 
 #[test]

@@ -11,6 +11,8 @@ use sha2::{Digest, Sha512};
 
 use super::SopsError;
 use super::keys::Keys;
+use super::keysource::{KINDS, Stanza};
+use super::shamir;
 use super::value::{EncryptedValue, ValueKind};
 use crate::yaml::Ordered;
 
@@ -37,10 +39,12 @@ enum Rule {
 pub struct Metadata {
     lastmodified: String,
     mac: Option<String>,
-    age: Vec<String>,
-    pgp: Vec<String>,
-    /// Key services this build cannot reach (KMS, Vault…), for the error message.
-    other_key_types: Vec<&'static str>,
+    /// The key groups: each entry of a group wraps the same secret (the data key, or with
+    /// several groups that group's Shamir share).
+    groups: Vec<Vec<Stanza>>,
+    /// How many groups must open; 0 when the file does not say (then every one given is
+    /// combined, as sops does).
+    shamir_threshold: usize,
     rule: Rule,
     mac_only_encrypted: bool,
 }
@@ -52,60 +56,53 @@ impl Metadata {
             .as_object()
             .ok_or_else(|| bad("`sops` is not a mapping"))?;
         let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_string);
-        let mut age = Vec::new();
-        let mut pgp = Vec::new();
-        let mut other_key_types = Vec::new();
-        let mut groups = vec![map];
-        let has_top_level_keys = ["age", "pgp", "kms", "gcp_kms", "azure_kv", "hc_vault"]
-            .iter()
-            .any(|k| {
-                map.get(*k)
-                    .and_then(Value::as_array)
-                    .is_some_and(|l| !l.is_empty())
-            });
+        let has_top_level_keys = KINDS.iter().any(|k| {
+            map.get(*k)
+                .and_then(Value::as_array)
+                .is_some_and(|l| !l.is_empty())
+        });
         // As in SOPS, key groups count only when no key list is set at the top level.
-        if let Some(key_groups) = map
-            .get("key_groups")
-            .and_then(Value::as_array)
-            .filter(|_| !has_top_level_keys)
-        {
-            if key_groups.len() > 1 {
-                return Err(bad(
-                    "several key_groups (Shamir secret sharing) are not supported",
-                ));
+        let group_maps: Vec<&serde_json::Map<String, Value>> = match map.get("key_groups") {
+            Some(Value::Array(groups)) if !has_top_level_keys && !groups.is_empty() => groups
+                .iter()
+                .map(|g| {
+                    g.as_object()
+                        .ok_or_else(|| bad("a key group is not a mapping"))
+                })
+                .collect::<Result<_, _>>()?,
+            Some(other) if !has_top_level_keys && !other.is_null() && !other.is_array() => {
+                return Err(bad("`key_groups` is not a list"));
             }
-            groups.extend(key_groups.iter().filter_map(Value::as_object));
-        }
-        for group in groups {
-            for (entry, field, list) in [("age", "enc", &mut age), ("pgp", "enc", &mut pgp)] {
-                for stanza in group
-                    .get(entry)
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let enc = stanza
-                        .get(field)
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| bad(&format!("a `{entry}` entry has no `{field}`")))?;
-                    list.push(enc.to_string());
+            _ => vec![map],
+        };
+        let mut groups = Vec::new();
+        for group in group_maps {
+            let mut stanzas = Vec::new();
+            for kind in KINDS {
+                match group.get(kind) {
+                    None | Some(Value::Null) => {}
+                    Some(Value::Array(entries)) => {
+                        for entry in entries {
+                            stanzas.push(Stanza::parse(kind, entry).map_err(SopsError::Metadata)?);
+                        }
+                    }
+                    Some(_) => return Err(bad(&format!("`{kind}` is not a list"))),
                 }
             }
-            for (entry, name) in [
-                ("kms", "AWS KMS"),
-                ("gcp_kms", "GCP KMS"),
-                ("azure_kv", "Azure Key Vault"),
-                ("hc_vault", "HashiCorp Vault"),
-            ] {
-                if group
-                    .get(entry)
-                    .and_then(Value::as_array)
-                    .is_some_and(|l| !l.is_empty())
-                {
-                    other_key_types.push(name);
-                }
-            }
+            groups.push(stanzas);
         }
+        let shamir_threshold = match map.get("shamir_threshold") {
+            None | Some(Value::Null) => 0,
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| bad("shamir_threshold is not an integer"))?,
+            // INI and dotenv files store it as text.
+            Some(Value::String(s)) => s
+                .parse()
+                .map_err(|_| bad("shamir_threshold is not an integer"))?,
+            Some(_) => return Err(bad("shamir_threshold is not an integer")),
+        };
         let regex = |key: &str| -> Result<Option<Regex>, SopsError> {
             text(key)
                 .map(|r| Regex::new(&r).map_err(|e| bad(&format!("`{key}`: {e}"))))
@@ -135,9 +132,8 @@ impl Metadata {
         Ok(Metadata {
             lastmodified: text("lastmodified").ok_or_else(|| bad("`lastmodified` is missing"))?,
             mac: text("mac").filter(|m| !m.is_empty()),
-            age,
-            pgp,
-            other_key_types,
+            groups,
+            shamir_threshold,
             rule,
             mac_only_encrypted,
         })
@@ -153,53 +149,97 @@ impl Metadata {
         }
     }
 
-    /// The data key, from the first recipient stanza one of `keys` opens.
+    /// The data key: from the first entry of the one key group that `keys` opens, or with
+    /// several groups combined from the Shamir shares of those that open.
     pub fn data_key(&self, keys: &Keys) -> Result<[u8; 32], SopsError> {
+        let mut parts = Vec::new();
         let mut reasons = Vec::new();
-        for enc in &self.age {
-            match keys.open_age(enc) {
-                Ok(Some(key)) => return Ok(key),
-                Ok(None) => {}
-                Err(reason) => reasons.push(reason),
+        for (index, group) in self.groups.iter().enumerate() {
+            match open_group(group, keys) {
+                Ok(part) => parts.push(part),
+                Err(group_reasons) => reasons.extend(group_reasons.into_iter().map(|r| {
+                    if self.groups.len() > 1 {
+                        format!("group {index}: {r}")
+                    } else {
+                        r
+                    }
+                })),
             }
         }
-        for enc in &self.pgp {
-            match keys.open_pgp(enc) {
-                Ok(Some(key)) => return Ok(key),
-                Ok(None) => {}
-                Err(reason) => reasons.push(reason),
+        let secret = if self.groups.len() > 1 {
+            if parts.len() < self.shamir_threshold.max(2) {
+                return Err(SopsError::NotEnoughKeyGroups {
+                    required: self.shamir_threshold.max(2),
+                    opened: parts.len(),
+                    details: reasons.join("; "),
+                });
             }
-        }
-        // Only a file we cannot open at all for that reason is reported as unsupported;
-        // otherwise the missing key is the more useful message.
-        if let Some(unsupported) = reasons
-            .iter()
-            .find(|r| r.starts_with("unsupported recipient"))
-            && (self.age.len() + self.pgp.len() == 1 || keys.has_unsupported_age())
-        {
-            return Err(SopsError::UnsupportedRecipient(unsupported.clone()));
-        }
-        let mut recipients = Vec::new();
-        if !self.age.is_empty() {
-            recipients.push(format!("{} age", self.age.len()));
-        }
-        if !self.pgp.is_empty() {
-            recipients.push(format!("{} OpenPGP", self.pgp.len()));
-        }
-        recipients.extend(
-            self.other_key_types
-                .iter()
-                .map(|t| format!("{t} (not supported)")),
-        );
-        Err(SopsError::NoMatchingKey {
-            recipients: if recipients.is_empty() {
-                "none".to_string()
-            } else {
-                recipients.join(", ")
-            },
-            details: reasons.join("; "),
+            shamir::combine(&parts).map_err(|e| SopsError::Metadata(e.to_string()))?
+        } else if let Some(part) = parts.pop() {
+            part
+        } else {
+            return Err(self.no_matching_key(keys, reasons));
+        };
+        <[u8; 32]>::try_from(secret.as_slice()).map_err(|_| {
+            SopsError::Metadata(format!("the data key has {} bytes, not 32", secret.len()))
         })
     }
+
+    fn no_matching_key(&self, keys: &Keys, reasons: Vec<String>) -> SopsError {
+        let stanzas: Vec<&Stanza> = self.groups.iter().flatten().collect();
+        // Only a file we cannot open at all for that reason is reported as unsupported;
+        // otherwise the missing key is the more useful message.
+        if let Some(unsupported) = reasons.iter().find(|r| r.contains("unsupported recipient"))
+            && (stanzas.len() == 1 || keys.has_unsupported_age())
+        {
+            let unsupported = unsupported.trim_start_matches("age: ").to_string();
+            return SopsError::UnsupportedRecipient(unsupported);
+        }
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for stanza in &stanzas {
+            match counts
+                .iter_mut()
+                .find(|(name, _)| *name == stanza.source_name())
+            {
+                Some((_, count)) => *count += 1,
+                None => counts.push((stanza.source_name(), 1)),
+            }
+        }
+        let recipients = if counts.is_empty() {
+            "none".to_string()
+        } else {
+            counts
+                .iter()
+                .map(|(name, count)| format!("{count} {name}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        SopsError::NoMatchingKey {
+            recipients,
+            details: reasons.join("; "),
+        }
+    }
+}
+
+/// The secret one key group wraps, from the first of its entries `keys` opens; else why
+/// each entry did not open (entries no key of ours is a recipient of say nothing).
+fn open_group(group: &[Stanza], keys: &Keys) -> Result<Vec<u8>, Vec<String>> {
+    let mut reasons = Vec::new();
+    for stanza in group {
+        match keys.open(stanza) {
+            Ok(Some(secret)) => return Ok(secret),
+            Ok(None) => {}
+            Err(reason) => {
+                let key = stanza.key_name();
+                reasons.push(if key.is_empty() {
+                    format!("{}: {reason}", stanza.source_name())
+                } else {
+                    format!("{} {key}: {reason}", stanza.source_name())
+                });
+            }
+        }
+    }
+    Err(reasons)
 }
 
 /// Decrypts every encrypted leaf of `branches` and checks the MAC.
@@ -306,6 +346,10 @@ fn open_leaf(
         path: at(),
         reason: "expected an encrypted value, found a plain one".to_string(),
     })?;
+    // sops leaves empty values as they are: there is nothing to encrypt, nor to hash.
+    if text.is_empty() {
+        return Ok((Value::String(String::new()), Vec::new()));
+    }
     let sealed = EncryptedValue::parse(text).map_err(|e| SopsError::Value {
         path: at(),
         reason: e.to_string(),

@@ -16,6 +16,7 @@ mod parity;
 #[cfg(feature = "remote-bases")]
 mod remote_bases;
 mod sops;
+mod sops_key_sources;
 mod source;
 #[path = "../support/mod.rs"]
 mod support;

@@ -73,6 +73,7 @@ pub mod artifacts;
 pub mod cluster;
 pub mod controller;
 pub mod envtest;
+pub mod key_services;
 pub mod pki;
 
 /// Copies the folder `from` into `to`, recursively.

@@ -1,0 +1,79 @@
+//! age: X25519 identities open the armored age files SOPS stores in `age` entries.
+
+use std::io::Read;
+
+use super::{KeySource, MAX_WRAPPED_LEN, checked_secret};
+
+/// An `age` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AgeEntry {
+    /// The armored age file (`-----BEGIN AGE ENCRYPTED FILE-----`).
+    pub enc: String,
+}
+
+/// The age identities of a decryption.
+#[derive(Default)]
+pub(crate) struct AgeIdentities {
+    pub identities: Vec<age::x25519::Identity>,
+    /// Entries whose identities are of kinds the age crate cannot use (post-quantum
+    /// hybrids, plugins).
+    pub unsupported: Vec<String>,
+}
+
+impl KeySource for AgeIdentities {
+    type Entry = AgeEntry;
+    const NAME: &'static str = "age";
+
+    fn open(&self, entry: &AgeEntry) -> Result<Option<Vec<u8>>, String> {
+        let reader = age::armor::ArmoredReader::new(entry.enc.as_bytes());
+        let decryptor =
+            age::Decryptor::new(reader).map_err(|e| format!("invalid age file: {e}"))?;
+        let stanza_types = stanza_types(&entry.enc);
+        if !stanza_types.is_empty() && stanza_types.iter().all(|t| t != "X25519" && t != "scrypt") {
+            return Err(format!(
+                "unsupported recipient type {} (this build opens age X25519 recipients only)",
+                stanza_types.join(", ")
+            ));
+        }
+        if self.identities.is_empty() {
+            return Ok(None);
+        }
+        let identities = self.identities.iter().map(|i| i as &dyn age::Identity);
+        match decryptor.decrypt(identities) {
+            Ok(mut reader) => {
+                let mut key = Vec::new();
+                reader
+                    .by_ref()
+                    .take(MAX_WRAPPED_LEN as u64 + 1)
+                    .read_to_end(&mut key)
+                    .map_err(|e| format!("age payload: {e}"))?;
+                checked_secret(key).map(Some)
+            }
+            Err(age::DecryptError::NoMatchingKeys) => Ok(None),
+            Err(e) => Err(format!("age: {e}")),
+        }
+    }
+}
+
+/// The stanza types (`-> TYPE …` lines) of an armored age file's header.
+fn stanza_types(armored: &str) -> Vec<String> {
+    use base64::Engine;
+    let body: String = armored
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .map(str::trim)
+        .collect();
+    let Ok(binary) = base64::engine::general_purpose::STANDARD.decode(body) else {
+        return Vec::new();
+    };
+    let header_end = binary
+        .windows(4)
+        .position(|w| w == b"\n---")
+        .unwrap_or(binary.len());
+    String::from_utf8_lossy(&binary[..header_end])
+        .lines()
+        .filter_map(|l| l.strip_prefix("-> "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_string)
+        .collect()
+}

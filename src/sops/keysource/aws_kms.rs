@@ -1,0 +1,353 @@
+//! AWS KMS: `kms` entries are opened by KMS Decrypt, signed with SigV4, with the credentials
+//! of the decryption Secret's `sops.aws-kms` entry or the controller's environment; an
+//! entry's `role` is assumed through STS first, as sops does.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use base64::Engine;
+use serde_json::json;
+
+use super::http::{self, service_message};
+use super::{KeySource, checked_secret};
+
+/// A `kms` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KmsEntry {
+    pub arn: String,
+    /// A role to assume before decrypting; empty for none.
+    pub role: String,
+    /// The encryption context the data key was bound to.
+    pub context: BTreeMap<String, String>,
+    /// A shared-config profile; profiles are not read here (see [`AwsKms::open`]).
+    pub profile: String,
+    /// The ciphertext blob, standard base64.
+    pub enc: String,
+}
+
+/// Static credentials: an access key and, for temporary ones, a session token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AwsCredentials {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+}
+
+impl std::fmt::Debug for AwsCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsCredentials").finish_non_exhaustive()
+    }
+}
+
+impl AwsCredentials {
+    /// The `sops.aws-kms` entry: YAML with `aws_access_key_id`, `aws_secret_access_key` and
+    /// an optional `aws_session_token`, as Flux reads it.
+    pub fn from_entry(content: &[u8]) -> Result<AwsCredentials, String> {
+        let text = std::str::from_utf8(content).map_err(|_| "not UTF-8 text".to_string())?;
+        let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kyaml)
+            .map_err(|e| format!("failed to unmarshal AWS credentials file: {e}"))?;
+        let field = |name: &str| {
+            value
+                .get(name)
+                .and_then(|v| v.as_str())
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        match (field("aws_access_key_id"), field("aws_secret_access_key")) {
+            (Some(access_key_id), Some(secret_access_key)) => Ok(AwsCredentials {
+                access_key_id,
+                secret_access_key,
+                session_token: field("aws_session_token"),
+            }),
+            _ => Err("requires aws_access_key_id and aws_secret_access_key".to_string()),
+        }
+    }
+}
+
+/// Where requests go: AWS's endpoints, unless the standard `AWS_ENDPOINT_URL*` variables of
+/// the controller's environment name others.
+#[derive(Debug, Clone, Default)]
+pub struct AwsEndpoints {
+    pub kms: Option<String>,
+    pub sts: Option<String>,
+}
+
+/// AWS credentials and the endpoints to use them at.
+pub(crate) struct AwsKms {
+    credentials: AwsCredentials,
+    endpoints: AwsEndpoints,
+    client: OnceLock<Result<reqwest::blocking::Client, String>>,
+}
+
+impl AwsKms {
+    pub(crate) fn new(credentials: AwsCredentials, endpoints: AwsEndpoints) -> AwsKms {
+        AwsKms {
+            credentials,
+            endpoints,
+            client: OnceLock::new(),
+        }
+    }
+
+    fn client(&self) -> Result<&reqwest::blocking::Client, String> {
+        self.client
+            .get_or_init(http::client)
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Sends a signed POST.
+    #[allow(clippy::too_many_arguments)]
+    fn call(
+        &self,
+        what: &str,
+        service: &str,
+        region: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        credentials: &AwsCredentials,
+    ) -> Result<http::Answer, String> {
+        let client = self.client()?;
+        // Signed once: retries come within seconds, well inside SigV4's five minutes.
+        let signed = sign(service, region, url, headers, body, credentials)?;
+        http::send(what, || {
+            let mut request = client.post(url).body(body.to_vec());
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            for (name, value) in &signed {
+                request = request.header(name, value);
+            }
+            request
+        })
+    }
+
+    /// Temporary credentials for `role`, as sops assumes it (session `sops@<host>`).
+    fn assume_role(&self, role: &str, region: &str) -> Result<AwsCredentials, String> {
+        let url = self
+            .endpoints
+            .sts
+            .clone()
+            .unwrap_or_else(|| format!("https://sts.{region}.amazonaws.com/"));
+        let what = format!("STS AssumeRole {role} at {url}");
+        let body = form_urlencoded::Serializer::new(String::new())
+            .append_pair("Action", "AssumeRole")
+            .append_pair("Version", "2011-06-15")
+            .append_pair("RoleArn", role)
+            .append_pair("RoleSessionName", &session_name())
+            .finish();
+        let answer = self.call(
+            &what,
+            "sts",
+            region,
+            &url,
+            &[("content-type", "application/x-www-form-urlencoded")],
+            body.as_bytes(),
+            &self.credentials,
+        )?;
+        let text = String::from_utf8_lossy(&answer.body);
+        if !answer.is_success() {
+            let message = xml_text(&text, "Message").unwrap_or_default();
+            return Err(format!("{what}: HTTP {}: {message}", answer.status));
+        }
+        let field = |name: &str| {
+            xml_text(&text, name).ok_or_else(|| format!("{what}: the answer has no {name}"))
+        };
+        Ok(AwsCredentials {
+            access_key_id: field("AccessKeyId")?,
+            secret_access_key: field("SecretAccessKey")?,
+            session_token: Some(field("SessionToken")?),
+        })
+    }
+}
+
+impl KeySource for AwsKms {
+    type Entry = KmsEntry;
+    const NAME: &'static str = "AWS KMS";
+
+    /// `aws_profile` names a profile of a shared config file the controller does not read;
+    /// the entry is opened with the credentials given, as Flux's static credentials are.
+    fn open(&self, entry: &KmsEntry) -> Result<Option<Vec<u8>>, String> {
+        let region = region_of(&entry.arn)?;
+        let credentials = if entry.role.is_empty() {
+            self.credentials.clone()
+        } else {
+            self.assume_role(&entry.role, &region)?
+        };
+        let url = self
+            .endpoints
+            .kms
+            .clone()
+            .unwrap_or_else(|| format!("https://kms.{region}.amazonaws.com/"));
+        let what = format!("Decrypt at {url}");
+        let body = serde_json::to_vec(&json!({
+            "CiphertextBlob": entry.enc,
+            "EncryptionContext": entry.context,
+            "KeyId": entry.arn,
+        }))
+        .map_err(|e| e.to_string())?;
+        let answer = self.call(
+            &what,
+            "kms",
+            &region,
+            &url,
+            &[
+                ("content-type", "application/x-amz-json-1.1"),
+                ("x-amz-target", "TrentService.Decrypt"),
+            ],
+            &body,
+            &credentials,
+        )?;
+        if !answer.is_success() {
+            let kind = answer
+                .json()
+                .ok()
+                .and_then(|j| j.get("__type").and_then(|t| t.as_str()).map(str::to_string))
+                .unwrap_or_default();
+            let message = service_message(&answer, &["/message", "/Message"]);
+            return Err(if kind.is_empty() {
+                format!("{what}: {message}")
+            } else {
+                format!("{what}: {message} ({kind})")
+            });
+        }
+        let json = answer.json().map_err(|e| format!("{what}: {e}"))?;
+        let plaintext = json
+            .get("Plaintext")
+            .and_then(|p| p.as_str())
+            .ok_or_else(|| format!("{what}: the answer has no Plaintext"))?;
+        let key = base64::engine::general_purpose::STANDARD
+            .decode(plaintext)
+            .map_err(|_| format!("{what}: Plaintext is not base64"))?;
+        checked_secret(key).map(Some)
+    }
+}
+
+/// The region of a KMS key ARN, which sops uses whatever else is configured.
+fn region_of(arn: &str) -> Result<String, String> {
+    static ARN: OnceLock<regex::Regex> = OnceLock::new();
+    let pattern = ARN.get_or_init(|| {
+        regex::Regex::new(r"^arn:aws[\w-]*:kms:(.+):[0-9]+:(key|alias)/.+$").expect("valid")
+    });
+    pattern
+        .captures(arn)
+        .map(|c| c[1].to_string())
+        .ok_or_else(|| format!("no valid ARN found in '{arn}'"))
+}
+
+/// `sops@<host>` with what STS refuses in a session name removed, as sops names it.
+fn session_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let name: String = format!("sops@{host}")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || "=,.@_".contains(*c) || ('@'..='_').contains(c))
+        .take(64)
+        .collect();
+    name
+}
+
+/// The text of the first `<name>…</name>` element of an STS answer.
+fn xml_text(xml: &str, name: &str) -> Option<String> {
+    let open = format!("<{name}>");
+    let start = xml.find(&open)? + open.len();
+    let end = xml[start..].find(&format!("</{name}>"))? + start;
+    Some(xml[start..end].trim().to_string())
+}
+
+#[cfg(not(feature = "aws-kms"))]
+fn sign(
+    _service: &str,
+    _region: &str,
+    _url: &str,
+    _headers: &[(&str, &str)],
+    _body: &[u8],
+    _credentials: &AwsCredentials,
+) -> Result<Vec<(String, String)>, String> {
+    Err("AWS KMS support is not compiled in (feature `aws-kms`)".into())
+}
+
+/// The SigV4 headers of a request.
+#[cfg(feature = "aws-kms")]
+fn sign(
+    service: &str,
+    region: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    credentials: &AwsCredentials,
+) -> Result<Vec<(String, String)>, String> {
+    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+    use aws_sigv4::sign::v4;
+    let identity = aws_credential_types::Credentials::new(
+        &credentials.access_key_id,
+        &credentials.secret_access_key,
+        credentials.session_token.clone(),
+        None,
+        "kustomize-controller",
+    )
+    .into();
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name(service)
+        .time(std::time::SystemTime::now())
+        .settings(SigningSettings::default())
+        .build()
+        .map_err(|e| format!("signing: {e}"))?
+        .into();
+    let request = SignableRequest::new(
+        "POST",
+        url,
+        headers.iter().copied(),
+        SignableBody::Bytes(body),
+    )
+    .map_err(|e| format!("signing: {e}"))?;
+    let (instructions, _) = sign(request, &params)
+        .map_err(|e| format!("signing: {e}"))?
+        .into_parts();
+    Ok(instructions
+        .headers()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_come_from_the_arn() {
+        assert_eq!(
+            region_of("arn:aws:kms:eu-west-1:123456789012:key/abc").unwrap(),
+            "eu-west-1"
+        );
+        assert_eq!(
+            region_of("arn:aws-us-gov:kms:us-gov-west-1:123456789012:alias/sops").unwrap(),
+            "us-gov-west-1"
+        );
+        assert!(region_of("arn:aws:s3:::bucket").is_err());
+    }
+
+    #[test]
+    fn credentials_entries_are_read_as_flux_reads_them() {
+        let credentials = AwsCredentials::from_entry(
+            b"aws_access_key_id: AKID\naws_secret_access_key: SECRET\naws_session_token: TOKEN\n",
+        )
+        .unwrap();
+        assert_eq!(credentials.access_key_id, "AKID");
+        assert_eq!(credentials.session_token.as_deref(), Some("TOKEN"));
+        assert!(!format!("{credentials:?}").contains("SECRET"));
+        let error = AwsCredentials::from_entry(b"aws_access_key_id: AKID\n").unwrap_err();
+        assert!(!error.contains("AKID"), "{error}");
+    }
+
+    #[test]
+    fn session_names_keep_only_what_sts_accepts() {
+        let name = session_name();
+        assert!(name.starts_with("sops@"));
+        assert!(name.len() <= 64);
+        assert!(!name.contains('-'));
+    }
+}

@@ -1,0 +1,242 @@
+//! Azure Key Vault: `azure_kv` entries are opened by the key's `decrypt` operation
+//! (RSA-OAEP-256, as sops encrypts) with a token from the client-credentials grant of the
+//! decryption Secret's `sops.azure-kv` entry, or of the controller's `AZURE_*` environment.
+
+use std::sync::OnceLock;
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use super::http::{self, service_message};
+use super::{KeySource, checked_secret};
+
+const DEFAULT_AUTHORITY: &str = "https://login.microsoftonline.com/";
+const VAULT_SCOPE: &str = "https://vault.azure.net/.default";
+const API_VERSION: &str = "7.4";
+
+/// An `azure_kv` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AzureEntry {
+    pub vault_url: String,
+    pub name: String,
+    /// The key version; empty for the latest.
+    pub version: String,
+    /// The wrapped key, base64url without padding (as Key Vault's `value` takes it).
+    pub enc: String,
+}
+
+/// A service principal's client secret.
+#[derive(Clone)]
+pub struct AzureCredentials {
+    pub tenant_id: String,
+    pub client_id: String,
+    pub client_secret: String,
+    /// The Microsoft Entra endpoint; Azure's public cloud unless set.
+    pub authority_host: String,
+}
+
+impl std::fmt::Debug for AzureCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AzureCredentials")
+            .field("tenant_id", &self.tenant_id)
+            .field("client_id", &self.client_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AzureCredentials {
+    /// The `sops.azure-kv` entry, YAML or JSON, as Flux reads it: `tenantId`, `clientId` and
+    /// `clientSecret` (with an optional `authorityHost`), or the `az` CLI's `tenant`, `appId`
+    /// and `password`. Certificates and managed identities are refused by name.
+    pub fn from_entry(content: &[u8]) -> Result<AzureCredentials, String> {
+        let text = std::str::from_utf8(content).map_err(|_| "not UTF-8 text".to_string())?;
+        let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kyaml)
+            .map_err(|e| format!("failed to unmarshal Azure authentication file: {e}"))?;
+        let field = |name: &str| {
+            value
+                .get(name)
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let authority_host = field("authorityHost").unwrap_or_else(|| DEFAULT_AUTHORITY.into());
+        if let (Some(tenant_id), Some(client_id), Some(client_secret)) =
+            (field("tenantId"), field("clientId"), field("clientSecret"))
+        {
+            return Ok(AzureCredentials {
+                tenant_id,
+                client_id,
+                client_secret,
+                authority_host,
+            });
+        }
+        if field("tenantId").is_some()
+            && field("clientId").is_some()
+            && field("clientCertificate").is_some()
+        {
+            return Err(
+                "client certificate credentials are not supported; use clientSecret".into(),
+            );
+        }
+        if let (Some(tenant_id), Some(client_id), Some(client_secret)) =
+            (field("tenant"), field("appId"), field("password"))
+        {
+            return Ok(AzureCredentials {
+                tenant_id,
+                client_id,
+                client_secret,
+                authority_host,
+            });
+        }
+        if field("clientId").is_some() {
+            return Err(
+                "managed identity credentials (clientId alone) are not supported; \
+                        use tenantId, clientId and clientSecret"
+                    .into(),
+            );
+        }
+        Err(
+            "invalid data: requires a 'clientId' field, a combination of 'tenantId', \
+             'clientId' and 'clientSecret', or 'tenantId', 'clientId' and 'clientCertificate'"
+                .into(),
+        )
+    }
+}
+
+/// Azure credentials and the token once obtained.
+pub(crate) struct AzureKeyVault {
+    credentials: AzureCredentials,
+    client: OnceLock<Result<reqwest::blocking::Client, String>>,
+    token: OnceLock<Result<String, String>>,
+}
+
+impl AzureKeyVault {
+    pub(crate) fn new(credentials: AzureCredentials) -> AzureKeyVault {
+        AzureKeyVault {
+            credentials,
+            client: OnceLock::new(),
+            token: OnceLock::new(),
+        }
+    }
+
+    fn client(&self) -> Result<&reqwest::blocking::Client, String> {
+        self.client
+            .get_or_init(http::client)
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn token(&self) -> Result<&str, String> {
+        self.token
+            .get_or_init(|| self.fetch_token())
+            .as_deref()
+            .map_err(Clone::clone)
+    }
+
+    fn fetch_token(&self) -> Result<String, String> {
+        let credentials = &self.credentials;
+        let url = format!(
+            "{}/{}/oauth2/v2.0/token",
+            credentials.authority_host.trim_end_matches('/'),
+            credentials.tenant_id
+        );
+        let what = format!("token for client {} at {url}", credentials.client_id);
+        let form = [
+            ("grant_type", "client_credentials"),
+            ("client_id", credentials.client_id.as_str()),
+            ("client_secret", credentials.client_secret.as_str()),
+            ("scope", VAULT_SCOPE),
+        ];
+        let client = self.client()?;
+        let answer = http::send(&what, || client.post(&url).form(&form))?;
+        if !answer.is_success() {
+            return Err(format!(
+                "{what}: {}",
+                service_message(&answer, &["/error_description", "/error"])
+            ));
+        }
+        answer
+            .json()?
+            .get("access_token")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| format!("{what}: the answer has no access_token"))
+    }
+}
+
+impl KeySource for AzureKeyVault {
+    type Entry = AzureEntry;
+    const NAME: &'static str = "Azure Key Vault";
+
+    fn open(&self, entry: &AzureEntry) -> Result<Option<Vec<u8>>, String> {
+        let token = self.token()?;
+        let mut url = format!(
+            "{}/keys/{}",
+            entry.vault_url.trim_end_matches('/'),
+            entry.name
+        );
+        if !entry.version.is_empty() {
+            url.push('/');
+            url.push_str(&entry.version);
+        }
+        url.push_str("/decrypt?api-version=");
+        url.push_str(API_VERSION);
+        let what = format!(
+            "Key Vault decrypt with {}/keys/{}",
+            entry.vault_url, entry.name
+        );
+        let body = json!({ "alg": "RSA-OAEP-256", "value": entry.enc });
+        let client = self.client()?;
+        let answer = http::send(&what, || client.post(&url).bearer_auth(token).json(&body))?;
+        if !answer.is_success() {
+            return Err(format!(
+                "{what}: {}",
+                service_message(&answer, &["/error/message"])
+            ));
+        }
+        let value = answer
+            .json()?
+            .get("value")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| format!("{what}: the answer has no value"))?;
+        let key = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(value.trim_end_matches('='))
+            .map_err(|_| format!("{what}: value is not base64url"))?;
+        checked_secret(key).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_read_in_flux_order() {
+        let secret = AzureCredentials::from_entry(
+            b"tenantId: t\nclientId: c\nclientSecret: s3cret\nauthorityHost: https://login.example/\n",
+        )
+        .unwrap();
+        assert_eq!(secret.authority_host, "https://login.example/");
+        assert!(!format!("{secret:?}").contains("s3cret"));
+        let cli = AzureCredentials::from_entry(
+            br#"{"appId":"a","displayName":"d","name":"n","password":"p","tenant":"t"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (cli.client_id.as_str(), cli.authority_host.as_str()),
+            ("a", DEFAULT_AUTHORITY)
+        );
+        for (entry, says) in [
+            (
+                &b"tenantId: t\nclientId: c\nclientCertificate: pem\n"[..],
+                "certificate",
+            ),
+            (b"clientId: c\n", "managed identity"),
+            (b"tenantId: incomplete\n", "requires a 'clientId' field"),
+        ] {
+            let error = AzureCredentials::from_entry(entry).unwrap_err();
+            assert!(error.contains(says), "{error}");
+        }
+    }
+}
