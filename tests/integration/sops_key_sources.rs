@@ -257,37 +257,11 @@ fn shamir_key_groups_open_with_enough_groups_and_name_what_is_missing() {
     assert!(decrypt_sealed(&threshold_as_text, &with(&[FBC7, D722])).is_ok());
 }
 
-fn vault_call(server: &str, path: &str, body: Value) -> Value {
-    let answer = reqwest::blocking::Client::new()
-        .post(format!("{server}/v1/{path}"))
-        .header("X-Vault-Token", "root")
-        .json(&body)
-        .send()
-        .unwrap();
-    let status = answer.status();
-    let text = answer.text().unwrap();
-    assert!(status.is_success(), "{path}: {status} {text}");
-    serde_json::from_str(&text).unwrap_or(Value::Null)
-}
-
 #[test]
 fn vault_transit_keys_open_with_the_secret_token_or_the_environment() {
     let (_gpg, data_key) = gpg_and_data_key();
     let bao = openbao();
-    vault_call(
-        &bao.url,
-        "sys/mounts/sops/transit",
-        json!({"type": "transit"}),
-    );
-    vault_call(&bao.url, "sops/transit/keys/flux", json!({}));
-    let ciphertext = vault_call(
-        &bao.url,
-        "sops/transit/encrypt/flux",
-        json!({"plaintext": STANDARD.encode(&data_key)}),
-    )["data"]["ciphertext"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let ciphertext = bao.transit_encrypt("sops/transit", "flux", &data_key);
     assert!(ciphertext.starts_with("vault:v1:"));
     let file = sealed_with(|sops| {
         sops.insert(
@@ -318,6 +292,18 @@ fn vault_transit_keys_open_with_the_secret_token_or_the_environment() {
     assert!(!error.contains("not-the-token"), "{error}");
     let error = decrypt_sealed(&file, &Keys::new()).unwrap_err().to_string();
     assert!(error.contains("sops.vault-token"), "{error}");
+    // One group with several key types: the one whose key is at hand opens it.
+    let original = sops_metadata(&std::fs::read_to_string(getsops(SEALED)).unwrap());
+    let mixed = sealed_with(|sops| {
+        sops.insert(
+            "hc_vault".into(),
+            json!([{"vault_address": bao.url, "engine_path": "sops/transit", "key_name": "flux",
+                    "created_at": "2026-11-25T00:00:00Z", "enc": ciphertext}]),
+        );
+        sops.insert("pgp".into(), original["pgp"].clone());
+    });
+    assert!(decrypt_sealed(&mixed, &sops_test_keys()).is_ok());
+    assert!(decrypt_sealed(&mixed, &from_environment).is_ok());
 }
 
 fn kms_call(server: &str, target: &str, body: Value) -> Value {
@@ -409,6 +395,48 @@ fn aws_kms_keys_open_with_signed_requests_roles_and_encryption_contexts() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("sops.aws-kms"), "{error}");
+
+    // What goes over the wire (moto does not check signatures): KMS's JSON 1.1 protocol,
+    // signed with SigV4 for the key's region, temporary credentials' token included.
+    let expected_key = data_key.clone();
+    let recorder = MockServer::start(move |_| {
+        (
+            200,
+            json!({"Plaintext": STANDARD.encode(&expected_key), "KeyId": "k"}),
+        )
+    });
+    let mut keys = Keys::new();
+    keys.add_entry(
+        "sops.aws-kms",
+        b"aws_access_key_id: AKIDTEST\naws_secret_access_key: s\naws_session_token: session-token\n",
+    )
+    .unwrap();
+    keys.add_environment([("AWS_ENDPOINT_URL_KMS".to_string(), recorder.url.clone())]);
+    assert!(decrypt_sealed(&file_with("", json!({"app": "podinfo"})), &keys).is_ok());
+    let request = &recorder.requests()[0];
+    assert_eq!(request.method, "POST");
+    assert_eq!(request.header("x-amz-target"), Some("TrentService.Decrypt"));
+    assert_eq!(
+        request.header("content-type"),
+        Some("application/x-amz-json-1.1")
+    );
+    assert_eq!(
+        request.header("x-amz-security-token"),
+        Some("session-token")
+    );
+    assert!(request.header("x-amz-date").is_some());
+    let authorization = request.header("authorization").unwrap();
+    assert!(
+        authorization.starts_with("AWS4-HMAC-SHA256 Credential=AKIDTEST/")
+            && authorization.contains("/us-east-1/kms/aws4_request")
+            && authorization.contains("x-amz-target")
+            && authorization.contains("Signature="),
+        "{authorization}"
+    );
+    assert_eq!(
+        request.json(),
+        json!({"CiphertextBlob": blob, "EncryptionContext": {"app": "podinfo"}, "KeyId": arn})
+    );
 }
 
 /// The key "wrapped" by the loopback services: reversible, and not the key itself.
@@ -433,6 +461,27 @@ fn gcp_kms_keys_open_with_a_service_account_token_as_google_documents_it() {
     let expected_key = data_key.clone();
     let token_path = "/token";
     let server = MockServer::start(move |request| {
+        if request.path == token_path
+            && request.form_field("grant_type").as_deref() == Some("refresh_token")
+        {
+            // An authorized user's refresh token (Google's OAuth 2.0 for installed apps).
+            let form = |name| request.form_field(name);
+            let fine = form("client_id").as_deref()
+                == Some("user-client.apps.googleusercontent.com")
+                && form("client_secret").as_deref() == Some("user-secret")
+                && form("refresh_token").as_deref() == Some("1//refresh");
+            return if fine {
+                (
+                    200,
+                    json!({"access_token": "ya29.loopback", "expires_in": 3599, "token_type": "Bearer"}),
+                )
+            } else {
+                (
+                    400,
+                    json!({"error": "invalid_grant", "error_description": "Bad Request"}),
+                )
+            };
+        }
         if request.path == token_path {
             // RFC 7523 as Google's server-to-server OAuth documents it.
             let fine = request.method == "POST"
@@ -525,6 +574,15 @@ fn gcp_kms_keys_open_with_a_service_account_token_as_google_documents_it() {
     assert!(error.contains(resource), "{error}");
     assert!(error.contains("the ciphertext is invalid"), "{error}");
     assert!(!error.contains("ya29"), "{error}");
+    // An authorized user (`gcloud auth application-default login`) works the same way.
+    let user = json!({"type": "authorized_user", "client_id": "user-client.apps.googleusercontent.com",
+                      "client_secret": "user-secret", "refresh_token": "1//refresh",
+                      "token_uri": format!("{}/token", server.url)});
+    let mut keys = Keys::new();
+    keys.add_entry("sops.gcp-kms", user.to_string().as_bytes())
+        .unwrap();
+    keys.add_environment([("SOPS_GCP_KMS_ENDPOINT".to_string(), server.url.clone())]);
+    assert!(decrypt_sealed(&file(&wrap(&data_key)), &keys).is_ok());
 }
 
 #[test]

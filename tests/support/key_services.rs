@@ -173,6 +173,48 @@ pub fn openbao() -> Server {
     }
 }
 
+impl Server {
+    /// `plaintext` encrypted by a new transit key `key` of a transit engine mounted at
+    /// `mount`: Vault's ciphertext (`vault:v1:…`), as sops stores it. Blocking.
+    pub fn transit_encrypt(&self, mount: &str, key: &str, plaintext: &[u8]) -> String {
+        transit_encrypt(&self.url, mount, key, plaintext)
+    }
+}
+
+/// Vault's HTTP API at `url` as the root token, for setting a dev server up. Blocking.
+fn vault_call(url: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
+    let answer = reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/{path}"))
+        .header("X-Vault-Token", "root")
+        .json(&body)
+        .send()
+        .unwrap();
+    let status = answer.status();
+    let text = answer.text().unwrap();
+    assert!(status.is_success(), "{path}: {status} {text}");
+    serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+}
+
+/// See [`Server::transit_encrypt`]; for a server known by its URL.
+pub fn transit_encrypt(url: &str, mount: &str, key: &str, plaintext: &[u8]) -> String {
+    use base64::Engine;
+    vault_call(
+        url,
+        &format!("sys/mounts/{mount}"),
+        serde_json::json!({"type": "transit"}),
+    );
+    vault_call(url, &format!("{mount}/keys/{key}"), serde_json::json!({}));
+    let plaintext = base64::engine::general_purpose::STANDARD.encode(plaintext);
+    vault_call(
+        url,
+        &format!("{mount}/encrypt/{key}"),
+        serde_json::json!({ "plaintext": plaintext }),
+    )["data"]["ciphertext"]
+        .as_str()
+        .expect("a transit ciphertext")
+        .to_string()
+}
+
 /// A request the mock server received.
 #[derive(Debug, Clone)]
 pub struct Request {

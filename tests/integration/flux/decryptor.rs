@@ -4,10 +4,12 @@
 //! Secrets changes nothing; the `--sops-age-secret` in the runtime namespace decrypts when a
 //! Kustomization names no key Secret, and a named one wins over it.
 //!
-//! Flux's tree also holds a Vault-encrypted Secret, a post-quantum age one and a remote base
-//! over HTTPS; this port leaves those three out (Vault transit keys and post-quantum age
-//! identities are not supported yet, and there is no network here), as the in-process build
-//! test `sops::flux_sops_tree_builds_and_decrypts_end_to_end` does.
+//! Flux's test encrypts `algorithms/vault.yaml` with the sops CLI and a Vault dev server's
+//! transit engine when it starts; here OpenBao's dev server (`bao server -dev`) wraps the
+//! data key of Flux's OpenPGP-encrypted Secret the same way, and the Secret's
+//! `sops.vault-token` opens it. Flux's tree also holds a post-quantum age Secret and a remote
+//! base over HTTPS; this port leaves those two out (post-quantum age identities are not
+//! supported yet, and there is no network here).
 
 use std::path::PathBuf;
 
@@ -19,6 +21,8 @@ use super::{applied, events_of, kubeconfig_secret};
 use crate::support::artifacts::{Artifact, SourceKind};
 use crate::support::controller::Harness;
 use crate::support::copy_tree;
+use crate::support::key_services::{Gpg, openbao, transit_encrypt};
+use kustomize_controller::yaml::{Schema, parse_single};
 
 fn testdata() -> PathBuf {
     crate::support::repo_root().join("tests/fixtures/sops/flux/internal/controller/testdata/sops")
@@ -28,11 +32,43 @@ fn key(file: &str) -> String {
     std::fs::read_to_string(testdata().join("keys").join(file)).unwrap()
 }
 
-/// Flux's `testdata/sops` (or its `sub` folder) as an artifact, without the Vault object,
-/// the post-quantum one and the remote base.
-fn publish_tree(harness: &Harness, sub: &str, name: &str, revision: &str) -> Artifact {
+/// Flux's `algorithms/vault.yaml`: its OpenPGP Secret (`pgp`) renamed `vault`, the data key
+/// that GnuPG opens wrapped by the transit key `sops/keys/vault` of `bao`, as Flux's test
+/// makes it with the sops CLI.
+fn vault_object(bao_url: &str) -> String {
+    let gpg = Gpg::new();
+    gpg.import(&testdata().join("keys/pgp.asc"));
+    let text = std::fs::read_to_string(testdata().join("algorithms/pgp.yaml")).unwrap();
+    let mut object = parse_single(&text, Schema::Kyaml).unwrap();
+    let data_key = gpg.decrypt(object["sops"]["pgp"][0]["enc"].as_str().unwrap());
+    object["metadata"]["name"] = json!("vault");
+    object["sops"]["pgp"] = json!([]);
+    object["sops"]["hc_vault"] = json!([{
+        "vault_address": bao_url, "engine_path": "sops", "key_name": "vault",
+        "created_at": "2026-11-25T00:00:00Z",
+        "enc": transit_encrypt(bao_url, "sops", "vault", &data_key)}]);
+    // JSON is YAML.
+    object.to_string()
+}
+
+/// Flux's `testdata/sops` (or its `sub` folder) as an artifact, with the Vault object when
+/// given, without the post-quantum one and the remote base.
+fn publish_tree(
+    harness: &Harness,
+    sub: &str,
+    name: &str,
+    revision: &str,
+    vault: Option<&str>,
+) -> Artifact {
     let dir = tempfile::tempdir().unwrap();
     copy_tree(&testdata(), dir.path());
+    let vault_resource = match vault {
+        Some(object) => {
+            std::fs::write(dir.path().join("algorithms/vault.yaml"), object).unwrap();
+            "  - vault.yaml\n"
+        }
+        None => "",
+    };
     std::fs::write(
         dir.path().join("kustomization.yaml"),
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamePrefix: sops-\nresources:\n  - algorithms\n  - envs\n  - files\n  - patches\n  - inside\ncomponents:\n  - ./component\n",
@@ -40,7 +76,9 @@ fn publish_tree(harness: &Harness, sub: &str, name: &str, revision: &str) -> Art
     .unwrap();
     std::fs::write(
         dir.path().join("algorithms/kustomization.yaml"),
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamePrefix: algo-\nresources:\n  - age.yaml\n  - pgp.yaml\n",
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamePrefix: algo-\nresources:\n  - age.yaml\n  - pgp.yaml\n{vault_resource}"
+        ),
     )
     .unwrap();
     harness
@@ -48,13 +86,14 @@ fn publish_tree(harness: &Harness, sub: &str, name: &str, revision: &str) -> Art
         .publish_dir(&format!("{name}.tar.gz"), revision, &dir.path().join(sub))
 }
 
-/// The key Secret Flux's test makes (its Vault token is left out with the Vault object).
+/// The key Secret Flux's test makes, with the dev server's root token.
 async fn key_secret(harness: &Harness, namespace: &str, name: &str) {
     harness
         .cluster
         .apply(&json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": name, "namespace": namespace},
-            "stringData": {"pgp.asc": key("pgp.asc"), "age.agekey": key("age.txt")}}))
+            "stringData": {"pgp.asc": key("pgp.asc"), "age.agekey": key("age.txt"),
+                "sops.vault-token": "root"}}))
         .await;
 }
 
@@ -83,7 +122,13 @@ async fn flux_decryptor() {
     let mut harness = Harness::start().await;
     let ns = harness.cluster.namespace.clone();
     kubeconfig_secret(&harness).await;
-    let artifact = publish_tree(&harness, "", "sops", "main/sops");
+    let bao = openbao();
+    let bao_url = bao.url.clone();
+    // GnuPG and the blocking HTTP client stay off the async runtime.
+    let vault = tokio::task::spawn_blocking(move || vault_object(&bao_url))
+        .await
+        .unwrap();
+    let artifact = publish_tree(&harness, "", "sops", "main/sops", Some(&vault));
     harness.source("repo", &artifact).await;
     key_secret(&harness, &ns, "sops-keys").await;
     harness
@@ -101,6 +146,7 @@ async fn flux_decryptor() {
     for name in [
         "sops-algo-age",
         "sops-algo-pgp",
+        "sops-algo-vault",
         "sops-component",
         "sops-envs-secret",
         "sops-files-secret",
@@ -157,7 +203,7 @@ async fn flux_decryptor() {
             options.reconcile.sops_age_secret = Some("sops-age-secret".into());
         })
         .await;
-    let global = publish_tree(&harness, "global", "global-sops", "main/global");
+    let global = publish_tree(&harness, "global", "global-sops", "main/global", None);
     harness
         .cluster
         .create_source(SourceKind::GitRepository, &ns, "global", Some(&global))
@@ -176,7 +222,13 @@ async fn flux_decryptor() {
 
     // spec.decryption.secretRef takes precedence over global secret
     key_secret(&harness, &ns, "local-sops").await;
-    let algorithms = publish_tree(&harness, "algorithms", "precedence", "main/precedence");
+    let algorithms = publish_tree(
+        &harness,
+        "algorithms",
+        "precedence",
+        "main/precedence",
+        None,
+    );
     harness
         .cluster
         .create_source(
