@@ -211,6 +211,13 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
     let gates = args
         .feature_gates()
         .context("unable to load feature gates")?;
+    if args.default_decryption_service_account.is_some()
+        && !gates.enabled(Gate::ObjectLevelWorkloadIdentity)
+    {
+        anyhow::bail!(
+            "cannot set default service accounts when the feature gate ObjectLevelWorkloadIdentity is not enabled"
+        );
+    }
     for (gate, value) in gates.without_effect() {
         tracing::warn!(
             gate = gate.name(),
@@ -219,10 +226,6 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     for (flag, value) in [
-        (
-            "--default-decryption-service-account",
-            &args.default_decryption_service_account,
-        ),
         (
             "--default-kubeconfig-service-account",
             &args.default_kubeconfig_service_account,
@@ -273,6 +276,9 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 no_cross_namespace_refs: args.no_cross_namespace_refs,
                 default_service_account: args.default_service_account.clone(),
                 sops_age_secret: args.sops_age_secret.clone(),
+                default_decryption_service_account: args
+                    .default_decryption_service_account
+                    .clone(),
                 runtime_namespace: args.runtime_namespace.clone(),
                 override_managers: args.override_managers.clone(),
                 custom_apply_stage_kinds: args.custom_apply_stage_kinds.clone(),

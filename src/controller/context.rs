@@ -23,6 +23,10 @@ pub struct Options {
     pub no_cross_namespace_refs: bool,
     pub default_service_account: Option<String>,
     pub sops_age_secret: Option<String>,
+    /// `--default-decryption-service-account`: the identity Flux decrypts as when a
+    /// Kustomization names none; here it keeps the controller's own cloud credentials away
+    /// from those Kustomizations.
+    pub default_decryption_service_account: Option<String>,
     pub runtime_namespace: String,
     pub override_managers: Vec<String>,
     pub custom_apply_stage_kinds: Vec<String>,
@@ -80,6 +84,7 @@ impl Default for Options {
             no_cross_namespace_refs: false,
             default_service_account: None,
             sops_age_secret: None,
+            default_decryption_service_account: None,
             runtime_namespace: "flux-system".into(),
             override_managers: Vec::new(),
             custom_apply_stage_kinds: Vec::new(),

@@ -39,6 +39,18 @@ pub(crate) async fn decryption_keys(
     let Some(decryption) = &object.spec.decryption else {
         return Ok(None);
     };
+    // Flux decrypts as this account's cloud identity (object-level workload identity), never
+    // as the controller's; that exchange is not implemented here, so such a Kustomization
+    // gets no cloud credentials but the Secret's, and errors say why.
+    let service_account = decryption
+        .service_account_name
+        .clone()
+        .filter(|name| !name.is_empty())
+        .or_else(|| ctx.options.default_decryption_service_account.clone());
+    let with_environment = |keys: &mut Keys| match &service_account {
+        Some(account) => keys.use_service_account(account),
+        None => keys.add_environment(std::env::vars()),
+    };
     let namespace = object.metadata.namespace.clone().unwrap_or_default();
     let (secret_namespace, secret_name) = match &decryption.secret_ref {
         Some(reference) => (namespace, reference.name.clone()),
@@ -46,7 +58,7 @@ pub(crate) async fn decryption_keys(
             Some(name) => (ctx.options.runtime_namespace.clone(), name.clone()),
             None => {
                 let mut keys = Keys::new();
-                keys.add_environment(std::env::vars());
+                with_environment(&mut keys);
                 return Ok(Some(keys));
             }
         },
@@ -76,7 +88,7 @@ pub(crate) async fn decryption_keys(
                 source,
             })?;
     }
-    keys.add_environment(std::env::vars());
+    with_environment(&mut keys);
     Ok(Some(keys))
 }
 

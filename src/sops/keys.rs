@@ -51,6 +51,8 @@ pub struct Keys {
     gcp_endpoint: Option<String>,
     azure: Option<AzureCredentials>,
     vault_token: Option<String>,
+    /// The Kubernetes service account whose cloud identity Flux would decrypt as.
+    service_account: Option<String>,
     /// The key-service clients, made on first use (they keep connections and tokens).
     services: OnceLock<Services>,
 }
@@ -198,6 +200,13 @@ impl Keys {
         }
     }
 
+    /// Decrypts for a Kubernetes service account (`spec.decryption.serviceAccountName`):
+    /// Flux exchanges its token for cloud credentials, which this build does not, so key
+    /// services open only with the decryption Secret's credentials and say so otherwise.
+    pub fn use_service_account(&mut self, name: &str) {
+        self.service_account = Some(name.to_string());
+    }
+
     /// Adds the age identities of an identity file.
     pub fn add_age(&mut self, entry: &str, text: &str) -> Result<(), KeyError> {
         for (number, line) in text.lines().enumerate() {
@@ -273,10 +282,17 @@ impl Keys {
     /// key of ours is its recipient. Errors say why, naming the service but no secret.
     pub(super) fn open(&self, stanza: &Stanza) -> Result<Option<Vec<u8>>, String> {
         let missing = |entry: &str| {
-            Err(format!(
-                "no credentials (add `{entry}` to the decryption Secret, or give the \
-                 controller its own)"
-            ))
+            Err(match &self.service_account {
+                Some(account) => format!(
+                    "no credentials: the service account '{account}' cannot be used \
+                     (object-level workload identity is not implemented here); add \
+                     `{entry}` to the decryption Secret"
+                ),
+                None => format!(
+                    "no credentials (add `{entry}` to the decryption Secret, or give the \
+                     controller its own)"
+                ),
+            })
         };
         let services = self.services();
         match stanza {

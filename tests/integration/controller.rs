@@ -480,6 +480,50 @@ async fn sops_secrets_are_applied_decrypted() {
     assert!(secrets.get_opt("x-age").await.unwrap().is_none());
 }
 
+/// With object-level workload identity on, a Kustomization that names a service account for
+/// decryption never decrypts with the controller's own cloud credentials; as the token
+/// exchange is not implemented, a key-service key fails the build saying so.
+#[tokio::test]
+async fn decryption_as_a_service_account_names_what_is_not_implemented() {
+    let harness = Harness::start_with(|options| {
+        options.reconcile.object_level_workload_identity = true;
+    })
+    .await;
+    let fixtures = repo_root().join("tests/fixtures/sops/flux/internal/controller/testdata/sops");
+    let encrypted = std::fs::read_to_string(fixtures.join("algorithms/pgp.yaml")).unwrap();
+    let mut object = kustomize_controller::yaml::parse_single(
+        &encrypted,
+        kustomize_controller::yaml::Schema::Kyaml,
+    )
+    .unwrap();
+    object["sops"]["pgp"] = json!([]);
+    object["sops"]["hc_vault"] = json!([{"vault_address": "http://127.0.0.1:9", "engine_path": "sops",
+        "key_name": "vault", "created_at": "2026-11-25T00:00:00Z", "enc": "vault:v1:AAAA"}]);
+    let artifact = harness.publish_files(
+        "identity",
+        "main@sha1:6006",
+        &[
+            ("secret.yaml", &object.to_string()),
+            ("kustomization.yaml", "resources:\n- secret.yaml\n"),
+        ],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "identity",
+            json!({"decryption": {"provider": "sops", "serviceAccountName": "tenant"}}),
+        )
+        .await;
+    let failed = harness.wait_ready("identity", "False", "BuildFailed").await;
+    let message = ready_message(&failed);
+    assert!(
+        message.contains("service account 'tenant' cannot be used")
+            && message.contains("object-level workload identity is not implemented")
+            && message.contains("sops.vault-token"),
+        "{message}"
+    );
+}
+
 #[tokio::test]
 async fn substitute_from_required_and_optional_sources() {
     let harness = Harness::start().await;
