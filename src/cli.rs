@@ -46,6 +46,9 @@ pub enum Command {
         /// fetching them.
         #[arg(long)]
         no_remote_bases: bool,
+        /// How deep kustomizations may include one another.
+        #[arg(long, default_value_t = crate::kustomize::DEFAULT_MAX_DEPTH)]
+        max_depth: usize,
     },
     /// Change the kustomization file in the current directory, keeping its other content.
     Edit {
@@ -114,6 +117,10 @@ pub struct RunArgs {
     /// Secret in the runtime namespace with age keys, used when a Kustomization's decryption names no Secret.
     #[arg(long)]
     pub sops_age_secret: Option<String>,
+    /// How deep a Kustomization's kustomizations may include one another; deeper trees fail
+    /// the build.
+    #[arg(long, default_value_t = crate::kustomize::DEFAULT_MAX_DEPTH)]
+    pub build_max_depth: usize,
     /// Field managers whose fields are taken over (repeatable).
     #[arg(long = "override-manager")]
     pub override_managers: Vec<String>,

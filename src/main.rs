@@ -81,8 +81,10 @@ fn run(command: Command) -> anyhow::Result<()> {
             reorder,
             provenance,
             no_remote_bases,
+            max_depth,
         } => {
             let options = kustomize::BuildOptions {
+                limits: kustomize::Limits { max_depth },
                 // As `kustomize build`, env-file entries without a value read this process's
                 // environment; the controller never does.
                 env_lookup: kustomize::EnvLookup::Process,
@@ -276,6 +278,9 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 no_cross_namespace_refs: args.no_cross_namespace_refs,
                 default_service_account: args.default_service_account.clone(),
                 sops_age_secret: args.sops_age_secret.clone(),
+                build_limits: kustomize::Limits {
+                    max_depth: args.build_max_depth,
+                },
                 default_decryption_service_account: args
                     .default_decryption_service_account
                     .clone(),

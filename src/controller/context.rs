@@ -23,6 +23,8 @@ pub struct Options {
     pub no_cross_namespace_refs: bool,
     pub default_service_account: Option<String>,
     pub sops_age_secret: Option<String>,
+    /// What one build may use (`--build-max-depth`).
+    pub build_limits: crate::kustomize::Limits,
     /// `--default-decryption-service-account`: the identity Flux decrypts as when a
     /// Kustomization names none; here it keeps the controller's own cloud credentials away
     /// from those Kustomizations.
@@ -84,6 +86,7 @@ impl Default for Options {
             no_cross_namespace_refs: false,
             default_service_account: None,
             sops_age_secret: None,
+            build_limits: crate::kustomize::Limits::default(),
             default_decryption_service_account: None,
             runtime_namespace: "flux-system".into(),
             override_managers: Vec::new(),

@@ -46,6 +46,8 @@ pub struct Inputs<'a> {
     pub remote: Option<std::sync::Arc<dyn kustomize::RemoteFetcher>>,
     /// The `StrictPostBuildSubstitutions` feature gate: unset variables without a default fail.
     pub strict_substitution: bool,
+    /// What the build may use.
+    pub limits: kustomize::Limits,
 }
 
 fn is_manifest(path: &Path) -> bool {
@@ -212,6 +214,7 @@ pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, Man
     let options = BuildOptions {
         remote: inputs.remote.clone(),
         load_restrictions: LoadRestrictions::None,
+        limits: inputs.limits,
         ..BuildOptions::default()
     };
     let mut objects =
@@ -339,6 +342,7 @@ mod tests {
                 variables: &variables,
                 remote: None,
                 strict_substitution: false,
+                limits: Default::default(),
             },
         )
         .unwrap();
@@ -380,6 +384,7 @@ mod tests {
                 variables: &variables,
                 remote: None,
                 strict_substitution: false,
+                limits: Default::default(),
             },
         )
         .unwrap();
@@ -395,6 +400,7 @@ mod tests {
                 variables: &variables,
                 remote: None,
                 strict_substitution: false,
+                limits: Default::default(),
             },
         )
         .unwrap_err();
@@ -424,6 +430,7 @@ mod tests {
                     variables: &variables,
                     remote: None,
                     strict_substitution: true,
+                    limits: Default::default(),
                 },
             )
         };
@@ -478,6 +485,7 @@ mod tests {
                 variables: &variables,
                 remote: None,
                 strict_substitution: false,
+                limits: Default::default(),
             },
         )
         .unwrap();

@@ -184,6 +184,7 @@ pub(crate) async fn build(
     let spec: KustomizationSpec = object.spec.clone();
     let strict_substitution = ctx.options.strict_substitution;
     let remote = ctx.options.remote.clone();
+    let limits = ctx.options.build_limits;
     tokio::task::spawn_blocking(move || {
         let inputs = Inputs {
             spec: &spec,
@@ -191,6 +192,7 @@ pub(crate) async fn build(
             variables: &variables,
             remote,
             strict_substitution,
+            limits,
         };
         manifests::build(&root, &dir, &inputs)
     })

@@ -114,6 +114,63 @@ pub struct BuildOptions {
     pub reorder: Option<Reorder>,
     /// Where env-file entries without a value come from.
     pub env_lookup: EnvLookup,
+    /// What one build may use.
+    pub limits: Limits,
+}
+
+/// Bounds on one build, far above what real repositories need, so that one hostile tree
+/// cannot take the process down for everyone else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// How deep kustomizations may include one another (kustomize itself builds chains of
+    /// 3,000).
+    pub max_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_depth: DEFAULT_MAX_DEPTH,
+        }
+    }
+}
+
+/// The default of [`Limits::max_depth`].
+pub const DEFAULT_MAX_DEPTH: usize = 5_000;
+
+/// Stack for one level of kustomization nesting, with room to spare in unoptimised builds
+/// (which use about ten times what optimised ones do).
+const STACK_PER_LEVEL: usize = 64 << 10;
+
+impl Limits {
+    /// The stack a build runs on: deep enough for `max_depth` levels, so that no input can
+    /// overflow it. Only the pages a build touches are ever committed.
+    fn stack_bytes(&self) -> usize {
+        self.max_depth
+            .saturating_mul(STACK_PER_LEVEL)
+            .saturating_add(16 << 20)
+    }
+}
+
+/// Runs `build` on a thread whose stack fits `limits`, whatever thread calls it.
+fn on_build_stack<T: Send>(
+    limits: &Limits,
+    build: impl FnOnce() -> Result<T, KustomizeError> + Send,
+) -> Result<T, KustomizeError> {
+    std::thread::scope(|scope| {
+        match std::thread::Builder::new()
+            .name("kustomize-build".into())
+            .stack_size(limits.stack_bytes())
+            .spawn_scoped(scope, build)
+        {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // No thread to be had (address space or thread limits): the build fails cleanly
+            // instead of risking the caller's stack.
+            Err(error) => Err(KustomizeError::BuildThread(error.to_string())),
+        }
+    })
 }
 
 /// The objects a build produces, in output order.
@@ -156,6 +213,12 @@ pub enum KustomizeError {
 
     #[error("{}: resource '{entry}' cannot be absolute; use a path relative to the kustomization", .dir.display())]
     AbsolutePath { dir: PathBuf, entry: String },
+
+    #[error("{}: kustomizations nest deeper than {limit} levels (the build's limit)", .dir.display())]
+    TooDeep { dir: PathBuf, limit: usize },
+
+    #[error("cannot start a thread for the build: {0}")]
+    BuildThread(String),
 
     #[error("{}: cycle detected: the kustomization includes itself through {}", .dir.display(), .via.display())]
     Cycle { dir: PathBuf, via: PathBuf },
@@ -307,6 +370,17 @@ pub fn build_with_provenance(
 }
 
 fn build_resources(
+    root: &Path,
+    dir: &Path,
+    options: &BuildOptions,
+    provenance: bool,
+) -> Result<Vec<resource::Resource>, KustomizeError> {
+    on_build_stack(&options.limits, || {
+        build_on_this_thread(root, dir, options, provenance)
+    })
+}
+
+fn build_on_this_thread(
     root: &Path,
     dir: &Path,
     options: &BuildOptions,

@@ -352,6 +352,12 @@ impl<'a> Builder<'a> {
                 via: self.stack.last().cloned().unwrap_or_default(),
             });
         }
+        if self.stack.len() >= self.options.limits.max_depth {
+            return Err(KustomizeError::TooDeep {
+                dir: loader.dir.clone(),
+                limit: self.options.limits.max_depth,
+            });
+        }
         self.stack.push(loader.dir.clone());
         let result = self.accumulate_dir(loader, component_of);
         self.stack.pop();

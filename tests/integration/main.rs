@@ -7,6 +7,7 @@ mod controller;
 mod crd;
 mod flux;
 mod health;
+mod hostile;
 mod install;
 mod inventory;
 mod kustomize_api;
