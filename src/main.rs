@@ -59,15 +59,28 @@ fn main() -> ExitCode {
     }
 }
 
-/// The fetcher for remote bases, unless they are disabled or not compiled in.
-fn remote_fetcher(disabled: bool) -> Option<std::sync::Arc<dyn kustomize::RemoteFetcher>> {
+/// Where remote bases may come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RemoteBases {
+    Refused,
+    /// The network and, for the CLI's local trees, `file://` repositories.
+    AnyUrl,
+    /// The network only, as the controller fetches them.
+    NetworkOnly,
+}
+
+/// The fetcher for remote bases, unless they are refused or not compiled in.
+fn remote_fetcher(bases: RemoteBases) -> Option<std::sync::Arc<dyn kustomize::RemoteFetcher>> {
     #[cfg(feature = "remote-bases")]
-    if !disabled {
-        return Some(std::sync::Arc::new(
-            kustomize_controller::remote::Fetcher::default(),
-        ));
+    {
+        use kustomize_controller::remote::Fetcher;
+        match bases {
+            RemoteBases::Refused => {}
+            RemoteBases::AnyUrl => return Some(std::sync::Arc::new(Fetcher::default())),
+            RemoteBases::NetworkOnly => return Some(std::sync::Arc::new(Fetcher::network_only())),
+        }
     }
-    let _ = disabled;
+    let _ = bases;
     None
 }
 
@@ -98,7 +111,11 @@ fn run(command: Command) -> anyhow::Result<()> {
                     ReorderFlag::Legacy => kustomize::Reorder::Legacy,
                     ReorderFlag::None => kustomize::Reorder::None,
                 }),
-                remote: remote_fetcher(no_remote_bases),
+                remote: remote_fetcher(if no_remote_bases {
+                    RemoteBases::Refused
+                } else {
+                    RemoteBases::AnyUrl
+                }),
             };
             let context = || format!("building {}", dir.display());
             match provenance {
@@ -298,7 +315,11 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 group_change_log: gates.enabled(Gate::GroupChangeLog),
                 migrate_api_version: gates.enabled(Gate::MigrateAPIVersion),
                 disable_fail_fast: gates.enabled(Gate::DisableFailFastBehavior),
-                remote: remote_fetcher(args.no_remote_bases),
+                remote: remote_fetcher(if args.no_remote_bases {
+                    RemoteBases::Refused
+                } else {
+                    RemoteBases::NetworkOnly
+                }),
                 events_addr: Some(args.events_addr.clone()).filter(|a| !a.is_empty()),
                 rate_limit,
                 rest_requests: Some(metrics.requests.clone()),
@@ -380,7 +401,7 @@ fn run_diff(name: &str, namespace: &str, path: &Path) -> anyhow::Result<()> {
         let fetcher = kustomize_controller::source::Fetcher::new(Default::default())
             .map_err(|e| anyhow::anyhow!(e))?;
         let options = controller::Options {
-            remote: remote_fetcher(false),
+            remote: remote_fetcher(RemoteBases::NetworkOnly),
             ..controller::Options::default()
         };
         let context = controller::Context::new(

@@ -29,6 +29,9 @@ pub struct Limits {
     pub max_files: usize,
     /// Time for one fetch when the entry does not set `?timeout=`.
     pub default_timeout: Duration,
+    /// Whether `file://` repositories may be read. The CLI builds local trees; a controller
+    /// building many tenants' repositories must not let one read another's from its disk.
+    pub allow_file_urls: bool,
 }
 
 impl Default for Limits {
@@ -37,6 +40,7 @@ impl Default for Limits {
             max_bytes: 256 << 20,
             max_files: 50_000,
             default_timeout: Duration::from_secs(27),
+            allow_file_urls: true,
         }
     }
 }
@@ -78,6 +82,14 @@ impl Fetcher {
         }
     }
 
+    /// The fetcher the controller builds with: the network only, never `file://`.
+    pub fn network_only() -> Fetcher {
+        Fetcher::new(Limits {
+            allow_file_urls: false,
+            ..Limits::default()
+        })
+    }
+
     fn fetch_entry(&self, entry: &str) -> Result<Remote, RemoteError> {
         match parse_remote(entry)? {
             RemoteSpec::File { url } => Ok(Remote::File(download(&url, &self.limits)?)),
@@ -88,6 +100,13 @@ impl Fetcher {
                 submodules,
                 timeout,
             } => {
+                if !self.limits.allow_file_urls && repo.starts_with("file:") {
+                    return Err(RemoteError::Unsupported(format!(
+                        "{entry}: file:// remote bases are refused here (only https and git \
+                         over the network): a repository on the controller's disk is not \
+                         the Kustomization's to read"
+                    )));
+                }
                 let key = (repo.clone(), git_ref.clone().unwrap_or_default());
                 let existing = self
                     .checkouts

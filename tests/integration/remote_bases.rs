@@ -96,6 +96,32 @@ fn version_of(built: &[Value]) -> String {
     cm["data"]["version"].as_str().unwrap().to_string()
 }
 
+/// The controller's fetcher reads repositories over the network only: a `file://` base
+/// would let one tenant's tree read another's repository from the controller's disk.
+#[test]
+fn the_controllers_fetcher_refuses_file_urls() {
+    let root = tempfile::tempdir().unwrap();
+    let (repo, _) = make_repository(root.path());
+    let url = format!("file://{}//base?ref=v1", repo.display());
+    let app = tempfile::tempdir().unwrap();
+    std::fs::write(
+        app.path().join("kustomization.yaml"),
+        format!("resources:\n- {url}\n"),
+    )
+    .unwrap();
+    let options = BuildOptions {
+        remote: Some(Arc::new(Fetcher::network_only())),
+        ..Default::default()
+    };
+    let error = kustomize_controller::kustomize::build(app.path(), app.path(), &options)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("file:// remote bases are refused") && error.contains("kustomization.yaml"),
+        "{error}"
+    );
+}
+
 #[test]
 fn file_urls_with_tags_branches_and_commits() {
     let root = tempfile::tempdir().unwrap();
