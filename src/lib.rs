@@ -31,6 +31,7 @@ pub mod kustomize;
 pub mod objects;
 #[cfg(feature = "remote-bases")]
 pub mod remote;
+pub mod report;
 pub mod sops;
 pub mod source;
 pub mod substitute;

@@ -45,8 +45,8 @@ pub fn checkout(
         url: repo.to_string(),
         message,
     };
-    let scratch = tempfile::TempDir::new().map_err(|e| fail(e.to_string()))?;
-    let destination = tempfile::TempDir::new().map_err(|e| fail(e.to_string()))?;
+    let scratch = tempfile::TempDir::new().map_err(|e| fail(crate::report::cause_chain(&e)))?;
+    let destination = tempfile::TempDir::new().map_err(|e| fail(crate::report::cause_chain(&e)))?;
     let interrupt = AtomicBool::new(false);
 
     let commit_id_ref = git_ref.filter(|r| is_commit_id(r));
@@ -65,10 +65,12 @@ pub fn checkout(
             .rev_parse_single(spec)
             .map_err(|e| fail(format!("resolving {spec}: {e}")))?
             .object()
-            .map_err(|e| fail(e.to_string()))?
+            .map_err(|e| fail(crate::report::cause_chain(&e)))?
             .peel_to_commit()
-            .map_err(|e| fail(e.to_string()))?;
-        let tree = commit.tree().map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| fail(crate::report::cause_chain(&e)))?;
+        let tree = commit
+            .tree()
+            .map_err(|e| fail(crate::report::cause_chain(&e)))?;
         let mut budget = Budget {
             bytes: 0,
             files: 0,
@@ -113,7 +115,8 @@ fn fetch(
         url: repo.to_string(),
         message,
     };
-    let mut prepare = gix::prepare_clone_bare(repo, scratch).map_err(|e| fail(e.to_string()))?;
+    let mut prepare =
+        gix::prepare_clone_bare(repo, scratch).map_err(|e| fail(crate::report::cause_chain(&e)))?;
     if !full {
         prepare = prepare.with_shallow(gix::remote::fetch::Shallow::DepthAtRemote(NonZeroU32::MIN));
         if let Some(name) = git_ref {
@@ -124,7 +127,7 @@ fn fetch(
     }
     let (repository, _) = prepare
         .fetch_only(gix::progress::Discard, interrupt)
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| fail(crate::report::cause_chain(&e)))?;
     Ok(repository)
 }
 
@@ -170,7 +173,7 @@ fn write_tree(
         message,
     };
     for entry in tree.iter() {
-        let entry = entry.map_err(|e| fail(e.to_string()))?;
+        let entry = entry.map_err(|e| fail(crate::report::cause_chain(&e)))?;
         let name = entry.filename().to_string();
         // Tree entries are single path components; anything else would escape the checkout.
         if name.is_empty()
@@ -189,13 +192,13 @@ fn write_tree(
                 std::fs::create_dir(&path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
                 let subtree = repo
                     .find_tree(entry.oid())
-                    .map_err(|e| fail(e.to_string()))?;
+                    .map_err(|e| fail(crate::report::cause_chain(&e)))?;
                 write_tree(repo, &subtree, &path, submodules, budget)?;
             }
             EntryKind::Blob | EntryKind::BlobExecutable => {
                 let blob = repo
                     .find_blob(entry.oid())
-                    .map_err(|e| fail(e.to_string()))?;
+                    .map_err(|e| fail(crate::report::cause_chain(&e)))?;
                 budget.charge(blob.data.len() as u64)?;
                 std::fs::write(&path, &blob.data)
                     .map_err(|e| fail(format!("{}: {e}", path.display())))?;
@@ -203,7 +206,7 @@ fn write_tree(
             EntryKind::Link => {
                 let blob = repo
                     .find_blob(entry.oid())
-                    .map_err(|e| fail(e.to_string()))?;
+                    .map_err(|e| fail(crate::report::cause_chain(&e)))?;
                 budget.charge(blob.data.len() as u64)?;
                 let target = String::from_utf8_lossy(&blob.data).into_owned();
                 std::os::unix::fs::symlink(&target, &path)

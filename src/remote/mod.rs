@@ -172,8 +172,17 @@ fn download(url: &str, limits: &Limits) -> Result<Vec<u8>, RemoteError> {
     let client = reqwest::blocking::Client::builder()
         .timeout(limits.default_timeout)
         .build()
-        .map_err(|e| fail(e.to_string()))?;
-    let response = client.get(url).send().map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| fail(crate::report::cause_chain(&e)))?;
+    let response = client.get(url).send().map_err(|e| {
+        if e.is_timeout() {
+            RemoteError::Timeout {
+                url: url.to_string(),
+                timeout: limits.default_timeout,
+            }
+        } else {
+            fail(crate::report::cause_chain(&e))
+        }
+    })?;
     if !response.status().is_success() {
         return Err(fail(format!("HTTP status {}", response.status())));
     }
@@ -181,7 +190,7 @@ fn download(url: &str, limits: &Limits) -> Result<Vec<u8>, RemoteError> {
     response
         .take(limits.max_bytes + 1)
         .read_to_end(&mut body)
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| fail(crate::report::cause_chain(&e)))?;
     if body.len() as u64 > limits.max_bytes {
         return Err(RemoteError::TooLarge {
             url: url.to_string(),

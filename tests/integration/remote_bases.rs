@@ -96,6 +96,46 @@ fn version_of(built: &[Value]) -> String {
     cm["data"]["version"].as_str().unwrap().to_string()
 }
 
+/// A remote that cannot be reached says why: the connection was refused, or nothing
+/// answered within the timeout.
+#[test]
+fn unreachable_remotes_name_the_cause() {
+    let build = |url: &str, limits: kustomize_controller::remote::Limits| {
+        let app = tempfile::tempdir().unwrap();
+        std::fs::write(
+            app.path().join("kustomization.yaml"),
+            format!("resources:\n- {url}\n"),
+        )
+        .unwrap();
+        let options = BuildOptions {
+            remote: Some(Arc::new(Fetcher::new(limits))),
+            ..Default::default()
+        };
+        kustomize_controller::kustomize::build(app.path(), app.path(), &options)
+            .unwrap_err()
+            .to_string()
+    };
+    let closed = crate::support::free_port();
+    let error = build(
+        &format!("http://127.0.0.1:{closed}/cm.yaml"),
+        Default::default(),
+    );
+    assert!(error.contains("Connection refused"), "{error}");
+
+    // Accepts, never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/cm.yaml", silent.local_addr().unwrap());
+    let error = build(
+        &url,
+        kustomize_controller::remote::Limits {
+            default_timeout: std::time::Duration::from_secs(1),
+            ..Default::default()
+        },
+    );
+    assert!(error.contains("timed out after 1s"), "{error}");
+    drop(silent);
+}
+
 /// The controller's fetcher reads repositories over the network only: a `file://` base
 /// would let one tenant's tree read another's repository from the controller's disk.
 #[test]

@@ -21,7 +21,12 @@ pub(crate) fn client() -> Result<Client, String> {
         .connect_timeout(CONNECT_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| format!("cannot build the HTTP client: {}", chain(&e)))
+        .map_err(|e| {
+            format!(
+                "cannot build the HTTP client: {}",
+                crate::report::cause_chain(&e)
+            )
+        })
 }
 
 /// What a key service answered.
@@ -62,9 +67,9 @@ pub(crate) fn send(what: &str, build: impl Fn() -> RequestBuilder) -> Result<Ans
                 return Ok(answer);
             }
             Err(error) if error.is_connect() || error.is_timeout() => {
-                last = format!("{what}: {}", chain(&error));
+                last = format!("{what}: {}", crate::report::cause_chain(&error));
             }
-            Err(error) => return Err(format!("{what}: {}", chain(&error))),
+            Err(error) => return Err(format!("{what}: {}", crate::report::cause_chain(&error))),
         }
     }
     Err(format!("{last} (after {ATTEMPTS} attempts)"))
@@ -81,21 +86,6 @@ fn read_bounded(response: Response) -> Result<Vec<u8>, String> {
         return Err(format!("larger than {MAX_RESPONSE_BYTES} bytes"));
     }
     Ok(body)
-}
-
-/// An error and its causes, `: `-joined (reqwest's own message hides them).
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// A service's own error text from a JSON answer, at the first of `pointers` that holds a
