@@ -47,9 +47,14 @@ pub(crate) async fn decryption_keys(
         .clone()
         .filter(|name| !name.is_empty())
         .or_else(|| ctx.options.default_decryption_service_account.clone());
-    let with_environment = |keys: &mut Keys| match &service_account {
-        Some(account) => keys.use_service_account(account),
-        None => keys.add_environment(std::env::vars()),
+    // Key services get the Kustomization's timeout, from now, for all of its files.
+    let deadline = std::time::Instant::now() + super::steps::timeout_of(&object.spec);
+    let with_environment = |keys: &mut Keys| {
+        keys.set_deadline(deadline);
+        match &service_account {
+            Some(account) => keys.use_service_account(account),
+            None => keys.add_environment(std::env::vars()),
+        }
     };
     let namespace = object.metadata.namespace.clone().unwrap_or_default();
     let (secret_namespace, secret_name) = match &decryption.secret_ref {

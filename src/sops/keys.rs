@@ -8,13 +8,15 @@
 //! entry to the [`KeySource`] of its kind. Key material never appears in errors or logs;
 //! errors name the entry only.
 
-use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use super::keysource::age::AgeIdentities;
 use super::keysource::aws_kms::{AwsCredentials, AwsEndpoints, AwsKms};
 use super::keysource::azure_kv::{AzureCredentials, AzureKeyVault};
 use super::keysource::gcp_kms::{GcpCredentials, GcpKms};
+use super::keysource::http::Http;
 use super::keysource::pgp::PgpKeys;
 use super::keysource::vault::VaultTransit;
 use super::keysource::{KeySource, Stanza};
@@ -50,7 +52,17 @@ pub struct Keys {
     gcp: Option<GcpCredentials>,
     gcp_endpoint: Option<String>,
     azure: Option<AzureCredentials>,
+    /// Key Vault origins trusted besides Azure's domains.
+    azure_vault_origins: Vec<String>,
     vault_token: Option<String>,
+    /// Where the controller's own `VAULT_TOKEN` may go (`VAULT_ADDR`); `None` while the
+    /// token, if any, is the tenant's.
+    vault_token_only_to: Option<Option<String>>,
+    /// When key services stop being called.
+    deadline: Option<Instant>,
+    /// Key-service keys that already failed in this decryption, and why: a file set of
+    /// fifty files naming one unreachable key waits for it once.
+    failed: Mutex<HashMap<String, String>>,
     /// The Kubernetes service account whose cloud identity Flux would decrypt as.
     service_account: Option<String>,
     /// The key-service clients, made on first use (they keep connections and tokens).
@@ -62,7 +74,7 @@ struct Services {
     aws: Option<AwsKms>,
     gcp: Option<GcpKms>,
     azure: Option<AzureKeyVault>,
-    vault: Option<Result<VaultTransit, String>>,
+    vault: Option<VaultTransit>,
 }
 
 impl std::fmt::Debug for Keys {
@@ -112,6 +124,7 @@ impl Keys {
                     return Err(invalid("the token is empty".into()));
                 }
                 self.vault_token = Some(token);
+                self.vault_token_only_to = None;
             }
             _ if entry.ends_with(".agekey") => {
                 self.add_age(entry, &String::from_utf8_lossy(content))?;
@@ -155,6 +168,7 @@ impl Keys {
                         || name.starts_with("AZURE_")
                         || name.starts_with("GOOGLE_")
                         || name == "VAULT_TOKEN"
+                        || name == "VAULT_ADDR"
                         || name == "SOPS_GCP_KMS_ENDPOINT")
             })
             .collect();
@@ -171,8 +185,9 @@ impl Keys {
         }
         self.aws_endpoints.kms = var("AWS_ENDPOINT_URL_KMS").or_else(|| var("AWS_ENDPOINT_URL"));
         self.aws_endpoints.sts = var("AWS_ENDPOINT_URL_STS").or_else(|| var("AWS_ENDPOINT_URL"));
-        if self.vault_token.is_none() {
+        if self.vault_token.is_none() && var("VAULT_TOKEN").is_some() {
             self.vault_token = var("VAULT_TOKEN");
+            self.vault_token_only_to = Some(var("VAULT_ADDR"));
         }
         if self.gcp.is_none() {
             self.gcp = var("GOOGLE_OAUTH_ACCESS_TOKEN")
@@ -198,6 +213,17 @@ impl Keys {
                     .unwrap_or_else(|| "https://login.microsoftonline.com/".into()),
             });
         }
+    }
+
+    /// Stops calling key services at `deadline` (a Kustomization's timeout).
+    pub fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+    }
+
+    /// Trusts an Azure Key Vault origin (`https://vault.example:8443`) besides Azure's own
+    /// domains, for private clouds and test servers.
+    pub fn trust_azure_vault_origin(&mut self, origin: &str) {
+        self.azure_vault_origins.push(origin.to_string());
     }
 
     /// Decrypts for a Kubernetes service account (`spec.decryption.serviceAccountName`):
@@ -264,23 +290,54 @@ impl Keys {
     }
 
     fn services(&self) -> &Services {
-        self.services.get_or_init(|| Services {
-            aws: self
-                .aws
-                .clone()
-                .map(|c| AwsKms::new(c, self.aws_endpoints.clone())),
-            gcp: self
-                .gcp
-                .clone()
-                .map(|c| GcpKms::new(c, self.gcp_endpoint.clone())),
-            azure: self.azure.clone().map(AzureKeyVault::new),
-            vault: self.vault_token.clone().map(VaultTransit::new),
+        self.services.get_or_init(|| {
+            let http = Arc::new(Http::new(self.deadline));
+            Services {
+                aws: self
+                    .aws
+                    .clone()
+                    .map(|c| AwsKms::new(c, self.aws_endpoints.clone(), http.clone())),
+                gcp: self
+                    .gcp
+                    .clone()
+                    .map(|c| GcpKms::new(c, self.gcp_endpoint.clone(), http.clone())),
+                azure: self
+                    .azure
+                    .clone()
+                    .map(|c| AzureKeyVault::new(c, http.clone(), self.azure_vault_origins.clone())),
+                vault: self
+                    .vault_token
+                    .clone()
+                    .map(|token| match &self.vault_token_only_to {
+                        Some(address) => {
+                            VaultTransit::controller(token, address.clone(), http.clone())
+                        }
+                        None => VaultTransit::tenant(token, http.clone()),
+                    }),
+            }
         })
     }
 
     /// The bytes a metadata entry wraps (a data key or a Shamir share); `Ok(None)` when no
     /// key of ours is its recipient. Errors say why, naming the service but no secret.
     pub(super) fn open(&self, stanza: &Stanza) -> Result<Option<Vec<u8>>, String> {
+        if matches!(stanza, Stanza::Age(_) | Stanza::Pgp(_)) {
+            return self.open_now(stanza);
+        }
+        let key = format!("{} {}", stanza.source_name(), stanza.key_name());
+        if let Some(reason) = self.failed.lock().ok().and_then(|f| f.get(&key).cloned()) {
+            return Err(reason);
+        }
+        let opened = self.open_now(stanza);
+        if let Err(reason) = &opened
+            && let Ok(mut failed) = self.failed.lock()
+        {
+            failed.insert(key, reason.clone());
+        }
+        opened
+    }
+
+    fn open_now(&self, stanza: &Stanza) -> Result<Option<Vec<u8>>, String> {
         let missing = |entry: &str| {
             Err(match &self.service_account {
                 Some(account) => format!(
@@ -311,8 +368,7 @@ impl Keys {
                 None => missing(AZURE_KV_ENTRY),
             },
             Stanza::Vault(entry) => match &services.vault {
-                Some(Ok(source)) => source.open(entry),
-                Some(Err(error)) => Err(error.clone()),
+                Some(source) => source.open(entry),
                 None => missing(VAULT_TOKEN_ENTRY),
             },
         }

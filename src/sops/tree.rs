@@ -35,13 +35,20 @@ enum Rule {
     ByValueForm,
 }
 
+/// One key group: its entries, and those that could not be read (sops skips an entry it
+/// cannot read and tries the others).
+struct KeyGroup {
+    stanzas: Vec<Stanza>,
+    invalid: Vec<String>,
+}
+
 /// The parts of the `sops` metadata decryption needs.
 pub struct Metadata {
     lastmodified: String,
     mac: Option<String>,
     /// The key groups: each entry of a group wraps the same secret (the data key, or with
     /// several groups that group's Shamir share).
-    groups: Vec<Vec<Stanza>>,
+    groups: Vec<KeyGroup>,
     /// How many groups must open; 0 when the file does not say (then every one given is
     /// combined, as sops does).
     shamir_threshold: usize,
@@ -78,18 +85,22 @@ impl Metadata {
         let mut groups = Vec::new();
         for group in group_maps {
             let mut stanzas = Vec::new();
+            let mut invalid = Vec::new();
             for kind in KINDS {
                 match group.get(kind) {
                     None | Some(Value::Null) => {}
                     Some(Value::Array(entries)) => {
                         for entry in entries {
-                            stanzas.push(Stanza::parse(kind, entry).map_err(SopsError::Metadata)?);
+                            match Stanza::parse(kind, entry) {
+                                Ok(stanza) => stanzas.push(stanza),
+                                Err(reason) => invalid.push(format!("invalid entry: {reason}")),
+                            }
                         }
                     }
                     Some(_) => return Err(bad(&format!("`{kind}` is not a list"))),
                 }
             }
-            groups.push(stanzas);
+            groups.push(KeyGroup { stanzas, invalid });
         }
         let shamir_threshold = match map.get("shamir_threshold") {
             None | Some(Value::Null) => 0,
@@ -186,7 +197,7 @@ impl Metadata {
     }
 
     fn no_matching_key(&self, keys: &Keys, reasons: Vec<String>) -> SopsError {
-        let stanzas: Vec<&Stanza> = self.groups.iter().flatten().collect();
+        let stanzas: Vec<&Stanza> = self.groups.iter().flat_map(|g| &g.stanzas).collect();
         // Only a file we cannot open at all for that reason is reported as unsupported;
         // otherwise the missing key is the more useful message.
         if let Some(unsupported) = reasons.iter().find(|r| r.contains("unsupported recipient"))
@@ -223,9 +234,9 @@ impl Metadata {
 
 /// The secret one key group wraps, from the first of its entries `keys` opens; else why
 /// each entry did not open (entries no key of ours is a recipient of say nothing).
-fn open_group(group: &[Stanza], keys: &Keys) -> Result<Vec<u8>, Vec<String>> {
-    let mut reasons = Vec::new();
-    for stanza in group {
+fn open_group(group: &KeyGroup, keys: &Keys) -> Result<Vec<u8>, Vec<String>> {
+    let mut reasons = group.invalid.clone();
+    for stanza in &group.stanzas {
         match keys.open(stanza) {
             Ok(Some(secret)) => return Ok(secret),
             Ok(None) => {}

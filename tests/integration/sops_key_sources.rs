@@ -278,8 +278,21 @@ fn vault_transit_keys_open_with_the_secret_token_or_the_environment() {
             .starts_with("foo: bar")
     );
     let mut from_environment = Keys::new();
-    from_environment.add_environment([("VAULT_TOKEN".to_string(), "root".to_string())]);
+    from_environment.add_environment([
+        ("VAULT_TOKEN".to_string(), "root".to_string()),
+        ("VAULT_ADDR".to_string(), bao.url.clone()),
+    ]);
     assert!(decrypt_sealed(&file, &from_environment).is_ok());
+    // The controller's own token goes to its own Vault only, whatever a file names.
+    for address in [None, Some("https://vault.elsewhere.example:8200")] {
+        let mut elsewhere = Keys::new();
+        elsewhere.add_environment(
+            std::iter::once(("VAULT_TOKEN".to_string(), "root".to_string()))
+                .chain(address.map(|a| ("VAULT_ADDR".to_string(), a.to_string()))),
+        );
+        let error = decrypt_sealed(&file, &elsewhere).unwrap_err().to_string();
+        assert!(error.contains("sent only to VAULT_ADDR"), "{error}");
+    }
 
     let mut wrong = Keys::new();
     wrong
@@ -647,8 +660,30 @@ fn azure_key_vault_keys_open_with_a_client_secret_as_azure_documents_it() {
                     "created_at": "2026-11-25T00:00:00Z", "enc": URL_SAFE_NO_PAD.encode(wrap(&data_key))}]),
         );
     });
+    // The token goes to Azure's Key Vault domains only, unless an origin is trusted.
+    let mut untrusted = Keys::new();
+    untrusted
+        .add_entry(
+            "sops.azure-kv",
+            format!(
+                "tenantId: tenant-1\nclientId: client-1\nclientSecret: s\nauthorityHost: {}\n",
+                server.url
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let error = decrypt_sealed(&file, &untrusted).unwrap_err().to_string();
+    assert!(
+        error.contains("not an https Azure Key Vault address"),
+        "{error}"
+    );
+    assert!(
+        server.requests().is_empty(),
+        "nothing was sent, not even for a token"
+    );
     let entry = |secret: &str| {
         let mut keys = Keys::new();
+        keys.trust_azure_vault_origin(&server.url);
         keys.add_entry(
             "sops.azure-kv",
             format!(
@@ -671,4 +706,48 @@ fn azure_key_vault_keys_open_with_a_client_secret_as_azure_documents_it() {
     assert!(error.contains("Azure Key Vault"), "{error}");
     assert!(error.contains("AADSTS7000215"), "{error}");
     assert!(!error.contains("wrong-secret"), "{error}");
+}
+
+/// Key services cannot hold a build: a key that failed once is not asked again in the same
+/// decryption, nothing is sent past the deadline, and an entry that cannot be read is
+/// skipped for the others, as sops skips it.
+#[test]
+fn key_services_are_asked_once_and_never_past_the_deadline() {
+    let server = MockServer::start(|_| (403, json!({"errors": ["permission denied"]})));
+    let vault_entry = json!({"vault_address": server.url, "engine_path": "transit", "key_name": "k",
+                             "created_at": "2026-11-25T00:00:00Z", "enc": "vault:v1:AAAA"});
+    let twice = sealed_with(|sops| {
+        sops.insert(
+            "hc_vault".into(),
+            json!([vault_entry.clone(), vault_entry.clone()]),
+        );
+    });
+    let mut keys = Keys::new();
+    keys.add_entry("sops.vault-token", b"t").unwrap();
+    for _ in 0..3 {
+        let error = decrypt_sealed(&twice, &keys).unwrap_err().to_string();
+        assert!(error.contains("permission denied"), "{error}");
+    }
+    assert_eq!(server.requests().len(), 1, "one failed key, asked once");
+
+    let mut late = Keys::new();
+    late.add_entry("sops.vault-token", b"t").unwrap();
+    late.set_deadline(std::time::Instant::now());
+    let error = decrypt_sealed(&twice, &late).unwrap_err().to_string();
+    assert!(error.contains("ran out of time"), "{error}");
+    assert_eq!(server.requests().len(), 1, "nothing sent past the deadline");
+
+    let original = sops_metadata(&std::fs::read_to_string(getsops(SEALED)).unwrap());
+    let with_a_broken_entry = sealed_with(|sops| {
+        sops.insert("hc_vault".into(), json!([{"vault_address": server.url}]));
+        sops.insert("pgp".into(), original["pgp"].clone());
+    });
+    assert!(decrypt_sealed(&with_a_broken_entry, &sops_test_keys()).is_ok());
+    let error = decrypt_sealed(&with_a_broken_entry, &Keys::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("invalid entry: a `hc_vault` entry has no `engine_path`"),
+        "{error}"
+    );
 }

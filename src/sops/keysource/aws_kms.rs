@@ -3,12 +3,12 @@
 //! entry's `role` is assumed through STS first, as sops does.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use base64::Engine;
 use serde_json::json;
 
-use super::http::{self, service_message};
+use super::http::{self, Http, service_message};
 use super::{KeySource, checked_secret};
 
 /// A `kms` entry.
@@ -76,23 +76,20 @@ pub struct AwsEndpoints {
 pub(crate) struct AwsKms {
     credentials: AwsCredentials,
     endpoints: AwsEndpoints,
-    client: OnceLock<Result<reqwest::blocking::Client, String>>,
+    http: Arc<Http>,
 }
 
 impl AwsKms {
-    pub(crate) fn new(credentials: AwsCredentials, endpoints: AwsEndpoints) -> AwsKms {
+    pub(crate) fn new(
+        credentials: AwsCredentials,
+        endpoints: AwsEndpoints,
+        http: Arc<Http>,
+    ) -> AwsKms {
         AwsKms {
             credentials,
             endpoints,
-            client: OnceLock::new(),
+            http,
         }
-    }
-
-    fn client(&self) -> Result<&reqwest::blocking::Client, String> {
-        self.client
-            .get_or_init(http::client)
-            .as_ref()
-            .map_err(Clone::clone)
     }
 
     /// Sends a signed POST.
@@ -107,10 +104,9 @@ impl AwsKms {
         body: &[u8],
         credentials: &AwsCredentials,
     ) -> Result<http::Answer, String> {
-        let client = self.client()?;
         // Signed once: retries come within seconds, well inside SigV4's five minutes.
         let signed = sign(service, region, url, headers, body, credentials)?;
-        http::send(what, || {
+        self.http.send(what, |client| {
             let mut request = client.post(url).body(body.to_vec());
             for (name, value) in headers {
                 request = request.header(*name, *value);
@@ -123,12 +119,12 @@ impl AwsKms {
     }
 
     /// Temporary credentials for `role`, as sops assumes it (session `sops@<host>`).
-    fn assume_role(&self, role: &str, region: &str) -> Result<AwsCredentials, String> {
+    fn assume_role(&self, role: &str, region: &Region) -> Result<AwsCredentials, String> {
         let url = self
             .endpoints
             .sts
             .clone()
-            .unwrap_or_else(|| format!("https://sts.{region}.amazonaws.com/"));
+            .unwrap_or_else(|| format!("https://sts.{}/", region.host_suffix()));
         let what = format!("STS AssumeRole {role} at {url}");
         let body = form_urlencoded::Serializer::new(String::new())
             .append_pair("Action", "AssumeRole")
@@ -139,7 +135,7 @@ impl AwsKms {
         let answer = self.call(
             &what,
             "sts",
-            region,
+            &region.name,
             &url,
             &[("content-type", "application/x-www-form-urlencoded")],
             body.as_bytes(),
@@ -147,7 +143,12 @@ impl AwsKms {
         )?;
         let text = String::from_utf8_lossy(&answer.body);
         if !answer.is_success() {
-            let message = xml_text(&text, "Message").unwrap_or_default();
+            // The service's words, cut short: nothing of the request is repeated.
+            let message: String = xml_text(&text, "Message")
+                .unwrap_or_default()
+                .chars()
+                .take(300)
+                .collect();
             return Err(format!("{what}: HTTP {}: {message}", answer.status));
         }
         let field = |name: &str| {
@@ -178,7 +179,7 @@ impl KeySource for AwsKms {
             .endpoints
             .kms
             .clone()
-            .unwrap_or_else(|| format!("https://kms.{region}.amazonaws.com/"));
+            .unwrap_or_else(|| format!("https://kms.{}/", region.host_suffix()));
         let what = format!("Decrypt at {url}");
         let body = serde_json::to_vec(&json!({
             "CiphertextBlob": entry.enc,
@@ -189,7 +190,7 @@ impl KeySource for AwsKms {
         let answer = self.call(
             &what,
             "kms",
-            &region,
+            &region.name,
             &url,
             &[
                 ("content-type", "application/x-amz-json-1.1"),
@@ -223,15 +224,39 @@ impl KeySource for AwsKms {
     }
 }
 
-/// The region of a KMS key ARN, which sops uses whatever else is configured.
-fn region_of(arn: &str) -> Result<String, String> {
+/// A KMS key's region and partition.
+#[derive(Debug, PartialEq, Eq)]
+struct Region {
+    name: String,
+    /// `aws`, `aws-cn`, `aws-us-gov`…
+    partition: String,
+}
+
+impl Region {
+    /// `<region>.amazonaws.com`, or `.com.cn` in the China partition.
+    fn host_suffix(&self) -> String {
+        if self.partition == "aws-cn" {
+            format!("{}.amazonaws.com.cn", self.name)
+        } else {
+            format!("{}.amazonaws.com", self.name)
+        }
+    }
+}
+
+/// The region of a KMS key ARN, which sops uses whatever else is configured. It becomes
+/// part of a host name, so it must look like one's label.
+fn region_of(arn: &str) -> Result<Region, String> {
     static ARN: OnceLock<regex::Regex> = OnceLock::new();
     let pattern = ARN.get_or_init(|| {
-        regex::Regex::new(r"^arn:aws[\w-]*:kms:(.+):[0-9]+:(key|alias)/.+$").expect("valid")
+        regex::Regex::new(r"^arn:(aws[a-z-]*):kms:([a-z0-9-]+):[0-9]+:(key|alias)/.+$")
+            .expect("valid")
     });
     pattern
         .captures(arn)
-        .map(|c| c[1].to_string())
+        .map(|c| Region {
+            name: c[2].to_string(),
+            partition: c[1].to_string(),
+        })
         .ok_or_else(|| format!("no valid ARN found in '{arn}'"))
 }
 
@@ -319,15 +344,16 @@ mod tests {
 
     #[test]
     fn regions_come_from_the_arn() {
-        assert_eq!(
-            region_of("arn:aws:kms:eu-west-1:123456789012:key/abc").unwrap(),
-            "eu-west-1"
-        );
-        assert_eq!(
-            region_of("arn:aws-us-gov:kms:us-gov-west-1:123456789012:alias/sops").unwrap(),
-            "us-gov-west-1"
-        );
+        let region = region_of("arn:aws:kms:eu-west-1:123456789012:key/abc").unwrap();
+        assert_eq!(region.host_suffix(), "eu-west-1.amazonaws.com");
+        let gov = region_of("arn:aws-us-gov:kms:us-gov-west-1:123456789012:alias/sops").unwrap();
+        assert_eq!(gov.name, "us-gov-west-1");
+        let china = region_of("arn:aws-cn:kms:cn-north-1:123456789012:key/abc").unwrap();
+        assert_eq!(china.host_suffix(), "cn-north-1.amazonaws.com.cn");
         assert!(region_of("arn:aws:s3:::bucket").is_err());
+        // A region is a host label: nothing may steer the signed request elsewhere.
+        assert!(region_of("arn:aws:kms:evil.example/:1:key/a").is_err());
+        assert!(region_of("arn:aws:kms:x.evil.example:1:key/a").is_err());
     }
 
     #[test]

@@ -2,17 +2,25 @@
 //! (RSA-OAEP-256, as sops encrypts) with a token from the client-credentials grant of the
 //! decryption Secret's `sops.azure-kv` entry, or of the controller's `AZURE_*` environment.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use base64::Engine;
 use serde_json::{Value, json};
 
-use super::http::{self, service_message};
+use super::http::{Http, service_message};
 use super::{KeySource, checked_secret};
 
 const DEFAULT_AUTHORITY: &str = "https://login.microsoftonline.com/";
 const VAULT_SCOPE: &str = "https://vault.azure.net/.default";
 const API_VERSION: &str = "7.4";
+/// The DNS suffixes of Key Vault in Azure's clouds: a token is sent to no other host.
+const VAULT_SUFFIXES: [&str; 5] = [
+    ".vault.azure.net",
+    ".vault.azure.cn",
+    ".vault.usgovcloudapi.net",
+    ".vault.microsoftazure.de",
+    ".managedhsm.azure.net",
+];
 
 /// An `azure_kv` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,24 +114,51 @@ impl AzureCredentials {
 /// Azure credentials and the token once obtained.
 pub(crate) struct AzureKeyVault {
     credentials: AzureCredentials,
-    client: OnceLock<Result<reqwest::blocking::Client, String>>,
+    http: Arc<Http>,
     token: OnceLock<Result<String, String>>,
+    /// Vault origins trusted besides Azure's own domains (a private cloud, a test server).
+    extra_origins: Vec<String>,
 }
 
 impl AzureKeyVault {
-    pub(crate) fn new(credentials: AzureCredentials) -> AzureKeyVault {
+    pub(crate) fn new(
+        credentials: AzureCredentials,
+        http: Arc<Http>,
+        extra_origins: Vec<String>,
+    ) -> AzureKeyVault {
         AzureKeyVault {
             credentials,
-            client: OnceLock::new(),
+            http,
             token: OnceLock::new(),
+            extra_origins,
         }
     }
 
-    fn client(&self) -> Result<&reqwest::blocking::Client, String> {
-        self.client
-            .get_or_init(http::client)
-            .as_ref()
-            .map_err(Clone::clone)
+    /// The vault's URL, when the token may go there: https to a Key Vault host, or an
+    /// origin trusted by configuration. A file names the vault; a tenant's file must not be
+    /// able to send the token anywhere else.
+    fn vault_url(&self, vault_url: &str) -> Result<reqwest::Url, String> {
+        let url = reqwest::Url::parse(vault_url)
+            .map_err(|e| format!("invalid vault_url {vault_url}: {e}"))?;
+        let origin = url.origin().ascii_serialization();
+        let key_vault_host = url.scheme() == "https"
+            && url.username().is_empty()
+            && url
+                .host_str()
+                .is_some_and(|host| VAULT_SUFFIXES.iter().any(|s| host.ends_with(s)));
+        if key_vault_host
+            || self
+                .extra_origins
+                .iter()
+                .any(|trusted| trusted.trim_end_matches('/') == origin)
+        {
+            Ok(url)
+        } else {
+            Err(format!(
+                "vault_url {vault_url} is not an https Azure Key Vault address; the token is \
+                 not sent there"
+            ))
+        }
     }
 
     fn token(&self) -> Result<&str, String> {
@@ -147,8 +182,9 @@ impl AzureKeyVault {
             ("client_secret", credentials.client_secret.as_str()),
             ("scope", VAULT_SCOPE),
         ];
-        let client = self.client()?;
-        let answer = http::send(&what, || client.post(&url).form(&form))?;
+        let answer = self
+            .http
+            .send(&what, |client| client.post(&url).form(&form))?;
         if !answer.is_success() {
             return Err(format!(
                 "{what}: {}",
@@ -169,25 +205,24 @@ impl KeySource for AzureKeyVault {
     const NAME: &'static str = "Azure Key Vault";
 
     fn open(&self, entry: &AzureEntry) -> Result<Option<Vec<u8>>, String> {
-        let token = self.token()?;
-        let mut url = format!(
-            "{}/keys/{}",
-            entry.vault_url.trim_end_matches('/'),
-            entry.name
-        );
-        if !entry.version.is_empty() {
-            url.push('/');
-            url.push_str(&entry.version);
+        let mut url = self.vault_url(&entry.vault_url)?;
+        {
+            let mut segments = url
+                .path_segments_mut()
+                .map_err(|_| format!("invalid vault_url {}", entry.vault_url))?;
+            segments.pop_if_empty().push("keys").push(&entry.name);
+            if !entry.version.is_empty() {
+                segments.push(&entry.version);
+            }
+            segments.push("decrypt");
         }
-        url.push_str("/decrypt?api-version=");
-        url.push_str(API_VERSION);
-        let what = format!(
-            "Key Vault decrypt with {}/keys/{}",
-            entry.vault_url, entry.name
-        );
+        url.set_query(Some(&format!("api-version={API_VERSION}")));
+        let token = self.token()?;
+        let what = format!("decrypt at {url}");
         let body = json!({ "alg": "RSA-OAEP-256", "value": entry.enc });
-        let client = self.client()?;
-        let answer = http::send(&what, || client.post(&url).bearer_auth(token).json(&body))?;
+        let answer = self.http.send(&what, |client| {
+            client.post(url.clone()).bearer_auth(token).json(&body)
+        })?;
         if !answer.is_success() {
             return Err(format!(
                 "{what}: {}",

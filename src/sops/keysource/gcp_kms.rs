@@ -3,12 +3,12 @@
 //! service account, whose signed JWT is exchanged for a token, or an authorized user,
 //! whose refresh token is), or the controller's `GOOGLE_OAUTH_ACCESS_TOKEN`.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use base64::Engine;
 use serde_json::{Value, json};
 
-use super::http::{self, service_message};
+use super::http::{Http, service_message};
 use super::{KeySource, checked_secret};
 
 #[cfg(feature = "gcp-kms")]
@@ -96,26 +96,28 @@ impl GcpCredentials {
 pub(crate) struct GcpKms {
     credentials: GcpCredentials,
     endpoint: String,
-    client: OnceLock<Result<reqwest::blocking::Client, String>>,
+    http: Arc<Http>,
     token: OnceLock<Result<String, String>>,
 }
 
 impl GcpKms {
-    /// `endpoint`: sops's `SOPS_GCP_KMS_ENDPOINT`, else Google's.
-    pub(crate) fn new(credentials: GcpCredentials, endpoint: Option<String>) -> GcpKms {
+    /// `endpoint`: sops's `SOPS_GCP_KMS_ENDPOINT` (`host:port`, or a URL), else Google's.
+    pub(crate) fn new(
+        credentials: GcpCredentials,
+        endpoint: Option<String>,
+        http: Arc<Http>,
+    ) -> GcpKms {
+        let endpoint = match endpoint {
+            Some(url) if url.contains("://") => url,
+            Some(host) => format!("https://{host}"),
+            None => DEFAULT_ENDPOINT.to_string(),
+        };
         GcpKms {
             credentials,
-            endpoint: endpoint.unwrap_or_else(|| DEFAULT_ENDPOINT.to_string()),
-            client: OnceLock::new(),
+            endpoint,
+            http,
             token: OnceLock::new(),
         }
-    }
-
-    fn client(&self) -> Result<&reqwest::blocking::Client, String> {
-        self.client
-            .get_or_init(http::client)
-            .as_ref()
-            .map_err(Clone::clone)
     }
 
     fn token(&self) -> Result<&str, String> {
@@ -163,8 +165,9 @@ impl GcpKms {
             ),
         };
         let what = format!("OAuth token at {token_uri}");
-        let client = self.client()?;
-        let answer = http::send(&what, || client.post(token_uri).form(&form))?;
+        let answer = self
+            .http
+            .send(&what, |client| client.post(token_uri).form(&form))?;
         if !answer.is_success() {
             return Err(format!(
                 "{what}: {}",
@@ -185,6 +188,14 @@ impl KeySource for GcpKms {
     const NAME: &'static str = "GCP KMS";
 
     fn open(&self, entry: &GcpEntry) -> Result<Option<Vec<u8>>, String> {
+        static RESOURCE: OnceLock<regex::Regex> = OnceLock::new();
+        let resource = RESOURCE.get_or_init(|| {
+            regex::Regex::new(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
+                .expect("valid")
+        });
+        if !resource.is_match(&entry.resource_id) || entry.resource_id.contains("..") {
+            return Err(format!("invalid resource_id {:?}", entry.resource_id));
+        }
         let token = self.token()?;
         let url = format!(
             "{}/v1/{}:decrypt",
@@ -193,8 +204,9 @@ impl KeySource for GcpKms {
         );
         let what = format!("decrypt at {url}");
         let body = json!({ "ciphertext": entry.enc });
-        let client = self.client()?;
-        let answer = http::send(&what, || client.post(&url).bearer_auth(token).json(&body))?;
+        let answer = self.http.send(&what, |client| {
+            client.post(&url).bearer_auth(token).json(&body)
+        })?;
         if !answer.is_success() {
             return Err(format!(
                 "{what}: {}",

@@ -2,7 +2,8 @@
 //! the size of what it reads; errors keep their cause chain and never a header or body
 //! that was sent.
 
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use reqwest::blocking::{Client, RequestBuilder, Response};
 
@@ -14,8 +15,40 @@ const ATTEMPTS: u32 = 3;
 /// Key service answers are small JSON documents.
 const MAX_RESPONSE_BYTES: u64 = 1 << 20;
 
-/// A client shared by the key sources of one decryption.
-pub(crate) fn client() -> Result<Client, String> {
+/// The client the key services of one decryption share, and the time they have: past the
+/// deadline nothing more is sent, so a key service that is down cannot hold a build for
+/// longer than its Kustomization's timeout.
+#[derive(Default)]
+pub(crate) struct Http {
+    client: OnceLock<Result<Client, String>>,
+    deadline: Option<Instant>,
+}
+
+impl Http {
+    pub(crate) fn new(deadline: Option<Instant>) -> Http {
+        Http {
+            client: OnceLock::new(),
+            deadline,
+        }
+    }
+
+    /// Sends the request `build` makes, again after a transient failure; `what` names the
+    /// call in errors ("Decrypt at https://…").
+    pub(crate) fn send(
+        &self,
+        what: &str,
+        build: impl Fn(&Client) -> RequestBuilder,
+    ) -> Result<Answer, String> {
+        let client = self
+            .client
+            .get_or_init(client)
+            .as_ref()
+            .map_err(Clone::clone)?;
+        send(what, self.deadline, || build(client))
+    }
+}
+
+fn client() -> Result<Client, String> {
     Client::builder()
         .timeout(TIMEOUT)
         .connect_timeout(CONNECT_TIMEOUT)
@@ -46,15 +79,32 @@ impl Answer {
     }
 }
 
-/// Sends the request `build` makes, again after a transient failure; `what` names the call
-/// in errors ("KMS Decrypt at https://…").
-pub(crate) fn send(what: &str, build: impl Fn() -> RequestBuilder) -> Result<Answer, String> {
+fn send(
+    what: &str,
+    deadline: Option<Instant>,
+    build: impl Fn() -> RequestBuilder,
+) -> Result<Answer, String> {
     let mut last = String::new();
     for attempt in 0..ATTEMPTS {
         if attempt > 0 {
             std::thread::sleep(Duration::from_millis(200 << attempt));
         }
-        match build().send() {
+        let mut request = build();
+        if let Some(deadline) = deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!(
+                    "{what}: not sent, the decryption ran out of time{}",
+                    if last.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (last: {last})")
+                    }
+                ));
+            }
+            request = request.timeout(left.min(TIMEOUT));
+        }
+        match request.send() {
             Ok(response) => {
                 let status = response.status().as_u16();
                 let body = read_bounded(response)
