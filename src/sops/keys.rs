@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use super::keysource::age::AgeIdentities;
-use super::keysource::aws_kms::{AwsCredentials, AwsEndpoints, AwsKms};
+use super::keysource::aws_kms::{AwsCredentialSource, AwsCredentials, AwsEndpoints, AwsKms};
 use super::keysource::azure_kv::{AzureCredentials, AzureKeyVault};
 use super::keysource::gcp_kms::{GcpCredentials, GcpKms};
 use super::keysource::http::Http;
@@ -47,7 +47,7 @@ pub enum KeyError {
 pub struct Keys {
     age: AgeIdentities,
     pgp: PgpKeys,
-    aws: Option<AwsCredentials>,
+    aws: Option<AwsCredentialSource>,
     aws_endpoints: AwsEndpoints,
     gcp: Option<GcpCredentials>,
     gcp_endpoint: Option<String>,
@@ -113,7 +113,11 @@ impl Keys {
             reason,
         };
         match entry {
-            AWS_KMS_ENTRY => self.aws = Some(AwsCredentials::from_entry(content).map_err(invalid)?),
+            AWS_KMS_ENTRY => {
+                self.aws = Some(AwsCredentialSource::Static(
+                    AwsCredentials::from_entry(content).map_err(invalid)?,
+                ));
+            }
             GCP_KMS_ENTRY => self.gcp = Some(GcpCredentials::from_entry(content).map_err(invalid)?),
             AZURE_KV_ENTRY => {
                 self.azure = Some(AzureCredentials::from_entry(content).map_err(invalid)?);
@@ -177,10 +181,20 @@ impl Keys {
             && let (Some(access_key_id), Some(secret_access_key)) =
                 (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
         {
-            self.aws = Some(AwsCredentials {
+            self.aws = Some(AwsCredentialSource::Static(AwsCredentials {
                 access_key_id,
                 secret_access_key,
                 session_token: var("AWS_SESSION_TOKEN"),
+            }));
+        }
+        if self.aws.is_none()
+            && let (Some(role_arn), Some(token_file)) =
+                (var("AWS_ROLE_ARN"), var("AWS_WEB_IDENTITY_TOKEN_FILE"))
+        {
+            self.aws = Some(AwsCredentialSource::WebIdentity {
+                role_arn,
+                token_file: token_file.into(),
+                session_name: var("AWS_ROLE_SESSION_NAME"),
             });
         }
         self.aws_endpoints.kms = var("AWS_ENDPOINT_URL_KMS").or_else(|| var("AWS_ENDPOINT_URL"));

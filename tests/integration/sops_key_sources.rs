@@ -396,7 +396,28 @@ fn aws_kms_keys_open_with_signed_requests_roles_and_encryption_contexts() {
         ),
         ("AWS_ENDPOINT_URL_KMS".to_string(), moto.url.clone()),
     ]);
-    assert!(decrypt_sealed(&file_with("", context), &from_environment).is_ok());
+    assert!(decrypt_sealed(&file_with("", context.clone()), &from_environment).is_ok());
+    // EKS's IAM roles for service accounts: the projected token, exchanged through STS.
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    std::fs::write(
+        &token_file,
+        "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.c2ln\n",
+    )
+    .unwrap();
+    let mut web_identity = Keys::new();
+    web_identity.add_environment([
+        (
+            "AWS_ROLE_ARN".to_string(),
+            "arn:aws:iam::123456789012:role/kustomize-controller".to_string(),
+        ),
+        (
+            "AWS_WEB_IDENTITY_TOKEN_FILE".to_string(),
+            token_file.display().to_string(),
+        ),
+        ("AWS_ENDPOINT_URL".to_string(), moto.url.clone()),
+    ]);
+    assert!(decrypt_sealed(&file_with("", context), &web_identity).is_ok());
     // The context is part of what KMS authenticates.
     let error = decrypt_sealed(&file_with("", json!({"app": "other"})), &keys())
         .unwrap_err()

@@ -64,6 +64,20 @@ impl AwsCredentials {
     }
 }
 
+/// Where a decryption's AWS credentials come from.
+#[derive(Clone, Debug)]
+pub enum AwsCredentialSource {
+    /// An access key (the `sops.aws-kms` entry, or `AWS_ACCESS_KEY_ID`…).
+    Static(AwsCredentials),
+    /// The pod's web identity (EKS IAM roles for service accounts: `AWS_ROLE_ARN` and
+    /// `AWS_WEB_IDENTITY_TOKEN_FILE`), exchanged through STS `AssumeRoleWithWebIdentity`.
+    WebIdentity {
+        role_arn: String,
+        token_file: std::path::PathBuf,
+        session_name: Option<String>,
+    },
+}
+
 /// Where requests go: AWS's endpoints, unless the standard `AWS_ENDPOINT_URL*` variables of
 /// the controller's environment name others.
 #[derive(Debug, Clone, Default)]
@@ -74,22 +88,85 @@ pub struct AwsEndpoints {
 
 /// AWS credentials and the endpoints to use them at.
 pub(crate) struct AwsKms {
-    credentials: AwsCredentials,
+    source: AwsCredentialSource,
+    /// The credentials of a web identity, once exchanged.
+    exchanged: OnceLock<Result<AwsCredentials, String>>,
     endpoints: AwsEndpoints,
     http: Arc<Http>,
 }
 
 impl AwsKms {
     pub(crate) fn new(
-        credentials: AwsCredentials,
+        source: AwsCredentialSource,
         endpoints: AwsEndpoints,
         http: Arc<Http>,
     ) -> AwsKms {
         AwsKms {
-            credentials,
+            source,
+            exchanged: OnceLock::new(),
             endpoints,
             http,
         }
+    }
+
+    fn sts_url(&self, region: &Region) -> String {
+        self.endpoints
+            .sts
+            .clone()
+            .unwrap_or_else(|| format!("https://sts.{}/", region.host_suffix()))
+    }
+
+    /// The credentials requests are signed with.
+    fn base_credentials(&self, region: &Region) -> Result<AwsCredentials, String> {
+        match &self.source {
+            AwsCredentialSource::Static(credentials) => Ok(credentials.clone()),
+            AwsCredentialSource::WebIdentity {
+                role_arn,
+                token_file,
+                session_name,
+            } => self
+                .exchanged
+                .get_or_init(|| {
+                    self.web_identity(role_arn, token_file, session_name.as_deref(), region)
+                })
+                .clone(),
+        }
+    }
+
+    /// STS `AssumeRoleWithWebIdentity`: the token Kubernetes projects for the pod, for the
+    /// role's temporary credentials (the request itself is not signed).
+    fn web_identity(
+        &self,
+        role_arn: &str,
+        token_file: &std::path::Path,
+        session_name: Option<&str>,
+        region: &Region,
+    ) -> Result<AwsCredentials, String> {
+        let token = std::fs::read_to_string(token_file).map_err(|e| {
+            format!(
+                "reading the web identity token {}: {e}",
+                token_file.display()
+            )
+        })?;
+        let url = self.sts_url(region);
+        let what = format!("STS AssumeRoleWithWebIdentity {role_arn} at {url}");
+        let body = form_urlencoded::Serializer::new(String::new())
+            .append_pair("Action", "AssumeRoleWithWebIdentity")
+            .append_pair("Version", "2011-06-15")
+            .append_pair("RoleArn", role_arn)
+            .append_pair(
+                "RoleSessionName",
+                session_name.unwrap_or(&session_name_for_host()),
+            )
+            .append_pair("WebIdentityToken", token.trim())
+            .finish();
+        let answer = self.http.send(&what, |client| {
+            client
+                .post(&url)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(body.clone())
+        })?;
+        sts_credentials(&what, &answer)
     }
 
     /// Sends a signed POST.
@@ -119,18 +196,19 @@ impl AwsKms {
     }
 
     /// Temporary credentials for `role`, as sops assumes it (session `sops@<host>`).
-    fn assume_role(&self, role: &str, region: &Region) -> Result<AwsCredentials, String> {
-        let url = self
-            .endpoints
-            .sts
-            .clone()
-            .unwrap_or_else(|| format!("https://sts.{}/", region.host_suffix()));
+    fn assume_role(
+        &self,
+        role: &str,
+        region: &Region,
+        base: &AwsCredentials,
+    ) -> Result<AwsCredentials, String> {
+        let url = self.sts_url(region);
         let what = format!("STS AssumeRole {role} at {url}");
         let body = form_urlencoded::Serializer::new(String::new())
             .append_pair("Action", "AssumeRole")
             .append_pair("Version", "2011-06-15")
             .append_pair("RoleArn", role)
-            .append_pair("RoleSessionName", &session_name())
+            .append_pair("RoleSessionName", &session_name_for_host())
             .finish();
         let answer = self.call(
             &what,
@@ -139,26 +217,9 @@ impl AwsKms {
             &url,
             &[("content-type", "application/x-www-form-urlencoded")],
             body.as_bytes(),
-            &self.credentials,
+            base,
         )?;
-        let text = String::from_utf8_lossy(&answer.body);
-        if !answer.is_success() {
-            // The service's words, cut short: nothing of the request is repeated.
-            let message: String = xml_text(&text, "Message")
-                .unwrap_or_default()
-                .chars()
-                .take(300)
-                .collect();
-            return Err(format!("{what}: HTTP {}: {message}", answer.status));
-        }
-        let field = |name: &str| {
-            xml_text(&text, name).ok_or_else(|| format!("{what}: the answer has no {name}"))
-        };
-        Ok(AwsCredentials {
-            access_key_id: field("AccessKeyId")?,
-            secret_access_key: field("SecretAccessKey")?,
-            session_token: Some(field("SessionToken")?),
-        })
+        sts_credentials(&what, &answer)
     }
 }
 
@@ -170,10 +231,11 @@ impl KeySource for AwsKms {
     /// the entry is opened with the credentials given, as Flux's static credentials are.
     fn open(&self, entry: &KmsEntry) -> Result<Option<Vec<u8>>, String> {
         let region = region_of(&entry.arn)?;
+        let base = self.base_credentials(&region)?;
         let credentials = if entry.role.is_empty() {
-            self.credentials.clone()
+            base
         } else {
-            self.assume_role(&entry.role, &region)?
+            self.assume_role(&entry.role, &region, &base)?
         };
         let url = self
             .endpoints
@@ -260,8 +322,30 @@ fn region_of(arn: &str) -> Result<Region, String> {
         .ok_or_else(|| format!("no valid ARN found in '{arn}'"))
 }
 
+/// The temporary credentials of an STS answer (AssumeRole and AssumeRoleWithWebIdentity
+/// answer alike), or the service's words, cut short: nothing of the request is repeated.
+fn sts_credentials(what: &str, answer: &http::Answer) -> Result<AwsCredentials, String> {
+    let text = String::from_utf8_lossy(&answer.body);
+    if !answer.is_success() {
+        let message: String = xml_text(&text, "Message")
+            .unwrap_or_default()
+            .chars()
+            .take(300)
+            .collect();
+        return Err(format!("{what}: HTTP {}: {message}", answer.status));
+    }
+    let field = |name: &str| {
+        xml_text(&text, name).ok_or_else(|| format!("{what}: the answer has no {name}"))
+    };
+    Ok(AwsCredentials {
+        access_key_id: field("AccessKeyId")?,
+        secret_access_key: field("SecretAccessKey")?,
+        session_token: Some(field("SessionToken")?),
+    })
+}
+
 /// `sops@<host>` with what STS refuses in a session name removed, as sops names it.
-fn session_name() -> String {
+fn session_name_for_host() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default();
@@ -371,7 +455,7 @@ mod tests {
 
     #[test]
     fn session_names_keep_only_what_sts_accepts() {
-        let name = session_name();
+        let name = session_name_for_host();
         assert!(name.starts_with("sops@"));
         assert!(name.len() <= 64);
         assert!(!name.contains('-'));
