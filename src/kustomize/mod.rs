@@ -229,6 +229,17 @@ pub enum KustomizeError {
     #[error("{}: missing kind in object {index}", .file.display())]
     MissingKind { file: PathBuf, index: usize },
 
+    #[error(
+        "{}: metadata.name of object {index} (kind {kind}) is {name}, not a string: quote it (\"{name}\")",
+        .file.display()
+    )]
+    NameNotText {
+        file: PathBuf,
+        index: usize,
+        kind: String,
+        name: String,
+    },
+
     #[error("{}: missing metadata.name in object {index} (kind {kind})", .file.display())]
     MissingName {
         file: PathBuf,
@@ -586,6 +597,15 @@ fn read_objects(text: &str, file: &Path) -> Result<Vec<(Value, Vec<String>)>, Ku
         let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
         if kind.is_empty() {
             return Err(KustomizeError::MissingKind { file, index });
+        }
+        if let Some(scalar @ (Value::Number(_) | Value::Bool(_))) = object.pointer("/metadata/name")
+        {
+            return Err(KustomizeError::NameNotText {
+                file,
+                index,
+                kind: kind.to_string(),
+                name: scalar.to_string(),
+            });
         }
         if object
             .pointer("/metadata/name")

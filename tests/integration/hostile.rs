@@ -78,3 +78,41 @@ async fn the_controller_builds_base_chains_as_deep_as_kustomize_does() {
     let deepest = harness.config_maps().get("deepest").await.unwrap();
     assert_eq!(deepest.metadata.name.as_deref(), Some("deepest"));
 }
+
+/// Errors name what is wrong, not a symptom of it.
+#[test]
+fn malformed_inputs_are_named_for_what_they_are() {
+    // A number where a name must be a string (kustomize would carry it on; no API server
+    // would take it).
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(
+        root.path().join("kustomization.yaml"),
+        "resources:\n- cm.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.path().join("cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: 12345\n",
+    )
+    .unwrap();
+    let error = kustomize::build(root.path(), root.path(), &BuildOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("cm.yaml")
+            && error.contains("metadata.name of object 0 (kind ConfigMap) is 12345, not a string"),
+        "{error}"
+    );
+
+    // SOPS metadata of the wrong shape is invalid metadata, not a missing key.
+    use kustomize_controller::sops::{self, Format, Keys};
+    let file = "data: ENC[AES256_GCM,data:AA==,iv:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=,tag:AAAAAAAAAAAAAAAAAAAAAA==,type:str]\n\
+                sops:\n  age: not-a-list\n  lastmodified: \"2026-11-25T00:00:00Z\"\n  mac: x\n  version: 3.9.0\n";
+    let error = sops::decrypt(file.as_bytes(), Format::Yaml, &Keys::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("invalid SOPS metadata: `age` is not a list"),
+        "{error}"
+    );
+}
