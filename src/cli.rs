@@ -49,6 +49,9 @@ pub enum Command {
         /// How deep kustomizations may include one another.
         #[arg(long, default_value_t = crate::kustomize::DEFAULT_MAX_DEPTH)]
         max_depth: usize,
+        /// How many objects the build may hold.
+        #[arg(long, default_value_t = crate::kustomize::DEFAULT_MAX_OBJECTS)]
+        max_objects: usize,
     },
     /// Change the kustomization file in the current directory, keeping its other content.
     Edit {
@@ -121,6 +124,9 @@ pub struct RunArgs {
     /// the build.
     #[arg(long, default_value_t = crate::kustomize::DEFAULT_MAX_DEPTH)]
     pub build_max_depth: usize,
+    /// How many objects a Kustomization's build may hold; more fail the build.
+    #[arg(long, default_value_t = crate::kustomize::DEFAULT_MAX_OBJECTS)]
+    pub build_max_objects: usize,
     /// Field managers whose fields are taken over (repeatable).
     #[arg(long = "override-manager")]
     pub override_managers: Vec<String>,

@@ -95,9 +95,13 @@ fn run(command: Command) -> anyhow::Result<()> {
             provenance,
             no_remote_bases,
             max_depth,
+            max_objects,
         } => {
             let options = kustomize::BuildOptions {
-                limits: kustomize::Limits { max_depth },
+                limits: kustomize::Limits {
+                    max_depth,
+                    max_objects,
+                },
                 // As `kustomize build`, env-file entries without a value read this process's
                 // environment; the controller never does.
                 env_lookup: kustomize::EnvLookup::Process,
@@ -297,6 +301,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 sops_age_secret: args.sops_age_secret.clone(),
                 build_limits: kustomize::Limits {
                     max_depth: args.build_max_depth,
+                    max_objects: args.build_max_objects,
                 },
                 default_decryption_service_account: args
                     .default_decryption_service_account

@@ -125,18 +125,27 @@ pub struct Limits {
     /// How deep kustomizations may include one another (kustomize itself builds chains of
     /// 3,000).
     pub max_depth: usize,
+    /// How many objects a kustomization may hold, its bases' included (the largest real
+    /// repositories measured build under 20,000).
+    pub max_objects: usize,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
             max_depth: DEFAULT_MAX_DEPTH,
+            max_objects: DEFAULT_MAX_OBJECTS,
         }
     }
 }
 
 /// The default of [`Limits::max_depth`].
 pub const DEFAULT_MAX_DEPTH: usize = 5_000;
+/// The default of [`Limits::max_objects`].
+pub const DEFAULT_MAX_OBJECTS: usize = 100_000;
+/// The largest object a patch may produce, as JSON-like bytes (Kubernetes stores objects of
+/// at most 1.5 MiB).
+pub const MAX_OBJECT_BYTES: usize = 64 << 20;
 
 /// Stack for one level of kustomization nesting, with room to spare in unoptimised builds
 /// (which use about ten times what optimised ones do).
@@ -219,6 +228,13 @@ pub enum KustomizeError {
 
     #[error("cannot start a thread for the build: {0}")]
     BuildThread(String),
+
+    #[error("{}: the build holds {count} objects, more than its limit of {limit}", .file.display())]
+    TooManyObjects {
+        file: PathBuf,
+        count: usize,
+        limit: usize,
+    },
 
     #[error("{}: cycle detected: the kustomization includes itself through {}", .dir.display(), .via.display())]
     Cycle { dir: PathBuf, via: PathBuf },

@@ -334,8 +334,42 @@ fn apply_operations(object: &mut Value, patch: &json_patch::Patch) -> Result<(),
                 _ => e.to_string(),
             }
         })?;
+        // `copy` and `add` can double an object with every operation.
+        if matches!(operation, PatchOperation::Copy(_) | PatchOperation::Add(_))
+            && exceeds_bytes(object, super::MAX_OBJECT_BYTES)
+        {
+            return Err(format!(
+                "the patched object grows past {} MiB",
+                super::MAX_OBJECT_BYTES >> 20
+            ));
+        }
     }
     Ok(())
+}
+
+/// Whether `value` takes more than `limit` bytes written as JSON (about: punctuation is
+/// counted a byte per value and key). Stops counting at the limit.
+fn exceeds_bytes(value: &Value, limit: usize) -> bool {
+    let mut total = 0usize;
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        total += match value {
+            Value::String(text) => text.len() + 2,
+            Value::Object(map) => {
+                pending.extend(map.values());
+                map.keys().map(|k| k.len() + 4).sum::<usize>() + 2
+            }
+            Value::Array(items) => {
+                pending.extend(items);
+                2 + items.len()
+            }
+            _ => 8,
+        };
+        if total > limit {
+            return true;
+        }
+    }
+    false
 }
 
 /// The value holding the last token of `pointer`.

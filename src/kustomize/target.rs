@@ -419,6 +419,7 @@ impl<'a> Builder<'a> {
         let mut seen = acc.object_keys();
         for entry in &k.resources {
             self.accumulate_resource(loader, entry, &file, &mut acc, &mut seen)?;
+            self.check_object_count(&acc, &file)?;
         }
         // A kustomization naming the built-in schema's version uses it, over a base's own.
         if k.openapi.contains_key("version") {
@@ -499,6 +500,7 @@ impl<'a> Builder<'a> {
             super::vars::bind(var, &mut acc.resources, &file)?;
             acc.vars.push(var.clone());
         }
+        self.check_object_count(&acc, &file)?;
         Ok((acc, k))
     }
 
@@ -546,6 +548,26 @@ impl<'a> Builder<'a> {
                 let sub = self.base(loader, &dir)?;
                 acc.absorb_base(sub, &dir, file, seen)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Refuses a build that holds more objects than its limit, counting the bases kept for
+    /// reuse: bases that include each other in diamonds double their objects at every level.
+    fn check_object_count(&self, acc: &Accumulated, file: &Path) -> Result<(), KustomizeError> {
+        let limit = self.options.limits.max_objects;
+        let count = acc.resources.len()
+            + self
+                .bases
+                .values()
+                .map(|base| base.resources.len())
+                .sum::<usize>();
+        if count > limit {
+            return Err(KustomizeError::TooManyObjects {
+                file: file.to_path_buf(),
+                count,
+                limit,
+            });
         }
         Ok(())
     }

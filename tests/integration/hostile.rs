@@ -34,7 +34,10 @@ fn base_chains_deeper_than_the_limit_fail_naming_the_directory() {
     let root = tempfile::tempdir().unwrap();
     let top = base_chain(root.path(), 60);
     let options = BuildOptions {
-        limits: Limits { max_depth: 50 },
+        limits: Limits {
+            max_depth: 50,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let error = kustomize::build(root.path(), &top, &options).unwrap_err();
@@ -48,7 +51,10 @@ fn base_chains_deeper_than_the_limit_fail_naming_the_directory() {
     );
     // The same tree within the limit builds.
     let options = BuildOptions {
-        limits: Limits { max_depth: 60 },
+        limits: Limits {
+            max_depth: 60,
+            ..Default::default()
+        },
         ..Default::default()
     };
     assert_eq!(
@@ -115,4 +121,130 @@ fn malformed_inputs_are_named_for_what_they_are() {
         error.contains("invalid SOPS metadata: `age` is not a list"),
         "{error}"
     );
+}
+
+/// Bases that each include the next twice (under two prefixes) double their objects at
+/// every level: the build stops at its object limit, naming the file.
+fn diamond(root: &Path, levels: usize) -> std::path::PathBuf {
+    for level in 0..levels {
+        let dir = root.join(format!("d{level}"));
+        for side in ["a", "b"] {
+            std::fs::create_dir_all(dir.join(side)).unwrap();
+            std::fs::write(
+                dir.join(side).join("kustomization.yaml"),
+                format!("namePrefix: {side}-\nresources:\n- ../../d{}\n", level + 1),
+            )
+            .unwrap();
+        }
+        std::fs::write(dir.join("kustomization.yaml"), "resources:\n- a\n- b\n").unwrap();
+    }
+    let leaf = root.join(format!("d{levels}"));
+    std::fs::create_dir_all(&leaf).unwrap();
+    std::fs::write(leaf.join("kustomization.yaml"), "resources:\n- cm.yaml\n").unwrap();
+    std::fs::write(
+        leaf.join("cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: leaf\n",
+    )
+    .unwrap();
+    root.join("d0")
+}
+
+#[test]
+fn diamonds_of_bases_stop_at_the_object_limit() {
+    let root = tempfile::tempdir().unwrap();
+    let top = diamond(root.path(), 12);
+    let options = BuildOptions {
+        limits: Limits {
+            max_objects: 1_000,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let error = kustomize::build(root.path(), &top, &options).unwrap_err();
+    assert!(
+        matches!(&error, KustomizeError::TooManyObjects { limit: 1_000, count, .. } if *count > 1_000),
+        "{error}"
+    );
+    assert!(error.to_string().contains("kustomization.yaml"), "{error}");
+    let small = tempfile::tempdir().unwrap();
+    let top = diamond(small.path(), 6);
+    assert_eq!(
+        kustomize::build(small.path(), &top, &options)
+            .unwrap()
+            .len(),
+        64
+    );
+}
+
+/// JSON patch `copy` operations that each double a value stop at the object size limit.
+#[test]
+fn doubling_patches_stop_at_the_object_size_limit() {
+    let root = tempfile::tempdir().unwrap();
+    let mut operations =
+        String::from("- op: add\n  path: /data/v0\n  value: 0123456789abcdef0123456789abcdef\n");
+    for step in 1..=40 {
+        operations.push_str(&format!(
+            "- op: add\n  path: /data/v{step}\n  value: {{}}\n- op: copy\n  from: /data/v{}\n  path: /data/v{step}/x\n- op: copy\n  from: /data/v{}\n  path: /data/v{step}/y\n",
+            step - 1,
+            step - 1
+        ));
+    }
+    std::fs::write(root.path().join("patch.yaml"), operations).unwrap();
+    std::fs::write(
+        root.path().join("cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: grows\ndata: {}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.path().join("kustomization.yaml"),
+        "resources:\n- cm.yaml\npatches:\n- path: patch.yaml\n  target: {kind: ConfigMap}\n",
+    )
+    .unwrap();
+    let error = kustomize::build(root.path(), root.path(), &BuildOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("grows past 64 MiB"), "{error}");
+    assert!(
+        error.contains("patch.yaml") || error.contains("kustomization.yaml"),
+        "{error}"
+    );
+}
+
+/// An age header with thousands of recipient stanzas (the age crate's work grows with the
+/// square of their number) is refused before it is read.
+#[test]
+fn age_headers_with_thousands_of_stanzas_are_refused() {
+    use base64::Engine;
+    use kustomize_controller::sops::{self, Format, Keys};
+    let armored_with = |stanzas: usize| {
+        let mut header = String::from("age-encryption.org/v1\n");
+        for _ in 0..stanzas {
+            header.push_str("-> X25519 AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n");
+            header.push_str("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n");
+        }
+        header.push_str("--- AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n");
+        let body = base64::engine::general_purpose::STANDARD.encode(header.as_bytes());
+        format!(
+            "-----BEGIN AGE ENCRYPTED FILE-----\n{}\n-----END AGE ENCRYPTED FILE-----\n",
+            body.as_bytes()
+                .chunks(64)
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    };
+    for (stanzas, says) in [
+        (2_000, "bytes, more than 65536"),
+        (100, "100 recipient stanzas, more than 64"),
+    ] {
+        let file = serde_json::json!({
+            "data": "ENC[AES256_GCM,data:AA==,iv:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=,tag:AAAAAAAAAAAAAAAAAAAAAA==,type:str]",
+            "sops": {"age": [{"recipient": "age1x", "enc": armored_with(stanzas)}],
+                     "lastmodified": "2026-11-25T00:00:00Z", "mac": "x", "version": "3.9.0"}
+        });
+        let error = sops::decrypt(file.to_string().as_bytes(), Format::Json, &Keys::new())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(says), "{stanzas}: {error}");
+    }
 }

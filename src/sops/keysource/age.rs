@@ -4,6 +4,12 @@ use std::io::Read;
 
 use super::{KeySource, MAX_WRAPPED_LEN, checked_secret};
 
+/// The largest armored age file read: a data key for a handful of recipients takes well
+/// under a kilobyte each.
+const MAX_ARMORED_BYTES: usize = 64 << 10;
+/// The most recipient stanzas read in one age header.
+const MAX_STANZAS: usize = 64;
+
 /// An `age` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AgeEntry {
@@ -25,10 +31,24 @@ impl KeySource for AgeIdentities {
     const NAME: &'static str = "age";
 
     fn open(&self, entry: &AgeEntry) -> Result<Option<Vec<u8>>, String> {
+        // sops writes one recipient per entry; the age crate's work grows with the square of
+        // the stanzas in a header, so a hostile header is refused before it is read.
+        if entry.enc.len() > MAX_ARMORED_BYTES {
+            return Err(format!(
+                "the age file is {} bytes, more than {MAX_ARMORED_BYTES}",
+                entry.enc.len()
+            ));
+        }
+        let stanza_types = stanza_types(&entry.enc);
+        if stanza_types.len() > MAX_STANZAS {
+            return Err(format!(
+                "the age header has {} recipient stanzas, more than {MAX_STANZAS}",
+                stanza_types.len()
+            ));
+        }
         let reader = age::armor::ArmoredReader::new(entry.enc.as_bytes());
         let decryptor =
             age::Decryptor::new(reader).map_err(|e| format!("invalid age file: {e}"))?;
-        let stanza_types = stanza_types(&entry.enc);
         if !stanza_types.is_empty() && stanza_types.iter().all(|t| t != "X25519" && t != "scrypt") {
             return Err(format!(
                 "unsupported recipient type {} (this build opens age X25519 recipients only)",

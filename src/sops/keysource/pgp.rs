@@ -45,6 +45,12 @@ impl KeySource for PgpKeys {
         if self.keys.is_empty() {
             return Ok(None);
         }
+        if entry.enc.len() > 64 << 10 {
+            return Err(format!(
+                "the OpenPGP message is {} bytes, more than a data key's ever is",
+                entry.enc.len()
+            ));
+        }
         for key in &self.keys {
             let (message, _) = Message::from_armor(entry.enc.as_bytes())
                 .map_err(|e| format!("invalid OpenPGP message: {e}"))?;
