@@ -4,7 +4,7 @@ BIN := target/release/kustomize-controller
 IMAGE ?= kustomize-controller:dev
 
 
-.PHONY: setup build test test-shared-server fmt-check clippy crds bench bench-build bench-apply bench-controller e2e image
+.PHONY: setup build test test-shared-server fmt-check clippy crds bench bench-build bench-apply bench-controller fuzz e2e image
 
 # What the tests need besides cargo, inside the project (idempotent): a Python venv under
 # target/ with the Helm SDK for the chart tests, kubectl v1.37 (Kustomize v5.8.1), the
@@ -62,6 +62,12 @@ bench-controller:
 	BENCH_N=100 $(CARGO) test --release --test integration controller::bench_controller -- --ignored --nocapture
 	BENCH_N=1000 $(CARGO) test --release --test integration controller::bench_controller -- --ignored --nocapture
 	BENCH_CHAIN=10 $(CARGO) test --release --test integration controller::bench_dependency_chain -- --ignored --nocapture
+
+# Fuzzing with libFuzzer needs a nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`);
+# 60 s per target. `make test` replays the committed corpus on stable.
+fuzz:
+	cd fuzz && cargo +nightly fuzz run build_tree -- -max_total_time=60
+	cd fuzz && cargo +nightly fuzz run sops_decrypt -- -max_total_time=60
 
 # End-to-end scenarios need a Docker engine and kind; see e2e/README.md.
 e2e:

@@ -6,6 +6,7 @@ mod cli;
 mod controller;
 mod crd;
 mod flux;
+mod fuzz_corpus;
 mod health;
 mod hostile;
 mod install;

@@ -1,0 +1,5 @@
+#![no_main]
+
+include!("../harness.rs");
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sops_decrypt(data));
