@@ -101,6 +101,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 limits: kustomize::Limits {
                     max_depth,
                     max_objects,
+                    ..Default::default()
                 },
                 // As `kustomize build`, env-file entries without a value read this process's
                 // environment; the controller never does.
@@ -302,6 +303,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 build_limits: kustomize::Limits {
                     max_depth: args.build_max_depth,
                     max_objects: args.build_max_objects,
+                    ..Default::default()
                 },
                 default_decryption_service_account: args
                     .default_decryption_service_account

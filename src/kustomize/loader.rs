@@ -13,6 +13,10 @@ use super::{KustomizeError, LoadRestrictions};
 /// to read an arbitrarily large file into memory.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
+/// All the files one build reads, together: generators may name thousands of files, each
+/// under [`MAX_FILE_BYTES`].
+pub const MAX_BUILD_READ_BYTES: u64 = 1 << 30;
+
 /// What a reference in a kustomization points at.
 pub enum Target {
     File(PathBuf),
@@ -27,6 +31,8 @@ pub struct Loader {
     /// The canonical build root nothing may escape.
     pub root: PathBuf,
     pub restrictions: LoadRestrictions,
+    /// Bytes the build may still read, shared by every loader of the build.
+    budget: std::rc::Rc<std::cell::Cell<u64>>,
 }
 
 /// Whether a resource entry names something remote (git or HTTP) rather than a local path.
@@ -54,7 +60,20 @@ impl Loader {
             dir,
             root,
             restrictions,
+            budget: std::rc::Rc::new(std::cell::Cell::new(MAX_BUILD_READ_BYTES)),
         })
+    }
+
+    /// Limits what the build may read in all (by default [`MAX_BUILD_READ_BYTES`]).
+    pub fn set_read_budget(&self, bytes: u64) {
+        self.budget.set(bytes);
+    }
+
+    /// A loader for another tree (a remote base) that shares this build's read budget.
+    pub fn for_tree(&self, root: &Path, dir: &Path) -> Result<Loader, KustomizeError> {
+        let mut loader = Loader::new(root, dir, self.restrictions)?;
+        loader.budget = self.budget.clone();
+        Ok(loader)
     }
 
     /// A loader for a directory this one references.
@@ -63,6 +82,7 @@ impl Loader {
             dir: dir.to_path_buf(),
             root: self.root.clone(),
             restrictions: self.restrictions,
+            budget: self.budget.clone(),
         }
     }
 
@@ -100,6 +120,11 @@ impl Loader {
             Target::File(file) => {
                 self.check_file(&file)?;
                 let bytes = read_bounded(&file)?;
+                let left = self.budget.get();
+                if bytes.len() as u64 > left {
+                    return Err(KustomizeError::ReadBudget { file });
+                }
+                self.budget.set(left - bytes.len() as u64);
                 Ok((file, bytes))
             }
         }

@@ -128,6 +128,8 @@ pub struct Limits {
     /// How many objects a kustomization may hold, its bases' included (the largest real
     /// repositories measured build under 20,000).
     pub max_objects: usize,
+    /// How many bytes of files the build may read in all.
+    pub max_read_bytes: u64,
 }
 
 impl Default for Limits {
@@ -135,6 +137,7 @@ impl Default for Limits {
         Limits {
             max_depth: DEFAULT_MAX_DEPTH,
             max_objects: DEFAULT_MAX_OBJECTS,
+            max_read_bytes: loader::MAX_BUILD_READ_BYTES,
         }
     }
 }
@@ -228,6 +231,9 @@ pub enum KustomizeError {
 
     #[error("cannot start a thread for the build: {0}")]
     BuildThread(String),
+
+    #[error("{}: the build has read all the file bytes its limit allows", .file.display())]
+    ReadBudget { file: PathBuf },
 
     #[error("{}: the build holds {count} objects, more than its limit of {limit}", .file.display())]
     TooManyObjects {
@@ -414,6 +420,7 @@ fn build_on_this_thread(
     provenance: bool,
 ) -> Result<Vec<resource::Resource>, KustomizeError> {
     let loader = loader::Loader::new(root, dir, options.load_restrictions)?;
+    loader.set_read_budget(options.limits.max_read_bytes);
     // Only the top kustomization's buildMetadata decides what is recorded and written.
     let requested = Tracking::from_build_metadata(&kustfile::load(&loader)?.1.build_metadata);
     let mut builder = target::Builder::new(options);

@@ -464,7 +464,7 @@ impl<'a> Builder<'a> {
                         dir: PathBuf::from(entry),
                     });
                 };
-                let remote_loader = Loader::new(&base.root, &base.dir, loader.restrictions)?;
+                let remote_loader = loader.for_tree(&base.root, &base.dir)?;
                 self.remotes.push(RemoteContext {
                     url: entry.clone(),
                     base,
@@ -526,7 +526,7 @@ impl<'a> Builder<'a> {
                     return acc.append(resources_from(&text, &source, origin)?, &source, seen);
                 }
                 Remote::Base(base) => {
-                    let remote_loader = Loader::new(&base.root, &base.dir, loader.restrictions)?;
+                    let remote_loader = loader.for_tree(&base.root, &base.dir)?;
                     self.remotes.push(RemoteContext {
                         url: entry.to_string(),
                         base,

@@ -248,3 +248,45 @@ fn age_headers_with_thousands_of_stanzas_are_refused() {
         assert!(error.contains(says), "{stanzas}: {error}");
     }
 }
+
+/// Generators may name many files, each under the per-file limit: what one build reads in
+/// all is bounded too.
+#[test]
+fn generators_reading_many_files_stop_at_the_read_budget() {
+    let root = tempfile::tempdir().unwrap();
+    let mut files = String::new();
+    for index in 0..20 {
+        std::fs::write(
+            root.path().join(format!("f{index}.txt")),
+            vec![b'x'; 10_000],
+        )
+        .unwrap();
+        files.push_str(&format!("  - f{index}.txt\n"));
+    }
+    std::fs::write(
+        root.path().join("kustomization.yaml"),
+        format!("configMapGenerator:\n- name: many\n  files:\n{files}"),
+    )
+    .unwrap();
+    let options = |max_read_bytes| BuildOptions {
+        limits: Limits {
+            max_read_bytes,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let error = kustomize::build(root.path(), root.path(), &options(100_000))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("read all the file bytes its limit allows"),
+        "{error}"
+    );
+    assert!(error.contains(".txt"), "{error}");
+    assert_eq!(
+        kustomize::build(root.path(), root.path(), &options(1_000_000))
+            .unwrap()
+            .len(),
+        1
+    );
+}
