@@ -160,29 +160,51 @@ impl Limits {
     fn stack_bytes(&self) -> usize {
         self.max_depth
             .saturating_mul(STACK_PER_LEVEL)
-            .saturating_add(16 << 20)
+            .saturating_add(STACK_MARGIN)
     }
 }
 
-/// Runs `build` on a thread whose stack fits `limits`, whatever thread calls it.
+/// Stack for what is not nesting: YAML documents, patches and transformers recurse up to
+/// the YAML depth limit.
+const STACK_MARGIN: usize = 8 << 20;
+
+/// Smaller stacks to fall back on where the system will not map the one the depth limit
+/// asks for (address-space limits, strict overcommit); the depth limit shrinks to fit.
+const FALLBACK_STACK_BYTES: [usize; 2] = [64 << 20, 16 << 20];
+
+/// Runs `build` on a thread whose stack fits the depth limit it is given, whatever thread
+/// calls it: the limits asked for, or smaller ones where that stack cannot be had.
 fn on_build_stack<T: Send>(
     limits: &Limits,
-    build: impl FnOnce() -> Result<T, KustomizeError> + Send,
+    build: impl Fn(Limits) -> Result<T, KustomizeError> + Sync,
 ) -> Result<T, KustomizeError> {
-    std::thread::scope(|scope| {
-        match std::thread::Builder::new()
-            .name("kustomize-build".into())
-            .stack_size(limits.stack_bytes())
-            .spawn_scoped(scope, build)
-        {
-            Ok(handle) => handle
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            // No thread to be had (address space or thread limits): the build fails cleanly
-            // instead of risking the caller's stack.
-            Err(error) => Err(KustomizeError::BuildThread(error.to_string())),
+    let fallbacks = FALLBACK_STACK_BYTES.map(|bytes| Limits {
+        max_depth: limits
+            .max_depth
+            .min((bytes - STACK_MARGIN) / STACK_PER_LEVEL),
+        ..*limits
+    });
+    let mut last_error = String::new();
+    for attempt in std::iter::once(*limits).chain(fallbacks) {
+        let spawned = std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("kustomize-build".into())
+                .stack_size(attempt.stack_bytes())
+                .spawn_scoped(scope, || build(attempt))
+                .map(|handle| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+        });
+        match spawned {
+            Ok(result) => return result,
+            Err(error) => last_error = error.to_string(),
         }
-    })
+    }
+    // No thread to be had at all: the build fails cleanly instead of risking the caller's
+    // stack.
+    Err(KustomizeError::BuildThread(last_error))
 }
 
 /// The objects a build produces, in output order.
@@ -408,8 +430,12 @@ fn build_resources(
     options: &BuildOptions,
     provenance: bool,
 ) -> Result<Vec<resource::Resource>, KustomizeError> {
-    on_build_stack(&options.limits, || {
-        build_on_this_thread(root, dir, options, provenance)
+    on_build_stack(&options.limits, |limits| {
+        let options = BuildOptions {
+            limits,
+            ..options.clone()
+        };
+        build_on_this_thread(root, dir, &options, provenance)
     })
 }
 
