@@ -285,14 +285,49 @@ pub fn emit(branches: &[Ordered], format: Format) -> Result<Vec<u8>, SopsError> 
                 }
                 out.push_str(&format!("[{section}]\n"));
                 if let Ordered::Map(entries) = entries {
-                    for (key, value) in entries {
-                        out.push_str(&format!("{key} = {}\n", scalar_text(value)));
-                    }
+                    write_ini_entries(entries, &mut out);
                 }
             }
             out.into_bytes()
         }
     })
+}
+
+/// A section's entries as go-ini writes them (sops's INI store): `=` aligned after the
+/// longest key, keys holding `"`, `=` or `:` in backticks (one holding a backtick in `"""`),
+/// values holding a line break or backtick in `"""`, a `#` or `;` in backticks, and edge
+/// spaces in double quotes.
+fn write_ini_entries(entries: &[(String, Ordered)], out: &mut String) {
+    let keys: Vec<String> = entries
+        .iter()
+        .map(|(key, _)| {
+            if key.contains(['"', '=', ':']) {
+                format!("`{key}`")
+            } else if key.contains('`') {
+                format!("\"\"\"{key}\"\"\"")
+            } else {
+                key.clone()
+            }
+        })
+        .collect();
+    let width = keys.iter().map(String::len).max().unwrap_or(0);
+    for (key, (_, value)) in keys.iter().zip(entries) {
+        let value = scalar_text(value);
+        let value = if value.contains(['\n', '`']) {
+            format!("\"\"\"{value}\"\"\"")
+        } else if value.contains(['#', ';']) {
+            format!("`{value}`")
+        } else if value.trim().len() != value.len() {
+            format!("\"{value}\"")
+        } else {
+            value
+        };
+        out.push_str(key);
+        out.extend(std::iter::repeat_n(' ', width - key.len()));
+        out.push_str(" = ");
+        out.push_str(&value);
+        out.push('\n');
+    }
 }
 
 fn scalar_text(value: &Ordered) -> String {
@@ -386,6 +421,38 @@ mod tests {
         assert_eq!(
             String::from_utf8(emit(&loaded.branches, Format::Ini).unwrap()).unwrap(),
             "[db]\nuser = u\n"
+        );
+        // go-ini's layout: aligned `=`, and quoting where a value or key would not read back.
+        let branches = vec![Ordered::Map(vec![
+            (
+                "app".to_string(),
+                Ordered::Map(vec![
+                    ("password".to_string(), Ordered::str("p#ss;word")),
+                    ("motd".to_string(), Ordered::str("line one\nline two")),
+                    ("pad".to_string(), Ordered::str(" spaced ")),
+                    ("a:b".to_string(), Ordered::str("x")),
+                ]),
+            ),
+            ("empty".to_string(), Ordered::Map(vec![])),
+        ])];
+        assert_eq!(
+            String::from_utf8(emit(&branches, Format::Ini).unwrap()).unwrap(),
+            "[app]\npassword = `p#ss;word`\nmotd     = \"\"\"line one\nline two\"\"\"\npad      = \" spaced \"\n`a:b`    = x\n\n[empty]\n"
+        );
+        // And it reads back as written.
+        let again = load_ini(
+            "[app]\npassword = `p#ss;word`\nmotd     = \"\"\"line one\nline two\"\"\"\n[sops]\nmac = M\n",
+        )
+        .unwrap();
+        assert_eq!(
+            again.branches[0],
+            Ordered::Map(vec![(
+                "app".to_string(),
+                Ordered::Map(vec![
+                    ("password".to_string(), Ordered::str("p#ss;word")),
+                    ("motd".to_string(), Ordered::str("line one\nline two")),
+                ])
+            )])
         );
     }
 }
