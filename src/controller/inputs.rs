@@ -52,7 +52,10 @@ pub(crate) async fn decryption_keys(
     let with_environment = |keys: &mut Keys| {
         keys.set_deadline(deadline);
         match &service_account {
-            Some(account) => keys.use_service_account(account),
+            Some(account) => {
+                keys.use_service_account(account);
+                keys.add_environment_endpoints(std::env::vars());
+            }
             None => keys.add_environment(std::env::vars()),
         }
     };

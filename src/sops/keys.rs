@@ -134,7 +134,14 @@ impl Keys {
                 self.add_age(entry, &String::from_utf8_lossy(content))?;
             }
             _ if entry.ends_with(".asc") => {
-                self.add_pgp(entry, &String::from_utf8_lossy(content))?
+                let text = String::from_utf8_lossy(content);
+                // gpg --import, which Flux uses, takes a public key too; it opens nothing.
+                if text.contains("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+                    && !text.contains("-----BEGIN PGP PRIVATE KEY BLOCK-----")
+                {
+                    return Ok(true);
+                }
+                self.add_pgp(entry, &text)?;
             }
             _ => return Ok(false),
         }
@@ -164,6 +171,20 @@ impl Keys {
     /// (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_KMS`, `AWS_ENDPOINT_URL_STS`,
     /// `SOPS_GCP_KMS_ENDPOINT`).
     pub fn add_environment(&mut self, vars: impl IntoIterator<Item = (String, String)>) {
+        self.add_environment_where(vars, true);
+    }
+
+    /// Takes only the endpoints of the process environment, not its credentials: for a
+    /// Kustomization that decrypts as its own service account.
+    pub fn add_environment_endpoints(&mut self, vars: impl IntoIterator<Item = (String, String)>) {
+        self.add_environment_where(vars, false);
+    }
+
+    fn add_environment_where(
+        &mut self,
+        vars: impl IntoIterator<Item = (String, String)>,
+        credentials: bool,
+    ) {
         let env: BTreeMap<String, String> = vars
             .into_iter()
             .filter(|(name, value)| {
@@ -177,6 +198,12 @@ impl Keys {
             })
             .collect();
         let var = |name: &str| env.get(name).cloned();
+        self.aws_endpoints.kms = var("AWS_ENDPOINT_URL_KMS").or_else(|| var("AWS_ENDPOINT_URL"));
+        self.aws_endpoints.sts = var("AWS_ENDPOINT_URL_STS").or_else(|| var("AWS_ENDPOINT_URL"));
+        self.gcp_endpoint = var("SOPS_GCP_KMS_ENDPOINT");
+        if !credentials {
+            return;
+        }
         if self.aws.is_none()
             && let (Some(access_key_id), Some(secret_access_key)) =
                 (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
@@ -197,8 +224,6 @@ impl Keys {
                 session_name: var("AWS_ROLE_SESSION_NAME"),
             });
         }
-        self.aws_endpoints.kms = var("AWS_ENDPOINT_URL_KMS").or_else(|| var("AWS_ENDPOINT_URL"));
-        self.aws_endpoints.sts = var("AWS_ENDPOINT_URL_STS").or_else(|| var("AWS_ENDPOINT_URL"));
         if self.vault_token.is_none() && var("VAULT_TOKEN").is_some() {
             self.vault_token = var("VAULT_TOKEN");
             self.vault_token_only_to = Some(var("VAULT_ADDR"));
@@ -211,7 +236,6 @@ impl Keys {
                     GcpCredentials::from_entry(&std::fs::read(path).ok()?).ok()
                 });
         }
-        self.gcp_endpoint = var("SOPS_GCP_KMS_ENDPOINT");
         if self.azure.is_none()
             && let (Some(tenant_id), Some(client_id), Some(client_secret)) = (
                 var("AZURE_TENANT_ID"),

@@ -317,3 +317,33 @@ fn secret_values_print_in_the_format_their_key_names() {
     let json: Value = serde_json::from_str(&decode("config.json")).unwrap();
     assert_eq!(json, json!({"user": "admin", "pass": "s3cret"}));
 }
+
+#[test]
+fn public_keys_and_endpoint_only_environments_give_no_keys() {
+    let mut keys = Keys::new();
+    // gpg --import (Flux) accepts a public key in an `*.asc` entry; it opens nothing.
+    assert_eq!(
+        keys.add_entry(
+            "public.asc",
+            b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQENBF\n-----END PGP PUBLIC KEY BLOCK-----\n",
+        ),
+        Ok(true)
+    );
+    // A Kustomization decrypting as its own service account takes endpoints, never the
+    // controller's credentials.
+    keys.add_environment_endpoints([
+        ("AWS_ACCESS_KEY_ID".to_string(), "AKID".to_string()),
+        ("AWS_SECRET_ACCESS_KEY".to_string(), "secret".to_string()),
+        ("VAULT_TOKEN".to_string(), "token".to_string()),
+        (
+            "AWS_ENDPOINT_URL".to_string(),
+            "http://127.0.0.1:1".to_string(),
+        ),
+    ]);
+    assert!(keys.is_empty());
+    keys.add_environment([
+        ("AWS_ACCESS_KEY_ID".to_string(), "AKID".to_string()),
+        ("AWS_SECRET_ACCESS_KEY".to_string(), "secret".to_string()),
+    ]);
+    assert!(!keys.is_empty());
+}
