@@ -255,6 +255,8 @@ pub struct Builder<'a> {
     /// depends only on its own directory, and trees commonly include one base from many
     /// overlays; bases used once are not kept, so they cost no extra memory.
     bases: HashMap<PathBuf, Accumulated>,
+    /// The objects of the bases kept in `bases`, for the object limit.
+    cached_objects: usize,
     /// Bases seen once so far.
     seen_bases: HashSet<PathBuf>,
     /// What provenance to record; paths in it are relative to `top_dir`.
@@ -276,6 +278,7 @@ impl<'a> Builder<'a> {
             options,
             stack: Vec::new(),
             bases: HashMap::new(),
+            cached_objects: 0,
             seen_bases: HashSet::new(),
             tracking: Tracking::default(),
             top_dir: PathBuf::new(),
@@ -334,6 +337,7 @@ impl<'a> Builder<'a> {
         }
         let (accumulated, _) = self.accumulate(&loader.child(dir), None)?;
         if !self.seen_bases.insert(dir.to_path_buf()) {
+            self.cached_objects += accumulated.resources.len();
             self.bases.insert(dir.to_path_buf(), accumulated.clone());
         }
         Ok(accumulated)
@@ -556,12 +560,7 @@ impl<'a> Builder<'a> {
     /// reuse: bases that include each other in diamonds double their objects at every level.
     fn check_object_count(&self, acc: &Accumulated, file: &Path) -> Result<(), KustomizeError> {
         let limit = self.options.limits.max_objects;
-        let count = acc.resources.len()
-            + self
-                .bases
-                .values()
-                .map(|base| base.resources.len())
-                .sum::<usize>();
+        let count = acc.resources.len() + self.cached_objects;
         if count > limit {
             return Err(KustomizeError::TooManyObjects {
                 file: file.to_path_buf(),

@@ -18,7 +18,7 @@ use super::keysource::azure_kv::{AzureCredentials, AzureKeyVault};
 use super::keysource::gcp_kms::{GcpCredentials, GcpKms};
 use super::keysource::http::Http;
 use super::keysource::pgp::PgpKeys;
-use super::keysource::vault::VaultTransit;
+use super::keysource::vault::{TokenScope, VaultTransit};
 use super::keysource::{KeySource, Stanza};
 
 /// The decryption Secret entries with fixed names, as Flux names them.
@@ -54,15 +54,14 @@ pub struct Keys {
     azure: Option<AzureCredentials>,
     /// Key Vault origins trusted besides Azure's domains.
     azure_vault_origins: Vec<String>,
-    vault_token: Option<String>,
-    /// Where the controller's own `VAULT_TOKEN` may go (`VAULT_ADDR`); `None` while the
-    /// token, if any, is the tenant's.
-    vault_token_only_to: Option<Option<String>>,
+    /// A Vault token and where it may be sent.
+    vault_token: Option<(String, TokenScope)>,
     /// When key services stop being called.
     deadline: Option<Instant>,
-    /// Key-service keys that already failed in this decryption, and why: a file set of
-    /// fifty files naming one unreachable key waits for it once.
-    failed: Mutex<HashMap<String, String>>,
+    /// Key-service entries that already failed in this decryption, and why (an entry shared
+    /// by several files is asked once; a service that does not answer is remembered by
+    /// the HTTP client, whatever entry names it).
+    failed: Mutex<HashMap<Stanza, String>>,
     /// The Kubernetes service account whose cloud identity Flux would decrypt as.
     service_account: Option<String>,
     /// The key-service clients, made on first use (they keep connections and tokens).
@@ -127,8 +126,7 @@ impl Keys {
                 if token.is_empty() {
                     return Err(invalid("the token is empty".into()));
                 }
-                self.vault_token = Some(token);
-                self.vault_token_only_to = None;
+                self.vault_token = Some((token, TokenScope::Anywhere));
             }
             _ if entry.ends_with(".agekey") => {
                 self.add_age(entry, &String::from_utf8_lossy(content))?;
@@ -224,16 +222,18 @@ impl Keys {
                 session_name: var("AWS_ROLE_SESSION_NAME"),
             });
         }
-        if self.vault_token.is_none() && var("VAULT_TOKEN").is_some() {
-            self.vault_token = var("VAULT_TOKEN");
-            self.vault_token_only_to = Some(var("VAULT_ADDR"));
+        if self.vault_token.is_none()
+            && let Some(token) = var("VAULT_TOKEN")
+        {
+            self.vault_token = Some((token, TokenScope::Only(var("VAULT_ADDR"))));
         }
         if self.gcp.is_none() {
+            // The file is read when a key needs it, on the build's thread, and a bad one is
+            // then named in the error.
             self.gcp = var("GOOGLE_OAUTH_ACCESS_TOKEN")
                 .map(GcpCredentials::AccessToken)
                 .or_else(|| {
-                    let path = var("GOOGLE_APPLICATION_CREDENTIALS")?;
-                    GcpCredentials::from_entry(&std::fs::read(path).ok()?).ok()
+                    var("GOOGLE_APPLICATION_CREDENTIALS").map(|p| GcpCredentials::File(p.into()))
                 });
         }
         if self.azure.is_none()
@@ -346,12 +346,7 @@ impl Keys {
                 vault: self
                     .vault_token
                     .clone()
-                    .map(|token| match &self.vault_token_only_to {
-                        Some(address) => {
-                            VaultTransit::controller(token, address.clone(), http.clone())
-                        }
-                        None => VaultTransit::tenant(token, http.clone()),
-                    }),
+                    .map(|(token, scope)| VaultTransit::new(token, scope, http.clone())),
             }
         })
     }
@@ -362,15 +357,14 @@ impl Keys {
         if matches!(stanza, Stanza::Age(_) | Stanza::Pgp(_)) {
             return self.open_now(stanza);
         }
-        let key = format!("{} {}", stanza.source_name(), stanza.key_name());
-        if let Some(reason) = self.failed.lock().ok().and_then(|f| f.get(&key).cloned()) {
+        if let Some(reason) = self.failed.lock().ok().and_then(|f| f.get(stanza).cloned()) {
             return Err(reason);
         }
         let opened = self.open_now(stanza);
         if let Err(reason) = &opened
             && let Ok(mut failed) = self.failed.lock()
         {
-            failed.insert(key, reason.clone());
+            failed.insert(stanza.clone(), reason.clone());
         }
         opened
     }

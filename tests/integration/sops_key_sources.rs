@@ -617,6 +617,31 @@ fn gcp_kms_keys_open_with_a_service_account_token_as_google_documents_it() {
         .unwrap();
     keys.add_environment([("SOPS_GCP_KMS_ENDPOINT".to_string(), server.url.clone())]);
     assert!(decrypt_sealed(&file(&wrap(&data_key)), &keys).is_ok());
+    // The controller's own credentials file, read when a key needs it; a bad one is named.
+    let dir = tempfile::tempdir().unwrap();
+    let credentials_file = dir.path().join("application_default_credentials.json");
+    std::fs::write(&credentials_file, user.to_string()).unwrap();
+    let environment = |path: &std::path::Path| {
+        let mut keys = Keys::new();
+        keys.add_environment([
+            (
+                "GOOGLE_APPLICATION_CREDENTIALS".to_string(),
+                path.display().to_string(),
+            ),
+            ("SOPS_GCP_KMS_ENDPOINT".to_string(), server.url.clone()),
+        ]);
+        keys
+    };
+    assert!(decrypt_sealed(&file(&wrap(&data_key)), &environment(&credentials_file)).is_ok());
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "{not json").unwrap();
+    let error = decrypt_sealed(&file(&wrap(&data_key)), &environment(&broken))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("broken.json") && error.contains("not a Google credentials JSON document"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -721,6 +746,19 @@ fn azure_key_vault_keys_open_with_a_client_secret_as_azure_documents_it() {
             .unwrap()
             .starts_with("foo: bar")
     );
+    // The controller's own service principal, from its environment.
+    let mut from_environment = Keys::new();
+    from_environment.trust_azure_vault_origin(&server.url);
+    from_environment.add_environment([
+        ("AZURE_TENANT_ID".to_string(), "tenant-1".to_string()),
+        ("AZURE_CLIENT_ID".to_string(), "client-1".to_string()),
+        (
+            "AZURE_CLIENT_SECRET".to_string(),
+            "secret-never-shown".to_string(),
+        ),
+        ("AZURE_AUTHORITY_HOST".to_string(), server.url.clone()),
+    ]);
+    assert!(decrypt_sealed(&file, &from_environment).is_ok());
     let error = decrypt_sealed(&file, &entry("wrong-secret"))
         .unwrap_err()
         .to_string();
@@ -757,6 +795,31 @@ fn key_services_are_asked_once_and_never_past_the_deadline() {
     let error = decrypt_sealed(&twice, &late).unwrap_err().to_string();
     assert!(error.contains("ran out of time"), "{error}");
     assert_eq!(server.requests().len(), 1, "nothing sent past the deadline");
+
+    // A service that does not answer any attempt is not asked again for another entry.
+    let down = MockServer::start(|_| (503, json!({"errors": ["Vault is sealed"]})));
+    let entry = |enc: &str| {
+        json!({"vault_address": down.url, "engine_path": "transit", "key_name": "k",
+               "created_at": "2026-11-25T00:00:00Z", "enc": enc})
+    };
+    let two_keys = sealed_with(|sops| {
+        sops.insert(
+            "hc_vault".into(),
+            json!([entry("vault:v1:AAAA"), entry("vault:v1:BBBB")]),
+        );
+    });
+    let mut keys = Keys::new();
+    keys.add_entry("sops.vault-token", b"t").unwrap();
+    let error = decrypt_sealed(&two_keys, &keys).unwrap_err().to_string();
+    assert!(
+        error.contains("after 3 attempts") && error.contains("not sent, as earlier"),
+        "{error}"
+    );
+    assert_eq!(
+        down.requests().len(),
+        3,
+        "three attempts for the first entry, none for the second"
+    );
 
     let original = sops_metadata(&std::fs::read_to_string(getsops(SEALED)).unwrap());
     let with_a_broken_entry = sealed_with(|sops| {

@@ -11,7 +11,7 @@ const MAX_ARMORED_BYTES: usize = 64 << 10;
 const MAX_STANZAS: usize = 64;
 
 /// An `age` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct AgeEntry {
     /// The armored age file (`-----BEGIN AGE ENCRYPTED FILE-----`).
     pub enc: String,

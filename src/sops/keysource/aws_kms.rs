@@ -5,14 +5,13 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use base64::Engine;
 use serde_json::json;
 
-use super::http::{self, Http, service_message};
-use super::{KeySource, checked_secret};
+use super::KeySource;
+use super::http::{self, Base64, Http, secret_at, service_message};
 
 /// A `kms` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct KmsEntry {
     pub arn: String,
     /// A role to assume before decrypting; empty for none.
@@ -150,16 +149,12 @@ impl AwsKms {
         })?;
         let url = self.sts_url(region);
         let what = format!("STS AssumeRoleWithWebIdentity {role_arn} at {url}");
-        let body = form_urlencoded::Serializer::new(String::new())
-            .append_pair("Action", "AssumeRoleWithWebIdentity")
-            .append_pair("Version", "2011-06-15")
-            .append_pair("RoleArn", role_arn)
-            .append_pair(
-                "RoleSessionName",
-                session_name.unwrap_or(&session_name_for_host()),
-            )
-            .append_pair("WebIdentityToken", token.trim())
-            .finish();
+        let body = sts_form(
+            "AssumeRoleWithWebIdentity",
+            role_arn,
+            session_name.unwrap_or(&session_name_for_host()),
+            &[("WebIdentityToken", token.trim())],
+        );
         let answer = self.http.send(&what, |client| {
             client
                 .post(&url)
@@ -204,12 +199,7 @@ impl AwsKms {
     ) -> Result<AwsCredentials, String> {
         let url = self.sts_url(region);
         let what = format!("STS AssumeRole {role} at {url}");
-        let body = form_urlencoded::Serializer::new(String::new())
-            .append_pair("Action", "AssumeRole")
-            .append_pair("Version", "2011-06-15")
-            .append_pair("RoleArn", role)
-            .append_pair("RoleSessionName", &session_name_for_host())
-            .finish();
+        let body = sts_form("AssumeRole", role, &session_name_for_host(), &[]);
         let answer = self.call(
             &what,
             "sts",
@@ -275,14 +265,7 @@ impl KeySource for AwsKms {
             });
         }
         let json = answer.json().map_err(|e| format!("{what}: {e}"))?;
-        let plaintext = json
-            .get("Plaintext")
-            .and_then(|p| p.as_str())
-            .ok_or_else(|| format!("{what}: the answer has no Plaintext"))?;
-        let key = base64::engine::general_purpose::STANDARD
-            .decode(plaintext)
-            .map_err(|_| format!("{what}: Plaintext is not base64"))?;
-        checked_secret(key).map(Some)
+        secret_at(&what, &json, "/Plaintext", Base64::Standard).map(Some)
     }
 }
 
@@ -320,6 +303,19 @@ fn region_of(arn: &str) -> Result<Region, String> {
             partition: c[1].to_string(),
         })
         .ok_or_else(|| format!("no valid ARN found in '{arn}'"))
+}
+
+/// An STS query-protocol request body for `action` on `role`.
+fn sts_form(action: &str, role: &str, session_name: &str, extra: &[(&str, &str)]) -> String {
+    let mut form = form_urlencoded::Serializer::new(String::new());
+    form.append_pair("Action", action)
+        .append_pair("Version", "2011-06-15")
+        .append_pair("RoleArn", role)
+        .append_pair("RoleSessionName", session_name);
+    for (name, value) in extra {
+        form.append_pair(name, value);
+    }
+    form.finish()
 }
 
 /// The temporary credentials of an STS answer (AssumeRole and AssumeRoleWithWebIdentity

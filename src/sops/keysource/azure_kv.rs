@@ -4,11 +4,10 @@
 
 use std::sync::{Arc, OnceLock};
 
-use base64::Engine;
 use serde_json::{Value, json};
 
-use super::http::{Http, service_message};
-use super::{KeySource, checked_secret};
+use super::KeySource;
+use super::http::{Base64, Http, secret_at};
 
 const DEFAULT_AUTHORITY: &str = "https://login.microsoftonline.com/";
 const VAULT_SCOPE: &str = "https://vault.azure.net/.default";
@@ -23,7 +22,7 @@ const VAULT_SUFFIXES: [&str; 5] = [
 ];
 
 /// An `azure_kv` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct AzureEntry {
     pub vault_url: String,
     pub name: String,
@@ -182,21 +181,7 @@ impl AzureKeyVault {
             ("client_secret", credentials.client_secret.as_str()),
             ("scope", VAULT_SCOPE),
         ];
-        let answer = self
-            .http
-            .send(&what, |client| client.post(&url).form(&form))?;
-        if !answer.is_success() {
-            return Err(format!(
-                "{what}: {}",
-                service_message(&answer, &["/error_description", "/error"])
-            ));
-        }
-        answer
-            .json()?
-            .get("access_token")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| format!("{what}: the answer has no access_token"))
+        self.http.oauth_token(&what, &url, &form)
     }
 }
 
@@ -223,22 +208,8 @@ impl KeySource for AzureKeyVault {
         let answer = self.http.send(&what, |client| {
             client.post(url.clone()).bearer_auth(token).json(&body)
         })?;
-        if !answer.is_success() {
-            return Err(format!(
-                "{what}: {}",
-                service_message(&answer, &["/error/message"])
-            ));
-        }
-        let value = answer
-            .json()?
-            .get("value")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| format!("{what}: the answer has no value"))?;
-        let key = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(value.trim_end_matches('='))
-            .map_err(|_| format!("{what}: value is not base64url"))?;
-        checked_secret(key).map(Some)
+        let json = answer.success_json(&what, &["/error/message"])?;
+        secret_at(&what, &json, "/value", Base64::UrlSafe).map(Some)
     }
 }
 

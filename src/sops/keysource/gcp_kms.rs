@@ -8,8 +8,8 @@ use std::sync::{Arc, OnceLock};
 use base64::Engine;
 use serde_json::{Value, json};
 
-use super::http::{Http, service_message};
-use super::{KeySource, checked_secret};
+use super::KeySource;
+use super::http::{Base64, Http, secret_at};
 
 #[cfg(feature = "gcp-kms")]
 const KMS_SCOPE: &str = "https://www.googleapis.com/auth/cloudkms";
@@ -17,7 +17,7 @@ const DEFAULT_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 const DEFAULT_ENDPOINT: &str = "https://cloudkms.googleapis.com";
 
 /// A `gcp_kms` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct GcpEntry {
     /// `projects/…/locations/…/keyRings/…/cryptoKeys/…`
     pub resource_id: String,
@@ -42,6 +42,8 @@ pub enum GcpCredentials {
     },
     /// A bearer token as given (`GOOGLE_OAUTH_ACCESS_TOKEN`).
     AccessToken(String),
+    /// A credentials file (`GOOGLE_APPLICATION_CREDENTIALS`), read when a key needs it.
+    File(std::path::PathBuf),
 }
 
 impl std::fmt::Debug for GcpCredentials {
@@ -50,6 +52,7 @@ impl std::fmt::Debug for GcpCredentials {
             GcpCredentials::ServiceAccount { .. } => "ServiceAccount",
             GcpCredentials::AuthorizedUser { .. } => "AuthorizedUser",
             GcpCredentials::AccessToken(_) => "AccessToken",
+            GcpCredentials::File(_) => "File",
         };
         f.debug_tuple("GcpCredentials").field(&kind).finish()
     }
@@ -128,7 +131,18 @@ impl GcpKms {
     }
 
     fn fetch_token(&self) -> Result<String, String> {
-        let (token_uri, form) = match &self.credentials {
+        let from_file;
+        let credentials = match &self.credentials {
+            GcpCredentials::File(path) => {
+                let read = |reason: String| format!("{}: {reason}", path.display());
+                let content = std::fs::read(path).map_err(|e| read(e.to_string()))?;
+                from_file = GcpCredentials::from_entry(&content).map_err(read)?;
+                &from_file
+            }
+            other => other,
+        };
+        let (token_uri, form) = match credentials {
+            GcpCredentials::File(_) => return Err("a credentials file names another".into()),
             GcpCredentials::AccessToken(token) => return Ok(token.clone()),
             GcpCredentials::ServiceAccount {
                 client_email,
@@ -164,22 +178,9 @@ impl GcpKms {
                 ],
             ),
         };
-        let what = format!("OAuth token at {token_uri}");
-        let answer = self
-            .http
-            .send(&what, |client| client.post(token_uri).form(&form))?;
-        if !answer.is_success() {
-            return Err(format!(
-                "{what}: {}",
-                service_message(&answer, &["/error_description", "/error"])
-            ));
-        }
-        answer
-            .json()?
-            .get("access_token")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| format!("{what}: the answer has no access_token"))
+        let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.http
+            .oauth_token(&format!("OAuth token at {token_uri}"), token_uri, &form)
     }
 }
 
@@ -207,22 +208,8 @@ impl KeySource for GcpKms {
         let answer = self.http.send(&what, |client| {
             client.post(&url).bearer_auth(token).json(&body)
         })?;
-        if !answer.is_success() {
-            return Err(format!(
-                "{what}: {}",
-                service_message(&answer, &["/error/message"])
-            ));
-        }
-        let plaintext = answer
-            .json()?
-            .get("plaintext")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| format!("{what}: the answer has no plaintext"))?;
-        let key = base64::engine::general_purpose::STANDARD
-            .decode(plaintext)
-            .map_err(|_| format!("{what}: plaintext is not base64"))?;
-        checked_secret(key).map(Some)
+        let json = answer.success_json(&what, &["/error/message"])?;
+        secret_at(&what, &json, "/plaintext", Base64::Standard).map(Some)
     }
 }
 

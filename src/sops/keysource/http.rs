@@ -2,7 +2,8 @@
 //! the size of what it reads; errors keep their cause chain and never a header or body
 //! that was sent.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use reqwest::blocking::{Client, RequestBuilder, Response};
@@ -16,19 +17,22 @@ const ATTEMPTS: u32 = 3;
 const MAX_RESPONSE_BYTES: u64 = 1 << 20;
 
 /// The client the key services of one decryption share, and the time they have: past the
-/// deadline nothing more is sent, so a key service that is down cannot hold a build for
-/// longer than its Kustomization's timeout.
+/// deadline nothing more is sent, and a service that did not answer all its attempts is not
+/// asked again in the same decryption, so a key service that is down cannot hold a build
+/// for longer than its Kustomization's timeout, nor once per file.
 #[derive(Default)]
 pub(crate) struct Http {
     client: OnceLock<Result<Client, String>>,
     deadline: Option<Instant>,
+    /// Origins that did not answer, and how they failed.
+    unreachable: Mutex<HashMap<String, String>>,
 }
 
 impl Http {
     pub(crate) fn new(deadline: Option<Instant>) -> Http {
         Http {
-            client: OnceLock::new(),
             deadline,
+            ..Http::default()
         }
     }
 
@@ -44,7 +48,28 @@ impl Http {
             .get_or_init(client)
             .as_ref()
             .map_err(Clone::clone)?;
-        send(what, self.deadline, || build(client))
+        let origin = build(client)
+            .build()
+            .map(|request| request.url().origin().ascii_serialization())
+            .unwrap_or_default();
+        if let Some(earlier) = self
+            .unreachable
+            .lock()
+            .ok()
+            .and_then(|u| u.get(&origin).cloned())
+        {
+            return Err(format!("{what}: not sent, as earlier: {earlier}"));
+        }
+        match send(what, self.deadline, || build(client)) {
+            Ok(answer) => Ok(answer),
+            Err(Failure::Unreachable(message)) => {
+                if let Ok(mut unreachable) = self.unreachable.lock() {
+                    unreachable.insert(origin, message.clone());
+                }
+                Err(message)
+            }
+            Err(Failure::Other(message)) => Err(message),
+        }
     }
 }
 
@@ -77,13 +102,82 @@ impl Answer {
         serde_json::from_slice(&self.body)
             .map_err(|e| format!("the answer (HTTP {}) is not JSON: {e}", self.status))
     }
+
+    /// The JSON of a successful answer; for a failed one, the service's own words found at
+    /// the first of `error_pointers` (see [`service_message`]).
+    pub(crate) fn success_json(
+        &self,
+        what: &str,
+        error_pointers: &[&str],
+    ) -> Result<serde_json::Value, String> {
+        if !self.is_success() {
+            return Err(format!("{what}: {}", service_message(self, error_pointers)));
+        }
+        self.json().map_err(|e| format!("{what}: {e}"))
+    }
+}
+
+/// How a key service encodes the secret it returns.
+#[derive(Clone, Copy)]
+pub(crate) enum Base64 {
+    Standard,
+    /// base64url, padding optional (Azure Key Vault).
+    UrlSafe,
+}
+
+/// The wrapped secret (data key or Shamir share) a key service returned as base64 text at
+/// `pointer` of its answer.
+pub(crate) fn secret_at(
+    what: &str,
+    json: &serde_json::Value,
+    pointer: &str,
+    encoding: Base64,
+) -> Result<Vec<u8>, String> {
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    let field = pointer.trim_start_matches('/');
+    let text = json
+        .pointer(pointer)
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| format!("{what}: the answer has no {field}"))?;
+    let bytes = match encoding {
+        Base64::Standard => STANDARD.decode(text),
+        Base64::UrlSafe => URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')),
+    }
+    .map_err(|_| format!("{what}: {field} is not base64"))?;
+    super::checked_secret(bytes)
+}
+
+impl Http {
+    /// An OAuth 2.0 access token from the token endpoint `url` for the form `form` (a
+    /// client-credentials, JWT-bearer or refresh-token grant).
+    pub(crate) fn oauth_token(
+        &self,
+        what: &str,
+        url: &str,
+        form: &[(&str, &str)],
+    ) -> Result<String, String> {
+        let answer = self.send(what, |client| client.post(url).form(form))?;
+        let json = answer.success_json(what, &["/error_description", "/error"])?;
+        json.get("access_token")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| format!("{what}: the answer has no access_token"))
+    }
+}
+
+/// Why a request got no usable answer.
+enum Failure {
+    /// Every attempt failed to connect, timed out or was answered 429/5xx.
+    Unreachable(String),
+    Other(String),
 }
 
 fn send(
     what: &str,
     deadline: Option<Instant>,
     build: impl Fn() -> RequestBuilder,
-) -> Result<Answer, String> {
+) -> Result<Answer, Failure> {
     let mut last = String::new();
     for attempt in 0..ATTEMPTS {
         if attempt > 0 {
@@ -93,14 +187,14 @@ fn send(
         if let Some(deadline) = deadline {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(format!(
+                return Err(Failure::Other(format!(
                     "{what}: not sent, the decryption ran out of time{}",
                     if last.is_empty() {
                         String::new()
                     } else {
                         format!(" (last: {last})")
                     }
-                ));
+                )));
             }
             request = request.timeout(left.min(TIMEOUT));
         }
@@ -108,7 +202,7 @@ fn send(
             Ok(response) => {
                 let status = response.status().as_u16();
                 let body = read_bounded(response)
-                    .map_err(|e| format!("{what}: reading the answer: {e}"))?;
+                    .map_err(|e| Failure::Other(format!("{what}: reading the answer: {e}")))?;
                 let answer = Answer { status, body };
                 if status == 429 || status >= 500 {
                     last = format!("{what}: HTTP {status}");
@@ -119,10 +213,17 @@ fn send(
             Err(error) if error.is_connect() || error.is_timeout() => {
                 last = format!("{what}: {}", crate::report::cause_chain(&error));
             }
-            Err(error) => return Err(format!("{what}: {}", crate::report::cause_chain(&error))),
+            Err(error) => {
+                return Err(Failure::Other(format!(
+                    "{what}: {}",
+                    crate::report::cause_chain(&error)
+                )));
+            }
         }
     }
-    Err(format!("{last} (after {ATTEMPTS} attempts)"))
+    Err(Failure::Unreachable(format!(
+        "{last} (after {ATTEMPTS} attempts)"
+    )))
 }
 
 fn read_bounded(response: Response) -> Result<Vec<u8>, String> {

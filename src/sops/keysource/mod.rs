@@ -35,7 +35,7 @@ pub(crate) trait KeySource {
 }
 
 /// One entry of a key group.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Stanza {
     Age(age::AgeEntry),
     Pgp(pgp::PgpEntry),

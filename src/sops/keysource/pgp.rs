@@ -10,7 +10,7 @@ use super::KeySource;
 use super::{MAX_WRAPPED_LEN, checked_secret};
 
 /// A `pgp` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct PgpEntry {
     /// The armored message (`-----BEGIN PGP MESSAGE-----`).
     pub enc: String,

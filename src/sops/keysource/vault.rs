@@ -4,14 +4,13 @@
 
 use std::sync::Arc;
 
-use base64::Engine;
 use serde_json::json;
 
-use super::http::{Http, service_message};
-use super::{KeySource, checked_secret};
+use super::KeySource;
+use super::http::{Base64, Http, secret_at};
 
 /// An `hc_vault` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct VaultEntry {
     pub address: String,
     pub engine_path: String,
@@ -20,36 +19,26 @@ pub(crate) struct VaultEntry {
     pub enc: String,
 }
 
-/// A Vault token, and the one Vault it may be sent to when it is the controller's own.
+/// Where a Vault token may be sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TokenScope {
+    /// The tenant's own token (`sops.vault-token`): wherever its files say.
+    Anywhere,
+    /// The controller's `VAULT_TOKEN`: only to this address (`VAULT_ADDR`), or nowhere when
+    /// it is unset, so that a tenant's file naming another Vault never receives it.
+    Only(Option<String>),
+}
+
+/// A Vault token and where it may go.
 pub(crate) struct VaultTransit {
     token: String,
-    /// `VAULT_ADDR` for a token from the controller's environment: a tenant's file naming
-    /// another address must not receive it. `None` for a token the tenant gave.
-    only_to: Option<Option<String>>,
+    scope: TokenScope,
     http: Arc<Http>,
 }
 
 impl VaultTransit {
-    /// A token from the decryption Secret: sent wherever the tenant's files say.
-    pub(crate) fn tenant(token: String, http: Arc<Http>) -> VaultTransit {
-        VaultTransit {
-            token,
-            only_to: None,
-            http,
-        }
-    }
-
-    /// The controller's `VAULT_TOKEN`, sent only to `VAULT_ADDR` (none if unset).
-    pub(crate) fn controller(
-        token: String,
-        address: Option<String>,
-        http: Arc<Http>,
-    ) -> VaultTransit {
-        VaultTransit {
-            token,
-            only_to: Some(address),
-            http,
-        }
+    pub(crate) fn new(token: String, scope: TokenScope, http: Arc<Http>) -> VaultTransit {
+        VaultTransit { token, scope, http }
     }
 }
 
@@ -64,7 +53,7 @@ impl KeySource for VaultTransit {
     const NAME: &'static str = "HashiCorp Vault";
 
     fn open(&self, entry: &VaultEntry) -> Result<Option<Vec<u8>>, String> {
-        if let Some(allowed) = &self.only_to
+        if let TokenScope::Only(allowed) = &self.scope
             && (allowed.as_deref().and_then(origin).is_none()
                 || allowed.as_deref().and_then(origin) != origin(&entry.address))
         {
@@ -108,20 +97,7 @@ impl KeySource for VaultTransit {
                 .header("X-Vault-Token", &self.token)
                 .json(&body)
         })?;
-        if !answer.is_success() {
-            return Err(format!(
-                "{what}: {}",
-                service_message(&answer, &["/errors"])
-            ));
-        }
-        let json = answer.json().map_err(|e| format!("{what}: {e}"))?;
-        let plaintext = json
-            .pointer("/data/plaintext")
-            .and_then(|p| p.as_str())
-            .ok_or_else(|| format!("{what}: no decrypted data"))?;
-        let key = base64::engine::general_purpose::STANDARD
-            .decode(plaintext)
-            .map_err(|_| format!("{what}: cannot decode base64 plaintext into data key bytes"))?;
-        checked_secret(key).map(Some)
+        let json = answer.success_json(&what, &["/errors"])?;
+        secret_at(&what, &json, "/data/plaintext", Base64::Standard).map(Some)
     }
 }
