@@ -33,13 +33,62 @@ def measure(argv):
     return code, stdout, stderr, cpu, wall, usage.ru_maxrss / 1024.0
 
 
+KUBECTL_MAX_TINY = 10000
+
+
+def write_tiny_config_maps(tree, count):
+    """`count` ConfigMaps of one key each (~76 bytes of YAML) in one file, listed by a kustomization."""
+    os.makedirs(tree)
+    with open(os.path.join(tree, "config-maps.yaml"), "w") as f:
+        for i in range(count):
+            f.write(f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:07d}\ndata:\n  k: v\n---\n")
+    with open(os.path.join(tree, "kustomization.yaml"), "w") as f:
+        f.write("resources:\n- config-maps.yaml\n")
+
+
+def memory_per_object(binary, kubectl, counts, runs):
+    """Peak RSS above a one-object build, divided by the object count, for tiny ConfigMaps."""
+    failed = False
+    with tempfile.TemporaryDirectory() as root:
+        tools = [("ours", lambda tree: [binary, "build", tree, "--max-objects", str(max(counts) + 1)])]
+        if kubectl:
+            tools.append(("kubectl", lambda tree: [kubectl, "kustomize", tree]))
+        trees = {}
+        for count in [1] + counts:
+            trees[count] = os.path.join(root, str(count))
+            write_tiny_config_maps(trees[count], count)
+        for name, argv in tools:
+            base = min(measure(argv(trees[1]))[5] for _ in range(runs))
+            for count in counts:
+                if name == "kubectl" and count > KUBECTL_MAX_TINY:
+                    print(f"tiny-{count:<8} kubectl  not run: its time grows faster than linearly "
+                          f"(over 15 minutes for 100,000)")
+                    continue
+                results = [measure(argv(trees[count])) for _ in range(runs)]
+                if results[0][0] != 0:
+                    print(f"tiny-{count}: {name} failed (exit {results[0][0]}): {results[0][2].strip()[:300]}")
+                    failed = True
+                    continue
+                rss = min(r[5] for r in results)
+                per_object = (rss - base) * 1024 * 1024 / count
+                print(f"tiny-{count:<8} {name:8} peak RSS {rss:8.1f} MiB  (one object: {base:6.1f} MiB)  "
+                      f"{per_object:7.0f} bytes per object  cpu {min(r[3] for r in results):7.2f}s")
+    return failed
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--binary", default="target/release/kustomize-controller")
     ap.add_argument("--presets", default="medium,wide")
     ap.add_argument("--runs", type=int, default=3, help="best of N runs for each tool")
+    ap.add_argument("--per-object", default="",
+                    help="comma-separated counts of tiny ConfigMaps to measure memory per object with "
+                         "(e.g. 100000,1000000) instead of the presets")
     args = ap.parse_args()
     kubectl = shutil.which("kubectl")
+    if args.per_object:
+        counts = [int(c) for c in args.per_object.split(",")]
+        sys.exit(1 if memory_per_object(args.binary, kubectl, counts, args.runs) else 0)
     failed = False
     with tempfile.TemporaryDirectory() as root:
         for preset in args.presets.split(","):

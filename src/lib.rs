@@ -4,6 +4,7 @@
 //! type (see `docs/architecture.md` for the stage diagram and the types between stages):
 //!
 //! - [`api`]: the `Kustomization` custom resource (types, CRD, inventory IDs, durations).
+//! - [`value`]: the JSON data model of the engine and of YAML, compact for small maps.
 //! - [`yaml`]: Kubernetes YAML in and kustomize-identical YAML out, shared by every stage.
 //! - [`kustomize`]: the embedded build engine (a pure library).
 //! - `remote` (feature `remote-bases`): fetching remote bases for the engine with gix.
@@ -35,4 +36,5 @@ pub mod report;
 pub mod sops;
 pub mod source;
 pub mod substitute;
+pub mod value;
 pub mod yaml;

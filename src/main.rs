@@ -126,7 +126,9 @@ fn run(command: Command) -> anyhow::Result<()> {
             match provenance {
                 None => {
                     let resources = kustomize::build_dir(&dir, &options).with_context(context)?;
-                    out.write_all(kustomize::to_yaml(&resources).as_bytes())?;
+                    let mut buffered = std::io::BufWriter::with_capacity(1 << 16, &mut out);
+                    kustomize::write_yaml(resources, &mut buffered)?;
+                    buffered.flush()?;
                 }
                 Some(format) => {
                     let (_, entries) =

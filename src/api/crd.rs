@@ -31,7 +31,7 @@ pub fn crd() -> Result<CustomResourceDefinition, ApiError> {
 /// The CRD as a YAML document, starting with `---` as controller-gen writes it.
 pub fn crd_yaml() -> Result<String, ApiError> {
     let value = serde_json::to_value(crd()?).map_err(|e| ApiError::Crd(e.to_string()))?;
-    Ok(format!("---\n{}", yaml::to_yaml_string(&value)))
+    Ok(format!("---\n{}", yaml::to_yaml_string(&value.into())))
 }
 
 /// Declares `apiVersion`, `kind` and `metadata` at the root as controller-gen does, and drops

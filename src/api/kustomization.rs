@@ -623,7 +623,7 @@ status:
 
     #[test]
     fn a_full_flux_object_round_trips() {
-        let value = parse_single(FULL, Schema::Kyaml).unwrap();
+        let value = serde_json::Value::from(parse_single(FULL, Schema::Kyaml).unwrap());
         let object: Kustomization = serde_json::from_value(value.clone()).unwrap();
         assert_eq!(object.spec.interval.to_string(), "10m0s");
         assert_eq!(object.spec.source_ref.kind, SourceKind::GitRepository);

@@ -91,7 +91,11 @@ impl IgnoreRules {
     pub fn paths_for(&self, object: &Value) -> Vec<&str> {
         self.rules
             .iter()
-            .filter(|(_, selector)| selector.as_ref().is_none_or(|s| s.matches_object(object)))
+            .filter(|(_, selector)| {
+                selector
+                    .as_ref()
+                    .is_none_or(|s| s.matches_json_object(object))
+            })
             .flat_map(|(paths, _)| paths.iter().map(String::as_str))
             .collect()
     }

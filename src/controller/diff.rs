@@ -132,7 +132,9 @@ pub async fn diff(
     };
     let workdir = tempfile::tempdir().map_err(copy_failed)?;
     copy_tree(dir, workdir.path()).map_err(copy_failed)?;
-    let objects = steps::build(&object, ctx, workdir.path(), workdir.path()).await?;
+    let objects = steps::build(&object, ctx, workdir.path(), workdir.path())
+        .await?
+        .objects;
     // The same cluster, identity and policies the controller applies with.
     let target = steps::target(&object, ctx).await?;
     let applier = steps::applier(&object, ctx, &target)?;
@@ -144,8 +146,8 @@ pub async fn diff(
             (Action::Created, _) => differences.push(Difference::Created(change.object.clone())),
             (Action::Configured, Some(drift)) => {
                 let text = line_diff(
-                    &crate::yaml::to_yaml_string(&drift.live),
-                    &crate::yaml::to_yaml_string(&drift.applied),
+                    &crate::yaml::to_yaml_string(&drift.live.clone().into()),
+                    &crate::yaml::to_yaml_string(&drift.applied.clone().into()),
                 );
                 differences.push(Difference::Drifted(change.object.clone(), text));
             }

@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use crate::json;
+use crate::value::Value;
 
 use crate::api::{BuildMetadataOption, KustomizationSpec, SubstituteStrategy};
 use crate::kustomize::{self, BuildOptions, KUSTOMIZATION_FILE_NAMES, LoadRestrictions};
@@ -160,7 +161,7 @@ fn apply_overrides(file: &Path, spec: &KustomizationSpec) -> Result<(), Manifest
         for patch in &spec.patches {
             let mut entry = json!({"patch": patch.patch});
             if let Some(target) = &patch.target {
-                entry["target"] = serde_json::to_value(target).unwrap_or(Value::Null);
+                entry["target"] = serde_json::to_value(target).map_or(Value::Null, Value::from);
             }
             patches.push(entry);
         }
@@ -274,10 +275,10 @@ fn merge_images(images: &mut Vec<Value>, overrides: &[crate::api::Image]) {
             .find(|entry| entry.get("name").and_then(Value::as_str) == Some(image.name.as_str()))
             .and_then(Value::as_object_mut);
         let Some(entry) = existing else {
-            images.push(serde_json::to_value(image).unwrap_or(Value::Null));
+            images.push(serde_json::to_value(image).map_or(Value::Null, Value::from));
             continue;
         };
-        let set = |entry: &mut serde_json::Map<String, Value>, key: &str, value: Option<&str>| {
+        let set = |entry: &mut crate::value::Map, key: &str, value: Option<&str>| {
             match value.filter(|v| !v.is_empty()) {
                 Some(value) => entry.insert(key.to_string(), json!(value)),
                 None => entry.remove(key),
@@ -304,7 +305,7 @@ mod tests {
         if let (Some(base), Some(extra)) = (base.as_object_mut(), extra.as_object()) {
             base.extend(extra.clone());
         }
-        serde_json::from_value(base).unwrap()
+        serde_json::from_value(serde_json::Value::from(base)).unwrap()
     }
 
     fn write(dir: &Path, name: &str, text: &str) {

@@ -154,26 +154,21 @@ pub(crate) async fn fetch_and_build(
         .path(object.spec.path.as_deref().unwrap_or("./"))
         .map_err(StepError::Source)?;
     let started = Instant::now();
-    let objects = build(object, ctx, workspace.root(), &dir).await?;
+    let built = build(object, ctx, workspace.root(), &dir).await?;
     drop(workspace);
     ctx.metrics.observe_build(started.elapsed());
-    let digest = format!(
-        "sha256:{}",
-        hex::encode(Sha256::digest(
-            crate::kustomize::to_yaml(&objects).as_bytes()
-        ))
-    );
-    Ok(Built { objects, digest })
+    Ok(built)
 }
 
 /// Build: generates, decrypts, builds and substitutes `dir` (inside `root`) as the
 /// Kustomization asks, with its decryption keys and post-build variables from the cluster.
+/// The digest is of the objects as `kustomize build` prints them.
 pub(crate) async fn build(
     object: &Kustomization,
     ctx: &Context,
     root: &Path,
     dir: &Path,
-) -> Result<Vec<Value>, StepError> {
+) -> Result<Built, StepError> {
     let keys = decryption_keys(object, ctx)
         .await
         .map_err(StepError::BuildInputs)?;
@@ -194,7 +189,17 @@ pub(crate) async fn build(
             strict_substitution,
             limits,
         };
-        manifests::build(&root, &dir, &inputs)
+        let objects = manifests::build(&root, &dir, &inputs)?;
+        let digest = format!(
+            "sha256:{}",
+            hex::encode(Sha256::digest(
+                crate::kustomize::to_yaml(&objects).as_bytes()
+            ))
+        );
+        Ok(Built {
+            objects: objects.into_iter().map(Value::from).collect(),
+            digest,
+        })
     })
     .await
     .map_err(StepError::BuildStopped)?

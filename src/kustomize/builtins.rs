@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::value::Value;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::config::{NameReference, TransformerConfig};
 use super::generators::{self, EnvLookup, GeneratorKind};
@@ -91,7 +91,7 @@ const MAX_CRD_NODES: usize = 100_000;
 /// A walk over definitions that refer to each other: a definition already on the current
 /// path is not entered again (recursive schemas), and the whole walk is bounded.
 struct Walk<'d> {
-    definitions: &'d serde_json::Map<String, Value>,
+    definitions: &'d crate::value::Map,
     on_path: Vec<&'d str>,
     visited: usize,
 }
@@ -370,7 +370,7 @@ fn iam_policy_service_account(
             ),
         });
     }
-    let mut metadata = serde_json::json!({
+    let mut metadata = crate::json!({
         "annotations": {"iam.gke.io/gcp-service-account": format!(
             "{}@{}.iam.gserviceaccount.com",
             config.service_account.name, config.service_account.project_id
@@ -380,7 +380,7 @@ fn iam_policy_service_account(
     if !config.kubernetes_service.namespace.is_empty() {
         metadata["namespace"] = Value::String(config.kubernetes_service.namespace.clone());
     }
-    Ok(serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}))
+    Ok(crate::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}))
 }
 
 /// Runs a `generators:` entry: ConfigMapGenerator, SecretGenerator and IAMPolicyGenerator
@@ -406,7 +406,9 @@ pub fn run_generator(
                 let parsed: IamPolicyConfig = decode(&config, &origin, file)?;
                 let mut resource =
                     Resource::new(iam_policy_service_account(&parsed, &origin, file)?);
-                resource.origin = builder.generated_origin(&source, configured_by(&config));
+                resource.origin = builder
+                    .generated_origin(&source, configured_by(&config))
+                    .map(Box::new);
                 resources.push(resource);
                 continue;
             }
@@ -440,7 +442,9 @@ pub fn run_generator(
             env_lookup,
             file,
         )?;
-        resource.origin = builder.generated_origin(&source, configured_by(&config));
+        resource.origin = builder
+            .generated_origin(&source, configured_by(&config))
+            .map(Box::new);
         resources.push(resource);
     }
     Ok(resources)

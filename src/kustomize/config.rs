@@ -73,7 +73,7 @@ impl TransformerConfig {
                 let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kubernetes)
                     .expect("builtin_fieldspecs.yaml is valid YAML");
                 Arc::new(
-                    serde_json::from_value(value)
+                    serde_json::from_value(serde_json::Value::from(value))
                         .expect("builtin_fieldspecs.yaml matches TransformerConfig"),
                 )
             })

@@ -4,7 +4,7 @@
 //! writes it (keys sorted, `<`, `>` and `&` escaped, numbers in Go's form), indented by two
 //! spaces when the original was.
 
-use serde_json::Value;
+use crate::value::Value;
 
 /// Whether `text` holds a JSON document kustomize would rewrite as JSON.
 pub fn is_json_document(text: &str) -> bool {
@@ -106,7 +106,7 @@ fn go_number(number: &serde_json::Number) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json;
 
     #[test]
     fn json_is_written_as_go_writes_it() {

@@ -6,7 +6,7 @@
 //! `create`, missing maps along the way are made, and the visitor is handed `None` for a
 //! missing leaf so it can decide what to create.
 
-use serde_json::{Map, Value};
+use crate::value::{Map, Value};
 use std::borrow::Cow;
 
 use super::kustfile::FieldSpec;
@@ -71,7 +71,7 @@ fn field_of(segment: &str) -> (&str, bool) {
 }
 
 /// Called with the map holding a leaf and the leaf's key.
-pub type LeafVisitor<'v, E> = dyn FnMut(&mut Map<String, Value>, &str) -> Result<(), E> + 'v;
+pub type LeafVisitor<'v, E> = dyn FnMut(&mut Map, &str) -> Result<(), E> + 'v;
 
 /// A path that runs into a scalar before its end (`spec: "oops"` for `spec/selector`).
 #[derive(Debug)]
@@ -147,7 +147,7 @@ pub fn visit_leaves<E: From<ScalarInPath>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json;
 
     #[test]
     fn splits_paths_with_escapes_and_list_markers() {

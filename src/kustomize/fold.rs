@@ -8,8 +8,8 @@
 //! object decoded into a struct to the struct's own field names before serde sees them;
 //! maps (labels, annotations) keep their keys as written.
 
+use crate::value::{Map, Value};
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
 
 /// A value to decode with Go's field matching. `lenient` drops keys that name no field, as
 /// Go's non-strict decoding ignores them.
@@ -38,9 +38,9 @@ impl Folded {
 
 /// `map`'s keys renamed to the `fields` they name in any letter case (the last in sorted
 /// order winning), unknown keys kept or, when `lenient`, dropped.
-pub fn fold_keys(map: Map<String, Value>, fields: &[&str], lenient: bool) -> Map<String, Value> {
+pub fn fold_keys(map: Map, fields: &[&str], lenient: bool) -> Map {
     let mut folded = Map::new();
-    // serde_json's map iterates in sorted key order, as Go sees the keys.
+    // The map iterates in sorted key order, as Go sees the keys.
     for (key, value) in map {
         let name = if fields.contains(&key.as_str()) {
             Some(key)
@@ -74,7 +74,7 @@ impl<'de> de::Deserializer<'de> for Folded {
                 value: None,
                 lenient,
             }),
-            other => de::Deserializer::deserialize_any(other, visitor),
+            other => de::Deserializer::deserialize_any(serde_json::Value::from(other), visitor),
         }
     }
 
@@ -98,7 +98,12 @@ impl<'de> de::Deserializer<'de> for Folded {
                 value: None,
                 lenient,
             }),
-            other => de::Deserializer::deserialize_struct(other, name, fields, visitor),
+            other => de::Deserializer::deserialize_struct(
+                serde_json::Value::from(other),
+                name,
+                fields,
+                visitor,
+            ),
         }
     }
 
@@ -116,7 +121,12 @@ impl<'de> de::Deserializer<'de> for Folded {
         variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
-        de::Deserializer::deserialize_enum(self.value, name, variants, visitor)
+        de::Deserializer::deserialize_enum(
+            serde_json::Value::from(self.value),
+            name,
+            variants,
+            visitor,
+        )
     }
 
     serde::forward_to_deserialize_any! {
@@ -150,7 +160,7 @@ impl<'de> SeqAccess<'de> for FoldedSeq {
 }
 
 struct FoldedMap {
-    entries: serde_json::map::IntoIter,
+    entries: crate::value::map::IntoIter,
     value: Option<Value>,
     lenient: bool,
 }
@@ -186,8 +196,8 @@ impl<'de> MapAccess<'de> for FoldedMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json;
     use serde::Deserialize;
-    use serde_json::json;
     use std::collections::BTreeMap;
 
     #[derive(Debug, Default, Deserialize, PartialEq)]

@@ -8,8 +8,9 @@
 
 use std::path::Path;
 
+use crate::json;
+use crate::value::{Map, Value};
 use base64::Engine;
-use serde_json::{Map, Value, json};
 
 use super::KustomizeError;
 use super::kustfile::{GeneratorArgs, GeneratorOptions};

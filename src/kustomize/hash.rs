@@ -5,7 +5,7 @@
 //! first ten hex digits, with `0 1 3 a e` mapped to `g h k m t` so the suffix never looks
 //! like a number or a word.
 
-use serde_json::{Map, Value};
+use crate::value::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// The suffix kustomize appends to a generated ConfigMap or Secret.
@@ -116,7 +116,7 @@ pub(super) fn go_json_string(s: &str, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json;
 
     #[test]
     fn known_hashes() {

@@ -11,8 +11,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::json;
+use crate::value::{Map, Value};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::KustomizeError;
@@ -189,7 +190,7 @@ fn go_json_ordered(value: &Value, out: &mut String) {
     }
 }
 
-fn is_reference(map: &Map<String, Value>) -> bool {
+fn is_reference(map: &Map) -> bool {
     map.contains_key("kind")
         && map.keys().all(|k| {
             matches!(

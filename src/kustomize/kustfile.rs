@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::value::Value;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::KustomizeError;
 use crate::yaml::{self, Schema};

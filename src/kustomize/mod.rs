@@ -39,7 +39,7 @@ mod vars;
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use crate::value::Value;
 
 use crate::yaml::{self, YamlError};
 pub use edit::{
@@ -597,6 +597,11 @@ pub fn build_dir(dir: &Path, options: &BuildOptions) -> Result<Resources, Kustom
 /// Prints objects as `kustomize build` does: documents separated by `---`.
 pub fn to_yaml(resources: &[Value]) -> String {
     yaml::documents_to_yaml_string(resources)
+}
+
+/// [`to_yaml`] written to `out` as each object is printed, consuming the objects.
+pub fn write_yaml(resources: Resources, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    yaml::write_documents(resources, out)
 }
 
 /// Reads the objects of a manifest: every non-empty document, `kind: List` flattened. Each

@@ -11,7 +11,9 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use serde_json::Value;
+use thin_vec::ThinVec;
+
+use crate::value::Value;
 
 use super::KustomizeError;
 use super::config::NameReference;
@@ -22,9 +24,9 @@ use super::resource::{ResId, Resource, namespaces_equal, str_at};
 /// What the fix-up needs to know about a possible referral target.
 struct Candidate {
     current: ResId,
-    previous: Vec<ResId>,
-    prefixes: Vec<String>,
-    suffixes: Vec<String>,
+    previous: ThinVec<ResId>,
+    prefixes: ThinVec<String>,
+    suffixes: ThinVec<String>,
     cluster_scoped: bool,
 }
 
@@ -34,6 +36,28 @@ pub fn fix(
     references: &[NameReference],
     schema: SchemaView,
 ) -> Result<(), KustomizeError> {
+    // kustomize reads the namespaces a RoleBinding's ServiceAccount subjects name before
+    // fixing any reference, and refuses one written without a value.
+    for resource in resources.iter() {
+        if resource.kind() == "RoleBinding"
+            && !schema.is_cluster_scoped(str_at(&resource.object, "/apiVersion"), "RoleBinding")
+        {
+            let subjects = resource.object.get("subjects").and_then(Value::as_array);
+            let blank = subjects.into_iter().flatten().any(|subject| {
+                subject.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
+                    && subject.get("namespace").is_some_and(|ns| !ns.is_string())
+            });
+            if blank {
+                return Err(KustomizeError::BlankSubjectNamespace {
+                    resource: resource.id().to_string(),
+                });
+            }
+        }
+    }
+    // Only renamed resources can be referred to by an outdated name.
+    if resources.iter().all(|r| r.previous_ids.is_empty()) {
+        return Ok(());
+    }
     let candidates: Vec<Candidate> = resources
         .iter()
         .map(|r| Candidate {
@@ -64,22 +88,6 @@ pub fn fix(
                 );
             } else {
                 push_once(index.unscoped.entry(key).or_default(), position);
-            }
-        }
-    }
-    // kustomize reads the namespaces a RoleBinding's ServiceAccount subjects name before
-    // fixing any reference, and refuses one written without a value.
-    for (resource, candidate) in resources.iter().zip(&candidates) {
-        if candidate.current.kind == "RoleBinding" && !candidate.cluster_scoped {
-            let subjects = resource.object.get("subjects").and_then(Value::as_array);
-            let blank = subjects.into_iter().flatten().any(|subject| {
-                subject.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
-                    && subject.get("namespace").is_some_and(|ns| !ns.is_string())
-            });
-            if blank {
-                return Err(KustomizeError::BlankSubjectNamespace {
-                    resource: candidate.current.to_string(),
-                });
             }
         }
     }

@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use crate::value::Value;
 use serde::Deserialize;
-use serde_json::Value;
 
 /// Merge metadata of one property of a definition.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -7,7 +7,8 @@
 
 use std::path::Path;
 
-use serde_json::Value;
+use crate::value::Value;
+use serde_json::Value as JsonValue;
 
 use super::KustomizeError;
 use super::kustfile::{Patch, Selector};
@@ -299,7 +300,15 @@ fn select(
 
 /// Applies JSON 6902 operations one by one with kustomize's leniency: `replace` of a missing
 /// member adds it.
+/// Applies JSON 6902 operations with the `json_patch` crate, which works on serde_json values.
 fn apply_operations(object: &mut Value, patch: &json_patch::Patch) -> Result<(), String> {
+    let mut json = JsonValue::from(object.take());
+    let result = apply_json_operations(&mut json, patch);
+    *object = Value::from(json);
+    result
+}
+
+fn apply_json_operations(object: &mut JsonValue, patch: &json_patch::Patch) -> Result<(), String> {
     use json_patch::PatchOperation;
     for operation in &patch.0 {
         let mut operation = operation.clone();
@@ -309,7 +318,8 @@ fn apply_operations(object: &mut Value, patch: &json_patch::Patch) -> Result<(),
             // error.
             PatchOperation::Replace(replace)
                 if object.pointer(replace.path.as_str()).is_none()
-                    && parent_of(object, replace.path.as_str()).is_some_and(Value::is_object) =>
+                    && parent_of(object, replace.path.as_str())
+                        .is_some_and(JsonValue::is_object) =>
             {
                 PatchOperation::Add(json_patch::AddOperation {
                     path: replace.path.clone(),
@@ -349,17 +359,17 @@ fn apply_operations(object: &mut Value, patch: &json_patch::Patch) -> Result<(),
 
 /// Whether `value` takes more than `limit` bytes written as JSON (about: punctuation is
 /// counted a byte per value and key). Stops counting at the limit.
-fn exceeds_bytes(value: &Value, limit: usize) -> bool {
+fn exceeds_bytes(value: &JsonValue, limit: usize) -> bool {
     let mut total = 0usize;
     let mut pending = vec![value];
     while let Some(value) = pending.pop() {
         total += match value {
-            Value::String(text) => text.len() + 2,
-            Value::Object(map) => {
+            JsonValue::String(text) => text.len() + 2,
+            JsonValue::Object(map) => {
                 pending.extend(map.values());
                 map.keys().map(|k| k.len() + 4).sum::<usize>() + 2
             }
-            Value::Array(items) => {
+            JsonValue::Array(items) => {
                 pending.extend(items);
                 2 + items.len()
             }
@@ -373,7 +383,7 @@ fn exceeds_bytes(value: &Value, limit: usize) -> bool {
 }
 
 /// The value holding the last token of `pointer`.
-fn parent_of<'v>(object: &'v Value, pointer: &str) -> Option<&'v Value> {
+fn parent_of<'v>(object: &'v JsonValue, pointer: &str) -> Option<&'v JsonValue> {
     let (parent, _) = pointer.rsplit_once('/')?;
     object.pointer(parent)
 }
@@ -381,7 +391,7 @@ fn parent_of<'v>(object: &'v Value, pointer: &str) -> Option<&'v Value> {
 /// kustomize counts negative list indices from the end: `-1` is the last element for
 /// `replace`, `remove` and `test`, and the end of the list for `add`.
 fn resolve_negative_index(
-    object: &Value,
+    object: &JsonValue,
     operation: &mut json_patch::PatchOperation,
 ) -> Result<(), String> {
     use json_patch::PatchOperation;
@@ -402,7 +412,7 @@ fn resolve_negative_index(
     if index >= 0 {
         return Ok(());
     }
-    let Some(Value::Array(items)) = object.pointer(parent) else {
+    let Some(JsonValue::Array(items)) = object.pointer(parent) else {
         return Ok(());
     };
     let resolved = items.len() as i64 + index + extra;
@@ -453,7 +463,7 @@ fn apply_json6902_to_selection(
     file: &Path,
     acc: &mut Accumulated,
 ) -> Result<(), KustomizeError> {
-    let patch: json_patch::Patch = serde_json::from_value(operations.clone())
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::from(operations))
         .map_err(|e| patch_error(file, origin, format!("invalid JSON 6902 patch: {e}")))?;
     for index in select(target, acc, file, origin)? {
         let resource = &mut acc.resources[index];

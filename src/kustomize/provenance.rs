@@ -10,8 +10,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use crate::value::Value;
 use serde::Serialize;
-use serde_json::Value;
 
 use super::resource::{ResId, Resource};
 use crate::yaml::{Ordered, ordered_to_yaml_string};
@@ -151,8 +151,8 @@ impl Provenance {
             kind: id.kind,
             namespace: id.namespace,
             name: id.name,
-            origin: resource.origin.clone(),
-            transformations: resource.transformations.clone(),
+            origin: resource.origin.as_deref().cloned(),
+            transformations: resource.transformations.to_vec(),
         }
     }
 }

@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
+use crate::value::{Map, Value};
 use regex::Regex;
-use serde_json::{Map, Value};
 
 use super::KustomizeError;
 use super::kustfile::{FieldOptions, ReplacementField, ReplacementSource, Selector};
@@ -793,7 +793,7 @@ mod tests {
 
     #[test]
     fn a_path_through_a_secret_value_names_the_kind_but_not_the_value() {
-        let mut secret = serde_json::json!({
+        let mut secret = crate::json!({
             "kind": "Secret",
             "data": {"password": "c3VwZXItc2VjcmV0", "list": ["c3VwZXItc2VjcmV0"]},
         });

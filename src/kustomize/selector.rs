@@ -3,8 +3,8 @@
 //! identity, an empty namespace counting as `default`), and Kubernetes label and annotation
 //! selectors.
 
+use crate::value::{Map, Value};
 use regex::Regex;
-use serde_json::{Map, Value};
 
 use super::kustfile::Selector;
 use super::resource::Resource;
@@ -69,29 +69,49 @@ impl CompiledSelector {
 
     /// Whether a plain object (outside a build) matches.
     pub fn matches_object(&self, object: &Value) -> bool {
-        let text = |pointer: &str| {
+        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+        let entry = |map: &str, key: &str| {
             object
-                .pointer(pointer)
+                .get("metadata")
+                .and_then(|m| m.get(map))
+                .and_then(|m| m.get(key))
                 .and_then(Value::as_str)
-                .unwrap_or("")
         };
-        let api_version = text("/apiVersion");
+        self.matches_fields(text, entry)
+    }
+
+    /// [`Self::matches_object`] for an object read from a cluster.
+    pub fn matches_json_object(&self, object: &serde_json::Value) -> bool {
+        let text = |pointer: &str| object.pointer(pointer).and_then(serde_json::Value::as_str);
+        let entry = |map: &str, key: &str| {
+            object
+                .get("metadata")
+                .and_then(|m| m.get(map))
+                .and_then(|m| m.get(key))
+                .and_then(serde_json::Value::as_str)
+        };
+        self.matches_fields(text, entry)
+    }
+
+    /// `text` reads a string at a JSON pointer; `entry` a key of a metadata map.
+    fn matches_fields<'o>(
+        &self,
+        text: impl Fn(&str) -> Option<&'o str>,
+        entry: impl Fn(&str, &str) -> Option<&'o str>,
+    ) -> bool {
+        let field = |pointer: &str| text(pointer).unwrap_or("");
+        let api_version = field("/apiVersion");
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let fits = |pattern: &Option<Regex>, value: &str| {
             pattern.as_ref().is_none_or(|p| p.is_match(value))
         };
-        let metadata = |key: &str| {
-            object
-                .pointer(&format!("/metadata/{key}"))
-                .and_then(Value::as_object)
-        };
         fits(&self.group, group)
             && fits(&self.version, version)
-            && fits(&self.kind, text("/kind"))
-            && fits(&self.name, text("/metadata/name"))
-            && fits(&self.namespace, text("/metadata/namespace"))
-            && matches_all(&self.labels, metadata("labels"))
-            && matches_all(&self.annotations, metadata("annotations"))
+            && fits(&self.kind, field("/kind"))
+            && fits(&self.name, field("/metadata/name"))
+            && fits(&self.namespace, field("/metadata/namespace"))
+            && matches_all(&self.labels, |key| entry("labels", key))
+            && matches_all(&self.annotations, |key| entry("annotations", key))
     }
 
     pub fn matches(&self, resource: &Resource) -> bool {
@@ -131,8 +151,13 @@ impl CompiledSelector {
         {
             return false;
         }
-        matches_all(&self.labels, resource.metadata_map("labels"))
-            && matches_all(&self.annotations, resource.metadata_map("annotations"))
+        let labels = resource.metadata_map("labels");
+        let annotations = resource.metadata_map("annotations");
+        matches_all(&self.labels, |key| {
+            labels.and_then(|m| m.get(key)).and_then(Value::as_str)
+        }) && matches_all(&self.annotations, |key| {
+            annotations.and_then(|m| m.get(key)).and_then(Value::as_str)
+        })
     }
 }
 
@@ -153,8 +178,7 @@ enum Requirement {
     NotIn(String, Vec<String>),
 }
 
-fn matches_all(requirements: &[Requirement], map: Option<&Map<String, Value>>) -> bool {
-    let get = |key: &str| map.and_then(|m| m.get(key)).and_then(Value::as_str);
+fn matches_all<'v>(requirements: &[Requirement], get: impl Fn(&str) -> Option<&'v str>) -> bool {
     requirements.iter().all(|requirement| match requirement {
         Requirement::Exists(key) => get(key).is_some(),
         Requirement::NotExists(key) => get(key).is_none(),
@@ -175,8 +199,10 @@ impl LabelSelector {
     }
 
     /// Whether a label (or annotation) map satisfies every requirement.
-    pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
-        matches_all(&self.0, labels)
+    pub fn matches(&self, labels: Option<&Map>) -> bool {
+        matches_all(&self.0, |key| {
+            labels.and_then(|m| m.get(key)).and_then(Value::as_str)
+        })
     }
 }
 
@@ -249,7 +275,7 @@ fn split_top_level(text: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json;
 
     fn resource(name: &str, labels: Value) -> Resource {
         Resource::new(

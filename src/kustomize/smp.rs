@@ -9,7 +9,7 @@
 //! `$` directives (`$retainKeys`, `$setElementOrder/…`, `$deleteFromPrimitiveList/…`) are
 //! not understood by kustomize and stay in the object as ordinary keys.
 
-use serde_json::{Map, Value};
+use crate::value::{Map, Value};
 
 use super::openapi::SchemaView;
 
@@ -138,7 +138,7 @@ fn merge_value(target: &mut Value, patch: &Value, position: Position) {
     }
 }
 
-fn merge_map(target: &mut Map<String, Value>, patch: &Map<String, Value>, position: Position) {
+fn merge_map(target: &mut Map, patch: &Map, position: Position) {
     match patch.get(PATCH).and_then(Value::as_str) {
         Some("replace") => {
             *target = clean_map(patch);
@@ -340,7 +340,7 @@ fn clean(value: &Value) -> Value {
     }
 }
 
-fn clean_map(map: &Map<String, Value>) -> Map<String, Value> {
+fn clean_map(map: &Map) -> Map {
     map.iter()
         .filter(|(k, v)| !v.is_null() && k.as_str() != PATCH)
         .map(|(k, v)| (k.clone(), clean(v)))
@@ -350,7 +350,7 @@ fn clean_map(map: &Map<String, Value>) -> Map<String, Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json;
 
     fn view() -> SchemaView<'static> {
         SchemaView { custom: None }

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use serde_json::Value;
+use crate::value::Value;
 
 use super::kustfile::SortOptions;
 use super::{KustomizeError, Reorder};
@@ -163,7 +163,7 @@ fn legacy_key(object: &Value, first: &[String], last: &[String]) -> LegacyKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json;
 
     fn object(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Value {
         let mut metadata = json!({ "name": name });

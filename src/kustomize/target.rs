@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::Value;
+use crate::value::Value;
 
 use super::config::TransformerConfig;
 use super::generators::{self, GeneratorKind};
@@ -80,17 +80,18 @@ impl Accumulated {
         &mut self,
         resources: Vec<Resource>,
         source: &Path,
-        seen: &mut HashSet<ObjectKey>,
+        seen: &mut ObjectKeys,
     ) -> Result<(), KustomizeError> {
+        self.resources.reserve_exact(resources.len());
         for resource in resources {
-            let id = resource.id();
-            if !seen.insert(ObjectKey::of(&id)) {
+            self.resources.push(resource);
+            if !seen.insert(&self.resources, self.resources.len() - 1) {
+                let id = self.resources.pop().map(|r| r.id()).unwrap_or_default();
                 return Err(KustomizeError::IdConflict {
                     file: source.to_path_buf(),
                     id: id.to_string(),
                 });
             }
-            self.resources.push(resource);
         }
         Ok(())
     }
@@ -101,7 +102,7 @@ impl Accumulated {
         base: Accumulated,
         dir: &Path,
         file: &Path,
-        seen: &mut HashSet<ObjectKey>,
+        seen: &mut ObjectKeys,
     ) -> Result<(), KustomizeError> {
         self.merge_config_of(&base);
         self.append(base.resources, dir, seen)?;
@@ -121,11 +122,12 @@ impl Accumulated {
     }
 
     /// The identities present now, for a run of [`Accumulated::append`]s.
-    pub fn object_keys(&self) -> HashSet<ObjectKey> {
-        self.resources
-            .iter()
-            .map(|r| ObjectKey::of(&r.id()))
-            .collect()
+    pub fn object_keys(&self) -> ObjectKeys {
+        let mut keys = ObjectKeys::default();
+        for position in 0..self.resources.len() {
+            keys.insert(&self.resources, position);
+        }
+        keys
     }
 
     /// Adds a generated resource according to its behavior: create refuses duplicates, merge
@@ -159,6 +161,45 @@ impl Accumulated {
             }
         }
     }
+}
+
+/// The identities ([`ObjectKey`]s) of a list of resources, as positions in the list hashed by
+/// identity: a build of many small objects keeps no copy of each identity.
+#[derive(Default)]
+pub struct ObjectKeys {
+    hasher: std::hash::RandomState,
+    positions: hashbrown::HashTable<usize>,
+}
+
+impl ObjectKeys {
+    /// Records `resources[position]`; false when a resource with its identity is recorded.
+    pub fn insert(&mut self, resources: &[Resource], position: usize) -> bool {
+        use std::hash::BuildHasher;
+        let ObjectKeys { hasher, positions } = self;
+        let key = object_key(&resources[position]);
+        let entry = positions.entry(
+            hasher.hash_one(key),
+            |&p| object_key(&resources[p]) == key,
+            |&p| hasher.hash_one(object_key(&resources[p])),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(_) => false,
+            hashbrown::hash_table::Entry::Vacant(vacant) => {
+                vacant.insert(position);
+                true
+            }
+        }
+    }
+}
+
+/// [`ObjectKey`] borrowed from the resource.
+fn object_key(resource: &Resource) -> (&str, &str, &str, &str, &str) {
+    let gvk = resource.gvk();
+    let namespace = match resource.namespace() {
+        "" => "default",
+        namespace => namespace,
+    };
+    (gvk.group, gvk.version, gvk.kind, namespace, resource.name())
 }
 
 /// What makes two resources the same object for kustomize: group, version, kind, namespace
@@ -451,7 +492,9 @@ impl<'a> Builder<'a> {
                     GeneratorKind::ConfigMap => "ConfigMapGenerator",
                     GeneratorKind::Secret => "SecretGenerator",
                 };
-                resource.origin = self.generated_origin(&file, ConfiguredBy::builtin(by));
+                resource.origin = self
+                    .generated_origin(&file, ConfiguredBy::builtin(by))
+                    .map(Box::new);
                 acc.absorb(resource, &file)?;
             }
         }
@@ -514,7 +557,7 @@ impl<'a> Builder<'a> {
         entry: &str,
         file: &Path,
         acc: &mut Accumulated,
-        seen: &mut HashSet<ObjectKey>,
+        seen: &mut ObjectKeys,
     ) -> Result<(), KustomizeError> {
         if loader::is_remote(entry) {
             match self.fetch_remote(entry, file)? {
@@ -726,8 +769,8 @@ fn resources_from(
         .into_iter()
         .map(|(object, empty_values)| {
             let mut resource = Resource::new(object);
-            resource.origin = origin.clone();
-            resource.empty_values = empty_values;
+            resource.origin = origin.clone().map(Box::new);
+            resource.empty_values = empty_values.into();
             resource
         })
         .collect())

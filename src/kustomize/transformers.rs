@@ -9,8 +9,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::value::{Map, Value};
 use regex::Regex;
-use serde_json::{Map, Value};
 
 use super::KustomizeError;
 use super::fieldspec::{split_path, visit_leaves};

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use serde_json::Value;
+use crate::value::Value;
 
 use super::KustomizeError;
 use super::fieldspec::{split_path, visit_leaves};
@@ -215,14 +215,15 @@ mod tests {
 
     #[test]
     fn reads_bracketed_paths() {
-        let object = serde_json::json!({"spec": {"ports": [{"port": 80}], "c": [{"name": "a", "image": "i"}]}});
+        let object =
+            crate::json!({"spec": {"ports": [{"port": 80}], "c": [{"name": "a", "image": "i"}]}});
         assert_eq!(
             read_path(&object, "spec.ports[0].port"),
-            Some(&serde_json::json!(80))
+            Some(&crate::json!(80))
         );
         assert_eq!(
             read_path(&object, "spec.c[name=a].image"),
-            Some(&serde_json::json!("i"))
+            Some(&crate::json!("i"))
         );
     }
 }

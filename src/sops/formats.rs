@@ -6,7 +6,7 @@
 //! joined with `__map_`, list indexes with `__list_`); binary files are a JSON envelope
 //! whose `data` string is the whole file.
 
-use serde_json::{Map, Value};
+use crate::value::{Map, Value};
 
 use super::{Format, SopsError};
 use crate::yaml::{self, Ordered, Schema};
@@ -373,7 +373,7 @@ fn write_json(value: &Ordered, depth: usize, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json;
 
     #[test]
     fn deep_flattened_keys_are_refused() {

@@ -23,8 +23,8 @@ mod value;
 
 use std::path::{Path, PathBuf};
 
+use crate::value::Value;
 use base64::Engine;
-use serde_json::Value;
 
 pub use keys::{AWS_KMS_ENTRY, AZURE_KV_ENTRY, GCP_KMS_ENTRY, KeyError, Keys, VAULT_TOKEN_ENTRY};
 pub use value::{EncryptedValue, ValueError, ValueKind};

@@ -3,8 +3,9 @@
 
 use std::io::Write;
 
+use crate::json;
+use crate::value::Value;
 use age::secrecy::ExposeSecret;
-use serde_json::{Value, json};
 
 use super::formats::{Loaded, emit};
 use super::tree::{Metadata, seal_branches};

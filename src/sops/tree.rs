@@ -5,8 +5,8 @@
 //! are decrypted in place with their key path as additional data; the MAC is then compared
 //! with the encrypted one stored in the metadata.
 
+use crate::value::{Number, Value};
 use regex::Regex;
-use serde_json::{Number, Value};
 use sha2::{Digest, Sha512};
 
 use super::SopsError;
@@ -69,7 +69,7 @@ impl Metadata {
                 .is_some_and(|l| !l.is_empty())
         });
         // As in SOPS, key groups count only when no key list is set at the top level.
-        let group_maps: Vec<&serde_json::Map<String, Value>> = match map.get("key_groups") {
+        let group_maps: Vec<&crate::value::Map> = match map.get("key_groups") {
             Some(Value::Array(groups)) if !has_top_level_keys && !groups.is_empty() => groups
                 .iter()
                 .map(|g| {
@@ -527,9 +527,9 @@ mod tests {
     #[test]
     fn mac_bytes_follow_sops() {
         assert_eq!(mac_bytes(&Value::Bool(true)), b"True");
-        assert_eq!(mac_bytes(&serde_json::json!(1.5)), b"1.5");
-        assert_eq!(mac_bytes(&serde_json::json!(2.0)), b"2");
-        assert_eq!(mac_bytes(&serde_json::json!(0.0000001)), b"0.0000001");
-        assert_eq!(mac_bytes(&serde_json::json!(-12)), b"-12");
+        assert_eq!(mac_bytes(&crate::json!(1.5)), b"1.5");
+        assert_eq!(mac_bytes(&crate::json!(2.0)), b"2");
+        assert_eq!(mac_bytes(&crate::json!(0.0000001)), b"0.0000001");
+        assert_eq!(mac_bytes(&crate::json!(-12)), b"-12");
     }
 }

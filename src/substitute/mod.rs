@@ -15,7 +15,7 @@ mod expr;
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use crate::value::Value;
 
 use crate::yaml::{self, Schema};
 pub use expr::{Context, ExprError, expand};
@@ -164,7 +164,7 @@ fn without_values(error: &yaml::YamlError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json;
 
     fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -9,7 +9,7 @@
 
 use std::cmp::Ordering;
 
-use serde_json::{Map, Number, Value};
+use crate::value::{Map, Number, Value};
 
 use super::scalar::needs_quotes;
 
@@ -34,6 +34,25 @@ pub fn documents_to_yaml_string<'a>(values: impl IntoIterator<Item = &'a Value>)
         emitter.document(value);
     }
     emitter.out
+}
+
+/// [`documents_to_yaml_string`] written to `out` a document at a time, each value dropped once
+/// written, so that printing a large build needs no second copy of it.
+pub fn write_documents(
+    values: impl IntoIterator<Item = Value>,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    let mut emitter = Emitter::default();
+    for (i, value) in values.into_iter().enumerate() {
+        if i > 0 {
+            emitter.push("---\n");
+        }
+        emitter.document(&value);
+        drop(value);
+        out.write_all(emitter.out.as_bytes())?;
+        emitter.out.clear();
+    }
+    Ok(())
 }
 
 /// A YAML value whose mapping keys keep their given order, for documents that mirror a Go
@@ -196,7 +215,7 @@ impl Emitter {
 
     /// A block mapping whose keys sit at `indent`; when `inline_first`, the first key
     /// continues the current line (after a sequence dash).
-    fn mapping(&mut self, map: &Map<String, Value>, indent: usize, inline_first: bool) {
+    fn mapping(&mut self, map: &Map, indent: usize, inline_first: bool) {
         let mut entries: Vec<(&String, &Value)> = map.iter().collect();
         entries.sort_by(|(a, _), (b, _)| natural_cmp(a, b));
         for (i, (key, value)) in entries.into_iter().enumerate() {
@@ -756,7 +775,7 @@ fn go_shortest_g(f: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json;
 
     #[test]
     fn keys_sort_naturally_like_go_yaml() {

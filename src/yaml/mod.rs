@@ -4,7 +4,7 @@
 //! in one place (`scalar`): which plain words are booleans, numbers, nulls or timestamps under
 //! the YAML 1.1 rules of sigs.k8s.io/yaml and the go-yaml v3 rules of kustomize's kyaml, and
 //! which strings must be quoted so that neither reads them back as something else. `parse`
-//! turns text into `serde_json::Value`s (JSON is the data model of the API server and of
+//! turns text into `crate::value::Value`s (JSON is the data model of the API server and of
 //! kustomize's own pipeline); `emit` prints values byte-for-byte as `kustomize build` does.
 
 mod document;
@@ -16,7 +16,7 @@ mod scalar;
 pub use document::{Document, DocumentError};
 pub use emit::{
     Ordered, documents_to_yaml_string, format_number, ordered_documents_to_yaml_string,
-    ordered_to_yaml_string, to_yaml_string,
+    ordered_to_yaml_string, to_yaml_string, write_documents,
 };
 pub use parse::{
     Resource, parse_documents, parse_documents_last_key_wins, parse_documents_ordered,
@@ -26,9 +26,9 @@ pub use scalar::Schema;
 
 /// What the untagged plain scalar `text` reads as under `schema` (a string when it reads as
 /// nothing else).
-pub fn plain_scalar(text: &str, schema: Schema) -> serde_json::Value {
+pub fn plain_scalar(text: &str, schema: Schema) -> crate::value::Value {
     scalar::to_json(scalar::resolve_plain(text, schema), text)
-        .unwrap_or_else(|| serde_json::Value::String(text.to_string()))
+        .unwrap_or_else(|| crate::value::Value::String(text.to_string()))
 }
 
 /// A YAML text that cannot become JSON values. Lines are 1-based; callers add the file name.

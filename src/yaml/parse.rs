@@ -1,6 +1,6 @@
 //! Reads YAML streams into JSON values with Kubernetes' scalar rules.
 //!
-//! granit-parser supplies the events; this module builds `serde_json::Value`s from them:
+//! granit-parser supplies the events; this module builds `crate::value::Value`s from them:
 //! plain scalars resolve by the chosen [`Schema`], quoted and block scalars are strings,
 //! anchors and aliases are expanded, `<<` merge keys are applied (explicit keys win), and a
 //! key repeated in one mapping is an error, as in go-yaml.
@@ -8,8 +8,8 @@
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
+use crate::value::{Map, Value};
 use granit_parser::{Event, Options, Parser, ScalarStyle, Tag};
-use serde_json::{Map, Value};
 
 use super::YamlError;
 use super::emit::Ordered;
@@ -514,14 +514,17 @@ trait Tree: Clone + Sized {
 }
 
 impl Tree for Value {
-    type Entries = Map<String, Value>;
+    type Entries = Map;
     fn scalar(value: Value) -> Self {
         value
     }
-    fn sequence(items: Vec<Self>) -> Self {
+    fn sequence(mut items: Vec<Self>) -> Self {
+        // A parsed collection is done growing; most objects are read once and kept whole.
+        items.shrink_to_fit();
         Value::Array(items)
     }
-    fn mapping(map: Self::Entries) -> Self {
+    fn mapping(mut map: Self::Entries) -> Self {
+        map.shrink_to_fit();
         Value::Object(map)
     }
     fn insert(map: &mut Self::Entries, key: String, value: Self) {
@@ -584,7 +587,7 @@ impl Tree for Ordered {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json;
 
     fn kyaml(text: &str) -> Vec<Value> {
         parse_documents(text, Schema::Kyaml).unwrap()
@@ -698,7 +701,7 @@ mod tests {
         assert_eq!(objects[0].empty_values, ["/metadata/annotations/empty"]);
         assert_eq!(
             object["metadata"]["annotations"],
-            serde_json::json!({"octal": "0755", "tilde": "~", "empty": "", "list": "", "inf": ".inf"})
+            crate::json!({"octal": "0755", "tilde": "~", "empty": "", "list": "", "inf": ".inf"})
         );
         assert_eq!(object["metadata"]["labels"]["octal"], 493);
         assert_eq!(object["spec"]["annotations"]["n"], 1);

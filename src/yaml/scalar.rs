@@ -11,7 +11,7 @@
 //!
 //! The emitter asks [`needs_quotes`] whether a string would be misread by either reader.
 
-use serde_json::{Number, Value};
+use crate::value::{Number, Value};
 
 /// Which reader's rules resolve plain scalars.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -525,6 +525,7 @@ async fn bench_apply_medium() {
     let schema = kustomize_controller::kustomize::SchemaView { custom: None };
     let objects: Vec<Value> = built
         .into_iter()
+        .map(Value::from)
         .map(|mut o| {
             let api_version = o["apiVersion"].as_str().unwrap_or("").to_string();
             let kind = o["kind"].as_str().unwrap_or("").to_string();

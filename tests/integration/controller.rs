@@ -495,6 +495,7 @@ async fn decryption_as_a_service_account_names_what_is_not_implemented() {
         &encrypted,
         kustomize_controller::yaml::Schema::Kyaml,
     )
+    .map(Value::from)
     .unwrap();
     object["sops"]["pgp"] = json!([]);
     object["sops"]["hc_vault"] = json!([{"vault_address": "http://127.0.0.1:9", "engine_path": "sops",

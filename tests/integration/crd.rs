@@ -16,11 +16,13 @@ const ALLOWED_DIFFERENCES: &[(&str, &str, &str)] = &[];
 fn flux_crd() -> Value {
     let path = fixture_file(&format!("reference/crds/{CRD_FILE_NAME}"));
     let text = std::fs::read_to_string(path).unwrap();
-    parse_single(&text, Schema::Kyaml).unwrap()
+    parse_single(&text, Schema::Kyaml).unwrap().into()
 }
 
 fn our_crd() -> Value {
-    parse_single(&crd_yaml().unwrap(), Schema::Kyaml).unwrap()
+    parse_single(&crd_yaml().unwrap(), Schema::Kyaml)
+        .unwrap()
+        .into()
 }
 
 fn schema_of(crd: &Value) -> &Value {

@@ -16,6 +16,7 @@ fn parse_documents(text: &str) -> Vec<Value> {
     )
     .expect("rendered YAML parses")
     .into_iter()
+    .map(Value::from)
     .filter(|d| !d.is_null())
     .collect()
 }

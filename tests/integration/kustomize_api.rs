@@ -9,7 +9,7 @@ use kustomize_controller::kustomize::{
     self, BuildOptions, EnvLookup, KustomizeError, LoadRestrictions, Remote, RemoteBase,
     RemoteFetcher, Reorder,
 };
-use serde_json::Value;
+use kustomize_controller::value::Value;
 
 fn write(dir: &Path, name: &str, text: &str) {
     let path = dir.join(name);

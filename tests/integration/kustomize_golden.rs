@@ -132,7 +132,7 @@ fn extension_cases_match_their_spec_and_kustomize_where_it_applies() {
         std::fs::read_to_string(case.join("expected.yaml")).unwrap()
     );
 
-    let is_inventory = |o: &serde_json::Value| {
+    let is_inventory = |o: &kustomize_controller::value::Value| {
         o["metadata"]["annotations"]
             .get("kustomize.config.k8s.io/Inventory")
             .is_some()

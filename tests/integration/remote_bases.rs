@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use kustomize_controller::kustomize::{self, BuildOptions, KustomizeError};
 use kustomize_controller::remote::Fetcher;
-use serde_json::Value;
+use kustomize_controller::value::Value;
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")

@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 
 use base64::Engine;
+use kustomize_controller::json;
 use kustomize_controller::sops::{self, Format, Keys, ObjectOutcome, SopsError};
+use kustomize_controller::value::Value;
 use kustomize_controller::yaml::{Schema, parse_documents, parse_single};
-use serde_json::{Value, json};
 
 use crate::support::{copy_tree, repo_root, run_cli, stderr_of, stdout_of};
 

@@ -47,7 +47,9 @@ fn gpg_and_data_key() -> (Gpg, Vec<u8>) {
 }
 
 fn sops_metadata(text: &str) -> Value {
-    parse_single(text, Schema::Kyaml).unwrap()["sops"].clone()
+    parse_single(text, Schema::Kyaml).unwrap()["sops"]
+        .clone()
+        .into()
 }
 
 /// [`SEALED`] with its `sops` metadata rewritten by `edit` (values and MAC untouched: they

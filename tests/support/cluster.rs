@@ -249,6 +249,8 @@ fn crd_documents() -> &'static [Value] {
                     kustomize_controller::yaml::Schema::Kubernetes,
                 )
                 .expect("CRD YAML")
+                .into_iter()
+                .map(Value::from)
             })
             .filter(|d| !d.is_null())
             .collect()

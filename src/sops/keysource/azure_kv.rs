@@ -58,6 +58,7 @@ impl AzureCredentials {
     pub fn from_entry(content: &[u8]) -> Result<AzureCredentials, String> {
         let text = std::str::from_utf8(content).map_err(|_| "not UTF-8 text".to_string())?;
         let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kyaml)
+            .map(Value::from)
             .map_err(|e| format!("failed to unmarshal Azure authentication file: {e}"))?;
         let field = |name: &str| {
             value

@@ -17,7 +17,7 @@ pub(crate) mod vault;
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use crate::value::Value;
 
 /// The largest secret a stanza may wrap: a 32-byte data key, or a Shamir share of one (one
 /// byte more); anything longer is refused before it is read.

@@ -17,8 +17,8 @@
 mod read;
 mod write;
 
+use crate::value::{Map, Value};
 use granit_parser::{Options, Parser};
-use serde_json::{Map, Value};
 
 use super::emit::format_number;
 use super::scalar::{Resolved, Schema, resolve_plain};
@@ -419,7 +419,7 @@ mod tests {
             Document::parse("db:\n  host: localhost   # overridden\n  port: 5432\n").unwrap();
         let mut value = document.to_value();
         value["db"]["host"] = Value::String("true".into());
-        value["cache"] = serde_json::json!({"host": "db.internal"});
+        value["cache"] = crate::json!({"host": "db.internal"});
         document.update(&value, true);
         assert_eq!(
             document.to_yaml_string(),
@@ -469,7 +469,7 @@ mod tests {
             Document::parse("base: &b\n  k: v\nuse: *b\nmerged:\n  <<: *b\n  k2: v2\nx: &x 0\n")
                 .unwrap();
         let mut value = document.to_value();
-        assert_eq!(value["merged"], serde_json::json!({"k": "v", "k2": "v2"}));
+        assert_eq!(value["merged"], crate::json!({"k": "v", "k2": "v2"}));
         value["base"]["k"] = Value::String("NEW".into());
         value["x"] = Value::String("NEW".into());
         document.update(&value, true);

@@ -39,7 +39,7 @@ fn vault_object(bao_url: &str) -> String {
     let gpg = Gpg::new();
     gpg.import(&testdata().join("keys/pgp.asc"));
     let text = std::fs::read_to_string(testdata().join("algorithms/pgp.yaml")).unwrap();
-    let mut object = parse_single(&text, Schema::Kyaml).unwrap();
+    let mut object = serde_json::Value::from(parse_single(&text, Schema::Kyaml).unwrap());
     let data_key = gpg.decrypt(object["sops"]["pgp"][0]["enc"].as_str().unwrap());
     object["metadata"]["name"] = json!("vault");
     object["sops"]["pgp"] = json!([]);

@@ -789,10 +789,11 @@ fn patch(
             })?;
         }
         "application/strategic-merge-patch+json" if route.rt.custom.is_none() => {
-            let patch = parse_json(&request.body)?;
-            if strategic_merge(&mut new, &patch, SchemaView { custom: None })
-                == StrategicMergeOutcome::Deleted
-            {
+            let patch = parse_json(&request.body)?.into();
+            let mut merged = kustomize_controller::value::Value::from(new.take());
+            let outcome = strategic_merge(&mut merged, &patch, SchemaView { custom: None });
+            new = merged.into();
+            if outcome == StrategicMergeOutcome::Deleted {
                 return Err(ApiError::bad_request(
                     "a strategic merge patch may not delete the object",
                 ));
@@ -839,6 +840,7 @@ fn apply(
         text,
         kustomize_controller::yaml::Schema::Kubernetes,
     )
+    .map(Value::from)
     .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     if !config.is_object() {
         return Err(ApiError::bad_request("the apply body must be an object"));

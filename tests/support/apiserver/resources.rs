@@ -461,7 +461,7 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
                     crd_name: crd_name.clone(),
                     storage_version: storage_version.clone(),
                     schema,
-                    merge_schema: Arc::new(Openapi::from_document(&document)),
+                    merge_schema: Arc::new(Openapi::from_document(&document.into())),
                 }),
             }
         })

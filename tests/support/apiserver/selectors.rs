@@ -15,11 +15,12 @@ impl LabelSelector {
     }
 
     pub fn matches(&self, object: &Value) -> bool {
-        self.0.matches(
-            object
-                .pointer("/metadata/labels")
-                .and_then(Value::as_object),
-        )
+        let labels = object
+            .pointer("/metadata/labels")
+            .cloned()
+            .map(kustomize_controller::value::Value::from);
+        self.0
+            .matches(labels.as_ref().and_then(|labels| labels.as_object()))
     }
 }
 
