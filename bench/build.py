@@ -36,14 +36,45 @@ def measure(argv):
 KUBECTL_MAX_TINY = 10000
 
 
-def write_tiny_config_maps(tree, count):
-    """`count` ConfigMaps of one key each (~76 bytes of YAML) in one file, listed by a kustomization."""
+def write_tiny_config_maps(tree, count, per_file=10000):
+    """`count` ConfigMaps of one key each (~76 bytes of YAML), `per_file` to a file, all listed
+    by one kustomization."""
     os.makedirs(tree)
-    with open(os.path.join(tree, "config-maps.yaml"), "w") as f:
-        for i in range(count):
-            f.write(f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:07d}\ndata:\n  k: v\n---\n")
+    files = []
+    for start in range(0, count, per_file):
+        files.append(f"config-maps-{start // per_file:04d}.yaml")
+        with open(os.path.join(tree, files[-1]), "w") as f:
+            for i in range(start, min(count, start + per_file)):
+                f.write(f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:07d}\ndata:\n  k: v\n---\n")
     with open(os.path.join(tree, "kustomization.yaml"), "w") as f:
-        f.write("resources:\n- config-maps.yaml\n")
+        f.write("resources:\n" + "".join(f"- {name}\n" for name in files))
+
+
+def write_diamond(root, levels):
+    """Bases that each include the next twice under two prefixes: 2^levels objects."""
+    for level in range(levels):
+        for side in "ab":
+            os.makedirs(os.path.join(root, f"d{level}", side))
+            with open(os.path.join(root, f"d{level}", side, "kustomization.yaml"), "w") as f:
+                f.write(f"namePrefix: {side}-\nresources:\n- ../../d{level + 1}\n")
+        with open(os.path.join(root, f"d{level}", "kustomization.yaml"), "w") as f:
+            f.write("resources:\n- a\n- b\n")
+    os.makedirs(os.path.join(root, f"d{levels}"))
+    with open(os.path.join(root, f"d{levels}", "kustomization.yaml"), "w") as f:
+        f.write("resources:\n- cm.yaml\n")
+    with open(os.path.join(root, f"d{levels}", "cm.yaml"), "w") as f:
+        f.write("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: leaf\n")
+    return os.path.join(root, "d0")
+
+
+def diamond_until_the_limit(binary, levels=24):
+    """Peak RSS of a build that stops at the default object limit (a diamond of bases)."""
+    with tempfile.TemporaryDirectory() as root:
+        top = write_diamond(root, levels)
+        code, _, stderr, cpu, _, rss = measure([binary, "build", top])
+        outcome = "stopped at the object limit" if code != 0 and "limit" in stderr else f"exit {code}"
+        print(f"diamond-{levels:<5} ours     peak RSS {rss:8.1f} MiB  {outcome}  cpu {cpu:7.2f}s")
+        return code == 0
 
 
 def memory_per_object(binary, kubectl, counts, runs):
@@ -88,7 +119,9 @@ def main():
     kubectl = shutil.which("kubectl")
     if args.per_object:
         counts = [int(c) for c in args.per_object.split(",")]
-        sys.exit(1 if memory_per_object(args.binary, kubectl, counts, args.runs) else 0)
+        failed = memory_per_object(args.binary, kubectl, counts, args.runs)
+        failed |= diamond_until_the_limit(args.binary)
+        sys.exit(1 if failed else 0)
     failed = False
     with tempfile.TemporaryDirectory() as root:
         for preset in args.presets.split(","):

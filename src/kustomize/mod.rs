@@ -19,6 +19,7 @@ mod fieldspec;
 mod fold;
 mod generators;
 mod hash;
+mod history;
 mod inputs;
 mod inventory;
 mod kustfile;

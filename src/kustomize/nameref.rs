@@ -11,22 +11,21 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use thin_vec::ThinVec;
-
 use crate::value::Value;
 
 use super::KustomizeError;
 use super::config::NameReference;
 use super::fieldspec::{split_path, visit_leaves};
+use super::history::History;
 use super::openapi::SchemaView;
 use super::resource::{ResId, Resource, namespaces_equal, str_at};
 
 /// What the fix-up needs to know about a possible referral target.
 struct Candidate {
     current: ResId,
-    previous: ThinVec<ResId>,
-    prefixes: ThinVec<String>,
-    suffixes: ThinVec<String>,
+    previous: History<ResId>,
+    prefixes: History<String>,
+    suffixes: History<String>,
     cluster_scoped: bool,
 }
 
@@ -330,12 +329,12 @@ impl Context<'_> {
 /// `allow_empty`, also when either side has none (kustomize tries that first, then, if that
 /// leaves several candidates, without it).
 fn affixes_agree(candidate: &Candidate, referrer: &Candidate, allow_empty: bool) -> bool {
-    let agree = |a: &[String], b: &[String]| {
+    let agree = |a: &History<String>, b: &History<String>| {
         if a.is_empty() || b.is_empty() {
             return allow_empty || a.len() == b.len();
         }
         let n = a.len().min(b.len());
-        a[a.len() - n..] == b[b.len() - n..]
+        a.newest_first().take(n).eq(b.newest_first().take(n))
     };
     agree(&candidate.prefixes, &referrer.prefixes) && agree(&candidate.suffixes, &referrer.suffixes)
 }

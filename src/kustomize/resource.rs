@@ -10,6 +10,8 @@ use std::fmt;
 
 use thin_vec::ThinVec;
 
+use super::history::History;
+
 use crate::value::{Map, Value};
 
 /// Group, version, kind, namespace and name: what tells two resources apart.
@@ -164,9 +166,9 @@ impl Behavior {
 pub struct Resource {
     pub object: Value,
     /// Identities before each rename, oldest first.
-    pub previous_ids: ThinVec<ResId>,
-    pub prefixes: ThinVec<String>,
-    pub suffixes: ThinVec<String>,
+    pub previous_ids: History<ResId>,
+    pub prefixes: History<String>,
+    pub suffixes: History<String>,
     /// Set on resources made by a ConfigMap or Secret generator.
     pub generated: Option<Generated>,
     /// Vars whose value this resource supplies.
@@ -193,9 +195,9 @@ impl Resource {
     pub fn new(object: Value) -> Resource {
         Resource {
             object,
-            previous_ids: ThinVec::new(),
-            prefixes: ThinVec::new(),
-            suffixes: ThinVec::new(),
+            previous_ids: History::new(),
+            prefixes: History::new(),
+            suffixes: History::new(),
             generated: None,
             var_names: ThinVec::new(),
             referred_by: ThinVec::new(),
@@ -312,9 +314,9 @@ mod tests {
 
     #[test]
     fn a_resource_without_history_costs_little_beyond_its_object() {
-        // The object, seven thin lists, a boxed origin and the generator flags.
+        // The object, three shared histories, four thin lists, a boxed origin and flags.
         assert!(std::mem::size_of::<Resource>() <= 104);
         let resource = Resource::new(Value::Null);
-        assert!(resource.previous_ids.capacity() == 0 && resource.origin.is_none());
+        assert!(resource.previous_ids.is_empty() && resource.origin.is_none());
     }
 }
