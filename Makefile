@@ -24,10 +24,12 @@ build:
 	$(CARGO) build --release
 
 # Formatting, lints and every test (unit + the single integration binary), then the cluster
-# tests once more against a shared API server reached through TEST_KUBECONFIG.
+# tests once more against a shared API server reached through TEST_KUBECONFIG, then a minute
+# of libFuzzer per fuzz target.
 test: fmt-check clippy
 	$(CARGO) test --all-targets
 	$(MAKE) test-shared-server
+	$(MAKE) fuzz
 
 # The cluster tests against one shared server, as on a real cluster (tests/shared-server.sh).
 # With TEST_KUBECONFIG or KUBEBUILDER_ASSETS set, `cargo test` alone targets that cluster.
@@ -70,9 +72,25 @@ bench-controller:
 
 # Fuzzing with libFuzzer needs a nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`);
 # 60 s per target. `make test` replays the committed corpus on stable.
+# libFuzzer on the stable toolchain: coverage instrumentation without a sanitizer (what
+# cargo-fuzz does with `--sanitizer none`; safe Rust needs none). Each target runs
+# FUZZ_SECONDS from the committed corpus; new inputs go to target/fuzz/corpus, a crashing
+# input to target/fuzz/artifacts, and the run then fails with libFuzzer's report.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGET = $(shell rustc -vV | sed -n 's/host: //p')
+FUZZ_RUSTFLAGS := --cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+	-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+	-Cllvm-args=-sanitizer-coverage-trace-compares
 fuzz:
-	cd fuzz && cargo +nightly fuzz run build_tree -- -max_total_time=60
-	cd fuzz && cargo +nightly fuzz run sops_decrypt -- -max_total_time=60
+	cd fuzz && RUSTFLAGS="$(FUZZ_RUSTFLAGS)" $(CARGO) build --release --locked --bins --target $(FUZZ_TARGET)
+	mkdir -p target/fuzz/artifacts
+	for t in build_tree sops_decrypt; do \
+	  mkdir -p target/fuzz/corpus/$$t; \
+	  fuzz/target/$(FUZZ_TARGET)/release/$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	    -timeout=10 -artifact_prefix=target/fuzz/artifacts/$$t- target/fuzz/corpus/$$t \
+	    fuzz/corpus/$$t 2> target/fuzz/$$t.log || { tail -n 60 target/fuzz/$$t.log; exit 1; }; \
+	  tail -n 1 target/fuzz/$$t.log; \
+	done
 
 # End-to-end scenarios need a Docker engine and kind; see e2e/README.md.
 e2e:

@@ -5,7 +5,6 @@
 
 use std::sync::{Arc, OnceLock};
 
-use base64::Engine;
 use serde_json::{Value, json};
 
 use super::KeySource;
@@ -227,6 +226,7 @@ fn signed_jwt(
     private_key_id: &str,
     token_uri: &str,
 ) -> Result<String, String> {
+    use base64::Engine;
     use rsa::pkcs1v15::SigningKey;
     use rsa::pkcs8::DecodePrivateKey;
     use rsa::signature::{SignatureEncoding, Signer};
