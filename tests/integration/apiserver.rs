@@ -1179,8 +1179,32 @@ async fn delete_preconditions_and_metadata_lists() {
     };
     let refused = api_error(api.delete("guarded", &wrong_uid).await.unwrap_err());
     assert_eq!((refused.code, refused.reason.as_str()), (409, "Conflict"));
+    // kube-apiserver's own words (rest.BeforeDelete), naming the kind.
+    let uid = created.metadata.uid.clone().unwrap();
+    assert_eq!(
+        refused.message,
+        format!(
+            "Operation cannot be fulfilled on ConfigMap \"guarded\": the UID in the precondition \
+             (00000000-0000-0000-0000-000000000000) does not match the UID in record ({uid}). \
+             The object might have been deleted and then recreated"
+        )
+    );
+    let stale_version = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: None,
+            resource_version: Some("1".into()),
+        }),
+        ..DeleteParams::default()
+    };
+    let refused = api_error(api.delete("guarded", &stale_version).await.unwrap_err());
+    assert_eq!(refused.code, 409);
     assert!(
-        refused.message.contains("Precondition failed"),
+        refused.message.starts_with(
+            "Operation cannot be fulfilled on ConfigMap \"guarded\": the ResourceVersion in the \
+             precondition (1) does not match the ResourceVersion in record ("
+        ) && refused
+            .message
+            .ends_with("). The object might have been modified"),
         "{}",
         refused.message
     );

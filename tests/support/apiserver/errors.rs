@@ -91,16 +91,25 @@ impl ApiError {
         .with_details(rt, name)
     }
 
-    pub fn precondition_failed(rt: &ResourceType, name: &str, what: &str) -> ApiError {
-        ApiError::new(
+    /// A delete whose preconditions do not hold. kube-apiserver checks them before deleting
+    /// (`rest.BeforeDelete`) and names the resource by its kind, not its plural.
+    pub fn delete_precondition_failed(rt: &ResourceType, name: &str, cause: &str) -> ApiError {
+        let kind = if rt.group.is_empty() {
+            rt.kind.clone()
+        } else {
+            format!("{}.{}", rt.kind, rt.group)
+        };
+        let mut error = ApiError::new(
             409,
             "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: {what}",
-                rt.qualified_plural()
-            ),
-        )
-        .with_details(rt, name)
+            format!("Operation cannot be fulfilled on {kind} \"{name}\": {cause}"),
+        );
+        let mut details = json!({"name": name, "kind": rt.kind});
+        if !rt.group.is_empty() {
+            details["group"] = json!(rt.group);
+        }
+        error.details = Some(details);
+        error
     }
 
     pub fn invalid(rt: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {

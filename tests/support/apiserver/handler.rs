@@ -960,10 +960,13 @@ fn delete(
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or("");
-        return Err(ApiError::precondition_failed(
+        return Err(ApiError::delete_precondition_failed(
             &route.rt,
             &name,
-            &format!("UID in precondition: {uid}, UID in object meta: {actual}"),
+            &format!(
+                "the UID in the precondition ({uid}) does not match the UID in record ({actual}). \
+                 The object might have been deleted and then recreated"
+            ),
         ));
     }
     if let Some(rv) = options
@@ -978,11 +981,12 @@ fn delete(
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
             .unwrap_or("");
-        return Err(ApiError::precondition_failed(
+        return Err(ApiError::delete_precondition_failed(
             &route.rt,
             &name,
             &format!(
-                "ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                "the ResourceVersion in the precondition ({rv}) does not match the \
+                 ResourceVersion in record ({actual}). The object might have been modified"
             ),
         ));
     }
