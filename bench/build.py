@@ -116,7 +116,9 @@ def main():
                     help="comma-separated counts of tiny ConfigMaps to measure memory per object with "
                          "(e.g. 100000,1000000) instead of the presets")
     args = ap.parse_args()
-    kubectl = shutil.which("kubectl")
+    # The oracle make setup installs (kubectl v1.37, Kustomize v5.8.1) before any on PATH.
+    venv_kubectl = os.path.join(HERE, "..", "target", "venv", "bin", "kubectl")
+    kubectl = venv_kubectl if os.access(venv_kubectl, os.X_OK) else shutil.which("kubectl")
     if args.per_object:
         counts = [int(c) for c in args.per_object.split(",")]
         failed = memory_per_object(args.binary, kubectl, counts, args.runs)
