@@ -9,6 +9,7 @@
 
 pub mod map;
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -225,32 +226,20 @@ impl Value {
 
     /// The value at an RFC 6901 JSON pointer.
     pub fn pointer(&self, pointer: &str) -> Option<&Value> {
-        if pointer.is_empty() {
-            return Some(self);
-        }
-        let rest = pointer.strip_prefix('/')?;
-        rest.split('/')
-            .map(unescape_pointer_token)
-            .try_fold(self, |target, token| match target {
-                Value::Object(map) => map.get(token.as_str()),
-                Value::Array(items) => array_position(&token).and_then(|i| items.get(i)),
-                _ => None,
-            })
+        pointer_tokens(pointer)?.try_fold(self, |target, token| match target {
+            Value::Object(map) => map.get(token.as_ref()),
+            Value::Array(items) => array_position(&token).and_then(|i| items.get(i)),
+            _ => None,
+        })
     }
 
     /// The value at an RFC 6901 JSON pointer, to change it.
     pub fn pointer_mut(&mut self, pointer: &str) -> Option<&mut Value> {
-        if pointer.is_empty() {
-            return Some(self);
-        }
-        let rest = pointer.strip_prefix('/')?;
-        rest.split('/')
-            .map(unescape_pointer_token)
-            .try_fold(self, |target, token| match target {
-                Value::Object(map) => map.get_mut(token.as_str()),
-                Value::Array(items) => array_position(&token).and_then(move |i| items.get_mut(i)),
-                _ => None,
-            })
+        pointer_tokens(pointer)?.try_fold(self, |target, token| match target {
+            Value::Object(map) => map.get_mut(token.as_ref()),
+            Value::Array(items) => array_position(&token).and_then(move |i| items.get_mut(i)),
+            _ => None,
+        })
     }
 
     /// Gives back spare capacity throughout, for values that are done growing.
@@ -281,8 +270,25 @@ impl Value {
     }
 }
 
-fn unescape_pointer_token(token: &str) -> String {
-    token.replace("~1", "/").replace("~0", "~")
+/// The unescaped tokens of an RFC 6901 pointer (none for `""`, the whole value); `None` when
+/// the pointer does not start with `/`.
+fn pointer_tokens(pointer: &str) -> Option<impl Iterator<Item = Cow<'_, str>>> {
+    let rest = match pointer {
+        "" => None,
+        _ => Some(pointer.strip_prefix('/')?),
+    };
+    Some(
+        rest.into_iter()
+            .flat_map(|rest| rest.split('/'))
+            .map(|token| {
+                // Most paths (`/metadata/name`) have nothing to unescape and need no copy.
+                if token.contains('~') {
+                    Cow::Owned(token.replace("~1", "/").replace("~0", "~"))
+                } else {
+                    Cow::Borrowed(token)
+                }
+            }),
+    )
 }
 
 /// A JSON pointer's array position: digits without a leading zero (RFC 6901).
