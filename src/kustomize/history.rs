@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-/// See the module docs. Clones are cheap; entries are read oldest first.
+/// See the module docs. Clones are cheap; entries are read newest first (every reader asks
+/// whether any entry matches, or compares the latest ones).
 pub struct History<T> {
     newest: Option<Arc<Node<T>>>,
 }
@@ -45,36 +46,33 @@ impl<T> History<T> {
 
     /// The entry added first.
     pub fn first(&self) -> Option<&T> {
-        self.newest_first().last()
+        self.iter().last()
     }
 
-    /// Entries from the last added to the first, without allocating.
-    pub fn newest_first(&self) -> NewestFirst<'_, T> {
-        NewestFirst {
+    /// Entries from the last added to the first.
+    pub fn iter(&self) -> Iter<'_, T> {
+        Iter {
             next: self.newest.as_deref(),
         }
     }
 
     /// Entries from the first added to the last.
-    pub fn iter(&self) -> std::iter::Rev<std::vec::IntoIter<&T>> {
-        let entries: Vec<&T> = self.newest_first().collect();
-        entries.into_iter().rev()
-    }
-
     pub fn to_vec(&self) -> Vec<T>
     where
         T: Clone,
     {
-        self.iter().cloned().collect()
+        let mut entries: Vec<T> = self.iter().cloned().collect();
+        entries.reverse();
+        entries
     }
 }
 
-/// See [`History::newest_first`].
-pub struct NewestFirst<'a, T> {
+/// See [`History::iter`].
+pub struct Iter<'a, T> {
     next: Option<&'a Node<T>>,
 }
 
-impl<'a, T> Iterator for NewestFirst<'a, T> {
+impl<'a, T> Iterator for Iter<'a, T> {
     type Item = &'a T;
 
     fn next(&mut self) -> Option<&'a T> {
@@ -100,13 +98,15 @@ impl<T> Clone for History<T> {
 
 impl<T: std::fmt::Debug> std::fmt::Debug for History<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
+        let mut entries: Vec<&T> = self.iter().collect();
+        entries.reverse();
+        f.debug_list().entries(entries).finish()
     }
 }
 
 impl<'a, T> IntoIterator for &'a History<T> {
     type Item = &'a T;
-    type IntoIter = std::iter::Rev<std::vec::IntoIter<&'a T>>;
+    type IntoIter = Iter<'a, T>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.iter()
@@ -146,10 +146,7 @@ mod tests {
             (left.first(), left.last(), left.len()),
             (Some(&"a"), Some(&"l"), 3)
         );
-        assert_eq!(
-            right.newest_first().copied().collect::<Vec<_>>(),
-            ["r", "b", "a"]
-        );
+        assert_eq!(right.iter().copied().collect::<Vec<_>>(), ["r", "b", "a"]);
         assert!(History::<u8>::new().first().is_none());
     }
 

@@ -67,9 +67,9 @@ pub fn fix(
             cluster_scoped: schema.is_cluster_scoped(str_at(&r.object, "/apiVersion"), r.kind()),
         })
         .collect();
-    // Only renamed resources can be referred to by an outdated name. Candidates are indexed
-    // by (kind, earlier name), and also by current namespace for the common lookup from a
-    // namespaced referrer, where copies of one base in many namespaces share earlier names.
+    // Candidates are indexed by (kind, earlier name), and also by current namespace for the
+    // common lookup from a namespaced referrer, where copies of one base in many namespaces
+    // share earlier names.
     let mut index = CandidateIndex::default();
     for (position, candidate) in candidates.iter().enumerate() {
         let namespaced = !candidate.cluster_scoped && candidate.current.kind != "ServiceAccount";
@@ -89,9 +89,6 @@ pub fn fix(
                 push_once(index.unscoped.entry(key).or_default(), position);
             }
         }
-    }
-    if index.by_name.is_empty() {
-        return Ok(());
     }
     let mut referrals: Vec<(usize, ResId)> = Vec::new();
     let paths: Vec<Vec<Vec<Cow<str>>>> = references
@@ -334,7 +331,7 @@ fn affixes_agree(candidate: &Candidate, referrer: &Candidate, allow_empty: bool)
             return allow_empty || a.len() == b.len();
         }
         let n = a.len().min(b.len());
-        a.newest_first().take(n).eq(b.newest_first().take(n))
+        a.iter().take(n).eq(b.iter().take(n))
     };
     agree(&candidate.prefixes, &referrer.prefixes) && agree(&candidate.suffixes, &referrer.suffixes)
 }

@@ -86,7 +86,8 @@ impl Accumulated {
         for resource in resources {
             self.resources.push(resource);
             if !seen.insert(&self.resources, self.resources.len() - 1) {
-                let id = self.resources.pop().map(|r| r.id()).unwrap_or_default();
+                let id = self.resources[self.resources.len() - 1].id();
+                self.resources.pop();
                 return Err(KustomizeError::IdConflict {
                     file: source.to_path_buf(),
                     id: id.to_string(),
@@ -163,7 +164,7 @@ impl Accumulated {
     }
 }
 
-/// The identities ([`ObjectKey`]s) of a list of resources, as positions in the list hashed by
+/// The identities ([`object_key`]) of a list of resources, as positions in the list hashed by
 /// identity: a build of many small objects keeps no copy of each identity.
 #[derive(Default)]
 pub struct ObjectKeys {
@@ -192,7 +193,8 @@ impl ObjectKeys {
     }
 }
 
-/// [`ObjectKey`] borrowed from the resource.
+/// What makes two resources the same object for kustomize: group, version, kind, namespace
+/// (empty meaning `default`) and name.
 fn object_key(resource: &Resource) -> (&str, &str, &str, &str, &str) {
     let gvk = resource.gvk();
     let namespace = match resource.namespace() {
@@ -200,28 +202,6 @@ fn object_key(resource: &Resource) -> (&str, &str, &str, &str, &str) {
         namespace => namespace,
     };
     (gvk.group, gvk.version, gvk.kind, namespace, resource.name())
-}
-
-/// What makes two resources the same object for kustomize: group, version, kind, namespace
-/// (empty meaning `default`) and name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ObjectKey(String, String, String, String, String);
-
-impl ObjectKey {
-    pub fn of(id: &super::resource::ResId) -> ObjectKey {
-        let namespace = if id.namespace.is_empty() {
-            "default"
-        } else {
-            &id.namespace
-        };
-        ObjectKey(
-            id.group.clone(),
-            id.version.clone(),
-            id.kind.clone(),
-            namespace.to_string(),
-            id.name.clone(),
-        )
-    }
 }
 
 /// `behavior: merge`: data, binaryData, labels and annotations of the new resource laid over
@@ -778,13 +758,11 @@ fn resources_from(
 
 /// Moving resources into one namespace can make two of them the same object.
 fn check_unique_ids(resources: &[Resource]) -> Result<(), KustomizeError> {
-    let mut seen = std::collections::HashSet::new();
-    for resource in resources {
-        let id = resource.id();
-        let key = ObjectKey::of(&id);
-        if !seen.insert(key) {
+    let mut seen = ObjectKeys::default();
+    for (position, resource) in resources.iter().enumerate() {
+        if !seen.insert(resources, position) {
             return Err(KustomizeError::NamespaceConflict {
-                ids: id.to_string(),
+                ids: resource.id().to_string(),
             });
         }
     }

@@ -549,25 +549,6 @@ eq_number!(i8 => as_i64: i64, i16 => as_i64: i64, i32 => as_i64: i64, i64 => as_
     isize => as_i64: i64, u8 => as_u64: u64, u16 => as_u64: u64, u32 => as_u64: u64,
     u64 => as_u64: u64, usize => as_u64: u64, f32 => as_f64: f64, f64 => as_f64: f64);
 
-impl PartialEq<serde_json::Value> for Value {
-    fn eq(&self, other: &serde_json::Value) -> bool {
-        match (self, other) {
-            (Value::Null, serde_json::Value::Null) => true,
-            (Value::Bool(a), serde_json::Value::Bool(b)) => a == b,
-            (Value::Number(a), serde_json::Value::Number(b)) => a == b,
-            (Value::String(a), serde_json::Value::String(b)) => a == b,
-            (Value::Array(a), serde_json::Value::Array(b)) => a == b,
-            (Value::Object(a), serde_json::Value::Object(b)) => {
-                a.len() == b.len()
-                    && a.iter()
-                        .zip(b.iter())
-                        .all(|((ka, va), (kb, vb))| ka == kb && va == vb)
-            }
-            _ => false,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -584,7 +565,6 @@ mod tests {
         let ours = Value::from(original.clone());
         assert_eq!(ours.to_string(), original.to_string());
         assert_eq!(serde_json::Value::from(ours.clone()), original);
-        assert_eq!(ours, original);
         let parsed: Value = serde_json::from_str(&original.to_string()).unwrap();
         assert_eq!(parsed, ours);
     }

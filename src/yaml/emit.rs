@@ -817,6 +817,21 @@ mod tests {
     }
 
     #[test]
+    fn written_documents_are_the_printed_stream() {
+        let documents = vec![
+            json!({"kind": "A", "data": {"text": "one\ntwo\n"}}),
+            json!([]),
+            json!({"kind": "B", "list": [1, {"k": "v"}]}),
+        ];
+        let mut written = Vec::new();
+        write_documents(documents.clone(), &mut written).unwrap();
+        assert_eq!(
+            String::from_utf8(written).unwrap(),
+            documents_to_yaml_string(&documents)
+        );
+    }
+
+    #[test]
     fn layout_of_nested_collections() {
         let value = json!({
             "a": {"b": [1, {"c": "d", "e": []}, [2, 3]], "f": {}},
