@@ -827,24 +827,42 @@ async fn custom_resource_definitions_register_and_remove_their_kinds() {
     );
     let widgets: Api<DynamicObject> =
         Api::namespaced_with(cluster.client.clone(), &cluster.namespace, &resource);
-    let widget: DynamicObject = serde_json::from_value(json!({
+    // Server-side apply types the whole configuration first: a field the schema does not
+    // declare refuses the apply (kube-apiserver v1.28's own message), it is not pruned.
+    let typo: DynamicObject = serde_json::from_value(json!({
         "apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": "w"},
-        "spec": {"size": 3, "unknown": "pruned", "items": [{"name": "a", "value": "1"}]},
+        "spec": {"size": 3, "unknown": "refused"},
     }))
     .unwrap();
-    let created = wait_for(Duration::from_secs(30), || async {
-        widgets
-            .patch("w", &apply_params("alpha"), &Patch::Apply(&widget))
+    let refusal = wait_for(Duration::from_secs(30), || async {
+        match widgets
+            .patch("w", &apply_params("alpha"), &Patch::Apply(&typo))
             .await
-            .ok()
+        {
+            Err(kube::Error::Api(e)) if e.code != 404 => Some(*e),
+            _ => None,
+        }
     })
     .await
-    .expect("the new kind is served");
-    assert_eq!(created.data["spec"]["size"], 3);
-    assert!(
-        created.data["spec"].get("unknown").is_none(),
-        "unknown fields are pruned"
+    .expect("the new kind is served and refuses the undeclared field");
+    assert_eq!(refusal.code, 500);
+    assert_eq!(
+        refusal.message,
+        format!(
+            "failed to create typed patch object (/w; {group}/v1, Kind=Widget): \
+             .spec.unknown: field not declared in schema"
+        )
     );
+    let widget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": "w"},
+        "spec": {"size": 3, "items": [{"name": "a", "value": "1"}]},
+    }))
+    .unwrap();
+    let created = widgets
+        .patch("w", &apply_params("alpha"), &Patch::Apply(&widget))
+        .await
+        .unwrap();
+    assert_eq!(created.data["spec"]["size"], 3);
     assert_eq!(created.metadata.generation, Some(1));
 
     // Items of a map list are owned per key.

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use kustomize_controller::kustomize::{PropertyMeta, SchemaView};
+use super::schema::{Field, ListShape, Schema};
 use serde_json::{Map, Value, json};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -169,38 +169,6 @@ pub fn display_path(path: &[String]) -> String {
     out
 }
 
-/// How a list merges.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum ListShape {
-    Keyed(Vec<String>),
-    Set,
-    Atomic,
-}
-
-fn list_shape(meta: Option<&PropertyMeta>) -> ListShape {
-    let Some(meta) = meta else {
-        return ListShape::Atomic;
-    };
-    let keyed = meta.list_type.as_deref() == Some("map")
-        || (meta.merge_key.is_some() && meta.list_type.as_deref() != Some("atomic"));
-    if keyed {
-        if !meta.list_map_keys.is_empty() {
-            return ListShape::Keyed(meta.list_map_keys.clone());
-        }
-        if let Some(key) = &meta.merge_key {
-            return ListShape::Keyed(vec![key.clone()]);
-        }
-    }
-    let merge = meta
-        .strategy
-        .as_deref()
-        .is_some_and(|s| s.split(',').any(|p| p == "merge"));
-    if meta.list_type.as_deref() == Some("set") || merge {
-        return ListShape::Set;
-    }
-    ListShape::Atomic
-}
-
 /// Properties whose maps are granular `map[string]…` rather than structs; the real server
 /// records the map itself as a member (`.`) beside its keys.
 const MAP_TYPED: &[&str] = &[
@@ -215,30 +183,28 @@ const MAP_TYPED: &[&str] = &[
     "requests",
 ];
 
-/// Where a value sits in a kind's schema.
+/// Where a value sits in a kind's schema (nowhere known: every list is atomic).
 #[derive(Clone, Copy)]
-pub struct Shape<'a> {
-    pub schema: SchemaView<'a>,
-    pub definition: Option<&'a str>,
-}
+pub struct Shape<'a>(Option<Schema<'a>>);
 
 impl<'a> Shape<'a> {
-    pub fn root(schema: SchemaView<'a>, api_version: &str, kind: &str) -> Shape<'a> {
-        Shape {
-            schema,
-            definition: schema.root(api_version, kind),
-        }
+    pub fn root(schema: Option<Schema<'a>>) -> Shape<'a> {
+        Shape(schema)
     }
 
-    fn child(self, key: &str) -> (Shape<'a>, Option<&'a PropertyMeta>) {
-        let meta = self.definition.and_then(|d| self.schema.property(d, key));
-        (
-            Shape {
-                schema: self.schema,
-                definition: meta.and_then(|m| m.definition.as_deref()),
-            },
-            meta,
-        )
+    fn child(self, key: &str) -> Shape<'a> {
+        Shape(self.0.and_then(|schema| match schema.field(key) {
+            Field::Declared(child) => Some(child),
+            Field::Free | Field::NotDeclared => None,
+        }))
+    }
+
+    fn items(self) -> Shape<'a> {
+        Shape(self.0.and_then(Schema::items))
+    }
+
+    fn list_shape(self) -> ListShape {
+        self.0.map_or(ListShape::Atomic, Schema::list_shape)
     }
 }
 
@@ -265,16 +231,10 @@ pub enum Owner {
 
 /// The fields an object sets.
 pub fn fields_of(object: &Value, shape: Shape, owner: Owner) -> FieldSet {
-    walk(object, shape, None, "", owner)
+    walk(object, shape, "", owner)
 }
 
-fn walk(
-    value: &Value,
-    shape: Shape,
-    meta: Option<&PropertyMeta>,
-    name: &str,
-    owner: Owner,
-) -> FieldSet {
+fn walk(value: &Value, shape: Shape, name: &str, owner: Owner) -> FieldSet {
     match value {
         Value::Object(map) => {
             let mut set = FieldSet {
@@ -282,15 +242,14 @@ fn walk(
                 children: BTreeMap::new(),
             };
             for (key, child) in map {
-                let (child_shape, child_meta) = shape.child(key);
                 set.children.insert(
                     format!("f:{key}"),
-                    walk(child, child_shape, child_meta, key, owner),
+                    walk(child, shape.child(key), key, owner),
                 );
             }
             set
         }
-        Value::Array(items) => match list_shape(meta) {
+        Value::Array(items) => match shape.list_shape() {
             ListShape::Atomic => FieldSet::leaf(),
             ListShape::Set => {
                 let mut set = FieldSet::default();
@@ -306,7 +265,7 @@ fn walk(
                 let mut set = FieldSet::default();
                 for (index, item) in items.iter().enumerate() {
                     let element = item_key(item, &keys).unwrap_or_else(|| format!("i:{index}"));
-                    let mut child = walk(item, shape, None, "", owner);
+                    let mut child = walk(item, shape.items(), "", owner);
                     child.member = true;
                     set.children.insert(element, child);
                 }
@@ -346,14 +305,13 @@ pub fn value_at<'v>(value: &'v Value, path: &[String]) -> Option<&'v Value> {
 
 /// Merges an applied configuration into the live object: maps key by key, associative lists
 /// item by key, set lists as a union, everything else replaced.
-pub fn merge(live: &mut Value, config: &Value, shape: Shape, meta: Option<&PropertyMeta>) {
+pub fn merge(live: &mut Value, config: &Value, shape: Shape) {
     match (live, config) {
         (Value::Object(live_map), Value::Object(config_map)) => {
             for (key, config_child) in config_map {
-                let (child_shape, child_meta) = shape.child(key);
                 match live_map.get_mut(key) {
                     Some(live_child) if !config_child.is_null() => {
-                        merge(live_child, config_child, child_shape, child_meta)
+                        merge(live_child, config_child, shape.child(key))
                     }
                     _ => {
                         live_map.insert(key.clone(), config_child.clone());
@@ -361,7 +319,7 @@ pub fn merge(live: &mut Value, config: &Value, shape: Shape, meta: Option<&Prope
                 }
             }
         }
-        (Value::Array(live_items), Value::Array(config_items)) => match list_shape(meta) {
+        (Value::Array(live_items), Value::Array(config_items)) => match shape.list_shape() {
             ListShape::Atomic => *live_items = config_items.clone(),
             ListShape::Set => {
                 for item in config_items {
@@ -379,7 +337,7 @@ pub fn merge(live: &mut Value, config: &Value, shape: Shape, meta: Option<&Prope
                             .find(|live| item_key(live, &keys).as_ref() == Some(key))
                     });
                     match existing {
-                        Some(live) => merge(live, item, shape, None),
+                        Some(live) => merge(live, item, shape.items()),
                         None => live_items.push(item.clone()),
                     }
                 }
@@ -436,7 +394,14 @@ mod tests {
     use super::*;
 
     fn shape() -> Shape<'static> {
-        Shape::root(SchemaView { custom: None }, "apps/v1", "Deployment")
+        static DEPLOYMENT: std::sync::LazyLock<super::super::resources::ResourceType> =
+            std::sync::LazyLock::new(|| {
+                super::super::resources::builtins()
+                    .into_iter()
+                    .find(|rt| rt.kind == "Deployment")
+                    .expect("Deployment is served")
+            });
+        Shape::root(Schema::of(&DEPLOYMENT))
     }
 
     #[test]
@@ -468,7 +433,7 @@ mod tests {
         let config = json!({"spec": {"template": {"spec": {"containers": [
             {"name": "b", "image": "b:2"}, {"name": "a", "args": ["y"]}
         ]}}}});
-        merge(&mut live, &config, shape(), None);
+        merge(&mut live, &config, shape());
         assert_eq!(
             live["spec"]["template"]["spec"]["containers"],
             json!([{"name": "a", "image": "a:1", "args": ["y"]}, {"name": "b", "image": "b:2"}])

@@ -12,10 +12,11 @@ use super::fieldset::Shape;
 use super::managed::{self, ApplyRequest, Scope};
 use super::rbac::{self, Attributes, Identity};
 use super::resources::{Discovery, ResourceType};
+use super::schema::{self, Schema};
 use super::selectors::{FieldSelector, LabelSelector};
+use super::smp;
 use super::store::{EventType, Store};
 use super::validation;
-use kustomize_controller::kustomize::{SchemaView, StrategicMergeOutcome, strategic_merge};
 
 /// A parsed request, independent of the HTTP library.
 pub struct Request {
@@ -32,11 +33,43 @@ pub struct Request {
 pub struct Reply {
     pub code: u16,
     pub body: Value,
+    /// `Warning` headers (RFC 7234 code 299), as kube-apiserver sends for dropped fields.
+    pub warnings: Vec<String>,
 }
 
 impl Reply {
     fn ok(body: Value) -> Reply {
-        Reply { code: 200, body }
+        Reply::new(200, body)
+    }
+
+    fn new(code: u16, body: Value) -> Reply {
+        Reply {
+            code,
+            body,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// `fieldValidation`: what a create, update or patch does with fields the schema does not
+/// declare.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+impl FieldValidation {
+    fn of(request: &Request) -> Result<FieldValidation, ApiError> {
+        match request.query.get("fieldValidation").map(String::as_str) {
+            None | Some("" | "Warn") => Ok(FieldValidation::Warn),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation parameter unsupported: {other}"
+            ))),
+        }
     }
 }
 
@@ -184,7 +217,7 @@ pub fn handle(
             &attributes,
         )));
     }
-    let dry_run = request.query.get("dryRun").is_some_and(|d| d == "All");
+    let dry_run = dry_run_of(request, verb)?;
     let reply = match verb {
         "get" => get(store, route),
         "list" => list(store, request, route),
@@ -199,6 +232,32 @@ pub fn handle(
         store.settle();
     }
     Ok(reply)
+}
+
+/// `dryRun=All`, or nothing; any other value fails the options' validation before the write,
+/// as kube-apiserver's `Validate{Create,Update,Patch,Delete}Options` do.
+fn dry_run_of(request: &Request, verb: &str) -> Result<bool, ApiError> {
+    let Some(value) = request.query.get("dryRun") else {
+        return Ok(false);
+    };
+    if value == "All" {
+        return Ok(true);
+    }
+    let options = match verb {
+        "create" => "CreateOptions",
+        "update" => "UpdateOptions",
+        "patch" => "PatchOptions",
+        "delete" | "deletecollection" => "DeleteOptions",
+        _ => return Ok(false),
+    };
+    Err(ApiError::new(
+        422,
+        "Invalid",
+        format!(
+            "{options}.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: \
+             []string{{{value:?}}}: supported values: \"All\""
+        ),
+    ))
 }
 
 fn namespace_of(route: &ResourceRoute) -> &str {
@@ -331,9 +390,79 @@ fn scope_of(rt: &ResourceType, route: &ResourceRoute) -> Scope {
     }
 }
 
-fn shape_of(rt: &ResourceType) -> (SchemaView<'_>, String, String) {
-    let custom = rt.custom.as_ref().map(|c| c.merge_schema.as_ref());
-    (SchemaView { custom }, rt.api_version(), rt.kind.clone())
+fn shape_of(rt: &ResourceType) -> (Shape<'_>, String) {
+    (Shape::root(Schema::of(rt)), rt.api_version())
+}
+
+/// Drops the fields the kind's schema does not declare. Under `Strict` they refuse the
+/// write as the strict decoder does; under `Warn` each becomes a warning.
+fn drop_unknown_fields(
+    rt: &ResourceType,
+    object: &mut Value,
+    validation: FieldValidation,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let Some(schema) = Schema::of(rt) else {
+        return Ok(());
+    };
+    let unknown = schema::unknown_fields(schema, object);
+    if validation == FieldValidation::Strict && !unknown.is_empty() {
+        let list: Vec<String> = unknown
+            .iter()
+            .map(|u| format!("unknown field \"{}\"", u.json_path))
+            .collect();
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+            list.join(", "),
+            kind = rt.kind,
+            version = rt.version,
+        )));
+    }
+    if validation == FieldValidation::Warn {
+        warnings.extend(
+            unknown
+                .iter()
+                .map(|u| format!("unknown field \"{}\"", u.json_path)),
+        );
+    }
+    schema::prune(schema, object);
+    Ok(())
+}
+
+/// Server-side apply types the whole configuration first; a field the schema does not declare
+/// fails that step, whatever `fieldValidation` says.
+fn refuse_unknown_applied_fields(rt: &ResourceType, config: &Value) -> Result<(), ApiError> {
+    let Some(schema) = Schema::of(rt) else {
+        return Ok(());
+    };
+    let unknown = schema::unknown_fields(schema, config);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let text = |p: &str| config.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let problems: Vec<String> = unknown
+        .iter()
+        .map(|u| format!("{}: field not declared in schema", u.typed_path))
+        .collect();
+    let problems = match problems.as_slice() {
+        [one] => one.clone(),
+        many => format!("errors:\n  {}", many.join("\n  ")),
+    };
+    let group_version = if rt.group.is_empty() {
+        format!("/{}", rt.version)
+    } else {
+        rt.api_version()
+    };
+    Err(ApiError::new(
+        500,
+        "",
+        format!(
+            "failed to create typed patch object ({}/{}; {group_version}, Kind={}): {problems}",
+            text("/metadata/namespace"),
+            text("/metadata/name"),
+            rt.kind,
+        ),
+    ))
 }
 
 /// Checks the body's apiVersion, kind, name and namespace against the URL.
@@ -453,6 +582,21 @@ fn next_cluster_ip(store: &Store) -> String {
     format!("10.96.{}.{}", n / 250, n % 250 + 1)
 }
 
+#[derive(Clone, Copy)]
+struct WriteOptions {
+    dry_run: bool,
+    validation: FieldValidation,
+}
+
+impl WriteOptions {
+    fn of(request: &Request, dry_run: bool) -> Result<WriteOptions, ApiError> {
+        Ok(WriteOptions {
+            dry_run,
+            validation: FieldValidation::of(request)?,
+        })
+    }
+}
+
 /// How managed fields are recorded for a write.
 enum Ownership {
     /// Already recorded by server-side apply.
@@ -471,8 +615,13 @@ fn finish_write(
     old: Option<&Value>,
     mut new: Value,
     ownership: Ownership,
-    dry_run: bool,
+    options: WriteOptions,
 ) -> Result<Reply, ApiError> {
+    let WriteOptions {
+        dry_run,
+        validation,
+    } = options;
+    let mut warnings = Vec::new();
     let rt = &route.rt;
     let scope = scope_of(rt, route);
     if !matches!(scope, Scope::Status) {
@@ -547,9 +696,9 @@ fn finish_write(
     }
     check_shape(rt, &name, &new)?;
     let ip = next_cluster_ip(store);
+    drop_unknown_fields(rt, &mut new, validation, &mut warnings)?;
     validation::default_object(rt, old, &mut new, &ip);
     if let Some(schema) = rt.custom.as_ref().and_then(|c| c.schema.as_ref()) {
-        validation::prune(&mut new, schema, true);
         validation::apply_schema_defaults(&mut new, schema);
     }
     let causes = validation::validate(rt, old, &new);
@@ -578,8 +727,7 @@ fn finish_write(
         }
     }
     if let Ownership::Update(manager) = ownership {
-        let (schema, api_version, kind) = shape_of(rt);
-        let shape = Shape::root(schema, &api_version, &kind);
+        let (shape, api_version) = shape_of(rt);
         managed::record_update(old, &mut new, shape, &manager, &api_version, scope);
     }
     let mut stored_form = new.clone();
@@ -590,17 +738,19 @@ fn finish_write(
         let mut comparable = stored_form.clone();
         comparable["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
         if comparable == *old {
-            return Ok(Reply::ok(present(rt, old)));
+            let mut reply = Reply::ok(present(rt, old));
+            reply.warnings = warnings;
+            return Ok(reply);
         }
     }
+    let code = if old.is_some() { 200 } else { 201 };
     if dry_run {
         if let Some(old) = old {
             new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
         }
-        return Ok(Reply {
-            code: if old.is_some() { 200 } else { 201 },
-            body: present(rt, &new),
-        });
+        let mut reply = Reply::new(code, present(rt, &new));
+        reply.warnings = warnings;
+        return Ok(reply);
     }
     let event = if old.is_some() {
         EventType::Modified
@@ -611,10 +761,9 @@ fn finish_write(
     if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
         store.register_crd(&stored);
     }
-    Ok(Reply {
-        code: if old.is_some() { 200 } else { 201 },
-        body: present(rt, &stored),
-    })
+    let mut reply = Reply::new(code, present(rt, &stored));
+    reply.warnings = warnings;
+    Ok(reply)
 }
 
 /// A new CRD is accepted and established at once, and keeps its instances until they are
@@ -694,7 +843,7 @@ fn create(
         None,
         object,
         Ownership::Update(manager),
-        dry_run,
+        WriteOptions::of(request, dry_run)?,
     )
 }
 
@@ -753,7 +902,7 @@ fn update(
         Some(&old),
         object,
         Ownership::Update(manager),
-        dry_run,
+        WriteOptions::of(request, dry_run)?,
     )
 }
 
@@ -789,15 +938,8 @@ fn patch(
             })?;
         }
         "application/strategic-merge-patch+json" if route.rt.custom.is_none() => {
-            let patch = parse_json(&request.body)?.into();
-            let mut merged = kustomize_controller::value::Value::from(new.take());
-            let outcome = strategic_merge(&mut merged, &patch, SchemaView { custom: None });
-            new = merged.into();
-            if outcome == StrategicMergeOutcome::Deleted {
-                return Err(ApiError::bad_request(
-                    "a strategic merge patch may not delete the object",
-                ));
-            }
+            let patch = parse_json(&request.body)?;
+            smp::patch(&mut new, &patch, Schema::of(&route.rt)).map_err(ApiError::bad_request)?;
         }
         other => return Err(ApiError::unsupported_media_type(other)),
     }
@@ -818,7 +960,7 @@ fn patch(
         Some(&old),
         new,
         Ownership::Update(manager),
-        dry_run,
+        WriteOptions::of(request, dry_run)?,
     )
 }
 
@@ -836,12 +978,8 @@ fn apply(
     };
     let text = std::str::from_utf8(&request.body)
         .map_err(|_| ApiError::bad_request("the apply body is not UTF-8"))?;
-    let mut config = kustomize_controller::yaml::parse_single(
-        text,
-        kustomize_controller::yaml::Schema::Kubernetes,
-    )
-    .map(Value::from)
-    .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    let mut config = super::yaml::parse(text)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     if !config.is_object() {
         return Err(ApiError::bad_request("the apply body must be an object"));
     }
@@ -854,6 +992,8 @@ fn apply(
             return Err(ApiError::bad_request(format!("{field} must be set")));
         }
     }
+    // The typed conversion sees the body as sent: its own namespace and name, if any.
+    refuse_unknown_applied_fields(&route.rt, &config)?;
     check_identity(route, &mut config)?;
     validation::default_list_keys(&mut config);
     let name = route.name.clone().unwrap_or_default();
@@ -886,8 +1026,7 @@ fn apply(
         }
     };
     let force = request.query.get("force").is_some_and(|f| f == "true");
-    let (schema, api_version, kind) = shape_of(&route.rt);
-    let shape = Shape::root(schema, &api_version, &kind);
+    let (shape, api_version) = shape_of(&route.rt);
     let applied = managed::apply(
         &live,
         &config,
@@ -922,7 +1061,7 @@ fn apply(
         old.as_ref(),
         applied,
         Ownership::Applied,
-        dry_run,
+        WriteOptions::of(request, dry_run)?,
     )
 }
 

@@ -196,7 +196,7 @@ pub fn apply(
     let mut merged = live.clone();
     let mut scoped_config = config.clone();
     restrict_to_scope(&mut scoped_config, request.scope);
-    merge(&mut merged, &scoped_config, shape, None);
+    merge(&mut merged, &scoped_config, shape);
 
     let previous = entries
         .iter()

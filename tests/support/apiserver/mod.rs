@@ -18,10 +18,13 @@ mod handler;
 mod managed;
 mod rbac;
 mod resources;
+mod schema;
 mod selectors;
+mod smp;
 mod store;
 mod validation;
 mod watch;
+mod yaml;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -414,7 +417,21 @@ impl TestApiServer {
             result
         };
         match result {
-            Ok(Reply { code, body }) => json_response(code, &body),
+            Ok(Reply {
+                code,
+                body,
+                warnings,
+            }) => {
+                let mut response = json_response(code, &body);
+                for warning in warnings {
+                    // RFC 7234 `299 - "text"`, as kube-apiserver writes a warning.
+                    let text = format!("299 - {}", serde_json::Value::String(warning));
+                    if let Ok(value) = text.parse() {
+                        response.headers_mut().append("warning", value);
+                    }
+                }
+                response
+            }
             Err(error) => error_response(&error),
         }
     }

@@ -2,9 +2,7 @@
 //! that `CustomResourceDefinition`s register, and the discovery documents derived from them.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use kustomize_controller::kustomize::Openapi;
 use serde_json::{Value, json};
 
 /// One served resource (group, version, plural) and what the server knows about it.
@@ -33,8 +31,6 @@ pub struct CustomSchema {
     pub storage_version: String,
     /// The version's `openAPIV3Schema`, if any.
     pub schema: Option<Value>,
-    /// The same schema as merge metadata (`x-kubernetes-list-type` …) for apply and patch.
-    pub merge_schema: Arc<Openapi>,
 }
 
 impl ResourceType {
@@ -439,14 +435,6 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
         .map(|v| {
             let version = text(v, "/name");
             let schema = v.pointer("/schema/openAPIV3Schema").cloned();
-            let definition = format!("{crd_name}/{version}");
-            let mut document = json!({"definitions": {}});
-            if let Some(schema) = &schema {
-                let mut schema = schema.clone();
-                schema["x-kubernetes-group-version-kind"] =
-                    json!([{"group": group, "version": version, "kind": kind}]);
-                document["definitions"][&definition] = schema;
-            }
             ResourceType {
                 group: group.clone(),
                 version,
@@ -461,7 +449,6 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
                     crd_name: crd_name.clone(),
                     storage_version: storage_version.clone(),
                     schema,
-                    merge_schema: Arc::new(Openapi::from_document(&document.into())),
                 }),
             }
         })

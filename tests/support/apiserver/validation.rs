@@ -605,74 +605,9 @@ pub fn apply_schema_defaults(value: &mut Value, schema: &Value) {
     }
 }
 
-/// Drops fields a structural schema does not declare, and nulls where the schema does not
-/// allow them, as the server prunes custom resources.
-pub fn prune(value: &mut Value, schema: &Value, root: bool) {
-    if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true))
-        && schema.get("properties").is_none()
-    {
-        return;
-    }
-    match value {
-        Value::Object(map) => {
-            let properties = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties");
-            let embedded = schema.get("x-kubernetes-embedded-resource") == Some(&json!(true));
-            let preserve = schema.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true));
-            map.retain(|key, child| {
-                let nullable = properties
-                    .and_then(|p| p.get(key))
-                    .is_some_and(|s| s.get("nullable") == Some(&json!(true)));
-                if child.is_null() && !nullable {
-                    return false;
-                }
-                (root || embedded) && (key == "apiVersion" || key == "kind" || key == "metadata")
-                    || properties.is_some_and(|p| p.contains_key(key))
-                    || additional.is_some_and(|a| a.is_object() || *a == json!(true))
-                    || preserve
-            });
-            for (key, child) in map.iter_mut() {
-                if root && key == "metadata" {
-                    continue;
-                }
-                let child_schema = properties
-                    .and_then(|p| p.get(key))
-                    .or_else(|| additional.filter(|a| a.is_object()));
-                if let Some(child_schema) = child_schema {
-                    prune(child, child_schema, false);
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items") {
-                for item in items {
-                    prune(item, item_schema, false);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pruning_keeps_declared_and_preserved_fields() {
-        let schema = json!({"type": "object", "properties": {
-            "spec": {"type": "object", "properties": {"a": {"type": "string"}}},
-            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-        }});
-        let mut object = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},
-            "spec": {"a": "1", "b": 2}, "free": {"any": 1}, "junk": true});
-        prune(&mut object, &schema, true);
-        assert_eq!(
-            object,
-            json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},
-            "spec": {"a": "1"}, "free": {"any": 1}})
-        );
-    }
 
     #[test]
     fn labels_follow_kubernetes_rules() {

@@ -1,0 +1,195 @@
+//! Fields a kind's schema does not declare, and write options the server refuses, answered
+//! as kube-apiserver (v1.28) answers them; every test here runs unchanged against a real
+//! server (`TEST_KUBECONFIG`, `KUBEBUILDER_ASSETS`).
+
+use http_body_util::BodyExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::support::cluster::TestCluster;
+
+/// A raw request's status, `Warning` headers and JSON body.
+async fn send(
+    cluster: &TestCluster,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &Value,
+) -> (u16, Vec<String>, Value) {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(serde_json::to_vec(body).unwrap())
+        .unwrap();
+    let response = cluster.client.send(request.map(Into::into)).await.unwrap();
+    let code = response.status().as_u16();
+    let warnings = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::to_string)
+        .collect();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        code,
+        warnings,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn deployment_with_typo(name: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replica": 2, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}})
+}
+
+#[tokio::test]
+async fn builtin_kinds_refuse_or_drop_fields_their_schema_does_not_declare() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let collection = format!("/apis/apps/v1/namespaces/{ns}/deployments");
+
+    // Server-side apply: refused, whatever fieldValidation says.
+    let api: Api<Deployment> = Api::namespaced(cluster.client.clone(), ns);
+    let (code, _, status) = send(
+        &cluster,
+        "PATCH",
+        &format!("{collection}/applied?fieldManager=test&fieldValidation=Ignore"),
+        "application/apply-patch+yaml",
+        &deployment_with_typo("applied"),
+    )
+    .await;
+    assert_eq!(code, 500, "{status}");
+    assert_eq!(
+        status["message"],
+        "failed to create typed patch object (/applied; apps/v1, Kind=Deployment): \
+         .spec.replica: field not declared in schema"
+    );
+    assert!(
+        api.get_opt("applied").await.unwrap().is_none(),
+        "nothing was written"
+    );
+
+    // Strict field validation: refused as the strict decoder refuses it.
+    let (code, _, status) = send(
+        &cluster,
+        "POST",
+        &format!("{collection}?fieldValidation=Strict"),
+        "application/json",
+        &deployment_with_typo("strict"),
+    )
+    .await;
+    assert_eq!((code, status["reason"].as_str()), (400, Some("BadRequest")));
+    assert_eq!(
+        status["message"],
+        "Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding \
+         error: unknown field \"spec.replica\""
+    );
+
+    // The default (Warn): created without the field, with a warning naming it.
+    let (code, warnings, created) = send(
+        &cluster,
+        "POST",
+        &collection,
+        "application/json",
+        &deployment_with_typo("warned"),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(warnings, [r#"299 - "unknown field \"spec.replica\"""#]);
+    assert!(created["spec"].get("replica").is_none());
+    assert_eq!(
+        created["spec"]["template"]["spec"]["containers"][0]["name"],
+        "web"
+    );
+
+    // Ignore: dropped silently.
+    let mut update = created.clone();
+    update["spec"]["replica"] = json!(3);
+    update["metadata"]["labels"] = json!({"updated": "yes"});
+    let (code, warnings, updated) = send(
+        &cluster,
+        "PUT",
+        &format!("{collection}/warned?fieldValidation=Ignore"),
+        "application/json",
+        &update,
+    )
+    .await;
+    assert_eq!(code, 200, "{updated}");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(updated["spec"].get("replica").is_none());
+    assert_eq!(updated["metadata"]["labels"]["updated"], "yes");
+}
+
+#[tokio::test]
+async fn custom_resources_refuse_undeclared_status_fields_in_an_apply() {
+    let cluster = TestCluster::start().await;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("source.toolkit.fluxcd.io", "v1", "ExternalArtifact"),
+        "externalartifacts",
+    );
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(cluster.client.clone(), &cluster.namespace, &resource);
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "ExternalArtifact",
+        "metadata": {"name": "produced"}, "spec": {}}))
+    .unwrap();
+    api.patch(
+        "produced",
+        &PatchParams::apply("producer"),
+        &Patch::Apply(&object),
+    )
+    .await
+    .unwrap();
+    let status = json!({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "ExternalArtifact",
+        "status": {"observedGeneration": 1}});
+    let error = api
+        .patch_status(
+            "produced",
+            &PatchParams::apply("producer"),
+            &Patch::Apply(&status),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(error) = error else {
+        panic!("expected an API error, got {error}")
+    };
+    assert_eq!(error.code, 500);
+    assert_eq!(
+        error.message,
+        "failed to create typed patch object (/; source.toolkit.fluxcd.io/v1, \
+         Kind=ExternalArtifact): .status.observedGeneration: field not declared in schema"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_dry_run_value_fails_validation_and_writes_nothing() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}});
+    let (code, _, status) = send(
+        &cluster,
+        "POST",
+        &format!("/api/v1/namespaces/{ns}/configmaps?dryRun=Yes"),
+        "application/json",
+        &body,
+    )
+    .await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (422, Some("Invalid")),
+        "{status}"
+    );
+    assert_eq!(
+        status["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: \
+         []string{\"Yes\"}: supported values: \"All\""
+    );
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), ns);
+    assert!(api.get_opt("dry").await.unwrap().is_none());
+}
