@@ -9,6 +9,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchP
 use serde_json::{Value, json};
 
 use crate::support::cluster::TestCluster;
+use crate::support::controller::{Harness, ready_message};
 
 /// A raw request's status, `Warning` headers and JSON body.
 async fn send(
@@ -192,4 +193,51 @@ async fn an_unknown_dry_run_value_fails_validation_and_writes_nothing() {
     );
     let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), ns);
     assert!(api.get_opt("dry").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_typo_in_a_custom_resource_fails_the_kustomization_with_the_servers_message() {
+    let harness = Harness::start().await;
+    let artifact = harness.publish_files(
+        "typo",
+        "main@sha1:7e57",
+        &[
+            (
+                "cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: beside-the-typo\n",
+            ),
+            (
+                "repo.yaml",
+                "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  \
+                 name: typo\nspec:\n  interval: 1m\n  url: https://example.invalid/r.git\n  \
+                 urll: https://example.invalid/r.git\n",
+            ),
+        ],
+    );
+    harness.source("repo", &artifact).await;
+    harness.create_kustomization("typo", json!({})).await;
+    let failed = harness
+        .wait_ready("typo", "False", "ReconciliationFailed")
+        .await;
+    let message = ready_message(&failed);
+    assert!(
+        message.contains(&format!(
+            "GitRepository/{}/typo dry-run failed",
+            harness.cluster.namespace
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains(".spec.urll: field not declared in schema"),
+        "{message}"
+    );
+    assert!(
+        harness
+            .config_maps()
+            .get_opt("beside-the-typo")
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing of the stage is applied"
+    );
 }
