@@ -1247,10 +1247,22 @@ async fn runtime_watchers_recover_from_dropped_streams() {
     use kube::runtime::{WatchStreamExt, watcher};
     let cluster = TestCluster::start().await;
     let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
-    for config in [
-        watcher::Config::default(),
-        watcher::Config::default().streaming_lists(),
-    ] {
+    // Streaming lists need the WatchList gate: on in process for this test; a real server
+    // without it refuses them (422), and then only the plain list-then-watch runs.
+    if let Some(server) = cluster.server() {
+        server.set_profile(crate::support::apiserver::ServerProfile {
+            watch_list: true,
+            ..Default::default()
+        });
+    }
+    let probe = api
+        .watch(&WatchParams::streaming_lists().timeout(1), "0")
+        .await;
+    let mut configs = vec![watcher::Config::default()];
+    if probe.is_ok() {
+        configs.push(watcher::Config::default().streaming_lists());
+    }
+    for config in configs {
         let name_a = unique("seen");
         api.create(&PostParams::default(), &config_map(&name_a, json!({})))
             .await

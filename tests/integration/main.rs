@@ -1,7 +1,7 @@
 //! The one integration-test binary: each module covers a surface of the product end to end.
 
 mod apiserver;
-mod apiserver_fields;
+mod apiserver_fidelity;
 mod apply;
 mod cli;
 mod controller;

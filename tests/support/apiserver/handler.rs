@@ -131,8 +131,10 @@ pub fn route(store: &Store, path: &str) -> Result<Route, ApiError> {
     };
     let (group, version, rest) = match segments.as_slice() {
         ["version"] => {
+            let profile = store.profile;
             return Ok(Route::Plain(json!({
-                "major": "1", "minor": "33", "gitVersion": "v1.33.0-kustomize-controller-test",
+                "major": "1", "minor": profile.minor.to_string(),
+                "gitVersion": format!("v1.{}.{}", profile.minor, profile.patch),
                 "platform": "linux/amd64",
             })));
         }

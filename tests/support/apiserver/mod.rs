@@ -44,6 +44,7 @@ use tokio::sync::broadcast;
 use errors::ApiError;
 use handler::{Reply, Request, Route};
 use rbac::Identity;
+pub use store::ServerProfile;
 use store::{Event, Store};
 
 /// A rule that makes matching requests fail.
@@ -95,6 +96,8 @@ pub struct RequestRecord {
     pub resource: String,
     pub name: String,
     pub dry_run: bool,
+    /// A watch that asked for `sendInitialEvents` (a streaming list).
+    pub initial_events: bool,
 }
 
 impl Shared {
@@ -311,6 +314,11 @@ impl TestApiServer {
         self.shared.watch_generation.send_modify(|g| *g += 1);
     }
 
+    /// Plays another Kubernetes release, or flips its `WatchList` gate.
+    pub fn set_profile(&self, profile: ServerProfile) {
+        self.shared.lock_store().profile = profile;
+    }
+
     /// Forgets the change history: watches from older resourceVersions get `410 Gone`.
     pub fn compact(&self) {
         self.shared.lock_store().compact();
@@ -381,6 +389,7 @@ impl TestApiServer {
                 resource: route.rt.plural.clone(),
                 name: route.name.clone().unwrap_or_default(),
                 dry_run: request.query.get("dryRun").is_some_and(|d| d == "All"),
+                initial_events: request.query.contains_key("sendInitialEvents"),
             });
         if let Some(error) = self.take_fault(verb, &route.rt.plural) {
             return error_response(&error);

@@ -50,6 +50,30 @@ pub struct Store {
     pub pending: Vec<Arc<Event>>,
     /// Set when an object was removed or is being deleted, so `settle` has work.
     needs_settle: bool,
+    /// The Kubernetes release the server plays, and its feature gates.
+    pub profile: ServerProfile,
+}
+
+/// The Kubernetes release the server answers as: `/version`, and what that release refuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerProfile {
+    pub minor: u32,
+    pub patch: u32,
+    /// The `WatchList` feature gate: watches with `sendInitialEvents` (streaming lists).
+    pub watch_list: bool,
+}
+
+impl Default for ServerProfile {
+    /// Kubernetes v1.34.1, the oldest release Flux 2.9 (kustomize-controller v1.9) supports,
+    /// with the `WatchList` gate off, so the suite shows the controller never needs
+    /// streaming lists.
+    fn default() -> ServerProfile {
+        ServerProfile {
+            minor: 34,
+            patch: 1,
+            watch_list: false,
+        }
+    }
 }
 
 impl Store {
@@ -69,6 +93,7 @@ impl Store {
             uid_counter: 0,
             pending: Vec::new(),
             needs_settle: false,
+            profile: ServerProfile::default(),
         };
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             store

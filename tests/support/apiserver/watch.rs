@@ -4,6 +4,7 @@
 //! longer covers ends in an `ERROR` event carrying `410 Expired`, and objects that move in or
 //! out of a label selector arrive as `ADDED` or `DELETED`.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -61,6 +62,37 @@ fn translate(event: &Event, route: &ResourceRoute, filters: &Filters) -> Option<
     Some(line(event_type, &present(&route.rt, &event.object)))
 }
 
+/// The watch options kube-apiserver validates: `sendInitialEvents` needs the `WatchList`
+/// gate and `resourceVersionMatch=NotOlderThan`.
+fn check_watch_options(query: &HashMap<String, String>, watch_list: bool) -> Result<(), ApiError> {
+    if !query.contains_key("sendInitialEvents") {
+        return Ok(());
+    }
+    let mut problems = Vec::new();
+    if query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
+        problems.push(
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting \
+             resourceVersionMatch to NotOlderThan",
+        );
+    }
+    if !watch_list {
+        problems.push(
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the \
+             WatchList feature gate is enabled",
+        );
+    }
+    let listed = match problems.as_slice() {
+        [] => return Ok(()),
+        [one] => one.to_string(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    Err(ApiError::new(
+        422,
+        "Invalid",
+        format!("ListOptions.meta.k8s.io \"\" is invalid: {listed}"),
+    ))
+}
+
 pub fn start(
     store: &Mutex<Store>,
     events: &broadcast::Sender<Arc<Event>>,
@@ -86,6 +118,7 @@ pub fn start(
             .get("resourceVersion")
             .map(String::as_str)
             .unwrap_or("");
+        check_watch_options(&request.query, store.profile.watch_list)?;
         let send_initial = request
             .query
             .get("sendInitialEvents")

@@ -1,6 +1,8 @@
-//! Fields a kind's schema does not declare, and write options the server refuses, answered
-//! as kube-apiserver (v1.28) answers them; every test here runs unchanged against a real
-//! server (`TEST_KUBECONFIG`, `KUBEBUILDER_ASSETS`).
+//! Where a real kube-apiserver is stricter than a convenient double: fields a kind's schema
+//! does not declare, options a release refuses (unknown `dryRun`, streaming lists without the
+//! `WatchList` gate), answered in kube-apiserver's own words. Every test here runs unchanged
+//! against a real server (`TEST_KUBECONFIG`, `KUBEBUILDER_ASSETS`); those that need a
+//! particular release or gate set it in process and skip elsewhere.
 
 use http_body_util::BodyExt;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -8,6 +10,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use crate::support::apiserver::ServerProfile;
 use crate::support::cluster::TestCluster;
 use crate::support::controller::{Harness, ready_message};
 
@@ -239,5 +242,73 @@ async fn a_typo_in_a_custom_resource_fails_the_kustomization_with_the_servers_me
             .unwrap()
             .is_none(),
         "nothing of the stage is applied"
+    );
+}
+
+#[tokio::test]
+async fn streaming_lists_need_the_watch_list_gate_and_the_controller_never_asks_for_them() {
+    let harness = Harness::start().await;
+    let Some(server) = harness.cluster.server() else {
+        return;
+    };
+    // kube-apiserver v1.28, where WatchList is an alpha gate, off.
+    server.set_profile(ServerProfile {
+        minor: 28,
+        patch: 0,
+        watch_list: false,
+    });
+    let (code, _, version) = send(
+        &harness.cluster,
+        "GET",
+        "/version",
+        "application/json",
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(
+        (code, version["gitVersion"].as_str()),
+        (200, Some("v1.28.0"))
+    );
+    let ns = &harness.cluster.namespace;
+    let (code, _, status) = send(
+        &harness.cluster,
+        "GET",
+        &format!(
+            "/api/v1/namespaces/{ns}/configmaps?watch=true&sendInitialEvents=true\
+             &resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+        ),
+        "application/json",
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: \
+         sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+    );
+
+    let probed = server.requests().len();
+    let artifact = harness.publish_files(
+        "plain",
+        "main@sha1:1e57",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness.create_kustomization("plain", json!({})).await;
+    harness
+        .wait_ready("plain", "True", "ReconciliationSucceeded")
+        .await;
+    let streamed: Vec<_> = server.requests()[probed..]
+        .iter()
+        .filter(|r| r.initial_events)
+        .cloned()
+        .collect();
+    assert!(
+        streamed.is_empty(),
+        "the controller asked for streaming lists: {streamed:?}"
     );
 }
