@@ -128,6 +128,36 @@ impl AppliedCache {
             .cloned()
     }
 
+    /// Takes the live resourceVersion of an object the control plane has since written to
+    /// (a CRD established, a Namespace activated) as the one our apply produced, when every
+    /// write after ours touched only status: the applied fields cannot have drifted then, and
+    /// the next reconcile needs no dry-run for it.
+    fn settled(&self, object: &ObjectRef, live: &Value, manager: &str) {
+        let status_only = live
+            .pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .is_some_and(|entries| {
+                entries
+                    .iter()
+                    .all(|entry| entry["manager"] == manager || entry["subresource"] == "status")
+            });
+        let Some(rv) = live
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+        else {
+            return;
+        };
+        if status_only
+            && let Some(entry) = self
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_mut(object)
+        {
+            entry.1 = rv.to_string();
+        }
+    }
+
     fn put(&self, object: ObjectRef, digest: String, resource_version: Option<String>) {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         match resource_version {
@@ -452,6 +482,7 @@ impl Applier {
     async fn wait_for_definitions(&self, objects: Vec<ObjectRef>) -> Result<(), ApplyError> {
         let deadline = tokio::time::Instant::now() + self.options.wait_timeout;
         let new_kinds = objects.iter().any(|o| o.kind == "CustomResourceDefinition");
+        let mut established = Vec::new();
         let mut pending = objects;
         loop {
             let mut still = Vec::new();
@@ -464,16 +495,23 @@ impl Applier {
                 let ready = match api.get_opt(&reference.name).await {
                     Ok(Some(live)) => {
                         let live = serde_json::to_value(&live).unwrap_or_default();
+                        self.cache
+                            .settled(&reference, &live, &self.options.field_manager);
                         if reference.kind == "Namespace" {
                             live.pointer("/status/phase").and_then(Value::as_str) == Some("Active")
                         } else {
-                            live.pointer("/status/conditions")
+                            let ready = live
+                                .pointer("/status/conditions")
                                 .and_then(Value::as_array)
                                 .is_some_and(|c| {
                                     c.iter().any(|c| {
                                         c["type"] == "Established" && c["status"] == "True"
                                     })
-                                })
+                                });
+                            if ready {
+                                established.push(live);
+                            }
+                            ready
                         }
                     }
                     _ => false,
@@ -483,9 +521,13 @@ impl Applier {
                 }
             }
             if still.is_empty() {
-                // Kinds served by new or changed CRDs are discovered afresh.
+                // Kinds of new or changed CRDs are taken from the CRDs themselves (discovery
+                // lags them), every other kind is discovered afresh.
                 if new_kinds {
                     self.served.clear();
+                    for crd in &established {
+                        self.served.learn_from_crd(crd);
+                    }
                 }
                 return Ok(());
             }

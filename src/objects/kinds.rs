@@ -82,4 +82,59 @@ impl KindCache {
     pub fn clear(&self) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
+
+    /// Records the kinds an established CRD serves, from the CRD itself: its instances can
+    /// be applied at once, while the server's discovery documents may still lag behind it.
+    pub fn learn_from_crd(&self, crd: &serde_json::Value) {
+        let text = |pointer: &str| crd.pointer(pointer).and_then(|v| v.as_str());
+        let (Some(group), Some(kind), Some(plural)) = (
+            text("/spec/group"),
+            text("/spec/names/kind"),
+            text("/spec/names/plural"),
+        ) else {
+            return;
+        };
+        let namespaced = text("/spec/scope") != Some("Cluster");
+        let versions = crd
+            .pointer("/spec/versions")
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+            .filter(|v| v.get("served").and_then(|s| s.as_bool()) == Some(true))
+            .filter_map(|v| v.get("name").and_then(|n| n.as_str()));
+        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for version in versions {
+            let gvk = GroupVersionKind::gvk(group, version, kind);
+            let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+            cache.insert(
+                (resource.api_version.clone(), kind.to_string()),
+                Served {
+                    resource,
+                    namespaced,
+                },
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_established_crd_names_the_kinds_it_serves() {
+        let cache = KindCache::default();
+        cache.learn_from_crd(&serde_json::json!({"spec": {
+            "group": "example.com", "scope": "Cluster",
+            "names": {"kind": "Widget", "plural": "widgets"},
+            "versions": [{"name": "v1", "served": true}, {"name": "v0", "served": false}],
+        }}));
+        let known = cache.0.lock().unwrap();
+        let served = known
+            .get(&("example.com/v1".to_string(), "Widget".to_string()))
+            .expect("v1 is served");
+        assert_eq!(served.resource.plural, "widgets");
+        assert!(!served.namespaced);
+        assert!(!known.contains_key(&("example.com/v0".to_string(), "Widget".to_string())));
+    }
 }

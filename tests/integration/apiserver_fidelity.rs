@@ -4,14 +4,19 @@
 //! against a real server (`TEST_KUBECONFIG`, `KUBEBUILDER_ASSETS`); those that need a
 //! particular release or gate set it in process and skip elsewhere.
 
+use std::time::Duration;
+
 use http_body_util::BodyExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use serde_json::{Value, json};
 
 use crate::support::apiserver::ServerProfile;
-use crate::support::cluster::TestCluster;
+use crate::support::cluster::{TestCluster, unique, wait_for};
 use crate::support::controller::{Harness, ready_message};
 
 /// A raw request's status, `Warning` headers and JSON body.
@@ -311,4 +316,103 @@ async fn streaming_lists_need_the_watch_list_gate_and_the_controller_never_asks_
         streamed.is_empty(),
         "the controller asked for streaming lists: {streamed:?}"
     );
+}
+
+#[tokio::test]
+async fn the_control_plane_follows_up_after_the_write_is_answered() {
+    let cluster = TestCluster::start().await;
+    let in_process = cluster.server();
+    if let Some(server) = in_process {
+        // Long enough that "right after the answer" is deterministic here.
+        server.set_control_delay(Duration::from_millis(400));
+    }
+    // Garbage collection: a dependent outlives its owner's delete call.
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let owner = api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+            "metadata": {"name": "owner"}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let dependent: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "dependent",
+        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+            "uid": owner.metadata.uid.clone().unwrap()}]}}))
+    .unwrap();
+    api.create(&PostParams::default(), &dependent)
+        .await
+        .unwrap();
+    api.delete("owner", &DeleteParams::background())
+        .await
+        .unwrap();
+    if in_process.is_some() {
+        assert!(
+            api.get_opt("dependent").await.unwrap().is_some(),
+            "collected later"
+        );
+    }
+    let collected = wait_for(Duration::from_secs(60), || async {
+        api.get_opt("dependent")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(collected.is_some(), "the dependent is collected");
+
+    // A new CRD: not established, not served, not discovered at once; then established and
+    // served; discovered last.
+    let group = format!("{}.example.com", unique("later"));
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gizmos.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"kind": "Gizmo", "plural": "gizmos", "singular": "gizmo", "listKind": "GizmoList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}}))
+    .unwrap();
+    let created = crds.create(&PostParams::default(), &crd).await.unwrap();
+    let gvk = GroupVersionKind::gvk(&group, "v1", "Gizmo");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "gizmos");
+    let gizmos: Api<DynamicObject> =
+        Api::namespaced_with(cluster.client.clone(), &cluster.namespace, &resource);
+    if in_process.is_some() {
+        let conditions = created
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default();
+        assert!(
+            conditions.iter().all(|c| c.type_ != "Established"),
+            "{conditions:?}"
+        );
+        let error = gizmos.list(&Default::default()).await.unwrap_err();
+        assert!(
+            matches!(error, kube::Error::Api(ref e) if e.code == 404),
+            "{error}"
+        );
+    }
+    crate::support::cluster::wait_until_served(&cluster.client, &crd).await;
+    if in_process.is_some() {
+        assert!(
+            kube::discovery::pinned_kind(&cluster.client, &gvk)
+                .await
+                .is_err(),
+            "discovery lags the established CRD"
+        );
+    }
+    let discovered = wait_for(Duration::from_secs(30), || async {
+        kube::discovery::pinned_kind(&cluster.client, &gvk)
+            .await
+            .ok()
+    })
+    .await;
+    assert!(discovered.is_some(), "the kind is discovered");
+    crds.delete(&format!("gizmos.{group}"), &DeleteParams::default())
+        .await
+        .unwrap();
 }

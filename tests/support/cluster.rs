@@ -265,6 +265,7 @@ async fn install_crds(client: &Client, shared_cluster: bool) {
         return;
     }
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    // All applied first, then waited for: establishment and serving happen after the write.
     for document in crd_documents() {
         let crd: CustomResourceDefinition =
             serde_json::from_value(document.clone()).expect("a CRD");
@@ -276,23 +277,67 @@ async fn install_crds(client: &Client, shared_cluster: bool) {
         )
         .await
         .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
-        wait_for(Duration::from_secs(30), || {
-            let api = api.clone();
-            let name = name.clone();
-            async move {
-                let crd = api.get(&name).await.ok()?;
-                crd.status?
-                    .conditions?
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-                    .then_some(())
-            }
-        })
-        .await
-        .unwrap_or_else(|| panic!("CRD {name} was not established"));
+    }
+    for document in crd_documents() {
+        let crd: CustomResourceDefinition =
+            serde_json::from_value(document.clone()).expect("a CRD");
+        wait_until_served(client, &crd).await;
+        wait_until_discovered(client, &crd).await;
     }
     if shared_cluster {
         *installed = true;
+    }
+}
+
+/// Waits until a CRD is established and every served version of its kind answers a list:
+/// discovery lags the `Established` condition on a real server.
+pub async fn wait_until_served(client: &Client, crd: &CustomResourceDefinition) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd.metadata.name.clone().expect("CRD name");
+    wait_for(Duration::from_secs(30), || {
+        let api = api.clone();
+        let name = name.clone();
+        async move {
+            let crd = api.get(&name).await.ok()?;
+            crd.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        }
+    })
+    .await
+    .unwrap_or_else(|| panic!("CRD {name} was not established"));
+    for version in crd.spec.versions.iter().filter(|v| v.served) {
+        let gvk =
+            kube::api::GroupVersionKind::gvk(&crd.spec.group, &version.name, &crd.spec.names.kind);
+        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, &crd.spec.names.plural);
+        let objects: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &resource);
+        wait_for(Duration::from_secs(30), || {
+            let objects = objects.clone();
+            async move {
+                objects
+                    .list_metadata(&kube::api::ListParams::default().limit(1))
+                    .await
+                    .ok()
+                    .map(|_| ())
+            }
+        })
+        .await
+        .unwrap_or_else(|| panic!("CRD {name} version {} is not served", version.name));
+    }
+}
+
+/// Waits until discovery lists every served version of a CRD's kind.
+pub async fn wait_until_discovered(client: &Client, crd: &CustomResourceDefinition) {
+    for version in crd.spec.versions.iter().filter(|v| v.served) {
+        let gvk =
+            kube::api::GroupVersionKind::gvk(&crd.spec.group, &version.name, &crd.spec.names.kind);
+        wait_for(Duration::from_secs(30), || async {
+            kube::discovery::pinned_kind(client, &gvk).await.ok()
+        })
+        .await
+        .unwrap_or_else(|| panic!("{gvk:?} is not discovered"));
     }
 }
 

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
+use super::control;
 use super::errors::ApiError;
 use super::fieldset::Shape;
 use super::managed::{self, ApplyRequest, Scope};
@@ -126,8 +127,8 @@ pub fn route(store: &Store, path: &str) -> Result<Route, ApiError> {
         .split('/')
         .filter(|s| !s.is_empty())
         .collect();
-    let discovery = Discovery {
-        types: &store.types,
+    let discovery = || Discovery {
+        types: store.discoverable_types(),
     };
     let (group, version, rest) = match segments.as_slice() {
         ["version"] => {
@@ -145,21 +146,21 @@ pub fn route(store: &Store, path: &str) -> Result<Route, ApiError> {
                 "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
             })));
         }
-        ["apis"] => return Ok(Route::Plain(discovery.group_list())),
+        ["apis"] => return Ok(Route::Plain(discovery().group_list())),
         ["api", "v1"] => {
-            return discovery
+            return discovery()
                 .resource_list("", "v1")
                 .map(Route::Plain)
                 .ok_or_else(ApiError::unknown_resource);
         }
         ["apis", group] => {
-            return discovery
+            return discovery()
                 .group_document(group)
                 .map(Route::Plain)
                 .ok_or_else(ApiError::unknown_resource);
         }
         ["apis", group, version] => {
-            return discovery
+            return discovery()
                 .resource_list(group, version)
                 .map(Route::Plain)
                 .ok_or_else(ApiError::unknown_resource);
@@ -231,7 +232,7 @@ pub fn handle(
         _ => Err(ApiError::method_not_allowed()),
     }?;
     if !dry_run {
-        store.settle();
+        control::after_write(store);
     }
     Ok(reply)
 }
@@ -761,18 +762,16 @@ fn finish_write(
     };
     let stored = store.put(rt, &namespace, &name, stored_form, event, old.cloned());
     if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
-        store.register_crd(&stored);
+        control::crd_written(store, &stored);
     }
     let mut reply = Reply::new(code, present(rt, &stored));
     reply.warnings = warnings;
     Ok(reply)
 }
 
-/// A new CRD is accepted and established at once, and keeps its instances until they are
-/// cleaned up.
+/// A new CRD records its storage version and gets the cleanup finalizer; its names are
+/// accepted and it is established later, by the control plane (`control`).
 fn crd_status(crd: &mut Value) {
-    let now = managed::now();
-    let names = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
     let storage: Vec<Value> = crd
         .pointer("/spec/versions")
         .and_then(Value::as_array)
@@ -782,14 +781,9 @@ fn crd_status(crd: &mut Value) {
         .filter_map(|v| v.get("name").cloned())
         .collect();
     crd["status"] = json!({
-        "acceptedNames": names,
+        "acceptedNames": {"kind": "", "plural": ""},
         "storedVersions": storage,
-        "conditions": [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-             "message": "no conflicts found", "lastTransitionTime": now},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-             "message": "the initial names have been accepted", "lastTransitionTime": now},
-        ],
+        "conditions": [],
     });
     let finalizers = crd["metadata"]["finalizers"]
         .as_array()

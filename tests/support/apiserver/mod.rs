@@ -12,6 +12,7 @@
 //! a write produced are then broadcast to open watches. Where behaviour had to be chosen,
 //! the real server's was modelled; the deviations are listed in `tests/support/README.md`.
 
+mod control;
 mod errors;
 mod fieldset;
 mod handler;
@@ -149,6 +150,22 @@ impl Tls {
     }
 }
 
+/// Runs the control plane's due follow-up every few milliseconds, until the server is gone.
+async fn control_loop(shared: std::sync::Weak<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    loop {
+        tick.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let mut store = shared.lock_store();
+        control::run(&mut store, std::time::Instant::now());
+        for event in store.pending.drain(..) {
+            let _ = shared.events.send(event);
+        }
+    }
+}
+
 /// A listener on `address` that can be bound again right after it is closed.
 fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = tokio::net::TcpSocket::new_v4()?;
@@ -180,7 +197,19 @@ impl TestApiServer {
             tls: Tls::shared(),
         };
         tokio::spawn(server.clone().accept(listener));
+        tokio::spawn(control_loop(Arc::downgrade(&server.shared)));
         server
+    }
+
+    /// How long after a write the control plane's follow-up runs (garbage collection,
+    /// namespace and CRD cleanup, CRD establishment); zero runs it before the write is
+    /// answered.
+    pub fn set_control_delay(&self, delay: Duration) {
+        let mut store = self.shared.lock_store();
+        store.control.delay = delay;
+        if delay.is_zero() {
+            control::run(&mut store, std::time::Instant::now());
+        }
     }
 
     /// Accepts connections while the server listens; closes and reopens the port as the

@@ -457,7 +457,8 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
 
 /// The discovery documents for a set of resource types.
 pub struct Discovery<'a> {
-    pub types: &'a [ResourceType],
+    /// The types discovery lists (a new CRD's kinds join them after a lag).
+    pub types: Vec<&'a ResourceType>,
 }
 
 impl Discovery<'_> {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::control::Control;
 use super::managed::now;
 use super::resources::{self, ResourceType};
 
@@ -52,6 +53,10 @@ pub struct Store {
     needs_settle: bool,
     /// The Kubernetes release the server plays, and its feature gates.
     pub profile: ServerProfile,
+    /// The follow-up to writes that is still to run.
+    pub control: Control,
+    /// CRDs whose kinds are served but not yet listed by discovery.
+    pub undiscovered: Vec<String>,
 }
 
 /// The Kubernetes release the server answers as: `/version`, and what that release refuses.
@@ -94,6 +99,8 @@ impl Store {
             pending: Vec::new(),
             needs_settle: false,
             profile: ServerProfile::default(),
+            control: Control::default(),
+            undiscovered: Vec::new(),
         };
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             store
@@ -265,13 +272,54 @@ impl Store {
         Some(object)
     }
 
+    /// Whether the control plane has follow-up work (deletions in progress).
+    pub fn has_follow_up(&self) -> bool {
+        self.needs_settle
+    }
+
+    /// The stored CustomResourceDefinition of that name.
+    pub fn crd(&self, name: &str) -> Option<Value> {
+        let key = (
+            "apiextensions.k8s.io".to_string(),
+            "customresourcedefinitions".to_string(),
+            String::new(),
+            name.to_string(),
+        );
+        self.objects.get(&key).cloned()
+    }
+
+    pub fn crd_type(&self) -> ResourceType {
+        self.type_for_key("apiextensions.k8s.io", "customresourcedefinitions")
+            .expect("CRDs are served")
+    }
+
+    /// Stores a CRD written by the control plane.
+    pub fn put_crd(&mut self, crd: Value, event_type: EventType, previous: Value) -> Value {
+        let rt = self.crd_type();
+        let name = crd["metadata"]["name"].as_str().unwrap_or("").to_string();
+        self.put(&rt, "", &name, crd, event_type, Some(previous))
+    }
+
     pub fn register_crd(&mut self, crd: &Value) {
         self.unregister_crd(crd);
         self.types.extend(resources::from_crd(crd));
     }
 
+    /// The types discovery lists.
+    pub fn discoverable_types(&self) -> Vec<&ResourceType> {
+        self.types
+            .iter()
+            .filter(|t| {
+                t.custom
+                    .as_ref()
+                    .is_none_or(|c| !self.undiscovered.contains(&c.crd_name))
+            })
+            .collect()
+    }
+
     fn unregister_crd(&mut self, crd: &Value) {
         let name = crd.pointer("/metadata/name").and_then(Value::as_str);
+        self.undiscovered.retain(|n| Some(n.as_str()) != name);
         self.types
             .retain(|t| t.custom.as_ref().map(|c| Some(c.crd_name.as_str())) != Some(name));
     }
