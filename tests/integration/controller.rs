@@ -595,24 +595,20 @@ async fn health_check_failure_then_recovery() {
         "{}",
         ready_message(&failed)
     );
-    // The Deployment becomes available (as its controller would report) and a retry succeeds.
-    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
-        Api::namespaced(harness.cluster.client.clone(), &ns);
-    let generation = deployments
-        .get("web")
-        .await
-        .unwrap()
-        .metadata
-        .generation
-        .unwrap();
-    deployments
-        .patch_status("web", &PatchParams::apply("deployment-controller").force(), &Patch::Apply(json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "status": {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1},
-        })))
-        .await
-        .unwrap();
-    harness.request_reconcile("web", "retry-1").await;
+    // Its controller owns the status and, without kubelets, no Pod becomes available: a
+    // revision that asks for none is healthy.
+    let scaled = harness.publish_files(
+        "web-scaled",
+        "main@sha1:9009",
+        &[(
+            "deploy.yaml",
+            &DEPLOYMENT.replace("replicas: 1", "replicas: 0"),
+        )],
+    );
+    harness
+        .cluster
+        .set_artifact(SourceKind::GitRepository, &ns, "repo", &scaled)
+        .await;
     let ready = harness
         .wait_ready("web", "True", "ReconciliationSucceeded")
         .await;

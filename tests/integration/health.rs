@@ -56,14 +56,24 @@ async fn waits_for_deployments_and_reports_stragglers() {
         error.to_string(),
         format!("timeout waiting for: [Deployment/{ns}/web status: 'InProgress']")
     );
-    let generation = deployment["metadata"]["generation"].clone();
-    set_status(
-        &cluster,
-        &deployment,
-        json!({"observedGeneration": generation, "replicas": 1,
-        "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}),
-    )
-    .await;
+    // Its controller owns the status: on a cluster without kubelets no Pod becomes available,
+    // so the Deployment is ready once it asks for none.
+    let mut scaled_down = deployment.clone();
+    scaled_down["spec"]["replicas"] = json!(0);
+    for field in [
+        "managedFields",
+        "resourceVersion",
+        "uid",
+        "creationTimestamp",
+        "generation",
+    ] {
+        scaled_down["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove(field);
+    }
+    scaled_down.as_object_mut().unwrap().remove("status");
+    cluster.apply(&scaled_down).await;
     wait(
         &cluster.client,
         &[reference],

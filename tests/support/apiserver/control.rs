@@ -3,12 +3,16 @@
 //! namespace finalization and CRD cleanup (`Store::settle`), and a new CRD's establishment
 //! (`NamesAccepted`, `Established`, from which on its kinds are served, as kube-apiserver's
 //! CRD handler serves an established CRD) followed, one more delay later, by its kinds
-//! appearing in discovery. Clients must poll for all of it, as on a real cluster. A zero delay (only where a
+//! appearing in discovery. The deployment controller owns a Deployment's status: after
+//! every write to one it reports what a cluster without kubelets has (no Pod ever becomes
+//! available: `replicas: 0` is available, anything more is progressing), overwriting a
+//! status a client wrote. Clients must poll for all of it, as on a real cluster. A zero delay (only where a
 //! test sets it) does everything before the write is answered.
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use sha2::Digest;
 
 use super::fieldset::Shape;
 use super::managed::{self, Scope};
@@ -22,6 +26,8 @@ pub struct Control {
     pub delay: Duration,
     settle_due: Option<Instant>,
     crds: Vec<PendingCrd>,
+    /// Deployments (namespace, name) the deployment controller syncs when due.
+    deployments: Vec<(String, String, Instant)>,
 }
 
 impl Default for Control {
@@ -30,6 +36,7 @@ impl Default for Control {
             delay: DEFAULT_DELAY,
             settle_due: None,
             crds: Vec::new(),
+            deployments: Vec::new(),
         }
     }
 }
@@ -78,6 +85,22 @@ pub fn crd_written(store: &mut Store, crd: &Value) {
     }
 }
 
+/// After a client wrote a Deployment (spec or status): its controller syncs it.
+pub fn deployment_written(store: &mut Store, namespace: &str, name: &str) {
+    let due = Instant::now() + store.control.delay;
+    let known = store
+        .control
+        .deployments
+        .iter()
+        .any(|(ns, n, _)| ns == namespace && n == name);
+    if !known {
+        store
+            .control
+            .deployments
+            .push((namespace.to_string(), name.to_string(), due));
+    }
+}
+
 fn is_established(crd: &Value) -> bool {
     crd.pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -120,10 +143,97 @@ pub fn run(store: &mut Store, now: Instant) {
                 CrdStep::Discover => store.undiscovered.retain(|n| *n != pending.name),
             }
         }
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut store.control.deployments)
+            .into_iter()
+            .partition(|(_, _, due)| *due <= now);
+        store.control.deployments = later;
+        for (namespace, name, _) in due {
+            progressed = true;
+            sync_deployment(store, &namespace, &name);
+        }
         if !progressed {
             return;
         }
     }
+}
+
+/// The status kube-controller-manager's deployment controller reports when no Pod runs.
+fn sync_deployment(store: &mut Store, namespace: &str, name: &str) {
+    let rt = store.builtin_type("apps", "deployments");
+    let Some(live) = store.get(&rt, namespace, name).cloned() else {
+        return;
+    };
+    if live.pointer("/metadata/deletionTimestamp").is_some() {
+        return;
+    }
+    let replicas = live
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let template = live.pointer("/spec/template").cloned().unwrap_or_default();
+    let digest = sha2::Sha256::digest(template.to_string().as_bytes());
+    const SAFE: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let hash: String = digest
+        .iter()
+        .take(10)
+        .map(|b| SAFE[*b as usize % SAFE.len()] as char)
+        .collect();
+    let replica_set = format!("{name}-{hash}");
+    let condition = |kind: &str, status: &str, reason: &str, message: String| json!({"type": kind, "status": status, "reason": reason, "message": message});
+    let mut status = if replicas == 0 {
+        json!({"conditions": [
+            condition("Available", "True", "MinimumReplicasAvailable",
+                "Deployment has minimum availability.".into()),
+            condition("Progressing", "True", "NewReplicaSetAvailable",
+                format!("ReplicaSet \"{replica_set}\" has successfully progressed.")),
+        ]})
+    } else {
+        json!({"replicas": replicas, "updatedReplicas": replicas,
+            "unavailableReplicas": replicas, "conditions": [
+            condition("Available", "False", "MinimumReplicasUnavailable",
+                "Deployment does not have minimum availability.".into()),
+            condition("Progressing", "True", "ReplicaSetUpdated",
+                format!("ReplicaSet \"{replica_set}\" is progressing.")),
+        ]})
+    };
+    status["observedGeneration"] = live["metadata"]["generation"].clone();
+    let without_times = |status: &Value| {
+        let mut status = status.clone();
+        for condition in status["conditions"].as_array_mut().into_iter().flatten() {
+            if let Some(map) = condition.as_object_mut() {
+                map.remove("lastTransitionTime");
+                map.remove("lastUpdateTime");
+            }
+        }
+        status
+    };
+    let current = live.get("status").cloned().unwrap_or_default();
+    if without_times(&current) == status {
+        return;
+    }
+    let now = managed::now();
+    for condition in status["conditions"].as_array_mut().into_iter().flatten() {
+        condition["lastTransitionTime"] = json!(now);
+        condition["lastUpdateTime"] = json!(now);
+    }
+    let mut updated = live.clone();
+    updated["status"] = status;
+    managed::record_update(
+        Some(&live),
+        &mut updated,
+        Shape::root(Schema::of(&rt)),
+        "kube-controller-manager",
+        "apps/v1",
+        Scope::Status,
+    );
+    store.put(
+        &rt,
+        namespace,
+        name,
+        updated,
+        EventType::Modified,
+        Some(live),
+    );
 }
 
 /// Accepts a CRD's names, establishes it and serves its kinds, as apiextensions'

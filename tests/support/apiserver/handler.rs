@@ -761,6 +761,9 @@ fn finish_write(
         EventType::Added
     };
     let stored = store.put(rt, &namespace, &name, stored_form, event, old.cloned());
+    if rt.group == "apps" && rt.kind == "Deployment" {
+        control::deployment_written(store, &namespace, &name);
+    }
     if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
         control::crd_written(store, &stored);
     }

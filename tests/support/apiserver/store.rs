@@ -288,6 +288,12 @@ impl Store {
         self.objects.get(&key).cloned()
     }
 
+    /// A built-in resource type by group and plural.
+    pub fn builtin_type(&self, group: &str, plural: &str) -> ResourceType {
+        self.type_for_key(group, plural)
+            .unwrap_or_else(|| panic!("{plural}.{group} is served"))
+    }
+
     pub fn crd_type(&self) -> ResourceType {
         self.type_for_key("apiextensions.k8s.io", "customresourcedefinitions")
             .expect("CRDs are served")
