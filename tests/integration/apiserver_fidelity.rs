@@ -416,3 +416,111 @@ async fn the_control_plane_follows_up_after_the_write_is_answered() {
         .await
         .unwrap();
 }
+
+async fn list_page(cluster: &TestCluster, query: &str) -> (u16, Value) {
+    let ns = &cluster.namespace;
+    let (code, _, body) = send(
+        cluster,
+        "GET",
+        &format!("/api/v1/namespaces/{ns}/configmaps?{query}"),
+        "application/json",
+        &Value::Null,
+    )
+    .await;
+    (code, body)
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|item| item["metadata"]["name"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn lists_read_one_snapshot_across_pages_and_at_a_resource_version() {
+    let cluster = TestCluster::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    for name in ["a", "b", "c"] {
+        let object: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name},
+            "data": {"v": "1"}}))
+        .unwrap();
+        api.create(&PostParams::default(), &object).await.unwrap();
+    }
+    let (code, first) = list_page(&cluster, "limit=1").await;
+    assert_eq!(code, 200, "{first}");
+    assert_eq!(names(&first), ["a"]);
+    let snapshot = first["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let token = first["metadata"]["continue"].as_str().unwrap().to_string();
+
+    // Writes after the first page: a change, a deletion and an addition.
+    api.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "2"}})),
+    )
+    .await
+    .unwrap();
+    api.delete("c", &Default::default()).await.unwrap();
+    let late: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "d"}})).unwrap();
+    api.create(&PostParams::default(), &late).await.unwrap();
+
+    let (code, rest) = list_page(&cluster, &format!("continue={token}")).await;
+    assert_eq!(code, 200, "{rest}");
+    assert_eq!(
+        names(&rest),
+        ["b", "c"],
+        "the rest of the first page's snapshot"
+    );
+    assert_eq!(rest["items"][0]["data"]["v"], "1");
+    assert_eq!(rest["metadata"]["resourceVersion"], snapshot.as_str());
+
+    let (code, exact) = list_page(
+        &cluster,
+        &format!("resourceVersion={snapshot}&resourceVersionMatch=Exact"),
+    )
+    .await;
+    assert_eq!(code, 200, "{exact}");
+    assert_eq!(names(&exact), ["a", "b", "c"]);
+    let (_, latest) = list_page(&cluster, "").await;
+    assert_eq!(names(&latest), ["a", "b", "d"]);
+
+    let (code, status) = list_page(&cluster, "resourceVersionMatch=NotOlderThan").await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: \
+         resourceVersionMatch is forbidden unless resourceVersion is provided"
+    );
+
+    let Some(server) = cluster.server() else {
+        return;
+    };
+    // After a compaction neither the old snapshot nor the token can be read.
+    server.compact();
+    let (code, status) = list_page(
+        &cluster,
+        &format!("resourceVersion={snapshot}&resourceVersionMatch=Exact"),
+    )
+    .await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (410, Some("Expired")),
+        "{status}"
+    );
+    let (code, status) = list_page(&cluster, &format!("continue={token}")).await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (410, Some("Expired")),
+        "{status}"
+    );
+    let inconsistent = status["metadata"]["continue"].as_str().unwrap();
+    let (code, rest) = list_page(&cluster, &format!("continue={inconsistent}")).await;
+    assert_eq!(code, 200, "{rest}");
+    assert_eq!(names(&rest), ["b", "d"], "the remainder as it is now");
+}

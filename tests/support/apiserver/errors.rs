@@ -13,6 +13,8 @@ pub struct ApiError {
     pub details: Option<Value>,
     /// Seconds for a `Retry-After` header (429 and some 5xx).
     pub retry_after: Option<u64>,
+    /// `metadata.continue` of the Status: how to go on after an expired continue token.
+    pub list_continue: Option<String>,
 }
 
 /// One cause of an `Invalid` error.
@@ -30,6 +32,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after: None,
+            list_continue: None,
         }
     }
 
@@ -193,6 +196,13 @@ impl ApiError {
         });
         if let Some(details) = &self.details {
             status["details"] = details.clone();
+        }
+        if self.reason.is_empty() {
+            // metav1.Status omits an unknown (empty) reason.
+            status.as_object_mut().expect("an object").remove("reason");
+        }
+        if let Some(token) = &self.list_continue {
+            status["metadata"]["continue"] = json!(token);
         }
         if let Some(seconds) = self.retry_after {
             let details = status

@@ -39,7 +39,7 @@ pub struct Reply {
 }
 
 impl Reply {
-    fn ok(body: Value) -> Reply {
+    pub fn ok(body: Value) -> Reply {
         Reply::new(200, body)
     }
 
@@ -223,7 +223,7 @@ pub fn handle(
     let dry_run = dry_run_of(request, verb)?;
     let reply = match verb {
         "get" => get(store, route),
-        "list" => list(store, request, route),
+        "list" => super::list::list(store, request, route),
         "create" => create(store, request, route, dry_run),
         "update" => update(store, request, route, dry_run),
         "patch" => patch(store, request, route, dry_run),
@@ -302,64 +302,6 @@ impl Filters {
     pub fn matches(&self, object: &Value) -> bool {
         self.labels.matches(object) && self.fields.matches(object)
     }
-}
-
-fn list(store: &Store, request: &Request, route: &ResourceRoute) -> Result<Reply, ApiError> {
-    let filters = Filters::parse(&request.query, &route.rt.kind)?;
-    let matching: Vec<&Value> = store
-        .list(&route.rt, route.namespace.as_deref())
-        .into_iter()
-        .filter(|o| filters.matches(o))
-        .collect();
-    let start: usize = match request.query.get("continue").filter(|c| !c.is_empty()) {
-        Some(token) => token
-            .parse()
-            .map_err(|_| ApiError::bad_request("continue key is not valid"))?,
-        None => 0,
-    };
-    let limit: usize = request
-        .query
-        .get("limit")
-        .and_then(|l| l.parse().ok())
-        .filter(|l| *l > 0)
-        .unwrap_or(usize::MAX);
-    let metadata_only = request.accept.contains("as=PartialObjectMetadataList");
-    let page: Vec<Value> = matching
-        .iter()
-        .skip(start)
-        .take(limit)
-        .map(|o| {
-            if metadata_only {
-                json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": o["metadata"]})
-            } else if route.rt.custom.is_some() {
-                present(&route.rt, o)
-            } else {
-                let mut item = (*o).clone();
-                if let Some(map) = item.as_object_mut() {
-                    map.remove("apiVersion");
-                    map.remove("kind");
-                }
-                item
-            }
-        })
-        .collect();
-    let mut metadata = json!({"resourceVersion": store.resource_version.to_string()});
-    let next = start.saturating_add(page.len());
-    if next < matching.len() {
-        metadata["continue"] = json!(next.to_string());
-        metadata["remainingItemCount"] = json!(matching.len() - next);
-    }
-    let (api_version, kind) = if metadata_only {
-        (
-            "meta.k8s.io/v1".to_string(),
-            "PartialObjectMetadataList".to_string(),
-        )
-    } else {
-        (route.rt.api_version(), format!("{}List", route.rt.kind))
-    };
-    Ok(Reply::ok(json!({
-        "apiVersion": api_version, "kind": kind, "metadata": metadata, "items": page,
-    })))
 }
 
 fn parse_json(body: &[u8]) -> Result<Value, ApiError> {

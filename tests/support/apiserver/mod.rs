@@ -16,6 +16,7 @@ mod control;
 mod errors;
 mod fieldset;
 mod handler;
+mod list;
 mod managed;
 mod rbac;
 mod resources;

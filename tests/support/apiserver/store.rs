@@ -253,6 +253,7 @@ impl Store {
     /// Removes an object for good (its finalizers are gone).
     pub fn remove(&mut self, key: &ObjectKey) -> Option<Value> {
         let mut object = self.objects.remove(key)?;
+        let before = object.clone();
         self.needs_settle = true;
         self.resource_version += 1;
         object["metadata"]["resourceVersion"] = json!(self.resource_version.to_string());
@@ -267,7 +268,7 @@ impl Store {
             plural,
             namespace,
             object: object.clone(),
-            previous: None,
+            previous: Some(before),
         });
         Some(object)
     }
