@@ -18,6 +18,7 @@ mod outage;
 mod parity;
 #[cfg(feature = "remote-bases")]
 mod remote_bases;
+mod restricted_rbac;
 mod sops;
 mod sops_key_sources;
 mod source;

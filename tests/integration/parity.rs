@@ -607,7 +607,9 @@ async fn flux_disallowed_managers() {
 /// finalizer is never added to it.
 #[tokio::test]
 async fn flux_delete_before_finalizer() {
-    let harness = Harness::start().await;
+    // As in Flux's test, the reconciler first meets the object when it is already being
+    // deleted: a running controller could see it in between.
+    let mut harness = Harness::start_without_controller().await;
     let ns = harness.cluster.namespace.clone();
     let api = harness.kustomizations();
     let object: kustomize_controller::api::Kustomization = serde_json::from_value(json!({
@@ -618,6 +620,7 @@ async fn flux_delete_before_finalizer() {
     .unwrap();
     api.create(&Default::default(), &object).await.unwrap();
     api.delete("test-kust", &Default::default()).await.unwrap();
+    harness.restart_with(|_| {}).await;
     let counted = wait_for(Duration::from_secs(30), || async {
         let text = harness.metrics.encode();
         text.lines()

@@ -139,6 +139,37 @@ impl TestCluster {
         Client::try_from(config).expect("an impersonating client")
     }
 
+    /// A bearer token for a ServiceAccount (TokenRequest, as `kubectl create token`).
+    pub async fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        let request = http::Request::post(format!(
+            "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+        ))
+        .header("content-type", "application/json")
+        .body(
+            serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}))
+            .expect("JSON"),
+        )
+        .expect("a request");
+        let answer: Value = self
+            .client
+            .request(request)
+            .await
+            .unwrap_or_else(|e| panic!("a token for {namespace}/{name}: {e}"));
+        answer["status"]["token"]
+            .as_str()
+            .expect("a token")
+            .to_string()
+    }
+
+    /// The client configuration authenticated by a bearer token instead of the admin's
+    /// credentials.
+    pub fn config_with_token(&self, token: &str) -> Config {
+        let mut config = self.config.clone();
+        config.auth_info = serde_json::from_value(json!({"token": token})).expect("auth info");
+        config
+    }
+
     /// A new namespace, deleted when the cluster handle drops (on real clusters).
     pub async fn create_namespace(&self, prefix: &str) -> String {
         let name = unique(prefix);

@@ -23,11 +23,26 @@ pub struct Harness {
     pub metrics: Arc<Metrics>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The bearer token the controller authenticates with; the admin's credentials if none.
+    token: Option<String>,
 }
 
 impl Harness {
     pub async fn start() -> Harness {
         Harness::start_with(|_| {}).await
+    }
+
+    /// The cluster and artifact server only: `restart_with` starts the controller, for tests
+    /// that prepare objects it must first meet in a given state.
+    pub async fn start_without_controller() -> Harness {
+        Harness {
+            cluster: TestCluster::start().await,
+            artifacts: ArtifactServer::start().await,
+            metrics: Arc::new(Metrics::default()),
+            stop: None,
+            task: None,
+            token: None,
+        }
     }
 
     pub async fn start_with(adjust: impl FnOnce(&mut RunOptions)) -> Harness {
@@ -39,21 +54,34 @@ impl Harness {
             metrics: Arc::new(Metrics::default()),
             stop: None,
             task: None,
+            token: None,
         };
         harness.run_controller(adjust);
         harness
     }
 
+    /// Restarts the controller authenticated by `token` (a ServiceAccount's), so that what it
+    /// may do is what that account's RBAC grants.
+    pub async fn restart_as(&mut self, token: String) {
+        self.token = Some(token);
+        self.restart_with(|_| {}).await;
+    }
+
     /// Stops the controller (in-flight reconciliations finish) and starts another on the same
     /// cluster with other options, as Flux's tests change their reconciler's fields mid-test.
     pub async fn restart_with(&mut self, adjust: impl FnOnce(&mut RunOptions)) {
+        self.stop_controller().await;
+        self.run_controller(adjust);
+    }
+
+    /// Stops the controller (in-flight reconciliations finish).
+    async fn stop_controller(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         if let Some(task) = self.task.take() {
             let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
         }
-        self.run_controller(adjust);
     }
 
     fn run_controller(&mut self, adjust: impl FnOnce(&mut RunOptions)) {
@@ -76,8 +104,11 @@ impl Harness {
             watch_configs_label_selector: Some("reconcile.fluxcd.io/watch=Enabled".into()),
         };
         adjust(&mut options);
-        let client = self.cluster.client.clone();
-        let config = self.cluster.config();
+        let config = match &self.token {
+            Some(token) => self.cluster.config_with_token(token),
+            None => self.cluster.config(),
+        };
+        let client = kube::Client::try_from(config.clone()).expect("a controller client");
         let metrics = Arc::new(Metrics::with_watch_grace(WatchHealth::new(
             Duration::from_secs(2),
         )));

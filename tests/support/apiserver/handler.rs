@@ -27,7 +27,9 @@ pub struct Request {
     pub content_type: String,
     pub accept: String,
     pub user_agent: String,
+    /// Who is asking, once `credentials` are authenticated.
     pub identity: Identity,
+    pub credentials: rbac::Credentials,
     pub body: Vec<u8>,
 }
 
@@ -194,7 +196,8 @@ pub fn route(store: &Store, path: &str) -> Result<Route, ApiError> {
     }
     if let Some(sub) = &subresource
         && !(sub == "status" && rt.status_subresource
-            || sub == "finalize" && rt.kind == "Namespace")
+            || sub == "finalize" && rt.kind == "Namespace"
+            || sub == "token" && rt.kind == "ServiceAccount" && rt.group.is_empty())
     {
         return Err(ApiError::unknown_resource());
     }
@@ -221,6 +224,12 @@ pub fn handle(
         )));
     }
     let dry_run = dry_run_of(request, verb)?;
+    if route.subresource.as_deref() == Some("token") {
+        return match verb {
+            "create" => token_request(store, route),
+            _ => Err(ApiError::method_not_allowed()),
+        };
+    }
     let reply = match verb {
         "get" => get(store, route),
         "list" => super::list::list(store, request, route),
@@ -235,6 +244,30 @@ pub fn handle(
         control::after_write(store);
     }
     Ok(reply)
+}
+
+/// TokenRequest: a bearer token that authenticates as the ServiceAccount, as
+/// `kubectl create token` gets one.
+fn token_request(store: &mut Store, route: &ResourceRoute) -> Result<Reply, ApiError> {
+    let namespace = namespace_of(route).to_string();
+    let name = route.name.clone().unwrap_or_default();
+    if store.get(&route.rt, &namespace, &name).is_none() {
+        return Err(ApiError::not_found(&route.rt, &name));
+    }
+    let token = format!("kc-test.{}", store.new_uid());
+    store.tokens.insert(
+        token.clone(),
+        rbac::Identity::service_account(&namespace, &name),
+    );
+    let expiry = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
+    Ok(Reply::new(
+        201,
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600},
+            "status": {"token": token,
+                "expirationTimestamp": expiry.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}}),
+    ))
 }
 
 /// `dryRun=All`, or nothing; any other value fails the options' validation before the write,

@@ -250,6 +250,7 @@ mod tests {
             accept: String::new(),
             user_agent: String::new(),
             identity: Identity::admin(),
+            credentials: Default::default(),
             body: Vec::new(),
         }
     }

@@ -45,7 +45,7 @@ use tokio::sync::broadcast;
 
 use errors::ApiError;
 use handler::{Reply, Request, Route};
-use rbac::Identity;
+use rbac::{Credentials, Identity};
 pub use store::ServerProfile;
 use store::{Event, Store};
 
@@ -392,10 +392,14 @@ impl TestApiServer {
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
-        let request = match read_request(request).await {
+        let mut request = match read_request(request).await {
             Ok(request) => request,
             Err(error) => return error_response(&error),
         };
+        match rbac::authenticate(&self.shared.lock_store(), &request.credentials) {
+            Ok(identity) => request.identity = identity,
+            Err(error) => return error_response(&error),
+        }
         let route = handler::route(&self.shared.lock_store(), &request.path);
         let route = match route {
             Ok(Route::Plain(body)) => return json_response(200, &body),
@@ -499,10 +503,12 @@ async fn read_request(request: hyper::Request<Incoming>) -> Result<Request, ApiE
         .filter_map(|v| v.to_str().ok())
         .map(str::to_string)
         .collect();
-    let identity = if user.is_empty() {
-        Identity::admin()
-    } else {
-        Identity::impersonated(&user, &groups)
+    let credentials = Credentials {
+        bearer: header("authorization")
+            .strip_prefix("Bearer ")
+            .map(str::to_string),
+        impersonate_user: user,
+        impersonate_groups: groups,
     };
     let body = body
         .collect()
@@ -517,7 +523,8 @@ async fn read_request(request: hyper::Request<Incoming>) -> Result<Request, ApiE
         content_type: header("content-type"),
         accept: header("accept"),
         user_agent: header("user-agent"),
-        identity,
+        identity: Identity::anonymous(),
+        credentials,
         body,
     })
 }

@@ -57,6 +57,8 @@ pub struct Store {
     pub control: Control,
     /// CRDs whose kinds are served but not yet listed by discovery.
     pub undiscovered: Vec<String>,
+    /// Bearer tokens TokenRequests issued, and whom they authenticate.
+    pub tokens: std::collections::HashMap<String, super::rbac::Identity>,
 }
 
 /// The Kubernetes release the server answers as: `/version`, and what that release refuses.
@@ -101,6 +103,7 @@ impl Store {
             profile: ServerProfile::default(),
             control: Control::default(),
             undiscovered: Vec::new(),
+            tokens: std::collections::HashMap::new(),
         };
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             store
