@@ -66,8 +66,9 @@ bench-apply:
 # the in-process API server; time to all-Ready and the controller's peak RSS, N = 100 and 1,000;
 # then a dependency chain of 10 and the time until its last link is Ready.
 bench-controller:
-	BENCH_N=100 $(CARGO) test --release --test integration controller::bench_controller -- --ignored --nocapture
-	BENCH_N=1000 $(CARGO) test --release --test integration controller::bench_controller -- --ignored --nocapture
+	BENCH_N=100 $(CARGO) test --release --test integration controller_bench::bench_controller -- --ignored --nocapture
+	BENCH_N=1000 $(CARGO) test --release --test integration controller_bench::bench_controller -- --ignored --nocapture
+	BENCH_N=10000 BENCH_QPS=1000 BENCH_BURST=2000 $(CARGO) test --release --test integration controller_bench::bench_controller -- --ignored --nocapture
 	BENCH_CHAIN=10 $(CARGO) test --release --test integration controller::bench_dependency_chain -- --ignored --nocapture
 
 # Fuzzing with libFuzzer needs a nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`);

@@ -129,6 +129,8 @@ pub struct Context {
     remote_clients: super::remote::RemoteClients,
     /// Discovery results shared by every Kustomization's applier (one per cluster).
     kinds: KindCache,
+    /// The watched source objects, as last seen.
+    pub sources: crate::source::SourceCache,
     clients: Mutex<BTreeMap<String, kube::Client>>,
     failures: Mutex<BTreeMap<String, u32>>,
 }
@@ -153,6 +155,7 @@ impl Context {
             attempted: Default::default(),
             caches: Mutex::new(BTreeMap::new()),
             kinds: Default::default(),
+            sources: Default::default(),
             remote_clients: Default::default(),
             clients: Mutex::new(BTreeMap::new()),
             failures: Mutex::new(BTreeMap::new()),

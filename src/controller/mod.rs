@@ -340,7 +340,11 @@ pub async fn run(
             kind: kind.into(),
             label_selector: None,
         };
-        let changed = revision_changes(watch::watch(sources, config, health.clone()));
+        let mut cached = context.sources.writer(source_kind);
+        let changed = revision_changes(
+            watch::watch(sources, config, health.clone())
+                .inspect(move |event| cached.apply_watcher_event(event)),
+        );
         controller = controller.watches_stream_with(
             changed,
             move |source| {

@@ -144,12 +144,19 @@ async fn reconcile_live(
     }
     let started = Instant::now();
     let generation = object.metadata.generation;
-    // Written once the revision is known (`Fetching manifests for revision …`), or with the
-    // outcome if the reconciliation ends before that.
+    // Written once the revision is known (`Fetching manifests for revision …`) if the
+    // reconciliation runs long, else only with the outcome.
     let mut status = outcome::begin(object.status.clone().unwrap_or_default(), generation);
     let key = key_of(&object);
     ctx.attempted.start(&key);
-    let result = run_steps(&object, ctx, &mut status).await;
+    let pending = steps::PendingProgress::default();
+    let result = steps::reporting_when_long(
+        run_steps(&object, ctx, &mut status, &pending),
+        &pending,
+        ctx,
+        &object,
+    )
+    .await;
     let run_again = ctx.attempted.finish(&key);
     let interval = object.spec.interval.to_std();
     let facts = Facts {
@@ -213,8 +220,13 @@ async fn run_steps(
     object: &Kustomization,
     ctx: &Context,
     status: &mut KustomizationStatus,
+    pending: &steps::PendingProgress,
 ) -> Result<Applied, Failed> {
-    let progress = Progress { object, ctx };
+    let progress = Progress {
+        object,
+        ctx,
+        pending,
+    };
     let health_expressions = steps::health_expressions(object)?;
     steps::identity(object, ctx)?;
     let (source, artifact) = steps::source(object, ctx).await?;

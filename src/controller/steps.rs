@@ -36,10 +36,58 @@ pub(crate) enum Step {
 pub(crate) struct Progress<'a> {
     pub object: &'a Kustomization,
     pub ctx: &'a Context,
+    pub pending: &'a PendingProgress,
+}
+
+/// How long a reconciliation runs before what is under way is written to its status: a
+/// shorter one writes only its outcome, one status write instead of two or three.
+pub(crate) const PROGRESS_REPORT_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Progress not yet written: the latest report, and whether the reconciliation has run long
+/// enough that reports are written as they come.
+#[derive(Default)]
+pub(crate) struct PendingProgress {
+    long: std::sync::atomic::AtomicBool,
+    latest: std::sync::Mutex<Option<KustomizationStatus>>,
+}
+
+impl PendingProgress {
+    /// The reconciliation has run long: the latest report is written now, later ones at once.
+    pub async fn running_long(&self, ctx: &Context, object: &Kustomization) {
+        self.long.store(true, std::sync::atomic::Ordering::Relaxed);
+        let latest = self.latest.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(status) = latest {
+            write_progress(ctx, object, &status).await;
+        }
+    }
+}
+
+async fn write_progress(ctx: &Context, object: &Kustomization, status: &KustomizationStatus) {
+    if let Err(error) = super::status::write(ctx, object, status).await {
+        tracing::debug!(error = %error, "writing progress");
+    }
+}
+
+/// Runs a reconciliation's steps; once they have run for [`PROGRESS_REPORT_DELAY`], what is
+/// under way is written and later reports are written as they come.
+pub(crate) async fn reporting_when_long<T>(
+    steps: impl std::future::Future<Output = T>,
+    pending: &PendingProgress,
+    ctx: &Context,
+    object: &Kustomization,
+) -> T {
+    let mut steps = std::pin::pin!(steps);
+    tokio::select! {
+        result = &mut steps => return result,
+        () = tokio::time::sleep(PROGRESS_REPORT_DELAY) => {}
+    }
+    pending.running_long(ctx, object).await;
+    steps.await
 }
 
 impl Progress<'_> {
-    /// Says what is under way (see [`Step`]), written at once. A failed write is only
+    /// Says what is under way (see [`Step`]): written at once in a reconciliation that has
+    /// run long, else kept for [`PendingProgress::running_long`]. A failed write is only
     /// logged: the outcome is written anyway.
     pub async fn report(&self, status: &mut KustomizationStatus, message: &str, step: Step) {
         let generation = self.object.metadata.generation;
@@ -47,8 +95,14 @@ impl Progress<'_> {
             Step::Reconciling => super::outcome::progressing(status, message, generation),
             Step::CheckingHealth => super::outcome::checking_health(status, message, generation),
         }
-        if let Err(error) = super::status::write(self.ctx, self.object, status).await {
-            tracing::debug!(error = %error, "writing progress");
+        if self.pending.long.load(std::sync::atomic::Ordering::Relaxed) {
+            write_progress(self.ctx, self.object, status).await;
+        } else {
+            *self
+                .pending
+                .latest
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(status.clone());
         }
     }
 
@@ -106,7 +160,7 @@ pub(crate) async fn source(
             name: source.name,
         });
     }
-    match crate::source::resolve(&ctx.client, &source).await {
+    match crate::source::resolve(&ctx.client, &ctx.sources, &source).await {
         Ok(artifact) => Ok((source, artifact)),
         Err(SourceError::NotFound {
             kind,

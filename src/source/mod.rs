@@ -7,6 +7,7 @@
 //! a temporary directory that is removed when the returned [`Workspace`] drops.
 //! [`Workspace::path`] resolves `spec.path` inside the artifact without leaving it.
 
+mod cache;
 mod extract;
 mod fetch;
 
@@ -17,6 +18,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::Value;
 
 use crate::api::{CrossNamespaceSourceReference, SourceKind};
+pub use cache::SourceCache;
 pub use extract::{ExtractLimits, extract_tar_gz};
 pub use fetch::{Digest, Fetcher, FetcherOptions};
 
@@ -139,13 +141,18 @@ pub fn source_resource(kind: SourceKind) -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, kind.plural())
 }
 
-/// Reads the source object and its artifact.
+/// Reads the source object and its artifact: from the watch cache when it holds the object,
+/// else from the API server.
 pub async fn resolve(
     client: &kube::Client,
+    cache: &SourceCache,
     source: &SourceObject,
 ) -> Result<Artifact, SourceError> {
     let kind = source.kind.as_str();
     let (namespace, name) = (source.namespace.clone(), source.name.clone());
+    if let Some(object) = cache.get(source) {
+        return artifact_of(&object.data, kind, &namespace, &name);
+    }
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &source.namespace, &source.api_resource());
     let object = match api.get_opt(&source.name).await {

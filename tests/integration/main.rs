@@ -5,6 +5,7 @@ mod apiserver_fidelity;
 mod apply;
 mod cli;
 mod controller;
+mod controller_bench;
 mod crd;
 mod flux;
 mod fuzz_corpus;
@@ -18,6 +19,7 @@ mod outage;
 mod parity;
 #[cfg(feature = "remote-bases")]
 mod remote_bases;
+mod requests;
 mod restricted_rbac;
 mod sops;
 mod sops_key_sources;

@@ -262,9 +262,18 @@ impl ControllerProcess {
         namespace: &str,
         args: &[&str],
     ) -> ControllerProcess {
+        ControllerProcess::start_with_kubeconfig(&server.kubeconfig_yaml(), namespace, args)
+    }
+
+    /// Starts the binary with the given kubeconfig (another identity, say).
+    pub fn start_with_kubeconfig(
+        kubeconfig_yaml: &str,
+        namespace: &str,
+        args: &[&str],
+    ) -> ControllerProcess {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
+        std::fs::write(&kubeconfig, kubeconfig_yaml).unwrap();
         let log = std::fs::File::create(dir.path().join("controller.log")).unwrap();
         let (metrics, health) = (super::free_address(), super::free_address());
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))

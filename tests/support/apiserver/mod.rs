@@ -100,6 +100,8 @@ pub struct RequestRecord {
     pub dry_run: bool,
     /// A watch that asked for `sendInitialEvents` (a streaming list).
     pub initial_events: bool,
+    /// Who asked (the authenticated or impersonated user).
+    pub user: String,
 }
 
 impl Shared {
@@ -309,6 +311,12 @@ impl TestApiServer {
         )
     }
 
+    /// A kubeconfig naming this server with a bearer token as the credentials.
+    pub fn kubeconfig_yaml_with_token(&self, token: &str) -> String {
+        self.kubeconfig_yaml()
+            .replace("  user: {}\n", &format!("  user:\n    token: {token}\n"))
+    }
+
     /// Fails the next `fault.remaining` requests that match.
     pub fn inject(&self, fault: Fault) {
         self.shared.faults.lock().expect("faults").rules.push(fault);
@@ -424,6 +432,7 @@ impl TestApiServer {
                 name: route.name.clone().unwrap_or_default(),
                 dry_run: request.query.get("dryRun").is_some_and(|d| d == "All"),
                 initial_events: request.query.contains_key("sendInitialEvents"),
+                user: request.identity.user.clone(),
             });
         if let Some(error) = self.take_fault(verb, &route.rt.plural) {
             return error_response(&error);

@@ -1,0 +1,230 @@
+//! `make bench-controller`: the shipped binary reconciles N Kustomizations of four objects
+//! each (ServiceAccount, ConfigMap, Secret, Service: Flux's benchmark shape) against the
+//! in-process API server, through four phases — first apply, a no-change reconcile requested
+//! by `reconcile.fluxcd.io/requestedAt`, a new revision, deletion — and reports for each the
+//! time and the controller's API requests per Kustomization by verb and resource, then its
+//! peak RSS. The controller authenticates with its own ServiceAccount token, so its requests
+//! are told apart from the benchmark's. `BENCH_N` (default 100), `BENCH_CONCURRENT` (4),
+//! `BENCH_QPS`/`BENCH_BURST` (Flux's defaults 50/300).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kustomize_controller::api::Kustomization;
+use serde_json::json;
+
+use crate::support::apiserver::TestApiServer;
+use crate::support::artifacts::{ArtifactServer, SourceKind};
+use crate::support::cluster::{TestCluster, wait_for};
+use crate::support::controller::ControllerProcess;
+
+const OBJECTS: &str = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: app\n---\n\
+    apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  key: VALUE\n---\n\
+    apiVersion: v1\nkind: Secret\nmetadata:\n  name: app\nstringData:\n  token: t\n---\n\
+    apiVersion: v1\nkind: Service\nmetadata:\n  name: app\nspec:\n  selector:\n    app: app\n  ports:\n  - port: 80\n";
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Counts the controller's requests since `from`, per Kustomization, by verb and resource.
+fn report(
+    phase: &str,
+    server: &TestApiServer,
+    user: &str,
+    from: usize,
+    count: usize,
+    took: Duration,
+) -> usize {
+    let requests = server.requests();
+    let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
+    let mut total = 0;
+    for record in requests[from..].iter().filter(|r| r.user == user) {
+        let dry = if record.dry_run { " (dry-run)" } else { "" };
+        *by_kind
+            .entry(format!("{} {}{dry}", record.verb, record.resource))
+            .or_default() += 1;
+        total += 1;
+    }
+    let per = |n: usize| n as f64 / count as f64;
+    println!(
+        "bench-controller: {phase}: {took:.2?}, {:.2} requests per Kustomization",
+        per(total)
+    );
+    for (kind, n) in by_kind {
+        println!("bench-controller:   {kind:<40} {:>8.2}", per(n));
+    }
+    requests.len()
+}
+
+async fn wait_all(
+    api: &Api<Kustomization>,
+    count: usize,
+    what: &str,
+    holds: impl Fn(&Kustomization) -> bool,
+) {
+    let done = wait_for(Duration::from_secs(3_600), || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        (list.items.iter().filter(|k| holds(k)).count() == count).then_some(())
+    })
+    .await;
+    assert!(done.is_some(), "not all {count} Kustomizations {what}");
+}
+
+fn ready_at(object: &Kustomization, revision: &str) -> bool {
+    object.status.as_ref().is_some_and(|s| {
+        s.last_applied_revision.as_deref() == Some(revision)
+            && s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark; run by make bench-controller"]
+async fn bench_controller() {
+    let count = env_number("BENCH_N", 100);
+    let concurrent = env_number("BENCH_CONCURRENT", 4);
+    let qps = env_number("BENCH_QPS", 50);
+    let burst = env_number("BENCH_BURST", 300);
+    let cluster = TestCluster::start().await;
+    let Some(server) = cluster.server() else {
+        eprintln!("skipped: the benchmark counts requests at the in-process server");
+        return;
+    };
+    // The controller gets the hand-off of a real deployment: its own account, cluster-admin.
+    let ns = cluster.namespace.clone();
+    for object in [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "kustomize-controller", "namespace": ns}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": format!("{ns}-kustomize-controller")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "kustomize-controller", "namespace": ns}]}),
+    ] {
+        cluster.apply(&object).await;
+    }
+    let token = cluster
+        .service_account_token(&ns, "kustomize-controller")
+        .await;
+    let user = format!("system:serviceaccount:{ns}:kustomize-controller");
+
+    let artifacts = ArtifactServer::start().await;
+    let publish = |name: &str, revision: &str, value: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("app.yaml"), OBJECTS.replace("VALUE", value)).unwrap();
+        artifacts.publish_dir(name, revision, dir.path())
+    };
+    let first = publish("bench-1.tar.gz", "main@sha1:1111", "one");
+    cluster
+        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&first))
+        .await;
+    let mut controller = ControllerProcess::start_with_kubeconfig(
+        &server.kubeconfig_yaml_with_token(&token),
+        &ns,
+        &[
+            &format!("--concurrent={concurrent}"),
+            &format!("--kube-api-qps={qps}"),
+            &format!("--kube-api-burst={burst}"),
+            "--log-level=error",
+        ],
+    );
+    let pid = controller.child.id().unwrap();
+    println!(
+        "bench-controller: {count} Kustomizations x 4 objects, --concurrent={concurrent} \
+         --kube-api-qps={qps} --kube-api-burst={burst}"
+    );
+    let api: Api<Kustomization> = Api::namespaced(cluster.client.clone(), &ns);
+
+    // First apply.
+    let mut mark = server.requests().len();
+    let started = Instant::now();
+    for i in 0..count {
+        let object: Kustomization = serde_json::from_value(json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": format!("app-{i}"), "namespace": ns},
+            "spec": {"interval": "1h", "prune": true, "targetNamespace": ns, "namePrefix": format!("app-{i}-"),
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}},
+        }))
+        .unwrap();
+        api.create(&Default::default(), &object).await.unwrap();
+    }
+    wait_all(&api, count, "became Ready", |k| {
+        ready_at(k, "main@sha1:1111")
+    })
+    .await;
+    mark = report("first apply", server, &user, mark, count, started.elapsed());
+
+    // A no-change reconcile, requested.
+    let started = Instant::now();
+    for i in 0..count {
+        api.patch(
+            &format!("app-{i}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "bench-1"}}})),
+        )
+        .await
+        .unwrap();
+    }
+    wait_all(&api, count, "handled the request", |k| {
+        k.status
+            .as_ref()
+            .and_then(|s| s.last_handled_reconcile_at.as_deref())
+            == Some("bench-1")
+            && ready_at(k, "main@sha1:1111")
+    })
+    .await;
+    mark = report(
+        "no-change reconcile",
+        server,
+        &user,
+        mark,
+        count,
+        started.elapsed(),
+    );
+
+    // A new revision that changes one object of each.
+    let started = Instant::now();
+    let second = publish("bench-2.tar.gz", "main@sha1:2222", "two");
+    cluster
+        .set_artifact(SourceKind::GitRepository, &ns, "repo", &second)
+        .await;
+    wait_all(&api, count, "applied the new revision", |k| {
+        ready_at(k, "main@sha1:2222")
+    })
+    .await;
+    mark = report(
+        "new revision",
+        server,
+        &user,
+        mark,
+        count,
+        started.elapsed(),
+    );
+
+    // Deletion: every Kustomization prunes its objects and goes.
+    let started = Instant::now();
+    for i in 0..count {
+        api.delete(&format!("app-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    wait_all(&api, 0, "were deleted", |_| true).await;
+    report("deletion", server, &user, mark, count, started.elapsed());
+
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let peak = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .unwrap_or("VmHWM: ?")
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .to_string();
+    let _ = controller.child.start_kill();
+    let _ = controller.child.wait().await;
+    println!("bench-controller: controller peak RSS {peak}");
+}

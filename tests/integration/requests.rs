@@ -1,0 +1,110 @@
+//! What a reconciliation asks the API server: a quick one writes its status once and reads its
+//! source from the watch cache; one that runs long still shows what is under way. The
+//! controller authenticates as its own ServiceAccount, so its requests are told apart.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::cluster::wait_for;
+use crate::support::controller::Harness;
+
+/// Restarts the harness's controller as a cluster-admin ServiceAccount; returns its user.
+async fn as_own_account(harness: &mut Harness) -> String {
+    let ns = harness.cluster.namespace.clone();
+    for object in [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "kustomize-controller", "namespace": ns}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": format!("{ns}-kustomize-controller")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "kustomize-controller", "namespace": ns}]}),
+    ] {
+        harness.cluster.apply(&object).await;
+    }
+    let token = harness
+        .cluster
+        .service_account_token(&ns, "kustomize-controller")
+        .await;
+    harness.restart_as(token).await;
+    format!("system:serviceaccount:{ns}:kustomize-controller")
+}
+
+#[tokio::test]
+async fn a_quick_reconcile_writes_its_status_once_and_reads_its_source_from_the_cache() {
+    let mut harness = Harness::start().await;
+    let Some(server) = harness.cluster.server().cloned() else {
+        return;
+    };
+    let user = as_own_account(&mut harness).await;
+    let artifact = harness.publish_files(
+        "quick",
+        "main@sha1:9a1c",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: quick\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness.create_kustomization("quick", json!({})).await;
+    harness
+        .wait_ready("quick", "True", "ReconciliationSucceeded")
+        .await;
+
+    let mark = server.requests().len();
+    harness.request_reconcile("quick", "again").await;
+    let handled = wait_for(Duration::from_secs(30), || async {
+        let object = harness.kustomizations().get("quick").await.ok()?;
+        (object.status?.last_handled_reconcile_at.as_deref() == Some("again")).then_some(())
+    })
+    .await;
+    assert!(handled.is_some(), "the requested reconcile ran");
+    let mine: Vec<_> = server.requests()[mark..]
+        .iter()
+        .filter(|r| r.user == user)
+        .cloned()
+        .collect();
+    let count = |verb: &str, resource: &str| {
+        mine.iter()
+            .filter(|r| r.verb == verb && r.resource == resource)
+            .count()
+    };
+    assert_eq!(
+        count("patch", "kustomizations"),
+        1,
+        "one status write: {mine:?}"
+    );
+    assert_eq!(
+        count("get", "gitrepositories"),
+        0,
+        "the source from the cache: {mine:?}"
+    );
+    // Drift is still looked for: the applied object is read.
+    assert_eq!(count("get", "configmaps"), 1, "{mine:?}");
+}
+
+#[tokio::test]
+async fn a_long_reconcile_shows_what_is_under_way_before_its_outcome() {
+    let harness = Harness::start().await;
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: slow\nspec:\n  \
+        replicas: 1\n  selector:\n    matchLabels:\n      app: slow\n  template:\n    metadata:\n      \
+        labels:\n        app: slow\n    spec:\n      containers:\n      - name: web\n        image: nginx\n";
+    let artifact = harness.publish_files("slow", "main@sha1:5100", &[("deploy.yaml", deployment)]);
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization("slow", json!({"wait": true, "timeout": "1m"}))
+        .await;
+    // The health check waits (no Pod ever becomes available); meanwhile the status says so.
+    let reported = wait_for(Duration::from_secs(20), || async {
+        let object = harness.kustomizations().get("slow").await.ok()?;
+        let status = object.status?;
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Reconciling" && c.status == "True")
+            .map(|c| c.message.clone())
+    })
+    .await
+    .expect("a long reconcile reports progress");
+    assert!(!reported.is_empty(), "{reported}");
+}
