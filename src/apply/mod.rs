@@ -34,8 +34,8 @@ pub use order::{Stage, stage_of};
 
 use crate::api::CommonMetadata;
 use crate::objects::{
-    Action, Change, ChangeSet, KindCache, KindError, NAME_LABEL, NAMESPACE_LABEL, ObjectRef, Owner,
-    Served,
+    Action, Change, ChangeSet, KindCache, KindError, NAME_LABEL, NAMESPACE_LABEL, ObjectRef,
+    OwnedObjects, Owner, Served,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -212,6 +212,8 @@ pub struct Applier {
     ignore: IgnoreRules,
     cache: AppliedCache,
     served: KindCache,
+    /// What this cluster's watches tell of owned objects (local cluster only).
+    owned: Option<OwnedObjects>,
 }
 
 fn api_error_parts(error: &kube::Error) -> (String, String, u16) {
@@ -259,7 +261,14 @@ impl Applier {
             ignore,
             cache,
             served: KindCache::default(),
+            owned: None,
         }
+    }
+
+    /// Asks the owned-object watches whether an object moved before reading it.
+    pub fn with_owned_objects(mut self, owned: OwnedObjects) -> Applier {
+        self.owned = Some(owned);
+        self
     }
 
     /// Shares discovery results with other appliers.

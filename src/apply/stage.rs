@@ -11,7 +11,9 @@ use serde_json::Value;
 
 use super::drift::{self, comparable, drifted, takeover_patch};
 use super::{Applier, ApplyError, Drift, Mode, Planned, api_error_parts, digest, is_immutable};
-use crate::objects::{Action, ObjectRef, SsaPolicy, force_enabled, reconcile_disabled, ssa_policy};
+use crate::objects::{
+    Action, ObjectRef, Seen, SsaPolicy, force_enabled, reconcile_disabled, ssa_policy,
+};
 
 /// What validating one object decided: the change it makes and, when applying, the write
 /// that makes it (made only once its whole stage validated).
@@ -137,6 +139,9 @@ impl Applier {
         let policy = ssa_policy(&object);
         if policy == SsaPolicy::Ignore || reconcile_disabled(&object) {
             return Ok(Decided::no_write(reference, Action::Skipped));
+        }
+        if prefetched.is_none() && self.unmoved_since_applied(&reference, &object).await {
+            return Ok(Decided::no_write(reference, Action::Unchanged));
         }
         let live: Option<Value> = match prefetched {
             Some(live) => Some(live),
@@ -409,5 +414,40 @@ impl Applier {
             tokio::time::sleep(self.options.poll_interval.min(Duration::from_millis(200))).await;
         }
         self.write(api, reference, object, digest(object)).await
+    }
+}
+
+impl Applier {
+    /// Whether the owned-object watches show `object` exactly as our last apply left it (same
+    /// resourceVersion, the same body to apply, no policy on the live object): then it needs
+    /// neither a read nor a dry-run. Anything less certain (no watch yet, ignore rules, an API
+    /// version migration to check) answers false and the object is read.
+    async fn unmoved_since_applied(&self, reference: &ObjectRef, object: &Value) -> bool {
+        let Some(owned) = &self.owned else {
+            return false;
+        };
+        let Ok(served) = self.served(reference).await else {
+            return false;
+        };
+        // Watched from the first apply of a kind on, so it has listed by the next reconcile.
+        owned.watch(&served);
+        let Some((cached_digest, cached_version)) = self.cache.get(reference) else {
+            return false;
+        };
+        if self.options.migrate_api_version
+            || !self.ignore.paths_for(object).is_empty()
+            || ssa_policy(object) == SsaPolicy::IfNotPresent
+        {
+            return false;
+        }
+        let Seen::Present(live) = owned.seen(reference, &served) else {
+            return false;
+        };
+        live.pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            == Some(cached_version.as_str())
+            && ssa_policy(&live) != SsaPolicy::Ignore
+            && !reconcile_disabled(&live)
+            && cached_digest == digest(object)
     }
 }

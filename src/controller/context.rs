@@ -131,6 +131,8 @@ pub struct Context {
     kinds: KindCache,
     /// The watched source objects, as last seen.
     pub sources: crate::source::SourceCache,
+    /// What this cluster's watches tell of the objects Kustomizations applied.
+    pub owned: crate::objects::OwnedObjects,
     clients: Mutex<BTreeMap<String, kube::Client>>,
     failures: Mutex<BTreeMap<String, u32>>,
 }
@@ -143,6 +145,7 @@ impl Context {
         fetcher: Fetcher,
         metrics: Arc<super::metrics::Metrics>,
     ) -> Context {
+        let own_client = client.clone();
         Context {
             recorder: Recorder::new(client.clone(), "kustomize-controller")
                 .with_events_addr(options.events_addr.clone()),
@@ -156,6 +159,7 @@ impl Context {
             caches: Mutex::new(BTreeMap::new()),
             kinds: Default::default(),
             sources: Default::default(),
+            owned: crate::objects::OwnedObjects::new(own_client.clone()),
             remote_clients: Default::default(),
             clients: Mutex::new(BTreeMap::new()),
             failures: Mutex::new(BTreeMap::new()),

@@ -313,7 +313,7 @@ pub(crate) fn applier(
             .min(Duration::from_millis(500)),
     };
     let key = format!("{}/{}", target.owner.namespace, target.owner.name);
-    Ok(Applier::new(
+    let applier = Applier::new(
         target.client.clone(),
         options,
         target.owner.clone(),
@@ -321,7 +321,27 @@ pub(crate) fn applier(
         ignore,
         ctx.cache_for(&key),
     )
-    .with_kind_cache(target.kinds.clone()))
+    .with_kind_cache(target.kinds.clone());
+    // The watches are this cluster's: a remote one's objects are read as before. A requested
+    // reconciliation reads every object: a user who edits an object and asks for a
+    // reconciliation at once must see the edit reverted, whatever a watch has delivered yet.
+    let requested = object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(super::REQUESTED_AT))
+        .is_some_and(|at| {
+            object
+                .status
+                .as_ref()
+                .and_then(|s| s.last_handled_reconcile_at.as_deref())
+                != Some(at.as_str())
+        });
+    Ok(if object.spec.kube_config.is_none() && !requested {
+        applier.with_owned_objects(ctx.owned.clone())
+    } else {
+        applier
+    })
 }
 
 /// The Kustomization whose inventory is read and written.

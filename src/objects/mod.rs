@@ -7,6 +7,7 @@
 //! internals, they meet here.
 
 mod kinds;
+mod owned;
 mod policy;
 
 use std::fmt;
@@ -14,6 +15,7 @@ use std::fmt;
 use serde_json::Value;
 
 pub use kinds::{KindCache, KindError, Served};
+pub use owned::{OwnedObjects, Seen};
 pub use policy::{
     FORCE_ANNOTATION, NAME_LABEL, NAMESPACE_LABEL, Owner, PRUNE_ANNOTATION, RECONCILE_ANNOTATION,
     SSA_ANNOTATION, SsaPolicy, force_enabled, metadata_value, prune_disabled, reconcile_disabled,

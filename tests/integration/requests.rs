@@ -79,7 +79,8 @@ async fn a_quick_reconcile_writes_its_status_once_and_reads_its_source_from_the_
         0,
         "the source from the cache: {mine:?}"
     );
-    // Drift is still looked for: the applied object is read.
+    // A requested reconciliation reads the object it applied, so an edit made just before
+    // the request is seen.
     assert_eq!(count("get", "configmaps"), 1, "{mine:?}");
 }
 
@@ -107,4 +108,66 @@ async fn a_long_reconcile_shows_what_is_under_way_before_its_outcome() {
     .await
     .expect("a long reconcile reports progress");
     assert!(!reported.is_empty(), "{reported}");
+}
+
+#[tokio::test]
+async fn an_interval_reconcile_trusts_the_watch_and_still_reverts_drift() {
+    let mut harness = Harness::start().await;
+    let Some(server) = harness.cluster.server().cloned() else {
+        return;
+    };
+    let user = as_own_account(&mut harness).await;
+    let artifact = harness.publish_files(
+        "steady",
+        "main@sha1:57ea",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: steady\ndata:\n  key: value\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization("steady", json!({"interval": "1s"}))
+        .await;
+    harness
+        .wait_ready("steady", "True", "ReconciliationSucceeded")
+        .await;
+
+    // Unchanged: the next intervals' reconciliations neither read nor dry-run the object.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mark = server.requests().len();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let since: Vec<_> = server.requests()[mark..]
+        .iter()
+        .filter(|r| r.user == user)
+        .cloned()
+        .collect();
+    assert!(
+        since.iter().any(|r| r.resource == "kustomizations"),
+        "it reconciled meanwhile: {since:?}"
+    );
+    assert!(
+        !since.iter().any(|r| r.resource == "configmaps"),
+        "an unchanged object is left alone: {since:?}"
+    );
+
+    // Drift by another manager is reverted on a following interval.
+    harness
+        .config_maps()
+        .patch(
+            "steady",
+            &kube::api::PatchParams {
+                field_manager: Some("kubectl-edit".into()),
+                ..Default::default()
+            },
+            &kube::api::Patch::Merge(json!({"data": {"key": "drifted"}})),
+        )
+        .await
+        .unwrap();
+    let reverted = wait_for(Duration::from_secs(30), || async {
+        let data = harness.config_maps().get("steady").await.ok()?.data?;
+        (data.get("key").map(String::as_str) == Some("value")).then_some(())
+    })
+    .await;
+    assert!(reverted.is_some(), "the drift is reverted");
 }

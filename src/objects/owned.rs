@@ -1,0 +1,209 @@
+//! What this cluster holds of the objects Kustomizations applied, as metadata watches of
+//! each kind (selected by the owner label) report it: resourceVersion and the policy
+//! annotations and labels, nothing else, so a fleet's worth costs little memory. The applier
+//! asks it whether an object moved since its last apply instead of reading the object on
+//! every reconcile; a kind whose watch has not listed yet (or may not be watched: a
+//! restricted controller) is unknown, and the applier reads the object as before.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::core::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde_json::{Map, Value, json};
+
+use super::policy::{
+    FORCE_ANNOTATION, NAME_LABEL, NAMESPACE_LABEL, PRUNE_ANNOTATION, RECONCILE_ANNOTATION,
+    SSA_ANNOTATION,
+};
+use super::{ObjectRef, Served};
+
+/// The metadata keys policies read; everything else is dropped.
+const KEPT: &[&str] = &[
+    SSA_ANNOTATION,
+    RECONCILE_ANNOTATION,
+    FORCE_ANNOTATION,
+    PRUNE_ANNOTATION,
+    NAME_LABEL,
+    NAMESPACE_LABEL,
+];
+
+/// One kind's objects: (namespace, name) → a metadata-only object.
+#[derive(Default)]
+struct Kind {
+    listed: bool,
+    objects: HashMap<(String, String), Value>,
+    /// Objects seen since the watch (re)started listing.
+    relisting: Option<HashMap<(String, String), Value>>,
+}
+
+/// What a metadata watch tells of an object.
+#[derive(Debug, PartialEq)]
+pub enum Seen {
+    /// The kind's watch has not listed yet: ask the server.
+    Unknown,
+    Absent,
+    /// The object's metadata (`resourceVersion`, the policy annotations and labels).
+    Present(Value),
+}
+
+/// The owned objects of one cluster, watched with the controller's own client.
+#[derive(Clone)]
+pub struct OwnedObjects {
+    client: kube::Client,
+    state: Arc<Mutex<OwnedState>>,
+}
+
+#[derive(Default)]
+struct OwnedState {
+    watched: HashSet<(String, String)>,
+    kinds: HashMap<(String, String), Kind>,
+}
+
+fn key_of(object: &PartialObjectMeta<DynamicObject>) -> (String, String) {
+    (
+        object.metadata.namespace.clone().unwrap_or_default(),
+        object.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// The part of an object's metadata this cache keeps.
+fn kept(object: &PartialObjectMeta<DynamicObject>) -> Value {
+    let pick = |map: &Option<std::collections::BTreeMap<String, String>>| -> Map<String, Value> {
+        map.iter()
+            .flatten()
+            .filter(|(k, _)| KEPT.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect()
+    };
+    json!({"metadata": {
+        "resourceVersion": object.metadata.resource_version,
+        "annotations": pick(&object.metadata.annotations),
+        "labels": pick(&object.metadata.labels),
+    }})
+}
+
+impl OwnedObjects {
+    pub fn new(client: kube::Client) -> OwnedObjects {
+        OwnedObjects {
+            client,
+            state: Default::default(),
+        }
+    }
+
+    /// Starts watching a kind's owned objects, once per kind; the watch lives as long as the
+    /// runtime.
+    pub fn watch(&self, served: &Served) {
+        let id = (
+            served.resource.api_version.clone(),
+            served.resource.kind.clone(),
+        );
+        {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            if !state.watched.insert(id.clone()) {
+                return;
+            }
+        }
+        let api: Api<PartialObjectMeta<DynamicObject>> =
+            Api::all_with(self.client.clone(), &served.resource);
+        let config = watcher::Config::default().labels(NAME_LABEL);
+        let state = self.state.clone();
+        tokio::spawn(async move {
+            // The watcher starts over by itself after an error, backing off (a controller that
+            // may not list this kind keeps the kind unknown without spinning).
+            let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+            while let Some(event) = events.next().await {
+                if let Ok(event) = event {
+                    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+                    apply(state.kinds.entry(id.clone()).or_default(), event);
+                }
+            }
+        });
+    }
+
+    /// What the watches tell of `object`.
+    pub fn seen(&self, object: &ObjectRef, served: &Served) -> Seen {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let id = (
+            served.resource.api_version.clone(),
+            served.resource.kind.clone(),
+        );
+        let Some(kind) = state.kinds.get(&id).filter(|k| k.listed) else {
+            return Seen::Unknown;
+        };
+        let namespace = if served.namespaced {
+            object.namespace.clone()
+        } else {
+            String::new()
+        };
+        match kind.objects.get(&(namespace, object.name.clone())) {
+            Some(metadata) => Seen::Present(metadata.clone()),
+            None => Seen::Absent,
+        }
+    }
+}
+
+fn apply(kind: &mut Kind, event: Event<PartialObjectMeta<DynamicObject>>) {
+    match event {
+        Event::Apply(object) => {
+            kind.objects.insert(key_of(&object), kept(&object));
+        }
+        Event::Delete(object) => {
+            kind.objects.remove(&key_of(&object));
+        }
+        Event::Init => kind.relisting = Some(HashMap::new()),
+        Event::InitApply(object) => {
+            if let Some(relisting) = &mut kind.relisting {
+                relisting.insert(key_of(&object), kept(&object));
+            }
+        }
+        Event::InitDone => {
+            if let Some(relisted) = kind.relisting.take() {
+                kind.objects = relisted;
+            }
+            kind.listed = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(name: &str, rv: &str) -> PartialObjectMeta<DynamicObject> {
+        serde_json::from_value(json!({"apiVersion": "meta.k8s.io/v1",
+            "kind": "PartialObjectMetadata", "metadata": {"name": name, "namespace": "apps",
+            "resourceVersion": rv, "annotations": {SSA_ANNOTATION: "Merge", "other": "x"}}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_kind_is_known_once_listed_and_keeps_only_policy_metadata() {
+        let mut kind = Kind::default();
+        apply(&mut kind, Event::Init);
+        apply(&mut kind, Event::InitApply(object("a", "5")));
+        assert!(!kind.listed);
+        apply(&mut kind, Event::InitDone);
+        assert!(kind.listed);
+        let kept = &kind.objects[&("apps".to_string(), "a".to_string())];
+        assert_eq!(kept["metadata"]["resourceVersion"], "5");
+        assert_eq!(
+            kept["metadata"]["annotations"],
+            json!({SSA_ANNOTATION: "Merge"})
+        );
+        apply(&mut kind, Event::Apply(object("b", "6")));
+        apply(&mut kind, Event::Delete(object("a", "7")));
+        assert_eq!(kind.objects.len(), 1);
+        // A relist forgets what went away meanwhile.
+        apply(&mut kind, Event::Init);
+        apply(&mut kind, Event::InitApply(object("c", "9")));
+        apply(&mut kind, Event::InitDone);
+        assert_eq!(
+            kind.objects.keys().cloned().collect::<Vec<_>>(),
+            vec![("apps".to_string(), "c".to_string())]
+        );
+    }
+}
