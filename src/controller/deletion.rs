@@ -86,7 +86,10 @@ pub(crate) async fn finalize(
                 name: name.clone(),
                 namespace: namespace.clone(),
             };
-            let outcome = inventory::prune(&client, &stale, &owner).await;
+            // Discovery and the owned-object watches are shared with the reconciliations.
+            let kinds = ctx.kinds_for(object);
+            let owned = object.spec.kube_config.is_none().then_some(&ctx.owned);
+            let outcome = inventory::prune_with(&client, &kinds, owned, &stale, &owner).await;
             if !outcome.errors.is_empty() {
                 return Err(ReconcileError::Prune(outcome.errors));
             }

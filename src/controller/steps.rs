@@ -437,8 +437,10 @@ pub(crate) async fn inventory_and_prune(
         let stale =
             inventory::stale(old_inventory, &new_inventory).map_err(StepError::StaleObjects)?;
         if !stale.is_empty() {
+            let owned = object.spec.kube_config.is_none().then_some(&ctx.owned);
             let outcome =
-                inventory::prune_with(&target.client, &target.kinds, &stale, &target.owner).await;
+                inventory::prune_with(&target.client, &target.kinds, owned, &stale, &target.owner)
+                    .await;
             if !outcome.survivors.is_empty() {
                 inventory::keep_survivors(&mut new_inventory, &outcome.survivors)
                     .map_err(StepError::StaleObjects)?;

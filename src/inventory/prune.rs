@@ -1,22 +1,25 @@
 //! Garbage collection: deleting the stale objects that are still ours and not opted out.
 
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, Preconditions};
 
 use super::PruneOutcome;
 use crate::objects::{
-    Action, Change, KindCache, KindError, ObjectRef, Owner, SsaPolicy, prune_disabled,
-    reconcile_disabled, ssa_policy,
+    Action, Change, KindCache, KindError, ObjectRef, OwnedObjects, Owner, Seen, SsaPolicy,
+    prune_disabled, reconcile_disabled, ssa_policy,
 };
 
 /// Deletes stale objects that are still ours.
 pub async fn prune(client: &kube::Client, stale: &[ObjectRef], owner: &Owner) -> PruneOutcome {
-    prune_with(client, &KindCache::default(), stale, owner).await
+    prune_with(client, &KindCache::default(), None, stale, owner).await
 }
 
-/// [`prune`] with discovery results shared with other callers.
+/// [`prune`] with discovery results shared with other callers and, for this cluster, the
+/// owned-object watches: an object they hold is judged from them and deleted only if it has
+/// not changed since (a resourceVersion precondition), one they show gone needs no request.
 pub async fn prune_with(
     client: &kube::Client,
     kinds: &KindCache,
+    owned: Option<&OwnedObjects>,
     stale: &[ObjectRef],
     owner: &Owner,
 ) -> PruneOutcome {
@@ -36,17 +39,40 @@ pub async fn prune_with(
                 continue;
             }
         };
-        let live = match api.get_opt(&reference.name).await {
-            Ok(Some(live)) => serde_json::to_value(live).unwrap_or_default(),
-            Ok(None) => {
+        let watched = match owned {
+            Some(owned) => match kinds.served(client, reference).await {
+                Ok(served) => {
+                    owned.watch(&served);
+                    owned.seen(reference, &served)
+                }
+                Err(_) => Seen::Unknown,
+            },
+            None => Seen::Unknown,
+        };
+        let (live, precondition) = match watched {
+            Seen::Absent => {
                 outcome.skipped.push(reference.clone());
                 continue;
             }
-            Err(error) => {
-                outcome.survivors.push(reference.clone());
-                outcome.errors.push(format!("{reference}: {error}"));
-                continue;
+            Seen::Present(metadata) => {
+                let version = metadata
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string);
+                (metadata, version)
             }
+            Seen::Unknown => match api.get_opt(&reference.name).await {
+                Ok(Some(live)) => (serde_json::to_value(live).unwrap_or_default(), None),
+                Ok(None) => {
+                    outcome.skipped.push(reference.clone());
+                    continue;
+                }
+                Err(error) => {
+                    outcome.survivors.push(reference.clone());
+                    outcome.errors.push(format!("{reference}: {error}"));
+                    continue;
+                }
+            },
         };
         let opted_out = prune_disabled(&live)
             || reconcile_disabled(&live)
@@ -56,10 +82,12 @@ pub async fn prune_with(
             continue;
         }
         if live.pointer("/metadata/deletionTimestamp").is_none() {
-            match api
-                .delete(&reference.name, &DeleteParams::background())
-                .await
-            {
+            let mut params = DeleteParams::background();
+            params.preconditions = precondition.map(|version| Preconditions {
+                resource_version: Some(version),
+                uid: None,
+            });
+            match api.delete(&reference.name, &params).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
                 Err(error) => {

@@ -1,6 +1,6 @@
 //! What this cluster holds of the objects Kustomizations applied, as metadata watches of
-//! each kind (selected by the owner label) report it: resourceVersion and the policy
-//! annotations and labels, nothing else, so a fleet's worth costs little memory. The applier
+//! each kind (selected by the owner label) report it: resourceVersion, deletionTimestamp and
+//! the policy annotations and labels, nothing else, so a fleet's worth costs little memory. The applier
 //! asks it whether an object moved since its last apply instead of reading the object on
 //! every reconcile; a kind whose watch has not listed yet (or may not be watched: a
 //! restricted controller) is unknown, and the applier reads the object as before.
@@ -79,11 +79,15 @@ fn kept(object: &PartialObjectMeta<DynamicObject>) -> Value {
             .map(|(k, v)| (k.clone(), json!(v)))
             .collect()
     };
-    json!({"metadata": {
+    let mut kept = json!({"metadata": {
         "resourceVersion": object.metadata.resource_version,
         "annotations": pick(&object.metadata.annotations),
         "labels": pick(&object.metadata.labels),
-    }})
+    }});
+    if let Some(at) = &object.metadata.deletion_timestamp {
+        kept["metadata"]["deletionTimestamp"] = json!(at);
+    }
+    kept
 }
 
 impl OwnedObjects {

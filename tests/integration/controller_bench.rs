@@ -1,7 +1,8 @@
 //! `make bench-controller`: the shipped binary reconciles N Kustomizations of four objects
 //! each (ServiceAccount, ConfigMap, Secret, Service: Flux's benchmark shape) against the
-//! in-process API server, through four phases — first apply, a no-change reconcile requested
-//! by `reconcile.fluxcd.io/requestedAt`, a new revision, deletion — and reports for each the
+//! in-process API server, through five phases — first apply, a no-change reconcile requested
+//! by `reconcile.fluxcd.io/requestedAt`, a source revision with the same manifests, a
+//! revision that changes one object of each, deletion — and reports for each the
 //! time and the controller's API requests per Kustomization by verb and resource, then its
 //! peak RSS. The controller authenticates with its own ServiceAccount token, so its requests
 //! are told apart from the benchmark's. `BENCH_N` (default 100), `BENCH_CONCURRENT` (4),
@@ -180,6 +181,26 @@ async fn bench_controller() {
     .await;
     mark = report(
         "no-change reconcile",
+        server,
+        &user,
+        mark,
+        count,
+        started.elapsed(),
+    );
+
+    // A new revision with the same manifests (a commit elsewhere in the repository): the
+    // objects are as the last apply left them, which the owned-object watches tell.
+    let started = Instant::now();
+    let same = publish("bench-1b.tar.gz", "main@sha1:1b1b", "one");
+    cluster
+        .set_artifact(SourceKind::GitRepository, &ns, "repo", &same)
+        .await;
+    wait_all(&api, count, "applied the unchanged revision", |k| {
+        ready_at(k, "main@sha1:1b1b")
+    })
+    .await;
+    mark = report(
+        "revision without changes",
         server,
         &user,
         mark,

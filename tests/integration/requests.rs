@@ -171,3 +171,65 @@ async fn an_interval_reconcile_trusts_the_watch_and_still_reverts_drift() {
     .await;
     assert!(reverted.is_some(), "the drift is reverted");
 }
+
+#[tokio::test]
+async fn deletion_prunes_from_the_watch_and_keeps_what_opted_out_since() {
+    let mut harness = Harness::start().await;
+    let Some(server) = harness.cluster.server().cloned() else {
+        return;
+    };
+    let user = as_own_account(&mut harness).await;
+    let artifact = harness.publish_files(
+        "gone",
+        "main@sha1:90e5",
+        &[(
+            "cms.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: doomed\n---\n\
+             apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kept\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness.create_kustomization("gone", json!({})).await;
+    harness
+        .wait_ready("gone", "True", "ReconciliationSucceeded")
+        .await;
+    // Opted out after the apply: the watch must tell it.
+    harness
+        .config_maps()
+        .patch(
+            "kept",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/prune": "disabled"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mark = server.requests().len();
+    harness
+        .kustomizations()
+        .delete("gone", &Default::default())
+        .await
+        .unwrap();
+    let deleted = wait_for(Duration::from_secs(30), || async {
+        harness
+            .kustomizations()
+            .get_opt("gone")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(deleted.is_some(), "the Kustomization goes");
+    let maps = harness.config_maps();
+    assert!(maps.get_opt("doomed").await.unwrap().is_none(), "pruned");
+    assert!(maps.get_opt("kept").await.unwrap().is_some(), "opted out");
+    let reads: Vec<_> = server.requests()[mark..]
+        .iter()
+        .filter(|r| r.user == user && r.resource == "configmaps" && r.verb == "get")
+        .cloned()
+        .collect();
+    assert!(reads.is_empty(), "judged from the watch: {reads:?}");
+}
