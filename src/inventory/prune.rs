@@ -15,7 +15,7 @@ pub async fn prune(client: &kube::Client, stale: &[ObjectRef], owner: &Owner) ->
 
 /// [`prune`] with discovery results shared with other callers and, for this cluster, the
 /// owned-object watches: an object they hold is judged from them and deleted only if it has
-/// not changed since (a resourceVersion precondition), one they show gone needs no request.
+/// not changed since (a resourceVersion precondition); any other is read first.
 pub async fn prune_with(
     client: &kube::Client,
     kinds: &KindCache,
@@ -50,10 +50,6 @@ pub async fn prune_with(
             None => Seen::Unknown,
         };
         let (live, precondition) = match watched {
-            Seen::Absent => {
-                outcome.skipped.push(reference.clone());
-                continue;
-            }
             Seen::Present(metadata) => {
                 let version = metadata
                     .pointer("/metadata/resourceVersion")
@@ -61,7 +57,8 @@ pub async fn prune_with(
                     .map(str::to_string);
                 (metadata, version)
             }
-            Seen::Unknown => match api.get_opt(&reference.name).await {
+            // Absent from a watch is no proof of absence (it may still be catching up).
+            Seen::Unknown | Seen::Absent => match api.get_opt(&reference.name).await {
                 Ok(Some(live)) => (serde_json::to_value(live).unwrap_or_default(), None),
                 Ok(None) => {
                     outcome.skipped.push(reference.clone());

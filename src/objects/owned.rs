@@ -45,6 +45,9 @@ struct Kind {
 pub enum Seen {
     /// The kind's watch has not listed yet: ask the server.
     Unknown,
+    /// Not among the watched objects. Not proof that the object does not exist: a watch
+    /// that has listed may still be replaying what happened since, and an object without our
+    /// label is not watched.
     Absent,
     /// The object's metadata (`resourceVersion`, the policy annotations and labels).
     Present(Value),

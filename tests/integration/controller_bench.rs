@@ -99,20 +99,7 @@ async fn bench_controller() {
     };
     // The controller gets the hand-off of a real deployment: its own account, cluster-admin.
     let ns = cluster.namespace.clone();
-    for object in [
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": "kustomize-controller", "namespace": ns}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": format!("{ns}-kustomize-controller")},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-            "subjects": [{"kind": "ServiceAccount", "name": "kustomize-controller", "namespace": ns}]}),
-    ] {
-        cluster.apply(&object).await;
-    }
-    let token = cluster
-        .service_account_token(&ns, "kustomize-controller")
-        .await;
-    let user = format!("system:serviceaccount:{ns}:kustomize-controller");
+    let (token, user) = cluster.controller_account().await;
 
     let artifacts = ArtifactServer::start().await;
     let publish = |name: &str, revision: &str, value: &str| {
@@ -189,43 +176,25 @@ async fn bench_controller() {
     );
 
     // A new revision with the same manifests (a commit elsewhere in the repository): the
-    // objects are as the last apply left them, which the owned-object watches tell.
-    let started = Instant::now();
-    let same = publish("bench-1b.tar.gz", "main@sha1:1b1b", "one");
-    cluster
-        .set_artifact(SourceKind::GitRepository, &ns, "repo", &same)
-        .await;
-    wait_all(&api, count, "applied the unchanged revision", |k| {
-        ready_at(k, "main@sha1:1b1b")
-    })
-    .await;
-    mark = report(
-        "revision without changes",
-        server,
-        &user,
-        mark,
-        count,
-        started.elapsed(),
-    );
-
-    // A new revision that changes one object of each.
-    let started = Instant::now();
-    let second = publish("bench-2.tar.gz", "main@sha1:2222", "two");
-    cluster
-        .set_artifact(SourceKind::GitRepository, &ns, "repo", &second)
-        .await;
-    wait_all(&api, count, "applied the new revision", |k| {
-        ready_at(k, "main@sha1:2222")
-    })
-    .await;
-    mark = report(
-        "new revision",
-        server,
-        &user,
-        mark,
-        count,
-        started.elapsed(),
-    );
+    // objects are as the last apply left them, which the owned-object watches tell. Then one
+    // that changes one object of each.
+    for (phase, file, revision, value) in [
+        (
+            "revision without changes",
+            "bench-1b.tar.gz",
+            "main@sha1:1b1b",
+            "one",
+        ),
+        ("new revision", "bench-2.tar.gz", "main@sha1:2222", "two"),
+    ] {
+        let started = Instant::now();
+        let artifact = publish(file, revision, value);
+        cluster
+            .set_artifact(SourceKind::GitRepository, &ns, "repo", &artifact)
+            .await;
+        wait_all(&api, count, phase, |k| ready_at(k, revision)).await;
+        mark = report(phase, server, &user, mark, count, started.elapsed());
+    }
 
     // Deletion: every Kustomization prunes its objects and goes.
     let started = Instant::now();

@@ -11,23 +11,9 @@ use crate::support::controller::Harness;
 
 /// Restarts the harness's controller as a cluster-admin ServiceAccount; returns its user.
 async fn as_own_account(harness: &mut Harness) -> String {
-    let ns = harness.cluster.namespace.clone();
-    for object in [
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": "kustomize-controller", "namespace": ns}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": format!("{ns}-kustomize-controller")},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-            "subjects": [{"kind": "ServiceAccount", "name": "kustomize-controller", "namespace": ns}]}),
-    ] {
-        harness.cluster.apply(&object).await;
-    }
-    let token = harness
-        .cluster
-        .service_account_token(&ns, "kustomize-controller")
-        .await;
+    let (token, user) = harness.cluster.controller_account().await;
     harness.restart_as(token).await;
-    format!("system:serviceaccount:{ns}:kustomize-controller")
+    user
 }
 
 #[tokio::test]

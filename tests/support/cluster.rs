@@ -162,6 +162,30 @@ impl TestCluster {
             .to_string()
     }
 
+    /// A ServiceAccount `kustomize-controller` in the test namespace bound to cluster-admin, as
+    /// a deployment gives the controller: its token and its user name, so that its requests
+    /// are told apart from the test's.
+    pub async fn controller_account(&self) -> (String, String) {
+        let ns = &self.namespace;
+        for object in [
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": "kustomize-controller", "namespace": ns}}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": format!("{ns}-kustomize-controller")},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "cluster-admin"},
+                "subjects": [{"kind": "ServiceAccount", "name": "kustomize-controller",
+                    "namespace": ns}]}),
+        ] {
+            self.apply(&object).await;
+        }
+        let token = self.service_account_token(ns, "kustomize-controller").await;
+        (
+            token,
+            format!("system:serviceaccount:{ns}:kustomize-controller"),
+        )
+    }
+
     /// The client configuration authenticated by a bearer token instead of the admin's
     /// credentials.
     pub fn config_with_token(&self, token: &str) -> Config {

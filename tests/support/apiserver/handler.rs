@@ -9,11 +9,12 @@ use serde_json::{Value, json};
 
 use super::control;
 use super::errors::ApiError;
+use super::fields::{FieldValidation, drop_unknown_fields, refuse_unknown_applied_fields};
 use super::fieldset::Shape;
 use super::managed::{self, ApplyRequest, Scope};
 use super::rbac::{self, Attributes, Identity};
 use super::resources::{Discovery, ResourceType};
-use super::schema::{self, Schema};
+use super::schema::Schema;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::smp;
 use super::store::{EventType, Store};
@@ -45,33 +46,11 @@ impl Reply {
         Reply::new(200, body)
     }
 
-    fn new(code: u16, body: Value) -> Reply {
+    pub fn new(code: u16, body: Value) -> Reply {
         Reply {
             code,
             body,
             warnings: Vec::new(),
-        }
-    }
-}
-
-/// `fieldValidation`: what a create, update or patch does with fields the schema does not
-/// declare.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum FieldValidation {
-    Ignore,
-    Warn,
-    Strict,
-}
-
-impl FieldValidation {
-    fn of(request: &Request) -> Result<FieldValidation, ApiError> {
-        match request.query.get("fieldValidation").map(String::as_str) {
-            None | Some("" | "Warn") => Ok(FieldValidation::Warn),
-            Some("Ignore") => Ok(FieldValidation::Ignore),
-            Some("Strict") => Ok(FieldValidation::Strict),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "fieldValidation parameter unsupported: {other}"
-            ))),
         }
     }
 }
@@ -226,7 +205,7 @@ pub fn handle(
     let dry_run = dry_run_of(request, verb)?;
     if route.subresource.as_deref() == Some("token") {
         return match verb {
-            "create" => token_request(store, route),
+            "create" => rbac::token_request(store, route),
             _ => Err(ApiError::method_not_allowed()),
         };
     }
@@ -244,30 +223,6 @@ pub fn handle(
         control::after_write(store);
     }
     Ok(reply)
-}
-
-/// TokenRequest: a bearer token that authenticates as the ServiceAccount, as
-/// `kubectl create token` gets one.
-fn token_request(store: &mut Store, route: &ResourceRoute) -> Result<Reply, ApiError> {
-    let namespace = namespace_of(route).to_string();
-    let name = route.name.clone().unwrap_or_default();
-    if store.get(&route.rt, &namespace, &name).is_none() {
-        return Err(ApiError::not_found(&route.rt, &name));
-    }
-    let token = format!("kc-test.{}", store.new_uid());
-    store.tokens.insert(
-        token.clone(),
-        rbac::Identity::service_account(&namespace, &name),
-    );
-    let expiry = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
-    Ok(Reply::new(
-        201,
-        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600},
-            "status": {"token": token,
-                "expirationTimestamp": expiry.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}}),
-    ))
 }
 
 /// `dryRun=All`, or nothing; any other value fails the options' validation before the write,
@@ -370,77 +325,6 @@ fn scope_of(rt: &ResourceType, route: &ResourceRoute) -> Scope {
 
 fn shape_of(rt: &ResourceType) -> (Shape<'_>, String) {
     (Shape::root(Schema::of(rt)), rt.api_version())
-}
-
-/// Drops the fields the kind's schema does not declare. Under `Strict` they refuse the
-/// write as the strict decoder does; under `Warn` each becomes a warning.
-fn drop_unknown_fields(
-    rt: &ResourceType,
-    object: &mut Value,
-    validation: FieldValidation,
-    warnings: &mut Vec<String>,
-) -> Result<(), ApiError> {
-    let Some(schema) = Schema::of(rt) else {
-        return Ok(());
-    };
-    let unknown = schema::unknown_fields(schema, object);
-    if validation == FieldValidation::Strict && !unknown.is_empty() {
-        let list: Vec<String> = unknown
-            .iter()
-            .map(|u| format!("unknown field \"{}\"", u.json_path))
-            .collect();
-        return Err(ApiError::bad_request(format!(
-            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
-            list.join(", "),
-            kind = rt.kind,
-            version = rt.version,
-        )));
-    }
-    if validation == FieldValidation::Warn {
-        warnings.extend(
-            unknown
-                .iter()
-                .map(|u| format!("unknown field \"{}\"", u.json_path)),
-        );
-    }
-    schema::prune(schema, object);
-    Ok(())
-}
-
-/// Server-side apply types the whole configuration first; a field the schema does not declare
-/// fails that step, whatever `fieldValidation` says.
-fn refuse_unknown_applied_fields(rt: &ResourceType, config: &Value) -> Result<(), ApiError> {
-    let Some(schema) = Schema::of(rt) else {
-        return Ok(());
-    };
-    let unknown = schema::unknown_fields(schema, config);
-    if unknown.is_empty() {
-        return Ok(());
-    }
-    let text = |p: &str| config.pointer(p).and_then(Value::as_str).unwrap_or("");
-    let problems: Vec<String> = unknown
-        .iter()
-        .map(|u| format!("{}: field not declared in schema", u.typed_path))
-        .collect();
-    let problems = match problems.as_slice() {
-        [one] => one.clone(),
-        many => format!("errors:\n  {}", many.join("\n  ")),
-    };
-    let group_version = if rt.group.is_empty() {
-        format!("/{}", rt.version)
-    } else {
-        rt.api_version()
-    };
-    Err(ApiError::new(
-        500,
-        "",
-        format!(
-            "failed to create typed patch object ({}/{}; {group_version}, Kind={}): {problems}",
-            text("/metadata/namespace"),
-            text("/metadata/name"),
-            rt.kind,
-        ),
-    ))
 }
 
 /// Checks the body's apiVersion, kind, name and namespace against the URL.

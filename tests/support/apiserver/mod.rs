@@ -14,6 +14,7 @@
 
 mod control;
 mod errors;
+mod fields;
 mod fieldset;
 mod handler;
 mod list;

@@ -5,7 +5,7 @@
 //! it. Permissions come from the Roles, ClusterRoles and their bindings stored in the server,
 //! evaluated as RBAC does, so tests grant access the same way on a real cluster.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::store::Store;
 
@@ -382,4 +382,30 @@ fn rule_held(store: &Store, identity: &Identity, namespace: &str, rule: &Value) 
             })
         })
     })
+}
+
+/// TokenRequest: a bearer token that authenticates as the ServiceAccount, as
+/// `kubectl create token` gets one.
+pub fn token_request(
+    store: &mut Store,
+    route: &super::handler::ResourceRoute,
+) -> Result<super::handler::Reply, super::errors::ApiError> {
+    let namespace = route.namespace.clone().unwrap_or_default();
+    let name = route.name.clone().unwrap_or_default();
+    if store.get(&route.rt, &namespace, &name).is_none() {
+        return Err(super::errors::ApiError::not_found(&route.rt, &name));
+    }
+    let token = format!("kc-test.{}", store.new_uid());
+    store
+        .tokens
+        .insert(token.clone(), Identity::service_account(&namespace, &name));
+    let expiry = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
+    Ok(super::handler::Reply::new(
+        201,
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600},
+            "status": {"token": token,
+                "expirationTimestamp": expiry.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}}),
+    ))
 }

@@ -1,0 +1,104 @@
+//! What a write does with fields a kind's schema does not declare, as kube-apiserver does:
+//! server-side apply refuses them (its typed conversion fails, whatever `fieldValidation`
+//! says); create, update and patch drop them with a warning (`Warn`, the default), refuse them
+//! (`Strict`) or drop them silently (`Ignore`).
+
+use serde_json::Value;
+
+use super::errors::ApiError;
+use super::handler::Request;
+use super::resources::ResourceType;
+use super::schema::{self, Schema};
+
+/// `fieldValidation`: what a create, update or patch does with fields the schema does not
+/// declare.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+impl FieldValidation {
+    pub fn of(request: &Request) -> Result<FieldValidation, ApiError> {
+        match request.query.get("fieldValidation").map(String::as_str) {
+            None | Some("" | "Warn") => Ok(FieldValidation::Warn),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation parameter unsupported: {other}"
+            ))),
+        }
+    }
+}
+
+/// Drops the fields the kind's schema does not declare. Under `Strict` they refuse the
+/// write as the strict decoder does; under `Warn` each becomes a warning.
+pub fn drop_unknown_fields(
+    rt: &ResourceType,
+    object: &mut Value,
+    validation: FieldValidation,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let Some(schema) = Schema::of(rt) else {
+        return Ok(());
+    };
+    let unknown = schema::unknown_fields(schema, object);
+    if validation == FieldValidation::Strict && !unknown.is_empty() {
+        let list: Vec<String> = unknown
+            .iter()
+            .map(|u| format!("unknown field \"{}\"", u.json_path))
+            .collect();
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+            list.join(", "),
+            kind = rt.kind,
+            version = rt.version,
+        )));
+    }
+    if validation == FieldValidation::Warn {
+        warnings.extend(
+            unknown
+                .iter()
+                .map(|u| format!("unknown field \"{}\"", u.json_path)),
+        );
+    }
+    schema::prune(schema, object);
+    Ok(())
+}
+
+/// Server-side apply types the whole configuration first; a field the schema does not declare
+/// fails that step, whatever `fieldValidation` says.
+pub fn refuse_unknown_applied_fields(rt: &ResourceType, config: &Value) -> Result<(), ApiError> {
+    let Some(schema) = Schema::of(rt) else {
+        return Ok(());
+    };
+    let unknown = schema::unknown_fields(schema, config);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let text = |p: &str| config.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let problems: Vec<String> = unknown
+        .iter()
+        .map(|u| format!("{}: field not declared in schema", u.typed_path))
+        .collect();
+    let problems = match problems.as_slice() {
+        [one] => one.clone(),
+        many => format!("errors:\n  {}", many.join("\n  ")),
+    };
+    let group_version = if rt.group.is_empty() {
+        format!("/{}", rt.version)
+    } else {
+        rt.api_version()
+    };
+    Err(ApiError::new(
+        500,
+        "",
+        format!(
+            "failed to create typed patch object ({}/{}; {group_version}, Kind={}): {problems}",
+            text("/metadata/namespace"),
+            text("/metadata/name"),
+            rt.kind,
+        ),
+    ))
+}
