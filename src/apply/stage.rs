@@ -250,8 +250,16 @@ impl Applier {
         }
         if takeover.is_none() && !migrated && !drifted(&live_view, &dry_view) {
             if mode == Mode::Apply {
-                self.cache
-                    .put(reference.clone(), applied_digest, live_version);
+                let managed = live_view
+                    .pointer("/metadata/managedFields")
+                    .unwrap_or(&Value::Null);
+                self.cache.put(
+                    reference.clone(),
+                    applied_digest,
+                    live_version,
+                    managed,
+                    &self.options.field_manager,
+                );
             }
             return Ok(Decided::no_write(reference, Action::Unchanged));
         }
@@ -373,7 +381,9 @@ impl Applier {
         self.cache.put(
             reference.clone(),
             applied_digest,
-            applied.metadata.resource_version,
+            applied.metadata.resource_version.clone(),
+            &serde_json::to_value(&applied.metadata.managed_fields).unwrap_or_default(),
+            &self.options.field_manager,
         );
         Ok(())
     }
