@@ -18,6 +18,8 @@ mod normalize;
 mod order;
 mod stage;
 
+use stage::{Prefetched, Watched};
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -255,6 +257,8 @@ pub struct Applier {
     served: KindCache,
     /// What this cluster's watches tell of owned objects (local cluster only).
     owned: Option<OwnedObjects>,
+    /// A requested reconciliation: objects taken as unmoved are vouched for to the watches.
+    requested: bool,
 }
 
 fn api_error_parts(error: &kube::Error) -> (String, String, u16) {
@@ -303,12 +307,22 @@ impl Applier {
             cache,
             served: KindCache::default(),
             owned: None,
+            requested: false,
         }
     }
 
     /// Asks the owned-object watches whether an object moved before reading it.
     pub fn with_owned_objects(mut self, owned: OwnedObjects) -> Applier {
         self.owned = Some(owned);
+        self
+    }
+
+    /// For a requested reconciliation (`flux reconcile`): an object taken as unmoved from the
+    /// watches whose change they deliver shortly after (it may predate the request) runs the
+    /// owner again, so an edit made just before the request is reverted without reading every
+    /// object now.
+    pub fn requested(mut self) -> Applier {
+        self.requested = true;
         self
     }
 
@@ -354,11 +368,19 @@ impl Applier {
         }
         let mut done: Vec<Planned> = Vec::new();
         for (stage, list) in order::stages(prepared, &self.options.custom_stage_kinds) {
-            let mut prefetched = self.prefetch(&list).await;
-            let work: Vec<(usize, Value, Option<Value>)> = list
+            let mut watched = Vec::with_capacity(list.len());
+            for object in &list {
+                watched.push(self.watched(object).await);
+            }
+            let mut prefetched = self.prefetch(&list, &watched).await;
+            let work: Vec<(usize, Value, Prefetched)> = list
                 .into_iter()
+                .zip(watched)
                 .enumerate()
-                .map(|(index, object)| {
+                .map(|(index, (object, watched))| {
+                    if watched == Watched::Unmoved {
+                        return (index, object, Prefetched::Unmoved);
+                    }
                     let mut reference = ObjectRef::of(&object);
                     let mut live = prefetched.remove(&reference);
                     if live.is_none() {
@@ -366,7 +388,11 @@ impl Applier {
                         reference.namespace.clear();
                         live = prefetched.remove(&reference);
                     }
-                    (index, object, live)
+                    (
+                        index,
+                        object,
+                        live.map_or(Prefetched::Unread, Prefetched::Live),
+                    )
                 })
                 .collect();
             // As fluxcd/pkg/ssa's ApplyAll: the whole stage is validated (server-side
@@ -465,10 +491,15 @@ impl Applier {
 
     /// Live objects of a stage that already carry our owner labels, read with one LIST per
     /// kind and namespace instead of one GET per object. Objects not found here (new, or not
-    /// yet labelled by us) are read individually.
-    async fn prefetch(&self, objects: &[Value]) -> HashMap<ObjectRef, Value> {
+    /// yet labelled by us) are read individually; objects the watches show unmoved need no
+    /// read, and those absent from them are probably new (their dry-run tells).
+    async fn prefetch(&self, objects: &[Value], watched: &[Watched]) -> HashMap<ObjectRef, Value> {
         let mut groups: HashMap<(String, String, String), usize> = HashMap::new();
-        for object in objects {
+        for (object, _) in objects
+            .iter()
+            .zip(watched)
+            .filter(|(_, watched)| **watched == Watched::Unsure)
+        {
             let reference = ObjectRef::of(object);
             *groups
                 .entry((reference.api_version, reference.kind, reference.namespace))

@@ -52,6 +52,25 @@ impl Decided {
     }
 }
 
+/// What is known of an object before its validation.
+pub(super) enum Prefetched {
+    /// The owned-object watch shows it as our last apply left it: nothing to read or dry-run.
+    Unmoved,
+    /// Read with its kind's list.
+    Live(Value),
+    /// Not read yet.
+    Unread,
+}
+
+/// Whether a server-side dry-run's answer is an object that exists: a dry-run create is
+/// never stored, so it has no resourceVersion.
+fn exists(dry_run: &Value) -> bool {
+    dry_run
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| !v.is_empty())
+}
+
 /// A write a stage's validation asked for.
 pub(super) struct Write {
     api: Api<DynamicObject>,
@@ -69,7 +88,7 @@ impl Applier {
     /// Validates a stage: every object is read, judged by its policies and dry-run, concurrently.
     pub(super) async fn validate_stage(
         &self,
-        work: Vec<(usize, Value, Option<Value>)>,
+        work: Vec<(usize, Value, Prefetched)>,
         mode: Mode,
     ) -> (Vec<Decided>, Vec<ApplyError>) {
         let mut results: Vec<(usize, Result<Decided, ApplyError>)> = futures::stream::iter(work)
@@ -125,7 +144,7 @@ impl Applier {
     async fn validate_one(
         &self,
         mut object: Value,
-        prefetched: Option<Value>,
+        prefetched: Prefetched,
         mode: Mode,
     ) -> Result<Decided, ApplyError> {
         let (api, reference) = match self.api_for(&mut object).await {
@@ -140,19 +159,39 @@ impl Applier {
         if policy == SsaPolicy::Ignore || reconcile_disabled(&object) {
             return Ok(Decided::no_write(reference, Action::Skipped));
         }
-        if prefetched.is_none() && self.unmoved_since_applied(&reference, &object).await {
-            return Ok(Decided::no_write(reference, Action::Unchanged));
-        }
+        let mut early_dry_run = None;
         let live: Option<Value> = match prefetched {
-            Some(live) => Some(live),
-            None => api
-                .get_opt(&reference.name)
-                .await
-                .map_err(|error| ApplyError::Apply {
-                    subject: subject.clone(),
-                    message: api_error_parts(&error).1,
-                })?
-                .map(|o| serde_json::to_value(o).unwrap_or_default()),
+            Prefetched::Unmoved => return Ok(Decided::no_write(reference, Action::Unchanged)),
+            Prefetched::Live(live) => Some(live),
+            Prefetched::Unread => {
+                if self.may_dry_run_first(&reference, &object, policy) {
+                    // The dry-run tells a new object (no resourceVersion) without a read; an
+                    // existing one is read for the comparison, which reuses this dry-run.
+                    match self.dry_run(&api, &reference, &object).await {
+                        Ok(result) if !exists(&result) => {
+                            let digest = digest(&object);
+                            return Ok(Decided::write(
+                                mode,
+                                api,
+                                reference,
+                                object,
+                                digest,
+                                Action::Created,
+                            ));
+                        }
+                        Ok(result) => early_dry_run = Some(result),
+                        // Judged again after the read: the live object's policies may skip it.
+                        Err(_) => {}
+                    }
+                }
+                api.get_opt(&reference.name)
+                    .await
+                    .map_err(|error| ApplyError::Apply {
+                        subject: subject.clone(),
+                        message: api_error_parts(&error).1,
+                    })?
+                    .map(|o| serde_json::to_value(o).unwrap_or_default())
+            }
         };
         let Some(live) = live else {
             self.dry_run(&api, &reference, &object).await?;
@@ -222,7 +261,11 @@ impl Applier {
                 )
             })
             .flatten();
-        let dry_run = match self.dry_run(&api, &reference, &object).await {
+        let dry_run = match early_dry_run.filter(|_| !migrated) {
+            Some(result) => Ok(result),
+            None => self.dry_run(&api, &reference, &object).await,
+        };
+        let dry_run = match dry_run {
             Ok(result) => result,
             Err(ApplyError::Immutable { subject, message }) => {
                 if !(self.options.force || force_enabled(&object) || force_enabled(&live)) {
@@ -428,36 +471,71 @@ impl Applier {
 }
 
 impl Applier {
-    /// Whether the owned-object watches show `object` exactly as our last apply left it (same
-    /// resourceVersion, the same body to apply, no policy on the live object): then it needs
-    /// neither a read nor a dry-run. Anything less certain (no watch yet, ignore rules, an API
-    /// version migration to check) answers false and the object is read.
-    async fn unmoved_since_applied(&self, reference: &ObjectRef, object: &Value) -> bool {
+    /// Whether an unread object may be dry-run before it is read: only when it is probably
+    /// new (we have no record of applying it; else the read may show it unchanged, with no
+    /// dry-run at all), the dry-run does not depend on the live object (no ignored fields
+    /// copied from it, no managed-fields migration first) and an existing object is not
+    /// skipped unread (`IfNotPresent`).
+    fn may_dry_run_first(&self, reference: &ObjectRef, object: &Value, policy: SsaPolicy) -> bool {
+        self.cache.get(reference).is_none()
+            && !self.options.migrate_api_version
+            && policy != SsaPolicy::IfNotPresent
+            && self.ignore.paths_for(object).is_empty()
+    }
+
+    /// What the owned-object watches show of `object`: exactly as our last apply left it
+    /// (same resourceVersion, the same body to apply, no policy on the live object), so it
+    /// needs neither a read nor a dry-run; absent from them (probably new); or anything less
+    /// certain (no watch yet, ignore rules, an API version migration to check).
+    pub(super) async fn watched(&self, object: &Value) -> Watched {
         let Some(owned) = &self.owned else {
-            return false;
+            return Watched::Unsure;
         };
-        let Ok(served) = self.served(reference).await else {
-            return false;
+        let Ok((_, reference)) = self.api_for(&mut object.clone()).await else {
+            return Watched::Unsure;
+        };
+        let Ok(served) = self.served(&reference).await else {
+            return Watched::Unsure;
         };
         // Watched from the first apply of a kind on, so it has listed by the next reconcile.
         owned.watch(&served);
-        let Some((cached_digest, cached_version)) = self.cache.get(reference) else {
-            return false;
+        let live = match owned.seen(&reference, &served) {
+            Seen::Present(live) => live,
+            Seen::Absent => return Watched::Absent,
+            Seen::Unknown => return Watched::Unsure,
+        };
+        let Some((cached_digest, cached_version)) = self.cache.get(&reference) else {
+            return Watched::Unsure;
         };
         if self.options.migrate_api_version
             || !self.ignore.paths_for(object).is_empty()
             || ssa_policy(object) == SsaPolicy::IfNotPresent
         {
-            return false;
+            return Watched::Unsure;
         }
-        let Seen::Present(live) = owned.seen(reference, &served) else {
-            return false;
-        };
-        live.pointer("/metadata/resourceVersion")
+        let unmoved = live
+            .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
             == Some(cached_version.as_str())
             && ssa_policy(&live) != SsaPolicy::Ignore
             && !reconcile_disabled(&live)
-            && cached_digest == digest(object)
+            && cached_digest == digest(object);
+        if unmoved {
+            if self.requested {
+                let owner = (self.owner.namespace.clone(), self.owner.name.clone());
+                owned.vouch(&reference, &served, &cached_version, owner);
+            }
+            Watched::Unmoved
+        } else {
+            Watched::Unsure
+        }
     }
+}
+
+/// What the owned-object watches tell of an object about to be applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Watched {
+    Unmoved,
+    Absent,
+    Unsure,
 }

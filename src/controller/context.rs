@@ -133,6 +133,8 @@ pub struct Context {
     pub sources: crate::source::SourceCache,
     /// What this cluster's watches tell of the objects Kustomizations applied.
     pub owned: crate::objects::OwnedObjects,
+    /// Our last write to each Kustomization, to tell a stale cached copy.
+    pub own_writes: super::freshness::OwnWrites,
     clients: Mutex<BTreeMap<String, kube::Client>>,
     failures: Mutex<BTreeMap<String, u32>>,
 }
@@ -160,6 +162,7 @@ impl Context {
             kinds: Default::default(),
             sources: Default::default(),
             owned: crate::objects::OwnedObjects::new(own_client.clone()),
+            own_writes: Default::default(),
             remote_clients: Default::default(),
             clients: Mutex::new(BTreeMap::new()),
             failures: Mutex::new(BTreeMap::new()),
@@ -246,6 +249,7 @@ impl Context {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
+        self.own_writes.forget(key);
     }
 
     /// Exponential backoff for transient errors, per object.

@@ -24,6 +24,7 @@ pub mod diff;
 mod error;
 pub mod events;
 pub mod features;
+mod freshness;
 mod inputs;
 pub mod leader;
 pub mod manifests;
@@ -320,7 +321,13 @@ pub async fn run(
     .predicate_filter(trigger, Default::default());
     let mut controller = Controller::for_stream(kustomizations, reader.clone())
         .with_config(ControllerConfig::default().concurrency(options.concurrent.max(1)))
-        .reconcile_on(released);
+        .reconcile_on(futures::stream::select(
+            released,
+            context
+                .owned
+                .follow_ups()
+                .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace)),
+        ));
     for source_kind in crate::api::SourceKind::ALL {
         // As Flux: ExternalArtifacts are neither watched nor read unless the gate is on.
         if source_kind == crate::api::SourceKind::ExternalArtifact

@@ -100,10 +100,12 @@ pub fn error_policy(
 }
 
 /// Finalizer: ours is on the object before anything is applied, so deletion can clean up.
+/// The object as it is after that.
 async fn ensure_finalizer(
-    object: &Kustomization,
+    object: Kustomization,
     api: &Api<Kustomization>,
-) -> Result<(), ReconcileError> {
+    ctx: &Context,
+) -> Result<Kustomization, ReconcileError> {
     if object
         .metadata
         .finalizers
@@ -111,18 +113,20 @@ async fn ensure_finalizer(
         .flatten()
         .any(|f| f == FINALIZER)
     {
-        return Ok(());
+        return Ok(object);
     }
     let mut finalizers = object.metadata.finalizers.clone().unwrap_or_default();
     finalizers.push(FINALIZER.to_string());
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.metadata.resource_version}});
-    api.patch(
-        object.metadata.name.as_deref().unwrap_or(""),
-        &PatchParams::default(),
-        &Patch::Merge(patch),
-    )
-    .await?;
-    Ok(())
+    let patched = api
+        .patch(
+            object.metadata.name.as_deref().unwrap_or(""),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await?;
+    ctx.own_writes.record(&key_of(&patched), &patched);
+    Ok(patched)
 }
 
 async fn reconcile_live(
@@ -132,11 +136,17 @@ async fn reconcile_live(
     let namespace = cached.metadata.namespace.clone().unwrap_or_default();
     let name = cached.metadata.name.clone().unwrap_or_default();
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
-    // The runtime's cached copy may predate our last status write; start from the server's.
-    let Some(object) = api.get_opt(&name).await? else {
-        return Ok((Action::await_change(), ReconcileResult::Success));
+    // The runtime's cached copy is current unless our last write has not come back through
+    // the watch yet; only then is the object read.
+    let object = if ctx.own_writes.includes_ours(&key_of(cached), cached) {
+        cached.clone()
+    } else {
+        match api.get_opt(&name).await? {
+            Some(object) => object,
+            None => return Ok((Action::await_change(), ReconcileResult::Success)),
+        }
     };
-    ensure_finalizer(&object, &api).await?;
+    let object = ensure_finalizer(object, &api, ctx).await?;
     let suspended = object.spec.suspend == Some(true);
     ctx.metrics.set_suspended(&object, suspended);
     if suspended {

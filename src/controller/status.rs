@@ -23,12 +23,15 @@ pub(crate) async fn write(
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
         "status": status,
     });
-    api.patch_status(
-        name,
-        &PatchParams::apply(&ctx.options.status_manager).force(),
-        &Patch::Apply(&body),
-    )
-    .await?;
+    let written = api
+        .patch_status(
+            name,
+            &PatchParams::apply(&ctx.options.status_manager).force(),
+            &Patch::Apply(&body),
+        )
+        .await?;
+    ctx.own_writes
+        .record(&format!("{namespace}/{name}"), &written);
     Ok(())
 }
 

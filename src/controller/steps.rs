@@ -322,9 +322,10 @@ pub(crate) fn applier(
         ctx.cache_for(&key),
     )
     .with_kind_cache(target.kinds.clone());
-    // The watches are this cluster's: a remote one's objects are read as before. A requested
-    // reconciliation reads every object: a user who edits an object and asks for a
-    // reconciliation at once must see the edit reverted, whatever a watch has delivered yet.
+    // The watches are this cluster's: a remote one's objects are read as before. A user who
+    // edits an object and asks for a reconciliation at once must see the edit reverted,
+    // whatever a watch has delivered yet: a requested reconciliation vouches for what it took
+    // from the watches, and runs again if they bring a change shortly after.
     let requested = object
         .metadata
         .annotations
@@ -337,10 +338,10 @@ pub(crate) fn applier(
                 .and_then(|s| s.last_handled_reconcile_at.as_deref())
                 != Some(at.as_str())
         });
-    Ok(if object.spec.kube_config.is_none() && !requested {
-        applier.with_owned_objects(ctx.owned.clone())
-    } else {
-        applier
+    Ok(match (object.spec.kube_config.is_none(), requested) {
+        (false, _) => applier,
+        (true, false) => applier.with_owned_objects(ctx.owned.clone()),
+        (true, true) => applier.with_owned_objects(ctx.owned.clone()).requested(),
     })
 }
 

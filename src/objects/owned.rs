@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
@@ -60,10 +61,47 @@ pub struct OwnedObjects {
     state: Arc<Mutex<OwnedState>>,
 }
 
+/// An object's place in the watches: kind (apiVersion, kind), namespace, name.
+type Slot = ((String, String), String, String);
+
+/// The owner (namespace, name) of objects a requested reconciliation took as unmoved.
+pub type Owning = (String, String);
+
+/// How long after a requested reconciliation a change the watches deliver to an object it
+/// took as unmoved runs it again: the change may predate the request, and the watch was late.
+pub const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(10);
+
+/// An object a requested reconciliation took as unmoved at `resource_version`.
+struct Vouched {
+    owner: Owning,
+    resource_version: String,
+    until: Instant,
+}
+
 #[derive(Default)]
 struct OwnedState {
     watched: HashSet<(String, String)>,
     kinds: HashMap<(String, String), Kind>,
+    vouched: HashMap<Slot, Vouched>,
+    follow_ups: Option<futures::channel::mpsc::UnboundedSender<Owning>>,
+}
+
+impl OwnedState {
+    /// A vouched-for object changed: its owner runs again, once.
+    fn changed(&mut self, slot: &Slot, resource_version: Option<&str>) {
+        let Some(vouched) = self.vouched.get(slot) else {
+            return;
+        };
+        if resource_version == Some(vouched.resource_version.as_str()) {
+            return;
+        }
+        if let Some(vouched) = self.vouched.remove(slot)
+            && vouched.until > Instant::now()
+            && let Some(follow_ups) = &self.follow_ups
+        {
+            let _ = follow_ups.unbounded_send(vouched.owner);
+        }
+    }
 }
 
 fn key_of(object: &PartialObjectMeta<DynamicObject>) -> (String, String) {
@@ -125,10 +163,69 @@ impl OwnedObjects {
             while let Some(event) = events.next().await {
                 if let Ok(event) = event {
                     let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Event::Apply(object) | Event::Delete(object) = &event {
+                        let (namespace, name) = key_of(object);
+                        let version = object.metadata.resource_version.as_deref();
+                        state.changed(&(id.clone(), namespace, name), version);
+                    }
                     apply(state.kinds.entry(id.clone()).or_default(), event);
                 }
             }
         });
+    }
+
+    /// The owners to run again because an object they took as unmoved changed (see
+    /// [`OwnedObjects::vouch`]); taken once, by the controller.
+    pub fn follow_ups(&self) -> futures::channel::mpsc::UnboundedReceiver<Owning> {
+        let (sender, receiver) = futures::channel::mpsc::unbounded();
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .follow_ups = Some(sender);
+        receiver
+    }
+
+    /// A requested reconciliation of `owner` took `object` as unmoved at `resource_version`:
+    /// a different version delivered within [`FOLLOW_UP_WINDOW`] runs `owner` again.
+    pub fn vouch(
+        &self,
+        object: &ObjectRef,
+        served: &Served,
+        resource_version: &str,
+        owner: Owning,
+    ) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if state.vouched.len() > 4096 {
+            state.vouched.retain(|_, v| v.until > now);
+        }
+        let slot = (
+            (
+                served.resource.api_version.clone(),
+                served.resource.kind.clone(),
+            ),
+            if served.namespaced {
+                object.namespace.clone()
+            } else {
+                String::new()
+            },
+            object.name.clone(),
+        );
+        let vouched = Vouched {
+            owner,
+            resource_version: resource_version.to_string(),
+            until: now + FOLLOW_UP_WINDOW,
+        };
+        state.vouched.insert(slot.clone(), vouched);
+        // A change that came between the caller's look and now counts as well.
+        let current = state
+            .kinds
+            .get(&slot.0)
+            .and_then(|kind| kind.objects.get(&(slot.1.clone(), slot.2.clone())))
+            .and_then(|kept| kept.pointer("/metadata/resourceVersion"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        state.changed(&slot, current.as_deref());
     }
 
     /// What the watches tell of `object`.

@@ -32,10 +32,32 @@ async fn a_quick_reconcile_writes_its_status_once_and_reads_its_source_from_the_
         )],
     );
     harness.source("repo", &artifact).await;
+    let created = server.requests().len();
     harness.create_kustomization("quick", json!({})).await;
     harness
         .wait_ready("quick", "True", "ReconciliationSucceeded")
         .await;
+    // A new object is dry-run and applied, never read: the dry-run shows it does not exist.
+    // The kind's owned-object watch starts with it (one list and watch per kind, not counted).
+    let requests = server.requests();
+    let first: Vec<_> = requests[created..]
+        .iter()
+        .filter(|r| r.user == user && r.resource != "events")
+        .filter(|r| !matches!(r.verb.as_str(), "list" | "watch"))
+        .map(|r| (r.verb.as_str(), r.resource.as_str(), r.dry_run))
+        .collect();
+    assert_eq!(
+        first,
+        [
+            ("patch", "kustomizations", false),
+            ("patch", "configmaps", true),
+            ("patch", "configmaps", false),
+            ("patch", "kustomizations", false),
+        ],
+        "finalizer, dry-run, apply, status"
+    );
+    // The owned-object watch the first apply started has listed by now.
+    tokio::time::sleep(Duration::from_secs(1)).await;
 
     let mark = server.requests().len();
     harness.request_reconcile("quick", "again").await;
@@ -65,9 +87,62 @@ async fn a_quick_reconcile_writes_its_status_once_and_reads_its_source_from_the_
         0,
         "the source from the cache: {mine:?}"
     );
-    // A requested reconciliation reads the object it applied, so an edit made just before
-    // the request is seen.
-    assert_eq!(count("get", "configmaps"), 1, "{mine:?}");
+    // The object the watch shows as applied is neither read nor dry-run.
+    assert_eq!(count("get", "configmaps"), 0, "{mine:?}");
+    assert_eq!(count("patch", "configmaps"), 0, "{mine:?}");
+}
+
+#[tokio::test]
+async fn an_edit_the_watch_delivers_after_a_request_is_still_reverted() {
+    let harness = Harness::start().await;
+    let artifact = harness.publish_files(
+        "late",
+        "main@sha1:1a7e",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: late\ndata:\n  key: value\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness.create_kustomization("late", json!({})).await;
+    harness
+        .wait_ready("late", "True", "ReconciliationSucceeded")
+        .await;
+    // A first requested reconciliation, once the owned-object watch has listed what was applied.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    harness.request_reconcile("late", "first").await;
+    harness.wait_handled("late", "first").await;
+
+    // The edit reaches the controller's watch only after the request has been handled.
+    if let Some(server) = harness.cluster.server() {
+        server.set_watch_lag("configmaps", Duration::from_secs(2));
+    }
+    harness
+        .config_maps()
+        .patch(
+            "late",
+            &kube::api::PatchParams {
+                field_manager: Some("kubectl-edit".into()),
+                ..Default::default()
+            },
+            &kube::api::Patch::Merge(json!({"data": {"key": "edited"}})),
+        )
+        .await
+        .unwrap();
+    harness.request_reconcile("late", "second").await;
+    harness.wait_handled("late", "second").await;
+    let reverted = wait_for(Duration::from_secs(20), || async {
+        let data = harness.config_maps().get("late").await.ok()?.data?;
+        (data.get("key").map(String::as_str) == Some("value")).then_some(())
+    })
+    .await;
+    if let Some(server) = harness.cluster.server() {
+        server.set_watch_lag("configmaps", Duration::ZERO);
+    }
+    assert!(
+        reverted.is_some(),
+        "the edit made before the request is reverted"
+    );
 }
 
 #[tokio::test]

@@ -241,6 +241,16 @@ impl Harness {
             .await
             .unwrap();
     }
+
+    /// Waits until the request named `token` is recorded as handled.
+    pub async fn wait_handled(&self, name: &str, token: &str) {
+        let handled = wait_for(Duration::from_secs(30), || async {
+            let object = self.kustomizations().get(name).await.ok()?;
+            (object.status?.last_handled_reconcile_at.as_deref() == Some(token)).then_some(())
+        })
+        .await;
+        assert!(handled.is_some(), "{name}: request {token} handled");
+    }
 }
 
 /// The shipped binary running `run` against an in-process test server: watching the test

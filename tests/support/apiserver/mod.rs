@@ -90,6 +90,8 @@ struct Shared {
     watch_generation: tokio::sync::watch::Sender<u64>,
     faults: Mutex<Faults>,
     requests: Mutex<Vec<RequestRecord>>,
+    /// How late watch events of a resource (plural) reach their watchers.
+    watch_lag: watch::Lag,
 }
 
 /// One request the server answered, for tests that count calls.
@@ -194,6 +196,7 @@ impl TestApiServer {
             watch_generation: tokio::sync::watch::Sender::new(0),
             faults: Mutex::new(Faults::default()),
             requests: Mutex::new(Vec::new()),
+            watch_lag: Default::default(),
         });
         let server = TestApiServer {
             address,
@@ -348,6 +351,16 @@ impl TestApiServer {
         self.shared.faults.lock().expect("faults").latency = latency;
     }
 
+    /// Delivers the watch events of `resource` (a plural) `lag` late to every watcher, open or
+    /// yet to come, as a busy kube-apiserver's watch cache can.
+    pub fn set_watch_lag(&self, resource: &str, lag: Duration) {
+        self.shared
+            .watch_lag
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(resource.to_string(), lag);
+    }
+
     /// Ends every open watch stream, as a restarting API server or a proxy timeout does.
     pub fn drop_watches(&self) {
         self.shared.watch_generation.send_modify(|g| *g += 1);
@@ -443,6 +456,7 @@ impl TestApiServer {
                 &self.shared.store,
                 &self.shared.events,
                 self.shared.watch_generation.subscribe(),
+                self.shared.watch_lag.clone(),
                 &request,
                 &route,
             ) {

@@ -93,10 +93,14 @@ fn check_watch_options(query: &HashMap<String, String>, watch_list: bool) -> Res
     ))
 }
 
+/// How late each resource's (plural's) events reach watchers.
+pub type Lag = Arc<Mutex<HashMap<String, Duration>>>;
+
 pub fn start(
     store: &Mutex<Store>,
     events: &broadcast::Sender<Arc<Event>>,
     mut ended: tokio::sync::watch::Receiver<u64>,
+    lag: Lag,
     request: &Request,
     route: &ResourceRoute,
 ) -> Result<Body, ApiError> {
@@ -216,6 +220,14 @@ pub fn start(
                         }
                         latest = latest.max(event.resource_version);
                         if let Some(bytes) = translate(&event, &route, &filters) {
+                            let late = lag
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .get(&route.rt.plural)
+                                .copied();
+                            if let Some(late) = late {
+                                tokio::time::sleep(late).await;
+                            }
                             bookmarked = latest;
                             if sender.send(bytes).await.is_err() {
                                 return;
