@@ -135,6 +135,8 @@ pub struct Context {
     pub owned: crate::objects::OwnedObjects,
     /// Our last write to each Kustomization, to tell a stale cached copy.
     pub own_writes: super::freshness::OwnWrites,
+    /// The controller's watch of Kustomizations, once it runs.
+    kustomizations: std::sync::OnceLock<kube::runtime::reflector::Store<crate::api::Kustomization>>,
     clients: Mutex<BTreeMap<String, kube::Client>>,
     failures: Mutex<BTreeMap<String, u32>>,
 }
@@ -163,10 +165,29 @@ impl Context {
             sources: Default::default(),
             owned: crate::objects::OwnedObjects::new(own_client.clone()),
             own_writes: Default::default(),
+            kustomizations: Default::default(),
             remote_clients: Default::default(),
             clients: Mutex::new(BTreeMap::new()),
             failures: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Hands the Kustomization watch's store to the reconcilers (once).
+    pub(crate) fn share_kustomizations(
+        &self,
+        store: kube::runtime::reflector::Store<crate::api::Kustomization>,
+    ) {
+        let _ = self.kustomizations.set(store);
+    }
+
+    /// A Kustomization as the controller's watch last saw it, if the watch covers it.
+    pub(crate) fn watched_kustomization(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<crate::api::Kustomization>> {
+        let reference = kube::runtime::reflector::ObjectRef::new(name).within(namespace);
+        self.kustomizations.get()?.get(&reference)
     }
 
     pub(crate) fn cache_for(&self, key: &str) -> AppliedCache {

@@ -70,8 +70,15 @@ pub async fn check(
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| namespace.clone());
         let id = format!("{dep_namespace}/{}", dependency.name);
+        // From the controller's own watch, as Flux reads it from its cache; a dependency the
+        // watch does not cover (another namespace, label selector) is read.
         let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &dep_namespace);
-        let dep = match api.get_opt(&dependency.name).await {
+        let cached = ctx.watched_kustomization(&dep_namespace, &dependency.name);
+        let read = match cached {
+            Some(dep) => Ok(Some(Kustomization::clone(&dep))),
+            None => api.get_opt(&dependency.name).await,
+        };
+        let dep = match read {
             Ok(Some(dep)) => dep,
             Ok(None) => {
                 return Err(DependencyError::NotFound {

@@ -298,6 +298,7 @@ pub async fn run(
         None => Api::all(client.clone()),
     };
     let (reader, writer) = reflector::store();
+    context.share_kustomizations(reader.clone());
     let (release, released) = futures::channel::mpsc::unbounded();
     let store = reader.clone();
     let kustomizations = watch::watch(

@@ -87,6 +87,30 @@ struct OwnedState {
 }
 
 impl OwnedState {
+    fn vouch(&mut self, slot: Slot, resource_version: &str, owner: Owning) {
+        let now = Instant::now();
+        if self.vouched.len() > 4096 {
+            self.vouched.retain(|_, v| v.until > now);
+        }
+        let vouched = Vouched {
+            owner,
+            resource_version: resource_version.to_string(),
+            until: now + FOLLOW_UP_WINDOW,
+        };
+        self.vouched.insert(slot.clone(), vouched);
+        // A change (or deletion) that came between the caller's look and now counts as well.
+        let Some(kind) = self.kinds.get(&slot.0) else {
+            return;
+        };
+        let current = kind
+            .objects
+            .get(&(slot.1.clone(), slot.2.clone()))
+            .and_then(|kept| kept.pointer("/metadata/resourceVersion"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        self.changed(&slot, current.as_deref());
+    }
+
     /// A vouched-for object changed: its owner runs again, once.
     fn changed(&mut self, slot: &Slot, resource_version: Option<&str>) {
         let Some(vouched) = self.vouched.get(slot) else {
@@ -194,11 +218,6 @@ impl OwnedObjects {
         resource_version: &str,
         owner: Owning,
     ) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        if state.vouched.len() > 4096 {
-            state.vouched.retain(|_, v| v.until > now);
-        }
         let slot = (
             (
                 served.resource.api_version.clone(),
@@ -211,21 +230,10 @@ impl OwnedObjects {
             },
             object.name.clone(),
         );
-        let vouched = Vouched {
-            owner,
-            resource_version: resource_version.to_string(),
-            until: now + FOLLOW_UP_WINDOW,
-        };
-        state.vouched.insert(slot.clone(), vouched);
-        // A change that came between the caller's look and now counts as well.
-        let current = state
-            .kinds
-            .get(&slot.0)
-            .and_then(|kind| kind.objects.get(&(slot.1.clone(), slot.2.clone())))
-            .and_then(|kept| kept.pointer("/metadata/resourceVersion"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        state.changed(&slot, current.as_deref());
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .vouch(slot, resource_version, owner);
     }
 
     /// What the watches tell of `object`.
@@ -282,6 +290,34 @@ mod tests {
             "kind": "PartialObjectMetadata", "metadata": {"name": name, "namespace": "apps",
             "resourceVersion": rv, "annotations": {SSA_ANNOTATION: "Merge", "other": "x"}}}))
         .unwrap()
+    }
+
+    #[test]
+    fn a_change_to_a_vouched_for_object_runs_its_owner_again_once() {
+        let mut state = OwnedState::default();
+        let (sender, mut follow_ups) = futures::channel::mpsc::unbounded();
+        state.follow_ups = Some(sender);
+        let kind = ("v1".to_string(), "ConfigMap".to_string());
+        let slot = (kind.clone(), "apps".to_string(), "a".to_string());
+        let owner = ("flux-system".to_string(), "apps".to_string());
+        state.vouch(slot.clone(), "5", owner.clone());
+        state.changed(&slot, Some("5"));
+        assert!(
+            follow_ups.try_next().is_err(),
+            "our own version is no change"
+        );
+        state.changed(&slot, Some("6"));
+        assert_eq!(follow_ups.try_next().unwrap(), Some(owner.clone()));
+        state.changed(&slot, Some("7"));
+        assert!(follow_ups.try_next().is_err(), "once per vouching");
+        // Already changed when vouched for: the owner runs again at once.
+        let mut listed = Kind::default();
+        apply(&mut listed, Event::Init);
+        apply(&mut listed, Event::InitApply(object("a", "8")));
+        apply(&mut listed, Event::InitDone);
+        state.kinds.insert(kind, listed);
+        state.vouch(slot, "5", owner.clone());
+        assert_eq!(follow_ups.try_next().unwrap(), Some(owner));
     }
 
     #[test]
