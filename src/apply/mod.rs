@@ -125,8 +125,9 @@ pub struct AppliedCache(Arc<Mutex<HashMap<ObjectRef, Applied>>>);
 struct Applied {
     digest: String,
     resource_version: String,
-    /// Our `Apply` entry's `fieldsV1` in the apply's answer.
-    owned_fields: Value,
+    /// The digest of our `Apply` entry's `fieldsV1` in the apply's answer (a digest: a
+    /// fleet's field sets would cost more memory than everything else cached).
+    owned_fields: String,
 }
 
 /// The `fieldsV1` of `manager`'s `Apply` entry on the main resource, or null.
@@ -179,7 +180,7 @@ impl AppliedCache {
         let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(applied) = cache.get_mut(object)
             && others_status_only
-            && applied_fields(managed, manager) == applied.owned_fields
+            && digest(&applied_fields(managed, manager)) == applied.owned_fields
         {
             applied.resource_version = rv.to_string();
         }
@@ -203,7 +204,7 @@ impl AppliedCache {
                     Applied {
                         digest,
                         resource_version,
-                        owned_fields: applied_fields(managed_fields, manager),
+                        owned_fields: self::digest(&applied_fields(managed_fields, manager)),
                     },
                 );
             }

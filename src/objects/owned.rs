@@ -303,13 +303,13 @@ mod tests {
         state.vouch(slot.clone(), "5", owner.clone());
         state.changed(&slot, Some("5"));
         assert!(
-            follow_ups.try_next().is_err(),
+            follow_ups.try_recv().is_err(),
             "our own version is no change"
         );
         state.changed(&slot, Some("6"));
-        assert_eq!(follow_ups.try_next().unwrap(), Some(owner.clone()));
+        assert_eq!(follow_ups.try_recv().unwrap(), owner.clone());
         state.changed(&slot, Some("7"));
-        assert!(follow_ups.try_next().is_err(), "once per vouching");
+        assert!(follow_ups.try_recv().is_err(), "once per vouching");
         // Already changed when vouched for: the owner runs again at once.
         let mut listed = Kind::default();
         apply(&mut listed, Event::Init);
@@ -317,7 +317,7 @@ mod tests {
         apply(&mut listed, Event::InitDone);
         state.kinds.insert(kind, listed);
         state.vouch(slot, "5", owner.clone());
-        assert_eq!(follow_ups.try_next().unwrap(), Some(owner));
+        assert_eq!(follow_ups.try_recv().unwrap(), owner);
     }
 
     #[test]
