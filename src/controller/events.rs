@@ -77,6 +77,8 @@ pub struct Recorder {
     /// aggregation window bumps the existing Event's count instead of creating another, as
     /// Kubernetes' event correlator does for Flux.
     recent: std::sync::Mutex<std::collections::HashMap<String, (String, i32, std::time::Instant)>>,
+    /// The size of `recent` at which expired entries are swept next.
+    sweep_at: std::sync::atomic::AtomicUsize,
     /// notification-controller's address (`--events-addr`).
     events_addr: Option<String>,
     http: reqwest::Client,
@@ -95,6 +97,7 @@ impl Recorder {
             client,
             component: component.to_string(),
             recent: Default::default(),
+            sweep_at: std::sync::atomic::AtomicUsize::new(64),
             events_addr: None,
             http: reqwest::Client::builder()
                 .timeout(std::time::Duration::from_secs(5))
@@ -195,8 +198,16 @@ impl Recorder {
         let key = format!("{namespace}/{name}/{reason}/{note}");
         let repeat = {
             let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-            recent.retain(|_, (_, _, at)| at.elapsed() < AGGREGATION_WINDOW);
-            recent.get(&key).cloned()
+            // Swept when it has grown, not on every event: a fleet records thousands.
+            if recent.len() >= self.sweep_at.load(std::sync::atomic::Ordering::Relaxed) {
+                recent.retain(|_, (_, _, at)| at.elapsed() < AGGREGATION_WINDOW);
+                self.sweep_at
+                    .store(recent.len() * 2 + 64, std::sync::atomic::Ordering::Relaxed);
+            }
+            recent
+                .get(&key)
+                .filter(|(_, _, at)| at.elapsed() < AGGREGATION_WINDOW)
+                .cloned()
         };
         if let Some((event_name, count, _)) = repeat {
             let patch = json!({"count": count + 1, "lastTimestamp": now});

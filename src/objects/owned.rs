@@ -36,9 +36,9 @@ const KEPT: &[&str] = &[
 #[derive(Default)]
 struct Kind {
     listed: bool,
-    objects: HashMap<(String, String), Value>,
+    objects: HashMap<(String, String), Kept>,
     /// Objects seen since the watch (re)started listing.
-    relisting: Option<HashMap<(String, String), Value>>,
+    relisting: Option<HashMap<(String, String), Kept>>,
 }
 
 /// What a metadata watch tells of an object.
@@ -105,9 +105,7 @@ impl OwnedState {
         let current = kind
             .objects
             .get(&(slot.1.clone(), slot.2.clone()))
-            .and_then(|kept| kept.pointer("/metadata/resourceVersion"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
+            .map(|kept| kept.resource_version.clone());
         self.changed(&slot, current.as_deref());
     }
 
@@ -135,24 +133,55 @@ fn key_of(object: &PartialObjectMeta<DynamicObject>) -> (String, String) {
     )
 }
 
-/// The part of an object's metadata this cache keeps.
-fn kept(object: &PartialObjectMeta<DynamicObject>) -> Value {
-    let pick = |map: &Option<std::collections::BTreeMap<String, String>>| -> Map<String, Value> {
-        map.iter()
-            .flatten()
-            .filter(|(k, _)| KEPT.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), json!(v)))
-            .collect()
-    };
-    let mut kept = json!({"metadata": {
-        "resourceVersion": object.metadata.resource_version,
-        "annotations": pick(&object.metadata.annotations),
-        "labels": pick(&object.metadata.labels),
-    }});
-    if let Some(at) = &object.metadata.deletion_timestamp {
-        kept["metadata"]["deletionTimestamp"] = json!(at);
+/// The part of an object's metadata this cache keeps, compactly (a fleet has tens of
+/// thousands of objects): its resourceVersion, deletionTimestamp and the policy metadata.
+#[derive(Debug, Clone, PartialEq)]
+struct Kept {
+    resource_version: String,
+    deletion_timestamp: Option<String>,
+    /// The `KEPT` keys present, with their values, as annotations or labels.
+    annotations: Vec<(&'static str, String)>,
+    labels: Vec<(&'static str, String)>,
+}
+
+impl Kept {
+    fn of(object: &PartialObjectMeta<DynamicObject>) -> Kept {
+        let pick = |map: &Option<std::collections::BTreeMap<String, String>>| {
+            KEPT.iter()
+                .filter_map(|key| Some((*key, map.as_ref()?.get(*key)?.clone())))
+                .collect::<Vec<_>>()
+        };
+        Kept {
+            resource_version: object.metadata.resource_version.clone().unwrap_or_default(),
+            deletion_timestamp: object
+                .metadata
+                .deletion_timestamp
+                .as_ref()
+                .and_then(|at| serde_json::to_value(at).ok())
+                .and_then(|at| at.as_str().map(str::to_string)),
+            annotations: pick(&object.metadata.annotations),
+            labels: pick(&object.metadata.labels),
+        }
     }
-    kept
+
+    /// As object metadata, for the policy readers.
+    fn to_value(&self) -> Value {
+        let map = |pairs: &[(&'static str, String)]| -> Map<String, Value> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), json!(v)))
+                .collect()
+        };
+        let mut value = json!({"metadata": {
+            "resourceVersion": self.resource_version,
+            "annotations": map(&self.annotations),
+            "labels": map(&self.labels),
+        }});
+        if let Some(at) = &self.deletion_timestamp {
+            value["metadata"]["deletionTimestamp"] = json!(at);
+        }
+        value
+    }
 }
 
 impl OwnedObjects {
@@ -252,7 +281,7 @@ impl OwnedObjects {
             String::new()
         };
         match kind.objects.get(&(namespace, object.name.clone())) {
-            Some(metadata) => Seen::Present(metadata.clone()),
+            Some(kept) => Seen::Present(kept.to_value()),
             None => Seen::Absent,
         }
     }
@@ -261,7 +290,7 @@ impl OwnedObjects {
 fn apply(kind: &mut Kind, event: Event<PartialObjectMeta<DynamicObject>>) {
     match event {
         Event::Apply(object) => {
-            kind.objects.insert(key_of(&object), kept(&object));
+            kind.objects.insert(key_of(&object), Kept::of(&object));
         }
         Event::Delete(object) => {
             kind.objects.remove(&key_of(&object));
@@ -269,7 +298,7 @@ fn apply(kind: &mut Kind, event: Event<PartialObjectMeta<DynamicObject>>) {
         Event::Init => kind.relisting = Some(HashMap::new()),
         Event::InitApply(object) => {
             if let Some(relisting) = &mut kind.relisting {
-                relisting.insert(key_of(&object), kept(&object));
+                relisting.insert(key_of(&object), Kept::of(&object));
             }
         }
         Event::InitDone => {
@@ -328,7 +357,7 @@ mod tests {
         assert!(!kind.listed);
         apply(&mut kind, Event::InitDone);
         assert!(kind.listed);
-        let kept = &kind.objects[&("apps".to_string(), "a".to_string())];
+        let kept = kind.objects[&("apps".to_string(), "a".to_string())].to_value();
         assert_eq!(kept["metadata"]["resourceVersion"], "5");
         assert_eq!(
             kept["metadata"]["annotations"],

@@ -207,7 +207,9 @@ impl Collector for WatchHealth {
 
 /// Watches `api` for as long as the returned stream is kept, yielding what a kube-runtime
 /// reflector expects (`Init`, `InitApply`…, `InitDone` after each list, then `Apply` and
-/// `Delete`). It never ends and never yields an error.
+/// `Delete`). It never ends and never yields an error. Objects come without their
+/// `managedFields`, which nothing downstream reads and which would be most of what the
+/// caches hold (as Flux strips them from its informer caches).
 pub fn watch<K>(
     api: Api<K>,
     config: WatchConfig,
@@ -220,6 +222,7 @@ where
     let (sender, mut receiver) = mpsc::channel(256);
     tokio::spawn(run(api, config, health, sender));
     futures::stream::poll_fn(move |cx| receiver.poll_recv(cx))
+        .map(|event: Event<K>| event.modify(|object| object.meta_mut().managed_fields = None))
 }
 
 /// How a watch stream ended.
