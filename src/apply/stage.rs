@@ -30,6 +30,17 @@ impl Decided {
         }
     }
 
+    /// A new object, validated by its dry-run: created when applying.
+    fn created(
+        mode: Mode,
+        api: Api<DynamicObject>,
+        reference: ObjectRef,
+        object: Value,
+    ) -> Decided {
+        let digest = digest(&object);
+        Decided::write(mode, api, reference, object, digest, Action::Created)
+    }
+
     /// A change that needs a write when applying (and none when planning).
     fn write(
         mode: Mode,
@@ -169,15 +180,7 @@ impl Applier {
                     // existing one is read for the comparison, which reuses this dry-run.
                     match self.dry_run(&api, &reference, &object).await {
                         Ok(result) if !exists(&result) => {
-                            let digest = digest(&object);
-                            return Ok(Decided::write(
-                                mode,
-                                api,
-                                reference,
-                                object,
-                                digest,
-                                Action::Created,
-                            ));
+                            return Ok(Decided::created(mode, api, reference, object));
                         }
                         Ok(result) => early_dry_run = Some(result),
                         // Judged again after the read: the live object's policies may skip it.
@@ -195,15 +198,7 @@ impl Applier {
         };
         let Some(live) = live else {
             self.dry_run(&api, &reference, &object).await?;
-            let digest = digest(&object);
-            return Ok(Decided::write(
-                mode,
-                api,
-                reference,
-                object,
-                digest,
-                Action::Created,
-            ));
+            return Ok(Decided::created(mode, api, reference, object));
         };
         if ssa_policy(&live) == SsaPolicy::Ignore
             || reconcile_disabled(&live)
