@@ -2,8 +2,9 @@
 //!
 //! [`Applier::apply_all`] prepares every object (`normalize`), splits them into stages
 //! (`order`), and handles each stage in two passes, as fluxcd/pkg/ssa's `ApplyAll` does.
-//! Validation reads every live object, honours the `ssa`/`reconcile`/`force` policies found on
-//! the built or the live object, and dry-runs the apply server-side; an object whose result
+//! Validation reads the live objects (a new one is told by its dry-run instead), honours the
+//! `ssa`/`reconcile`/`force` policies found on the built or the live object, and dry-runs the
+//! apply server-side; an object whose result
 //! differs from what is live (or whose fields other tools took, `drift`) needs a write. Only
 //! when the whole stage validated are the writes made (up to `--concurrent-ssa` at once), so
 //! one invalid object applies nothing of its stage. After the definition and class stages it
