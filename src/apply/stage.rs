@@ -486,12 +486,14 @@ impl Applier {
         let Some(owned) = &self.owned else {
             return Watched::Unsure;
         };
-        let Ok((_, reference)) = self.api_for(&mut object.clone()).await else {
-            return Watched::Unsure;
-        };
+        let mut reference = ObjectRef::of(object);
         let Ok(served) = self.served(&reference).await else {
             return Watched::Unsure;
         };
+        // Keyed as `api_for` keys it: cluster-scoped objects without a namespace.
+        if !served.namespaced {
+            reference.namespace.clear();
+        }
         // Watched from the first apply of a kind on, so it has listed by the next reconcile.
         owned.watch(&served);
         let live = match owned.seen(&reference, &served) {

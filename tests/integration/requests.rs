@@ -16,6 +16,22 @@ async fn as_own_account(harness: &mut Harness) -> String {
     user
 }
 
+/// Another manager sets the ConfigMap's `key`, as `kubectl edit` would.
+async fn edit_as_kubectl(harness: &Harness, name: &str, value: &str) {
+    harness
+        .config_maps()
+        .patch(
+            name,
+            &kube::api::PatchParams {
+                field_manager: Some("kubectl-edit".into()),
+                ..Default::default()
+            },
+            &kube::api::Patch::Merge(json!({"data": {"key": value}})),
+        )
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn a_quick_reconcile_writes_its_status_once_and_reads_its_source_from_the_cache() {
     let mut harness = Harness::start().await;
@@ -117,18 +133,7 @@ async fn an_edit_the_watch_delivers_after_a_request_is_still_reverted() {
     if let Some(server) = harness.cluster.server() {
         server.set_watch_lag("configmaps", Duration::from_secs(2));
     }
-    harness
-        .config_maps()
-        .patch(
-            "late",
-            &kube::api::PatchParams {
-                field_manager: Some("kubectl-edit".into()),
-                ..Default::default()
-            },
-            &kube::api::Patch::Merge(json!({"data": {"key": "edited"}})),
-        )
-        .await
-        .unwrap();
+    edit_as_kubectl(&harness, "late", "edited").await;
     harness.request_reconcile("late", "second").await;
     harness.wait_handled("late", "second").await;
     let reverted = wait_for(Duration::from_secs(20), || async {
@@ -213,18 +218,7 @@ async fn an_interval_reconcile_trusts_the_watch_and_still_reverts_drift() {
     );
 
     // Drift by another manager is reverted on a following interval.
-    harness
-        .config_maps()
-        .patch(
-            "steady",
-            &kube::api::PatchParams {
-                field_manager: Some("kubectl-edit".into()),
-                ..Default::default()
-            },
-            &kube::api::Patch::Merge(json!({"data": {"key": "drifted"}})),
-        )
-        .await
-        .unwrap();
+    edit_as_kubectl(&harness, "steady", "drifted").await;
     let reverted = wait_for(Duration::from_secs(30), || async {
         let data = harness.config_maps().get("steady").await.ok()?.data?;
         (data.get("key").map(String::as_str) == Some("value")).then_some(())
