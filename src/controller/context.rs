@@ -112,6 +112,23 @@ impl Default for Options {
     }
 }
 
+/// The client Events are written with: the controller's, but with a rate limiter of its own
+/// (client-go gives Flux's event recorder its own clientset), so Events never wait behind
+/// the reconcilers' requests nor they behind Events.
+fn events_client(client: &kube::Client, config: &kube::Config, options: &Options) -> kube::Client {
+    let Some(limit) = &options.rate_limit else {
+        return client.clone();
+    };
+    let layers = super::ratelimit::ClientLayers {
+        limit: Some(&limit.twin()),
+        requests: options.rest_requests.as_ref(),
+    };
+    super::ratelimit::client(config.clone(), layers).unwrap_or_else(|error| {
+        tracing::warn!(error = %error, "Events share the controller's rate limiter");
+        client.clone()
+    })
+}
+
 /// Shared state of the reconcilers.
 pub struct Context {
     pub client: kube::Client,
@@ -151,8 +168,11 @@ impl Context {
     ) -> Context {
         let own_client = client.clone();
         Context {
-            recorder: Recorder::new(client.clone(), "kustomize-controller")
-                .with_events_addr(options.events_addr.clone()),
+            recorder: Recorder::new(
+                events_client(&client, &config, &options),
+                "kustomize-controller",
+            )
+            .with_events_addr(options.events_addr.clone()),
             client,
             config,
             options,

@@ -71,15 +71,13 @@ pub(crate) async fn finalize(
                 "skipping garbage collection: service account '{namespace}/{}' no longer exists",
                 account.unwrap_or_default()
             );
-            ctx.recorder
-                .publish(
-                    object,
-                    EventType::Warning,
-                    reason::PRUNE_FAILED,
-                    &note,
-                    &EventMeta::default(),
-                )
-                .await;
+            ctx.recorder.publish(
+                object,
+                EventType::Warning,
+                reason::PRUNE_FAILED,
+                &note,
+                &EventMeta::default(),
+            );
         } else {
             let client = ctx.target_client(object).await?;
             let owner = Owner {
@@ -112,15 +110,13 @@ pub(crate) async fn finalize(
                         ),
                         WaitError::Api(error) => format!("Kubernetes API: {error}"),
                     };
-                    ctx.recorder
-                        .publish(
-                            object,
-                            EventType::Warning,
-                            reason::PRUNE_FAILED,
-                            &error,
-                            &EventMeta::default(),
-                        )
-                        .await;
+                    ctx.recorder.publish(
+                        object,
+                        EventType::Warning,
+                        reason::PRUNE_FAILED,
+                        &error,
+                        &EventMeta::default(),
+                    );
                 }
             }
         }

@@ -4,6 +4,10 @@
 //! and, with `--events-addr`, the same event POSTed to Flux's notification-controller (its
 //! `event.Event` JSON, retried a few times) so alerts and Git commit statuses keep working
 //! after an image swap. Failing to record an event is logged, never fatal.
+//!
+//! As client-go's event broadcaster does for Flux, `publish` only queues: one task writes the
+//! Events in order with a client of its own (its own rate limiter), so a fleet's Events
+//! never hold up, or queue behind, the requests that make Kustomizations Ready.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -71,19 +75,21 @@ pub enum EventType {
 }
 
 pub struct Recorder {
-    client: kube::Client,
     component: String,
-    /// Events already recorded, by object, reason and message: a repeat within the
-    /// aggregation window bumps the existing Event's count instead of creating another, as
-    /// Kubernetes' event correlator does for Flux.
-    recent: std::sync::Mutex<std::collections::HashMap<String, (String, i32, std::time::Instant)>>,
-    /// The size of `recent` at which expired entries are swept next.
-    sweep_at: std::sync::atomic::AtomicUsize,
     /// notification-controller's address (`--events-addr`).
     events_addr: Option<String>,
     http: reqwest::Client,
     instance: String,
+    /// The client Events are written with: its own rate limiter, as client-go's event sink
+    /// has its own clientset, so Events never delay a reconciliation's requests.
+    client: kube::Client,
+    /// The queue to the task that writes Events in order, started with the first event.
+    queue: std::sync::OnceLock<tokio::sync::mpsc::Sender<Job>>,
 }
+
+/// How many Events may wait to be written; more are dropped (logged), as client-go's
+/// broadcaster drops them when its queue of 1,000 is full.
+const QUEUE: usize = 1000;
 
 /// How long a repeated event updates the earlier one instead of creating a new one.
 const AGGREGATION_WINDOW: std::time::Duration = std::time::Duration::from_secs(10 * 60);
@@ -91,19 +97,35 @@ const AGGREGATION_WINDOW: std::time::Duration = std::time::Duration::from_secs(1
 /// Event messages are bounded like condition messages.
 const MAX_NOTE: usize = 1024 * 8;
 
+/// What the writing task is asked to do, in order.
+enum Job {
+    Record(Box<Recorded>),
+    /// Answered once every Event queued before it is written (or has failed).
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+struct Recorded {
+    namespace: String,
+    /// Object, reason and message: what makes two Events repeats of one another.
+    key: String,
+    event: Event,
+    now: String,
+}
+
 impl Recorder {
+    /// A recorder writing Events with `client`, which should not share the reconcilers'
+    /// rate limiter (see `ratelimit::RateLimit::twin`).
     pub fn new(client: kube::Client, component: &str) -> Recorder {
         Recorder {
             client,
             component: component.to_string(),
-            recent: Default::default(),
-            sweep_at: std::sync::atomic::AtomicUsize::new(64),
             events_addr: None,
             http: reqwest::Client::builder()
                 .timeout(std::time::Duration::from_secs(5))
                 .build()
                 .unwrap_or_default(),
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| component.to_string()),
+            queue: std::sync::OnceLock::new(),
         }
     }
 
@@ -142,7 +164,10 @@ impl Recorder {
         event
     }
 
-    pub async fn publish(
+    /// Records an event: queued for the writing task (which writes Events in the order they
+    /// were published) and forwarded to notification-controller; neither holds up the caller,
+    /// as neither does in Flux. Must be called within the tokio runtime.
+    pub fn publish(
         &self,
         object: &Kustomization,
         event_type: EventType,
@@ -191,24 +216,93 @@ impl Recorder {
         if let Some(address) = &self.events_addr {
             let payload = self.forwarded(object, event_type, reason, &note, &metadata, &now);
             let body = serde_json::to_vec(&payload).unwrap_or_default();
-            // Delivery must not hold up the reconciliation.
             tokio::spawn(forward(self.http.clone(), address.clone(), body));
         }
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        let key = format!("{namespace}/{name}/{reason}/{note}");
-        let repeat = {
-            let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-            // Swept when it has grown, not on every event: a fleet records thousands.
-            if recent.len() >= self.sweep_at.load(std::sync::atomic::Ordering::Relaxed) {
-                recent.retain(|_, (_, _, at)| at.elapsed() < AGGREGATION_WINDOW);
-                self.sweep_at
-                    .store(recent.len() * 2 + 64, std::sync::atomic::Ordering::Relaxed);
-            }
-            recent
-                .get(&key)
-                .filter(|(_, _, at)| at.elapsed() < AGGREGATION_WINDOW)
-                .cloned()
+        let Ok(event) = serde_json::from_value::<Event>(event) else {
+            return;
         };
+        let key = format!("{namespace}/{name}/{reason}/{note}");
+        let job = Job::Record(Box::new(Recorded {
+            namespace,
+            key,
+            event,
+            now,
+        }));
+        if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) = self.queue().try_send(job) {
+            tracing::warn!(
+                kustomization = %name,
+                reason,
+                "{QUEUE} events are waiting to be written; this one is dropped"
+            );
+        }
+    }
+
+    /// Waits (at most `within`) until every event published so far is written.
+    pub async fn flush(&self, within: Duration) {
+        let Some(queue) = self.queue.get() else {
+            return;
+        };
+        let (done, written) = tokio::sync::oneshot::channel();
+        let _ = tokio::time::timeout(within, async {
+            if queue.send(Job::Flush(done)).await.is_ok() {
+                let _ = written.await;
+            }
+        })
+        .await;
+    }
+
+    fn queue(&self) -> &tokio::sync::mpsc::Sender<Job> {
+        self.queue.get_or_init(|| {
+            let (sender, jobs) = tokio::sync::mpsc::channel(QUEUE);
+            tokio::spawn(write_in_order(self.client.clone(), jobs));
+            sender
+        })
+    }
+}
+
+/// The writing task: one Event at a time, in order; a repeat within the aggregation window
+/// bumps the earlier Event's count instead of creating another, as Kubernetes' event
+/// correlator does for Flux. Ends when the recorder is dropped.
+async fn write_in_order(client: kube::Client, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
+    let mut recent = Recent::default();
+    while let Some(job) = jobs.recv().await {
+        match job {
+            Job::Record(recorded) => recent.write(&client, *recorded).await,
+            Job::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}
+
+/// Events written lately: by key, the Event's name, its count and when it was last written.
+#[derive(Default)]
+struct Recent {
+    written: std::collections::HashMap<String, (String, i32, std::time::Instant)>,
+    /// The size of `written` at which expired entries are swept next.
+    sweep_at: usize,
+}
+
+impl Recent {
+    async fn write(&mut self, client: &kube::Client, recorded: Recorded) {
+        let Recorded {
+            namespace,
+            key,
+            event,
+            now,
+        } = recorded;
+        let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
+        // Swept when it has grown, not on every event: a fleet records thousands.
+        if self.written.len() >= self.sweep_at.max(64) {
+            self.written
+                .retain(|_, (_, _, at)| at.elapsed() < AGGREGATION_WINDOW);
+            self.sweep_at = self.written.len() * 2 + 64;
+        }
+        let repeat = self
+            .written
+            .get(&key)
+            .filter(|(_, _, at)| at.elapsed() < AGGREGATION_WINDOW)
+            .cloned();
         if let Some((event_name, count, _)) = repeat {
             let patch = json!({"count": count + 1, "lastTimestamp": now});
             if api
@@ -216,22 +310,15 @@ impl Recorder {
                 .await
                 .is_ok()
             {
-                self.recent
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
+                self.written
                     .insert(key, (event_name, count + 1, std::time::Instant::now()));
                 return;
             }
         }
-        let Ok(event) = serde_json::from_value::<Event>(event) else {
-            return;
-        };
         match api.create(&PostParams::default(), &event).await {
             Ok(created) => {
                 if let Some(event_name) = created.metadata.name {
-                    self.recent
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
+                    self.written
                         .insert(key, (event_name, 1, std::time::Instant::now()));
                 }
             }
@@ -304,6 +391,96 @@ mod tests {
             EventMeta::default().annotations(&object).len(),
             1,
             "only the object's event annotations"
+        );
+    }
+
+    fn kustomization(name: &str) -> Kustomization {
+        serde_json::from_value(json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": name, "namespace": "apps", "uid": "u-1"},
+            "spec": {"interval": "5m", "prune": true,
+                "sourceRef": {"kind": "GitRepository", "name": "r"}},
+        }))
+        .unwrap()
+    }
+
+    /// A client whose API server answers nothing until `open` is sent, then records each
+    /// request (method, path and Event reason or patched count) and echoes its body.
+    fn gated_client() -> (
+        kube::Client,
+        tokio::sync::watch::Sender<bool>,
+        std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    ) {
+        use http_body_util::BodyExt;
+        let (open, gate) = tokio::sync::watch::channel(false);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let mut gate = gate.clone();
+            let log = log.clone();
+            async move {
+                let _ = gate.wait_for(|open| *open).await;
+                let method = request.method().to_string();
+                let path = request.uri().path().to_string();
+                let body = request.into_body().collect().await?.to_bytes();
+                let mut sent: serde_json::Value = serde_json::from_slice(&body)?;
+                let what = sent["reason"]
+                    .as_str()
+                    .map_or_else(|| format!("count {}", sent["count"]), str::to_string);
+                log.lock().unwrap().push(format!("{method} {path} {what}"));
+                if method == "PATCH" {
+                    sent = json!({"apiVersion": "v1", "kind": "Event",
+                        "metadata": {"name": path.rsplit('/').next()},
+                        "involvedObject": {}});
+                }
+                let reply = http::Response::builder()
+                    .status(if method == "POST" { 201 } else { 200 })
+                    .header("content-type", "application/json")
+                    .body(http_body_util::Full::<hyper::body::Bytes>::from(
+                        serde_json::to_vec(&sent)?,
+                    ))?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(reply)
+            }
+        });
+        (kube::Client::new(service, "default"), open, seen)
+    }
+
+    /// As client-go's recorder for Flux: publishing does not wait for the API server, the
+    /// Events are written in the order they were published, and a repeat of the same event
+    /// bumps the first one's count.
+    #[tokio::test]
+    async fn events_are_queued_written_in_order_and_repeats_counted() {
+        let (client, open, seen) = gated_client();
+        let recorder = Recorder::new(client, "kustomize-controller");
+        let object = kustomization("apps");
+        let meta = EventMeta::default();
+        recorder.publish(&object, EventType::Normal, "Progressing", "created", &meta);
+        recorder.publish(
+            &object,
+            EventType::Warning,
+            "HealthCheckFailed",
+            "late",
+            &meta,
+        );
+        recorder.publish(&object, EventType::Normal, "Progressing", "created", &meta);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            seen.lock().unwrap().is_empty(),
+            "publish returned while the API server had answered nothing"
+        );
+        open.send(true).unwrap();
+        recorder.flush(Duration::from_secs(5)).await;
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        assert_eq!(seen[0], "POST /api/v1/namespaces/apps/events Progressing");
+        assert_eq!(
+            seen[1],
+            "POST /api/v1/namespaces/apps/events HealthCheckFailed"
+        );
+        assert!(
+            seen[2].starts_with("PATCH /api/v1/namespaces/apps/events/apps.")
+                && seen[2].ends_with("count 2"),
+            "{seen:?}"
         );
     }
 

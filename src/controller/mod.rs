@@ -420,6 +420,7 @@ pub async fn run(
     metrics
         .ready
         .store(true, std::sync::atomic::Ordering::Relaxed);
+    let recorder = context.clone();
     controller
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, context)
@@ -428,6 +429,11 @@ pub async fn run(
                 tracing::debug!(error = %error, "controller event");
             }
         })
+        .await;
+    // The last reconciliations' Events are still queued; a short wait keeps most of them.
+    recorder
+        .recorder
+        .flush(std::time::Duration::from_secs(5))
         .await;
     Ok(())
 }

@@ -52,6 +52,18 @@ impl RateLimit {
         }))))
     }
 
+    /// A limiter of the same QPS and burst with a bucket of its own, as every clientset
+    /// client-go makes from one config has (Flux's event recorder among them).
+    pub fn twin(&self) -> RateLimit {
+        let bucket = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        RateLimit(Arc::new(Mutex::new(Bucket {
+            qps: bucket.qps,
+            burst: bucket.burst,
+            tokens: bucket.burst,
+            last: Instant::now(),
+        })))
+    }
+
     fn take(&self) -> Result<(), Duration> {
         self.0
             .lock()
@@ -156,5 +168,22 @@ mod tests {
         }
         assert!(bucket.take(later).is_err());
         assert!(RateLimit::new(0.0, 10).is_none());
+    }
+
+    #[test]
+    fn a_twin_has_its_own_bucket_of_the_same_size() {
+        let limit = RateLimit::new(1.0, 2).unwrap();
+        assert!(limit.take().is_ok() && limit.take().is_ok());
+        assert!(limit.take().is_err(), "the original is drained");
+        let twin = limit.twin();
+        assert!(
+            twin.take().is_ok() && twin.take().is_ok(),
+            "the twin starts full"
+        );
+        assert!(twin.take().is_err(), "with the original's burst");
+        assert!(
+            limit.take().is_err(),
+            "draining the twin did not refill the original"
+        );
     }
 }

@@ -191,20 +191,19 @@ async fn reconcile_live(
         elapsed: started.elapsed(),
     };
     let conclusion = outcome::conclude(status, &facts, &result);
-    // Written only now, at the end, so that `flux reconcile` waits for this outcome.
+    // Written only now, at the end, so that `flux reconcile` waits for this outcome. Always
+    // written: as in Flux, every reconciliation moves Ready's transition time and the history.
     status::write(ctx, &object, &conclusion.status).await?;
     ctx.metrics
         .set_condition(&object, if conclusion.ready { "True" } else { "False" });
     if let Some(event) = &conclusion.event {
-        ctx.recorder
-            .publish(
-                &object,
-                event.type_,
-                event.reason,
-                &event.message,
-                &event.meta,
-            )
-            .await;
+        ctx.recorder.publish(
+            &object,
+            event.type_,
+            event.reason,
+            &event.message,
+            &event.meta,
+        );
     }
     if run_again {
         // A source event came while this run started, and it may have read the older revision.
@@ -272,14 +271,12 @@ async fn run_steps(
     }
     let applied_summary = changes.summary();
     if !applied_summary.is_empty() {
-        progress
-            .event(
-                EventType::Normal,
-                reason::PROGRESSING,
-                &applied_summary,
-                &meta,
-            )
-            .await;
+        progress.event(
+            EventType::Normal,
+            reason::PROGRESSING,
+            &applied_summary,
+            &meta,
+        );
     }
     steps::inventory_and_prune(&progress, &target, &changes, &old_inventory, status, &meta)
         .await
@@ -303,9 +300,7 @@ async fn run_steps(
     if let Some(passed) = passed
         && (!was_healthy || (new_revision && !applied_summary.is_empty()))
     {
-        progress
-            .event(EventType::Normal, reason::PROGRESSING, &passed, &meta)
-            .await;
+        progress.event(EventType::Normal, reason::PROGRESSING, &passed, &meta);
     }
     Ok(Applied {
         revision,

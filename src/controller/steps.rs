@@ -106,11 +106,10 @@ impl Progress<'_> {
         }
     }
 
-    pub async fn event(&self, type_: EventType, reason: &str, message: &str, meta: &EventMeta) {
+    pub fn event(&self, type_: EventType, reason: &str, message: &str, meta: &EventMeta) {
         self.ctx
             .recorder
-            .publish(self.object, type_, reason, message, meta)
-            .await;
+            .publish(self.object, type_, reason, message, meta);
     }
 }
 
@@ -450,9 +449,7 @@ pub(crate) async fn inventory_and_prune(
             ctx.metrics.observe_apply(Duration::ZERO, &outcome.deleted);
             let summary = outcome.deleted.summary();
             if !summary.is_empty() {
-                progress
-                    .event(EventType::Normal, reason::PROGRESSING, &summary, meta)
-                    .await;
+                progress.event(EventType::Normal, reason::PROGRESSING, &summary, meta);
             }
         }
     }

@@ -483,14 +483,15 @@ async fn a_new_revision_cancels_running_health_checks_when_the_gate_is_on() {
     );
     let events: Api<k8s_openapi::api::core::v1::Event> =
         Api::namespaced(harness.cluster.client.clone(), &ns);
-    let canceled = events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .find(|e| e.reason.as_deref() == Some("HealthCheckCanceled"))
-        .expect("a HealthCheckCanceled event");
+    // Events are written after the status, as Flux's recorder writes them.
+    let canceled = wait_for(Duration::from_secs(10), || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("HealthCheckCanceled"))
+    })
+    .await
+    .expect("a HealthCheckCanceled event");
     assert_eq!(
         canceled.message.as_deref(),
         Some(format!("Health checks canceled due to new reconciliation triggered by GitRepository/{ns}/repo").as_str())

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
 use serde_json::json;
 
-use super::{applied, events_of, kubeconfig_secret};
+use super::{applied, events_through, kubeconfig_secret};
 use crate::support::artifacts::{Artifact, SourceKind};
 use crate::support::controller::Harness;
 use crate::support::copy_tree;
@@ -176,10 +176,11 @@ async fn flux_decryptor() {
     };
     harness.source("repo", &same).await;
     applied(&harness, "sops", "v2.0.0").await;
-    let events = events_of(
+    let events = events_through(
         &harness,
         "sops",
         &[("kustomize.toolkit.fluxcd.io/revision", "v2.0.0")],
+        |e| e.reason.as_deref() == Some("ReconciliationSucceeded"),
     )
     .await;
     let messages: Vec<&str> = events

@@ -203,6 +203,28 @@ fn kstatus_check(object: &kustomize_controller::api::Kustomization) {
     );
 }
 
+/// The Events about `name` (as `events_of`) once the last of them satisfies `last`: Events are
+/// written in order but after the status, as Flux's event recorder writes them.
+async fn events_through(
+    harness: &Harness,
+    name: &str,
+    annotations: &[(&str, &str)],
+    last: impl Fn(&k8s_openapi::api::core::v1::Event) -> bool,
+) -> Vec<k8s_openapi::api::core::v1::Event> {
+    let found = crate::support::cluster::wait_for(std::time::Duration::from_secs(10), || async {
+        let events = events_of(harness, name, annotations).await;
+        events.last().is_some_and(&last).then_some(events)
+    })
+    .await;
+    match found {
+        Some(events) => events,
+        None => panic!(
+            "the events of {name} end otherwise: {:#?}",
+            events_of(harness, name, annotations).await
+        ),
+    }
+}
+
 /// The Events about the Kustomization `name`, those with one of `annotations` (key, value)
 /// when any are given, as Flux's `getEvents`.
 async fn events_of(

@@ -10,7 +10,7 @@
 
 use serde_json::json;
 
-use super::{events_of, eventually, has_condition, kubeconfig_secret, ready_reason};
+use super::{events_through, eventually, has_condition, kubeconfig_secret, ready_reason};
 use crate::support::artifacts::{Artifact, SourceKind};
 use crate::support::cluster::unique;
 use crate::support::controller::{Harness, ready_message};
@@ -168,10 +168,11 @@ async fn flux_external_artifact() {
     })
     .await;
     assert_eq!(ready_reason(&applied), "ReconciliationSucceeded");
-    let events = events_of(
+    let events = events_through(
         &harness,
         "ea",
         &[("kustomize.toolkit.fluxcd.io/revision", "v1.0.0")],
+        |e| e.reason.as_deref() == Some("ReconciliationSucceeded"),
     )
     .await;
     let said: Vec<(&str, &str)> = events
@@ -243,7 +244,10 @@ async fn flux_external_artifact() {
     .await;
     assert_eq!(ready_reason(&denied), "AccessDenied");
     assert!(has_condition(&denied, "Stalled", "True"));
-    let events = events_of(&harness, "ea", &[]).await;
+    let events = events_through(&harness, "ea", &[], |e| {
+        e.reason.as_deref() == Some("AccessDenied")
+    })
+    .await;
     let last = events.last().expect("events");
     assert_eq!(last.reason.as_deref(), Some("AccessDenied"));
     assert!(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use super::{applied, condition, events_of, gone, kstatus_check};
+use super::{applied, condition, events_of, events_through, gone, kstatus_check};
 use crate::support::cluster::wait_for;
 use crate::support::controller::{Harness, ready_message};
 
@@ -161,10 +161,11 @@ async fn flux_wait_conditions() {
     assert_eq!(entries[0]["metadata"]["revision"], "v1.0.0");
 
     // emits unhealthy event
-    let events = events_of(
+    let events = events_through(
         &harness,
         "wait",
         &[("kustomize.toolkit.fluxcd.io/revision", "v1.0.0")],
+        |e| e.type_.as_deref() == Some("Warning"),
     )
     .await;
     let last = events.last().expect("events for v1.0.0");
