@@ -323,6 +323,8 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 additive_cel_dependency_check: gates.enabled(Gate::AdditiveCELDependencyCheck),
                 group_change_log: gates.enabled(Gate::GroupChangeLog),
                 migrate_api_version: gates.enabled(Gate::MigrateAPIVersion),
+                cache_secrets_and_config_maps: gates.enabled(Gate::CacheSecretsAndConfigMaps),
+                direct_source_fetch: gates.enabled(Gate::DirectSourceFetch),
                 disable_fail_fast: gates.enabled(Gate::DisableFailFastBehavior),
                 remote: remote_fetcher(if args.no_remote_bases {
                     RemoteBases::Refused

@@ -496,19 +496,25 @@ impl Applier {
         }
         // Watched from the first apply of a kind on, so it has listed by the next reconcile.
         owned.watch(&served);
+        // An object this reconciliation reads (or creates) itself needs no follow-up for an
+        // earlier requested one: its own write coming through the watch would only run it again.
+        let unsure = || {
+            owned.release(&reference, &served);
+            Watched::Unsure
+        };
         let live = match owned.seen(&reference, &served) {
             Seen::Present(live) => live,
             Seen::Absent => return Watched::Absent,
-            Seen::Unknown => return Watched::Unsure,
+            Seen::Unknown => return unsure(),
         };
         let Some((cached_digest, cached_version)) = self.cache.get(&reference) else {
-            return Watched::Unsure;
+            return unsure();
         };
         if self.options.migrate_api_version
             || !self.ignore.paths_for(object).is_empty()
             || ssa_policy(object) == SsaPolicy::IfNotPresent
         {
-            return Watched::Unsure;
+            return unsure();
         }
         let unmoved = live
             .pointer("/metadata/resourceVersion")
@@ -524,7 +530,7 @@ impl Applier {
             }
             Watched::Unmoved
         } else {
-            Watched::Unsure
+            unsure()
         }
     }
 }

@@ -48,6 +48,12 @@ pub struct Options {
     pub disable_fail_fast: bool,
     /// The `MigrateAPIVersion` feature gate.
     pub migrate_api_version: bool,
+    /// The `CacheSecretsAndConfigMaps` feature gate: ConfigMaps and Secrets are read from
+    /// watches of all of them (see `configs`).
+    pub cache_secrets_and_config_maps: bool,
+    /// The `DirectSourceFetch` feature gate: sources are read from the API server, not from
+    /// the source watches.
+    pub direct_source_fetch: bool,
     /// The `GroupChangeLog` feature gate: the apply log groups objects by action.
     pub group_change_log: bool,
     /// The `CancelHealthCheckOnNewRevision` feature gate.
@@ -102,6 +108,8 @@ impl Default for Options {
             additive_cel_dependency_check: false,
             group_change_log: false,
             migrate_api_version: false,
+            cache_secrets_and_config_maps: false,
+            direct_source_fetch: false,
             disable_fail_fast: false,
             remote: None,
             kubeconfig_allowances: Default::default(),
@@ -148,6 +156,8 @@ pub struct Context {
     kinds: KindCache,
     /// The watched source objects, as last seen.
     pub sources: crate::source::SourceCache,
+    /// Where ConfigMaps and Secrets are read from (the API server unless the gate caches them).
+    pub configs: super::configs::ConfigReader,
     /// What this cluster's watches tell of the objects Kustomizations applied.
     pub owned: crate::objects::OwnedObjects,
     /// Our last write to each Kustomization, to tell a stale cached copy.
@@ -183,6 +193,7 @@ impl Context {
             caches: Mutex::new(BTreeMap::new()),
             kinds: Default::default(),
             sources: Default::default(),
+            configs: super::configs::ConfigReader::direct(own_client.clone()),
             owned: crate::objects::OwnedObjects::new(own_client.clone()),
             own_writes: Default::default(),
             kustomizations: Default::default(),
@@ -190,6 +201,11 @@ impl Context {
             clients: Mutex::new(BTreeMap::new()),
             failures: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// ConfigMaps and Secrets are read through `configs`.
+    pub fn set_configs(&mut self, configs: super::configs::ConfigReader) {
+        self.configs = configs;
     }
 
     /// Hands the Kustomization watch's store to the reconcilers (once).
@@ -266,7 +282,7 @@ impl Context {
                     .or(self.options.default_service_account.as_deref())
                     .map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
                 super::remote::cached_client(
-                    &self.client,
+                    &self.configs,
                     &namespace,
                     reference,
                     self.options.kubeconfig_allowances,

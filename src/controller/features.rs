@@ -86,12 +86,11 @@ impl Gate {
             | Gate::AdditiveCELDependencyCheck
             | Gate::DisableFailFastBehavior
             | Gate::GroupChangeLog
-            | Gate::MigrateAPIVersion => Support::Honoured,
-            // Sources, Secrets and ConfigMaps are always read from the API server, and health
-            // polling keeps no cache: what these gates switch in Flux is how it reads.
-            Gate::CacheSecretsAndConfigMaps
-            | Gate::DisableStatusPollerCache
-            | Gate::DirectSourceFetch => Support::Equivalent,
+            | Gate::MigrateAPIVersion
+            | Gate::CacheSecretsAndConfigMaps
+            | Gate::DirectSourceFetch => Support::Honoured,
+            // Health polling keeps no cache: what this gate switches in Flux is how it reads.
+            Gate::DisableStatusPollerCache => Support::Equivalent,
             Gate::ObjectLevelWorkloadIdentity => Support::DefaultOnly,
         }
     }

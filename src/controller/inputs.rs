@@ -3,9 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::Api;
-
 use super::context::Context;
 use crate::api::{Kustomization, SubstituteKind};
 use crate::sops::{KeyError, Keys};
@@ -72,9 +69,9 @@ pub(crate) async fn decryption_keys(
         },
     };
     let secret_id = format!("{secret_namespace}/{secret_name}");
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &secret_namespace);
-    let secret = api
-        .get_opt(&secret_name)
+    let secret = ctx
+        .configs
+        .secret(&secret_namespace, &secret_name)
         .await
         .map_err(|source| InputError::ReadDecryptionSecret {
             secret: secret_id.clone(),
@@ -121,26 +118,24 @@ pub(crate) async fn variables(
             source,
         };
         let data = match reference.kind {
-            SubstituteKind::ConfigMap => {
-                let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-                api.get_opt(&reference.name)
-                    .await
-                    .map_err(unreadable)?
-                    .map(|c| c.data.unwrap_or_default())
-            }
-            SubstituteKind::Secret => {
-                let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-                api.get_opt(&reference.name)
-                    .await
-                    .map_err(unreadable)?
-                    .map(|s| {
-                        s.data
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-                            .collect()
-                    })
-            }
+            SubstituteKind::ConfigMap => ctx
+                .configs
+                .config_map(&namespace, &reference.name)
+                .await
+                .map_err(unreadable)?
+                .map(|c| c.data.unwrap_or_default()),
+            SubstituteKind::Secret => ctx
+                .configs
+                .secret(&namespace, &reference.name)
+                .await
+                .map_err(unreadable)?
+                .map(|s| {
+                    s.data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                        .collect()
+                }),
         };
         sources.push(crate::substitute::Source {
             kind: kind.into(),

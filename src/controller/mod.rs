@@ -17,6 +17,7 @@
 //! and applier; `status`, `events` and `metrics` report. See docs/architecture.md.
 
 mod cancel;
+pub mod configs;
 mod context;
 mod deletion;
 mod dependencies;
@@ -282,14 +283,22 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), crate::source::SourceError> {
     let fetcher = Fetcher::new(options.fetcher.clone())?;
-    let context = Arc::new(Context::new(
+    let health = metrics.watches.clone();
+    let mut context = Context::new(
         client.clone(),
         config,
         options.reconcile.clone(),
         fetcher,
         metrics.clone(),
-    ));
-    let health = metrics.watches.clone();
+    );
+    // Kept until the controller stops: the watches end with it.
+    let _config_watches = options.reconcile.cache_secrets_and_config_maps.then(|| {
+        let (reader, watches) =
+            configs::ConfigReader::start(&client, options.namespace.as_deref(), health.clone());
+        context.set_configs(reader);
+        watches
+    });
+    let context = Arc::new(context);
     metrics
         .runtime
         .set_max_concurrent(options.concurrent.max(1));

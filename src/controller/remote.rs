@@ -3,8 +3,6 @@
 //! credential plugins) or skip TLS verification are refused unless the operator allowed them
 //! with `--insecure-kubeconfig-exec` / `--insecure-kubeconfig-tls`.
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::api::KubeConfigReference;
@@ -63,7 +61,7 @@ pub enum Refusal {
 /// The client for the remote cluster, optionally impersonating a service account there;
 /// a client built from the same Secret version is reused.
 pub async fn cached_client(
-    local: &kube::Client,
+    configs: &super::configs::ConfigReader,
     namespace: &str,
     reference: &KubeConfigReference,
     allowances: Allowances,
@@ -75,9 +73,8 @@ pub async fn cached_client(
         return Err(ClientError::ConfigMapRefUnsupported);
     };
     let secret_id = format!("{namespace}/{}", secret_ref.name);
-    let api: Api<Secret> = Api::namespaced(local.clone(), namespace);
-    let secret = api
-        .get_opt(&secret_ref.name)
+    let secret = configs
+        .secret(namespace, &secret_ref.name)
         .await
         .map_err(|source| ClientError::ReadSecret {
             secret: secret_id.clone(),

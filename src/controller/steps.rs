@@ -159,7 +159,9 @@ pub(crate) async fn source(
             name: source.name,
         });
     }
-    match crate::source::resolve(&ctx.client, &ctx.sources, &source).await {
+    // As Flux's DirectSourceFetch gate: the API server's answer, not the watch's.
+    let cache = (!ctx.options.direct_source_fetch).then_some(&ctx.sources);
+    match crate::source::resolve(&ctx.client, cache, &source).await {
         Ok(artifact) => Ok((source, artifact)),
         Err(SourceError::NotFound {
             kind,

@@ -43,6 +43,7 @@ pub async fn prune_with(
             Some(owned) => match kinds.served(client, reference).await {
                 Ok(served) => {
                     owned.watch(&served);
+                    owned.release(reference, &served);
                     owned.seen(reference, &served)
                 }
                 Err(_) => Seen::Unknown,

@@ -126,6 +126,21 @@ impl OwnedState {
     }
 }
 
+fn slot_of(object: &ObjectRef, served: &Served) -> Slot {
+    (
+        (
+            served.resource.api_version.clone(),
+            served.resource.kind.clone(),
+        ),
+        if served.namespaced {
+            object.namespace.clone()
+        } else {
+            String::new()
+        },
+        object.name.clone(),
+    )
+}
+
 fn key_of(object: &PartialObjectMeta<DynamicObject>) -> (String, String) {
     (
         object.metadata.namespace.clone().unwrap_or_default(),
@@ -247,22 +262,22 @@ impl OwnedObjects {
         resource_version: &str,
         owner: Owning,
     ) {
-        let slot = (
-            (
-                served.resource.api_version.clone(),
-                served.resource.kind.clone(),
-            ),
-            if served.namespaced {
-                object.namespace.clone()
-            } else {
-                String::new()
-            },
-            object.name.clone(),
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).vouch(
+            slot_of(object, served),
+            resource_version,
+            owner,
         );
+    }
+
+    /// A reconciliation is about to read, write or delete `object` itself, so what it does
+    /// supersedes an earlier vouching: its own change coming through the watch is no reason
+    /// to run again.
+    pub fn release(&self, object: &ObjectRef, served: &Served) {
         self.state
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .vouch(slot, resource_version, owner);
+            .vouched
+            .remove(&slot_of(object, served));
     }
 
     /// What the watches tell of `object`.

@@ -141,16 +141,16 @@ pub fn source_resource(kind: SourceKind) -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, kind.plural())
 }
 
-/// Reads the source object and its artifact: from the watch cache when it holds the object,
-/// else from the API server.
+/// Reads the source object and its artifact: from the watch cache when one is given and holds
+/// the object, else from the API server.
 pub async fn resolve(
     client: &kube::Client,
-    cache: &SourceCache,
+    cache: Option<&SourceCache>,
     source: &SourceObject,
 ) -> Result<Artifact, SourceError> {
     let kind = source.kind.as_str();
     let (namespace, name) = (source.namespace.clone(), source.name.clone());
-    if let Some(object) = cache.get(source) {
+    if let Some(object) = cache.and_then(|cache| cache.get(source)) {
         return artifact_of(&object.data, kind, &namespace, &name);
     }
     let api: Api<DynamicObject> =

@@ -151,6 +151,52 @@ async fn an_edit_the_watch_delivers_after_a_request_is_still_reverted() {
 }
 
 #[tokio::test]
+async fn a_revision_right_after_a_request_runs_once_despite_its_own_writes() {
+    let mut harness = Harness::start().await;
+    let Some(server) = harness.cluster.server().cloned() else {
+        return;
+    };
+    let user = as_own_account(&mut harness).await;
+    let manifest = |value: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: twice\ndata:\n  key: {value}\n"
+        )
+    };
+    let v1 = harness.publish_files("twice", "main@sha1:7e01", &[("cm.yaml", &manifest("one"))]);
+    harness.source("repo", &v1).await;
+    harness.create_kustomization("twice", json!({})).await;
+    harness
+        .wait_ready("twice", "True", "ReconciliationSucceeded")
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The requested reconciliation takes the ConfigMap as unmoved and vouches for it.
+    harness.request_reconcile("twice", "now").await;
+    harness.wait_handled("twice", "now").await;
+
+    let mark = server.requests().len();
+    let v2 = harness.publish_files("twice", "main@sha1:7e02", &[("cm.yaml", &manifest("two"))]);
+    harness.source("repo", &v2).await;
+    let applied = wait_for(Duration::from_secs(30), || async {
+        let object = harness.kustomizations().get("twice").await.ok()?;
+        (object.status?.last_applied_revision.as_deref() == Some("main@sha1:7e02")).then_some(())
+    })
+    .await;
+    assert!(applied.is_some(), "the new revision is applied");
+    // Its own write of the ConfigMap, coming back through the watch, is no change to follow up.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let status_writes: Vec<_> = server.requests()[mark..]
+        .iter()
+        .filter(|r| r.user == user && r.resource == "kustomizations" && r.verb == "patch")
+        .cloned()
+        .collect();
+    assert_eq!(
+        status_writes.len(),
+        1,
+        "one reconciliation: {status_writes:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_long_reconcile_shows_what_is_under_way_before_its_outcome() {
     let harness = Harness::start().await;
     let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: slow\nspec:\n  \
@@ -287,4 +333,119 @@ async fn deletion_prunes_from_the_watch_and_keeps_what_opted_out_since() {
         .cloned()
         .collect();
     assert!(reads.is_empty(), "judged from the watch: {reads:?}");
+}
+
+/// Flux's CacheSecretsAndConfigMaps gate: with it on, `substituteFrom` ConfigMaps and Secrets
+/// come from the controller's watches of them, not a read per reconciliation, and an edit
+/// reaches the next reconciliations; with it off (Flux's default) each is read every time.
+#[tokio::test]
+async fn substitutions_are_read_each_time_unless_the_cache_gate_is_on() {
+    for cached in [false, true] {
+        let mut harness = Harness::start().await;
+        let Some(server) = harness.cluster.server().cloned() else {
+            return;
+        };
+        let (token, user) = harness.cluster.controller_account().await;
+        harness
+            .restart_as_with(token, |options| {
+                options.reconcile.cache_secrets_and_config_maps = cached;
+            })
+            .await;
+        let ns = harness.cluster.namespace.clone();
+        harness
+            .cluster
+            .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "vars", "namespace": ns}, "data": {"color": "blue"}}))
+            .await;
+        harness
+            .cluster
+            .apply(&json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "secret-vars", "namespace": ns},
+                "stringData": {"size": "large"}}))
+            .await;
+        let artifact = harness.publish_files(
+            "painted",
+            "main@sha1:c010",
+            &[(
+                "cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: painted\n\
+                 data:\n  color: ${color}\n  size: ${size}\n",
+            )],
+        );
+        harness.source("repo", &artifact).await;
+        harness
+            .create_kustomization(
+                "painted",
+                json!({"postBuild": {"substituteFrom": [
+                    {"kind": "ConfigMap", "name": "vars"},
+                    {"kind": "Secret", "name": "secret-vars"}]}}),
+            )
+            .await;
+        harness
+            .wait_ready("painted", "True", "ReconciliationSucceeded")
+            .await;
+        let painted = |color: &'static str| {
+            let maps = harness.config_maps();
+            async move {
+                let data = maps.get("painted").await.ok()?.data?;
+                (data.get("color").map(String::as_str) == Some(color)
+                    && data.get("size").map(String::as_str) == Some("large"))
+                .then_some(())
+            }
+        };
+        assert!(painted("blue").await.is_some(), "cached: {cached}");
+        // The owned-object watch the first apply started has listed by now.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+
+        let mark = server.requests().len();
+        harness.request_reconcile("painted", "once").await;
+        harness.wait_handled("painted", "once").await;
+        let reads = |resource: &str| {
+            server.requests()[mark..]
+                .iter()
+                .filter(|r| r.user == user && r.verb == "get" && r.resource == resource)
+                .map(|r| r.name.clone())
+                .collect::<Vec<_>>()
+        };
+        if cached {
+            assert_eq!(
+                (reads("configmaps"), reads("secrets")),
+                (vec![], vec![]),
+                "from the watches"
+            );
+        } else {
+            assert_eq!(
+                (reads("configmaps"), reads("secrets")),
+                (vec!["vars".to_string()], vec!["secret-vars".to_string()]),
+                "read once each"
+            );
+        }
+
+        harness
+            .config_maps()
+            .patch(
+                "vars",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"data": {"color": "red"}})),
+            )
+            .await
+            .unwrap();
+        let mut asked = 0;
+        let repainted = wait_for(Duration::from_secs(20), || {
+            asked += 1;
+            let token = format!("again-{asked}");
+            let harness = &harness;
+            let painted = &painted;
+            async move {
+                harness.request_reconcile("painted", &token).await;
+                harness.wait_handled("painted", &token).await;
+                painted("red").await
+            }
+        })
+        .await;
+        assert!(
+            repainted.is_some(),
+            "the edit is substituted (cached: {cached})"
+        );
+    }
 }

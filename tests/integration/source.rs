@@ -61,22 +61,16 @@ async fn resolves_every_source_kind_and_tells_missing_apart() {
             namespace: None,
         };
         let ready = SourceObject::of(&reference("ready"), &cluster.namespace);
-        let resolved = resolve(&cluster.client, &Default::default(), &ready)
-            .await
-            .unwrap();
+        let resolved = resolve(&cluster.client, None, &ready).await.unwrap();
         assert_eq!(resolved.digest, artifact.digest);
         assert_eq!(resolved.revision, "main@sha1:abc");
 
         let pending = SourceObject::of(&reference("pending"), &cluster.namespace);
-        let error = resolve(&cluster.client, &Default::default(), &pending)
-            .await
-            .unwrap_err();
+        let error = resolve(&cluster.client, None, &pending).await.unwrap_err();
         assert!(matches!(error, SourceError::NoArtifact { .. }), "{error}");
 
         let absent = SourceObject::of(&reference("absent"), &cluster.namespace);
-        let error = resolve(&cluster.client, &Default::default(), &absent)
-            .await
-            .unwrap_err();
+        let error = resolve(&cluster.client, None, &absent).await.unwrap_err();
         assert!(matches!(error, SourceError::NotFound { .. }), "{error}");
         assert!(error.to_string().contains("absent"), "{error}");
     }

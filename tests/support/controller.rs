@@ -63,8 +63,13 @@ impl Harness {
     /// Restarts the controller authenticated by `token` (a ServiceAccount's), so that what it
     /// may do is what that account's RBAC grants.
     pub async fn restart_as(&mut self, token: String) {
+        self.restart_as_with(token, |_| {}).await;
+    }
+
+    /// `restart_as`, with other options.
+    pub async fn restart_as_with(&mut self, token: String, adjust: impl FnOnce(&mut RunOptions)) {
         self.token = Some(token);
-        self.restart_with(|_| {}).await;
+        self.restart_with(adjust).await;
     }
 
     /// Stops the controller (in-flight reconciliations finish) and starts another on the same

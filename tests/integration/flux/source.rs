@@ -4,9 +4,8 @@
 //! then recovers (`kustomization_fetcher_test.go`), and manifests that do not build
 //! (`kustomization_validation_test.go`).
 //!
-//! The DirectSourceFetch gate has no effect here (sources are always read from the API
-//! server, `src/controller/features.rs` marks it `Equivalent`), so its ports run on the one
-//! read path there is.
+//! The DirectSourceFetch ports run with the gate on, as Flux's do: the source is read from the
+//! API server instead of the source watches.
 
 use serde_json::json;
 
@@ -40,7 +39,7 @@ fn spec_on(harness: &Harness, kind: &str, name: &str, interval: &str) -> serde_j
 /// ArtifactFailed.
 #[tokio::test]
 async fn flux_direct_source_fetch() {
-    let harness = Harness::start().await;
+    let harness = Harness::start_with(|options| options.reconcile.direct_source_fetch = true).await;
     let ns = harness.cluster.namespace.clone();
     kubeconfig_secret(&harness).await;
     let id = unique("direct-fetch");
@@ -68,6 +67,14 @@ async fn flux_direct_source_fetch() {
     })
     .await;
     assert!(harness.config_maps().get_opt(&id).await.unwrap().is_some());
+    if let Some(server) = harness.cluster.server() {
+        assert!(
+            server.requests().iter().any(|r| r.verb == "get"
+                && r.resource == "gitrepositories"
+                && r.name == repository),
+            "the GitRepository is read from the API server"
+        );
+    }
 
     // source not found with DirectSourceFetch enabled
     harness
@@ -87,7 +94,7 @@ async fn flux_direct_source_fetch() {
 /// conditions. Flux asserts only that; ours also holds Flux's condition for it (Ready False
 /// ArtifactFailed).
 async fn source_without_artifact_gets_conditions(kind: SourceKind) {
-    let harness = Harness::start().await;
+    let harness = Harness::start_with(|options| options.reconcile.direct_source_fetch = true).await;
     let ns = harness.cluster.namespace.clone();
     kubeconfig_secret(&harness).await;
     let source = unique("no-artifact");
