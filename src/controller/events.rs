@@ -5,9 +5,11 @@
 //! `event.Event` JSON, retried a few times) so alerts and Git commit statuses keep working
 //! after an image swap. Failing to record an event is logged, never fatal.
 //!
-//! As client-go's event broadcaster does for Flux, `publish` only queues: one task writes the
-//! Events in order with a client of its own (its own rate limiter), so a fleet's Events
-//! never hold up, or queue behind, the requests that make Kustomizations Ready.
+//! As client-go's event broadcaster does for Flux, `publish` only queues: writer tasks write
+//! the Events with a client of its own (its own rate limiter), so a fleet's Events never hold
+//! up, or queue behind, the requests that make Kustomizations Ready. Each Kustomization's
+//! Events go to one writer, in the order they were published; a few writers share the
+//! Kustomizations, so one slow answer does not hold up everyone's Events.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -83,13 +85,16 @@ pub struct Recorder {
     /// The client Events are written with: its own rate limiter, as client-go's event sink
     /// has its own clientset, so Events never delay a reconciliation's requests.
     client: kube::Client,
-    /// The queue to the task that writes Events in order, started with the first event.
-    queue: std::sync::OnceLock<tokio::sync::mpsc::Sender<Job>>,
+    /// The queues to the writer tasks, started with the first event.
+    queues: std::sync::OnceLock<Vec<tokio::sync::mpsc::Sender<Job>>>,
 }
 
-/// How many Events may wait to be written; more are dropped (logged), as client-go's
+/// How many tasks write Events.
+const WRITERS: usize = 4;
+
+/// How many Events may wait for each writer; more are dropped (logged), as client-go's
 /// broadcaster drops them when its queue of 1,000 is full.
-const QUEUE: usize = 1000;
+const QUEUE: usize = 256;
 
 /// How long a repeated event updates the earlier one instead of creating a new one.
 const AGGREGATION_WINDOW: std::time::Duration = std::time::Duration::from_secs(10 * 60);
@@ -125,7 +130,7 @@ impl Recorder {
                 .build()
                 .unwrap_or_default(),
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| component.to_string()),
-            queue: std::sync::OnceLock::new(),
+            queues: std::sync::OnceLock::new(),
         }
     }
 
@@ -164,8 +169,8 @@ impl Recorder {
         event
     }
 
-    /// Records an event: queued for the writing task (which writes Events in the order they
-    /// were published) and forwarded to notification-controller; neither holds up the caller,
+    /// Records an event: queued for its Kustomization's writer (which writes them in the
+    /// order they were published) and forwarded to notification-controller; neither holds up the caller,
     /// as neither does in Flux. Must be called within the tokio runtime.
     pub fn publish(
         &self,
@@ -228,39 +233,54 @@ impl Recorder {
             event,
             now,
         }));
-        if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) = self.queue().try_send(job) {
+        let queues = self.queues();
+        let writer = {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            (
+                object.metadata.namespace.as_deref(),
+                object.metadata.name.as_deref(),
+            )
+                .hash(&mut hasher);
+            hasher.finish() as usize % queues.len()
+        };
+        if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) = queues[writer].try_send(job) {
             tracing::warn!(
                 kustomization = %name,
                 reason,
-                "{QUEUE} events are waiting to be written; this one is dropped"
+                "{QUEUE} events are waiting for this one's writer; it is dropped"
             );
         }
     }
 
     /// Waits (at most `within`) until every event published so far is written.
     pub async fn flush(&self, within: Duration) {
-        let Some(queue) = self.queue.get() else {
+        let Some(queues) = self.queues.get() else {
             return;
         };
-        let (done, written) = tokio::sync::oneshot::channel();
-        let _ = tokio::time::timeout(within, async {
+        let flushed = queues.iter().map(|queue| async move {
+            let (done, written) = tokio::sync::oneshot::channel();
             if queue.send(Job::Flush(done)).await.is_ok() {
                 let _ = written.await;
             }
-        })
-        .await;
+        });
+        let _ = tokio::time::timeout(within, futures::future::join_all(flushed)).await;
     }
 
-    fn queue(&self) -> &tokio::sync::mpsc::Sender<Job> {
-        self.queue.get_or_init(|| {
-            let (sender, jobs) = tokio::sync::mpsc::channel(QUEUE);
-            tokio::spawn(write_in_order(self.client.clone(), jobs));
-            sender
+    fn queues(&self) -> &[tokio::sync::mpsc::Sender<Job>] {
+        self.queues.get_or_init(|| {
+            (0..WRITERS)
+                .map(|_| {
+                    let (sender, jobs) = tokio::sync::mpsc::channel(QUEUE);
+                    tokio::spawn(write_in_order(self.client.clone(), jobs));
+                    sender
+                })
+                .collect()
         })
     }
 }
 
-/// The writing task: one Event at a time, in order; a repeat within the aggregation window
+/// A writer task: one Event at a time, in order; a repeat within the aggregation window
 /// bumps the earlier Event's count instead of creating another, as Kubernetes' event
 /// correlator does for Flux. Ends when the recorder is dropped.
 async fn write_in_order(client: kube::Client, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
@@ -445,9 +465,9 @@ mod tests {
         (kube::Client::new(service, "default"), open, seen)
     }
 
-    /// As client-go's recorder for Flux: publishing does not wait for the API server, the
-    /// Events are written in the order they were published, and a repeat of the same event
-    /// bumps the first one's count.
+    /// As client-go's recorder for Flux: publishing does not wait for the API server, a
+    /// Kustomization's Events are written in the order they were published, and a repeat of
+    /// the same event bumps the first one's count.
     #[tokio::test]
     async fn events_are_queued_written_in_order_and_repeats_counted() {
         let (client, open, seen) = gated_client();
@@ -463,6 +483,8 @@ mod tests {
             &meta,
         );
         recorder.publish(&object, EventType::Normal, "Progressing", "created", &meta);
+        let other = kustomization("web");
+        recorder.publish(&other, EventType::Normal, "Other", "web's", &meta);
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(
             seen.lock().unwrap().is_empty(),
@@ -470,8 +492,9 @@ mod tests {
         );
         open.send(true).unwrap();
         recorder.flush(Duration::from_secs(5)).await;
-        let seen = seen.lock().unwrap().clone();
-        assert_eq!(seen.len(), 3, "{seen:?}");
+        let all = seen.lock().unwrap().clone();
+        assert_eq!(all.len(), 4, "flushed every writer: {all:?}");
+        let seen: Vec<_> = all.into_iter().filter(|s| !s.contains("Other")).collect();
         assert_eq!(seen[0], "POST /api/v1/namespaces/apps/events Progressing");
         assert_eq!(
             seen[1],

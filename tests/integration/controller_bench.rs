@@ -88,7 +88,10 @@ async fn wait_all(
         {
             return;
         }
-        assert!(Instant::now() < deadline, "not all {count} Kustomizations {what}");
+        assert!(
+            Instant::now() < deadline,
+            "not all {count} Kustomizations {what}"
+        );
         tokio::time::sleep(pause).await;
     }
 }

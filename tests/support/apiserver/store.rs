@@ -420,13 +420,32 @@ impl Store {
 
     fn settle_once(&mut self) -> bool {
         let mut changed = false;
-        let live_uids: std::collections::HashSet<String> = self
+        // Only objects being deleted, or with owners that may be gone, have follow-up work;
+        // looking at (and copying) every object on every deletion made a store of 100,000
+        // objects answer a few requests a second.
+        let owned = |o: &Value| {
+            o.pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|owners| !owners.is_empty())
+        };
+        let keys: Vec<ObjectKey> = self
             .objects
-            .values()
-            .filter_map(|o| o.pointer("/metadata/uid").and_then(Value::as_str))
-            .map(str::to_string)
+            .iter()
+            .filter(|(_, o)| o.pointer("/metadata/deletionTimestamp").is_some() || owned(o))
+            .map(|(key, _)| key.clone())
             .collect();
-        let keys: Vec<ObjectKey> = self.objects.keys().cloned().collect();
+        let live_uids: std::collections::HashSet<String> = if keys
+            .iter()
+            .any(|key| self.objects.get(key).is_some_and(owned))
+        {
+            self.objects
+                .values()
+                .filter_map(|o| o.pointer("/metadata/uid").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        } else {
+            Default::default()
+        };
         for key in keys {
             let Some(object) = self.objects.get(&key).cloned() else {
                 continue;
