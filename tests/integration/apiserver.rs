@@ -68,10 +68,17 @@ fn fields_of(object: &impl kube::Resource, manager: &str) -> Value {
 #[tokio::test]
 async fn discovery_lists_builtin_kinds_with_their_scope() {
     let cluster = TestCluster::start().await;
-    let discovery = kube::Discovery::new(cluster.client.clone())
-        .run()
-        .await
-        .expect("discovery runs");
+    // On a shared server another test may delete a CRD's group between discovery's list of
+    // groups and its read of that group (a 404), as on a real cluster: try again.
+    let mut attempts = 0;
+    let discovery = loop {
+        attempts += 1;
+        match kube::Discovery::new(cluster.client.clone()).run().await {
+            Ok(discovery) => break discovery,
+            Err(error) if attempts >= 5 => panic!("discovery runs: {error:?}"),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    };
     let find = |group: &str, kind: &str| {
         discovery
             .groups()
