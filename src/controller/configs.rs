@@ -84,18 +84,28 @@ impl ConfigReader {
         namespace: &str,
         name: &str,
     ) -> Result<Option<ConfigMap>, kube::Error> {
-        match self.cached(|c| &c.config_maps, namespace, name) {
-            Some(found) => Ok(found),
-            None => {
-                Api::namespaced(self.client.clone(), namespace)
-                    .get_opt(name)
-                    .await
-            }
-        }
+        self.read(|c| &c.config_maps, namespace, name).await
     }
 
     pub async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, kube::Error> {
-        match self.cached(|c| &c.secrets, namespace, name) {
+        self.read(|c| &c.secrets, namespace, name).await
+    }
+
+    /// From the cache when it can answer, else from the API server.
+    async fn read<K>(
+        &self,
+        kind: impl Fn(&Cached) -> &Watched<K>,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<K>, kube::Error>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + 'static,
+    {
+        match self.cached(kind, namespace, name) {
             Some(found) => Ok(found),
             None => {
                 Api::namespaced(self.client.clone(), namespace)
