@@ -72,15 +72,17 @@ fn report(
     requests.len()
 }
 
+/// Waits until `count` of a fleet of `fleet` Kustomizations hold `holds`.
 async fn wait_all(
     api: &Api<Kustomization>,
+    fleet: usize,
     count: usize,
     what: &str,
     holds: impl Fn(&Kustomization) -> bool,
 ) {
     // Listing every Kustomization takes the in-process server's one lock for as long as it
     // serializes them (tens of MB at 10,000): polled every 250 ms, that was most of its time.
-    let pause = Duration::from_millis(count as u64).max(Duration::from_millis(250));
+    let pause = Duration::from_millis(fleet as u64).max(Duration::from_millis(250));
     let deadline = Instant::now() + Duration::from_secs(3_600);
     loop {
         if let Ok(list) = api.list(&ListParams::default()).await
@@ -161,7 +163,7 @@ async fn bench_controller() {
         .unwrap();
         api.create(&Default::default(), &object).await.unwrap();
     }
-    wait_all(&api, count, "became Ready", |k| {
+    wait_all(&api, count, count, "became Ready", |k| {
         ready_at(k, "main@sha1:1111")
     })
     .await;
@@ -178,7 +180,7 @@ async fn bench_controller() {
         .await
         .unwrap();
     }
-    wait_all(&api, count, "handled the request", |k| {
+    wait_all(&api, count, count, "handled the request", |k| {
         k.status
             .as_ref()
             .and_then(|s| s.last_handled_reconcile_at.as_deref())
@@ -212,7 +214,7 @@ async fn bench_controller() {
         cluster
             .set_artifact(SourceKind::GitRepository, &ns, "repo", &artifact)
             .await;
-        wait_all(&api, count, phase, |k| ready_at(k, revision)).await;
+        wait_all(&api, count, count, phase, |k| ready_at(k, revision)).await;
         mark = report(phase, server, &user, mark, count, started.elapsed());
     }
 
@@ -223,7 +225,7 @@ async fn bench_controller() {
             .await
             .unwrap();
     }
-    wait_all(&api, 0, "were deleted", |_| true).await;
+    wait_all(&api, count, 0, "were deleted", |_| true).await;
     report("deletion", server, &user, mark, count, started.elapsed());
 
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

@@ -142,9 +142,7 @@ fn snapshot(store: &Store, route: &ResourceRoute, version: u64) -> Vec<((String,
     let (group, plural) = route.rt.storage_key();
     let in_scope = |namespace: &str| route.namespace.as_deref().is_none_or(|n| n == namespace);
     let mut objects: std::collections::BTreeMap<(String, String), Value> = store
-        .objects
-        .iter()
-        .filter(|((g, p, ns, _), _)| *g == group && *p == plural && in_scope(ns))
+        .stored(&group, &plural, route.namespace.as_deref())
         .map(|((_, _, ns, name), object)| ((ns.clone(), name.clone()), object.clone()))
         .collect();
     let later = store

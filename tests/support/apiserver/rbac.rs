@@ -185,18 +185,15 @@ pub fn allowed(store: &Store, identity: &Identity, attributes: &Attributes) -> b
             .and_then(|role| role.get("rules").and_then(Value::as_array).cloned())
             .unwrap_or_default()
     };
-    for ((group, plural, namespace, _), binding) in &store.objects {
-        if group != "rbac.authorization.k8s.io" {
-            continue;
-        }
-        let applies = match plural.as_str() {
-            "clusterrolebindings" => true,
-            "rolebindings" => *namespace == attributes.namespace && !namespace.is_empty(),
-            _ => false,
-        };
-        if !applies {
-            continue;
-        }
+    let rbac = "rbac.authorization.k8s.io";
+    let role_bindings = (!attributes.namespace.is_empty())
+        .then(|| store.stored(rbac, "rolebindings", Some(attributes.namespace)))
+        .into_iter()
+        .flatten();
+    let bindings = store
+        .stored(rbac, "clusterrolebindings", None)
+        .chain(role_bindings);
+    for ((_, _, namespace, _), binding) in bindings {
         let subjects = binding.get("subjects").and_then(Value::as_array);
         if !subjects
             .into_iter()
