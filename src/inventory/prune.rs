@@ -50,51 +50,29 @@ pub async fn prune_with(
             },
             None => Seen::Unknown,
         };
-        let (live, precondition) = match watched {
-            Seen::Present(metadata) => {
-                let version = metadata
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(|v| v.as_str())
-                    .map(str::to_string);
-                (metadata, version)
-            }
-            // Absent from a watch is no proof of absence (it may still be catching up).
-            Seen::Unknown | Seen::Absent => match api.get_opt(&reference.name).await {
-                Ok(Some(live)) => (serde_json::to_value(live).unwrap_or_default(), None),
-                Ok(None) => {
-                    outcome.skipped.push(reference.clone());
-                    continue;
-                }
-                Err(error) => {
-                    outcome.survivors.push(reference.clone());
-                    outcome.errors.push(format!("{reference}: {error}"));
-                    continue;
-                }
-            },
-        };
-        let opted_out = prune_disabled(&live)
-            || reconcile_disabled(&live)
-            || ssa_policy(&live) == SsaPolicy::Ignore;
-        if !owner.owns(&live) || opted_out {
-            outcome.skipped.push(reference.clone());
-            continue;
+        let mut verdict = judge_and_delete(&api, reference, owner, watched).await;
+        if matches!(verdict, Verdict::Moved) {
+            // Changed since the watch saw it: judge it again as it is now.
+            verdict = judge_and_delete(&api, reference, owner, Seen::Unknown).await;
         }
-        if live.pointer("/metadata/deletionTimestamp").is_none() {
-            let mut params = DeleteParams::background();
-            params.preconditions = precondition.map(|version| Preconditions {
-                resource_version: Some(version),
-                uid: None,
-            });
-            match api.delete(&reference.name, &params).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => {
-                    outcome.survivors.push(reference.clone());
-                    outcome
-                        .errors
-                        .push(format!("{reference} delete failed: {error}"));
-                    continue;
-                }
+        match verdict {
+            Verdict::Deleted => {}
+            Verdict::Skipped => {
+                outcome.skipped.push(reference.clone());
+                continue;
+            }
+            Verdict::Failed(error) => {
+                outcome.survivors.push(reference.clone());
+                outcome.errors.push(format!("{reference}{error}"));
+                continue;
+            }
+            // Not after a read: only a judgement from the watch is judged again.
+            Verdict::Moved => {
+                outcome.survivors.push(reference.clone());
+                outcome
+                    .errors
+                    .push(format!("{reference}: changed while pruned"));
+                continue;
             }
         }
         outcome.deleted.changes.push(Change {
@@ -103,4 +81,60 @@ pub async fn prune_with(
         });
     }
     outcome
+}
+
+enum Verdict {
+    Deleted,
+    /// Gone already, no longer ours, or opted out of pruning.
+    Skipped,
+    /// Changed since the watch saw it (the resourceVersion precondition failed).
+    Moved,
+    /// What went wrong, to follow the object's reference in the error.
+    Failed(String),
+}
+
+/// Judges one stale object, from the watch's copy when there is one (then deleted only if
+/// unchanged since) or as read now, and deletes it if it is still ours.
+async fn judge_and_delete(
+    api: &kube::Api<kube::api::DynamicObject>,
+    reference: &ObjectRef,
+    owner: &Owner,
+    watched: Seen,
+) -> Verdict {
+    let (live, precondition) = match watched {
+        Seen::Present(metadata) => {
+            let version = metadata
+                .pointer("/metadata/resourceVersion")
+                .and_then(|v| v.as_str())
+                .map(str::to_string);
+            (metadata, version)
+        }
+        // Absent from a watch is no proof of absence (it may still be catching up).
+        Seen::Unknown | Seen::Absent => match api.get_opt(&reference.name).await {
+            Ok(Some(live)) => (serde_json::to_value(live).unwrap_or_default(), None),
+            Ok(None) => return Verdict::Skipped,
+            Err(error) => return Verdict::Failed(format!(": {error}")),
+        },
+    };
+    let opted_out = prune_disabled(&live)
+        || reconcile_disabled(&live)
+        || ssa_policy(&live) == SsaPolicy::Ignore;
+    if !owner.owns(&live) || opted_out {
+        return Verdict::Skipped;
+    }
+    if live.pointer("/metadata/deletionTimestamp").is_some() {
+        return Verdict::Deleted;
+    }
+    let mut params = DeleteParams::background();
+    let judged_from_watch = precondition.is_some();
+    params.preconditions = precondition.map(|version| Preconditions {
+        resource_version: Some(version),
+        uid: None,
+    });
+    match api.delete(&reference.name, &params).await {
+        Ok(_) => Verdict::Deleted,
+        Err(kube::Error::Api(status)) if status.code == 404 => Verdict::Deleted,
+        Err(kube::Error::Api(status)) if status.code == 409 && judged_from_watch => Verdict::Moved,
+        Err(error) => Verdict::Failed(format!(" delete failed: {error}")),
+    }
 }

@@ -7,11 +7,11 @@ use kustomize_controller::apply::{AppliedCache, Applier, ApplyOptions, IgnoreRul
 use kustomize_controller::inventory::{
     self, encode, from_change_set, load_overflow, save_overflow, stale,
 };
-use kustomize_controller::objects::{Action, Owner};
+use kustomize_controller::objects::{Action, KindCache, OwnedObjects, Owner, Seen};
 use serde_json::{Value, json};
 
 use crate::support::apiserver::Fault;
-use crate::support::cluster::{TestCluster, dynamic_api};
+use crate::support::cluster::{TestCluster, dynamic_api, wait_for};
 
 fn owner() -> Owner {
     Owner {
@@ -142,6 +142,81 @@ async fn failed_deletions_survive_in_the_inventory() {
     );
     inventory::keep_survivors(&mut new, &outcome.survivors).unwrap();
     assert_eq!(new, old, "the survivor stays for the next attempt");
+}
+
+/// Prune judges an object from the owned-object watch and deletes it only if unchanged since
+/// (a resourceVersion precondition). Changed by another manager meanwhile, it is read and
+/// judged again, not left behind with a failed reconciliation.
+#[tokio::test]
+async fn a_stale_object_changed_since_the_watch_saw_it_is_judged_again_and_pruned() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let engine = Applier::new(
+        cluster.client.clone(),
+        ApplyOptions::default(),
+        owner(),
+        None,
+        IgnoreRules::none(),
+        AppliedCache::default(),
+    );
+    let moved = config_map(ns, "moved", json!({}));
+    let first = engine.apply_all(vec![moved.clone()]).await.unwrap();
+    let old = from_change_set(&first).unwrap();
+    let stale_objects = stale(&old, &from_change_set(&Default::default()).unwrap()).unwrap();
+    let kinds = KindCache::default();
+    let owned = OwnedObjects::new(cluster.client.clone());
+    let served = kinds
+        .served(&cluster.client, &stale_objects[0])
+        .await
+        .unwrap();
+    owned.watch(&served);
+    let seen = wait_for(std::time::Duration::from_secs(10), || async {
+        matches!(owned.seen(&stale_objects[0], &served), Seen::Present(_)).then_some(())
+    })
+    .await;
+    assert!(seen.is_some(), "the owned-object watch lists the ConfigMap");
+
+    // The watch falls behind (as a busy watch cache can) while another manager edits it.
+    if let Some(server) = cluster.server() {
+        server.set_watch_lag("configmaps", std::time::Duration::from_secs(5));
+    }
+    let api = dynamic_api(&cluster.client, &moved).await;
+    api.patch(
+        "moved",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"team": "b"}}})),
+    )
+    .await
+    .unwrap();
+
+    let outcome = inventory::prune_with(
+        &cluster.client,
+        &kinds,
+        Some(&owned),
+        &stale_objects,
+        &owner(),
+    )
+    .await;
+    assert!(outcome.survivors.is_empty(), "{:?}", outcome.errors);
+    let deleted: Vec<String> = outcome
+        .deleted
+        .changes
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(deleted, vec![format!("ConfigMap/{ns}/moved deleted")]);
+    assert!(!exists(&cluster, &moved).await);
+    if let Some(server) = cluster.server() {
+        let deletes = server
+            .requests()
+            .iter()
+            .filter(|r| r.verb == "delete" && r.name == "moved")
+            .count();
+        assert_eq!(
+            deletes, 2,
+            "refused by the precondition, then deleted as read"
+        );
+    }
 }
 
 #[tokio::test]
