@@ -194,27 +194,7 @@ impl Recorder {
         let now = k8s_openapi::jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
-        // client-go's recorder names events `<object>.<unix nanoseconds in hex>`, so that
-        // listing them (sorted by name, as etcd keys are) lists them in the order they
-        // happened; Flux's tests and users read them that way.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let mut event = json!({
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": format!("{name}.{nanos:x}"), "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-                "name": name, "namespace": namespace,
-                "uid": object.metadata.uid, "resourceVersion": object.metadata.resource_version,
-            },
-            "reason": reason,
-            "message": note,
-            "type": match event_type { EventType::Normal => "Normal", EventType::Warning => "Warning" },
-            "source": {"component": self.component},
-            "reportingComponent": self.component,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        });
+        let mut event = self.event(object, event_type, reason, &note, &now);
         if !metadata.is_empty() {
             event["metadata"]["annotations"] = json!(metadata);
         }
@@ -234,6 +214,7 @@ impl Recorder {
             now,
         }));
         let queues = self.queues();
+        // One writer per Kustomization keeps its Events in the order they were published.
         let writer = {
             use std::hash::{Hash, Hasher};
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -251,6 +232,40 @@ impl Recorder {
                 "{QUEUE} events are waiting for this one's writer; it is dropped"
             );
         }
+    }
+
+    /// The core/v1 Event about `object`, as client-go's recorder makes it.
+    fn event(
+        &self,
+        object: &Kustomization,
+        event_type: EventType,
+        reason: &str,
+        note: &str,
+        now: &str,
+    ) -> serde_json::Value {
+        let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
+        let name = object.metadata.name.as_deref().unwrap_or_default();
+        // client-go's recorder names events `<object>.<unix nanoseconds in hex>`, so that
+        // listing them (sorted by name, as etcd keys are) lists them in the order they
+        // happened; Flux's tests and users read them that way.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("{name}.{nanos:x}"), "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "name": name, "namespace": namespace,
+                "uid": object.metadata.uid, "resourceVersion": object.metadata.resource_version,
+            },
+            "reason": reason,
+            "message": note,
+            "type": match event_type { EventType::Normal => "Normal", EventType::Warning => "Warning" },
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        })
     }
 
     /// Waits (at most `within`) until every event published so far is written.
