@@ -194,6 +194,46 @@ impl TestCluster {
         config
     }
 
+    /// A kubeconfig reaching this cluster (any backend) with a bearer token as the
+    /// credentials, for a controller process running as its own ServiceAccount.
+    pub fn kubeconfig_with_token(&self, token: &str) -> String {
+        use base64::Engine as _;
+        let base64 = base64::engine::general_purpose::STANDARD;
+        let pem: String = self
+            .config
+            .root_cert
+            .iter()
+            .flatten()
+            .map(|der| {
+                let body = base64.encode(der);
+                let lines: Vec<&str> = body
+                    .as_bytes()
+                    .chunks(64)
+                    .map(|c| std::str::from_utf8(c).expect("base64 is ASCII"))
+                    .collect();
+                format!(
+                    "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                    lines.join("\n")
+                )
+            })
+            .collect();
+        let mut cluster = format!("    server: {}\n", self.config.cluster_url);
+        if !pem.is_empty() {
+            cluster += &format!("    certificate-authority-data: {}\n", base64.encode(pem));
+        }
+        if self.config.accept_invalid_certs {
+            cluster += "    insecure-skip-tls-verify: true\n";
+        }
+        if let Some(name) = &self.config.tls_server_name {
+            cluster += &format!("    tls-server-name: {name}\n");
+        }
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n{cluster}\
+             contexts:\n- name: test\n  context:\n    cluster: test\n    user: token\n\
+             current-context: test\nusers:\n- name: token\n  user:\n    token: {token}\n"
+        )
+    }
+
     /// A new namespace, deleted when the cluster handle drops (on real clusters).
     pub async fn create_namespace(&self, prefix: &str) -> String {
         let name = unique(prefix);

@@ -315,12 +315,6 @@ impl TestApiServer {
         )
     }
 
-    /// A kubeconfig naming this server with a bearer token as the credentials.
-    pub fn kubeconfig_yaml_with_token(&self, token: &str) -> String {
-        self.kubeconfig_yaml()
-            .replace("  user: {}\n", &format!("  user:\n    token: {token}\n"))
-    }
-
     /// Fails the next `fault.remaining` requests that match.
     pub fn inject(&self, fault: Fault) {
         self.shared.faults.lock().expect("faults").rules.push(fault);
