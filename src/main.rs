@@ -268,8 +268,13 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             );
         }
     }
+    // Builds, archive extraction and file writes run on the blocking pool; a few threads per
+    // reconciler are enough, and every idle thread the default pool (up to 512) keeps for 10 s
+    // holds allocator memory of its own.
+    let blocking_threads = usize::from(args.concurrent).max(1) + 2;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(blocking_threads)
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {

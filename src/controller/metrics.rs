@@ -60,6 +60,8 @@ pub struct Metrics {
     pub runtime: ControllerRuntime,
     /// `rest_client_requests_total`: a layer every API client the controller makes wears.
     pub requests: RestRequests,
+    /// The length of the last page served: the next is written into a buffer that size.
+    page_size: std::sync::atomic::AtomicUsize,
 }
 
 fn labels(object: &Kustomization) -> ObjectLabels {
@@ -145,6 +147,7 @@ impl Metrics {
             watches,
             runtime,
             requests,
+            page_size: Default::default(),
         }
     }
 
@@ -216,9 +219,14 @@ impl Metrics {
         }
     }
 
+    /// The Prometheus text page. A fleet's per-object series make it megabytes (about 2.8 MB
+    /// for 1,000 Kustomizations), so it is written into a buffer of the last page's size
+    /// rather than one that doubles its way there.
     pub fn encode(&self) -> String {
-        let mut text = String::new();
+        let last = self.page_size.load(Ordering::Relaxed);
+        let mut text = String::with_capacity(last + last / 16);
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        self.page_size.store(text.len(), Ordering::Relaxed);
         text
     }
 }
@@ -272,11 +280,13 @@ pub async fn serve(address: &str, metrics: Arc<Metrics>) -> std::io::Result<()> 
                 },
                 _ => ("404 Not Found", "not found".to_string()),
             };
-            let response = format!(
-                "HTTP/1.1 {code}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            let head = format!(
+                "HTTP/1.1 {code}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
                 body.len()
             );
-            let _ = stream.write_all(response.as_bytes()).await;
+            if stream.write_all(head.as_bytes()).await.is_ok() {
+                let _ = stream.write_all(body.as_bytes()).await;
+            }
         });
     }
 }
