@@ -20,6 +20,18 @@ fn owner() -> Owner {
     }
 }
 
+/// An apply engine for `owner()`'s objects with Flux's default options.
+fn applier(cluster: &TestCluster) -> Applier {
+    Applier::new(
+        cluster.client.clone(),
+        ApplyOptions::default(),
+        owner(),
+        None,
+        IgnoreRules::none(),
+        AppliedCache::default(),
+    )
+}
+
 fn config_map(namespace: &str, name: &str, annotations: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace, "annotations": annotations}, "data": {"k": "v"}})
@@ -37,14 +49,7 @@ async fn exists(cluster: &TestCluster, object: &Value) -> bool {
 async fn prune_deletes_only_what_is_still_ours() {
     let cluster = TestCluster::start().await;
     let ns = &cluster.namespace;
-    let engine = Applier::new(
-        cluster.client.clone(),
-        ApplyOptions::default(),
-        owner(),
-        None,
-        IgnoreRules::none(),
-        AppliedCache::default(),
-    );
+    let engine = applier(&cluster);
     let keep = config_map(ns, "keep", json!({}));
     let gone = config_map(ns, "gone", json!({}));
     let adopted = config_map(ns, "adopted", json!({}));
@@ -111,14 +116,7 @@ async fn failed_deletions_survive_in_the_inventory() {
         return;
     };
     let ns = &cluster.namespace;
-    let engine = Applier::new(
-        cluster.client.clone(),
-        ApplyOptions::default(),
-        owner(),
-        None,
-        IgnoreRules::none(),
-        AppliedCache::default(),
-    );
+    let engine = applier(&cluster);
     let first = engine
         .apply_all(vec![config_map(ns, "stuck", json!({}))])
         .await
@@ -151,14 +149,7 @@ async fn failed_deletions_survive_in_the_inventory() {
 async fn a_stale_object_changed_since_the_watch_saw_it_is_judged_again_and_pruned() {
     let cluster = TestCluster::start().await;
     let ns = &cluster.namespace;
-    let engine = Applier::new(
-        cluster.client.clone(),
-        ApplyOptions::default(),
-        owner(),
-        None,
-        IgnoreRules::none(),
-        AppliedCache::default(),
-    );
+    let engine = applier(&cluster);
     let moved = config_map(ns, "moved", json!({}));
     let first = engine.apply_all(vec![moved.clone()]).await.unwrap();
     let old = from_change_set(&first).unwrap();
