@@ -83,8 +83,13 @@ async fn flux_rest_mapper() {
     })
     .await;
 
-    // discovers newly registered CRD and preferred version
-    assert_eq!(preferred_version(&harness, &group).await.unwrap(), "v2");
+    // discovers newly registered CRD and preferred version (the group list in discovery
+    // follows a CRD's establishment a little later, as kube-apiserver's does: poll)
+    let preferred = crate::support::cluster::wait_for(Duration::from_secs(30), || async {
+        preferred_version(&harness, &group).await.ok()
+    })
+    .await;
+    assert_eq!(preferred.as_deref(), Some("v2"));
 
     // finalizes object
     harness
