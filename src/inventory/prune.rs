@@ -50,28 +50,22 @@ pub async fn prune_with(
             },
             None => Seen::Unknown,
         };
-        let mut verdict = judge_and_delete(&api, reference, owner, watched).await;
-        if matches!(verdict, Verdict::Moved) {
-            // Changed since the watch saw it: judge it again as it is now.
-            verdict = judge_and_delete(&api, reference, owner, Seen::Unknown).await;
-        }
-        match verdict {
+        match judge_and_delete(&api, reference, owner, watched).await {
             Verdict::Deleted => {}
             Verdict::Skipped => {
                 outcome.skipped.push(reference.clone());
                 continue;
             }
-            Verdict::Failed(error) => {
+            Verdict::ReadFailed(error) => {
                 outcome.survivors.push(reference.clone());
-                outcome.errors.push(format!("{reference}{error}"));
+                outcome.errors.push(format!("{reference}: {error}"));
                 continue;
             }
-            // Not after a read: only a judgement from the watch is judged again.
-            Verdict::Moved => {
+            Verdict::DeleteFailed(error) => {
                 outcome.survivors.push(reference.clone());
                 outcome
                     .errors
-                    .push(format!("{reference}: changed while pruned"));
+                    .push(format!("{reference} delete failed: {error}"));
                 continue;
             }
         }
@@ -87,54 +81,60 @@ enum Verdict {
     Deleted,
     /// Gone already, no longer ours, or opted out of pruning.
     Skipped,
-    /// Changed since the watch saw it (the resourceVersion precondition failed).
-    Moved,
-    /// What went wrong, to follow the object's reference in the error.
-    Failed(String),
+    ReadFailed(kube::Error),
+    DeleteFailed(kube::Error),
 }
 
 /// Judges one stale object, from the watch's copy when there is one (then deleted only if
-/// unchanged since) or as read now, and deletes it if it is still ours.
+/// unchanged since) or as read now, and deletes it if it is still ours. An object changed
+/// since the watch saw it (the precondition fails) is read and judged again, once.
 async fn judge_and_delete(
     api: &kube::Api<kube::api::DynamicObject>,
     reference: &ObjectRef,
     owner: &Owner,
     watched: Seen,
 ) -> Verdict {
-    let (live, precondition) = match watched {
-        Seen::Present(metadata) => {
-            let version = metadata
-                .pointer("/metadata/resourceVersion")
-                .and_then(|v| v.as_str())
-                .map(str::to_string);
-            (metadata, version)
+    let mut seen = watched;
+    loop {
+        let (live, precondition) = match seen {
+            Seen::Present(metadata) => {
+                let version = metadata
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string);
+                (metadata, version)
+            }
+            // Absent from a watch is no proof of absence (it may still be catching up).
+            Seen::Unknown | Seen::Absent => match api.get_opt(&reference.name).await {
+                Ok(Some(live)) => (serde_json::to_value(live).unwrap_or_default(), None),
+                Ok(None) => return Verdict::Skipped,
+                Err(error) => return Verdict::ReadFailed(error),
+            },
+        };
+        let opted_out = prune_disabled(&live)
+            || reconcile_disabled(&live)
+            || ssa_policy(&live) == SsaPolicy::Ignore;
+        if !owner.owns(&live) || opted_out {
+            return Verdict::Skipped;
         }
-        // Absent from a watch is no proof of absence (it may still be catching up).
-        Seen::Unknown | Seen::Absent => match api.get_opt(&reference.name).await {
-            Ok(Some(live)) => (serde_json::to_value(live).unwrap_or_default(), None),
-            Ok(None) => return Verdict::Skipped,
-            Err(error) => return Verdict::Failed(format!(": {error}")),
-        },
-    };
-    let opted_out = prune_disabled(&live)
-        || reconcile_disabled(&live)
-        || ssa_policy(&live) == SsaPolicy::Ignore;
-    if !owner.owns(&live) || opted_out {
-        return Verdict::Skipped;
-    }
-    if live.pointer("/metadata/deletionTimestamp").is_some() {
-        return Verdict::Deleted;
-    }
-    let mut params = DeleteParams::background();
-    let judged_from_watch = precondition.is_some();
-    params.preconditions = precondition.map(|version| Preconditions {
-        resource_version: Some(version),
-        uid: None,
-    });
-    match api.delete(&reference.name, &params).await {
-        Ok(_) => Verdict::Deleted,
-        Err(kube::Error::Api(status)) if status.code == 404 => Verdict::Deleted,
-        Err(kube::Error::Api(status)) if status.code == 409 && judged_from_watch => Verdict::Moved,
-        Err(error) => Verdict::Failed(format!(" delete failed: {error}")),
+        if live.pointer("/metadata/deletionTimestamp").is_some() {
+            return Verdict::Deleted;
+        }
+        let mut params = DeleteParams::background();
+        let judged_from_watch = precondition.is_some();
+        params.preconditions = precondition.map(|version| Preconditions {
+            resource_version: Some(version),
+            uid: None,
+        });
+        return match api.delete(&reference.name, &params).await {
+            Ok(_) => Verdict::Deleted,
+            Err(kube::Error::Api(status)) if status.code == 404 => Verdict::Deleted,
+            // Only a judgement from the watch is made again: a read one has no precondition.
+            Err(kube::Error::Api(status)) if status.code == 409 && judged_from_watch => {
+                seen = Seen::Unknown;
+                continue;
+            }
+            Err(error) => Verdict::DeleteFailed(error),
+        };
     }
 }

@@ -37,6 +37,16 @@ fn config_map(namespace: &str, name: &str, annotations: Value) -> Value {
         "metadata": {"name": name, "namespace": namespace, "annotations": annotations}, "data": {"k": "v"}})
 }
 
+/// The deletions a prune reports, as `Kind/namespace/name deleted`.
+fn deleted(outcome: &inventory::PruneOutcome) -> Vec<String> {
+    outcome
+        .deleted
+        .changes
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
 async fn exists(cluster: &TestCluster, object: &Value) -> bool {
     let api: Api<DynamicObject> = dynamic_api(&cluster.client, object).await;
     api.get_opt(object["metadata"]["name"].as_str().unwrap())
@@ -87,12 +97,7 @@ async fn prune_deletes_only_what_is_still_ours() {
     let stale_objects = stale(&old, &new).unwrap();
     assert_eq!(stale_objects.len(), 3);
     let outcome = inventory::prune(&cluster.client, &stale_objects, &owner()).await;
-    let deleted: Vec<String> = outcome
-        .deleted
-        .changes
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let deleted = deleted(&outcome);
     assert_eq!(deleted, vec![format!("ConfigMap/{ns}/gone deleted")]);
     assert!(outcome.survivors.is_empty(), "{:?}", outcome.errors);
     assert!(!exists(&cluster, &gone).await);
@@ -189,12 +194,7 @@ async fn a_stale_object_changed_since_the_watch_saw_it_is_judged_again_and_prune
     )
     .await;
     assert!(outcome.survivors.is_empty(), "{:?}", outcome.errors);
-    let deleted: Vec<String> = outcome
-        .deleted
-        .changes
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let deleted = deleted(&outcome);
     assert_eq!(deleted, vec![format!("ConfigMap/{ns}/moved deleted")]);
     assert!(!exists(&cluster, &moved).await);
     if let Some(server) = cluster.server() {
