@@ -75,6 +75,13 @@ pub(super) enum Prefetched {
 
 /// Whether a server-side dry-run's answer is an object that exists: a dry-run create is
 /// never stored, so it has no resourceVersion.
+fn resource_version(object: &Value) -> Option<String> {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
 fn exists(dry_run: &Value) -> bool {
     dry_run
         .pointer("/metadata/resourceVersion")
@@ -260,6 +267,10 @@ impl Applier {
             Some(result) => Ok(result),
             None => self.dry_run(&api, &reference, &object).await,
         };
+        let (live, dry_run) = self
+            .at_one_version(&api, &reference, &object, live, dry_run)
+            .await;
+        let live_version = resource_version(&live);
         let dry_run = match dry_run {
             Ok(result) => result,
             Err(ApplyError::Immutable { subject, message }) => {
@@ -319,6 +330,32 @@ impl Applier {
             });
         }
         Ok(decided)
+    }
+
+    /// The live object and the dry-run's result at one resourceVersion. Another client's
+    /// write between the read and the dry-run (a controller's status or annotation, as the
+    /// deployment controller's revision) would otherwise show as drift, and be applied; the
+    /// pair is taken again, at most twice. An object gone meanwhile keeps the pair it had.
+    async fn at_one_version(
+        &self,
+        api: &Api<DynamicObject>,
+        reference: &ObjectRef,
+        object: &Value,
+        mut live: Value,
+        mut dry_run: Result<Value, ApplyError>,
+    ) -> (Value, Result<Value, ApplyError>) {
+        for _ in 0..2 {
+            match &dry_run {
+                Ok(result) if resource_version(result) != resource_version(&live) => {}
+                _ => break,
+            }
+            match api.get_opt(&reference.name).await {
+                Ok(Some(fresh)) => live = serde_json::to_value(fresh).unwrap_or_default(),
+                _ => break,
+            }
+            dry_run = self.dry_run(api, reference, object).await;
+        }
+        (live, dry_run)
     }
 
     /// A server-side dry-run of our apply: what the server would store, or why it refuses.

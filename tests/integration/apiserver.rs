@@ -689,10 +689,20 @@ async fn watch_resumes_from_a_resource_version() {
     .unwrap();
     api.delete("w2", &DeleteParams::default()).await.unwrap();
 
-    // A watcher that restarts from `since` sees what happened while it was away.
+    // A watcher that restarts from `since` sees what happened while it was away (to the
+    // test's own objects: the control plane may publish `kube-root-ca.crt` meanwhile).
     let params = WatchParams::default().timeout(5);
     let stream = api.watch(&params, &since).await.unwrap();
     let events: Vec<(String, String)> = stream
+        .try_filter(|event| {
+            let name = match event {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                    o.metadata.name.as_deref()
+                }
+                _ => None,
+            };
+            std::future::ready(name != Some("kube-root-ca.crt"))
+        })
         .take(3)
         .map_ok(|event| match event {
             WatchEvent::Added(o) => ("ADDED".to_string(), o.metadata.name.unwrap()),
@@ -889,13 +899,45 @@ async fn custom_resource_definitions_register_and_remove_their_kinds() {
         "spec": {"size": "three"},
     }))
     .unwrap();
+    // A value of the wrong type fails the typed conversion too (500, no reason), naming the
+    // field as structured-merge-diff does.
     let error = api_error(
         widgets
             .patch("bad", &apply_params("alpha"), &Patch::Apply(&wrong))
             .await
             .unwrap_err(),
     );
+    assert_eq!((error.code, error.reason.as_str()), (500, ""));
+    assert_eq!(
+        error.message,
+        format!(
+            "failed to create typed patch object (/bad; {group}/v1, Kind=Widget): \
+             .spec.size: expected numeric (int or float), got string"
+        )
+    );
+    // A null where the schema allows none passes the conversion and fails validation; a
+    // create drops it while decoding instead.
+    let null: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": "null"},
+        "spec": {"size": null},
+    }))
+    .unwrap();
+    let error = api_error(
+        widgets
+            .patch("null", &apply_params("alpha"), &Patch::Apply(&null))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((error.code, error.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        error.message,
+        format!(
+            "Widget.{group} \"null\" is invalid: spec.size: Invalid value: \"null\": \
+             spec.size in body must be of type integer: \"null\""
+        )
+    );
+    let created = widgets.create(&PostParams::default(), &null).await.unwrap();
+    assert_eq!(created.data["spec"], json!({}));
 
     crds.delete(&name, &DeleteParams::default()).await.unwrap();
     let removed = wait_for(Duration::from_secs(60), || async {
@@ -1234,9 +1276,16 @@ async fn delete_preconditions_and_metadata_lists() {
         refused.message
     );
 
+    // The namespace also holds what the control plane publishes into every namespace
+    // (`kube-root-ca.crt`): only the test's own object is looked at.
     let metadata = api.list_metadata(&ListParams::default()).await.unwrap();
-    assert_eq!(metadata.items.len(), 1);
-    assert_eq!(metadata.items[0].metadata.uid, created.metadata.uid);
+    let guarded: Vec<_> = metadata
+        .items
+        .iter()
+        .filter(|item| item.metadata.name.as_deref() == Some("guarded"))
+        .collect();
+    assert_eq!(guarded.len(), 1);
+    assert_eq!(guarded[0].metadata.uid, created.metadata.uid);
 
     let right_uid = DeleteParams {
         preconditions: Some(kube::api::Preconditions {

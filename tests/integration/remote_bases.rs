@@ -3,13 +3,15 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kustomize_controller::kustomize::{self, BuildOptions, KustomizeError};
 use kustomize_controller::remote::Fetcher;
 use kustomize_controller::value::Value;
+
+use crate::support::process::Supervised;
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")
@@ -222,9 +224,10 @@ fn provenance_names_repository_ref_and_repository_path() {
     );
 }
 
-/// A `git daemon` serving `base` on a free loopback port, stopped on drop.
+/// A `git daemon` serving `base` on a free loopback port, stopped (with the `git-daemon` it
+/// forks) on drop or when the test process ends.
 struct Daemon {
-    child: Child,
+    _process: Supervised,
     port: u16,
 }
 
@@ -235,7 +238,8 @@ impl Daemon {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new("git")
+        let mut command = Command::new("git");
+        command
             .args([
                 "daemon",
                 "--reuseaddr",
@@ -246,9 +250,8 @@ impl Daemon {
             .arg(format!("--base-path={}", base.display()))
             .arg(base)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("git daemon starts");
+            .stderr(Stdio::null());
+        let process = Supervised::spawn(&mut command).expect("git daemon starts");
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
@@ -257,14 +260,10 @@ impl Daemon {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Daemon { child, port }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Daemon {
+            _process: process,
+            port,
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::{Value, json};
@@ -62,6 +62,12 @@ async fn config_from_kubeconfig(path: &std::path::Path) -> Config {
         .unwrap_or_else(|e| panic!("using kubeconfig {}: {e}", path.display()))
 }
 
+thread_local! {
+    /// The names `unique` gave out on this thread: a test's own (libtest runs each test on a
+    /// thread of its own), which the cleanup of a shared cluster looks for.
+    static ISSUED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A name no other test (or earlier run) uses.
 pub fn unique(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -72,7 +78,9 @@ pub fn unique(prefix: &str) -> String {
         .unwrap_or(0);
     let seed =
         u64::from(std::process::id()) << 32 ^ u64::from(nanos) ^ count.wrapping_mul(0x9e37_79b9);
-    format!("{prefix}-{:06x}{count}", seed % 0xff_ffff)
+    let name = format!("{prefix}-{:06x}{count}", seed % 0xff_ffff);
+    ISSUED.with(|issued| issued.borrow_mut().push(name.clone()));
+    name
 }
 
 impl TestCluster {
@@ -234,7 +242,8 @@ impl TestCluster {
         )
     }
 
-    /// A new namespace, deleted when the cluster handle drops (on real clusters).
+    /// A new namespace, deleted with what it holds when the cluster handle drops (on shared
+    /// clusters: `cleanup`).
     pub async fn create_namespace(&self, prefix: &str) -> String {
         let name = unique(prefix);
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
@@ -461,9 +470,10 @@ impl Drop for TestCluster {
         if self.server.is_some() {
             return;
         }
-        // A real cluster outlives the test: delete its namespaces from a thread of our own,
-        // since the test's runtime is shutting down.
+        // A shared cluster outlives the test: what the test made is removed from a thread of
+        // our own, since the test's runtime is shutting down (also when the test failed).
         let namespaces = std::mem::take(&mut *self.namespaces.lock().expect("namespaces"));
+        let issued = ISSUED.with(|issued| issued.borrow().clone());
         let config = self.config.clone();
         let cleanup = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -471,12 +481,8 @@ impl Drop for TestCluster {
                 .build()
                 .expect("a runtime");
             runtime.block_on(async move {
-                let Ok(client) = Client::try_from(config) else {
-                    return;
-                };
-                let api: Api<Namespace> = Api::all(client);
-                for namespace in namespaces {
-                    let _ = api.delete(&namespace, &DeleteParams::background()).await;
+                if let Ok(client) = Client::try_from(config) {
+                    super::cleanup::remove_test_objects(&client, namespaces, &issued).await;
                 }
             });
         });

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::artifacts::{Artifact, ArtifactServer, SourceKind};
 use super::cluster::{TestCluster, wait_for};
+use super::process::Watchdog;
 use super::repo_root;
 
 pub struct Harness {
@@ -268,6 +269,8 @@ pub struct ControllerProcess {
     /// `--health-addr`.
     pub health: String,
     dir: tempfile::TempDir,
+    /// Kills the process also when the test process ends without dropping this.
+    _watchdog: Watchdog,
 }
 
 impl ControllerProcess {
@@ -305,10 +308,13 @@ impl ControllerProcess {
             .stdout(std::process::Stdio::null())
             .stderr(log)
             .kill_on_drop(true)
+            .process_group(0)
             .spawn()
             .expect("the kustomize-controller binary starts");
+        let watchdog = Watchdog::guard(child.id().expect("a running child has a pid"));
         ControllerProcess {
             child,
+            _watchdog: watchdog,
             metrics,
             health,
             dir,

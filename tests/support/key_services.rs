@@ -11,10 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::process::Supervised;
 use super::{free_port, repo_root};
 
-/// A GnuPG home of its own, with the keys a test imports.
+/// A GnuPG home of its own, with the keys a test imports, and its own gpg-agent.
 pub struct Gpg {
+    /// Started here in the foreground rather than by gpg, which would daemonize it beyond
+    /// the reach of the test's process supervision.
+    _agent: Supervised,
     home: tempfile::TempDir,
 }
 
@@ -25,7 +29,26 @@ impl Gpg {
             .prefix("gpg")
             .tempdir_in("/tmp")
             .unwrap();
-        Gpg { home }
+        let agent = Supervised::spawn(
+            Command::new("gpg-agent")
+                .arg("--homedir")
+                .arg(home.path())
+                .args(["--daemon", "--no-detach", "--quiet"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
+        .expect("gpg-agent runs (Debian's gnupg)");
+        let socket = home.path().join("S.gpg-agent");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "gpg-agent did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Gpg {
+            _agent: agent,
+            home,
+        }
     }
 
     fn command(&self) -> Command {
@@ -34,6 +57,7 @@ impl Gpg {
             "--batch",
             "--yes",
             "--quiet",
+            "--no-autostart",
             "--trust-model",
             "always",
         ]);
@@ -80,28 +104,12 @@ impl Gpg {
     }
 }
 
-impl Drop for Gpg {
-    fn drop(&mut self) {
-        let _ = Command::new("gpgconf")
-            .arg("--homedir")
-            .arg(self.home.path())
-            .args(["--kill", "gpg-agent"])
-            .output();
-    }
-}
-
-/// A server process from the project's venv, killed when dropped.
+/// A server process from the project's venv, killed when dropped or when the test process
+/// ends (`process::Supervised`).
 pub struct Server {
-    child: Child,
+    _process: Supervised,
     pub url: String,
     _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn venv_tool(name: &str) -> PathBuf {
@@ -133,16 +141,17 @@ fn wait_for_port(port: u16, child: &mut Child, what: &str) {
 pub fn moto() -> Server {
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(venv_tool("moto_server"))
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("moto_server starts");
-    wait_for_port(port, &mut child, "moto_server");
+    let mut process = Supervised::spawn(
+        Command::new(venv_tool("moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .expect("moto_server starts");
+    wait_for_port(port, process.child(), "moto_server");
     Server {
-        child,
+        _process: process,
         url: format!("http://127.0.0.1:{port}"),
         _dir: dir,
     }
@@ -152,22 +161,23 @@ pub fn moto() -> Server {
 pub fn openbao() -> Server {
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(venv_tool("bao"))
-        .args([
-            "server",
-            "-dev",
-            "-dev-root-token-id=root",
-            &format!("-dev-listen-address=127.0.0.1:{port}"),
-        ])
-        .env("HOME", dir.path())
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("bao starts");
-    wait_for_port(port, &mut child, "bao server -dev");
+    let mut process = Supervised::spawn(
+        Command::new(venv_tool("bao"))
+            .args([
+                "server",
+                "-dev",
+                "-dev-root-token-id=root",
+                &format!("-dev-listen-address=127.0.0.1:{port}"),
+            ])
+            .env("HOME", dir.path())
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .expect("bao starts");
+    wait_for_port(port, process.child(), "bao server -dev");
     Server {
-        child,
+        _process: process,
         url: format!("http://127.0.0.1:{port}"),
         _dir: dir,
     }

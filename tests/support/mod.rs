@@ -70,11 +70,13 @@ pub async fn http_get_text(address: &str, path: &str) -> Option<String> {
 
 pub mod apiserver;
 pub mod artifacts;
+pub mod cleanup;
 pub mod cluster;
 pub mod controller;
 pub mod envtest;
 pub mod key_services;
 pub mod pki;
+pub mod process;
 
 /// Copies the folder `from` into `to`, recursively.
 pub fn copy_tree(from: &Path, to: &Path) {

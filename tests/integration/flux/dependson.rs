@@ -160,8 +160,7 @@ async fn flux_depends_on_cel() {
             "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
             "metadata": {"name": dependency, "namespace": ns,
                 "annotations": {"app/version": "v1.2.3"}},
-            "spec": spec(json!({"suspend": true, "interval": "2s", "prune": true,
-                "targetNamespace": null})),
+            "spec": spec(json!({"suspend": true, "interval": "2s", "prune": true})),
         }))
         .await;
     let expression =

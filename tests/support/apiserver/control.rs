@@ -28,6 +28,12 @@ pub struct Control {
     crds: Vec<PendingCrd>,
     /// Deployments (namespace, name) the deployment controller syncs when due.
     deployments: Vec<(String, String, Instant)>,
+    /// Each Deployment's last template hash and revision, for its revision annotation.
+    revisions: std::collections::HashMap<(String, String), (String, u64)>,
+    /// New namespaces that get their ServiceAccount and root CA when due.
+    namespaces: Vec<(String, Instant)>,
+    /// The CA bundle `kube-root-ca.crt` publishes: the one clients trust.
+    pub root_ca: String,
 }
 
 impl Default for Control {
@@ -37,6 +43,9 @@ impl Default for Control {
             settle_due: None,
             crds: Vec::new(),
             deployments: Vec::new(),
+            revisions: Default::default(),
+            namespaces: Vec::new(),
+            root_ca: String::new(),
         }
     }
 }
@@ -101,6 +110,12 @@ pub fn deployment_written(store: &mut Store, namespace: &str, name: &str) {
     }
 }
 
+/// After a namespace was created: the controllers that furnish every namespace run.
+pub fn namespace_created(store: &mut Store, name: &str) {
+    let due = Instant::now() + store.control.delay;
+    store.control.namespaces.push((name.to_string(), due));
+}
+
 fn is_established(crd: &Value) -> bool {
     crd.pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -151,13 +166,24 @@ pub fn run(store: &mut Store, now: Instant) {
             progressed = true;
             sync_deployment(store, &namespace, &name);
         }
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut store.control.namespaces)
+            .into_iter()
+            .partition(|(_, due)| *due <= now);
+        store.control.namespaces = later;
+        for (namespace, _) in due {
+            progressed = true;
+            furnish_namespace(store, &namespace);
+        }
         if !progressed {
             return;
         }
     }
 }
 
-/// The status kube-controller-manager's deployment controller reports when no Pod runs.
+const REVISION_POINTER: &str = "/metadata/annotations/deployment.kubernetes.io~1revision";
+
+/// The status kube-controller-manager's deployment controller reports when no Pod runs, and
+/// the revision annotation it keeps on the Deployment.
 fn sync_deployment(store: &mut Store, namespace: &str, name: &str) {
     let rt = store.builtin_type("apps", "deployments");
     let Some(live) = store.get(&rt, namespace, name).cloned() else {
@@ -207,8 +233,18 @@ fn sync_deployment(store: &mut Store, namespace: &str, name: &str) {
         }
         status
     };
+    // A new template is a new ReplicaSet, and the next revision.
+    let key = (namespace.to_string(), name.to_string());
+    let revision = match store.control.revisions.get(&key) {
+        Some((seen, revision)) if *seen == hash => *revision,
+        Some((_, revision)) => revision + 1,
+        None => 1,
+    };
+    store.control.revisions.insert(key, (hash, revision));
+    let revision = revision.to_string();
     let current = live.get("status").cloned().unwrap_or_default();
-    if without_times(&current) == status {
+    let annotated = live.pointer(REVISION_POINTER).and_then(Value::as_str) == Some(&revision);
+    if annotated && without_times(&current) == status {
         return;
     }
     let now = managed::now();
@@ -218,6 +254,8 @@ fn sync_deployment(store: &mut Store, namespace: &str, name: &str) {
     }
     let mut updated = live.clone();
     updated["status"] = status;
+    // Written through /status, which keeps a Deployment's annotations (not its labels).
+    updated["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = json!(revision);
     managed::record_update(
         Some(&live),
         &mut updated,
@@ -235,6 +273,62 @@ fn sync_deployment(store: &mut Store, namespace: &str, name: &str) {
         Some(live),
     );
 }
+
+/// What kube-controller-manager puts in every active namespace: the `default` ServiceAccount
+/// (the service-account controller writes no managed fields) and the root CA bundle.
+pub fn furnish_namespace(store: &mut Store, namespace: &str) {
+    let namespaces = store.builtin_type("", "namespaces");
+    let active = store
+        .get(&namespaces, "", namespace)
+        .is_some_and(|ns| ns.pointer("/metadata/deletionTimestamp").is_none());
+    if !active {
+        return;
+    }
+    let service_accounts = store.builtin_type("", "serviceaccounts");
+    if store.get(&service_accounts, namespace, "default").is_none() {
+        let mut account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": namespace}});
+        store.stamp_new(&mut account);
+        store.put(
+            &service_accounts,
+            namespace,
+            "default",
+            account,
+            EventType::Added,
+            None,
+        );
+    }
+    let config_maps = store.builtin_type("", "configmaps");
+    if store.get(&config_maps, namespace, ROOT_CA).is_none() {
+        let mut bundle = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": ROOT_CA, "namespace": namespace,
+                "annotations": {"kubernetes.io/description": ROOT_CA_DESCRIPTION}},
+            "data": {"ca.crt": store.control.root_ca}});
+        store.stamp_new(&mut bundle);
+        managed::record_update(
+            None,
+            &mut bundle,
+            Shape::root(Schema::of(&config_maps)),
+            "kube-controller-manager",
+            "v1",
+            Scope::Whole,
+        );
+        store.put(
+            &config_maps,
+            namespace,
+            ROOT_CA,
+            bundle,
+            EventType::Added,
+            None,
+        );
+    }
+}
+
+const ROOT_CA: &str = "kube-root-ca.crt";
+const ROOT_CA_DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the \
+    kube-apiserver when using internal endpoints such as the internal service IP or \
+    kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes \
+    clusters.";
 
 /// Accepts a CRD's names, establishes it and serves its kinds, as apiextensions'
 /// controllers do; false for a CRD already being deleted.

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::errors::ApiError;
 use super::handler::Request;
 use super::resources::ResourceType;
-use super::schema::{self, Schema};
+use super::schema::{self, Nulls, Schema};
 
 /// `fieldValidation`: what a create, update or patch does with fields the schema does not
 /// declare.
@@ -38,6 +38,7 @@ pub fn drop_unknown_fields(
     rt: &ResourceType,
     object: &mut Value,
     validation: FieldValidation,
+    nulls: Nulls,
     warnings: &mut Vec<String>,
 ) -> Result<(), ApiError> {
     let Some(schema) = Schema::of(rt) else {
@@ -63,25 +64,21 @@ pub fn drop_unknown_fields(
                 .map(|u| format!("unknown field \"{}\"", u.json_path)),
         );
     }
-    schema::prune(schema, object);
+    schema::prune(schema, object, nulls);
     Ok(())
 }
 
-/// Server-side apply types the whole configuration first; a field the schema does not declare
-/// fails that step, whatever `fieldValidation` says.
-pub fn refuse_unknown_applied_fields(rt: &ResourceType, config: &Value) -> Result<(), ApiError> {
+/// Server-side apply types the whole configuration first; a field the schema does not declare,
+/// or a value of the wrong type, fails that step (500), whatever `fieldValidation` says.
+pub fn refuse_mistyped_applied_config(rt: &ResourceType, config: &Value) -> Result<(), ApiError> {
     let Some(schema) = Schema::of(rt) else {
         return Ok(());
     };
-    let unknown = schema::unknown_fields(schema, config);
-    if unknown.is_empty() {
+    let problems = schema::typed_problems(schema, config);
+    if problems.is_empty() {
         return Ok(());
     }
     let text = |p: &str| config.pointer(p).and_then(Value::as_str).unwrap_or("");
-    let problems: Vec<String> = unknown
-        .iter()
-        .map(|u| format!("{}: field not declared in schema", u.typed_path))
-        .collect();
     let problems = match problems.as_slice() {
         [one] => one.clone(),
         many => format!("errors:\n  {}", many.join("\n  ")),

@@ -9,12 +9,12 @@ use serde_json::{Value, json};
 
 use super::control;
 use super::errors::ApiError;
-use super::fields::{FieldValidation, drop_unknown_fields, refuse_unknown_applied_fields};
+use super::fields::{FieldValidation, drop_unknown_fields, refuse_mistyped_applied_config};
 use super::fieldset::Shape;
 use super::managed::{self, ApplyRequest, Scope};
 use super::rbac::{self, Attributes, Identity};
 use super::resources::{Discovery, ResourceType};
-use super::schema::Schema;
+use super::schema::{Nulls, Schema};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::smp;
 use super::store::{EventType, Store};
@@ -558,7 +558,11 @@ fn finish_write(
     }
     check_shape(rt, &name, &new)?;
     let ip = next_cluster_ip(store);
-    drop_unknown_fields(rt, &mut new, validation, &mut warnings)?;
+    let nulls = match ownership {
+        Ownership::Applied if rt.custom.is_some() => Nulls::Keep,
+        _ => Nulls::Drop,
+    };
+    drop_unknown_fields(rt, &mut new, validation, nulls, &mut warnings)?;
     validation::default_object(rt, old, &mut new, &ip);
     if let Some(schema) = rt.custom.as_ref().and_then(|c| c.schema.as_ref()) {
         validation::apply_schema_defaults(&mut new, schema);
@@ -625,6 +629,9 @@ fn finish_write(
     }
     if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
         control::crd_written(store, &stored);
+    }
+    if rt.group.is_empty() && rt.kind == "Namespace" && old.is_none() {
+        control::namespace_created(store, &name);
     }
     let mut reply = Reply::new(code, present(rt, &stored));
     reply.warnings = warnings;
@@ -851,7 +858,7 @@ fn apply(
         }
     }
     // The typed conversion sees the body as sent: its own namespace and name, if any.
-    refuse_unknown_applied_fields(&route.rt, &config)?;
+    refuse_mistyped_applied_config(&route.rt, &config)?;
     check_identity(route, &mut config)?;
     validation::default_list_keys(&mut config);
     let name = route.name.clone().unwrap_or_default();

@@ -189,7 +189,7 @@ impl TestApiServer {
         let address = listener.local_addr().expect("bound address");
         let (events, _) = broadcast::channel(16_384);
         let shared = Arc::new(Shared {
-            store: Mutex::new(Store::new()),
+            store: Mutex::new(Store::with_root_ca(&Tls::shared().ca_pem)),
             availability: tokio::sync::watch::Sender::new(Availability::Serving),
             connections: Mutex::new(Vec::new()),
             events,

@@ -280,6 +280,144 @@ fn collect_unknown(
     }
 }
 
+/// What server-side apply's typed conversion finds wrong in an applied configuration, in
+/// document order, named as structured-merge-diff names them: fields the schema does not
+/// declare and values of the wrong type (`.spec.size: expected numeric (int or float), got
+/// string`). Nulls pass: they are judged later, by validation.
+pub fn typed_problems(schema: Schema, value: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    collect_typed(schema, value, &mut String::new(), &mut found);
+    found
+}
+
+fn collect_typed(schema: Schema, value: &Value, path: &mut String, found: &mut Vec<String>) {
+    if let Some(problem) = type_problem(schema, value) {
+        found.push(format!("{path}: {problem}"));
+        return;
+    }
+    let len = path.len();
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                path.push('.');
+                path.push_str(key);
+                match schema.field(key) {
+                    Field::Declared(child_schema) => {
+                        collect_typed(child_schema, child, path, found)
+                    }
+                    Field::Free => {}
+                    Field::NotDeclared => {
+                        found.push(format!("{path}: field not declared in schema"))
+                    }
+                }
+                path.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            let Some(item_schema) = schema.items() else {
+                return;
+            };
+            let shape = schema.list_shape();
+            for (index, item) in items.iter().enumerate() {
+                path.push_str(&typed_element(&shape, index, item));
+                collect_typed(item_schema, item, path, found);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The scalar, list or map structured-merge-diff expects here, if the value is not one.
+fn type_problem(schema: Schema, value: &Value) -> Option<String> {
+    if value.is_null() || schema.root {
+        return None;
+    }
+    // Kinds defined by reference to a string (Quantity, IntOrString, Time) are untyped
+    // scalars to structured-merge-diff: `cpu: 1` is as good as `cpu: "1"`.
+    let referenced = schema.node.get("$ref").is_some();
+    let this = schema.resolved();
+    let text = |name: &str| this.node.get(name).and_then(Value::as_str);
+    if this.flag("x-kubernetes-int-or-string") || text("format") == Some("int-or-string") {
+        return None;
+    }
+    let expected = match text("type") {
+        Some("object") => "map",
+        None if this.node.get("properties").is_some() => "map",
+        Some("array") => "list",
+        Some("string") if !referenced => "string",
+        Some("integer" | "number") => "numeric",
+        Some("boolean") => "boolean",
+        _ => return None,
+    };
+    let problem = match (expected, value) {
+        ("map", Value::Object(_))
+        | ("list", Value::Array(_))
+        | ("string", Value::String(_))
+        | ("numeric", Value::Number(_))
+        | ("boolean", Value::Bool(_)) => return None,
+        ("string", other) => format!(
+            "expected string, got &value.valueUnstructured{{Value:{}}}",
+            go_syntax(other)
+        ),
+        ("numeric", other) => format!("expected numeric (int or float), got {}", go_type(other)),
+        (expected, other) => format!("expected {expected}, got &{{{}}}", go_value(other)),
+    };
+    Some(problem)
+}
+
+/// A decoded JSON value as Go's `%v` prints it.
+fn go_value(value: &Value) -> String {
+    match value {
+        Value::Null => "<nil>".into(),
+        Value::String(text) => text.clone(),
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().map(go_value).collect();
+            format!("[{}]", parts.join(" "))
+        }
+        Value::Object(map) => {
+            let parts: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{k}:{}", go_value(v)))
+                .collect();
+            format!("map[{}]", parts.join(" "))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A decoded JSON value as Go's `%#v` prints it.
+fn go_syntax(value: &Value) -> String {
+    match value {
+        Value::Null => "interface {}(nil)".into(),
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().map(go_syntax).collect();
+            format!("[]interface {{}}{{{}}}", parts.join(", "))
+        }
+        Value::Object(map) => {
+            let parts: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{}:{}", Value::from(k.as_str()), go_syntax(v)))
+                .collect();
+            format!("map[string]interface {{}}{{{}}}", parts.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The Go type a decoded JSON value has.
+fn go_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float64",
+        Value::Number(_) => "int64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
 /// How structured-merge-diff names a list element: by its keys, by its value, or by index.
 fn typed_element(shape: &ListShape, index: usize, item: &Value) -> String {
     match shape {
@@ -295,26 +433,38 @@ fn typed_element(shape: &ListShape, index: usize, item: &Value) -> String {
     }
 }
 
-/// Drops undeclared fields, and nulls where the schema does not allow them, as the server
-/// does before it stores an object.
-pub fn prune(schema: Schema, value: &mut Value) {
+/// What pruning does with a null the schema does not allow.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Nulls {
+    /// Dropped, as decoding a request body drops them (create, update, patch).
+    Drop,
+    /// Kept for validation to refuse: a custom resource's server-side apply result is not
+    /// decoded again, so a non-nullable null in the applied configuration is invalid (422).
+    Keep,
+}
+
+/// Drops undeclared fields, and nulls where the schema does not allow them (unless `nulls`
+/// keeps them), as the server does before it stores an object.
+pub fn prune(schema: Schema, value: &mut Value, nulls: Nulls) {
     match value {
         Value::Object(map) => {
             map.retain(|key, child| match schema.field(key) {
-                Field::Declared(child_schema) => !child.is_null() || child_schema.nullable(),
+                Field::Declared(child_schema) => {
+                    !child.is_null() || child_schema.nullable() || nulls == Nulls::Keep
+                }
                 Field::Free => true,
                 Field::NotDeclared => false,
             });
             for (key, child) in map.iter_mut() {
                 if let Field::Declared(child_schema) = schema.field(key) {
-                    prune(child_schema, child);
+                    prune(child_schema, child, nulls);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.items() {
                 for item in items {
-                    prune(item_schema, item);
+                    prune(item_schema, item, nulls);
                 }
             }
         }
@@ -358,7 +508,7 @@ mod tests {
             ".spec.template.spec.containers[name=\"web\"].colour"
         );
         let mut pruned = object.clone();
-        prune(schema, &mut pruned);
+        prune(schema, &mut pruned, Nulls::Drop);
         assert!(unknown_fields(schema, &pruned).is_empty());
         assert_eq!(pruned["spec"]["replicas"], json!(1));
     }
@@ -420,7 +570,7 @@ mod tests {
                 ".spec.b"
             ]
         );
-        prune(schema, &mut object);
+        prune(schema, &mut object, Nulls::Drop);
         assert_eq!(
             object,
             json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},

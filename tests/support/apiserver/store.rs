@@ -134,6 +134,17 @@ impl Store {
         store
     }
 
+    /// A new store whose namespaces publish `root_ca`; the seeded ones have theirs already.
+    pub fn with_root_ca(root_ca: &str) -> Store {
+        let mut store = Store::new();
+        store.control.root_ca = root_ca.to_string();
+        for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            super::control::furnish_namespace(&mut store, name);
+        }
+        store.pending.clear();
+        store
+    }
+
     fn seed(&mut self, mut object: Value) {
         let kind = object["kind"].as_str().unwrap_or("").to_string();
         let rt = self

@@ -494,6 +494,19 @@ fn type_matches(value: &Value, expected: &str, schema: &Value) -> bool {
     }
 }
 
+/// A JSON value's type as kube-openapi's validator names it.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// Checks a custom resource against its structural schema and prunes unknown fields.
 fn validate_against_schema(
     value: &Value,
@@ -508,10 +521,15 @@ fn validate_against_schema(
     if let Some(expected) = schema.get("type").and_then(Value::as_str)
         && !type_matches(value, expected, schema)
     {
+        // kube-openapi's validator names the value by its JSON type, twice.
+        let field = path.trim_start_matches('.').to_string();
+        let found = json_type(value);
         causes.push(Cause {
             reason: "FieldValueTypeInvalid",
-            field: path.trim_start_matches('.').to_string(),
-            message: format!("Invalid value: {value}: {path} in body must be of type {expected}"),
+            message: format!(
+                "Invalid value: \"{found}\": {field} in body must be of type {expected}: \"{found}\""
+            ),
+            field,
         });
         return;
     }
