@@ -1,6 +1,8 @@
 //! Where a real kube-apiserver is stricter than a convenient double: fields a kind's schema
-//! does not declare, options a release refuses (unknown `dryRun`, streaming lists without the
-//! `WatchList` gate), answered in kube-apiserver's own words. Every test here runs unchanged
+//! does not declare, values of the wrong type, options a release refuses (unknown `dryRun`,
+//! streaming lists without the `WatchList` gate), answered in kube-apiserver's own words; and
+//! what kube-controller-manager writes that a client meets (every namespace's root CA and
+//! default ServiceAccount, a Deployment's revision). Every test here runs unchanged
 //! against a real server (`TEST_KUBECONFIG`, `KUBEBUILDER_ASSETS`); those that need a
 //! particular release or gate set it in process and skip elsewhere.
 
@@ -529,4 +531,149 @@ async fn lists_read_one_snapshot_across_pages_and_at_a_resource_version() {
     let (code, rest) = list_page(&cluster, &format!("continue={inconsistent}")).await;
     assert_eq!(code, 200, "{rest}");
     assert_eq!(own_names(&rest), ["b", "d"], "the remainder as it is now");
+}
+
+/// kube-controller-manager furnishes every new namespace with its `default` ServiceAccount and
+/// the `kube-root-ca.crt` ConfigMap (a CA bundle), so no namespace is ever empty to a list.
+#[tokio::test]
+async fn every_namespace_gets_a_default_service_account_and_the_root_ca() {
+    let cluster = TestCluster::start().await;
+    if !cluster.has_controller_manager() {
+        return; // envtest runs no kube-controller-manager
+    }
+    let ns = &cluster.namespace;
+    let config_maps: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), ns);
+    let bundle = wait_for(Duration::from_secs(30), || async {
+        config_maps.get_opt("kube-root-ca.crt").await.ok().flatten()
+    })
+    .await
+    .expect("kube-root-ca.crt is published");
+    let data = bundle.data.unwrap_or_default();
+    assert!(
+        data["ca.crt"].starts_with("-----BEGIN CERTIFICATE-----"),
+        "{data:?}"
+    );
+    let annotations = bundle.metadata.annotations.unwrap_or_default();
+    assert!(
+        annotations["kubernetes.io/description"].starts_with("Contains a CA bundle"),
+        "{annotations:?}"
+    );
+    let managers: Vec<String> = bundle
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|entry| entry.manager)
+        .collect();
+    assert_eq!(managers, ["kube-controller-manager"]);
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(cluster.client.clone(), ns);
+    let account = wait_for(Duration::from_secs(30), || async {
+        accounts.get_opt("default").await.ok().flatten()
+    })
+    .await;
+    assert!(account.is_some(), "the default ServiceAccount is created");
+}
+
+/// The deployment controller keeps `deployment.kubernetes.io/revision` on a Deployment (one
+/// more for each new pod template), a write to the main resource after the client's own.
+#[tokio::test]
+async fn the_deployment_controller_annotates_each_revision() {
+    let cluster = TestCluster::start().await;
+    if !cluster.has_controller_manager() {
+        return; // envtest runs no kube-controller-manager
+    }
+    let api: Api<Deployment> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let deployment = |image: &str| -> Deployment {
+        serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": image}]}}}}))
+        .unwrap()
+    };
+    let params = PatchParams::apply("fidelity").force();
+    let revision = |wanted: &'static str| {
+        let api = api.clone();
+        async move {
+            wait_for(Duration::from_secs(30), || async {
+                let live = api.get("web").await.ok()?;
+                let annotations = live.metadata.annotations?;
+                (annotations.get("deployment.kubernetes.io/revision")? == wanted).then_some(())
+            })
+            .await
+        }
+    };
+    api.patch("web", &params, &Patch::Apply(deployment("nginx:1")))
+        .await
+        .unwrap();
+    assert!(revision("1").await.is_some(), "revision 1 is recorded");
+    api.patch("web", &params, &Patch::Apply(deployment("nginx:2")))
+        .await
+        .unwrap();
+    assert!(
+        revision("2").await.is_some(),
+        "a new template is revision 2"
+    );
+}
+
+/// Server-side apply converts the configuration to the kind's types first: a value of the
+/// wrong type fails there (500, no reason) for built-in kinds as for custom resources,
+/// whatever `fieldValidation` says, named as structured-merge-diff names it.
+#[tokio::test]
+async fn applied_values_of_the_wrong_type_fail_the_typed_conversion() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let path = format!("/apis/apps/v1/namespaces/{ns}/deployments/typed?fieldManager=fidelity");
+    let body = |spec: Value| {
+        let mut deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "typed"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx",
+                        "resources": {"limits": {"cpu": 1}}}]}}}});
+        deployment["spec"]
+            .as_object_mut()
+            .unwrap()
+            .extend(spec.as_object().unwrap().clone());
+        deployment
+    };
+    let prefix =
+        format!("failed to create typed patch object (/typed; apps/v1, Kind=Deployment): ");
+    for (spec, problem) in [
+        (
+            json!({"replicas": "two"}),
+            ".spec.replicas: expected numeric (int or float), got string",
+        ),
+        (
+            json!({"paused": "yes"}),
+            ".spec.paused: expected boolean, got &{yes}",
+        ),
+        (
+            json!({"paused": 3, "replicas": true}),
+            "errors:\n  .spec.paused: expected boolean, got &{3}\n  \
+             .spec.replicas: expected numeric (int or float), got bool",
+        ),
+    ] {
+        let (code, _, status) = send(
+            &cluster,
+            "PATCH",
+            &path,
+            "application/apply-patch+yaml",
+            &body(spec),
+        )
+        .await;
+        assert_eq!((code, status["reason"].as_str()), (500, None), "{status}");
+        assert_eq!(status["message"], format!("{prefix}{problem}"));
+    }
+    // A Quantity (`cpu: 1`) is an untyped scalar: a number is as good as a string.
+    let (code, _, created) = send(
+        &cluster,
+        "PATCH",
+        &path,
+        "application/apply-patch+yaml",
+        &body(json!({"replicas": 0})),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
 }

@@ -447,6 +447,62 @@ async fn ignore_rules_leave_fields_to_other_controllers() {
     assert_eq!(live(&cluster, &deployment).await["spec"]["replicas"], 5);
 }
 
+/// A controller's write landing between our read of an object and our dry-run of it (the
+/// deployment controller's revision annotation, right after a Deployment is created, on every
+/// real cluster) is not drift: the two are compared at one resourceVersion, whichever request
+/// came first.
+#[tokio::test]
+async fn a_write_between_the_read_and_the_dry_run_is_not_drift() {
+    let cluster = TestCluster::start().await;
+    let Some(server) = cluster.server() else {
+        return; // the interleaving is made by the in-process server
+    };
+    let ns = &cluster.namespace;
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}});
+    let fresh_engine = || {
+        applier(
+            &cluster,
+            &AppliedCache::default(),
+            ApplyOptions::default(),
+            IgnoreRules::none(),
+        )
+    };
+    fresh_engine()
+        .apply_all(vec![deployment.clone()])
+        .await
+        .unwrap();
+    let path = format!("/apis/apps/v1/namespaces/{ns}/deployments/web");
+    for (round, (verb, dry_run)) in [("patch", true), ("get", false)].into_iter().enumerate() {
+        server.interleave(crate::support::apiserver::Interleave {
+            verb: verb.into(),
+            resource: "deployments".into(),
+            dry_run,
+            path: path.clone(),
+            patch: json!({"metadata": {"annotations": {"example.com/round": round.to_string()}}}),
+            manager: "another-controller".into(),
+        });
+        let result = fresh_engine()
+            .apply_all(vec![deployment.clone()])
+            .await
+            .unwrap();
+        assert_eq!(
+            actions(&result),
+            vec![format!("Deployment/{ns}/web unchanged")],
+            "a write after the {verb}"
+        );
+        let annotations = live(&cluster, &deployment).await["metadata"]["annotations"].clone();
+        assert_eq!(
+            annotations["example.com/round"],
+            round.to_string(),
+            "the write was made"
+        );
+    }
+}
+
 #[tokio::test]
 async fn secrets_with_string_data_do_not_drift() {
     let cluster = TestCluster::start().await;

@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 
 use crate::support::artifacts::{ArtifactServer, SourceKind};
 use crate::support::cluster::{TestCluster, wait_for};
-use crate::support::controller::{ControllerProcess, Harness, ready_message};
+use crate::support::controller::{
+    ControllerProcess, Harness, controller_kubeconfig, ready_message,
+};
 use crate::support::{http_get_text, repo_root};
 
 #[tokio::test]
@@ -321,10 +323,7 @@ async fn suspended_kustomizations_are_left_alone() {
 #[tokio::test]
 async fn the_run_command_reconciles_serves_metrics_and_stops_on_sigterm() {
     let cluster = TestCluster::start().await;
-    let Some(server) = cluster.server() else {
-        eprintln!("skipped: the binary is pointed at the in-process server's kubeconfig");
-        return;
-    };
+    let kubeconfig = controller_kubeconfig(&cluster).await;
     let artifacts = ArtifactServer::start().await;
     let ns = cluster.namespace.clone();
     let v1 = artifacts.publish_dir(
@@ -335,8 +334,8 @@ async fn the_run_command_reconciles_serves_metrics_and_stops_on_sigterm() {
     cluster
         .create_source(SourceKind::GitRepository, &ns, "repo", Some(&v1))
         .await;
-    let mut controller = ControllerProcess::start(
-        server,
+    let mut controller = ControllerProcess::start_with_kubeconfig(
+        &kubeconfig,
         &ns,
         &[
             "--enable-leader-election",
@@ -1028,10 +1027,7 @@ async fn dependency_chains_and_ready_expressions() {
 #[tokio::test]
 async fn the_diff_command_previews_changes() {
     let harness = Harness::start().await;
-    let Some(server) = harness.cluster.server() else {
-        eprintln!("skipped: the binary is pointed at the in-process server's kubeconfig");
-        return;
-    };
+    let kubeconfig_yaml = controller_kubeconfig(&harness.cluster).await;
     let ns = harness.cluster.namespace.clone();
     let v1 = harness.publish("v1", "main@sha1:1d1f");
     harness.source("repo", &v1).await;
@@ -1046,7 +1042,7 @@ async fn the_diff_command_previews_changes() {
         .await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
+    std::fs::write(&kubeconfig, &kubeconfig_yaml).unwrap();
     let diff = |fixture: &str| {
         let kubeconfig = kubeconfig.clone();
         let ns = ns.clone();
@@ -1117,10 +1113,7 @@ async fn bench_dependency_chain() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(10);
     let cluster = TestCluster::start().await;
-    let Some(server) = cluster.server() else {
-        eprintln!("skipped: the benchmark points the binary at the in-process server");
-        return;
-    };
+    let kubeconfig = controller_kubeconfig(&cluster).await;
     let artifacts = ArtifactServer::start().await;
     let ns = cluster.namespace.clone();
     let dir = tempfile::tempdir().unwrap();
@@ -1133,7 +1126,8 @@ async fn bench_dependency_chain() {
     cluster
         .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
         .await;
-    let mut controller = ControllerProcess::start(server, &ns, &["--log-level=error"]);
+    let mut controller =
+        ControllerProcess::start_with_kubeconfig(&kubeconfig, &ns, &["--log-level=error"]);
     let started = std::time::Instant::now();
     let api: Api<Kustomization> = Api::namespaced(cluster.client.clone(), &ns);
     for i in (0..links).rev() {

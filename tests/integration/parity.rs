@@ -9,10 +9,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use serde_json::json;
 
-use crate::support::apiserver::TestApiServer;
 use crate::support::artifacts::SourceKind;
 use crate::support::cluster::{TestCluster, wait_for};
-use crate::support::controller::ControllerProcess;
+use crate::support::controller::{ControllerProcess, controller_kubeconfig};
 use crate::support::controller::{Harness, ready_message};
 use crate::support::{http_get_text, run_cli};
 
@@ -120,9 +119,9 @@ async fn external_artifacts_need_their_feature_gate() {
 }
 
 /// One shard of the controller: the shipped binary with leader election and a shard selector.
-fn start_shard(server: &TestApiServer, namespace: &str, shard: &str) -> ControllerProcess {
-    ControllerProcess::start(
-        server,
+fn start_shard(kubeconfig: &str, namespace: &str, shard: &str) -> ControllerProcess {
+    ControllerProcess::start_with_kubeconfig(
+        kubeconfig,
         namespace,
         &[
             &format!("--watch-label-selector=sharding.fluxcd.io/key={shard}"),
@@ -135,10 +134,7 @@ fn start_shard(server: &TestApiServer, namespace: &str, shard: &str) -> Controll
 #[tokio::test]
 async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
     let cluster = TestCluster::start().await;
-    let Some(server) = cluster.server() else {
-        eprintln!("skipped: the binaries are pointed at the in-process server's kubeconfig");
-        return;
-    };
+    let kubeconfig = controller_kubeconfig(&cluster).await;
     let artifacts = crate::support::artifacts::ArtifactServer::start().await;
     let ns = cluster.namespace.clone();
     let dir = tempfile::tempdir().unwrap();
@@ -161,8 +157,8 @@ async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
             }))
             .await;
     }
-    let mut first = start_shard(server, &ns, "shard1");
-    let _second = start_shard(server, &ns, "shard2");
+    let mut first = start_shard(&kubeconfig, &ns, "shard1");
+    let _second = start_shard(&kubeconfig, &ns, "shard2");
 
     // Both lead at once, each on the Lease Flux would name for its selector.
     let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), &ns);
@@ -290,13 +286,10 @@ async fn health_check_expressions_use_fluxs_cel_environment() {
 #[tokio::test]
 async fn feature_gates_decide_what_the_binary_watches() {
     let cluster = TestCluster::start().await;
-    let Some(server) = cluster.server() else {
-        eprintln!("skipped: the binary is pointed at the in-process server's kubeconfig");
-        return;
-    };
+    let kubeconfig = controller_kubeconfig(&cluster).await;
     let watched = |gates: &'static str| {
-        let mut controller = ControllerProcess::start(
-            server,
+        let mut controller = ControllerProcess::start_with_kubeconfig(
+            &kubeconfig,
             &cluster.namespace,
             &[&format!("--feature-gates={gates}")],
         );
@@ -383,10 +376,7 @@ async fn a_dependency_chain_converges_without_waiting_for_the_poll() {
 #[tokio::test]
 async fn the_binary_serves_controller_runtime_metrics() {
     let cluster = TestCluster::start().await;
-    let Some(server) = cluster.server() else {
-        eprintln!("skipped: the binary is pointed at the in-process server's kubeconfig");
-        return;
-    };
+    let kubeconfig = controller_kubeconfig(&cluster).await;
     let artifacts = crate::support::artifacts::ArtifactServer::start().await;
     let ns = cluster.namespace.clone();
     let dir = tempfile::tempdir().unwrap();
@@ -399,7 +389,8 @@ async fn the_binary_serves_controller_runtime_metrics() {
     cluster
         .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
         .await;
-    let mut controller = ControllerProcess::start(server, &ns, &["--concurrent=3"]);
+    let mut controller =
+        ControllerProcess::start_with_kubeconfig(&kubeconfig, &ns, &["--concurrent=3"]);
     cluster
         .apply(
             &json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",

@@ -118,6 +118,13 @@ impl TestCluster {
         cluster
     }
 
+    /// Whether kube-controller-manager's controllers run (namespace furnishing and
+    /// finalization, garbage collection, the deployment controller): on the in-process server
+    /// and on a real cluster; not on envtest, which starts only etcd and kube-apiserver.
+    pub fn has_controller_manager(&self) -> bool {
+        !matches!(backend(), Backend::Envtest)
+    }
+
     /// The client configuration, for components that build their own clients (the controller).
     pub fn config(&self) -> Config {
         self.config.clone()

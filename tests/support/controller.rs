@@ -212,6 +212,19 @@ impl Drop for Harness {
     }
 }
 
+/// A kubeconfig for the controller binary on any backend: the in-process server's admin one,
+/// or elsewhere one with the token of a cluster-admin ServiceAccount of the test namespace
+/// (`TestCluster::controller_account`), as a deployment gives the controller.
+pub async fn controller_kubeconfig(cluster: &TestCluster) -> String {
+    match cluster.server() {
+        Some(server) => server.kubeconfig_yaml(),
+        None => {
+            let (token, _) = cluster.controller_account().await;
+            cluster.kubeconfig_with_token(&token)
+        }
+    }
+}
+
 pub fn ready_message(object: &Kustomization) -> String {
     object
         .status

@@ -64,10 +64,26 @@ pub struct Fault {
     pub retry_after: Option<u64>,
 }
 
+/// A write another client makes right after the server answers a matching request, as a
+/// controller's write can land between two requests of one client.
+#[derive(Clone, Debug)]
+pub struct Interleave {
+    /// The request after which it happens: verb, resource plural and whether it is a dry-run.
+    pub verb: String,
+    pub resource: String,
+    pub dry_run: bool,
+    /// The object's path (`/apis/apps/v1/namespaces/ns/deployments/web`) and the JSON merge
+    /// patch written there by `manager`.
+    pub path: String,
+    pub patch: serde_json::Value,
+    pub manager: String,
+}
+
 #[derive(Default)]
 struct Faults {
     rules: Vec<Fault>,
     latency: Duration,
+    interleaved: Vec<Interleave>,
 }
 
 /// Whether the server is up, as a restarting kube-apiserver goes down and comes back.
@@ -315,6 +331,49 @@ impl TestApiServer {
         )
     }
 
+    /// Makes `write` once, right after the next request that matches it is answered.
+    pub fn interleave(&self, write: Interleave) {
+        self.shared
+            .faults
+            .lock()
+            .expect("faults")
+            .interleaved
+            .push(write);
+    }
+
+    /// The interleaved write due after this request, taken off the list.
+    fn take_interleaved(&self, verb: &str, resource: &str, dry_run: bool) -> Option<Interleave> {
+        let mut faults = self.shared.faults.lock().expect("faults");
+        let index = faults
+            .interleaved
+            .iter()
+            .position(|w| w.verb == verb && w.resource == resource && w.dry_run == dry_run)?;
+        Some(faults.interleaved.remove(index))
+    }
+
+    /// Makes an interleaved write as the admin, before the matching request is answered.
+    fn write_interleaved(store: &mut Store, write: &Interleave) {
+        let request = Request {
+            method: "PATCH".into(),
+            path: write.path.clone(),
+            query: [("fieldManager".to_string(), write.manager.clone())].into(),
+            content_type: "application/merge-patch+json".into(),
+            accept: "application/json".into(),
+            user_agent: write.manager.clone(),
+            identity: rbac::Identity::admin(),
+            credentials: Default::default(),
+            body: write.patch.to_string().into_bytes(),
+        };
+        match handler::route(store, &write.path) {
+            Ok(Route::Resource(route)) => {
+                if let Err(error) = handler::handle(store, &request, &route) {
+                    panic!("the interleaved write to {} failed: {error:?}", write.path);
+                }
+            }
+            _ => panic!("the interleaved write names no object: {}", write.path),
+        }
+    }
+
     /// Fails the next `fault.remaining` requests that match.
     pub fn inject(&self, fault: Fault) {
         self.shared.faults.lock().expect("faults").rules.push(fault);
@@ -458,6 +517,8 @@ impl TestApiServer {
                 Err(error) => error_response(&error),
             };
         }
+        let dry_run = request.query.get("dryRun").is_some_and(|d| d == "All");
+        let interleaved = self.take_interleaved(verb, &route.rt.plural, dry_run);
         let result = {
             let mut store = self.shared.lock_store();
             // A bug in the double must fail the request, not poison the server for the test.
@@ -472,6 +533,9 @@ impl TestApiServer {
                     "the test API server failed on this request",
                 ))
             });
+            if let Some(write) = &interleaved {
+                TestApiServer::write_interleaved(&mut store, write);
+            }
             for event in store.pending.drain(..) {
                 let _ = self.shared.events.send(event);
             }
