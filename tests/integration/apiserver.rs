@@ -977,6 +977,11 @@ async fn impersonated_identities_are_limited_by_rbac() {
     assert_eq!((denied.code, denied.reason.as_str()), (403, "Forbidden"));
     assert!(denied.message.contains(&user), "{}", denied.message);
 
+    // kube-apiserver's authorizer reads RBAC from an informer: a grant takes effect a moment
+    // after it is written (in process: `set_rbac_lag`, long here so that it shows).
+    if let Some(server) = cluster.server() {
+        server.set_rbac_lag(Duration::from_secs(5));
+    }
     cluster
         .grant(
             ns,
@@ -984,6 +989,11 @@ async fn impersonated_identities_are_limited_by_rbac() {
             json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]),
         )
         .await;
+    if let Some(server) = cluster.server() {
+        let early = api_error(as_deployer.get("visible").await.unwrap_err());
+        assert_eq!(early.code, 403, "the authorizer has not seen the grant yet");
+        server.set_rbac_lag(Duration::ZERO);
+    }
     let allowed = wait_for(Duration::from_secs(30), || async {
         as_deployer.get("visible").await.ok()
     })

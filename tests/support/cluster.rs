@@ -195,6 +195,19 @@ impl TestCluster {
             self.apply(&object).await;
         }
         let token = self.service_account_token(ns, "kustomize-controller").await;
+        // The authorizer sees the binding a moment after it is written: wait until it does,
+        // so that the controller's first requests are not refused.
+        let client = Client::try_from(self.config_with_token(&token)).expect("a client");
+        let namespaces: Api<Namespace> = Api::all(client);
+        let authorized = wait_for(Duration::from_secs(30), || async {
+            let one = kube::api::ListParams::default().limit(1);
+            namespaces.list_metadata(&one).await.ok()
+        })
+        .await;
+        assert!(
+            authorized.is_some(),
+            "the controller's account is authorized"
+        );
         (
             token,
             format!("system:serviceaccount:{ns}:kustomize-controller"),

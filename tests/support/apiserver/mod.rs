@@ -235,6 +235,16 @@ impl TestApiServer {
         }
     }
 
+    /// How late the authorizer sees a Role or binding written (10 ms by default, as an
+    /// informer on loopback); zero shows it every RBAC write made so far at once.
+    pub fn set_rbac_lag(&self, lag: Duration) {
+        let mut store = self.shared.lock_store();
+        store.rbac_lag = lag;
+        if lag.is_zero() {
+            store.reveal_rbac();
+        }
+    }
+
     /// Accepts connections while the server listens; closes and reopens the port as the
     /// server goes down and comes back.
     async fn accept(self, mut listener: TcpListener) {

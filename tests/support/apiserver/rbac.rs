@@ -165,23 +165,43 @@ fn rule_allows(rule: &Value, attributes: &Attributes) -> bool {
 }
 
 pub fn allowed(store: &Store, identity: &Identity, attributes: &Attributes) -> bool {
+    authorized(store, identity, attributes, View::Authorizer)
+}
+
+/// Where RBAC objects are read from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum View {
+    /// The authorizer's informer cache: a Role or binding written moments ago is not there
+    /// yet (`Store::rbac_visible`, `rbac_lag`), as kube-apiserver's authorizer sees it a
+    /// little later.
+    Authorizer,
+    /// Storage, as the escalation check's rule resolver reads it: every write at once.
+    Storage,
+}
+
+fn authorized(store: &Store, identity: &Identity, attributes: &Attributes, view: View) -> bool {
     if identity.groups.iter().any(|g| g == "system:masters") {
         return true;
     }
+    let visible = |key: &(String, String, String, String)| {
+        view == View::Storage || store.rbac_visible(key, std::time::Instant::now())
+    };
     let role_rules = |kind: &str, namespace: &str, name: &str| -> Vec<Value> {
         let (plural, ns) = if kind == "ClusterRole" {
             ("clusterroles", "")
         } else {
             ("roles", namespace)
         };
+        let key = (
+            "rbac.authorization.k8s.io".to_string(),
+            plural.to_string(),
+            ns.to_string(),
+            name.to_string(),
+        );
         store
             .objects
-            .get(&(
-                "rbac.authorization.k8s.io".to_string(),
-                plural.to_string(),
-                ns.to_string(),
-                name.to_string(),
-            ))
+            .get(&key)
+            .filter(|_| visible(&key))
             .and_then(|role| role.get("rules").and_then(Value::as_array).cloned())
             .unwrap_or_default()
     };
@@ -193,7 +213,11 @@ pub fn allowed(store: &Store, identity: &Identity, attributes: &Attributes) -> b
     let bindings = store
         .stored(rbac, "clusterrolebindings", None)
         .chain(role_bindings);
-    for ((_, _, namespace, _), binding) in bindings {
+    for (key, binding) in bindings {
+        if !visible(key) {
+            continue;
+        }
+        let namespace = &key.2;
         let subjects = binding.get("subjects").and_then(Value::as_array);
         if !subjects
             .into_iter()
@@ -363,7 +387,7 @@ fn rule_held(store: &Store, identity: &Identity, namespace: &str, rule: &Value) 
             resources.iter().all(|resource| {
                 let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
                 names.iter().all(|name| {
-                    allowed(
+                    authorized(
                         store,
                         identity,
                         &Attributes {
@@ -374,6 +398,7 @@ fn rule_held(store: &Store, identity: &Identity, namespace: &str, rule: &Value) 
                             namespace,
                             name,
                         },
+                        View::Storage,
                     )
                 })
             })

@@ -64,7 +64,15 @@ pub struct Store {
     pub undiscovered: Vec<String>,
     /// Bearer tokens TokenRequests issued, and whom they authenticate.
     pub tokens: std::collections::HashMap<String, super::rbac::Identity>,
+    /// When the authorizer sees each RBAC object's latest write (`rbac_lag` after it).
+    rbac_visible_at: std::collections::HashMap<ObjectKey, std::time::Instant>,
+    /// How late kube-apiserver's authorizer sees an RBAC write: its informer's delivery, a few
+    /// milliseconds on loopback.
+    pub rbac_lag: std::time::Duration,
 }
+
+/// The authorizer's lag unless a test sets another (`TestApiServer::set_rbac_lag`).
+pub const DEFAULT_RBAC_LAG: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// The Kubernetes release the server answers as: `/version`, and what that release refuses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,6 +119,8 @@ impl Store {
             control: Control::default(),
             undiscovered: Vec::new(),
             tokens: std::collections::HashMap::new(),
+            rbac_visible_at: std::collections::HashMap::new(),
+            rbac_lag: DEFAULT_RBAC_LAG,
         };
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             store
@@ -130,6 +140,8 @@ impl Store {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}],
         }));
+        // What the server starts with, its authorizer has seen.
+        store.rbac_visible_at.clear();
         store.pending.clear();
         store
     }
@@ -297,6 +309,10 @@ impl Store {
         self.needs_settle |= object.pointer("/metadata/deletionTimestamp").is_some();
         let (group, plural) = rt.storage_key();
         let key = (group.clone(), plural.clone(), namespace.into(), name.into());
+        if group == "rbac.authorization.k8s.io" {
+            let visible_at = std::time::Instant::now() + self.rbac_lag;
+            self.rbac_visible_at.insert(key.clone(), visible_at);
+        }
         let replaced = self.objects.insert(key.clone(), object.clone());
         self.index(&key, Some(&object), replaced.as_ref());
         self.record(Event {
@@ -309,6 +325,17 @@ impl Store {
             previous,
         });
         object
+    }
+
+    /// Whether the authorizer sees the RBAC object `key` as it is stored now: a write reaches
+    /// kube-apiserver's authorizer through its informer, a moment after it is answered.
+    pub fn rbac_visible(&self, key: &ObjectKey, now: std::time::Instant) -> bool {
+        self.rbac_visible_at.get(key).is_none_or(|at| *at <= now)
+    }
+
+    /// Lets the authorizer see every RBAC write made so far.
+    pub fn reveal_rbac(&mut self) {
+        self.rbac_visible_at.clear();
     }
 
     /// Removes an object for good (its finalizers are gone).
