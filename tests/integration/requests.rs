@@ -36,6 +36,7 @@ async fn edit_as_kubectl(harness: &Harness, name: &str, value: &str) {
 async fn a_quick_reconcile_writes_its_status_once_and_reads_its_source_from_the_cache() {
     let mut harness = Harness::start().await;
     let Some(server) = harness.cluster.server().cloned() else {
+        eprintln!("skipped: reads the in-process server's request log (a real one keeps none)");
         return;
     };
     let user = as_own_account(&mut harness).await;
@@ -154,6 +155,7 @@ async fn an_edit_the_watch_delivers_after_a_request_is_still_reverted() {
 async fn a_revision_right_after_a_request_runs_once_despite_its_own_writes() {
     let mut harness = Harness::start().await;
     let Some(server) = harness.cluster.server().cloned() else {
+        eprintln!("skipped: reads the in-process server's request log (a real one keeps none)");
         return;
     };
     let user = as_own_account(&mut harness).await;
@@ -226,6 +228,7 @@ async fn a_long_reconcile_shows_what_is_under_way_before_its_outcome() {
 async fn an_interval_reconcile_trusts_the_watch_and_still_reverts_drift() {
     let mut harness = Harness::start().await;
     let Some(server) = harness.cluster.server().cloned() else {
+        eprintln!("skipped: reads the in-process server's request log (a real one keeps none)");
         return;
     };
     let user = as_own_account(&mut harness).await;
@@ -277,6 +280,7 @@ async fn an_interval_reconcile_trusts_the_watch_and_still_reverts_drift() {
 async fn deletion_prunes_from_the_watch_and_keeps_what_opted_out_since() {
     let mut harness = Harness::start().await;
     let Some(server) = harness.cluster.server().cloned() else {
+        eprintln!("skipped: reads the in-process server's request log (a real one keeps none)");
         return;
     };
     let user = as_own_account(&mut harness).await;
@@ -343,6 +347,7 @@ async fn substitutions_are_read_each_time_unless_the_cache_gate_is_on() {
     for cached in [false, true] {
         let mut harness = Harness::start().await;
         let Some(server) = harness.cluster.server().cloned() else {
+            eprintln!("skipped: reads the in-process server's request log (a real one keeps none)");
             return;
         };
         let (token, user) = harness.cluster.controller_account().await;
