@@ -221,63 +221,15 @@ impl<'a> Schema<'a> {
 
 /// Every field `value` sets that `schema` does not declare, in document order.
 pub fn unknown_fields(schema: Schema, value: &Value) -> Vec<UnknownField> {
-    let mut found = Vec::new();
-    collect_unknown(
-        schema,
-        value,
-        &mut String::new(),
-        &mut String::new(),
-        &mut found,
-    );
-    found
-}
-
-fn collect_unknown(
-    schema: Schema,
-    value: &Value,
-    json_path: &mut String,
-    typed_path: &mut String,
-    found: &mut Vec<UnknownField>,
-) {
-    let (json_len, typed_len) = (json_path.len(), typed_path.len());
-    match value {
-        Value::Object(map) => {
-            for (key, child) in map {
-                if !json_path.is_empty() {
-                    json_path.push('.');
-                }
-                json_path.push_str(key);
-                typed_path.push('.');
-                typed_path.push_str(key);
-                match schema.field(key) {
-                    Field::Declared(child_schema) => {
-                        collect_unknown(child_schema, child, json_path, typed_path, found)
-                    }
-                    Field::Free => {}
-                    Field::NotDeclared => found.push(UnknownField {
-                        json_path: json_path.clone(),
-                        typed_path: typed_path.clone(),
-                    }),
-                }
-                json_path.truncate(json_len);
-                typed_path.truncate(typed_len);
-            }
-        }
-        Value::Array(items) => {
-            let Some(item_schema) = schema.items() else {
-                return;
-            };
-            let shape = schema.list_shape();
-            for (index, item) in items.iter().enumerate() {
-                json_path.push_str(&format!("[{index}]"));
-                typed_path.push_str(&typed_element(&shape, index, item));
-                collect_unknown(item_schema, item, json_path, typed_path, found);
-                json_path.truncate(json_len);
-                typed_path.truncate(typed_len);
-            }
-        }
-        _ => {}
-    }
+    let mut walk = Walk {
+        check_types: false,
+        ..Walk::default()
+    };
+    walk.visit(schema, value);
+    walk.found
+        .into_iter()
+        .map(|problem| problem.field)
+        .collect()
 }
 
 /// What server-side apply's typed conversion finds wrong in an applied configuration, in
@@ -285,46 +237,85 @@ fn collect_unknown(
 /// declare and values of the wrong type (`.spec.size: expected numeric (int or float), got
 /// string`). Nulls pass: they are judged later, by validation.
 pub fn typed_problems(schema: Schema, value: &Value) -> Vec<String> {
-    let mut found = Vec::new();
-    collect_typed(schema, value, &mut String::new(), &mut found);
-    found
+    let mut walk = Walk {
+        check_types: true,
+        ..Walk::default()
+    };
+    walk.visit(schema, value);
+    walk.found
+        .into_iter()
+        .map(|problem| format!("{}: {}", problem.field.typed_path, problem.message))
+        .collect()
 }
 
-fn collect_typed(schema: Schema, value: &Value, path: &mut String, found: &mut Vec<String>) {
-    if let Some(problem) = type_problem(schema, value) {
-        found.push(format!("{path}: {problem}"));
-        return;
+/// A problem at a field, with structured-merge-diff's words for it.
+struct Problem {
+    field: UnknownField,
+    message: String,
+}
+
+/// A walk of a value beside its schema, naming each position both ways.
+#[derive(Default)]
+struct Walk {
+    check_types: bool,
+    json_path: String,
+    typed_path: String,
+    found: Vec<Problem>,
+}
+
+impl Walk {
+    fn report(&mut self, message: String) {
+        self.found.push(Problem {
+            field: UnknownField {
+                json_path: self.json_path.clone(),
+                typed_path: self.typed_path.clone(),
+            },
+            message,
+        });
     }
-    let len = path.len();
-    match value {
-        Value::Object(map) => {
-            for (key, child) in map {
-                path.push('.');
-                path.push_str(key);
-                match schema.field(key) {
-                    Field::Declared(child_schema) => {
-                        collect_typed(child_schema, child, path, found)
+
+    fn visit(&mut self, schema: Schema, value: &Value) {
+        if self.check_types
+            && let Some(problem) = type_problem(schema, value)
+        {
+            self.report(problem);
+            return;
+        }
+        let (json_len, typed_len) = (self.json_path.len(), self.typed_path.len());
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    if !self.json_path.is_empty() {
+                        self.json_path.push('.');
                     }
-                    Field::Free => {}
-                    Field::NotDeclared => {
-                        found.push(format!("{path}: field not declared in schema"))
+                    self.json_path.push_str(key);
+                    self.typed_path.push('.');
+                    self.typed_path.push_str(key);
+                    match schema.field(key) {
+                        Field::Declared(child_schema) => self.visit(child_schema, child),
+                        Field::Free => {}
+                        Field::NotDeclared => self.report("field not declared in schema".into()),
                     }
+                    self.json_path.truncate(json_len);
+                    self.typed_path.truncate(typed_len);
                 }
-                path.truncate(len);
             }
-        }
-        Value::Array(items) => {
-            let Some(item_schema) = schema.items() else {
-                return;
-            };
-            let shape = schema.list_shape();
-            for (index, item) in items.iter().enumerate() {
-                path.push_str(&typed_element(&shape, index, item));
-                collect_typed(item_schema, item, path, found);
-                path.truncate(len);
+            Value::Array(items) => {
+                let Some(item_schema) = schema.items() else {
+                    return;
+                };
+                let shape = schema.list_shape();
+                for (index, item) in items.iter().enumerate() {
+                    self.json_path.push_str(&format!("[{index}]"));
+                    self.typed_path
+                        .push_str(&typed_element(&shape, index, item));
+                    self.visit(item_schema, item);
+                    self.json_path.truncate(json_len);
+                    self.typed_path.truncate(typed_len);
+                }
             }
+            _ => {}
         }
-        _ => {}
     }
 }
 
