@@ -22,3 +22,6 @@ for _ in $(seq 300); do
 done
 [ -f "$kubeconfig" ] || { echo "the test API server did not start"; cat "$workdir/server.log"; exit 1; }
 TEST_KUBECONFIG="$kubeconfig" $CARGO test --quiet --test integration apiserver::
+# …and left nothing there.
+TEST_KUBECONFIG="$kubeconfig" $CARGO test --quiet --test integration -- --ignored --exact \
+  apiserver::the_shared_server_holds_nothing_of_the_tests_that_ran

@@ -1479,3 +1479,64 @@ async fn serve_test_apiserver() {
     eprintln!("serving {} (kubeconfig {path})", server.url());
     std::future::pending::<()>().await;
 }
+
+/// Run by `make test-shared-server` after the suite, against the server the suite shared: the
+/// tests left nothing there (`support/cleanup.rs`). Namespaces and CRDs are deleted after a
+/// delay, so it waits for them to go.
+#[tokio::test]
+#[ignore = "run by make test-shared-server after the suite"]
+async fn the_shared_server_holds_nothing_of_the_tests_that_ran() {
+    let Some(path) = std::env::var_os("TEST_KUBECONFIG") else {
+        panic!("TEST_KUBECONFIG names the shared server");
+    };
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let left = || async {
+        let mut left = Vec::new();
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        for namespace in namespaces
+            .list_metadata(&ListParams::default())
+            .await
+            .unwrap()
+        {
+            let name = namespace.metadata.name.unwrap_or_default();
+            if !["default", "kube-system", "kube-public", "kube-node-lease"].contains(&&*name) {
+                left.push(format!("namespace {name}"));
+            }
+        }
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in crds.list_metadata(&ListParams::default()).await.unwrap() {
+            let name = crd.metadata.name.unwrap_or_default();
+            if !name.ends_with(".toolkit.fluxcd.io") {
+                left.push(format!("CRD {name}"));
+            }
+        }
+        let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+        let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> =
+            Api::all(client.clone());
+        let role_names = roles.list_metadata(&ListParams::default()).await.unwrap();
+        let binding_names = bindings
+            .list_metadata(&ListParams::default())
+            .await
+            .unwrap();
+        let names = role_names
+            .items
+            .into_iter()
+            .map(|o| o.metadata.name)
+            .chain(binding_names.items.into_iter().map(|o| o.metadata.name));
+        for name in names.flatten() {
+            if name != "cluster-admin" {
+                left.push(format!("cluster RBAC {name}"));
+            }
+        }
+        left
+    };
+    let settled = wait_for(Duration::from_secs(60), || async {
+        left().await.is_empty().then_some(())
+    })
+    .await;
+    assert!(settled.is_some(), "left behind: {:?}", left().await);
+}
