@@ -39,7 +39,6 @@ async fn a_quick_reconcile_writes_its_status_once_and_reads_its_source_from_the_
         eprintln!("skipped: reads the in-process server's request log (a real one keeps none)");
         return;
     };
-    let user = as_own_account(&mut harness).await;
     let artifact = harness.publish_files(
         "quick",
         "main@sha1:9a1c",
@@ -49,6 +48,10 @@ async fn a_quick_reconcile_writes_its_status_once_and_reads_its_source_from_the_
         )],
     );
     harness.source("repo", &artifact).await;
+    // The controller starts after the source exists, so that its source watch's first list
+    // holds it: a source created after the watch started may reach the cache after the
+    // Kustomization's first reconcile, which then reads it from the server.
+    let user = as_own_account(&mut harness).await;
     let created = server.requests().len();
     harness.create_kustomization("quick", json!({})).await;
     harness
