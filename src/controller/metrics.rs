@@ -1,12 +1,14 @@
 //! Prometheus metrics with Flux's names (`gotk_reconcile_duration_seconds`,
 //! `gotk_reconcile_condition`, `gotk_suspend_status`, and controller-runtime's from
 //! `runtime_metrics`), and the small HTTP endpoints that serve
-//! them and the health probes (`/metrics`, `/healthz`, `/readyz`). The watch metrics and
-//! readiness come from [`WatchHealth`]: `/readyz` fails while a watch has been down for
-//! longer than its grace period, naming it.
+//! them and the health probes (`/metrics`, `/healthz`, `/readyz`). The probes are pings, as
+//! Flux's (fluxcd/pkg `runtime/probes`: controller-runtime's `healthz.Ping`), answered from
+//! the moment the process listens, before and whatever the leader election: a standby must be
+//! Ready for a rolling update to stop the leader. Watch health is in the watch metrics
+//! ([`WatchHealth`]).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -52,8 +54,6 @@ pub struct Metrics {
     apply: Histogram,
     objects: Family<ActionLabels, Counter>,
     in_flight: Gauge,
-    /// Set once the controller has started watching.
-    pub ready: AtomicBool,
     /// Every watch the controller keeps.
     pub watches: Arc<WatchHealth>,
     /// controller-runtime's reconcile and work-queue metrics.
@@ -143,7 +143,6 @@ impl Metrics {
             apply,
             objects,
             in_flight,
-            ready: AtomicBool::new(false),
             watches,
             runtime,
             requests,
@@ -205,20 +204,6 @@ impl Metrics {
         self.suspended.remove(&labels(object));
     }
 
-    /// `Ok` when the controller watches and every watch is connected (or down for less than
-    /// its grace period); otherwise what is wrong.
-    pub fn readiness(&self) -> Result<(), String> {
-        if !self.ready.load(Ordering::Relaxed) {
-            return Err("not watching yet".into());
-        }
-        let down = self.watches.unready();
-        if down.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("watches down: {}", down.join(", ")))
-        }
-    }
-
     /// The Prometheus text page. A fleet's per-object series make it megabytes (about 2.8 MB
     /// for 1,000 Kustomizations), so it is written into a buffer of the last page's size
     /// rather than one that doubles its way there.
@@ -273,11 +258,7 @@ pub async fn serve(address: &str, metrics: Arc<Metrics>) -> std::io::Result<()> 
             let path = request.split_whitespace().nth(1).unwrap_or("/");
             let (code, body) = match path {
                 "/metrics" => ("200 OK", metrics.encode()),
-                "/healthz" => ("200 OK", "ok".to_string()),
-                "/readyz" => match metrics.readiness() {
-                    Ok(()) => ("200 OK", "ok".to_string()),
-                    Err(why) => ("503 Service Unavailable", format!("not ready: {why}")),
-                },
+                "/healthz" | "/readyz" => ("200 OK", "ok".to_string()),
                 _ => ("404 Not Found", "not found".to_string()),
             };
             let head = format!(

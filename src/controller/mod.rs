@@ -426,9 +426,6 @@ pub async fn run(
             )
         });
     }
-    metrics
-        .ready
-        .store(true, std::sync::atomic::Ordering::Relaxed);
     let recorder = context.clone();
     controller
         .graceful_shutdown_on(shutdown)

@@ -10,9 +10,9 @@
 //! failing watch made the controller deaf to every other after an API server restart.
 //!
 //! Every loop reports to one [`WatchHealth`], which logs an outage once when it starts and
-//! once when it ends, tells `/readyz` which watches have been down for longer than the grace
-//! period, and exports the watch metrics (up, restarts by reason, seconds since the API
-//! server was last heard from).
+//! once when it ends, tells which watches have been down for longer than the grace period,
+//! and exports the watch metrics (up, restarts by reason, seconds since the API server was
+//! last heard from).
 
 mod health;
 
