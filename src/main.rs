@@ -281,8 +281,23 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         let config = kube::Config::infer()
             .await
             .context("finding the cluster (in-cluster config or KUBECONFIG)")?;
-        let rate_limit = controller::ratelimit::RateLimit::new(args.kube_api_qps, args.kube_api_burst);
         let metrics = std::sync::Arc::new(controller::metrics::Metrics::new());
+        let probe = kube::Client::try_from(config.clone()).context("creating the API client")?;
+        let flow_control = controller::ratelimit::priority_and_fairness(&probe).await;
+        let rate_limit = controller::ratelimit::client_limit(
+            flow_control,
+            args.kube_api_qps,
+            args.kube_api_burst,
+        );
+        if flow_control {
+            tracing::info!("API Priority and Fairness is on: no client-side rate limit");
+        } else {
+            tracing::info!(
+                qps = args.kube_api_qps,
+                burst = args.kube_api_burst,
+                "API Priority and Fairness is off: client-side rate limit"
+            );
+        }
         let client = controller::ratelimit::client(
             config.clone(),
             controller::ratelimit::ClientLayers {

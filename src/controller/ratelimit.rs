@@ -1,6 +1,8 @@
 //! `--kube-api-qps` / `--kube-api-burst`: a client-side token bucket in front of every API
 //! request, shared by all clients the controller makes (its own and impersonating ones), as
-//! client-go's rate limiter is for Flux.
+//! client-go's rate limiter is for Flux — only where the API server does not run API Priority
+//! and Fairness: as Flux's `runtime/client`, a server that does (every supported release, by
+//! default) is left to pace the controller itself, with no client-side limit.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,6 +33,31 @@ impl Bucket {
         } else {
             Err(Duration::from_secs_f64((1.0 - self.tokens) / self.qps))
         }
+    }
+}
+
+/// Whether the API server runs API Priority and Fairness, asked as Flux asks it (fluxcd/pkg
+/// `runtime/client` through cli-utils' `flowcontrol.IsEnabled`): a `HEAD /livez/ping` whose
+/// answer, even a 404, carries `X-Kubernetes-PF-FlowSchema-UID`. A failed request is a no.
+pub async fn priority_and_fairness(client: &kube::Client) -> bool {
+    let Ok(request) = http::Request::head("/livez/ping").body(Vec::new()) else {
+        return false;
+    };
+    match client.send(request.map(Into::into)).await {
+        Ok(response) => response
+            .headers()
+            .contains_key("x-kubernetes-pf-flowschema-uid"),
+        Err(_) => false,
+    }
+}
+
+/// The client-side limit: none where the server runs API Priority and Fairness (Flux sets QPS
+/// and burst to -1 then), else `qps` and `burst`.
+pub fn client_limit(priority_and_fairness: bool, qps: f32, burst: u32) -> Option<RateLimit> {
+    if priority_and_fairness {
+        None
+    } else {
+        RateLimit::new(qps, burst)
     }
 }
 
@@ -145,6 +172,19 @@ pub fn client(config: kube::Config, layers: ClientLayers<'_>) -> Result<kube::Cl
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_server_without_priority_and_fairness_gets_a_client_side_limit() {
+        for (flow_control, qps, limited) in [
+            (true, 50.0, false),
+            (true, 0.0, false),
+            (false, 50.0, true),
+            (false, 0.0, false),
+        ] {
+            let limit = client_limit(flow_control, qps, 300);
+            assert_eq!(limit.is_some(), limited, "APF {flow_control}, QPS {qps}");
+        }
+    }
 
     #[test]
     fn tokens_refill_at_qps_up_to_burst() {

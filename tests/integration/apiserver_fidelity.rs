@@ -264,6 +264,7 @@ async fn streaming_lists_need_the_watch_list_gate_and_the_controller_never_asks_
         minor: 28,
         patch: 0,
         watch_list: false,
+        priority_and_fairness: true,
     });
     let (code, _, version) = send(
         &harness.cluster,

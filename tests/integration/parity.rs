@@ -737,3 +737,56 @@ async fn a_standby_is_ready_and_takes_over_when_the_leader_stops() {
         new.log()
     );
 }
+
+/// As Flux's `runtime/client`: against a server running API Priority and Fairness (every
+/// supported release, by default) the controller sets no client-side limit and lets the
+/// server pace it; `--kube-api-qps`/`--kube-api-burst` apply only where APF is off. The binary
+/// says which it chose.
+#[tokio::test]
+async fn client_side_throttling_applies_only_without_priority_and_fairness() {
+    let cluster = TestCluster::start().await;
+    let kubeconfig = controller_kubeconfig(&cluster).await;
+    let limits = ["--kube-api-qps=7", "--kube-api-burst=9"];
+    let controller =
+        ControllerProcess::start_with_kubeconfig(&kubeconfig, &cluster.namespace, &limits);
+    assert!(
+        said(
+            &controller,
+            "API Priority and Fairness is on: no client-side rate limit"
+        )
+        .await,
+        "{}",
+        controller.log()
+    );
+    drop(controller);
+    let Some(server) = cluster.server() else {
+        eprintln!("skipped the rest: only the in-process server can run without APF");
+        return;
+    };
+    server.set_profile(crate::support::apiserver::ServerProfile {
+        priority_and_fairness: false,
+        ..Default::default()
+    });
+    let controller =
+        ControllerProcess::start_with_kubeconfig(&kubeconfig, &cluster.namespace, &limits);
+    assert!(
+        said(
+            &controller,
+            "API Priority and Fairness is off: client-side rate limit"
+        )
+        .await,
+        "{}",
+        controller.log()
+    );
+    let log = controller.log();
+    assert!(log.contains("qps=7") && log.contains("burst=9"), "{log}");
+}
+
+/// Whether the controller's log says `words` within 30 s.
+async fn said(controller: &ControllerProcess, words: &str) -> bool {
+    wait_for(Duration::from_secs(30), || async {
+        controller.log().contains(words).then_some(())
+    })
+    .await
+    .is_some()
+}

@@ -120,7 +120,9 @@ pub fn route(store: &Store, path: &str) -> Result<Route, ApiError> {
                 "platform": "linux/amd64",
             })));
         }
-        ["healthz" | "readyz" | "livez"] => return Ok(Route::Text("ok")),
+        ["healthz" | "readyz" | "livez"] | ["healthz" | "readyz" | "livez", "ping"] => {
+            return Ok(Route::Text("ok"));
+        }
         ["api"] => {
             return Ok(Route::Plain(json!({
                 "kind": "APIVersions", "versions": ["v1"],

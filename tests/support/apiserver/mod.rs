@@ -288,7 +288,7 @@ impl TestApiServer {
             };
             let service = service_fn(move |request| {
                 let server = server.clone();
-                async move { Ok::<_, Infallible>(server.serve(request).await) }
+                async move { Ok::<_, Infallible>(server.serve_with_flow_control(request).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -463,6 +463,29 @@ impl TestApiServer {
         error.retry_after = rule.retry_after;
         faults.rules.retain(|r| r.remaining > 0);
         Some(error)
+    }
+
+    /// Every answer, as API Priority and Fairness (on by default in every supported release)
+    /// marks it: the flow schema and priority level that admitted the request.
+    async fn serve_with_flow_control(
+        &self,
+        request: hyper::Request<Incoming>,
+    ) -> hyper::Response<Body> {
+        let flow_control = self.shared.lock_store().profile.priority_and_fairness;
+        let mut response = self.serve(request).await;
+        if flow_control {
+            let headers = response.headers_mut();
+            for name in [
+                "x-kubernetes-pf-flowschema-uid",
+                "x-kubernetes-pf-prioritylevel-uid",
+            ] {
+                headers.insert(
+                    name,
+                    hyper::header::HeaderValue::from_static("5e1f0c2a-0000-4000-a000-00000000f10c"),
+                );
+            }
+        }
+        response
     }
 
     async fn serve(&self, request: hyper::Request<Incoming>) -> hyper::Response<Body> {

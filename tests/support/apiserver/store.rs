@@ -81,6 +81,9 @@ pub struct ServerProfile {
     pub patch: u32,
     /// The `WatchList` feature gate: watches with `sendInitialEvents` (streaming lists).
     pub watch_list: bool,
+    /// API Priority and Fairness (`--enable-priority-and-fairness`, on by default): answers
+    /// carry the `X-Kubernetes-PF-*` headers clients detect it by.
+    pub priority_and_fairness: bool,
 }
 
 impl Default for ServerProfile {
@@ -92,6 +95,7 @@ impl Default for ServerProfile {
             minor: 34,
             patch: 1,
             watch_list: false,
+            priority_and_fairness: true,
         }
     }
 }
