@@ -379,16 +379,7 @@ async fn the_binary_serves_controller_runtime_metrics() {
     let kubeconfig = controller_kubeconfig(&cluster).await;
     let artifacts = crate::support::artifacts::ArtifactServer::start().await;
     let ns = cluster.namespace.clone();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("cm.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: measured\n",
-    )
-    .unwrap();
-    let artifact = artifacts.publish_dir("metrics.tar.gz", "main@sha1:3e7c", dir.path());
-    cluster
-        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
-        .await;
+    source_of_one_config_map(&cluster, &artifacts, "measured", "main@sha1:3e7c").await;
     let mut controller =
         ControllerProcess::start_with_kubeconfig(&kubeconfig, &ns, &["--concurrent=3"]);
     cluster
@@ -660,16 +651,7 @@ async fn a_standby_is_ready_and_takes_over_when_the_leader_stops() {
     let kubeconfig = controller_kubeconfig(&cluster).await;
     let artifacts = crate::support::artifacts::ArtifactServer::start().await;
     let ns = cluster.namespace.clone();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("cm.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: swapped\n",
-    )
-    .unwrap();
-    let artifact = artifacts.publish_dir("swap.tar.gz", "main@sha1:5a4b", dir.path());
-    cluster
-        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
-        .await;
+    source_of_one_config_map(&cluster, &artifacts, "swapped", "main@sha1:5a4b").await;
     let elected = [
         "--enable-leader-election",
         "--leader-election-retry-period=200ms",
@@ -789,4 +771,25 @@ async fn said(controller: &ControllerProcess, words: &str) -> bool {
     })
     .await
     .is_some()
+}
+
+/// A GitRepository `repo` in the test namespace whose artifact holds one ConfigMap, `name`.
+async fn source_of_one_config_map(
+    cluster: &TestCluster,
+    artifacts: &crate::support::artifacts::ArtifactServer,
+    name: &str,
+    revision: &str,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n");
+    std::fs::write(dir.path().join("cm.yaml"), manifest).unwrap();
+    let artifact = artifacts.publish_dir(&format!("{name}.tar.gz"), revision, dir.path());
+    cluster
+        .create_source(
+            SourceKind::GitRepository,
+            &cluster.namespace,
+            "repo",
+            Some(&artifact),
+        )
+        .await;
 }
