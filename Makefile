@@ -36,9 +36,9 @@ test: fmt-check clippy
 test-shared-server:
 	CARGO=$(CARGO) bash tests/shared-server.sh
 
-# Every integration test against a real kube-apiserver and kube-controller-manager (kube-local,
-# built once from source: README, "Tests on a real kube-apiserver"), started and stopped here,
-# then a check that the run left no object or process behind (tests/real-server.sh).
+# Every integration test against a real cluster (TEST_KUBECONFIG, or a kube-local installation
+# started and stopped here: README, "Tests on a real kube-apiserver"), then a check that the
+# run left no object or process behind (tests/real-server.sh).
 test-real:
 	CARGO=$(CARGO) bash tests/real-server.sh
 

@@ -1,30 +1,22 @@
 #!/usr/bin/env bash
-# Every integration test against a real control plane: kube-apiserver and
-# kube-controller-manager v1.28 with etcd (kube-local, built from source once; README,
-# "Tests on a real kube-apiserver"). Starts it if it is not running and stops it afterwards
-# if it started it; then checks that the run left nothing behind: no namespace or
-# cluster-scoped object that was not there before (the CRDs the harness installs stay, as an
-# installation's would) and no process of the kinds the tests start.
+# Every integration test against a real control plane, then a check that the run left nothing
+# behind: no namespace or cluster-scoped object that was not there before (the CRDs the
+# harness installs stay, as an installation's would) and no process of the kinds the tests
+# start.
 #
 #   tests/real-server.sh [TEST FILTER…]     (make test-real)
 #
-# KUBE_LOCAL_HOME (default /var/tmp/kube-local) names kube-local's folder;
+# The cluster: TEST_KUBECONFIG when set (any cluster; nothing is started or stopped), else a
+# kube-local installation in KUBE_LOCAL_HOME (default /var/tmp/kube-local: kube-apiserver and
+# kube-controller-manager v1.28 with etcd, README "Tests on a real kube-apiserver"), started
+# if it is not running and stopped afterwards if this started it. kubectl comes from
+# kube-local, else from `make setup` (target/venv), else from PATH.
 # REAL_SERVER_SETTLE (default 180) is how many seconds deletions get to finish.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARGO=${CARGO:-cargo}
 home=${KUBE_LOCAL_HOME:-/var/tmp/kube-local}
 settle=${REAL_SERVER_SETTLE:-180}
-
-if [ ! -x "$home/start.sh" ]; then
-  cat >&2 <<EOF
-kube-local is not built in $home. Build it once (about 20 minutes on 2 cores):
-  bash ../shared/kube-local/build.sh --src GIT_DIR [--home DIR]
-with GIT_DIR a git directory of github.com/renoce/kubernetes-1.28.0-read (README:
-"Tests on a real kube-apiserver"), or set KUBE_LOCAL_HOME to where it was built.
-EOF
-  exit 1
-fi
 
 workdir=$(mktemp -d)
 started=""
@@ -33,13 +25,32 @@ cleanup() {
   rm -rf "$workdir"
 }
 trap cleanup EXIT
-if ! "$home/status.sh" >/dev/null 2>&1; then
-  "$home/start.sh"
-  started=yes
+
+if [ -n "${TEST_KUBECONFIG:-}" ]; then
+  kubeconfig=$TEST_KUBECONFIG
+elif [ -x "$home/start.sh" ]; then
+  kubeconfig=$home/admin.kubeconfig
+  if ! "$home/status.sh" >/dev/null 2>&1; then
+    "$home/start.sh"
+    started=yes
+  fi
+else
+  cat >&2 <<EOF
+No cluster to run on: set TEST_KUBECONFIG to a cluster's kubeconfig (its user must be able to
+create CRDs, namespaces and cluster RBAC), or KUBE_LOCAL_HOME to a kube-local installation
+(none in $home; README, "Tests on a real kube-apiserver").
+EOF
+  exit 1
 fi
 
-kubeconfig=$home/admin.kubeconfig
-kubectl() { "$home/envtest/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+kubectl_binary=kubectl
+for candidate in "$home/envtest/kubectl" target/venv/bin/kubectl; do
+  if [ -x "$candidate" ]; then
+    kubectl_binary=$candidate
+    break
+  fi
+done
+kubectl() { "$kubectl_binary" --kubeconfig "$kubeconfig" "$@"; }
 # Every namespace and cluster-scoped object, by kind and name; the harness's CRDs (and the
 # APIServices the aggregator registers for their groups) are left out.
 snapshot() {
