@@ -73,8 +73,7 @@ pub(super) enum Prefetched {
     Unread,
 }
 
-/// Whether a server-side dry-run's answer is an object that exists: a dry-run create is
-/// never stored, so it has no resourceVersion.
+/// An object's `metadata.resourceVersion`.
 fn resource_version(object: &Value) -> Option<String> {
     object
         .pointer("/metadata/resourceVersion")
@@ -82,11 +81,10 @@ fn resource_version(object: &Value) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Whether a server-side dry-run's answer is an object that exists: a dry-run create is
+/// never stored, so it has no resourceVersion.
 fn exists(dry_run: &Value) -> bool {
-    dry_run
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .is_some_and(|v| !v.is_empty())
+    resource_version(dry_run).is_some_and(|v| !v.is_empty())
 }
 
 /// A write a stage's validation asked for.
@@ -239,10 +237,7 @@ impl Applier {
             migrated = true;
         }
         let applied_digest = digest(&object);
-        let live_version = live
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        let live_version = resource_version(&live);
         if let (Some((cached_digest, cached_version)), Some(version)) =
             (self.cache.get(&reference), &live_version)
             && !migrated

@@ -374,13 +374,16 @@ impl TestApiServer {
             credentials: Default::default(),
             body: write.patch.to_string().into_bytes(),
         };
-        match handler::route(store, &write.path) {
-            Ok(Route::Resource(route)) => {
-                if let Err(error) = handler::handle(store, &request, &route) {
-                    panic!("the interleaved write to {} failed: {error:?}", write.path);
-                }
-            }
-            _ => panic!("the interleaved write names no object: {}", write.path),
+        // A failed write is told, not panicked on: the store's lock must not be poisoned, and
+        // the test sees the write missing.
+        let failure = match handler::route(store, &write.path) {
+            Ok(Route::Resource(route)) => handler::handle(store, &request, &route)
+                .err()
+                .map(|error| format!("{error:?}")),
+            _ => Some("the path names no object".into()),
+        };
+        if let Some(failure) = failure {
+            eprintln!("the interleaved write to {} failed: {failure}", write.path);
         }
     }
 

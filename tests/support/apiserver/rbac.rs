@@ -183,8 +183,9 @@ fn authorized(store: &Store, identity: &Identity, attributes: &Attributes, view:
     if identity.groups.iter().any(|g| g == "system:masters") {
         return true;
     }
+    let now = std::time::Instant::now();
     let visible = |key: &(String, String, String, String)| {
-        view == View::Storage || store.rbac_visible(key, std::time::Instant::now())
+        view == View::Storage || store.rbac_visible(key, now)
     };
     let role_rules = |kind: &str, namespace: &str, name: &str| -> Vec<Value> {
         let (plural, ns) = if kind == "ClusterRole" {

@@ -344,6 +344,7 @@ impl Store {
 
     /// Removes an object for good (its finalizers are gone).
     pub fn remove(&mut self, key: &ObjectKey) -> Option<Value> {
+        self.rbac_visible_at.remove(key);
         let mut object = self.objects.remove(key)?;
         self.index(key, None, Some(&object));
         let before = object.clone();
