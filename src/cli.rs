@@ -307,8 +307,11 @@ pub enum LogEncoding {
     Console,
 }
 
-/// Installs the global tracing subscriber; logs go to stderr so that stdout stays the output.
+/// Installs the global tracing subscriber: zap's lines, as Flux writes them (see
+/// [`crate::logging`]), on stderr so that stdout stays the output.
 pub fn init_logging(level: LogLevel, encoding: LogEncoding) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     // kube's client logs every failed request as an error; during an API server outage that
     // is a line per retry. The controller reports what failed where it matters (a watch
     // outage once, a reconcile in its status), so those lines only show when debugging.
@@ -320,16 +323,15 @@ pub fn init_logging(level: LogLevel, encoding: LogEncoding) {
         LogLevel::Info => "info,kube_client::client::builder=off,pgp=error",
         LogLevel::Error => "error,kube_client::client::builder=off,pgp=error",
     };
-    let filter = EnvFilter::new(directive);
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false);
-    // A second initialisation (tests calling in twice) is harmless, so its error is ignored.
-    let _ = match encoding {
-        LogEncoding::Json => builder.json().flatten_event(true).try_init(),
-        LogEncoding::Console => builder.with_ansi(false).try_init(),
+    let encoding = match encoding {
+        LogEncoding::Json => crate::logging::Encoding::Json,
+        LogEncoding::Console => crate::logging::Encoding::Console,
     };
+    // A second initialisation (tests calling in twice) is harmless, so its error is ignored.
+    let _ = tracing_subscriber::registry()
+        .with(EnvFilter::new(directive))
+        .with(crate::logging::ZapLayer::new(encoding, std::io::stderr))
+        .try_init();
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 //! - [`controller`]: the Kustomization reconciler (`kustomize-controller run`), events,
 //!   metrics, and `diff`.
 //! - [`cli`]: the command line of the `kustomize-controller` binary.
+//! - [`logging`]: log lines in zap's JSON and console encodings, as Flux writes them.
 
 #![forbid(unsafe_code)]
 
@@ -29,6 +30,7 @@ pub mod controller;
 pub mod health;
 pub mod inventory;
 pub mod kustomize;
+pub mod logging;
 pub mod objects;
 #[cfg(feature = "remote-bases")]
 pub mod remote;

@@ -245,7 +245,8 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     for (gate, value) in gates.without_effect() {
-        tracing::warn!(
+        tracing::info!(
+            logger = "setup",
             gate = gate.name(),
             value,
             "feature gate accepted for compatibility with Flux; what it enables is not implemented here"
@@ -262,7 +263,8 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         ("--sops-vault-configmap", &args.sops_vault_configmap),
     ] {
         if value.is_some() {
-            tracing::warn!(
+            tracing::info!(
+                logger = "setup",
                 flag,
                 "accepted for compatibility with Flux; it has no effect here"
             );
@@ -290,9 +292,13 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             args.kube_api_burst,
         );
         if flow_control {
-            tracing::info!("API Priority and Fairness is on: no client-side rate limit");
+            tracing::info!(
+                logger = "setup",
+                "API Priority and Fairness is on: no client-side rate limit"
+            );
         } else {
             tracing::info!(
+                logger = "setup",
                 qps = args.kube_api_qps,
                 burst = args.kube_api_burst,
                 "API Priority and Fairness is off: client-side rate limit"
@@ -311,7 +317,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             let metrics = metrics.clone();
             tokio::spawn(async move {
                 if let Err(error) = controller::metrics::serve(&address, metrics).await {
-                    tracing::error!(address = %address, error = %error, "serving metrics and probes");
+                    tracing::error!(logger = "setup", address = %address, error = %error, "serving metrics and probes");
                 }
             });
         }
@@ -371,6 +377,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             watch_configs_label_selector: Some(args.watch_configs_label_selector.clone())
                 .filter(|s| !s.is_empty() && !gates.enabled(Gate::DisableConfigWatchers)),
         };
+        tracing::info!(logger = "setup", "starting manager");
         let mut leading = None;
         if args.enable_leader_election {
             let identity = format!(
@@ -388,30 +395,32 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 args.leader_election_renew_deadline,
                 args.leader_election_retry_period,
             );
-            tracing::info!(lease = %lease, "waiting for the leader-election Lease");
+            // client-go's words, which Flux's log has under the `runtime` logger.
+            let described = format!("{}/{lease}", args.runtime_namespace);
+            tracing::info!(logger = "runtime", "attempting to acquire leader lease {described}...");
             election.acquire().await;
-            tracing::info!(lease = %lease, "leader election won");
+            tracing::info!(logger = "runtime", "successfully acquired lease {described}");
             let holding = election.clone();
             let renewing = tokio::spawn(async move {
                 let lost = holding.hold().await;
                 // As controller-runtime: stop at once, since another replica now applies.
-                tracing::error!(error = %lost, "exiting");
+                tracing::error!(logger = "setup", error = %lost, "problem running manager");
                 eprintln!("error: {lost}");
                 std::process::exit(1);
             });
-            leading = Some((election, renewing));
+            leading = Some((election, renewing, described));
         }
         controller::run(client, config, options, metrics, shutdown_signal())
             .await
             .map_err(|e| anyhow::anyhow!(e))?;
-        if let Some((election, renewing)) = leading {
+        if let Some((election, renewing, described)) = leading {
             renewing.abort();
             if args.leader_election_release_on_cancel {
                 let released = tokio::time::timeout(std::time::Duration::from_secs(5), election.release()).await;
                 match released {
-                    Ok(Ok(())) => tracing::info!("leader-election Lease released"),
-                    Ok(Err(error)) => tracing::warn!(error = %error, "releasing the leader-election Lease"),
-                    Err(_) => tracing::warn!("releasing the leader-election Lease timed out"),
+                    Ok(Ok(())) => tracing::info!(logger = "runtime", "leader lease {described} released"),
+                    Ok(Err(error)) => tracing::error!(logger = "runtime", error = %error, "releasing leader lease {described}"),
+                    Err(_) => tracing::error!(logger = "runtime", "releasing leader lease {described} timed out"),
                 }
             }
         }

@@ -132,7 +132,7 @@ fn events_client(client: &kube::Client, config: &kube::Config, options: &Options
         requests: options.rest_requests.as_ref(),
     };
     super::ratelimit::client(config.clone(), layers).unwrap_or_else(|error| {
-        tracing::warn!(error = %error, "Events share the controller's rate limiter");
+        tracing::error!(error = %error, "Events share the controller's rate limiter");
         client.clone()
     })
 }

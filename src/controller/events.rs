@@ -226,7 +226,7 @@ impl Recorder {
             hasher.finish() as usize % queues.len()
         };
         if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) = queues[writer].try_send(job) {
-            tracing::warn!(
+            tracing::error!(
                 kustomization = %name,
                 reason,
                 "{QUEUE} events are waiting for this one's writer; it is dropped"

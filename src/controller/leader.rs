@@ -148,7 +148,9 @@ impl LeaderElection {
             match self.try_acquire().await {
                 Ok(true) => return,
                 Ok(false) => {}
-                Err(error) => tracing::warn!(error = %error, "leader election"),
+                Err(error) => {
+                    tracing::error!(logger = "runtime", error = %error, "error retrieving resource lock")
+                }
             }
             tokio::time::sleep(self.retry_period).await;
         }
@@ -165,8 +167,10 @@ impl LeaderElection {
             match tokio::time::timeout(left, self.try_acquire()).await {
                 Ok(Ok(true)) => last_renewal = tokio::time::Instant::now(),
                 Ok(Ok(false)) => return self.lost(),
-                Ok(Err(error)) => tracing::warn!(error = %error, "renewing the leader Lease"),
-                Err(_) => tracing::warn!("renewing the leader Lease timed out"),
+                Ok(Err(error)) => {
+                    tracing::error!(logger = "runtime", error = %error, "failed to renew lease")
+                }
+                Err(_) => tracing::error!(logger = "runtime", "failed to renew lease: timed out"),
             }
             if last_renewal.elapsed() >= self.renew_deadline {
                 return self.lost();

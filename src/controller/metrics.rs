@@ -233,7 +233,7 @@ pub async fn serve(address: &str, metrics: Arc<Metrics>) -> std::io::Result<()> 
         let mut stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(error) => {
-                tracing::warn!(error = %error, "accepting a metrics or probe connection");
+                tracing::error!(error = %error, "accepting a metrics or probe connection");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }

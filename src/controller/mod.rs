@@ -427,6 +427,13 @@ pub async fn run(
         });
     }
     let recorder = context.clone();
+    tracing::info!(
+        controller = "kustomization",
+        controllerGroup = "kustomize.toolkit.fluxcd.io",
+        controllerKind = "Kustomization",
+        "worker count" = options.concurrent,
+        "Starting workers"
+    );
     controller
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, context)

@@ -68,6 +68,29 @@ pub struct Conclusion {
     pub ready: bool,
     pub event: Option<Event>,
     pub next: Next,
+    /// The line the reconciliation ends with in the log.
+    pub said: Said,
+}
+
+/// The log line a reconciliation ends with, as Flux's reconciler and controller-runtime
+/// write it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Said {
+    /// `info`: `Reconciliation finished in …, next run in …`, with the revision.
+    Finished { message: String, revision: String },
+    /// `error`: `Reconciliation failed after …, next try in …`, with the revision (once the
+    /// source had one) and the error.
+    Failed {
+        message: String,
+        revision: Option<String>,
+        error: String,
+    },
+    /// `info`: waiting for the source or the dependencies.
+    Waiting { message: String },
+    /// `info`: `New reconciliation triggered, canceling health checks`, with the trigger.
+    Canceled { trigger: String },
+    /// `error`: controller-runtime's `Reconciler error` for a terminal error (a stall).
+    Terminal { error: String },
 }
 
 const IN_PROGRESS: &str = "Reconciliation in progress";
@@ -175,11 +198,16 @@ fn succeeded(mut status: KustomizationStatus, facts: &Facts, applied: &Applied) 
             ..EventMeta::of(Some(&applied.revision), applied.origin_revision.as_deref())
         },
     };
+    let said = Said::Finished {
+        message: event.message.clone(),
+        revision: applied.revision.clone(),
+    };
     Conclusion {
         status,
         ready: true,
         event: Some(event),
         next: Next::Interval(facts.interval),
+        said,
     }
 }
 
@@ -273,6 +301,44 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
         ready: false,
         event: error.announced().then_some(event),
         next,
+        said: said_on_failure(facts, failed),
+    }
+}
+
+/// What Flux logs for a failure: waiting and cancelling are news, not errors; a stall is
+/// controller-runtime's terminal `Reconciler error`; anything else is retried.
+fn said_on_failure(facts: &Facts, failed: &Failed) -> Said {
+    let error = &failed.error;
+    let dependency_interval = GoDuration::from_std(facts.dependency_interval);
+    if error.stalls() {
+        return Said::Terminal {
+            error: error.to_string(),
+        };
+    }
+    match error {
+        StepError::SourceNotFound { .. } => Said::Waiting {
+            message: error.to_string(),
+        },
+        StepError::SourceNotReady(_) => Said::Waiting {
+            message: format!("{error}, retrying in {dependency_interval}"),
+        },
+        StepError::Dependency(_) => Said::Waiting {
+            message: format!(
+                "Dependencies do not meet ready condition, retrying in {dependency_interval}"
+            ),
+        },
+        StepError::HealthCheckCanceled { trigger } => Said::Canceled {
+            trigger: trigger.clone(),
+        },
+        _ => Said::Failed {
+            message: format!(
+                "Reconciliation failed after {}, next try in {}",
+                GoDuration::from_std(facts.elapsed),
+                GoDuration::from_std(facts.retry_interval)
+            ),
+            revision: failed.revision.clone(),
+            error: error.to_string(),
+        },
     }
 }
 

@@ -589,3 +589,68 @@ fn cancelled_health_checks_requeue_at_once_without_history() {
         "Health checks canceled due to new reconciliation triggered by GitRepository/flux-system/repo"
     );
 }
+
+/// The line each outcome ends with in the log, in the words of Flux's reconciler (and of
+/// controller-runtime for terminal errors).
+#[test]
+fn every_outcome_ends_with_fluxs_log_line() {
+    let finished = conclude(started(), &facts(), &Ok(applied(Vec::new())));
+    assert_eq!(
+        finished.said,
+        Said::Finished {
+            message: "Reconciliation finished in 1.5s, next run in 10m0s".into(),
+            revision: "main@sha1:new".into(),
+        }
+    );
+    let waiting = |message: &str| Said::Waiting {
+        message: message.into(),
+    };
+    let cases = [
+        (
+            StepError::SourceNotFound {
+                kind: "GitRepository",
+                namespace: "flux-system".into(),
+                name: "repo".into(),
+            },
+            waiting("Source 'GitRepository/flux-system/repo' not found"),
+        ),
+        (
+            StepError::SourceNotReady(source_not_found()),
+            waiting(&format!(
+                "Source is not ready, {}, retrying in 30s",
+                source_not_found()
+            )),
+        ),
+        (
+            StepError::Dependency(DependencyError::NotReady {
+                id: "apps/db".into(),
+            }),
+            waiting("Dependencies do not meet ready condition, retrying in 30s"),
+        ),
+        (
+            StepError::HealthCheckCanceled {
+                trigger: "GitRepository/flux-system/repo".into(),
+            },
+            Said::Canceled {
+                trigger: "GitRepository/flux-system/repo".into(),
+            },
+        ),
+        (
+            StepError::WorkloadIdentityDisabled,
+            Said::Terminal {
+                error: StepError::WorkloadIdentityDisabled.to_string(),
+            },
+        ),
+        (
+            StepError::Prune(vec!["ConfigMap/apps/settings: forbidden".into()]),
+            Said::Failed {
+                message: "Reconciliation failed after 1.5s, next try in 1m0s".into(),
+                revision: Some("main@sha1:new".into()),
+                error: "ConfigMap/apps/settings: forbidden".into(),
+            },
+        ),
+    ];
+    for (error, said) in cases {
+        assert_eq!(fail(error, None).said, said);
+    }
+}

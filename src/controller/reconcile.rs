@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
+use tracing::Instrument;
 
 use super::context::Context;
 use super::error::Failed;
@@ -64,18 +65,51 @@ pub async fn reconcile(
     object: Arc<Kustomization>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
-    let key = key_of(&object);
+    let span = reconcile_span(&object);
+    async {
+        let result = reconcile_timed(&object, &ctx).await;
+        if let Err(error) = &result {
+            // controller-runtime's line for an error handed back to it for backoff.
+            tracing::error!(error = %error, "Reconciler error");
+        }
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+/// The keys controller-runtime puts on every line of a reconciliation, which `flux logs`
+/// selects on. The span is at `error` level so that it is on whatever `--log-level` lets
+/// through.
+fn reconcile_span(object: &Kustomization) -> tracing::Span {
+    let namespace = object.metadata.namespace.as_deref().unwrap_or("");
+    let name = object.metadata.name.as_deref().unwrap_or("");
+    let reference = json!({"name": name, "namespace": namespace}).to_string();
+    tracing::error_span!(
+        "reconcile",
+        controller = "kustomization",
+        controllerGroup = "kustomize.toolkit.fluxcd.io",
+        controllerKind = "Kustomization",
+        json.Kustomization = %reference,
+        namespace,
+        name,
+        reconcileID = %crate::logging::reconcile_id(),
+    )
+}
+
+async fn reconcile_timed(object: &Kustomization, ctx: &Context) -> Result<Action, ReconcileError> {
+    let key = key_of(object);
     let started = Instant::now();
     let _running = ctx.metrics.running();
     let timing = ctx.metrics.runtime.start();
     let result = if object.metadata.deletion_timestamp.is_some() {
-        super::deletion::finalize(&object, &ctx)
+        super::deletion::finalize(object, ctx)
             .await
             .map(|action| (action, ReconcileResult::Success))
     } else {
-        reconcile_live(&object, &ctx).await
+        reconcile_live(object, ctx).await
     };
-    ctx.metrics.observe_reconcile(&object, started.elapsed());
+    ctx.metrics.observe_reconcile(object, started.elapsed());
     match result {
         Ok((action, outcome)) => {
             ctx.metrics.runtime.finish(timing, outcome);
@@ -91,12 +125,32 @@ pub async fn reconcile(
 
 pub fn error_policy(
     object: Arc<Kustomization>,
-    error: &ReconcileError,
+    _error: &ReconcileError,
     ctx: Arc<Context>,
 ) -> Action {
-    let delay = ctx.backoff(&key_of(&object));
-    tracing::warn!(kustomization = %key_of(&object), error = %error, retry_in = ?delay, "reconciliation error");
-    Action::requeue(delay)
+    Action::requeue(ctx.backoff(&key_of(&object)))
+}
+
+/// Writes the line a reconciliation ends with.
+fn say(said: &outcome::Said) {
+    match said {
+        outcome::Said::Finished { message, revision } => {
+            tracing::info!(%revision, "{message}");
+        }
+        outcome::Said::Failed {
+            message,
+            revision,
+            error,
+        } => {
+            let revision = revision.as_deref().unwrap_or("");
+            tracing::error!(%revision, %error, "{message}");
+        }
+        outcome::Said::Waiting { message } => tracing::info!("{message}"),
+        outcome::Said::Canceled { trigger } => {
+            tracing::info!(%trigger, "New reconciliation triggered, canceling health checks");
+        }
+        outcome::Said::Terminal { error } => tracing::error!(%error, "Reconciler error"),
+    }
 }
 
 /// Finalizer: ours is on the object before anything is applied, so deletion can clean up.
@@ -150,6 +204,7 @@ async fn reconcile_live(
     let suspended = object.spec.suspend == Some(true);
     ctx.metrics.set_suspended(&object, suspended);
     if suspended {
+        tracing::info!("Reconciliation is suspended for this object");
         return Ok((Action::await_change(), ReconcileResult::Success));
     }
     let started = Instant::now();
@@ -194,6 +249,7 @@ async fn reconcile_live(
     // Written only now, at the end, so that `flux reconcile` waits for this outcome. Always
     // written: as in Flux, every reconciliation moves Ready's transition time and the history.
     status::write(ctx, &object, &conclusion.status).await?;
+    say(&conclusion.said);
     ctx.metrics
         .set_condition(&object, if conclusion.ready { "True" } else { "False" });
     if let Some(event) = &conclusion.event {
@@ -267,7 +323,7 @@ async fn run_steps(
         .map_err(after_build)?;
     if !changes.changes.is_empty() {
         let output = changes.log_output(ctx.options.group_change_log);
-        tracing::info!(kustomization = %key_of(object), %revision, %output, "server-side apply completed");
+        tracing::info!(json.output = %output, %revision, "server-side apply completed");
     }
     let applied_summary = changes.summary();
     if !applied_summary.is_empty() {

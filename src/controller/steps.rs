@@ -417,7 +417,7 @@ async fn keep_partially_applied(
         return;
     };
     if let Err(error) = store_inventory(object, ctx, status, &kept).await {
-        tracing::warn!(error = %error, "keeping the partially applied inventory");
+        tracing::error!(error = %error, "keeping the partially applied inventory");
     }
 }
 

@@ -15,6 +15,7 @@ mod install;
 mod inventory;
 mod kustomize_api;
 mod kustomize_golden;
+mod logs;
 mod outage;
 mod parity;
 #[cfg(feature = "remote-bases")]

@@ -761,7 +761,10 @@ async fn client_side_throttling_applies_only_without_priority_and_fairness() {
         controller.log()
     );
     let log = controller.log();
-    assert!(log.contains("qps=7") && log.contains("burst=9"), "{log}");
+    assert!(
+        log.contains("\"qps\": 7") && log.contains("\"burst\": 9"),
+        "{log}"
+    );
 }
 
 /// Whether the controller's log says `words` within 30 s.

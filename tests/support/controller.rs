@@ -273,7 +273,8 @@ impl Harness {
 }
 
 /// The shipped binary running `run` against an in-process test server: watching the test
-/// namespace, metrics and probes on free loopback addresses, logs in plain text to a file.
+/// namespace, metrics and probes on free loopback addresses, logs (zap's console lines unless
+/// `--log-encoding` is given) to a file.
 /// It is killed when dropped.
 pub struct ControllerProcess {
     pub child: tokio::process::Child,
@@ -307,14 +308,17 @@ impl ControllerProcess {
         std::fs::write(&kubeconfig, kubeconfig_yaml).unwrap();
         let log = std::fs::File::create(dir.path().join("controller.log")).unwrap();
         let (metrics, health) = (super::free_address(), super::free_address());
+        // Console lines unless the test asks for another encoding.
+        let encoding = (!args.iter().any(|a| a.starts_with("--log-encoding")))
+            .then_some("--log-encoding=console");
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
             .args([
                 "run",
                 "--watch-all-namespaces=false",
-                "--log-encoding=console",
                 &format!("--metrics-addr={metrics}"),
                 &format!("--health-addr={health}"),
             ])
+            .args(encoding)
             .args(args)
             .env("KUBECONFIG", &kubeconfig)
             .env("RUNTIME_NAMESPACE", namespace)

@@ -107,7 +107,7 @@ impl WatchHealth {
 
     fn failed(&self, kind: &str, error: &kube::Error) {
         match self.with(|s| s.failed(kind, Instant::now())) {
-            Transition::Lost => tracing::warn!(
+            Transition::Lost => tracing::error!(
                 kind,
                 error = %error,
                 "watch lost; retrying every few seconds until the API server answers"
