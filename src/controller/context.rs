@@ -288,7 +288,7 @@ impl Context {
                     self.options.kubeconfig_allowances,
                     impersonate,
                     &self.remote_clients,
-                    self.options.client_layers(),
+                    self.options.rest_requests.as_ref(),
                 )
                 .await
             }

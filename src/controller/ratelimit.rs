@@ -2,7 +2,9 @@
 //! request, shared by all clients the controller makes (its own and impersonating ones), as
 //! client-go's rate limiter is for Flux — only where the API server does not run API Priority
 //! and Fairness: as Flux's `runtime/client`, a server that does (every supported release, by
-//! default) is left to pace the controller itself, with no client-side limit.
+//! default) is left to pace the controller itself, with no client-side limit. A remote
+//! cluster's server is asked the same, and a client for it without APF gets client-go's
+//! default limit ([`remote_limit`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -58,6 +60,21 @@ pub fn client_limit(priority_and_fairness: bool, qps: f32, burst: u32) -> Option
         None
     } else {
         RateLimit::new(qps, burst)
+    }
+}
+
+/// client-go's QPS and burst for a config that sets none.
+pub const CLIENT_GO_DEFAULT: (f32, u32) = (5.0, 10);
+
+/// The limit of a client for a remote cluster (`spec.kubeConfig`), as fluxcd/pkg
+/// `runtime/client.KubeConfig` decides it: none where that cluster runs API Priority and
+/// Fairness, else client-go's default (5 QPS, burst 10) on a bucket of the client's own — the
+/// `--kube-api-qps`/`--kube-api-burst` flags are for the controller's own cluster.
+pub fn remote_limit(priority_and_fairness: bool) -> Option<RateLimit> {
+    if priority_and_fairness {
+        None
+    } else {
+        RateLimit::new(CLIENT_GO_DEFAULT.0, CLIENT_GO_DEFAULT.1)
     }
 }
 
@@ -184,6 +201,14 @@ mod tests {
             let limit = client_limit(flow_control, qps, 300);
             assert_eq!(limit.is_some(), limited, "APF {flow_control}, QPS {qps}");
         }
+    }
+
+    #[test]
+    fn a_remote_cluster_without_priority_and_fairness_gets_client_gos_default_limit() {
+        assert!(remote_limit(true).is_none());
+        let limit = remote_limit(false).expect("a limit");
+        let bucket = limit.0.lock().unwrap();
+        assert_eq!((bucket.qps, bucket.burst), (5.0, 10.0));
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub async fn cached_client(
     allowances: Allowances,
     impersonate: Option<String>,
     cache: &RemoteClients,
-    layers: super::ratelimit::ClientLayers<'_>,
+    requests: Option<&super::runtime_metrics::RestRequests>,
 ) -> Result<kube::Client, ClientError> {
     let Some(secret_ref) = &reference.secret_ref else {
         return Err(ClientError::ConfigMapRefUnsupported);
@@ -124,8 +124,9 @@ pub async fn cached_client(
     if let Some(user) = impersonate {
         config.auth_info.impersonate = Some(user);
     }
-    let client =
-        super::ratelimit::client(config, layers).map_err(|source| ClientError::Connect {
+    let client = limited_client(config, requests)
+        .await
+        .map_err(|source| ClientError::Connect {
             secret: secret_id.clone(),
             source,
         })?;
@@ -135,6 +136,44 @@ pub async fn cached_client(
         .unwrap_or_else(|e| e.into_inner())
         .insert(cache_key, (version, client.clone()));
     Ok(client)
+}
+
+/// A client for a remote cluster, limited client-side only where that cluster does not run
+/// API Priority and Fairness (asked once per client built, as Flux asks per client).
+async fn limited_client(
+    config: kube::Config,
+    requests: Option<&super::runtime_metrics::RestRequests>,
+) -> Result<kube::Client, kube::Error> {
+    use super::ratelimit::{self, ClientLayers};
+    let host = config.cluster_url.to_string();
+    let unlimited = ratelimit::client(
+        config.clone(),
+        ClientLayers {
+            limit: None,
+            requests,
+        },
+    )?;
+    let flow_control = ratelimit::priority_and_fairness(&unlimited).await;
+    let Some(limit) = ratelimit::remote_limit(flow_control) else {
+        tracing::info!(
+            host,
+            "remote cluster: API Priority and Fairness is on: no client-side rate limit"
+        );
+        return Ok(unlimited);
+    };
+    tracing::info!(
+        host,
+        qps = f64::from(ratelimit::CLIENT_GO_DEFAULT.0),
+        burst = ratelimit::CLIENT_GO_DEFAULT.1,
+        "remote cluster: API Priority and Fairness is off: client-side rate limit"
+    );
+    ratelimit::client(
+        config,
+        ClientLayers {
+            limit: Some(&limit),
+            requests,
+        },
+    )
 }
 
 /// Refuses exec plugins and disabled TLS verification unless allowed.

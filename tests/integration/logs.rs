@@ -195,3 +195,96 @@ async fn flux_logs_selects_a_reconciliation_by_kind_name_and_namespace() {
         .unwrap();
     assert_eq!(workers["worker count"], 4, "{workers}");
 }
+
+/// As fluxcd/pkg `runtime/client.KubeConfig`: a client for a remote cluster asks that
+/// cluster whether it runs API Priority and Fairness; with it there is no client-side limit,
+/// without it client-go's default (5 QPS, burst 10) — whatever the main cluster runs. The
+/// binary says which it chose, and both Kustomizations apply.
+#[tokio::test]
+async fn each_remote_cluster_is_throttled_as_its_own_server_asks() {
+    use crate::support::apiserver::{ServerProfile, TestApiServer};
+    let cluster = TestCluster::start().await;
+    let kubeconfig = controller_kubeconfig(&cluster).await;
+    let artifacts = crate::support::artifacts::ArtifactServer::start().await;
+    let ns = cluster.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
+    )
+    .unwrap();
+    let artifact = artifacts.publish_dir("far.tar.gz", "main@sha1:fa12", dir.path());
+    cluster
+        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
+        .await;
+    let paced = TestApiServer::start().await;
+    let unpaced = TestApiServer::start().await;
+    unpaced.set_profile(ServerProfile {
+        priority_and_fairness: false,
+        ..Default::default()
+    });
+    for (name, remote) in [("paced", &paced), ("unpaced", &unpaced)] {
+        let client = kube::Client::try_from(remote.client_config()).unwrap();
+        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+        namespaces
+            .create(
+                &Default::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        cluster
+            .apply(&json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": ns},
+                "stringData": {"value": remote.kubeconfig_yaml()}}))
+            .await;
+        cluster
+            .apply(
+                &json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"interval": "10m", "prune": true, "targetNamespace": ns,
+                    "kubeConfig": {"secretRef": {"name": name}},
+                    "sourceRef": {"kind": "GitRepository", "name": "repo"}}}),
+            )
+            .await;
+    }
+    let controller =
+        ControllerProcess::start_with_kubeconfig(&kubeconfig, &ns, &["--log-encoding=json"]);
+    let finished = |log: &str, name: &str| {
+        log.lines().any(|l| {
+            l.contains(&format!("\"name\":\"{name}\""))
+                && l.contains("\"msg\":\"Reconciliation finished in")
+        })
+    };
+    let log = wait_for(Duration::from_secs(30), || async {
+        let log = controller.log();
+        (finished(&log, "paced") && finished(&log, "unpaced")).then_some(log)
+    })
+    .await
+    .unwrap_or_else(|| panic!("both apply to their cluster; log:\n{}", controller.log()));
+    let said = |name: &str| -> Value {
+        log.lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|l| {
+                l["name"] == name
+                    && l["msg"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("remote cluster: API Priority"))
+            })
+            .unwrap_or_else(|| panic!("{name}: the choice is logged:\n{log}"))
+    };
+    let paced_line = said("paced");
+    assert_eq!(
+        paced_line["msg"],
+        "remote cluster: API Priority and Fairness is on: no client-side rate limit"
+    );
+    let unpaced_line = said("unpaced");
+    assert_eq!(
+        unpaced_line["msg"],
+        "remote cluster: API Priority and Fairness is off: client-side rate limit"
+    );
+    assert_eq!(
+        (&unpaced_line["qps"], &unpaced_line["burst"]),
+        (&json!(5.0), &json!(10))
+    );
+}
