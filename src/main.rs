@@ -397,24 +397,30 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             );
             // client-go's words, which Flux's log has under the `runtime` logger.
             let described = format!("{}/{lease}", args.runtime_namespace);
+            metrics.set_leader(&lease, false);
             tracing::info!(logger = "runtime", "attempting to acquire leader lease {described}...");
             election.acquire().await;
+            metrics.set_leader(&lease, true);
             tracing::info!(logger = "runtime", "successfully acquired lease {described}");
             let holding = election.clone();
+            let status = metrics.clone();
+            let held = lease.clone();
             let renewing = tokio::spawn(async move {
                 let lost = holding.hold().await;
+                status.set_leader(&held, false);
                 // As controller-runtime: stop at once, since another replica now applies.
                 tracing::error!(logger = "setup", error = %lost, "problem running manager");
                 eprintln!("error: {lost}");
                 std::process::exit(1);
             });
-            leading = Some((election, renewing, described));
+            leading = Some((election, renewing, described, lease));
         }
-        controller::run(client, config, options, metrics, shutdown_signal())
+        controller::run(client, config, options, metrics.clone(), shutdown_signal())
             .await
             .map_err(|e| anyhow::anyhow!(e))?;
-        if let Some((election, renewing, described)) = leading {
+        if let Some((election, renewing, described, lease)) = leading {
             renewing.abort();
+            metrics.set_leader(&lease, false);
             if args.leader_election_release_on_cancel {
                 let released = tokio::time::timeout(std::time::Duration::from_secs(5), election.release()).await;
                 match released {

@@ -307,6 +307,7 @@ impl Context {
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
         self.own_writes.forget(key);
+        self.metrics.runtime.queue.forget(key);
     }
 
     /// Exponential backoff for transient errors, per object.

@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::context::Context;
@@ -18,10 +17,7 @@ use crate::inventory::{self, Holder};
 use crate::objects::{KindCache, KindError, ObjectRef, Owner};
 
 /// Deletion: the policy decides what happens to the applied objects, then the finalizer goes.
-pub(crate) async fn finalize(
-    object: &Kustomization,
-    ctx: &Context,
-) -> Result<Action, ReconcileError> {
+pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<(), ReconcileError> {
     let namespace = object.metadata.namespace.clone().unwrap_or_default();
     let name = object.metadata.name.clone().unwrap_or_default();
     ctx.attempted.forget(&format!("{namespace}/{name}"));
@@ -33,7 +29,7 @@ pub(crate) async fn finalize(
         .flatten()
         .any(|f| f == FINALIZER)
     {
-        return Ok(Action::await_change());
+        return Ok(());
     }
     let suspended = object.spec.suspend == Some(true);
     let policy = object.spec.deletion_policy.unwrap_or_default();
@@ -132,9 +128,8 @@ pub(crate) async fn finalize(
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.metadata.resource_version}});
     api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
         .await?;
-    ctx.metrics.forget(object);
     ctx.forget(&format!("{namespace}/{name}"));
-    Ok(Action::await_change())
+    Ok(())
 }
 
 /// Why waiting for deleted objects to go ended early.

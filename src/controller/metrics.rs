@@ -1,11 +1,17 @@
-//! Prometheus metrics with Flux's names (`gotk_reconcile_duration_seconds`,
-//! `gotk_reconcile_condition`, `gotk_suspend_status`, and controller-runtime's from
-//! `runtime_metrics`), and the small HTTP endpoints that serve
-//! them and the health probes (`/metrics`, `/healthz`, `/readyz`). The probes are pings, as
-//! Flux's (fluxcd/pkg `runtime/probes`: controller-runtime's `healthz.Ping`), answered from
-//! the moment the process listens, before and whatever the leader election: a standby must be
-//! Ready for a rolling update to stop the leader. Watch health is in the watch metrics
-//! ([`WatchHealth`]).
+//! Prometheus metrics. `/metrics` serves what Flux's kustomize-controller v1.9.4 serves and
+//! nothing else (`tests/fixtures/flux-metrics/` is the reference, derived from Flux's
+//! sources): `gotk_reconcile_duration_seconds` with Flux's buckets, controller-runtime's
+//! reconcile and work-queue series (`runtime_metrics`), `rest_client_requests_total`,
+//! `leader_election_master_status`, client_golang's `process_*` (`process_metrics`), and the
+//! label-less series Flux registers at zero (token cache, certificate watcher, webhook
+//! panics). Go runtime series (`go_*`) have no honest equivalent and are left out. What this
+//! controller measures beyond Flux (build and apply time, objects by action, reconciliations
+//! in flight, watch health) is on `/metrics/extra`, where no Flux scrape looks.
+//!
+//! The same listener answers the probes (`/healthz`, `/readyz`): pings, as Flux's (fluxcd/pkg
+//! `runtime/probes`: controller-runtime's `healthz.Ping`), answered from the moment the
+//! process listens, before and whatever the leader election: a standby must be Ready for a
+//! rolling update to stop the leader. Watch health is in the watch metrics ([`WatchHealth`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -24,6 +30,21 @@ use crate::api::Kustomization;
 use crate::controller::runtime_metrics::{ControllerRuntime, RestRequests};
 use crate::controller::watch::WatchHealth;
 
+/// fluxcd/pkg `runtime/metrics`: `prometheus.ExponentialBucketsRange(10e-3, 1800, 10)` as
+/// Go computes it (the last bound is Go's rounding of 1800).
+const RECONCILE_DURATION_BUCKETS: [f64; 10] = [
+    0.01,
+    0.038363583488692544,
+    0.1471764538093883,
+    0.5646216173286169,
+    2.166090855590701,
+    8.309900738254731,
+    31.879757075478317,
+    122.30217221643493,
+    469.19495946736544,
+    1799.9999999999986,
+];
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ObjectLabels {
     kind: String,
@@ -37,19 +58,17 @@ struct ActionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ConditionLabels {
-    kind: String,
+struct LeaseLabels {
     name: String,
-    namespace: String,
-    r#type: String,
-    status: String,
 }
 
 pub struct Metrics {
+    /// What Flux serves, on `/metrics`.
     registry: Registry,
+    /// What only this controller measures, on `/metrics/extra`.
+    extra: Registry,
     duration: Family<ObjectLabels, Histogram>,
-    condition: Family<ConditionLabels, Gauge>,
-    suspended: Family<ObjectLabels, Gauge>,
+    leader: Family<LeaseLabels, Gauge>,
     build: Histogram,
     apply: Histogram,
     objects: Family<ActionLabels, Counter>,
@@ -78,6 +97,41 @@ impl Default for Metrics {
     }
 }
 
+/// Series Flux's process registers without labels and never moves here either, so they
+/// read 0 as in Flux: its token cache (this controller has none), controller-runtime's
+/// certificate watcher and webhook panic counters (it serves no webhooks).
+fn register_flux_zeros(registry: &mut Registry) {
+    for (name, help) in [
+        (
+            "gotk_token_cache_evictions",
+            "Total number of cache evictions.",
+        ),
+        (
+            "certwatcher_read_certificate",
+            "Total number of certificate reads",
+        ),
+        (
+            "certwatcher_read_certificate_errors",
+            "Total number of certificate read errors",
+        ),
+        (
+            "controller_runtime_webhook_panics",
+            "Total number of webhook panics",
+        ),
+        (
+            "controller_runtime_conversion_webhook_panics",
+            "Total number of conversion webhook panics",
+        ),
+    ] {
+        registry.register(name, help, Counter::<u64>::default());
+    }
+    registry.register(
+        "gotk_token_cached_items",
+        "Total number of items in the cache.",
+        Gauge::<i64>::default(),
+    );
+}
+
 impl Metrics {
     pub fn new() -> Metrics {
         Metrics::with_watch_grace(WatchHealth::default())
@@ -88,57 +142,55 @@ impl Metrics {
         let watches = Arc::new(watches);
         let mut registry = Registry::default();
         let duration = Family::<ObjectLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.01, 2.0, 16))
+            Histogram::new(RECONCILE_DURATION_BUCKETS)
         });
-        let condition = Family::<ConditionLabels, Gauge>::default();
-        let suspended = Family::<ObjectLabels, Gauge>::default();
         registry.register(
             "gotk_reconcile_duration_seconds",
             "The duration in seconds of a GitOps Toolkit resource reconciliation.",
             duration.clone(),
         );
+        let leader = Family::<LeaseLabels, Gauge>::default();
         registry.register(
-            "gotk_reconcile_condition",
-            "The current condition status of a GitOps Toolkit resource reconciliation.",
-            condition.clone(),
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+            leader.clone(),
         );
-        registry.register(
-            "gotk_suspend_status",
-            "The current suspend status of a GitOps Toolkit resource.",
-            suspended.clone(),
-        );
+        register_flux_zeros(&mut registry);
+        registry.register_collector(Box::new(super::process_metrics::ProcessCollector));
+        let runtime = ControllerRuntime::register(&mut registry);
+        let requests = RestRequests::register(&mut registry);
+
+        let mut extra = Registry::default();
         let build = Histogram::new(exponential_buckets(0.001, 2.0, 16));
         let apply = Histogram::new(exponential_buckets(0.01, 2.0, 16));
         let objects = Family::<ActionLabels, Counter>::default();
         let in_flight = Gauge::default();
-        registry.register(
+        extra.register(
             "kustomize_controller_build_duration_seconds",
             "Time spent building manifests (kustomize, decryption, substitution).",
             build.clone(),
         );
-        registry.register(
+        extra.register(
             "kustomize_controller_apply_duration_seconds",
             "Time spent applying a Kustomization's objects.",
             apply.clone(),
         );
-        registry.register(
+        extra.register(
             "kustomize_controller_objects",
             "Objects handled, by action (created, configured, unchanged, skipped, deleted).",
             objects.clone(),
         );
-        registry.register(
+        extra.register(
             "kustomize_controller_reconciles_in_flight",
             "Reconciliations running now.",
             in_flight.clone(),
         );
-        registry.register_collector(Box::new(watches.clone()));
-        let runtime = ControllerRuntime::register(&mut registry);
-        let requests = RestRequests::register(&mut registry);
+        extra.register_collector(Box::new(watches.clone()));
         Metrics {
             registry,
+            extra,
             duration,
-            condition,
-            suspended,
+            leader,
             build,
             apply,
             objects,
@@ -156,20 +208,12 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    pub fn set_condition(&self, object: &Kustomization, status: &str) {
-        let base = labels(object);
-        for value in ["True", "False", "Unknown", "Deleted"] {
-            let key = ConditionLabels {
-                kind: base.kind.clone(),
-                name: base.name.clone(),
-                namespace: base.namespace.clone(),
-                r#type: "Ready".into(),
-                status: value.into(),
-            };
-            self.condition
-                .get_or_create(&key)
-                .set(i64::from(value == status));
-        }
+    /// `leader_election_master_status` for the Lease `name`: 0 from the start of the election
+    /// (a standby), 1 while leading, 0 again once released or lost — as client-go sets it.
+    pub fn set_leader(&self, name: &str, leading: bool) {
+        self.leader
+            .get_or_create(&LeaseLabels { name: name.into() })
+            .set(i64::from(leading));
     }
 
     pub fn observe_build(&self, elapsed: Duration) {
@@ -193,15 +237,9 @@ impl Metrics {
         InFlight(&self.in_flight)
     }
 
-    pub fn set_suspended(&self, object: &Kustomization, suspended: bool) {
-        self.suspended
-            .get_or_create(&labels(object))
-            .set(i64::from(suspended));
-    }
-
+    /// A deleted Kustomization's series go, as Flux deletes them once its finalizer is off.
     pub fn forget(&self, object: &Kustomization) {
-        self.set_condition(object, "Deleted");
-        self.suspended.remove(&labels(object));
+        self.duration.remove(&labels(object));
     }
 
     /// The Prometheus text page. A fleet's per-object series make it megabytes (about 2.8 MB
@@ -211,8 +249,16 @@ impl Metrics {
         let last = self.page_size.load(Ordering::Relaxed);
         let mut text = String::with_capacity(last + last / 16);
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        let text = super::exposition::prometheus_text(&text);
         self.page_size.store(text.len(), Ordering::Relaxed);
         text
+    }
+
+    /// The `/metrics/extra` page: what this controller measures beyond Flux.
+    pub fn encode_extra(&self) -> String {
+        let mut text = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.extra);
+        super::exposition::prometheus_text(&text)
     }
 }
 
@@ -258,11 +304,12 @@ pub async fn serve(address: &str, metrics: Arc<Metrics>) -> std::io::Result<()> 
             let path = request.split_whitespace().nth(1).unwrap_or("/");
             let (code, body) = match path {
                 "/metrics" => ("200 OK", metrics.encode()),
+                "/metrics/extra" => ("200 OK", metrics.encode_extra()),
                 "/healthz" | "/readyz" => ("200 OK", "ok".to_string()),
                 _ => ("404 Not Found", "not found".to_string()),
             };
             let head = format!(
-                "HTTP/1.1 {code}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                "HTTP/1.1 {code}\r\ncontent-type: text/plain; version=0.0.4; charset=utf-8; escaping=underscores\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
                 body.len()
             );
             if stream.write_all(head.as_bytes()).await.is_ok() {

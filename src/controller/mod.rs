@@ -24,6 +24,7 @@ mod dependencies;
 pub mod diff;
 mod error;
 pub mod events;
+mod exposition;
 pub mod features;
 mod freshness;
 mod inputs;
@@ -31,6 +32,7 @@ pub mod leader;
 pub mod manifests;
 pub mod metrics;
 pub mod outcome;
+mod process_metrics;
 pub mod ratelimit;
 mod reconcile;
 pub mod remote;
@@ -38,6 +40,7 @@ pub mod runtime_metrics;
 pub mod status;
 mod steps;
 pub mod watch;
+mod work_queue;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -177,6 +180,25 @@ fn referrers(
 /// generation, the Kustomizations waiting on it (Ready false with DependencyNotReady and
 /// `dependsOn` naming it) run at once, so a chain converges in seconds. The poll stays as the
 /// fallback.
+/// Requests handed to the runtime, entered in the shadow of its queue as they go.
+fn queued(
+    queue: &work_queue::WorkQueue,
+    requests: Vec<ObjectRef<Kustomization>>,
+) -> Vec<ObjectRef<Kustomization>> {
+    for request in &requests {
+        queue.add(&request_key(request));
+    }
+    requests
+}
+
+fn request_key(request: &ObjectRef<Kustomization>) -> String {
+    format!(
+        "{}/{}",
+        request.namespace.as_deref().unwrap_or(""),
+        request.name
+    )
+}
+
 fn released_dependents(
     candidates: impl IntoIterator<Item = Arc<Kustomization>>,
     changed: &Kustomization,
@@ -310,6 +332,8 @@ pub async fn run(
     context.share_kustomizations(reader.clone());
     let (release, released) = futures::channel::mpsc::unbounded();
     let store = reader.clone();
+    let queue = metrics.runtime.queue.clone();
+    let listing = queue.clone();
     let kustomizations = watch::watch(
         api,
         WatchConfig {
@@ -318,6 +342,12 @@ pub async fn run(
         },
         health.clone(),
     )
+    .inspect(move |event| match event {
+        watcher::Event::InitApply(object) => listing.listed(&reconcile::key_of(object)),
+        // The runtime drops what it held for an object that is gone.
+        watcher::Event::Delete(object) => listing.forget(&reconcile::key_of(object)),
+        _ => {}
+    })
     .map(Ok)
     .reflect(writer)
     .applied_objects()
@@ -328,16 +358,28 @@ pub async fn run(
             }
         }
     })
-    .predicate_filter(trigger, Default::default());
+    .predicate_filter(trigger, Default::default())
+    .inspect({
+        let queue = queue.clone();
+        move |passed| {
+            if let Ok(object) = passed {
+                queue.add(&reconcile::key_of(object));
+            }
+        }
+    });
     let mut controller = Controller::for_stream(kustomizations, reader.clone())
         .with_config(ControllerConfig::default().concurrency(options.concurrent.max(1)))
-        .reconcile_on(futures::stream::select(
-            released,
-            context
-                .owned
-                .follow_ups()
-                .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace)),
-        ));
+        .reconcile_on({
+            let queue = queue.clone();
+            futures::stream::select(
+                released,
+                context
+                    .owned
+                    .follow_ups()
+                    .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace)),
+            )
+            .inspect(move |request| queue.add(&request_key(request)))
+        });
     for source_kind in crate::api::SourceKind::ALL {
         // As Flux: ExternalArtifacts are neither watched nor read unless the gate is on.
         if source_kind == crate::api::SourceKind::ExternalArtifact
@@ -353,6 +395,7 @@ pub async fn run(
         };
         let store = reader.clone();
         let cancelling = context.clone();
+        let queue = queue.clone();
         let config = WatchConfig {
             kind: kind.into(),
             label_selector: None,
@@ -388,7 +431,7 @@ pub async fn run(
                         cancelling.health_cancels.cancel(&dependent, &trigger);
                     }
                 }
-                dependents
+                queued(&queue, dependents)
             },
             resource,
         );
@@ -407,23 +450,27 @@ pub async fn run(
         };
         let store = reader.clone();
         let changed = touched(watch::watch(maps, config("ConfigMap"), health.clone()));
+        let maps_queue = queue.clone();
         controller = controller.watches_stream(changed, move |map| {
-            referrers(
+            let found = referrers(
                 &store,
                 map.metadata.namespace.as_deref(),
                 map.metadata.name.as_deref(),
                 false,
-            )
+            );
+            queued(&maps_queue, found)
         });
         let store = reader.clone();
         let changed = touched(watch::watch(secrets, config("Secret"), health.clone()));
+        let secrets_queue = queue.clone();
         controller = controller.watches_stream(changed, move |secret| {
-            referrers(
+            let found = referrers(
                 &store,
                 secret.metadata.namespace.as_deref(),
                 secret.metadata.name.as_deref(),
                 true,
-            )
+            );
+            queued(&secrets_queue, found)
         });
     }
     let recorder = context.clone();

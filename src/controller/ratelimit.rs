@@ -178,10 +178,15 @@ pub struct ClientLayers<'a> {
 /// A client for `config` behind the shared limiter (or without one), counting its requests
 /// when asked.
 pub fn client(config: kube::Config, layers: ClientLayers<'_>) -> Result<kube::Client, kube::Error> {
+    let host = config
+        .cluster_url
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .unwrap_or_default();
     let builder = kube::client::ClientBuilder::try_from(config)?;
     let counted = tower::layer::util::Stack::new(
         tower::util::option_layer(layers.limit.cloned()),
-        tower::util::option_layer(layers.requests.cloned()),
+        tower::util::option_layer(layers.requests.map(|requests| requests.at(&host))),
     );
     Ok(builder.with_layer(&counted).build())
 }

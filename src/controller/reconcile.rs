@@ -101,20 +101,30 @@ async fn reconcile_timed(object: &Kustomization, ctx: &Context) -> Result<Action
     let key = key_of(object);
     let started = Instant::now();
     let _running = ctx.metrics.running();
-    let timing = ctx.metrics.runtime.start();
-    let result = if object.metadata.deletion_timestamp.is_some() {
+    let timing = ctx.metrics.runtime.start(&key);
+    let deleting = object.metadata.deletion_timestamp.is_some();
+    let result = if deleting {
         super::deletion::finalize(object, ctx)
             .await
-            .map(|action| (action, ReconcileResult::Success))
+            .map(|()| ReconcileResult::Success)
     } else {
         reconcile_live(object, ctx).await
     };
-    ctx.metrics.observe_reconcile(object, started.elapsed());
+    if deleting && result.is_ok() {
+        // As Flux's recorder: the series of an object whose finalizer is gone is deleted.
+        ctx.metrics.forget(object);
+    } else {
+        ctx.metrics.observe_reconcile(object, started.elapsed());
+    }
     match result {
-        Ok((action, outcome)) => {
+        Ok(outcome) => {
             ctx.metrics.runtime.finish(timing, outcome);
             ctx.reset_backoff(&key);
-            Ok(action)
+            Ok(match outcome {
+                ReconcileResult::Requeue => Action::requeue(Duration::ZERO),
+                ReconcileResult::RequeueAfter(delay) => Action::requeue(delay),
+                _ => Action::await_change(),
+            })
         }
         Err(error) => {
             ctx.metrics.runtime.finish(timing, ReconcileResult::Error);
@@ -128,7 +138,10 @@ pub fn error_policy(
     _error: &ReconcileError,
     ctx: Arc<Context>,
 ) -> Action {
-    Action::requeue(ctx.backoff(&key_of(&object)))
+    let key = key_of(&object);
+    let delay = ctx.backoff(&key);
+    ctx.metrics.runtime.queue.add_after(&key, delay);
+    Action::requeue(delay)
 }
 
 /// Writes the line a reconciliation ends with.
@@ -186,7 +199,7 @@ async fn ensure_finalizer(
 async fn reconcile_live(
     cached: &Kustomization,
     ctx: &Context,
-) -> Result<(Action, ReconcileResult), ReconcileError> {
+) -> Result<ReconcileResult, ReconcileError> {
     let namespace = cached.metadata.namespace.clone().unwrap_or_default();
     let name = cached.metadata.name.clone().unwrap_or_default();
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -197,15 +210,14 @@ async fn reconcile_live(
     } else {
         match api.get_opt(&name).await? {
             Some(object) => object,
-            None => return Ok((Action::await_change(), ReconcileResult::Success)),
+            None => return Ok(ReconcileResult::Success),
         }
     };
     let object = ensure_finalizer(object, &api, ctx).await?;
     let suspended = object.spec.suspend == Some(true);
-    ctx.metrics.set_suspended(&object, suspended);
     if suspended {
         tracing::info!("Reconciliation is suspended for this object");
-        return Ok((Action::await_change(), ReconcileResult::Success));
+        return Ok(ReconcileResult::Success);
     }
     let started = Instant::now();
     let generation = object.metadata.generation;
@@ -250,8 +262,6 @@ async fn reconcile_live(
     // written: as in Flux, every reconciliation moves Ready's transition time and the history.
     status::write(ctx, &object, &conclusion.status).await?;
     say(&conclusion.said);
-    ctx.metrics
-        .set_condition(&object, if conclusion.ready { "True" } else { "False" });
     if let Some(event) = &conclusion.event {
         ctx.recorder.publish(
             &object,
@@ -263,18 +273,20 @@ async fn reconcile_live(
     }
     if run_again {
         // A source event came while this run started, and it may have read the older revision.
-        return Ok((
-            Action::requeue(Duration::ZERO),
-            ReconcileResult::RequeueAfter,
-        ));
+        return Ok(ReconcileResult::Requeue);
     }
     Ok(match conclusion.next {
-        Next::Interval(interval) => (
-            Action::requeue(jittered(interval, ctx.options.interval_jitter_percentage)),
-            ReconcileResult::RequeueAfter,
-        ),
-        Next::After(delay) => (Action::requeue(delay), ReconcileResult::RequeueAfter),
-        Next::OnChange => (Action::await_change(), ReconcileResult::Success),
+        Next::Interval(interval) => ReconcileResult::RequeueAfter(jittered(
+            interval,
+            ctx.options.interval_jitter_percentage,
+        )),
+        Next::After(Duration::ZERO) => ReconcileResult::Requeue,
+        Next::After(delay) => ReconcileResult::RequeueAfter(delay),
+        // As controller-runtime: a terminal error is an error that is not retried.
+        Next::OnChange if matches!(conclusion.said, outcome::Said::Terminal { .. }) => {
+            ReconcileResult::TerminalError
+        }
+        Next::OnChange => ReconcileResult::Success,
     })
 }
 

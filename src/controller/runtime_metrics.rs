@@ -2,11 +2,11 @@
 //! labels: `controller_runtime_*` for reconciliations, `workqueue_*` for the work queue, and
 //! `rest_client_requests_total` for every API request (a tower layer on each client).
 //!
-//! kube-runtime keeps its queue to itself, so the queue metrics are what the reconciler sees:
-//! adds are reconciliations started, retries the ones requeued after an error, work duration
-//! the reconcile time, and unfinished work and the longest-running processor come from the
-//! reconciliations in flight. `workqueue_depth` and `workqueue_queue_duration_seconds` are
-//! not exported: their values are not observable here.
+//! kube-runtime keeps its queue to itself: adds, depth and the wait in the queue come from
+//! a shadow of it (`work_queue`); retries are the reconciliations requeued (after an error,
+//! a delay or at once, as controller-runtime counts them), work duration the reconcile
+//! time, and unfinished work and the longest-running processor come from the
+//! reconciliations in flight.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -24,9 +24,28 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tower::{Layer, Service};
 
+use super::work_queue::WorkQueue;
+
 /// controller-runtime's name for this controller (the lowercased kind), its `controller`
 /// and workqueue `name` label.
 pub const CONTROLLER: &str = "kustomization";
+
+/// controller-runtime's work-queue duration buckets: `ExponentialBuckets(10e-9, 10, 12)` as
+/// Go computes them.
+pub const QUEUE_BUCKETS: [f64; 12] = [
+    1e-8,
+    1e-7,
+    1e-6,
+    9.999999999999999e-6,
+    9.999999999999999e-5,
+    0.001,
+    0.01,
+    0.1,
+    1.0,
+    10.0,
+    100.0,
+    1000.0,
+];
 
 /// controller-runtime's reconcile time buckets.
 const RECONCILE_BUCKETS: [f64; 40] = [
@@ -64,21 +83,28 @@ struct RequestLabels {
 pub enum ReconcileResult {
     /// Done until something changes.
     Success,
+    /// Requeued at once.
+    Requeue,
     /// Requeued after a delay (the interval, a retry or a dependency wait).
-    RequeueAfter,
+    RequeueAfter(Duration),
     /// Failed; retried with back-off.
     Error,
+    /// Failed in a way only a change can mend; not retried.
+    TerminalError,
 }
 
 impl ReconcileResult {
     fn label(self) -> &'static str {
         match self {
             ReconcileResult::Success => "success",
-            ReconcileResult::RequeueAfter => "requeue_after",
-            ReconcileResult::Error => "error",
+            ReconcileResult::Requeue => "requeue",
+            ReconcileResult::RequeueAfter(_) => "requeue_after",
+            ReconcileResult::Error | ReconcileResult::TerminalError => "error",
         }
     }
 }
+
+const RESULTS: [&str; 4] = ["error", "requeue", "requeue_after", "success"];
 
 /// Reconciliations in flight, by when they started.
 #[derive(Debug, Default)]
@@ -93,9 +119,13 @@ pub struct ControllerRuntime {
     totals: Family<ResultLabels, Counter>,
     errors: Family<ControllerLabels, Counter>,
     time: Family<ControllerLabels, Histogram>,
+    terminal_errors: Family<ControllerLabels, Counter>,
+    panics: Family<ControllerLabels, Counter>,
+    timeouts: Family<ControllerLabels, Counter>,
     max_concurrent: Family<ControllerLabels, Gauge>,
     active: Family<ControllerLabels, Gauge>,
-    adds: Family<QueueLabels, Counter>,
+    /// The shadow of the runtime's queue: adds, depth, the wait.
+    pub queue: WorkQueue,
     retries: Family<QueueLabels, Counter>,
     work: Family<QueueLabels, Histogram>,
     in_flight: Arc<Mutex<InFlight>>,
@@ -106,6 +136,7 @@ pub struct ControllerRuntime {
 pub struct Started {
     id: u64,
     at: Instant,
+    key: String,
 }
 
 fn controller() -> ControllerLabels {
@@ -128,28 +159,55 @@ impl ControllerRuntime {
         let metrics = ControllerRuntime {
             totals: Family::default(),
             errors: Family::default(),
+            terminal_errors: Family::default(),
+            panics: Family::default(),
+            timeouts: Family::default(),
             time: Family::new_with_constructor(histogram),
             max_concurrent: Family::default(),
             active: Family::default(),
-            adds: Family::default(),
+            queue: WorkQueue::register(registry),
             retries: Family::default(),
-            work: Family::new_with_constructor(|| {
-                Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
-                    1e-8, 10.0, 10,
-                ))
-            }),
+            work: Family::new_with_constructor(|| Histogram::new(QUEUE_BUCKETS)),
             in_flight: Arc::default(),
         };
         // Counters are registered without `_total`: the encoder appends it.
+        let counters = [
+            (
+                "controller_runtime_reconcile_errors",
+                "Total number of reconciliation errors per controller",
+                &metrics.errors,
+            ),
+            (
+                "controller_runtime_terminal_reconcile_errors",
+                "Total number of terminal reconciliation errors per controller",
+                &metrics.terminal_errors,
+            ),
+            (
+                "controller_runtime_reconcile_panics",
+                "Total number of reconciliation panics per controller",
+                &metrics.panics,
+            ),
+            (
+                "controller_runtime_reconcile_timeouts",
+                "Total number of reconciliation timeouts per controller",
+                &metrics.timeouts,
+            ),
+        ];
+        for (name, help, family) in counters {
+            // As controller-runtime, they read 0 from the start.
+            let _ = family.get_or_create(&controller());
+            registry.register(name, help, family.clone());
+        }
+        for result in RESULTS {
+            let _ = metrics.totals.get_or_create(&ResultLabels {
+                controller: CONTROLLER.into(),
+                result: result.into(),
+            });
+        }
         registry.register(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
             metrics.totals.clone(),
-        );
-        registry.register(
-            "controller_runtime_reconcile_errors",
-            "Total number of reconciliation errors per controller",
-            metrics.errors.clone(),
         );
         registry.register(
             "controller_runtime_reconcile_time_seconds",
@@ -167,11 +225,6 @@ impl ControllerRuntime {
             metrics.active.clone(),
         );
         registry.register(
-            "workqueue_adds",
-            "Total number of adds handled by workqueue",
-            metrics.adds.clone(),
-        );
-        registry.register(
             "workqueue_retries",
             "Total number of retries handled by workqueue",
             metrics.retries.clone(),
@@ -187,21 +240,27 @@ impl ControllerRuntime {
 
     /// `--concurrent`.
     pub fn set_max_concurrent(&self, workers: u16) {
+        // As controller-runtime, which sets it as the workers start.
+        let _ = self.active.get_or_create(&controller());
         self.max_concurrent
             .get_or_create(&controller())
             .set(i64::from(workers));
     }
 
     /// A reconciliation starts: a worker is busy with an item taken off the queue.
-    pub fn start(&self) -> Started {
+    pub fn start(&self, key: &str) -> Started {
         self.active.get_or_create(&controller()).inc();
-        self.adds.get_or_create(&queue()).inc();
+        self.queue.take(key);
         let at = Instant::now();
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         in_flight.next += 1;
         let id = in_flight.next;
         in_flight.started.insert(id, at);
-        Started { id, at }
+        Started {
+            id,
+            at,
+            key: key.to_string(),
+        }
     }
 
     /// A reconciliation ended with `result`.
@@ -221,9 +280,25 @@ impl ControllerRuntime {
                 result: result.label().into(),
             })
             .inc();
-        if result == ReconcileResult::Error {
-            self.errors.get_or_create(&controller()).inc();
-            self.retries.get_or_create(&queue()).inc();
+        match result {
+            ReconcileResult::Success => {}
+            ReconcileResult::TerminalError => {
+                self.errors.get_or_create(&controller()).inc();
+                self.terminal_errors.get_or_create(&controller()).inc();
+            }
+            // Queued again by the error policy, with its back-off.
+            ReconcileResult::Error => {
+                self.errors.get_or_create(&controller()).inc();
+                self.retries.get_or_create(&queue()).inc();
+            }
+            ReconcileResult::Requeue => {
+                self.retries.get_or_create(&queue()).inc();
+                self.queue.add(&started.key);
+            }
+            ReconcileResult::RequeueAfter(delay) => {
+                self.retries.get_or_create(&queue()).inc();
+                self.queue.add_after(&started.key, delay);
+            }
         }
     }
 }
@@ -260,7 +335,12 @@ impl Collector for InFlightCollector {
             ),
         ] {
             let gauge = ConstGauge::new(value.as_secs_f64());
-            let mut family = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+            let mut family = encoder.encode_descriptor(
+                name,
+                &super::exposition::collector_help(help),
+                None,
+                gauge.metric_type(),
+            )?;
             gauge.encode(family.encode_family(&labels)?)?;
         }
         Ok(())
@@ -294,13 +374,32 @@ impl RestRequests {
     }
 }
 
-impl<S> Layer<S> for RestRequests {
+impl RestRequests {
+    /// The layer for a client of the API server at `host` (`host:port`, as client-go labels
+    /// it): the requests a client sends are still relative when its outer layers see them.
+    pub fn at(&self, host: &str) -> RestRequestsAt {
+        RestRequestsAt {
+            requests: self.clone(),
+            host: host.to_string(),
+        }
+    }
+}
+
+/// [`RestRequests`] for one API server.
+#[derive(Clone, Debug)]
+pub struct RestRequestsAt {
+    requests: RestRequests,
+    host: String,
+}
+
+impl<S> Layer<S> for RestRequestsAt {
     type Service = Counted<S>;
 
     fn layer(&self, inner: S) -> Counted<S> {
         Counted {
             inner,
-            requests: self.clone(),
+            requests: self.requests.clone(),
+            host: self.host.clone(),
         }
     }
 }
@@ -310,6 +409,7 @@ impl<S> Layer<S> for RestRequests {
 pub struct Counted<S> {
     inner: S,
     requests: RestRequests,
+    host: String,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -332,8 +432,7 @@ where
         let host = request
             .uri()
             .authority()
-            .map(|a| a.as_str().to_string())
-            .unwrap_or_default();
+            .map_or_else(|| self.host.clone(), |a| a.as_str().to_string());
         let requests = self.requests.clone();
         let answer = self.inner.call(request);
         Box::pin(async move {
@@ -357,8 +456,9 @@ mod tests {
         let mut registry = Registry::default();
         let metrics = ControllerRuntime::register(&mut registry);
         metrics.set_max_concurrent(4);
-        let first = metrics.start();
-        let second = metrics.start();
+        metrics.queue.add("apps/web");
+        let first = metrics.start("apps/web");
+        let second = metrics.start("apps/db");
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(
@@ -366,7 +466,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("workqueue_longest_running_processor_seconds{controller=\"kustomization\",name=\"kustomization\"}"));
-        metrics.finish(first, ReconcileResult::RequeueAfter);
+        metrics.finish(
+            first,
+            ReconcileResult::RequeueAfter(Duration::from_secs(600)),
+        );
         metrics.finish(second, ReconcileResult::Error);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
@@ -376,8 +479,14 @@ mod tests {
             "controller_runtime_reconcile_errors_total{controller=\"kustomization\"} 1",
             "controller_runtime_max_concurrent_reconciles{controller=\"kustomization\"} 4",
             "controller_runtime_active_workers{controller=\"kustomization\"} 0",
-            "workqueue_adds_total{controller=\"kustomization\",name=\"kustomization\"} 2",
-            "workqueue_retries_total{controller=\"kustomization\",name=\"kustomization\"} 1",
+            // Queued, started without being seen queued, and requeued after the interval.
+            "workqueue_adds_total{controller=\"kustomization\",name=\"kustomization\"} 3",
+            "workqueue_retries_total{controller=\"kustomization\",name=\"kustomization\"} 2",
+            "controller_runtime_reconcile_total{controller=\"kustomization\",result=\"success\"} 0",
+            "controller_runtime_terminal_reconcile_errors_total{controller=\"kustomization\"} 0",
+            "controller_runtime_reconcile_panics_total{controller=\"kustomization\"} 0",
+            "workqueue_queue_duration_seconds_count{controller=\"kustomization\",name=\"kustomization\"} 2",
+            "workqueue_depth{controller=\"kustomization\",name=\"kustomization\",priority=\"0\"} 0",
             "controller_runtime_reconcile_time_seconds_count{controller=\"kustomization\"} 2",
             "workqueue_unfinished_work_seconds{controller=\"kustomization\",name=\"kustomization\"} 0.0",
         ] {

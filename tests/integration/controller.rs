@@ -368,12 +368,13 @@ async fn the_run_command_reconciles_serves_metrics_and_stops_on_sigterm() {
     }
     // Metrics are recorded just after the status write that made it Ready: poll for them.
     let expected = [
-        "gotk_reconcile_condition{kind=\"Kustomization\",name=\"app\"",
-        "gotk_reconcile_duration_seconds",
+        "gotk_reconcile_duration_seconds_count{kind=\"Kustomization\",name=\"app\"",
         "kustomize_controller_objects_total{action=\"created\"}",
     ];
     let metrics = wait_for(Duration::from_secs(10), || async {
-        let text = http_get_text(&controller.metrics, "/metrics").await?;
+        let flux = http_get_text(&controller.metrics, "/metrics").await?;
+        let extra = http_get_text(&controller.metrics, "/metrics/extra").await?;
+        let text = format!("{flux}\n{extra}");
         expected.iter().all(|m| text.contains(m)).then_some(text)
     })
     .await;

@@ -16,6 +16,7 @@ mod inventory;
 mod kustomize_api;
 mod kustomize_golden;
 mod logs;
+mod metrics;
 mod outage;
 mod parity;
 #[cfg(feature = "remote-bases")]

@@ -153,7 +153,7 @@ impl Fleet {
     fn metric(&self, line_start: &str) -> Option<f64> {
         self.harness
             .metrics
-            .encode()
+            .encode_extra()
             .lines()
             .find(|line| line.starts_with(line_start))
             .and_then(|line| line.rsplit(' ').next()?.parse().ok())
@@ -207,7 +207,7 @@ async fn watches_resume_within_seconds_after_the_api_server_restarts() {
         server.set_availability(Availability::Serving);
         let back = Instant::now();
         let resumed = wait_for(Duration::from_secs(5), || async {
-            let text = fleet.harness.metrics.encode();
+            let text = fleet.harness.metrics.encode_extra();
             let ups: Vec<&str> = text
                 .lines()
                 .filter(|l| l.starts_with("kustomize_controller_watch_up{"))
@@ -220,7 +220,7 @@ async fn watches_resume_within_seconds_after_the_api_server_restarts() {
         assert!(
             resumed.is_some(),
             "every watch is connected again within 5 s of the server answering: {}",
-            fleet.harness.metrics.encode()
+            fleet.harness.metrics.encode_extra()
         );
         eprintln!(
             "watches resumed {:?} after the server answered",
@@ -255,7 +255,7 @@ async fn watches_resume_within_seconds_after_the_api_server_restarts() {
         let restarts = fleet
             .metric("kustomize_controller_watch_restarts_total{kind=\"Kustomization\",reason=\"error\"}")
             .unwrap_or(0.0);
-        assert!(restarts >= 1.0, "{}", fleet.harness.metrics.encode());
+        assert!(restarts >= 1.0, "{}", fleet.harness.metrics.encode_extra());
     }
 }
 
@@ -291,7 +291,7 @@ async fn watches_cut_mid_stream_resume_and_relist_when_history_is_gone() {
         assert!(
             expired >= 1.0,
             "the Kustomization watch listed again after 410: {}",
-            fleet.harness.metrics.encode()
+            fleet.harness.metrics.encode_extra()
         );
     }
 }
