@@ -11,7 +11,9 @@ use tracing_subscriber::EnvFilter;
 
 /// A drop-in replacement for the Flux kustomize-controller.
 #[derive(Debug, Parser)]
-#[command(name = "kustomize-controller", version, about, long_about = None)]
+// As Go's pflag, which Flux parses with: a flag given again overrides the earlier value, so
+// a Deployment patched by appending `--flag=value` to Flux's args keeps working.
+#[command(name = "kustomize-controller", version, about, long_about = None, args_override_self = true)]
 pub struct Cli {
     /// Log verbosity.
     #[arg(long, value_enum, default_value_t = LogLevel::Info, global = true)]
@@ -64,6 +66,7 @@ pub enum Command {
         action: SopsCommand,
     },
     /// Run the controller: reconcile Kustomizations in the cluster (Flux's flags).
+    #[command(args_override_self = true)]
     Run(Box<RunArgs>),
     /// Show what a Kustomization would change if it applied a local directory (like
     /// `flux diff kustomization`); exits 1 when there are differences.
@@ -338,6 +341,24 @@ pub fn init_logging(level: LogLevel, encoding: LogEncoding) {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn a_flag_given_again_overrides_as_with_pflag() {
+        let cli = Cli::try_parse_from([
+            "kustomize-controller",
+            "run",
+            "--watch-all-namespaces",
+            "--log-encoding=console",
+            "--watch-all-namespaces=false",
+            "--log-encoding=json",
+        ])
+        .unwrap();
+        assert_eq!(cli.log_encoding, LogEncoding::Json);
+        let Command::Run(args) = cli.command else {
+            panic!("run")
+        };
+        assert!(!args.watch_all_namespaces);
+    }
 
     #[test]
     fn cli_definition_is_consistent() {

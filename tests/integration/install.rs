@@ -350,3 +350,182 @@ fn fluxs_deployment_args_are_accepted_as_they_are() {
     );
     assert!(stdout_of(&output).contains("Usage: kustomize-controller run"));
 }
+
+/// The README's image swap, as a Flux user makes it: `flux-system/kustomization.yaml` gets
+/// the `images:` entry, the build changes the image of Flux's Deployment and nothing else,
+/// and the binary then runs with that Deployment's container args and environment through a
+/// rolling update: the new replica is Ready by its readiness probe while the old one leads,
+/// the old one stops on SIGTERM within the grace period and releases the Lease, and the new
+/// one takes over and handles a `flux reconcile` request. Its log is JSON `flux logs` reads.
+/// The one flag added, a label selector, keeps `--watch-all-namespaces` to this test's
+/// objects on a shared cluster.
+#[tokio::test]
+async fn fluxs_deployment_with_the_image_swapped_runs_through_a_rolling_update() {
+    use crate::support::cluster::{TestCluster, wait_for};
+    use crate::support::controller::{ControllerProcess, controller_kubeconfig};
+    use crate::support::http_get_text;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use std::time::Duration;
+
+    let fixture = repo_root().join("tests/fixtures/flux-swap");
+    let built = run_cli(&["build", fixture.to_str().unwrap()]);
+    assert!(built.status.success(), "{built:?}");
+    let deployment = parse_documents(&stdout_of(&built)).remove(0);
+    let original =
+        parse_documents(&std::fs::read_to_string(fixture.join("deployment.yaml")).unwrap())
+            .remove(0);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["image"],
+        "ghcr.io/kustomize-controller-rs/kustomize-controller:v0.1.0"
+    );
+    let mut unswapped = deployment.clone();
+    unswapped["spec"]["template"]["spec"]["containers"][0]["image"] =
+        original["spec"]["template"]["spec"]["containers"][0]["image"].clone();
+    assert_eq!(unswapped, original, "only the image changes");
+    let readiness = container["readinessProbe"]["httpGet"]["path"]
+        .as_str()
+        .unwrap();
+    let liveness = container["livenessProbe"]["httpGet"]["path"]
+        .as_str()
+        .unwrap();
+    let grace = Duration::from_secs(pod["terminationGracePeriodSeconds"].as_u64().unwrap());
+    assert_eq!(
+        container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.namespace"
+    );
+
+    let cluster = TestCluster::start().await;
+    let kubeconfig = controller_kubeconfig(&cluster).await;
+    let artifacts = crate::support::artifacts::ArtifactServer::start().await;
+    let ns = cluster.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: swapped\n",
+    )
+    .unwrap();
+    let artifact = artifacts.publish_dir("swapped.tar.gz", "main@sha1:5a4b", dir.path());
+    cluster
+        .create_source(
+            crate::support::artifacts::SourceKind::GitRepository,
+            &ns,
+            "repo",
+            Some(&artifact),
+        )
+        .await;
+    let selector = format!("swap.test/namespace={ns}");
+    let mut args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    args.push(format!("--watch-label-selector={selector}"));
+    let lease = kustomize_controller::controller::leader::lease_name(Some(&selector));
+    let leases: kube::Api<Lease> = kube::Api::namespaced(cluster.client.clone(), &ns);
+    let holder = || async {
+        leases
+            .get_opt(&lease)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec?.holder_identity)
+            .filter(|h| !h.is_empty())
+    };
+    let ready = |process: &ControllerProcess| {
+        let address = process.health.clone();
+        async move {
+            let answer = http_get_text(&address, readiness).await?;
+            answer.starts_with("HTTP/1.1 200").then_some(())
+        }
+    };
+
+    let mut old = ControllerProcess::start_container(&kubeconfig, &ns, &args);
+    assert!(
+        wait_for(Duration::from_secs(30), || ready(&old))
+            .await
+            .is_some(),
+        "the first replica is Ready"
+    );
+    let leader = wait_for(Duration::from_secs(60), holder)
+        .await
+        .unwrap_or_else(|| panic!("the first replica leads; log:\n{}", old.log()));
+    cluster
+        .apply(
+            &json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "swap", "namespace": ns, "labels": {"swap.test/namespace": ns}},
+            "spec": {"interval": "10m", "prune": true, "targetNamespace": ns,
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}}}),
+        )
+        .await;
+    let kustomizations: kube::Api<kustomize_controller::api::Kustomization> =
+        kube::Api::namespaced(cluster.client.clone(), &ns);
+    let applied = wait_for(Duration::from_secs(30), || async {
+        let object = kustomizations.get("swap").await.ok()?;
+        let status = object.status?;
+        (status.last_applied_revision.as_deref() == Some("main@sha1:5a4b")).then_some(())
+    })
+    .await;
+    assert!(applied.is_some(), "the leader applies; log:\n{}", old.log());
+
+    // The rolling update: a new replica starts while the old one leads.
+    let new = ControllerProcess::start_container(&kubeconfig, &ns, &args);
+    assert!(
+        wait_for(Duration::from_secs(30), || ready(&new))
+            .await
+            .is_some(),
+        "the new replica is Ready while it waits for the Lease"
+    );
+    let live = http_get_text(&new.health, liveness).await.unwrap();
+    assert!(live.starts_with("HTTP/1.1 200"), "{live}");
+    assert_eq!(holder().await.as_deref(), Some(leader.as_str()));
+    old.terminate();
+    let stopped = tokio::time::timeout(grace, old.child.wait())
+        .await
+        .expect("the old replica stops within the grace period")
+        .unwrap();
+    assert!(stopped.success(), "{stopped}; log:\n{}", old.log());
+    let next = wait_for(Duration::from_secs(30), || async {
+        holder().await.filter(|h| *h != leader)
+    })
+    .await;
+    assert!(next.is_some(), "the new replica takes the released Lease");
+    let patch =
+        json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "after-the-swap"}}});
+    kustomizations
+        .patch(
+            "swap",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    let handled = wait_for(Duration::from_secs(30), || async {
+        let object = kustomizations.get("swap").await.ok()?;
+        (object.status?.last_handled_reconcile_at.as_deref() == Some("after-the-swap"))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        handled.is_some(),
+        "the new leader handles the request; log:\n{}",
+        new.log()
+    );
+    for log in [old.log(), new.log()] {
+        for line in log.lines() {
+            let entry: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+            assert!(
+                entry["ts"].is_string() && entry["msg"].is_string(),
+                "{line}"
+            );
+        }
+    }
+    assert!(
+        new.log().contains("\"msg\":\"successfully acquired lease"),
+        "{}",
+        new.log()
+    );
+}

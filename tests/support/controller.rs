@@ -303,22 +303,46 @@ impl ControllerProcess {
         namespace: &str,
         args: &[&str],
     ) -> ControllerProcess {
+        let (metrics, health) = (super::free_address(), super::free_address());
+        // Later flags override earlier ones (as with Flux's pflag): `args` may change these.
+        let mut all = vec![
+            "run".to_string(),
+            "--watch-all-namespaces=false".to_string(),
+            "--log-encoding=console".to_string(),
+            format!("--metrics-addr={metrics}"),
+            format!("--health-addr={health}"),
+        ];
+        all.extend(args.iter().map(|a| a.to_string()));
+        ControllerProcess::spawn(kubeconfig_yaml, namespace, &all, metrics, health)
+    }
+
+    /// Starts the binary as a Pod's container runs it: `args` exactly as a Deployment gives
+    /// them (no subcommand), `RUNTIME_NAMESPACE` as its downward API sets it, and only the
+    /// listen addresses added (a Pod has loopback ports of its own; tests share theirs).
+    pub fn start_container(
+        kubeconfig_yaml: &str,
+        namespace: &str,
+        args: &[String],
+    ) -> ControllerProcess {
+        let (metrics, health) = (super::free_address(), super::free_address());
+        let mut all = args.to_vec();
+        all.push(format!("--metrics-addr={metrics}"));
+        all.push(format!("--health-addr={health}"));
+        ControllerProcess::spawn(kubeconfig_yaml, namespace, &all, metrics, health)
+    }
+
+    fn spawn(
+        kubeconfig_yaml: &str,
+        namespace: &str,
+        args: &[String],
+        metrics: String,
+        health: String,
+    ) -> ControllerProcess {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, kubeconfig_yaml).unwrap();
         let log = std::fs::File::create(dir.path().join("controller.log")).unwrap();
-        let (metrics, health) = (super::free_address(), super::free_address());
-        // Console lines unless the test asks for another encoding.
-        let encoding = (!args.iter().any(|a| a.starts_with("--log-encoding")))
-            .then_some("--log-encoding=console");
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
-            .args([
-                "run",
-                "--watch-all-namespaces=false",
-                &format!("--metrics-addr={metrics}"),
-                &format!("--health-addr={health}"),
-            ])
-            .args(encoding)
             .args(args)
             .env("KUBECONFIG", &kubeconfig)
             .env("RUNTIME_NAMESPACE", namespace)
