@@ -47,15 +47,26 @@ fn env_number(name: &str, default: usize) -> usize {
 /// requests are those of its ServiceAccount).
 struct Tally<'a> {
     log: Option<(&'a TestApiServer, usize)>,
+    /// The API server's own `process_cpu_seconds_total`, where it serves `/metrics` (a real
+    /// kube-apiserver does to an admin), and its reading at the last report.
+    server: kube::Client,
+    server_cpu: Option<f64>,
     user: String,
     metrics: String,
     counted: BTreeMap<String, f64>,
 }
 
 impl<'a> Tally<'a> {
-    async fn start(server: Option<&'a TestApiServer>, user: &str, metrics: &str) -> Tally<'a> {
+    async fn start(
+        server: Option<&'a TestApiServer>,
+        admin: &kube::Client,
+        user: &str,
+        metrics: &str,
+    ) -> Tally<'a> {
         let mut tally = Tally {
             log: server.map(|s| (s, s.requests().len())),
+            server: admin.clone(),
+            server_cpu: api_server_cpu(admin).await,
             user: user.to_string(),
             metrics: metrics.to_string(),
             counted: BTreeMap::new(),
@@ -96,6 +107,15 @@ impl<'a> Tally<'a> {
             println!("bench-controller:   {method:<40} {:>8.2}", per(n));
         }
         self.counted = counted;
+        let cpu = api_server_cpu(&self.server).await;
+        if let (Some(before), Some(after)) = (self.server_cpu, cpu) {
+            println!(
+                "bench-controller: {phase}: kube-apiserver CPU {:.1} s ({:.1} ms per Kustomization)",
+                after - before,
+                per(after - before) * 1000.0
+            );
+        }
+        self.server_cpu = cpu;
         let Some((server, from)) = self.log else {
             return;
         };
@@ -125,6 +145,16 @@ impl<'a> Tally<'a> {
         }
         self.log = Some((server, requests.len()));
     }
+}
+
+/// The CPU seconds the API server has used, from its own `/metrics` (`None` where it serves
+/// none: the in-process server).
+async fn api_server_cpu(admin: &kube::Client) -> Option<f64> {
+    let request = http::Request::get("/metrics").body(Vec::new()).ok()?;
+    let page = admin.request_text(request).await.ok()?;
+    page.lines()
+        .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Sums `rest_client_requests_total` samples of a Prometheus text page by their method.
@@ -232,7 +262,13 @@ async fn bench_controller() {
     );
     let api: Api<Kustomization> = Api::namespaced(cluster.client.clone(), &ns);
 
-    let mut tally = Tally::start(cluster.server(), &user, &controller.metrics).await;
+    let mut tally = Tally::start(
+        cluster.server(),
+        &cluster.client,
+        &user,
+        &controller.metrics,
+    )
+    .await;
 
     // First apply.
     let started = Instant::now();
