@@ -216,6 +216,9 @@ fn listen_address(flag: &str) -> String {
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
+/// controller-runtime's default `GracefulShutdownTimeout`, which Flux keeps.
+const GRACEFUL_SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 async fn shutdown_signal() {
     let terminate = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -415,9 +418,41 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             });
             leading = Some((election, renewing, described, lease));
         }
-        controller::run(client, config, options, metrics.clone(), shutdown_signal())
-            .await
-            .map_err(|e| anyhow::anyhow!(e))?;
+        // controller-runtime's graceful shutdown: on SIGTERM, reconciliations in flight may
+        // finish for up to GRACEFUL_SHUTDOWN_TIMEOUT; then the process stops regardless (and
+        // still gives the Lease up), well within a Pod's grace period.
+        let (stopping, signalled) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            let _ = stopping.send(true);
+        });
+        let signal = |mut signalled: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = signalled.wait_for(|stop| *stop).await;
+        };
+        let grace_over = {
+            let signalled = signalled.clone();
+            async move {
+                signal(signalled).await;
+                tokio::time::sleep(GRACEFUL_SHUTDOWN_TIMEOUT).await;
+            }
+        };
+        let stopped_in_time = tokio::select! {
+            result = controller::run(client, config, options, metrics.clone(), signal(signalled)) => {
+                result.map_err(|e| anyhow::anyhow!(e))?;
+                true
+            }
+            () = grace_over => {
+                tracing::error!(
+                    logger = "setup",
+                    error = format!(
+                        "failed waiting for all runnables to end within grace period of {}: context deadline exceeded",
+                        api::GoDuration::from_std(GRACEFUL_SHUTDOWN_TIMEOUT)
+                    ),
+                    "problem running manager"
+                );
+                false
+            }
+        };
         if let Some((election, renewing, described, lease)) = leading {
             renewing.abort();
             metrics.set_leader(&lease, false);
@@ -429,6 +464,10 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                     Err(_) => tracing::error!(logger = "runtime", "releasing leader lease {described} timed out"),
                 }
             }
+        }
+        if !stopped_in_time {
+            // As Flux's main after the manager failed: exit 1.
+            std::process::exit(1);
         }
         Ok(())
     })

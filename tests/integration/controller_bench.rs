@@ -1,5 +1,7 @@
 //! `make bench-controller`: the shipped binary reconciles N Kustomizations of four objects
-//! each (ServiceAccount, ConfigMap, Secret, Service: Flux's benchmark shape) through five
+//! each (ServiceAccount, ConfigMap, Secret, Service: Flux's benchmark shape, the Service
+//! headless so that a fleet does not depend on the size of the cluster's service IP range —
+//! kube-local's is a /24) through five
 //! phases — first apply, a no-change reconcile requested by
 //! `reconcile.fluxcd.io/requestedAt`, a source revision with the same manifests, a revision
 //! that changes one object of each, deletion — and reports for each the time and the
@@ -31,7 +33,7 @@ use crate::support::http_get_text;
 const OBJECTS: &str = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: app\n---\n\
     apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  key: VALUE\n---\n\
     apiVersion: v1\nkind: Secret\nmetadata:\n  name: app\nstringData:\n  token: t\n---\n\
-    apiVersion: v1\nkind: Service\nmetadata:\n  name: app\nspec:\n  selector:\n    app: app\n  ports:\n  - port: 80\n";
+    apiVersion: v1\nkind: Service\nmetadata:\n  name: app\nspec:\n  clusterIP: None\n  selector:\n    app: app\n  ports:\n  - port: 80\n";
 
 fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name)

@@ -15,6 +15,7 @@ mod install;
 mod inventory;
 mod kustomize_api;
 mod kustomize_golden;
+mod lifecycle;
 mod logs;
 mod metrics;
 mod outage;

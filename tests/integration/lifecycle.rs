@@ -1,0 +1,98 @@
+//! The process's end, as a Flux user's Deployment sees it: SIGTERM lets reconciliations in
+//! flight finish for at most controller-runtime's graceful shutdown timeout (30 s), and then
+//! the process stops regardless — inside the Pod's 60 s grace period — giving the Lease up so
+//! a standby takes over at once.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use serde_json::json;
+
+use crate::support::artifacts::SourceKind;
+use crate::support::cluster::{TestCluster, wait_for};
+use crate::support::controller::{ControllerProcess, controller_kubeconfig};
+
+#[tokio::test]
+async fn sigterm_stops_a_reconciliation_stuck_in_health_checks_within_the_grace_period() {
+    let cluster = TestCluster::start().await;
+    let kubeconfig = controller_kubeconfig(&cluster).await;
+    let artifacts = crate::support::artifacts::ArtifactServer::start().await;
+    let ns = cluster.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    // A GitRepository no source-controller serves: its Ready condition never comes.
+    std::fs::write(
+        dir.path().join("repo.yaml"),
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: never-ready\nspec:\n  url: https://example.invalid/x.git\n  interval: 1m\n",
+    )
+    .unwrap();
+    let artifact = artifacts.publish_dir("stuck.tar.gz", "main@sha1:57c4", dir.path());
+    cluster
+        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
+        .await;
+    let mut controller = ControllerProcess::start_with_kubeconfig(
+        &kubeconfig,
+        &ns,
+        &[
+            "--enable-leader-election",
+            "--leader-election-retry-period=200ms",
+        ],
+    );
+    cluster
+        .apply(&json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "stuck", "namespace": ns},
+            "spec": {"interval": "10m", "prune": true, "wait": true, "timeout": "10m",
+                "targetNamespace": ns, "sourceRef": {"kind": "GitRepository", "name": "repo"},
+                "healthCheckExprs": [{
+                    "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+                    "current": "status.conditions.filter(e, e.type == 'Ready').all(e, e.status == 'True')",
+                }]}}))
+        .await;
+    let kustomizations: Api<kustomize_controller::api::Kustomization> =
+        Api::namespaced(cluster.client.clone(), &ns);
+    let checking = wait_for(Duration::from_secs(30), || async {
+        let object = kustomizations.get("stuck").await.ok()?;
+        object
+            .status?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Reconciling" && c.message.starts_with("Running health checks"))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        checking.is_some(),
+        "health checks run; log:\n{}",
+        controller.log()
+    );
+
+    controller.terminate();
+    // controller-runtime's 30 s, well inside Flux's terminationGracePeriodSeconds (60 s).
+    let status = tokio::time::timeout(Duration::from_secs(60), controller.child.wait())
+        .await
+        .expect("the process stops within the Pod's grace period")
+        .unwrap();
+    let log = controller.log();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "as Flux after its manager failed; log:\n{log}"
+    );
+    assert!(
+        log.contains("failed waiting for all runnables to end within grace period of 30s"),
+        "{log}"
+    );
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), &ns);
+    let lease = leases
+        .get("kustomize-controller-leader-election")
+        .await
+        .unwrap();
+    let holder = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
+    assert!(
+        holder.is_empty(),
+        "the Lease is given up: held by {holder:?}; log:\n{log}"
+    );
+}
