@@ -400,19 +400,11 @@ async fn fluxs_deployment_with_the_image_swapped_runs_through_a_rolling_update()
     let kubeconfig = controller_kubeconfig(&cluster).await;
     let artifacts = crate::support::artifacts::ArtifactServer::start().await;
     let ns = cluster.namespace.clone();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("cm.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: swapped\n",
-    )
-    .unwrap();
-    let artifact = artifacts.publish_dir("swapped.tar.gz", "main@sha1:5a4b", dir.path());
     cluster
-        .create_source(
-            crate::support::artifacts::SourceKind::GitRepository,
-            &ns,
-            "repo",
-            Some(&artifact),
+        .source_of_manifests(
+            &artifacts,
+            "main@sha1:5a4b",
+            &crate::support::artifacts::config_map("swapped"),
         )
         .await;
     let selector = format!("swap.test/namespace={ns}");

@@ -9,9 +9,11 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use serde_json::json;
 
-use crate::support::artifacts::SourceKind;
 use crate::support::cluster::{TestCluster, wait_for};
 use crate::support::controller::{ControllerProcess, controller_kubeconfig};
+
+/// A GitRepository no source-controller serves: its Ready condition never comes.
+const NEVER_READY_REPOSITORY: &str = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: never-ready\nspec:\n  url: https://example.invalid/x.git\n  interval: 1m\n";
 
 #[tokio::test]
 async fn sigterm_stops_a_reconciliation_stuck_in_health_checks_within_the_grace_period() {
@@ -19,16 +21,8 @@ async fn sigterm_stops_a_reconciliation_stuck_in_health_checks_within_the_grace_
     let kubeconfig = controller_kubeconfig(&cluster).await;
     let artifacts = crate::support::artifacts::ArtifactServer::start().await;
     let ns = cluster.namespace.clone();
-    let dir = tempfile::tempdir().unwrap();
-    // A GitRepository no source-controller serves: its Ready condition never comes.
-    std::fs::write(
-        dir.path().join("repo.yaml"),
-        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: never-ready\nspec:\n  url: https://example.invalid/x.git\n  interval: 1m\n",
-    )
-    .unwrap();
-    let artifact = artifacts.publish_dir("stuck.tar.gz", "main@sha1:57c4", dir.path());
     cluster
-        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
+        .source_of_manifests(&artifacts, "main@sha1:57c4", NEVER_READY_REPOSITORY)
         .await;
     let mut controller = ControllerProcess::start_with_kubeconfig(
         &kubeconfig,

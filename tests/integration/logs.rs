@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::artifacts::SourceKind;
+use crate::support::artifacts::config_map;
 use crate::support::cluster::{TestCluster, wait_for};
 use crate::support::controller::{ControllerProcess, controller_kubeconfig};
 
@@ -83,15 +83,8 @@ async fn flux_logs_selects_a_reconciliation_by_kind_name_and_namespace() {
     let kubeconfig = controller_kubeconfig(&cluster).await;
     let artifacts = crate::support::artifacts::ArtifactServer::start().await;
     let ns = cluster.namespace.clone();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("cm.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: logged\n",
-    )
-    .unwrap();
-    let artifact = artifacts.publish_dir("logged.tar.gz", "main@sha1:10f5", dir.path());
     cluster
-        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
+        .source_of_manifests(&artifacts, "main@sha1:10f5", &config_map("logged"))
         .await;
     let controller =
         ControllerProcess::start_with_kubeconfig(&kubeconfig, &ns, &["--log-encoding=json"]);
@@ -207,15 +200,8 @@ async fn each_remote_cluster_is_throttled_as_its_own_server_asks() {
     let kubeconfig = controller_kubeconfig(&cluster).await;
     let artifacts = crate::support::artifacts::ArtifactServer::start().await;
     let ns = cluster.namespace.clone();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("cm.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
-    )
-    .unwrap();
-    let artifact = artifacts.publish_dir("far.tar.gz", "main@sha1:fa12", dir.path());
     cluster
-        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
+        .source_of_manifests(&artifacts, "main@sha1:fa12", &config_map("far"))
         .await;
     let paced = TestApiServer::start().await;
     let unpaced = TestApiServer::start().await;

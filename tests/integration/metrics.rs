@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::artifacts::SourceKind;
+use crate::support::artifacts::config_map;
 use crate::support::cluster::{TestCluster, wait_for};
 use crate::support::controller::{ControllerProcess, controller_kubeconfig};
 use crate::support::http_get_text;
@@ -124,15 +124,8 @@ async fn the_binary_serves_the_metric_families_flux_serves_and_nothing_else() {
     let kubeconfig = controller_kubeconfig(&cluster).await;
     let artifacts = crate::support::artifacts::ArtifactServer::start().await;
     let ns = cluster.namespace.clone();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("cm.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: scraped\n",
-    )
-    .unwrap();
-    let artifact = artifacts.publish_dir("scraped.tar.gz", "main@sha1:5c4a", dir.path());
     cluster
-        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&artifact))
+        .source_of_manifests(&artifacts, "main@sha1:5c4a", &config_map("scraped"))
         .await;
     let controller = ControllerProcess::start_with_kubeconfig(
         &kubeconfig,

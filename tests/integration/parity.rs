@@ -647,85 +647,6 @@ async fn flux_delete_before_finalizer() {
     assert!(gone.is_some());
 }
 
-/// A rolling update of Flux's Deployment: the new replica starts while the old one leads.
-/// Its probes are pings (fluxcd/pkg `runtime/probes`), so it is Ready while it waits for the
-/// Lease, the Deployment can stop the old one, which releases the Lease on SIGTERM, and the
-/// new one takes over and handles a request.
-#[tokio::test]
-async fn a_standby_is_ready_and_takes_over_when_the_leader_stops() {
-    let cluster = TestCluster::start().await;
-    let kubeconfig = controller_kubeconfig(&cluster).await;
-    let artifacts = crate::support::artifacts::ArtifactServer::start().await;
-    let ns = cluster.namespace.clone();
-    source_of_one_config_map(&cluster, &artifacts, "swapped", "main@sha1:5a4b").await;
-    let elected = [
-        "--enable-leader-election",
-        "--leader-election-retry-period=200ms",
-    ];
-    let mut old = ControllerProcess::start_with_kubeconfig(&kubeconfig, &ns, &elected);
-    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), &ns);
-    let holder = || async {
-        leases
-            .get_opt("kustomize-controller-leader-election")
-            .await
-            .ok()
-            .flatten()
-            .and_then(|l| l.spec?.holder_identity)
-            .filter(|h| !h.is_empty())
-    };
-    let leader = wait_for(Duration::from_secs(30), holder)
-        .await
-        .expect("the first replica leads");
-
-    let new = ControllerProcess::start_with_kubeconfig(&kubeconfig, &ns, &elected);
-    for path in ["/readyz", "/healthz"] {
-        let answer = wait_for(Duration::from_secs(30), || http_get_text(&new.health, path))
-            .await
-            .expect("the standby answers its probes");
-        assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
-    }
-    assert_eq!(
-        holder().await.as_deref(),
-        Some(leader.as_str()),
-        "still the old leader's"
-    );
-
-    old.terminate();
-    let status = tokio::time::timeout(Duration::from_secs(30), old.child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "{status}");
-    let next = wait_for(Duration::from_secs(30), || async {
-        holder().await.filter(|h| *h != leader)
-    })
-    .await;
-    assert!(next.is_some(), "the standby takes the released Lease");
-
-    cluster
-        .apply(&json!({
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-            "metadata": {"name": "swap", "namespace": ns,
-                "annotations": {"reconcile.fluxcd.io/requestedAt": "after-the-swap"}},
-            "spec": {"interval": "10m", "prune": true, "targetNamespace": ns,
-                "sourceRef": {"kind": "GitRepository", "name": "repo"}},
-        }))
-        .await;
-    let kustomizations: Api<kustomize_controller::api::Kustomization> =
-        Api::namespaced(cluster.client.clone(), &ns);
-    let handled = wait_for(Duration::from_secs(30), || async {
-        let object = kustomizations.get("swap").await.ok()?;
-        (object.status?.last_handled_reconcile_at.as_deref() == Some("after-the-swap"))
-            .then_some(())
-    })
-    .await;
-    assert!(
-        handled.is_some(),
-        "the new leader handles the request: {}",
-        new.log()
-    );
-}
-
 /// As Flux's `runtime/client`: against a server running API Priority and Fairness (every
 /// supported release, by default) the controller sets no client-side limit and lets the
 /// server pace it; `--kube-api-qps`/`--kube-api-burst` apply only where APF is off. The binary
@@ -789,16 +710,11 @@ async fn source_of_one_config_map(
     name: &str,
     revision: &str,
 ) {
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n");
-    std::fs::write(dir.path().join("cm.yaml"), manifest).unwrap();
-    let artifact = artifacts.publish_dir(&format!("{name}.tar.gz"), revision, dir.path());
     cluster
-        .create_source(
-            SourceKind::GitRepository,
-            &cluster.namespace,
-            "repo",
-            Some(&artifact),
+        .source_of_manifests(
+            artifacts,
+            revision,
+            &crate::support::artifacts::config_map(name),
         )
         .await;
 }

@@ -257,6 +257,11 @@ impl SourceKind {
     }
 }
 
+/// A ConfigMap manifest named `name`.
+pub fn config_map(name: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n")
+}
+
 impl TestCluster {
     /// Creates a source object and, with an artifact, sets its status as source-controller
     /// does (artifact, Ready condition, observedGeneration).
@@ -277,6 +282,31 @@ impl TestCluster {
             Some(artifact) => self.set_artifact(kind, namespace, name, artifact).await,
             None => created,
         }
+    }
+
+    /// A GitRepository `repo` in the test namespace whose artifact, at `revision`, holds one
+    /// file of `manifests`.
+    pub async fn source_of_manifests(
+        &self,
+        artifacts: &ArtifactServer,
+        revision: &str,
+        manifests: &str,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("manifests.yaml"), manifests).unwrap();
+        let file = format!(
+            "{}-{}.tar.gz",
+            self.namespace,
+            revision.replace([':', '@'], "-")
+        );
+        let artifact = artifacts.publish_dir(&file, revision, dir.path());
+        self.create_source(
+            SourceKind::GitRepository,
+            &self.namespace,
+            "repo",
+            Some(&artifact),
+        )
+        .await;
     }
 
     /// Publishes a new artifact on an existing source, as a new revision would.
