@@ -451,6 +451,7 @@ pub(crate) async fn inventory_and_prune(
             ctx.metrics.observe_apply(Duration::ZERO, &outcome.deleted);
             let summary = outcome.deleted.summary();
             if !summary.is_empty() {
+                tracing::info!("garbage collection completed: {summary}");
                 progress.event(EventType::Normal, reason::PROGRESSING, &summary, meta);
             }
         }
