@@ -11,7 +11,6 @@ use serde_json::json;
 use super::context::Context;
 use super::events::{EventMeta, EventType};
 use super::reconcile::{FINALIZER, ReconcileError};
-use super::status::reason;
 use crate::api::{DeletionPolicy, Kustomization};
 use crate::inventory::{self, Holder};
 use crate::objects::{KindCache, KindError, ObjectRef, Owner};
@@ -63,17 +62,16 @@ pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<()
             _ => false,
         };
         if account_gone {
-            let note = format!(
-                "skipping garbage collection: service account '{namespace}/{}' no longer exists",
-                account.unwrap_or_default()
+            tracing::error!(
+                error = format!(
+                    "skiping pruning, failed to find account to impersonate: service account '{namespace}/{}' no longer exists",
+                    account.unwrap_or_default()
+                ),
+                "unable to prune objects"
             );
-            ctx.recorder.publish(
-                object,
-                EventType::Warning,
-                reason::PRUNE_FAILED,
-                &note,
-                &EventMeta::default(),
-            );
+            let listed: Vec<String> = stale.iter().map(ToString::to_string).collect();
+            let note = format!("unable to prune objects: \n{}", listed.join("\n"));
+            announce(ctx, object, EventType::Warning, &note);
         } else {
             let client = ctx.target_client(object).await?;
             let owner = Owner {
@@ -85,7 +83,17 @@ pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<()
             let owned = object.spec.kube_config.is_none().then_some(&ctx.owned);
             let outcome = inventory::prune_with(&client, &kinds, owned, &stale, &owner).await;
             if !outcome.errors.is_empty() {
+                announce(
+                    ctx,
+                    object,
+                    EventType::Warning,
+                    "pruning for deleted resource failed",
+                );
                 return Err(ReconcileError::Prune(outcome.errors));
+            }
+            let deleted = outcome.deleted.summary();
+            if !deleted.is_empty() {
+                announce(ctx, object, EventType::Normal, &deleted);
             }
             if policy == DeletionPolicy::WaitForTermination {
                 let timeout = super::steps::timeout_of(&object.spec);
@@ -106,13 +114,9 @@ pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<()
                         ),
                         WaitError::Api(error) => format!("Kubernetes API: {error}"),
                     };
-                    ctx.recorder.publish(
-                        object,
-                        EventType::Warning,
-                        reason::PRUNE_FAILED,
-                        &error,
-                        &EventMeta::default(),
-                    );
+                    let message = "failed to wait for resources termination";
+                    tracing::error!(%error, "{message}");
+                    announce(ctx, object, EventType::Warning, message);
                 }
             }
         }
@@ -130,6 +134,35 @@ pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<()
         .await?;
     ctx.forget(&format!("{namespace}/{name}"));
     Ok(())
+}
+
+/// An event about the deletion, as Flux's finalizer records it: the reason is the Ready
+/// condition's (else the severity), and the revisions are the last applied ones.
+fn announce(ctx: &Context, object: &Kustomization, event_type: EventType, message: &str) {
+    let status = object.status.as_ref();
+    let reason = event_reason(status, event_type);
+    let meta = EventMeta::of(
+        status.and_then(|s| s.last_applied_revision.as_deref()),
+        status.and_then(|s| s.last_applied_origin_revision.as_deref()),
+    );
+    ctx.recorder
+        .publish(object, event_type, &reason, message, &meta);
+}
+
+/// Flux's event reason outside a reconciliation's outcome: the Ready condition's reason,
+/// else the severity (`info`, `error`).
+fn event_reason(status: Option<&crate::api::KustomizationStatus>, event_type: EventType) -> String {
+    status
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.reason.clone())
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| {
+            match event_type {
+                EventType::Warning => "error",
+                EventType::Normal => "info",
+            }
+            .to_string()
+        })
 }
 
 /// Why waiting for deleted objects to go ended early.
@@ -172,5 +205,32 @@ async fn wait_gone(
             return Err(WaitError::Timeout(remaining));
         }
         tokio::time::sleep(interval).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::KustomizationStatus;
+
+    #[test]
+    fn deletion_events_take_the_ready_reason_else_the_severity() {
+        let mut status = KustomizationStatus::default();
+        crate::controller::status::set(
+            &mut status,
+            "Ready",
+            "False",
+            "BuildFailed",
+            "kustomize build failed",
+            Some(1),
+        );
+        for (status, event_type, reason) in [
+            (Some(&status), EventType::Normal, "BuildFailed"),
+            (Some(&status), EventType::Warning, "BuildFailed"),
+            (None, EventType::Normal, "info"),
+            (None, EventType::Warning, "error"),
+        ] {
+            assert_eq!(event_reason(status, event_type), reason);
+        }
     }
 }

@@ -7,6 +7,7 @@ mod cli;
 mod controller;
 mod controller_bench;
 mod crd;
+mod finalize;
 mod flux;
 mod fuzz_corpus;
 mod health;

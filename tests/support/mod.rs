@@ -75,6 +75,7 @@ pub mod cluster;
 pub mod controller;
 pub mod envtest;
 pub mod key_services;
+pub mod notification;
 pub mod pki;
 pub mod process;
 

@@ -1,0 +1,142 @@
+//! Deleting a Kustomization, as Flux's finalizer reports it to notification-controller: an
+//! info event listing what it deleted (`<Kind>/<namespace>/<name> deleted`), and an error
+//! event when pruning fails (the finalizer stays and the deletion is retried). Both carry
+//! the Ready condition's reason and the last applied revision.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::cluster::wait_for;
+use crate::support::controller::Harness;
+use crate::support::notification::{accepted_by_notification_controller, event_receiver};
+
+/// The tenant's rights on ConfigMaps: everything but `delete`, unless `delete` is given.
+fn tenant_role(ns: &str, delete: bool) -> Value {
+    let mut verbs = vec!["get", "list", "watch", "create", "update", "patch"];
+    if delete {
+        verbs.push("delete");
+    }
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "tenant", "namespace": ns},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]})
+}
+
+#[tokio::test]
+async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
+    let (address, received) = event_receiver().await;
+    let harness =
+        Harness::start_with(|options| options.reconcile.events_addr = Some(address.clone())).await;
+    let ns = harness.cluster.namespace.clone();
+    for object in [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "tenant", "namespace": ns}}),
+        tenant_role(&ns, false),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "tenant", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": ns}]}),
+    ] {
+        harness.cluster.apply(&object).await;
+    }
+    let artifact = harness.publish_files(
+        "kept",
+        "main@sha1:de1e",
+        &[("cm.yaml", &crate::support::artifacts::config_map("kept"))],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization("tenant", json!({"serviceAccountName": "tenant"}))
+        .await;
+    harness
+        .wait_ready("tenant", "True", "ReconciliationSucceeded")
+        .await;
+
+    harness
+        .kustomizations()
+        .delete("tenant", &Default::default())
+        .await
+        .unwrap();
+    let event_saying = |message: &'static str| {
+        let received = received.clone();
+        async move {
+            received
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|e| e["involvedObject"]["name"] == "tenant" && e["message"] == message)
+                .cloned()
+        }
+    };
+    let failed = wait_for(Duration::from_secs(30), || {
+        event_saying("pruning for deleted resource failed")
+    })
+    .await
+    .expect("the failed prune is reported");
+    let failed = accepted_by_notification_controller(&failed);
+    assert_eq!(failed["severity"], "error");
+    assert_eq!(failed["reason"], "ReconciliationSucceeded");
+    assert_eq!(
+        failed["metadata"]["kustomize.toolkit.fluxcd.io/revision"],
+        "main@sha1:de1e"
+    );
+    let held = harness.kustomizations().get("tenant").await.unwrap();
+    assert!(
+        held.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"finalizers.fluxcd.io".to_string()),
+        "the finalizer stays until pruning succeeds"
+    );
+    assert!(
+        harness
+            .config_maps()
+            .get_opt("kept")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    harness.cluster.apply(&tenant_role(&ns, true)).await;
+    let deleted_line = format!("ConfigMap/{ns}/kept deleted");
+    let deleted = wait_for(Duration::from_secs(30), || {
+        let received = received.clone();
+        let line = deleted_line.clone();
+        async move {
+            received
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|e| e["involvedObject"]["name"] == "tenant" && e["message"] == line.as_str())
+                .cloned()
+        }
+    })
+    .await
+    .expect("the retried deletion reports what it pruned");
+    let deleted = accepted_by_notification_controller(&deleted);
+    assert_eq!(deleted["severity"], "info");
+    assert_eq!(deleted["reason"], "ReconciliationSucceeded");
+    assert_eq!(
+        deleted["metadata"]["kustomize.toolkit.fluxcd.io/revision"],
+        "main@sha1:de1e"
+    );
+    let gone = wait_for(Duration::from_secs(30), || async {
+        harness
+            .kustomizations()
+            .get_opt("tenant")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the Kustomization goes once pruned");
+    assert!(
+        harness
+            .config_maps()
+            .get_opt("kept")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
