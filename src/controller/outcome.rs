@@ -3,7 +3,7 @@
 //! every Flux reason and condition combination is unit-tested without a server.
 //!
 //! The steps keep `status` current while they run (the attempted revision, the inventory,
-//! progress messages, `Healthy` once checks pass); [`begin`] opens a reconciliation,
+//! progress messages, `Healthy` once checks pass); [`begin`] opens the reconciliation proper,
 //! [`progressing`] and [`checking_health`] report what is under way, and [`conclude`]
 //! closes it.
 
@@ -95,11 +95,13 @@ pub enum Said {
 
 const IN_PROGRESS: &str = "Reconciliation in progress";
 
-/// The status as a reconciliation starts: not stalled, reconciling, and Ready unknown.
-pub fn begin(mut status: KustomizationStatus, generation: Option<i64>) -> KustomizationStatus {
-    status::remove(&mut status, STALLED);
-    progressing(&mut status, IN_PROGRESS, generation);
-    status
+/// The reconciliation proper begins — the source has an artifact and the dependencies are
+/// ready — as Flux's `MarkReconciling`: not stalled, reconciling with `message`, and Ready
+/// unknown. Before this (a missing source, a dependency not ready), the conditions are those
+/// of the last reconciliation until the outcome, as in Flux.
+pub fn begin(status: &mut KustomizationStatus, message: &str, generation: Option<i64>) {
+    status::remove(status, STALLED);
+    progressing(status, message, generation);
 }
 
 /// Reports what the reconciliation is doing, as Flux: `Reconciling` says what, and `Ready` is
@@ -225,12 +227,11 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
         if reason == reason::INVALID_CEL {
             status.observed_generation = generation.unwrap_or(-1);
         }
-    } else {
-        // As Flux's finalizeStatus: the progress message this run last wrote stays, with the
-        // retry reason; the error is Ready's message.
-        let progress = status::get(&status, RECONCILING)
-            .map(|c| c.message.clone())
-            .unwrap_or_else(|| message.clone());
+    } else if let Some(progress) = status::get(&status, RECONCILING).map(|c| c.message.clone())
+    {
+        // As Flux's finalizeStatus: a Reconciling condition keeps its message (what this run,
+        // or the last, was doing) with the retry reason; the error is Ready's message. One
+        // that failed before it began (waiting for a source or a dependency) has none.
         status::set(
             &mut status,
             RECONCILING,

@@ -31,7 +31,8 @@ fn facts() -> Facts {
 
 /// The status as the steps leave it after fetching revision `main@sha1:new`.
 fn started() -> KustomizationStatus {
-    let mut status = begin(KustomizationStatus::default(), Some(3));
+    let mut status = KustomizationStatus::default();
+    begin(&mut status, "Fetching manifests", Some(3));
     status.last_attempted_revision = Some("main@sha1:new".into());
     status
 }
@@ -101,7 +102,8 @@ fn a_reconciliation_begins_reconciling_with_ready_unknown_and_not_stalled() {
         "ok",
         Some(2),
     );
-    let status = begin(previous, Some(3));
+    let mut status = previous;
+    begin(&mut status, "Fetching manifests", Some(3));
     assert_eq!(condition(&status, STALLED), None);
     assert_eq!(
         condition(&status, RECONCILING),
@@ -128,8 +130,8 @@ fn a_retrying_kustomization_is_unknown_while_it_runs_as_in_flux() {
         "bad",
         Some(2),
     );
-    let mut status = begin(previous, Some(3));
-    progressing(&mut status, "Fetching manifests", Some(3));
+    let mut status = previous;
+    begin(&mut status, "Fetching manifests", Some(3));
     let ready = status::get(&status, READY).unwrap();
     assert_eq!(
         (
@@ -514,7 +516,8 @@ fn a_stalled_kustomization_recovers_when_a_later_reconciliation_succeeds() {
         StepError::InvalidIgnoreRule(IgnoreRuleError::NotAPointer("spec".into())),
         None,
     );
-    let next = begin(stalled.status, Some(4));
+    let mut next = stalled.status;
+    begin(&mut next, "Fetching manifests", Some(4));
     assert_eq!(condition(&next, STALLED), None);
     let conclusion = conclude(
         next,
@@ -652,5 +655,66 @@ fn every_outcome_ends_with_fluxs_log_line() {
     ];
     for (error, said) in cases {
         assert_eq!(fail(error, None).said, said);
+    }
+}
+
+/// As Flux: waiting for a source or a dependency fails before the reconciliation proper
+/// begins, so only Ready changes (False, with the reason); a Reconciling condition left by an
+/// earlier run gets the retry reason and keeps its message, and none is added.
+#[test]
+fn waiting_for_a_source_or_a_dependency_changes_only_ready() {
+    let waits = || {
+        [
+            (
+                StepError::SourceNotFound {
+                    kind: "GitRepository",
+                    namespace: "flux-system".into(),
+                    name: "repo".into(),
+                },
+                reason::ARTIFACT_FAILED,
+            ),
+            (
+                StepError::SourceNotReady(source_not_found()),
+                reason::ARTIFACT_FAILED,
+            ),
+            (
+                StepError::Dependency(DependencyError::NotReady {
+                    id: "apps/db".into(),
+                }),
+                reason::DEPENDENCY_NOT_READY,
+            ),
+        ]
+    };
+    let waiting = |status: KustomizationStatus, error: StepError| {
+        conclude(status, &facts(), &Err(Failed::from(error))).status
+    };
+    for (error, ready_reason) in waits() {
+        let fresh = waiting(KustomizationStatus::default(), error);
+        let types: Vec<&str> = fresh.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, [READY], "{ready_reason}");
+        assert_eq!(condition(&fresh, READY), Some(("False", ready_reason)));
+    }
+    let mut earlier = KustomizationStatus::default();
+    begin(&mut earlier, "Running health checks", Some(2));
+    status::set(
+        &mut earlier,
+        STALLED,
+        "True",
+        reason::INVALID_CEL,
+        "x",
+        Some(2),
+    );
+    for (error, ready_reason) in waits() {
+        let after = waiting(earlier.clone(), error);
+        assert_eq!(condition(&after, READY), Some(("False", ready_reason)));
+        let reconciling = status::get(&after, RECONCILING).unwrap();
+        assert_eq!(
+            (reconciling.reason.as_str(), reconciling.message.as_str()),
+            (reason::PROGRESSING_WITH_RETRY, "Running health checks")
+        );
+        assert_eq!(
+            condition(&after, STALLED),
+            Some(("True", reason::INVALID_CEL))
+        );
     }
 }

@@ -221,9 +221,9 @@ async fn reconcile_live(
     }
     let started = Instant::now();
     let generation = object.metadata.generation;
-    // Written once the revision is known (`Fetching manifests for revision …`) if the
-    // reconciliation runs long, else only with the outcome.
-    let mut status = outcome::begin(object.status.clone().unwrap_or_default(), generation);
+    // The conditions change once the reconciliation proper begins (`Fetching manifests for
+    // revision …`, written then if it runs long), else only with the outcome.
+    let mut status = object.status.clone().unwrap_or_default();
     let key = key_of(&object);
     ctx.attempted.start(&key);
     let pending = steps::PendingProgress::default();
@@ -321,7 +321,7 @@ async fn run_steps(
         crate::api::GoDuration::from_std(steps::timeout_of(&object.spec))
     );
     progress
-        .report(status, &fetching, steps::Step::Reconciling)
+        .report(status, &fetching, steps::Step::Begin)
         .await;
     let built = steps::fetch_and_build(object, ctx, &artifact)
         .await

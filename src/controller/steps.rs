@@ -26,6 +26,8 @@ use crate::source::{Artifact, SourceError, SourceObject};
 /// What a progress report is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Step {
+    /// The reconciliation proper begins (see [`super::outcome::begin`]).
+    Begin,
     /// Fetching, building or applying: `Reconciling` says what, `Ready` is unknown.
     Reconciling,
     /// Health checks: `Reconciling` and `Healthy` (unknown) say so.
@@ -92,6 +94,7 @@ impl Progress<'_> {
     pub async fn report(&self, status: &mut KustomizationStatus, message: &str, step: Step) {
         let generation = self.object.metadata.generation;
         match step {
+            Step::Begin => super::outcome::begin(status, message, generation),
             Step::Reconciling => super::outcome::progressing(status, message, generation),
             Step::CheckingHealth => super::outcome::checking_health(status, message, generation),
         }
