@@ -215,10 +215,10 @@ fn listen_address(flag: &str) -> String {
     }
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
 /// controller-runtime's default `GracefulShutdownTimeout`, which Flux keeps.
 const GRACEFUL_SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Resolves on SIGTERM or Ctrl-C.
 async fn shutdown_signal() {
     let terminate = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -380,97 +380,188 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             watch_configs_label_selector: Some(args.watch_configs_label_selector.clone())
                 .filter(|s| !s.is_empty() && !gates.enabled(Gate::DisableConfigWatchers)),
         };
+        let signalled = watch_for_shutdown();
         tracing::info!(logger = "setup", "starting manager");
-        let mut leading = None;
-        if args.enable_leader_election {
-            let identity = format!(
-                "{}_{}",
-                std::env::var("HOSTNAME").unwrap_or_else(|_| "kustomize-controller".into()),
-                std::process::id()
-            );
-            let lease = controller::leader::lease_name(args.watch_label_selector.as_deref());
-            let election = controller::leader::LeaderElection::new(
-                client.clone(),
-                &args.runtime_namespace,
-                &lease,
-                &identity,
-                args.leader_election_lease_duration,
-                args.leader_election_renew_deadline,
-                args.leader_election_retry_period,
-            );
-            // client-go's words, which Flux's log has under the `runtime` logger.
-            let described = format!("{}/{lease}", args.runtime_namespace);
-            metrics.set_leader(&lease, false);
-            tracing::info!(logger = "runtime", "attempting to acquire leader lease {described}...");
-            election.acquire().await;
-            metrics.set_leader(&lease, true);
-            tracing::info!(logger = "runtime", "successfully acquired lease {described}");
-            let holding = election.clone();
-            let status = metrics.clone();
-            let held = lease.clone();
-            let renewing = tokio::spawn(async move {
-                let lost = holding.hold().await;
-                status.set_leader(&held, false);
-                // As controller-runtime: stop at once, since another replica now applies.
-                tracing::error!(logger = "setup", error = %lost, "problem running manager");
-                eprintln!("error: {lost}");
-                std::process::exit(1);
-            });
-            leading = Some((election, renewing, described, lease));
-        }
-        // controller-runtime's graceful shutdown: on SIGTERM, reconciliations in flight may
-        // finish for up to GRACEFUL_SHUTDOWN_TIMEOUT; then the process stops regardless (and
-        // still gives the Lease up), well within a Pod's grace period.
-        let (stopping, signalled) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            shutdown_signal().await;
-            let _ = stopping.send(true);
-        });
-        let signal = |mut signalled: tokio::sync::watch::Receiver<bool>| async move {
-            let _ = signalled.wait_for(|stop| *stop).await;
+        let leading = match elect(&args, &client, &metrics, signalled.clone()).await {
+            Election::Off => None,
+            Election::Leading(leading) => Some(leading),
+            Election::StoppedWaiting => return Ok(()),
         };
-        let grace_over = {
-            let signalled = signalled.clone();
-            async move {
-                signal(signalled).await;
-                tokio::time::sleep(GRACEFUL_SHUTDOWN_TIMEOUT).await;
-            }
-        };
-        let stopped_in_time = tokio::select! {
-            result = controller::run(client, config, options, metrics.clone(), signal(signalled)) => {
-                result.map_err(|e| anyhow::anyhow!(e))?;
-                true
-            }
-            () = grace_over => {
-                tracing::error!(
-                    logger = "setup",
-                    error = format!(
-                        "failed waiting for all runnables to end within grace period of {}: context deadline exceeded",
-                        api::GoDuration::from_std(GRACEFUL_SHUTDOWN_TIMEOUT)
-                    ),
-                    "problem running manager"
-                );
-                false
-            }
-        };
-        if let Some((election, renewing, described, lease)) = leading {
-            renewing.abort();
-            metrics.set_leader(&lease, false);
-            if args.leader_election_release_on_cancel {
-                let released = tokio::time::timeout(std::time::Duration::from_secs(5), election.release()).await;
-                match released {
-                    Ok(Ok(())) => tracing::info!(logger = "runtime", "leader lease {described} released"),
-                    Ok(Err(error)) => tracing::error!(logger = "runtime", error = %error, "releasing leader lease {described}"),
-                    Err(_) => tracing::error!(logger = "runtime", "releasing leader lease {described} timed out"),
-                }
-            }
+        let outcome =
+            run_until_stopped(client, config, options, metrics.clone(), signalled).await;
+        if let Some(leading) = leading {
+            give_up(leading, &metrics, args.leader_election_release_on_cancel).await;
         }
-        if !stopped_in_time {
-            // As Flux's main after the manager failed: exit 1.
-            std::process::exit(1);
+        match outcome {
+            Ok(true) => Ok(()),
+            // As Flux's main after its manager failed: exit 1.
+            Ok(false) => std::process::exit(1),
+            Err(error) => Err(anyhow::anyhow!(error)),
         }
-        Ok(())
     })
+}
+
+/// Completes, and stays complete, once SIGTERM or Ctrl-C came.
+fn watch_for_shutdown() -> tokio::sync::watch::Receiver<bool> {
+    let (stopping, signalled) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stopping.send(true);
+    });
+    signalled
+}
+
+async fn signalled(mut signalled: tokio::sync::watch::Receiver<bool>) {
+    let _ = signalled.wait_for(|stop| *stop).await;
+}
+
+/// The leader election's state, for giving the Lease up at the end.
+struct Leading {
+    election: controller::leader::LeaderElection,
+    renewing: tokio::task::JoinHandle<()>,
+    lease: String,
+    /// `namespace/name`, as client-go names the Lease in its log lines.
+    described: String,
+}
+
+enum Election {
+    /// `--enable-leader-election` is off.
+    Off,
+    Leading(Leading),
+    /// Stopped while a standby: nothing ran, nothing to give up.
+    StoppedWaiting,
+}
+
+/// With `--enable-leader-election`, waits for the Lease (a standby stops cleanly on SIGTERM)
+/// and keeps renewing it; losing it stops the process at once, as controller-runtime does,
+/// since another replica now applies.
+async fn elect(
+    args: &RunArgs,
+    client: &kube::Client,
+    metrics: &std::sync::Arc<controller::metrics::Metrics>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Election {
+    if !args.enable_leader_election {
+        return Election::Off;
+    }
+    let identity = format!(
+        "{}_{}",
+        std::env::var("HOSTNAME").unwrap_or_else(|_| "kustomize-controller".into()),
+        std::process::id()
+    );
+    let lease = controller::leader::lease_name(args.watch_label_selector.as_deref());
+    let election = controller::leader::LeaderElection::new(
+        client.clone(),
+        &args.runtime_namespace,
+        &lease,
+        &identity,
+        args.leader_election_lease_duration,
+        args.leader_election_renew_deadline,
+        args.leader_election_retry_period,
+    );
+    // client-go's words, which Flux's log has under the `runtime` logger.
+    let described = format!("{}/{lease}", args.runtime_namespace);
+    metrics.set_leader(&lease, false);
+    tracing::info!(
+        logger = "runtime",
+        "attempting to acquire leader lease {described}..."
+    );
+    tokio::select! {
+        () = election.acquire() => {}
+        () = signalled(stop) => {
+            tracing::info!(logger = "setup", "stopping: the leader lease {described} was not acquired");
+            return Election::StoppedWaiting;
+        }
+    }
+    metrics.set_leader(&lease, true);
+    tracing::info!(
+        logger = "runtime",
+        "successfully acquired lease {described}"
+    );
+    let holding = election.clone();
+    let status = metrics.clone();
+    let held = lease.clone();
+    let renewing = tokio::spawn(async move {
+        let lost = holding.hold().await;
+        status.set_leader(&held, false);
+        tracing::error!(logger = "setup", error = %lost, "problem running manager");
+        eprintln!("error: {lost}");
+        std::process::exit(1);
+    });
+    Election::Leading(Leading {
+        election,
+        renewing,
+        lease,
+        described,
+    })
+}
+
+/// Runs the controller until SIGTERM. controller-runtime's graceful shutdown: health checks
+/// end at once and the reconciliations in flight finish, for up to
+/// [`GRACEFUL_SHUTDOWN_TIMEOUT`]; after that the process stops regardless, well within a
+/// Pod's grace period. Whether it stopped in time.
+async fn run_until_stopped(
+    client: kube::Client,
+    config: kube::Config,
+    options: controller::RunOptions,
+    metrics: std::sync::Arc<controller::metrics::Metrics>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<bool, kustomize_controller::source::SourceError> {
+    let grace_over = {
+        let stop = stop.clone();
+        async move {
+            signalled(stop).await;
+            tokio::time::sleep(GRACEFUL_SHUTDOWN_TIMEOUT).await;
+        }
+    };
+    tokio::select! {
+        result = controller::run(client, config, options, metrics, signalled(stop)) => {
+            result.map(|()| true)
+        }
+        () = grace_over => {
+            tracing::error!(
+                logger = "setup",
+                error = format!(
+                    "failed waiting for all runnables to end within grace period of {}: context deadline exceeded",
+                    api::GoDuration::from_std(GRACEFUL_SHUTDOWN_TIMEOUT)
+                ),
+                "problem running manager"
+            );
+            Ok(false)
+        }
+    }
+}
+
+/// Stops renewing the Lease and, with `--leader-election-release-on-cancel`, gives it up so
+/// a standby takes over at once — on every way out.
+async fn give_up(
+    leading: Leading,
+    metrics: &controller::metrics::Metrics,
+    release_on_cancel: bool,
+) {
+    let Leading {
+        election,
+        renewing,
+        lease,
+        described,
+    } = leading;
+    renewing.abort();
+    metrics.set_leader(&lease, false);
+    if !release_on_cancel {
+        return;
+    }
+    let released =
+        tokio::time::timeout(std::time::Duration::from_secs(5), election.release()).await;
+    match released {
+        Ok(Ok(())) => tracing::info!(logger = "runtime", "leader lease {described} released"),
+        Ok(Err(error)) => {
+            tracing::error!(logger = "runtime", error = %error, "releasing leader lease {described}")
+        }
+        Err(_) => tracing::error!(
+            logger = "runtime",
+            "releasing leader lease {described} timed out"
+        ),
+    }
 }
 
 fn run_diff(name: &str, namespace: &str, path: &Path) -> anyhow::Result<()> {

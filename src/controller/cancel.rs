@@ -11,6 +11,31 @@ use std::sync::Mutex;
 
 use tokio::sync::oneshot;
 
+/// The process is stopping (SIGTERM): waits that only watch the cluster — health checks —
+/// end at once, as Flux's do when controller-runtime cancels the reconcile context, so that
+/// a rolling update is not held up by a check that may take minutes. Writes in flight
+/// (an apply stage) still finish: nothing is left half-applied.
+#[derive(Debug)]
+pub struct Stopping(tokio::sync::watch::Sender<bool>);
+
+impl Default for Stopping {
+    fn default() -> Stopping {
+        Stopping(tokio::sync::watch::channel(false).0)
+    }
+}
+
+impl Stopping {
+    pub fn stop(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Completes once the process is stopping.
+    pub async fn stopped(&self) {
+        let mut stopping = self.0.subscribe();
+        let _ = stopping.wait_for(|stop| *stop).await;
+    }
+}
+
 /// Running health checks, by Kustomization (`namespace/name`).
 #[derive(Debug, Default)]
 pub struct HealthCancels(Mutex<HashMap<String, oneshot::Sender<String>>>);

@@ -147,6 +147,8 @@ pub struct Context {
     pub metrics: Arc<super::metrics::Metrics>,
     /// Health checks a new source revision may cancel.
     pub health_cancels: super::cancel::HealthCancels,
+    /// Set when the process stops: health checks end at once.
+    pub stopping: super::cancel::Stopping,
     /// The revision each Kustomization last attempted, for the source watch.
     pub attempted: super::cancel::AttemptedRevisions,
     caches: Mutex<BTreeMap<String, AppliedCache>>,
@@ -189,6 +191,7 @@ impl Context {
             fetcher,
             metrics,
             health_cancels: Default::default(),
+            stopping: Default::default(),
             attempted: Default::default(),
             caches: Mutex::new(BTreeMap::new()),
             kinds: Default::default(),

@@ -74,6 +74,9 @@ pub enum StepError {
     /// A new source revision arrived while health checks ran (CancelHealthCheckOnNewRevision).
     #[error("New reconciliation triggered by {trigger}")]
     HealthCheckCanceled { trigger: String },
+    /// The process is stopping: the health checks were left; the next leader runs them.
+    #[error("health checks interrupted: the controller is stopping")]
+    Interrupted,
 }
 
 /// When a failed reconciliation runs again.
@@ -112,7 +115,9 @@ impl StepError {
             StepError::StaleObjects(_) | StepError::Prune(_) => reason::PRUNE_FAILED,
             StepError::InvalidHealthExpression(_) => reason::INVALID_CEL,
             StepError::Health(_) => reason::HEALTH_CHECK_FAILED,
-            StepError::HealthCheckCanceled { .. } => reason::HEALTH_CHECK_CANCELED,
+            StepError::HealthCheckCanceled { .. } | StepError::Interrupted => {
+                reason::HEALTH_CHECK_CANCELED
+            }
         }
     }
 

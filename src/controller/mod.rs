@@ -176,10 +176,6 @@ fn referrers(
         .collect()
 }
 
-/// Beyond Flux, which polls every `--requeue-dependency`: when `changed` is Ready for its
-/// generation, the Kustomizations waiting on it (Ready false with DependencyNotReady and
-/// `dependsOn` naming it) run at once, so a chain converges in seconds. The poll stays as the
-/// fallback.
 /// Requests handed to the runtime, entered in the shadow of its queue as they go.
 fn queued(
     queue: &work_queue::WorkQueue,
@@ -199,6 +195,10 @@ fn request_key(request: &ObjectRef<Kustomization>) -> String {
     )
 }
 
+/// Beyond Flux, which polls every `--requeue-dependency`: when `changed` is Ready for its
+/// generation, the Kustomizations waiting on it (Ready false with DependencyNotReady and
+/// `dependsOn` naming it) run at once, so a chain converges in seconds. The poll stays as the
+/// fallback.
 fn released_dependents(
     candidates: impl IntoIterator<Item = Arc<Kustomization>>,
     changed: &Kustomization,
@@ -296,7 +296,8 @@ fn revision_changes(
     })
 }
 
-/// Runs the controller until `shutdown` completes; in-flight reconciliations finish first.
+/// Runs the controller until `shutdown` completes; in-flight reconciliations finish first,
+/// their health checks cut short.
 pub async fn run(
     client: kube::Client,
     config: kube::Config,
@@ -481,6 +482,11 @@ pub async fn run(
         "worker count" = options.concurrent,
         "Starting workers"
     );
+    let stopping = context.clone();
+    let shutdown = async move {
+        shutdown.await;
+        stopping.stopping.stop();
+    };
     controller
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, context)

@@ -227,8 +227,7 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
         if reason == reason::INVALID_CEL {
             status.observed_generation = generation.unwrap_or(-1);
         }
-    } else if let Some(progress) = status::get(&status, RECONCILING).map(|c| c.message.clone())
-    {
+    } else if let Some(progress) = status::get(&status, RECONCILING).map(|c| c.message.clone()) {
         // As Flux's finalizeStatus: a Reconciling condition keeps its message (what this run,
         // or the last, was doing) with the retry reason; the error is Ready's message. One
         // that failed before it began (waiting for a source or a dependency) has none.

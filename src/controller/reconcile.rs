@@ -235,6 +235,15 @@ async fn reconcile_live(
     )
     .await;
     let run_again = ctx.attempted.finish(&key);
+    if result
+        .as_ref()
+        .is_err_and(|failed| matches!(failed.error, super::error::StepError::Interrupted))
+    {
+        // As Flux when its reconcile context is cancelled: no outcome is written; the status
+        // says what was under way, and the next leader starts over.
+        tracing::info!("Reconciliation interrupted: the controller is stopping");
+        return Ok(ReconcileResult::Success);
+    }
     let interval = object.spec.interval.to_std();
     let facts = Facts {
         generation,
@@ -320,9 +329,7 @@ async fn run_steps(
         "Fetching manifests for revision {revision} with a timeout of {}",
         crate::api::GoDuration::from_std(steps::timeout_of(&object.spec))
     );
-    progress
-        .report(status, &fetching, steps::Step::Begin)
-        .await;
+    progress.report(status, &fetching, steps::Step::Begin).await;
     let built = steps::fetch_and_build(object, ctx, &artifact)
         .await
         .map_err(|error| error.at(&revision, origin, None))?;

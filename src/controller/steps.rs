@@ -26,10 +26,9 @@ use crate::source::{Artifact, SourceError, SourceObject};
 /// What a progress report is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Step {
-    /// The reconciliation proper begins (see [`super::outcome::begin`]).
+    /// The reconciliation proper begins (see [`super::outcome::begin`]): `Reconciling` says
+    /// what is under way, `Ready` is unknown.
     Begin,
-    /// Fetching, building or applying: `Reconciling` says what, `Ready` is unknown.
-    Reconciling,
     /// Health checks: `Reconciling` and `Healthy` (unknown) say so.
     CheckingHealth,
 }
@@ -95,7 +94,6 @@ impl Progress<'_> {
         let generation = self.object.metadata.generation;
         match step {
             Step::Begin => super::outcome::begin(status, message, generation),
-            Step::Reconciling => super::outcome::progressing(status, message, generation),
             Step::CheckingHealth => super::outcome::checking_health(status, message, generation),
         }
         if self.pending.long.load(std::sync::atomic::Ordering::Relaxed) {
@@ -545,20 +543,24 @@ pub(crate) async fn health(
     };
     let waiting =
         crate::health::wait_with(&target.client, &target.kinds, &checks, cel, &wait_options);
-    if ctx.options.cancel_health_on_new_revision {
-        let mut registered = ctx
-            .health_cancels
-            .register(&super::reconcile::key_of(object));
-        tokio::select! {
-            waited = waiting => waited.map_err(StepError::Health)?,
-            trigger = &mut registered.cancelled => {
-                return Err(StepError::HealthCheckCanceled {
-                    trigger: trigger.unwrap_or_default(),
-                });
-            }
+    let mut registered = ctx.options.cancel_health_on_new_revision.then(|| {
+        ctx.health_cancels
+            .register(&super::reconcile::key_of(object))
+    });
+    let cancelled = async {
+        match registered.as_mut() {
+            Some(registered) => (&mut registered.cancelled).await.ok(),
+            None => std::future::pending().await,
         }
-    } else {
-        waiting.await.map_err(StepError::Health)?;
+    };
+    tokio::select! {
+        waited = waiting => waited.map_err(StepError::Health)?,
+        trigger = cancelled => {
+            return Err(StepError::HealthCheckCanceled {
+                trigger: trigger.unwrap_or_default(),
+            });
+        }
+        () = ctx.stopping.stopped() => return Err(StepError::Interrupted),
     }
     let passed = format!(
         "Health check passed in {}",

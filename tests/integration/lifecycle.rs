@@ -1,7 +1,8 @@
-//! The process's end, as a Flux user's Deployment sees it: SIGTERM lets reconciliations in
-//! flight finish for at most controller-runtime's graceful shutdown timeout (30 s), and then
-//! the process stops regardless — inside the Pod's 60 s grace period — giving the Lease up so
-//! a standby takes over at once.
+//! The process's end, as a Flux user's Deployment sees it. On SIGTERM a leader ends its
+//! health checks at once, as Flux's do when controller-runtime cancels the reconcile context
+//! (the reconciliations in flight finish their writes, for at most controller-runtime's 30 s
+//! graceful shutdown timeout), gives the Lease up so a standby takes over at once, and exits
+//! 0; a standby still waiting for the Lease stops at once too.
 
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use crate::support::controller::{ControllerProcess, controller_kubeconfig};
 const NEVER_READY_REPOSITORY: &str = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: never-ready\nspec:\n  url: https://example.invalid/x.git\n  interval: 1m\n";
 
 #[tokio::test]
-async fn sigterm_stops_a_reconciliation_stuck_in_health_checks_within_the_grace_period() {
+async fn sigterm_ends_health_checks_at_once_and_gives_the_lease_up() {
     let cluster = TestCluster::start().await;
     let kubeconfig = controller_kubeconfig(&cluster).await;
     let artifacts = crate::support::artifacts::ArtifactServer::start().await;
@@ -60,20 +61,39 @@ async fn sigterm_stops_a_reconciliation_stuck_in_health_checks_within_the_grace_
         controller.log()
     );
 
-    controller.terminate();
-    // controller-runtime's 30 s, well inside Flux's terminationGracePeriodSeconds (60 s).
-    let status = tokio::time::timeout(Duration::from_secs(60), controller.child.wait())
+    // A standby, waiting for the Lease, stops cleanly.
+    let mut standby = ControllerProcess::start_with_kubeconfig(
+        &kubeconfig,
+        &ns,
+        &[
+            "--enable-leader-election",
+            "--leader-election-retry-period=200ms",
+        ],
+    );
+    let waiting = wait_for(Duration::from_secs(30), || async {
+        standby
+            .log()
+            .contains("attempting to acquire leader lease")
+            .then_some(())
+    })
+    .await;
+    assert!(waiting.is_some(), "{}", standby.log());
+    standby.terminate();
+    let status = tokio::time::timeout(Duration::from_secs(20), standby.child.wait())
         .await
-        .expect("the process stops within the Pod's grace period")
+        .expect("a standby stops at once")
+        .unwrap();
+    assert!(status.success(), "{status}; log:\n{}", standby.log());
+
+    controller.terminate();
+    let status = tokio::time::timeout(Duration::from_secs(20), controller.child.wait())
+        .await
+        .expect("the leader stops without waiting out its health checks")
         .unwrap();
     let log = controller.log();
-    assert_eq!(
-        status.code(),
-        Some(1),
-        "as Flux after its manager failed; log:\n{log}"
-    );
+    assert!(status.success(), "{status}; log:\n{log}");
     assert!(
-        log.contains("failed waiting for all runnables to end within grace period of 30s"),
+        log.contains("Reconciliation interrupted: the controller is stopping"),
         "{log}"
     );
     let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), &ns);
@@ -88,5 +108,14 @@ async fn sigterm_stops_a_reconciliation_stuck_in_health_checks_within_the_grace_
     assert!(
         holder.is_empty(),
         "the Lease is given up: held by {holder:?}; log:\n{log}"
+    );
+    // No outcome was written: the status still says what was under way, for the next leader.
+    let object = kustomizations.get("stuck").await.unwrap();
+    let conditions = object.status.unwrap().conditions;
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "Reconciling" && c.message.starts_with("Running health checks")),
+        "{conditions:?}"
     );
 }
