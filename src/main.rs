@@ -390,7 +390,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         let outcome =
             run_until_stopped(client, config, options, metrics.clone(), signalled).await;
         if let Some(leading) = leading {
-            give_up(leading, &metrics, args.leader_election_release_on_cancel).await;
+            give_up(*leading, &metrics, args.leader_election_release_on_cancel).await;
         }
         match outcome {
             Ok(true) => Ok(()),
@@ -427,7 +427,7 @@ struct Leading {
 enum Election {
     /// `--enable-leader-election` is off.
     Off,
-    Leading(Leading),
+    Leading(Box<Leading>),
     /// Stopped while a standby: nothing ran, nothing to give up.
     StoppedWaiting,
 }
@@ -488,12 +488,12 @@ async fn elect(
         eprintln!("error: {lost}");
         std::process::exit(1);
     });
-    Election::Leading(Leading {
+    Election::Leading(Box::new(Leading {
         election,
         renewing,
         lease,
         described,
-    })
+    }))
 }
 
 /// Runs the controller until SIGTERM. controller-runtime's graceful shutdown: health checks
