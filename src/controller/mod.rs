@@ -331,6 +331,7 @@ pub async fn run(
     };
     let (reader, writer) = reflector::store();
     context.share_kustomizations(reader.clone());
+    metrics.runtime.queue.watching(reader.clone());
     let (release, released) = futures::channel::mpsc::unbounded();
     let store = reader.clone();
     let queue = metrics.runtime.queue.clone();
@@ -345,7 +346,8 @@ pub async fn run(
     )
     .inspect(move |event| match event {
         watcher::Event::InitApply(object) => listing.listed(&reconcile::key_of(object)),
-        // The runtime drops what it held for an object that is gone.
+        watcher::Event::InitDone => listing.listing_done(),
+        // Nothing is reconciled for an object that is gone.
         watcher::Event::Delete(object) => listing.forget(&reconcile::key_of(object)),
         _ => {}
     })

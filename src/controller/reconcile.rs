@@ -140,7 +140,12 @@ pub fn error_policy(
 ) -> Action {
     let key = key_of(&object);
     let delay = ctx.backoff(&key);
-    ctx.metrics.runtime.queue.add_after(&key, delay);
+    // At the default priority: controller-runtime keeps the item's own, which only an item of
+    // the initial listing that failed would tell apart.
+    ctx.metrics
+        .runtime
+        .queue
+        .add_after(&key, delay, super::work_queue::DEFAULT_PRIORITY);
     Action::requeue(delay)
 }
 

@@ -24,7 +24,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tower::{Layer, Service};
 
-use super::work_queue::WorkQueue;
+use super::work_queue::{QueueLabels, WorkQueue, queue};
 
 /// controller-runtime's name for this controller (the lowercased kind), its `controller`
 /// and workqueue `name` label.
@@ -63,12 +63,6 @@ struct ControllerLabels {
 struct ResultLabels {
     controller: String,
     result: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct QueueLabels {
-    controller: String,
-    name: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -137,18 +131,13 @@ pub struct Started {
     id: u64,
     at: Instant,
     key: String,
+    /// The priority it was queued at, which a requeue keeps.
+    priority: i32,
 }
 
 fn controller() -> ControllerLabels {
     ControllerLabels {
         controller: CONTROLLER.into(),
-    }
-}
-
-fn queue() -> QueueLabels {
-    QueueLabels {
-        controller: CONTROLLER.into(),
-        name: CONTROLLER.into(),
     }
 }
 
@@ -250,7 +239,7 @@ impl ControllerRuntime {
     /// A reconciliation starts: a worker is busy with an item taken off the queue.
     pub fn start(&self, key: &str) -> Started {
         self.active.get_or_create(&controller()).inc();
-        self.queue.take(key);
+        let priority = self.queue.take(key);
         let at = Instant::now();
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         in_flight.next += 1;
@@ -260,6 +249,7 @@ impl ControllerRuntime {
             id,
             at,
             key: key.to_string(),
+            priority,
         }
     }
 
@@ -293,11 +283,12 @@ impl ControllerRuntime {
             }
             ReconcileResult::Requeue => {
                 self.retries.get_or_create(&queue()).inc();
-                self.queue.add(&started.key);
+                self.queue
+                    .add_after(&started.key, Duration::ZERO, started.priority);
             }
             ReconcileResult::RequeueAfter(delay) => {
                 self.retries.get_or_create(&queue()).inc();
-                self.queue.add_after(&started.key, delay);
+                self.queue.add_after(&started.key, delay, started.priority);
             }
         }
     }

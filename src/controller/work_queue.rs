@@ -10,8 +10,8 @@
 //! the rest. [`Shadow`] is the pure queue; [`WorkQueue`] puts it behind a lock with the
 //! counters and serves the depth when scraped.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use prometheus_client::collector::Collector;
@@ -26,6 +26,8 @@ use super::runtime_metrics::{CONTROLLER, QUEUE_BUCKETS};
 
 /// controller-runtime's priority of an item the initial list queued.
 const LISTED_PRIORITY: i32 = -100;
+/// controller-runtime's priority of every other request.
+pub const DEFAULT_PRIORITY: i32 = 0;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Waiting {
@@ -39,24 +41,41 @@ pub struct Shadow {
     waiting: HashMap<String, Waiting>,
     /// Keys of the initial listing not yet queued.
     listed: HashSet<String>,
+    /// The initial listing is over: later listings (after a watch gap) queue what changed at
+    /// the default priority.
+    listing_done: bool,
+    /// Every priority an item had, so that the depth of each is told, 0 when it is empty.
+    priorities: BTreeSet<i32>,
 }
 
 impl Shadow {
     /// The initial listing saw `key`: its first add has the listing's priority.
     pub fn listed(&mut self, key: &str) {
-        self.listed.insert(key.to_string());
+        if !self.listing_done {
+            self.listed.insert(key.to_string());
+        }
     }
 
-    /// `key` may run from `ready_at`. Whether that was a new item (an add).
-    pub fn add(&mut self, key: &str, ready_at: Instant) -> bool {
+    /// The initial listing is over; what it saw and did not queue is forgotten.
+    pub fn listing_done(&mut self) {
+        self.listing_done = true;
+        self.listed.clear();
+    }
+
+    /// `key` may run from `ready_at`, at `priority` (the listing's, if it saw `key` first).
+    /// An item asked for again keeps the earliest time and the higher priority, as
+    /// controller-runtime's priority queue does. Whether that was a new item (an add).
+    pub fn add(&mut self, key: &str, ready_at: Instant, priority: i32) -> bool {
         let priority = if self.listed.remove(key) {
             LISTED_PRIORITY
         } else {
-            0
+            priority
         };
+        self.priorities.insert(priority);
         match self.waiting.get_mut(key) {
             Some(waiting) => {
                 waiting.ready_at = waiting.ready_at.min(ready_at);
+                waiting.priority = waiting.priority.max(priority);
                 false
             }
             None => {
@@ -67,12 +86,15 @@ impl Shadow {
         }
     }
 
-    /// A reconciliation of `key` starts at `now`: how long it waited since it could run, if
-    /// it was queued here.
-    pub fn take(&mut self, key: &str, now: Instant) -> Option<Duration> {
-        self.waiting
-            .remove(key)
-            .map(|waiting| now.saturating_duration_since(waiting.ready_at))
+    /// A reconciliation of `key` starts at `now`: how long it waited since it could run and
+    /// at which priority, if it was queued here.
+    pub fn take(&mut self, key: &str, now: Instant) -> Option<(Duration, i32)> {
+        self.waiting.remove(key).map(|waiting| {
+            (
+                now.saturating_duration_since(waiting.ready_at),
+                waiting.priority,
+            )
+        })
     }
 
     /// A deleted object is not reconciled again.
@@ -81,22 +103,30 @@ impl Shadow {
         self.listed.remove(key);
     }
 
-    /// Items that may run at `now` and have not started, by priority.
+    /// Keeps only the keys `exists` still finds: the runtime reconciles nothing for an object
+    /// that is gone (deleted in a watch gap, say), so its requests never start.
+    pub fn retain(&mut self, exists: impl Fn(&str) -> bool) {
+        self.waiting.retain(|key, _| exists(key));
+    }
+
+    /// Items that may run at `now` and have not started, for every priority seen.
     pub fn depth(&self, now: Instant) -> Vec<(i32, i64)> {
-        let mut by_priority: Vec<(i32, i64)> = Vec::new();
+        let mut by_priority: Vec<(i32, i64)> = self.priorities.iter().map(|p| (*p, 0)).collect();
         for waiting in self.waiting.values().filter(|w| w.ready_at <= now) {
-            match by_priority.iter_mut().find(|(p, _)| *p == waiting.priority) {
-                Some((_, count)) => *count += 1,
-                None => by_priority.push((waiting.priority, 1)),
+            if let Some((_, count)) = by_priority
+                .iter_mut()
+                .find(|(priority, _)| *priority == waiting.priority)
+            {
+                *count += 1;
             }
         }
-        by_priority.sort_unstable();
         by_priority
     }
 }
 
+/// The labels of controller-runtime's work-queue series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct QueueLabels {
+pub(super) struct QueueLabels {
     controller: String,
     name: String,
 }
@@ -108,25 +138,41 @@ struct DepthLabels {
     priority: String,
 }
 
-fn queue() -> QueueLabels {
+pub(super) fn queue() -> QueueLabels {
     QueueLabels {
         controller: CONTROLLER.into(),
         name: CONTROLLER.into(),
     }
 }
 
+/// The controller's watch of Kustomizations: what the runtime can still reconcile.
+type Kustomizations = kube::runtime::reflector::Store<crate::api::Kustomization>;
+
 /// The shadow queue and the series it feeds.
 #[derive(Clone, Debug)]
 pub struct WorkQueue {
     shadow: Arc<Mutex<Shadow>>,
+    /// Set once the controller watches; requests for objects it does not hold are not queued.
+    watched: Arc<OnceLock<Kustomizations>>,
     adds: Family<QueueLabels, Counter>,
     waited: Family<QueueLabels, Histogram>,
+}
+
+fn exists(watched: &OnceLock<Kustomizations>, key: &str) -> bool {
+    let Some(store) = watched.get() else {
+        return true;
+    };
+    let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+    store
+        .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+        .is_some()
 }
 
 impl WorkQueue {
     pub fn register(registry: &mut Registry) -> WorkQueue {
         let queue = WorkQueue {
             shadow: Arc::default(),
+            watched: Arc::default(),
             adds: Family::default(),
             waited: Family::new_with_constructor(|| Histogram::new(QUEUE_BUCKETS)),
         };
@@ -140,8 +186,16 @@ impl WorkQueue {
             "How long in seconds an item stays in workqueue before being requested",
             queue.waited.clone(),
         );
-        registry.register_collector(Box::new(DepthCollector(queue.shadow.clone())));
+        registry.register_collector(Box::new(DepthCollector {
+            shadow: queue.shadow.clone(),
+            watched: queue.watched.clone(),
+        }));
         queue
+    }
+
+    /// The controller's watch of Kustomizations, once it runs.
+    pub fn watching(&self, store: Kustomizations) {
+        let _ = self.watched.set(store);
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Shadow) -> T) -> T {
@@ -153,28 +207,38 @@ impl WorkQueue {
         self.with(|shadow| shadow.listed(key));
     }
 
+    /// The initial listing (or a later one) is over.
+    pub fn listing_done(&self) {
+        self.with(Shadow::listing_done);
+    }
+
     /// `key` is asked for now.
     pub fn add(&self, key: &str) {
-        self.add_after(key, Duration::ZERO);
+        self.add_after(key, Duration::ZERO, DEFAULT_PRIORITY);
     }
 
-    /// `key` is asked for after `delay` (a requeue or a back-off).
-    pub fn add_after(&self, key: &str, delay: Duration) {
-        if self.with(|shadow| shadow.add(key, Instant::now() + delay)) {
+    /// `key` is asked for after `delay` (a requeue or a back-off), at `priority`.
+    pub fn add_after(&self, key: &str, delay: Duration, priority: i32) {
+        if !exists(&self.watched, key) {
+            return;
+        }
+        if self.with(|shadow| shadow.add(key, Instant::now() + delay, priority)) {
             self.adds.get_or_create(&queue()).inc();
         }
     }
 
-    /// A reconciliation of `key` starts. One the shadow did not see queued (a trigger of the
-    /// runtime's own) counts as an add that did not wait.
-    pub fn take(&self, key: &str) {
-        let waited = self.with(|shadow| shadow.take(key, Instant::now()));
-        if waited.is_none() {
+    /// A reconciliation of `key` starts: the priority it was queued at. One the shadow did
+    /// not see queued (a trigger of the runtime's own) counts as an add that did not wait.
+    pub fn take(&self, key: &str) -> i32 {
+        let taken = self.with(|shadow| shadow.take(key, Instant::now()));
+        if taken.is_none() {
             self.adds.get_or_create(&queue()).inc();
         }
+        let (waited, priority) = taken.unwrap_or((Duration::ZERO, DEFAULT_PRIORITY));
         self.waited
             .get_or_create(&queue())
-            .observe(waited.unwrap_or_default().as_secs_f64());
+            .observe(waited.as_secs_f64());
+        priority
     }
 
     pub fn forget(&self, key: &str) {
@@ -184,15 +248,22 @@ impl WorkQueue {
 
 /// `workqueue_depth{priority}`, counted when scraped.
 #[derive(Debug)]
-struct DepthCollector(Arc<Mutex<Shadow>>);
+struct DepthCollector {
+    shadow: Arc<Mutex<Shadow>>,
+    watched: Arc<OnceLock<Kustomizations>>,
+}
 
 impl Collector for DepthCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let depth = self
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .depth(Instant::now());
+        let depth = {
+            let mut shadow = self.shadow.lock().unwrap_or_else(|e| e.into_inner());
+            shadow.retain(|key| exists(&self.watched, key));
+            shadow.depth(Instant::now())
+        };
+        // As client_golang: a family without series is not written.
+        if depth.is_empty() {
+            return Ok(());
+        }
         let gauge = ConstGauge::new(0i64);
         let mut family = encoder.encode_descriptor(
             "workqueue_depth",
@@ -202,12 +273,6 @@ impl Collector for DepthCollector {
             None,
             gauge.metric_type(),
         )?;
-        // An empty queue still says so, at the default priority.
-        let depth = if depth.is_empty() {
-            vec![(0, 0)]
-        } else {
-            depth
-        };
         for (priority, count) in depth {
             let labels = DepthLabels {
                 controller: CONTROLLER.into(),
@@ -228,44 +293,74 @@ mod tests {
     fn a_key_waits_once_from_the_earliest_time_it_was_asked_for() {
         let start = Instant::now();
         let mut shadow = Shadow::default();
-        assert!(shadow.add("apps/web", start + Duration::from_secs(600)));
-        assert_eq!(shadow.depth(start), vec![], "a requeue is not ready yet");
+        assert!(shadow.add("apps/web", start + Duration::from_secs(600), 0));
+        assert_eq!(
+            shadow.depth(start),
+            vec![(0, 0)],
+            "a requeue is not ready yet"
+        );
         assert!(
-            !shadow.add("apps/web", start + Duration::from_secs(2)),
+            !shadow.add("apps/web", start + Duration::from_secs(2), 0),
             "asked again: no new item"
         );
         assert_eq!(shadow.depth(start + Duration::from_secs(3)), vec![(0, 1)]);
         assert_eq!(
             shadow.take("apps/web", start + Duration::from_secs(5)),
-            Some(Duration::from_secs(3))
+            Some((Duration::from_secs(3), 0))
         );
-        assert_eq!(shadow.depth(start + Duration::from_secs(5)), vec![]);
+        assert_eq!(shadow.depth(start + Duration::from_secs(5)), vec![(0, 0)]);
         assert_eq!(shadow.take("apps/web", start), None, "taken once");
     }
 
     #[test]
-    fn the_initial_listing_queues_at_low_priority() {
+    fn the_initial_listing_queues_at_low_priority_and_requeues_keep_it() {
         let start = Instant::now();
         let mut shadow = Shadow::default();
-        shadow.listed("apps/web");
-        shadow.add("apps/web", start);
-        shadow.add("apps/db", start);
-        assert_eq!(shadow.depth(start), vec![(-100, 1), (0, 1)]);
-        shadow.take("apps/web", start);
-        shadow.add("apps/web", start);
         assert_eq!(
             shadow.depth(start),
-            vec![(0, 2)],
-            "later adds are at the default priority"
+            vec![],
+            "no series before the first add"
+        );
+        shadow.listed("apps/web");
+        shadow.add("apps/web", start, 0);
+        shadow.add("apps/db", start, 0);
+        assert_eq!(shadow.depth(start), vec![(-100, 1), (0, 1)]);
+        let (_, priority) = shadow.take("apps/web", start).unwrap();
+        assert_eq!(priority, -100);
+        shadow.add("apps/web", start, priority);
+        assert_eq!(
+            shadow.depth(start),
+            vec![(-100, 1), (0, 1)],
+            "a requeue keeps it"
+        );
+        shadow.add("apps/web", start, 0);
+        assert_eq!(
+            shadow.depth(start),
+            vec![(-100, 0), (0, 2)],
+            "asked for at a higher priority, it is raised"
         );
     }
 
     #[test]
-    fn a_deleted_object_leaves_the_queue() {
+    fn later_listings_queue_at_the_default_priority() {
         let start = Instant::now();
         let mut shadow = Shadow::default();
-        shadow.add("apps/web", start);
+        shadow.listed("apps/unchanged");
+        shadow.listing_done();
+        shadow.listed("apps/web");
+        shadow.add("apps/web", start, 0);
+        shadow.add("apps/unchanged", start, 0);
+        assert_eq!(shadow.depth(start), vec![(0, 2)]);
+    }
+
+    #[test]
+    fn what_is_gone_leaves_the_queue() {
+        let start = Instant::now();
+        let mut shadow = Shadow::default();
+        shadow.add("apps/web", start, 0);
+        shadow.add("apps/db", start, 0);
         shadow.forget("apps/web");
-        assert_eq!(shadow.depth(start), vec![]);
+        shadow.retain(|key| key != "apps/db");
+        assert_eq!(shadow.depth(start), vec![(0, 0)]);
     }
 }

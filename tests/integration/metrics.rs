@@ -222,6 +222,29 @@ async fn the_binary_serves_the_metric_families_flux_serves_and_nothing_else() {
         label_values(text, "rest_client_requests_total", "method").contains("PATCH"),
         "{text}"
     );
+    let waited: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(
+                "workqueue_queue_duration_seconds_count{controller=\"kustomization\",name=\"kustomization\"} ",
+            )
+        })
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(waited >= 1.0, "a reconciliation was taken off the queue");
+    // Idle (the next run is in 10 minutes), the queue is empty at every priority.
+    let idle = wait_for(Duration::from_secs(30), || async {
+        let page = http_get_text(&controller.metrics, "/metrics").await?;
+        let depths: Vec<String> = page
+            .lines()
+            .filter(|l| l.starts_with("workqueue_depth{"))
+            .map(str::to_string)
+            .collect();
+        (!depths.is_empty() && depths.iter().all(|l| l.ends_with(" 0"))).then_some(())
+    })
+    .await;
+    assert!(idle.is_some(), "workqueue_depth returns to 0");
     for process in [
         "process_resident_memory_bytes ",
         "process_start_time_seconds ",
