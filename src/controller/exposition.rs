@@ -4,73 +4,188 @@
 //! and histogram bounds) are Go's shortest `%g` (`1`, `0.005`, `1e-08`, `1.8e+19`), and there
 //! is no `# EOF`. A dashboard that matches `le="1"` or a family name finds the same text.
 
-/// Converts `prometheus_client`'s OpenMetrics text to Prometheus text 0.0.4.
+/// A metric family of the page.
+struct Family<'a> {
+    name: String,
+    kind: &'a str,
+    help: Option<&'a str>,
+    samples: Vec<&'a str>,
+}
+
+/// Converts `prometheus_client`'s OpenMetrics text to Prometheus text 0.0.4 as expfmt writes
+/// it: families sorted by name, series sorted by their labels, a histogram's buckets (with
+/// `le` last) before its sum and count.
 pub fn prometheus_text(open_metrics: &str) -> String {
-    let mut out = String::with_capacity(open_metrics.len());
+    let mut families: Vec<Family> = Vec::new();
     // HELP comes before TYPE; a counter's name is only known to need `_total` at TYPE.
-    let mut help: Option<(&str, &str)> = None;
+    let mut help: Option<&str> = None;
     for line in open_metrics.lines() {
         if line == "# EOF" || line.starts_with("# UNIT ") {
             continue;
         }
         if let Some(rest) = line.strip_prefix("# HELP ") {
-            help = Some(rest.split_once(' ').unwrap_or((rest, "")));
+            help = Some(rest.split_once(' ').map_or("", |(_, text)| text));
             continue;
         }
         if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
-            let full = if kind == "counter" && !name.ends_with("_total") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "unknown"));
+            let name = if kind == "counter" && !name.ends_with("_total") {
                 format!("{name}_total")
             } else {
                 name.to_string()
             };
-            if let Some((_, text)) = help.take() {
-                out.push_str("# HELP ");
-                out.push_str(&full);
-                out.push(' ');
+            families.push(Family {
+                name,
+                kind: if kind == "unknown" { "untyped" } else { kind },
                 // `Registry::register` ends every help text with a '.' of its own.
-                out.push_str(text.strip_suffix('.').unwrap_or(text));
-                out.push('\n');
-            }
-            out.push_str("# TYPE ");
-            out.push_str(&full);
-            out.push(' ');
-            out.push_str(if kind == "unknown" { "untyped" } else { kind });
-            out.push('\n');
+                help: help
+                    .take()
+                    .map(|text| text.strip_suffix('.').unwrap_or(text)),
+                samples: Vec::new(),
+            });
             continue;
         }
-        sample(&mut out, line);
+        if let Some(family) = families.last_mut() {
+            family.samples.push(line);
+        }
+    }
+    families.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out = String::with_capacity(open_metrics.len());
+    for family in &families {
+        if let Some(text) = family.help {
+            out.push_str(&format!("# HELP {} {text}\n", family.name));
+        }
+        out.push_str(&format!("# TYPE {} {}\n", family.name, family.kind));
+        let mut samples: Vec<Sample> = family.samples.iter().map(|l| Sample::parse(l)).collect();
+        // By series, then (in a histogram) buckets by bound, then sum, then count.
+        samples.sort_by_cached_key(|s| (s.series_labels(), s.rank(), Bound(s.bound)));
+        for sample in samples {
+            sample.write(&mut out);
+        }
     }
     out
+}
+
+/// A bucket bound, ordered (`+Inf` last).
+#[derive(PartialEq)]
+struct Bound(Option<f64>);
+
+impl Eq for Bound {}
+
+impl PartialOrd for Bound {
+    fn partial_cmp(&self, other: &Bound) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Bound {
+    fn cmp(&self, other: &Bound) -> std::cmp::Ordering {
+        match (self.0, other.0) {
+            (Some(a), Some(b)) => a.total_cmp(&b),
+            (a, b) => a.is_some().cmp(&b.is_some()),
+        }
+    }
+}
+
+/// A sample line, taken apart.
+struct Sample<'a> {
+    name: &'a str,
+    /// Labels other than `le`, as written (`a="x",b="y"`).
+    labels: Vec<&'a str>,
+    /// A histogram bucket's bound.
+    bound: Option<f64>,
+    value: &'a str,
+}
+
+impl<'a> Sample<'a> {
+    fn parse(line: &'a str) -> Sample<'a> {
+        let (series, value) = line.rsplit_once(' ').unwrap_or((line, ""));
+        let (name, labels) = match series.split_once('{') {
+            Some((name, labels)) => (name, labels.strip_suffix('}').unwrap_or(labels)),
+            None => (series, ""),
+        };
+        let mut bound = None;
+        let mut kept = Vec::new();
+        for label in split_labels(labels) {
+            match label.strip_prefix("le=\"") {
+                Some(quoted) => {
+                    let text = quoted.strip_suffix('"').unwrap_or(quoted);
+                    bound = Some(if text == "+Inf" {
+                        f64::INFINITY
+                    } else {
+                        text.parse().unwrap_or(f64::NAN)
+                    });
+                }
+                None => kept.push(label),
+            }
+        }
+        Sample {
+            name,
+            labels: kept,
+            bound,
+            value,
+        }
+    }
+
+    fn series_labels(&self) -> String {
+        self.labels.join(",")
+    }
+
+    /// Within a histogram series: buckets, then the sum, then the count.
+    fn rank(&self) -> u8 {
+        if self.name.ends_with("_sum") {
+            1
+        } else if self.name.ends_with("_count") {
+            2
+        } else {
+            0
+        }
+    }
+
+    fn write(&self, out: &mut String) {
+        out.push_str(self.name);
+        let mut labels: Vec<String> = self.labels.iter().map(|l| l.to_string()).collect();
+        if let Some(bound) = self.bound {
+            labels.push(format!("le=\"{}\"", go_float(bound)));
+        }
+        if !labels.is_empty() {
+            out.push('{');
+            out.push_str(&labels.join(","));
+            out.push('}');
+        }
+        out.push(' ');
+        out.push_str(&number(self.value));
+        out.push('\n');
+    }
+}
+
+/// The `name="value"` pairs of a label set, split at the commas between them (a value may
+/// hold commas and escaped quotes).
+fn split_labels(labels: &str) -> Vec<&str> {
+    let mut pairs = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (at, c) in labels.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                pairs.push(&labels[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    if start < labels.len() {
+        pairs.push(&labels[start..]);
+    }
+    pairs
 }
 
 /// A collector's help text as `Registry::register` writes a registered metric's, so that
 /// the page shows both as they were given.
 pub fn collector_help(help: &str) -> String {
     format!("{help}.")
-}
-
-/// A sample line with its `le` bound and value in Go's notation.
-fn sample(out: &mut String, line: &str) {
-    let (series, value) = line.rsplit_once(' ').unwrap_or((line, ""));
-    // `le` as a label of its own, not the end of another label's name (`handle`).
-    let bound = ["{le=\"", ",le=\""]
-        .iter()
-        .find_map(|label| series.find(label).map(|at| at + label.len()));
-    match bound {
-        Some(bound_start) => {
-            let bound_end = series[bound_start..]
-                .find('"')
-                .map_or(series.len(), |end| bound_start + end);
-            out.push_str(&series[..bound_start]);
-            out.push_str(&number(&series[bound_start..bound_end]));
-            out.push_str(&series[bound_end..]);
-        }
-        None => out.push_str(series),
-    }
-    out.push(' ');
-    out.push_str(&number(value));
-    out.push('\n');
 }
 
 /// A number as expfmt writes it; text that is not a number is left as it is.
@@ -92,7 +207,7 @@ pub fn go_float(value: f64) -> String {
         return if value > 0.0 { "+Inf" } else { "-Inf" }.into();
     }
     if value == 0.0 {
-        return if value.is_sign_negative() { "-0" } else { "0" }.into();
+        return "0".into();
     }
     // Rust's `{:e}` gives the shortest round-trip digits: `d.ddde±x`.
     let scientific = format!("{value:e}");
@@ -153,6 +268,10 @@ mod tests {
             (18446744073709551615.0, "1.8446744073709552e+19"),
             (-2.5, "-2.5"),
             (0.0, "0"),
+            (-0.0, "0"),
+            (1e21, "1e+21"),
+            (123456.0, "123456"),
+            (0.00001, "1e-05"),
             (f64::INFINITY, "+Inf"),
         ] {
             assert_eq!(go_float(value), go, "{value}");
@@ -163,27 +282,29 @@ mod tests {
     fn open_metrics_becomes_prometheus_text() {
         let open_metrics = "# HELP workqueue_adds Total number of adds handled by workqueue.\n\
             # TYPE workqueue_adds counter\n\
+            workqueue_adds_total{controller=\"other\",name=\"other\"} 0\n\
             workqueue_adds_total{controller=\"kustomization\",name=\"kustomization\"} 3\n\
             # HELP t Length of time..\n\
             # TYPE t histogram\n\
-            t_sum 0.25\n\
-            t_count 1\n\
+            t_sum{controller=\"kustomization\"} 0.25\n\
+            t_count{controller=\"kustomization\"} 1\n\
             t_bucket{le=\"1e-8\",controller=\"kustomization\"} 0\n\
             t_bucket{le=\"1.0\",controller=\"kustomization\"} 1\n\
             t_bucket{le=\"+Inf\",controller=\"kustomization\"} 1\n\
             # EOF\n";
         assert_eq!(
             prometheus_text(open_metrics),
-            "# HELP workqueue_adds_total Total number of adds handled by workqueue\n\
+            "# HELP t Length of time.\n\
+             # TYPE t histogram\n\
+             t_bucket{controller=\"kustomization\",le=\"1e-08\"} 0\n\
+             t_bucket{controller=\"kustomization\",le=\"1\"} 1\n\
+             t_bucket{controller=\"kustomization\",le=\"+Inf\"} 1\n\
+             t_sum{controller=\"kustomization\"} 0.25\n\
+             t_count{controller=\"kustomization\"} 1\n\
+             # HELP workqueue_adds_total Total number of adds handled by workqueue\n\
              # TYPE workqueue_adds_total counter\n\
              workqueue_adds_total{controller=\"kustomization\",name=\"kustomization\"} 3\n\
-             # HELP t Length of time.\n\
-             # TYPE t histogram\n\
-             t_sum 0.25\n\
-             t_count 1\n\
-             t_bucket{le=\"1e-08\",controller=\"kustomization\"} 0\n\
-             t_bucket{le=\"1\",controller=\"kustomization\"} 1\n\
-             t_bucket{le=\"+Inf\",controller=\"kustomization\"} 1\n"
+             workqueue_adds_total{controller=\"other\",name=\"other\"} 0\n"
         );
     }
 }

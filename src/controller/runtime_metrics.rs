@@ -215,7 +215,7 @@ impl ControllerRuntime {
         );
         registry.register(
             "workqueue_retries",
-            "Total number of retries handled by workqueue",
+            "Total number of items added to the workqueue with a non-zero delay (rate-limited requeues, explicit RequeueAfter or AddAfter calls)",
             metrics.retries.clone(),
         );
         registry.register(
@@ -316,7 +316,7 @@ impl Collector for InFlightCollector {
         for (name, help, value) in [
             (
                 "workqueue_unfinished_work_seconds",
-                "How many seconds of work has been done that is in progress and hasn't been observed by work_duration.",
+                "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
                 unfinished,
             ),
             (

@@ -160,6 +160,22 @@ async fn the_binary_serves_the_metric_families_flux_serves_and_nothing_else() {
         "{head}"
     );
 
+    // expfmt's layout: families by name; a histogram's buckets, `le` last, before its sum.
+    let declared: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert!(declared.is_sorted(), "{declared:?}");
+    let histogram: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("controller_runtime_reconcile_time_seconds"))
+        .collect();
+    assert!(histogram[0].starts_with("controller_runtime_reconcile_time_seconds_bucket{controller=\"kustomization\",le=\"0.005\"} "));
+    assert!(
+        histogram[histogram.len() - 2].starts_with("controller_runtime_reconcile_time_seconds_sum")
+    );
+
     let reference = reference();
     let families = scraped(text);
     let expected: BTreeSet<&String> = reference

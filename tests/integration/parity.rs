@@ -406,7 +406,7 @@ async fn the_binary_serves_controller_runtime_metrics() {
     for expected in [
         "controller_runtime_max_concurrent_reconciles{controller=\"kustomization\"} 3",
         "controller_runtime_active_workers{controller=\"kustomization\"}",
-        "controller_runtime_reconcile_time_seconds_bucket{le=\"0.005\",controller=\"kustomization\"}",
+        "controller_runtime_reconcile_time_seconds_bucket{controller=\"kustomization\",le=\"0.005\"}",
         "workqueue_depth{controller=\"kustomization\",name=\"kustomization\",priority=",
         "workqueue_adds_total{controller=\"kustomization\",name=\"kustomization\"}",
         "workqueue_longest_running_processor_seconds{controller=\"kustomization\",name=\"kustomization\"}",
