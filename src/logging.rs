@@ -134,6 +134,21 @@ where
         span.extensions_mut().insert(SpanFields(collector.fields));
     }
 
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: Context<'_, S>,
+    ) {
+        let Some(span) = ctx.span(id) else { return };
+        let mut extensions = span.extensions_mut();
+        if let Some(fields) = extensions.get_mut::<SpanFields>() {
+            let mut collector = Collector::default();
+            values.record(&mut collector);
+            fields.0.append(&mut collector.fields);
+        }
+    }
+
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let mut collector = Collector::default();
         event.record(&mut collector);
@@ -453,6 +468,21 @@ mod tests {
             text.contains(
                 "\"logger\":\"kube_runtime\",\"msg\":\"x\",\"workers\":4,\"ratio\":0.5,\"on\":true}"
             ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn fields_recorded_on_a_span_later_are_written_too() {
+        let text = logged(Encoding::Json, || {
+            let span =
+                tracing::error_span!("reconcile", name = "web", revision = tracing::field::Empty);
+            span.record("revision", "main@sha1:1");
+            let _entered = span.enter();
+            tracing::info!("x");
+        });
+        assert!(
+            text.ends_with("\"msg\":\"x\",\"name\":\"web\",\"revision\":\"main@sha1:1\"}\n"),
             "{text}"
         );
     }

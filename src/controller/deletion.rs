@@ -62,15 +62,13 @@ pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<()
             _ => false,
         };
         if account_gone {
-            tracing::error!(
-                error = format!(
-                    "skiping pruning, failed to find account to impersonate: service account '{namespace}/{}' no longer exists",
-                    account.unwrap_or_default()
-                ),
-                "unable to prune objects"
-            );
+            // Flux's words, typo included: alerts and log queries match them.
             let listed: Vec<String> = stale.iter().map(ToString::to_string).collect();
             let note = format!("unable to prune objects: \n{}", listed.join("\n"));
+            tracing::error!(
+                error = "skiping pruning, failed to find account to impersonate",
+                "{note}"
+            );
             announce(ctx, object, EventType::Warning, &note);
         } else {
             let client = ctx.target_client(object).await?;

@@ -1,7 +1,7 @@
 //! The `process_*` series client_golang's process collector writes on Linux, which Flux's
 //! control-plane dashboard counts controllers and plots CPU and memory from: CPU seconds,
 //! open and maximum file descriptors, virtual and resident memory, the address-space limit,
-//! start time, and network bytes. Read from `/proc` when scraped; the parsing is pure
+//! start time, and IP bytes in and out. Read from `/proc` when scraped; the parsing is pure
 //! ([`Sample::parse`]) and a file that cannot be read leaves its series out, as the Go
 //! collector does.
 
@@ -38,8 +38,8 @@ pub struct ProcFiles {
     pub limits: Option<String>,
     /// `/proc/stat`
     pub system_stat: Option<String>,
-    /// `/proc/self/net/dev`
-    pub net_dev: Option<String>,
+    /// `/proc/self/net/netstat`
+    pub netstat: Option<String>,
     /// Entries of `/proc/self/fd`.
     pub open_fds: Option<usize>,
 }
@@ -52,7 +52,7 @@ impl ProcFiles {
             status: text("/proc/self/status"),
             limits: text("/proc/self/limits"),
             system_stat: text("/proc/stat"),
-            net_dev: text("/proc/self/net/dev"),
+            netstat: text("/proc/self/net/netstat"),
             open_fds: std::fs::read_dir("/proc/self/fd")
                 .ok()
                 .map(|entries| entries.count()),
@@ -89,9 +89,9 @@ impl Sample {
                 .map(|kib| kib * 1024.0)
         });
         let (receive, transmit) = files
-            .net_dev
+            .netstat
             .as_deref()
-            .map(network_totals)
+            .map(ip_octets)
             .unwrap_or((None, None));
         Sample {
             cpu_seconds,
@@ -125,23 +125,21 @@ fn soft_limit(limits: &str, name: &str) -> Option<f64> {
     }
 }
 
-/// Bytes received and sent over every interface (`/proc/self/net/dev`).
-fn network_totals(net_dev: &str) -> (Option<f64>, Option<f64>) {
-    let mut totals = (0.0, 0.0);
-    for line in net_dev.lines().skip(2) {
-        let Some((_, counters)) = line.split_once(':') else {
-            continue;
-        };
-        let counters: Vec<f64> = counters
+/// IP bytes received and sent in the process's network namespace: `InOctets` and
+/// `OutOctets` of `/proc/self/net/netstat`'s `IpExt` lines, as client_golang reads them.
+fn ip_octets(netstat: &str) -> (Option<f64>, Option<f64>) {
+    let mut lines = netstat.lines().filter_map(|l| l.strip_prefix("IpExt:"));
+    let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
+        return (None, None);
+    };
+    let value = |wanted: &str| {
+        names
             .split_whitespace()
-            .filter_map(|v| v.parse().ok())
-            .collect();
-        if counters.len() >= 9 {
-            totals.0 += counters[0];
-            totals.1 += counters[8];
-        }
-    }
-    (Some(totals.0), Some(totals.1))
+            .zip(values.split_whitespace())
+            .find(|(name, _)| *name == wanted)
+            .and_then(|(_, value)| value.parse::<f64>().ok())
+    };
+    (value("InOctets"), value("OutOctets"))
 }
 
 /// The collector registered beside the controller's metrics.
@@ -246,11 +244,10 @@ mod tests {
                     .into(),
             ),
             system_stat: Some("cpu  1 2 3\nbtime 1764100000\nprocesses 9\n".into()),
-            net_dev: Some(
-                "Inter-|   Receive                            |  Transmit\n \
-                 face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets\n    \
-                 lo:    1000      10    0    0    0     0          0         0     1000      10    0    0    0     0       0          0\n  \
-                 eth0:    5000      20    0    0    0     0          0         0     7000      30    0    0    0     0       0          0\n"
+            netstat: Some(
+                "TcpExt: SyncookiesSent\nTcpExt: 0\n\
+                 IpExt: InNoRoutes InTruncatedPkts InOctets OutOctets\n\
+                 IpExt: 0 0 6000 8000\n"
                     .into(),
             ),
             open_fds: Some(12),

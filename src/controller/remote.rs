@@ -146,31 +146,28 @@ async fn limited_client(
 ) -> Result<kube::Client, kube::Error> {
     use super::ratelimit::{self, ClientLayers};
     let host = config.cluster_url.to_string();
-    let unlimited = ratelimit::client(
-        config.clone(),
-        ClientLayers {
-            limit: None,
-            requests,
-        },
-    )?;
-    let flow_control = ratelimit::priority_and_fairness(&unlimited).await;
-    let Some(limit) = ratelimit::remote_limit(flow_control) else {
+    // Asked on a client of its own, not counted in `rest_client_requests_total`: Flux asks
+    // with a bare transport.
+    let probe = ratelimit::client(config.clone(), ClientLayers::default())?;
+    let flow_control = ratelimit::priority_and_fairness(&probe).await;
+    let limit = ratelimit::remote_limit(flow_control);
+    if limit.is_none() {
         tracing::info!(
             host,
             "remote cluster: API Priority and Fairness is on: no client-side rate limit"
         );
-        return Ok(unlimited);
-    };
-    tracing::info!(
-        host,
-        qps = f64::from(ratelimit::CLIENT_GO_DEFAULT.0),
-        burst = ratelimit::CLIENT_GO_DEFAULT.1,
-        "remote cluster: API Priority and Fairness is off: client-side rate limit"
-    );
+    } else {
+        tracing::info!(
+            host,
+            qps = f64::from(ratelimit::CLIENT_GO_DEFAULT.0),
+            burst = ratelimit::CLIENT_GO_DEFAULT.1,
+            "remote cluster: API Priority and Fairness is off: client-side rate limit"
+        );
+    }
     ratelimit::client(
         config,
         ClientLayers {
-            limit: Some(&limit),
+            limit: limit.as_ref(),
             requests,
         },
     )

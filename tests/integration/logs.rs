@@ -13,10 +13,10 @@ use crate::support::controller::{ControllerProcess, controller_kubeconfig};
 /// A line as `flux logs` decodes it: Go's `encoding/json` into string fields, so a key that
 /// is present with another type fails the decoding, and the last of duplicate keys wins.
 #[derive(Debug, Default)]
-struct FluxLogEntry {
-    ts: String,
-    level: String,
-    msg: String,
+pub(crate) struct FluxLogEntry {
+    pub ts: String,
+    pub level: String,
+    pub msg: String,
     error: String,
     reconciler_kind: String,
     controller_kind: String,
@@ -24,7 +24,7 @@ struct FluxLogEntry {
     namespace: String,
 }
 
-fn decode(line: &str) -> Result<FluxLogEntry, String> {
+pub(crate) fn decode(line: &str) -> Result<FluxLogEntry, String> {
     let value: Value = serde_json::from_str(line).map_err(|e| format!("{e}: {line}"))?;
     let object = value
         .as_object()
