@@ -383,22 +383,81 @@ pub async fn run(
             )
             .inspect(move |request| queue.add(&request_key(request)))
         });
+    controller = watch_sources(
+        controller,
+        &client,
+        options.namespace.as_deref(),
+        options.reconcile.allow_external_artifact,
+        &context,
+        &reader,
+        &health,
+    );
+    if let Some(selector) = &options.watch_configs_label_selector {
+        controller = watch_configs(
+            controller,
+            &client,
+            options.namespace.as_deref(),
+            selector,
+            &reader,
+            &health,
+            &queue,
+        );
+    }
+    let recorder = context.clone();
+    tracing::info!(
+        controller = "kustomization",
+        controllerGroup = "kustomize.toolkit.fluxcd.io",
+        controllerKind = "Kustomization",
+        "worker count" = options.concurrent,
+        "Starting workers"
+    );
+    let stopping = context.clone();
+    let shutdown = async move {
+        shutdown.await;
+        stopping.stopping.stop();
+    };
+    controller
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(error = %error, "controller event");
+            }
+        })
+        .await;
+    // The last reconciliations' Events are still queued; a short wait keeps most of them.
+    recorder
+        .recorder
+        .flush(std::time::Duration::from_secs(5))
+        .await;
+    Ok(())
+}
+
+/// The source watches: a new artifact revision runs the Kustomizations that use it (and, with
+/// CancelHealthCheckOnNewRevision, cancels their running health checks).
+fn watch_sources(
+    mut controller: Controller<Kustomization>,
+    client: &kube::Client,
+    namespace: Option<&str>,
+    allow_external_artifact: bool,
+    context: &Arc<Context>,
+    reader: &Store<Kustomization>,
+    health: &Arc<watch::WatchHealth>,
+) -> Controller<Kustomization> {
     for source_kind in crate::api::SourceKind::ALL {
         // As Flux: ExternalArtifacts are neither watched nor read unless the gate is on.
-        if source_kind == crate::api::SourceKind::ExternalArtifact
-            && !options.reconcile.allow_external_artifact
-        {
+        if source_kind == crate::api::SourceKind::ExternalArtifact && !allow_external_artifact {
             continue;
         }
         let kind = source_kind.as_str();
         let resource = crate::source::source_resource(source_kind);
-        let sources: Api<DynamicObject> = match &options.namespace {
+        let sources: Api<DynamicObject> = match namespace {
             Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
             None => Api::all_with(client.clone(), &resource),
         };
         let store = reader.clone();
         let cancelling = context.clone();
-        let queue = queue.clone();
+        let queue = context.metrics.runtime.queue.clone();
         let config = WatchConfig {
             kind: kind.into(),
             label_selector: None,
@@ -439,71 +498,56 @@ pub async fn run(
             resource,
         );
     }
-    if let Some(selector) = &options.watch_configs_label_selector {
-        let config = |kind: &str| WatchConfig {
-            kind: kind.into(),
-            label_selector: Some(selector.clone()),
-        };
-        let (maps, secrets): (Api<ConfigMap>, Api<Secret>) = match &options.namespace {
-            Some(namespace) => (
-                Api::namespaced(client.clone(), namespace),
-                Api::namespaced(client.clone(), namespace),
-            ),
-            None => (Api::all(client.clone()), Api::all(client.clone())),
-        };
-        let store = reader.clone();
-        let changed = touched(watch::watch(maps, config("ConfigMap"), health.clone()));
-        let maps_queue = queue.clone();
-        controller = controller.watches_stream(changed, move |map| {
-            let found = referrers(
-                &store,
-                map.metadata.namespace.as_deref(),
-                map.metadata.name.as_deref(),
-                false,
-            );
-            queued(&maps_queue, found)
-        });
-        let store = reader.clone();
-        let changed = touched(watch::watch(secrets, config("Secret"), health.clone()));
-        let secrets_queue = queue.clone();
-        controller = controller.watches_stream(changed, move |secret| {
-            let found = referrers(
-                &store,
-                secret.metadata.namespace.as_deref(),
-                secret.metadata.name.as_deref(),
-                true,
-            );
-            queued(&secrets_queue, found)
-        });
-    }
-    let recorder = context.clone();
-    tracing::info!(
-        controller = "kustomization",
-        controllerGroup = "kustomize.toolkit.fluxcd.io",
-        controllerKind = "Kustomization",
-        "worker count" = options.concurrent,
-        "Starting workers"
-    );
-    let stopping = context.clone();
-    let shutdown = async move {
-        shutdown.await;
-        stopping.stopping.stop();
-    };
     controller
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(error = %error, "controller event");
-            }
-        })
-        .await;
-    // The last reconciliations' Events are still queued; a short wait keeps most of them.
-    recorder
-        .recorder
-        .flush(std::time::Duration::from_secs(5))
-        .await;
-    Ok(())
+}
+
+/// `--watch-configs-label-selector`: a change to a labelled ConfigMap or Secret runs the
+/// Kustomizations that read it (`substituteFrom`, decryption, kubeConfig).
+fn watch_configs(
+    mut controller: Controller<Kustomization>,
+    client: &kube::Client,
+    namespace: Option<&str>,
+    selector: &str,
+    reader: &Store<Kustomization>,
+    health: &Arc<watch::WatchHealth>,
+    queue: &work_queue::WorkQueue,
+) -> Controller<Kustomization> {
+    let config = |kind: &str| WatchConfig {
+        kind: kind.into(),
+        label_selector: Some(selector.to_string()),
+    };
+    let (maps, secrets): (Api<ConfigMap>, Api<Secret>) = match namespace {
+        Some(namespace) => (
+            Api::namespaced(client.clone(), namespace),
+            Api::namespaced(client.clone(), namespace),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    let store = reader.clone();
+    let changed = touched(watch::watch(maps, config("ConfigMap"), health.clone()));
+    let maps_queue = queue.clone();
+    controller = controller.watches_stream(changed, move |map| {
+        let found = referrers(
+            &store,
+            map.metadata.namespace.as_deref(),
+            map.metadata.name.as_deref(),
+            false,
+        );
+        queued(&maps_queue, found)
+    });
+    let store = reader.clone();
+    let changed = touched(watch::watch(secrets, config("Secret"), health.clone()));
+    let secrets_queue = queue.clone();
+    controller = controller.watches_stream(changed, move |secret| {
+        let found = referrers(
+            &store,
+            secret.metadata.namespace.as_deref(),
+            secret.metadata.name.as_deref(),
+            true,
+        );
+        queued(&secrets_queue, found)
+    });
+    controller
 }
 
 #[cfg(test)]
