@@ -176,6 +176,28 @@ fn referrers(
         .collect()
 }
 
+/// With CancelHealthCheckOnNewRevision, as Flux's wrapped reconciler: any request a watch
+/// makes for a Kustomization whose health checks run ends them, naming the object that
+/// caused it (`Kind/namespace/name`).
+fn cancel_health_checks(context: &Context, keys: &[String], trigger: &str) {
+    if context.options.cancel_health_on_new_revision {
+        for key in keys {
+            context.health_cancels.cancel(key, trigger);
+        }
+    }
+}
+
+fn trigger_of(
+    kind: &str,
+    metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> String {
+    format!(
+        "{kind}/{}/{}",
+        metadata.namespace.as_deref().unwrap_or(""),
+        metadata.name.as_deref().unwrap_or("")
+    )
+}
+
 /// Requests handed to the runtime, entered in the shadow of its queue as they go.
 fn queued(
     queue: &work_queue::WorkQueue,
@@ -364,9 +386,18 @@ pub async fn run(
     .predicate_filter(trigger, Default::default())
     .inspect({
         let queue = queue.clone();
+        let cancelling = context.clone();
         move |passed| {
             if let Ok(object) = passed {
-                queue.add(&reconcile::key_of(object));
+                let key = reconcile::key_of(object);
+                queue.add(&key);
+                // As Flux with the gate: a request for the object itself (a spec change,
+                // `reconcile.fluxcd.io/requestedAt`) ends its running health checks too.
+                cancel_health_checks(
+                    &cancelling,
+                    std::slice::from_ref(&key),
+                    &format!("Kustomization/{key}"),
+                );
             }
         }
     });
@@ -400,7 +431,7 @@ pub async fn run(
             selector,
             &reader,
             &health,
-            &queue,
+            &context,
         );
     }
     let recorder = context.clone();
@@ -481,18 +512,8 @@ fn watch_sources(
                         .is_some_and(|k| k.status.as_ref().is_none_or(|s| s.conditions.is_empty()));
                     cancelling.attempted.needs_run(&key, &revision, brand_new)
                 });
-                if cancelling.options.cancel_health_on_new_revision {
-                    let trigger = format!(
-                        "{kind}/{}/{}",
-                        source.metadata.namespace.as_deref().unwrap_or(""),
-                        source.metadata.name.as_deref().unwrap_or("")
-                    );
-                    for dependent in &dependents {
-                        let namespace = dependent.namespace.as_deref().unwrap_or("");
-                        let dependent = format!("{namespace}/{}", dependent.name);
-                        cancelling.health_cancels.cancel(&dependent, &trigger);
-                    }
-                }
+                let keys: Vec<String> = dependents.iter().map(request_key).collect();
+                cancel_health_checks(&cancelling, &keys, &trigger_of(kind, &source.metadata));
                 queued(&queue, dependents)
             },
             resource,
@@ -510,8 +531,9 @@ fn watch_configs(
     selector: &str,
     reader: &Store<Kustomization>,
     health: &Arc<watch::WatchHealth>,
-    queue: &work_queue::WorkQueue,
+    context: &Arc<Context>,
 ) -> Controller<Kustomization> {
+    let queue = &context.metrics.runtime.queue;
     let config = |kind: &str| WatchConfig {
         kind: kind.into(),
         label_selector: Some(selector.to_string()),
@@ -526,6 +548,7 @@ fn watch_configs(
     let store = reader.clone();
     let changed = touched(watch::watch(maps, config("ConfigMap"), health.clone()));
     let maps_queue = queue.clone();
+    let cancelling = context.clone();
     controller = controller.watches_stream(changed, move |map| {
         let found = referrers(
             &store,
@@ -533,11 +556,14 @@ fn watch_configs(
             map.metadata.name.as_deref(),
             false,
         );
+        let keys: Vec<String> = found.iter().map(request_key).collect();
+        cancel_health_checks(&cancelling, &keys, &trigger_of("ConfigMap", &map.metadata));
         queued(&maps_queue, found)
     });
     let store = reader.clone();
     let changed = touched(watch::watch(secrets, config("Secret"), health.clone()));
     let secrets_queue = queue.clone();
+    let cancelling = context.clone();
     controller = controller.watches_stream(changed, move |secret| {
         let found = referrers(
             &store,
@@ -545,6 +571,8 @@ fn watch_configs(
             secret.metadata.name.as_deref(),
             true,
         );
+        let keys: Vec<String> = found.iter().map(request_key).collect();
+        cancel_health_checks(&cancelling, &keys, &trigger_of("Secret", &secret.metadata));
         queued(&secrets_queue, found)
     });
     controller

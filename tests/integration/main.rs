@@ -3,6 +3,7 @@
 mod apiserver;
 mod apiserver_fidelity;
 mod apply;
+mod cancellation;
 mod cli;
 mod controller;
 mod controller_bench;
