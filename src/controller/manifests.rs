@@ -51,15 +51,56 @@ pub struct Inputs<'a> {
     pub limits: kustomize::Limits,
 }
 
-fn is_manifest(path: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return false;
+/// As Flux's generator (fluxcd/pkg `kustomize` `scanManifests`, through kustomize's resource
+/// factory): a YAML file in a plain directory must hold Kubernetes objects; one that does not
+/// fails the build, naming the file, rather than being left out unnoticed.
+fn check_manifest(path: &Path, relative: &str) -> Result<(), ManifestError> {
+    let fail = |reason: String| {
+        ManifestError::Generate(format!(
+            "failed to decode Kubernetes YAML from {relative}: {reason}"
+        ))
     };
-    yaml::parse_documents(&text, Schema::Kubernetes).is_ok_and(|documents| {
-        documents
-            .iter()
-            .any(|d| d.get("apiVersion").is_some() && d.get("kind").is_some())
-    })
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let documents =
+        yaml::parse_documents(&text, Schema::Kubernetes).map_err(|e| fail(e.to_string()))?;
+    documents
+        .iter()
+        .try_for_each(|document| resource_metadata(document).map_err(fail))
+}
+
+/// kyaml's check of a document's metadata (`GetValidatedMetadata`), in its words.
+fn resource_metadata(document: &Value) -> Result<(), String> {
+    let present = |value: Option<&Value>| {
+        value.is_some_and(|v| {
+            !v.is_null() && v.as_str() != Some("") && v.as_object().is_none_or(|o| !o.is_empty())
+        })
+    };
+    let Some(fields) = document.as_object() else {
+        return if document.is_null() {
+            Ok(())
+        } else {
+            Err("missing Resource metadata".into())
+        };
+    };
+    if fields.is_empty() {
+        return Ok(());
+    }
+    let metadata = document.get("metadata");
+    let described = ["name", "namespace", "labels", "annotations"]
+        .iter()
+        .any(|key| present(metadata.and_then(|m| m.get(key))));
+    let kind = document.get("kind").and_then(Value::as_str).unwrap_or("");
+    if !present(document.get("apiVersion")) && kind.is_empty() && !described {
+        return Err("missing Resource metadata".into());
+    }
+    if kind.is_empty() {
+        return Err("missing kind in object".into());
+    }
+    let named = present(metadata.and_then(|m| m.get("name")));
+    if !kind.ends_with("List") && !named {
+        return Err(format!("missing metadata.name in object (kind {kind})"));
+    }
+    Ok(())
 }
 
 fn has_kustomization(dir: &Path) -> bool {
@@ -68,8 +109,9 @@ fn has_kustomization(dir: &Path) -> bool {
         .any(|name| dir.join(name).is_file())
 }
 
-/// The resources a generated kustomization lists: every YAML file of Kubernetes objects under
-/// `dir`, and subdirectories that have their own kustomization (not walked into).
+/// The resources a generated kustomization lists: every YAML file under `dir` (each must hold
+/// Kubernetes objects), and subdirectories that have their own kustomization (not walked
+/// into).
 fn scan(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), ManifestError> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| ManifestError::Generate(format!("{}: {e}", dir.display())))?
@@ -95,7 +137,8 @@ fn scan(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), ManifestEr
                 .extension()
                 .and_then(|e| e.to_str())
                 .is_some_and(|e| e == "yaml" || e == "yml");
-            if yaml && is_manifest(&path) {
+            if yaml {
+                check_manifest(&path, &relative)?;
                 out.push(relative);
             }
         }
@@ -323,8 +366,9 @@ mod tests {
             "a/cm.yaml",
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  k: v\n",
         );
-        write(dir, "a/notes.yaml", "just: text\n");
+        write(dir, "a/empty.yaml", "# nothing here yet\n");
         write(dir, "readme.md", "# hi\n");
+        write(dir, "values.json", "{\"just\": \"text\"}\n");
         write(dir, "sub/kustomization.yaml", "resources:\n- deploy.yaml\n");
         write(
             dir,
@@ -360,6 +404,51 @@ mod tests {
             .collect();
         assert_eq!(names, vec!["ConfigMap/apps/p-cm", "Secret/apps/p-s"]);
         assert_eq!(objects[0]["data"]["extra"], "x");
+    }
+
+    /// As Flux's generator: a YAML file in a plain directory that is not Kubernetes objects
+    /// fails the build, naming the file and what is missing, in kyaml's words.
+    #[test]
+    fn a_plain_directory_with_a_yaml_file_that_is_not_an_object_fails_naming_it() {
+        for (text, reason) in [
+            ("just: text\n", "missing Resource metadata"),
+            ("- a\n- b\n", "missing Resource metadata"),
+            (
+                "apiVersion: v1\nmetadata:\n  name: x\n",
+                "missing kind in object",
+            ),
+            (
+                "apiVersion: v1\nkind: ConfigMap\ndata: {}\n",
+                "missing metadata.name in object (kind ConfigMap)",
+            ),
+            ("key: [unclosed\n", ""),
+        ] {
+            let root = tempfile::tempdir().unwrap();
+            let dir = root.path();
+            write(
+                dir,
+                "cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n",
+            );
+            write(dir, "ci/values.yaml", text);
+            let error = kustomization_file(dir).unwrap_err().to_string();
+            assert!(
+                error.starts_with(
+                    "failed to generate kustomization.yaml: failed to decode Kubernetes YAML from ci/values.yaml: "
+                ) && error.contains(reason),
+                "{text:?}: {error}"
+            );
+        }
+        let root = tempfile::tempdir().unwrap();
+        write(
+            root.path(),
+            "list.yaml",
+            "apiVersion: v1\nkind: List\nitems: []\n",
+        );
+        assert!(
+            kustomization_file(root.path()).is_ok(),
+            "a List needs no name"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod crd;
 mod finalize;
 mod flux;
 mod fuzz_corpus;
+mod generator;
 mod health;
 mod hostile;
 mod install;
