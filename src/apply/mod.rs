@@ -17,6 +17,7 @@
 mod drift;
 mod normalize;
 mod order;
+mod ownership;
 mod stage;
 
 use stage::{Prefetched, Watched};

@@ -10,6 +10,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
 use super::drift::{self, comparable, drifted, takeover_patch};
+use super::ownership;
 use super::{Applier, ApplyError, Drift, Mode, Planned, api_error_parts, digest, is_immutable};
 use crate::objects::{
     Action, ObjectRef, Seen, SsaPolicy, force_enabled, reconcile_disabled, ssa_policy,
@@ -217,12 +218,18 @@ impl Applier {
             .into_iter()
             .map(str::to_string)
             .collect();
-        // Ignored fields keep their live values: sending them unchanged keeps them, where
-        // leaving them out would make server-side apply delete the fields we owned.
+        // As fluxcd/pkg `ssa`: an ignored field another server-side-apply manager owns is left
+        // out, so we never co-own it and its owner's value stays; one we own alone (or that
+        // updates wrote) keeps its live value, where leaving it out would make server-side
+        // apply delete a field we owned.
         for pointer in &ignored {
-            match live.pointer(pointer) {
-                Some(value) => drift::set_pointer(&mut object, pointer, value.clone()),
-                None => drift::remove_pointer(&mut object, pointer),
+            let live_value = live.pointer(pointer);
+            if live_value.is_none()
+                || ownership::owned_by_another_applier(&live, pointer, &self.options.field_manager)
+            {
+                drift::remove_pointer(&mut object, pointer);
+            } else if let Some(value) = live_value {
+                drift::set_pointer(&mut object, pointer, value.clone());
             }
         }
         // MigrateAPIVersion: written before the dry-run, which the old entries could fail, as

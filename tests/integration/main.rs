@@ -14,6 +14,7 @@ mod fuzz_corpus;
 mod generator;
 mod health;
 mod hostile;
+mod ignore;
 mod install;
 mod inventory;
 mod kustomize_api;
