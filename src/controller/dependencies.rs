@@ -133,7 +133,7 @@ fn ready_by_expression(
     if let Some(undeclared) = undeclared_variables(program.expression(), &["self", "dep"]).first() {
         return Err(invalid(format!("undeclared reference to '{undeclared}'")));
     }
-    let mut context = cel::Context::default();
+    let mut context = crate::health::cel_ext::context();
     let this = serde_json::to_value(object).unwrap_or_default();
     let that = serde_json::to_value(dep).unwrap_or_default();
     context.add_variable_from_value("self", cel::to_value(this).unwrap_or(cel::Value::Null));

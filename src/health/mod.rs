@@ -8,6 +8,7 @@
 //! (`CelChecks`). [`wait`] polls until every object is Current, fails fast when one is Failed,
 //! and reports the stragglers on timeout in Flux's wording.
 
+pub mod cel_ext;
 mod kstatus;
 
 use std::time::Duration;
@@ -155,7 +156,7 @@ impl CelChecks {
             return Some((assessment, None));
         }
         // One conversion of the object, shared by `self` and its top-level fields.
-        let mut context = cel::Context::default();
+        let mut context = crate::health::cel_ext::context();
         let self_value = cel::to_value(object).unwrap_or(cel::Value::Null);
         if let cel::Value::Map(fields) = &self_value {
             for (name, value) in fields.map.iter() {

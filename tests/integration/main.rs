@@ -4,6 +4,7 @@ mod apiserver;
 mod apiserver_fidelity;
 mod apply;
 mod cancellation;
+mod cel;
 mod cli;
 mod controller;
 mod controller_bench;
