@@ -2,7 +2,7 @@
 """Derives the reference CRDs the tests need from ../shared/reference/crds into
 tests/fixtures/reference/crds, and the Kubernetes OpenAPI definitions of the built-in kinds the
 test API server serves from ../shared/reference/openapi/swagger.json into
-src/apply/kubernetes-openapi.json, so that a fresh clone tests with nothing
+tests/fixtures/reference/kubernetes-openapi.json, so that a fresh clone tests with nothing
 beside it.
 
 Each CRD keeps every field but `description` (documentation only: the schema comparison in
@@ -30,7 +30,7 @@ FILES = [
     "source.toolkit.fluxcd.io_ocirepositories.yaml",
 ]
 OPENAPI_SOURCE = os.path.join(HERE, "..", "..", "shared", "reference", "openapi", "swagger.json")
-OPENAPI_TARGET = os.path.join(HERE, "..", "src", "apply", "kubernetes-openapi.json")
+OPENAPI_TARGET = os.path.join(HERE, "..", "tests", "fixtures", "reference", "kubernetes-openapi.json")
 # The built-in kinds of tests/support/apiserver/resources.rs: apiVersion/kind -> definition.
 # Kubernetes v1.21.2 has no autoscaling/v2; its v2beta2 HorizontalPodAutoscaler has the shape
 # v2 kept.

@@ -14,7 +14,6 @@
 //! `diff` shows what an apply would do. Object identities, change sets, policies and
 //! discovery come from [`crate::objects`].
 
-mod builtin;
 mod drift;
 mod normalize;
 mod order;
@@ -31,7 +30,6 @@ use kube::api::{Api, DynamicObject, PatchParams};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-pub use builtin::drop_undeclared_fields;
 pub use drift::{
     IgnoreRuleError, IgnoreRules, comparable, drifted, remove_pointer, set_pointer, takeover_patch,
 };

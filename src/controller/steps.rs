@@ -397,8 +397,6 @@ pub(crate) async fn apply(
     status: &mut KustomizationStatus,
 ) -> Result<(ChangeSet, ResourceInventory), StepError> {
     let started = Instant::now();
-    let mut objects = objects;
-    report_dropped_fields(object, ctx, &mut objects);
     let (changes, apply_error) = applier.apply_all_partial(objects).await;
     let old_inventory = load_inventory(object, ctx, status).await?;
     if let Some(error) = apply_error {
@@ -407,42 +405,6 @@ pub(crate) async fn apply(
     }
     ctx.metrics.observe_apply(started.elapsed(), &changes);
     Ok((changes, old_inventory))
-}
-
-/// Built-in kinds lose the fields their type does not declare, as Flux's normalization
-/// drops them; beyond Flux, a Warning event names each one.
-fn report_dropped_fields(object: &Kustomization, ctx: &Context, objects: &mut [Value]) {
-    let mut lines = Vec::new();
-    for built in objects.iter_mut() {
-        let dropped = crate::apply::drop_undeclared_fields(built);
-        if dropped.is_empty() {
-            continue;
-        }
-        let name = |key: &str| built["metadata"][key].as_str().unwrap_or("").to_string();
-        let kind = built["kind"].as_str().unwrap_or("");
-        let namespace = name("namespace");
-        let id = if namespace.is_empty() {
-            format!("{kind}/{}", name("name"))
-        } else {
-            format!("{kind}/{namespace}/{}", name("name"))
-        };
-        lines.push(format!("{id}: {}", dropped.join(", ")));
-    }
-    if lines.is_empty() {
-        return;
-    }
-    let message = format!(
-        "fields their kind does not declare were dropped before applying, as Flux drops them:\n{}",
-        lines.join("\n")
-    );
-    tracing::info!("{message}");
-    ctx.recorder.publish(
-        object,
-        EventType::Warning,
-        "UndeclaredFieldsDropped",
-        &message,
-        &EventMeta::default(),
-    );
 }
 
 async fn keep_partially_applied(

@@ -1,7 +1,6 @@
-//! What Flux makes of manifests that are not quite right. A path without a kustomization file,
-//! as Flux's generator builds it: every YAML file under it is a resource, and one that is not
-//! Kubernetes objects fails the build, naming the file, with nothing applied. A built-in kind
-//! with a field its type does not declare: the field is dropped and the rest applied.
+//! A path without a kustomization file, as Flux's generator builds it: every YAML file under
+//! it is a resource, and one that is not Kubernetes objects fails the build, naming the file,
+//! with nothing applied.
 
 use serde_json::json;
 
@@ -39,43 +38,4 @@ async fn a_yaml_file_that_is_not_an_object_fails_a_plain_directory_naming_it() {
             .is_none(),
         "nothing is applied"
     );
-}
-
-/// As Flux's normalization of built-in kinds: a field the kind does not declare (a misspelled
-/// pod-spec field) is dropped and the rest applies, instead of the server refusing the whole
-/// object; beyond Flux, a Warning event names the dropped field.
-#[tokio::test]
-async fn undeclared_fields_of_built_in_kinds_are_dropped_and_reported() {
-    let harness = Harness::start().await;
-    let ns = harness.cluster.namespace.clone();
-    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: app\n        image: example.com/app:1\n        imagePullPolicyy: Always\n";
-    let artifact = harness.publish_files("typo", "main@sha1:7e90", &[("deploy.yaml", deployment)]);
-    harness.source("repo", &artifact).await;
-    harness.create_kustomization("typo", json!({})).await;
-    harness
-        .wait_ready("typo", "True", "ReconciliationSucceeded")
-        .await;
-    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
-        kube::Api::namespaced(harness.cluster.client.clone(), &ns);
-    let applied = deployments.get("web").await.unwrap();
-    let container = &applied.spec.unwrap().template.spec.unwrap().containers[0];
-    assert_eq!(container.image.as_deref(), Some("example.com/app:1"));
-    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
-        kube::Api::namespaced(harness.cluster.client.clone(), &ns);
-    let reported =
-        crate::support::cluster::wait_for(std::time::Duration::from_secs(10), || async {
-            events
-                .list(&Default::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find(|e| e.reason.as_deref() == Some("UndeclaredFieldsDropped"))
-        })
-        .await
-        .expect("a Warning event names the dropped field");
-    assert_eq!(reported.type_.as_deref(), Some("Warning"));
-    assert!(reported.message.unwrap_or_default().ends_with(&format!(
-        "Deployment/{ns}/web: spec.template.spec.containers[0].imagePullPolicyy"
-    )),);
 }

@@ -1,5 +1,5 @@
 //! What the server knows of a kind's fields. Built-in kinds are described by Kubernetes'
-//! OpenAPI definitions (`src/apply/kubernetes-openapi.json`, derived from the
+//! OpenAPI definitions (`tests/fixtures/reference/kubernetes-openapi.json`, derived from the
 //! v1.21.2 document by `tools/gen_reference_fixtures.py`), custom resources by their CRD's
 //! structural schema; `metadata` is `ObjectMeta` for both.
 //!
@@ -21,7 +21,7 @@ struct Openapi {
 }
 
 static OPENAPI: LazyLock<Openapi> = LazyLock::new(|| {
-    let text = include_str!("../../../src/apply/kubernetes-openapi.json");
+    let text = include_str!("../../fixtures/reference/kubernetes-openapi.json");
     let mut document: Value = serde_json::from_str(text).expect("the OpenAPI fixture is JSON");
     let mut take = |key: &str| match document[key].take() {
         Value::Object(map) => map,
