@@ -3,7 +3,9 @@
 //! Objects are normalized the way the API server would store them, so that a dry-run
 //! compares like with like: Secret `stringData` folds into `data`, `status` is dropped (except
 //! on CRDs, whose status the API server owns anyway), and ports get their default `protocol`
-//! (part of the list key). The owner labels and `spec.commonMetadata` are stamped on.
+//! (part of the list key), and a CRD's conversion-webhook `caBundle` that holds no certificate
+//! is left out, as Flux's `ssa` does. The owner labels and `spec.commonMetadata` are stamped
+//! on.
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
@@ -42,6 +44,9 @@ pub fn prepare(object: &mut Value, owner: &Owner, common: Option<&CommonMetadata
     if !is_crd && let Some(map) = object.as_object_mut() {
         map.remove("status");
     }
+    if is_crd {
+        remove_invalid_ca_bundle(object);
+    }
     if object["kind"] == "Secret" && object["apiVersion"] == "v1" {
         fold_string_data(object);
     }
@@ -57,6 +62,37 @@ pub fn prepare(object: &mut Value, owner: &Owner, common: Option<&CommonMetadata
     let labels = metadata_map(object, "labels");
     labels.insert(NAME_LABEL.into(), json!(owner.name));
     labels.insert(NAMESPACE_LABEL.into(), json!(owner.namespace));
+}
+
+/// As fluxcd/pkg `ssa`: a CRD's conversion webhook `caBundle` that holds no certificate is
+/// left out of the apply, since Kubernetes 1.31 and later refuse the CRD for it.
+fn remove_invalid_ca_bundle(crd: &mut Value) {
+    let Some(client_config) = crd
+        .pointer_mut("/spec/conversion/webhook/clientConfig")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let invalid = client_config
+        .get("caBundle")
+        .and_then(Value::as_str)
+        .is_some_and(|bundle| !bundle.is_empty() && !holds_a_certificate(bundle));
+    if invalid {
+        client_config.remove("caBundle");
+    }
+}
+
+/// Whether base64 `bundle` is PEM with at least one certificate that parses, which is what
+/// client-go asks of CA data.
+fn holds_a_certificate(bundle: &str) -> bool {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject as _;
+    let Ok(pem) = base64::engine::general_purpose::STANDARD.decode(bundle) else {
+        return false;
+    };
+    CertificateDer::pem_slice_iter(&pem)
+        .flatten()
+        .any(|certificate| webpki::anchor_from_trusted_cert(&certificate).is_ok())
 }
 
 fn fold_string_data(secret: &mut Value) {
@@ -172,5 +208,55 @@ mod tests {
             "metadata": {"name": "x"}, "status": {"storedVersions": []}});
         prepare(&mut crd, &owner, None);
         assert!(crd.get("status").is_some(), "CRDs keep their status");
+    }
+
+    /// fluxcd/pkg `ssa`'s `TestRemoveCABundleFromCRD` cases.
+    #[test]
+    fn invalid_conversion_webhook_ca_bundles_are_left_out_of_crds() {
+        let owner = Owner {
+            name: "app".into(),
+            namespace: "flux-system".into(),
+        };
+        let certificate = rcgen::generate_simple_self_signed(vec!["webhook.example.com".into()])
+            .unwrap()
+            .cert
+            .pem();
+        let valid = base64::engine::general_purpose::STANDARD.encode(certificate);
+        let crd = |bundle: &str| {
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "widgets.example.com"},
+                "spec": {"conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {
+                    "caBundle": bundle, "service": {"name": "w", "namespace": "n"}}}}}})
+        };
+        for (bundle, kept) in [
+            ("invalid-cert-data", false),
+            // A certificate header alone, in base64.
+            ("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t", false),
+            (valid.as_str(), true),
+            ("", true),
+        ] {
+            let mut object = crd(bundle);
+            prepare(&mut object, &owner, None);
+            let left = object.pointer("/spec/conversion/webhook/clientConfig/caBundle");
+            assert_eq!(left.is_some(), kept, "{bundle}");
+            assert!(
+                object
+                    .pointer("/spec/conversion/webhook/clientConfig/service")
+                    .is_some()
+            );
+        }
+        let mut config_map = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+            "spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": "invalid-cert-data"}}}}});
+        prepare(&mut config_map, &owner, None);
+        assert!(
+            config_map
+                .pointer("/spec/conversion/webhook/clientConfig/caBundle")
+                .is_some(),
+            "other kinds are left alone"
+        );
+        let mut without = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "plain.example.com"}, "spec": {"group": "example.com"}});
+        prepare(&mut without, &owner, None);
+        assert_eq!(without["spec"], json!({"group": "example.com"}));
     }
 }
