@@ -1,6 +1,7 @@
-//! A path without a kustomization file, as Flux's generator builds it: every YAML file under
-//! it is a resource, and one that is not Kubernetes objects fails the build, naming the file,
-//! with nothing applied.
+//! What Flux makes of manifests that are not quite right. A path without a kustomization file,
+//! as Flux's generator builds it: every YAML file under it is a resource, and one that is not
+//! Kubernetes objects fails the build, naming the file, with nothing applied. A CRD whose
+//! conversion webhook `caBundle` holds no certificate is applied without it.
 
 use serde_json::json;
 
