@@ -57,19 +57,22 @@ async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
         .delete("tenant", &Default::default())
         .await
         .unwrap();
-    let event_saying = |message: &'static str| {
+    // The event about `tenant` saying `message`, once notification-controller has it.
+    let event_saying = |message: String| {
         let received = received.clone();
         async move {
             received
                 .lock()
                 .unwrap()
                 .iter()
-                .find(|e| e["involvedObject"]["name"] == "tenant" && e["message"] == message)
+                .find(|e| {
+                    e["involvedObject"]["name"] == "tenant" && e["message"] == message.as_str()
+                })
                 .cloned()
         }
     };
     let failed = wait_for(Duration::from_secs(30), || {
-        event_saying("pruning for deleted resource failed")
+        event_saying("pruning for deleted resource failed".into())
     })
     .await
     .expect("the failed prune is reported");
@@ -98,18 +101,8 @@ async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
     );
 
     harness.cluster.apply(&tenant_role(&ns, true)).await;
-    let deleted_line = format!("ConfigMap/{ns}/kept deleted");
     let deleted = wait_for(Duration::from_secs(30), || {
-        let received = received.clone();
-        let line = deleted_line.clone();
-        async move {
-            received
-                .lock()
-                .unwrap()
-                .iter()
-                .find(|e| e["involvedObject"]["name"] == "tenant" && e["message"] == line.as_str())
-                .cloned()
-        }
+        event_saying(format!("ConfigMap/{ns}/kept deleted"))
     })
     .await
     .expect("the retried deletion reports what it pruned");
