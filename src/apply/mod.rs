@@ -19,6 +19,7 @@ mod normalize;
 mod order;
 mod ownership;
 mod stage;
+mod undeclared;
 
 use stage::{Prefetched, Watched};
 
@@ -262,6 +263,8 @@ pub struct Applier {
     owned: Option<OwnedObjects>,
     /// A requested reconciliation: objects taken as unmoved are vouched for to the watches.
     requested: bool,
+    /// Fields built-in kinds do not declare, dropped as Flux drops them: `Kind/ns/name: path`.
+    dropped: Mutex<Vec<String>>,
 }
 
 fn api_error_parts(error: &kube::Error) -> (String, String, u16) {
@@ -311,7 +314,14 @@ impl Applier {
             served: KindCache::default(),
             owned: None,
             requested: false,
+            dropped: Mutex::default(),
         }
+    }
+
+    /// The fields the last applies dropped because their built-in kind does not declare them
+    /// (`Kind/namespace/name: path`), as Flux's normalization drops them.
+    pub fn take_dropped_fields(&self) -> Vec<String> {
+        std::mem::take(&mut *self.dropped.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Asks the owned-object watches whether an object moved before reading it.

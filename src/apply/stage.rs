@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::drift::{self, comparable, drifted, takeover_patch};
 use super::ownership;
+use super::undeclared;
 use super::{Applier, ApplyError, Drift, Mode, Planned, api_error_parts, digest, is_immutable};
 use crate::objects::{
     Action, ObjectRef, Seen, SsaPolicy, force_enabled, reconcile_disabled, ssa_policy,
@@ -86,6 +87,25 @@ fn resource_version(object: &Value) -> Option<String> {
 /// never stored, so it has no resourceVersion.
 fn exists(dry_run: &Value) -> bool {
     resource_version(dry_run).is_some_and(|v| !v.is_empty())
+}
+
+/// A refused dry-run, in the words the apply step reports.
+fn dry_run_error(reference: &ObjectRef, error: &kube::Error) -> ApplyError {
+    let (reason, message, _) = api_error_parts(error);
+    let subject = reference.to_string();
+    if is_immutable(error) {
+        ApplyError::Immutable { subject, message }
+    } else if reason == "NotFound" && reference.namespace.is_empty() {
+        ApplyError::NamespaceNotSpecified { subject, message }
+    } else if reason == "NotFound" {
+        ApplyError::DryRunNotFound { subject, message }
+    } else {
+        ApplyError::DryRun {
+            subject,
+            reason,
+            message,
+        }
+    }
 }
 
 /// A write a stage's validation asked for.
@@ -184,7 +204,7 @@ impl Applier {
                 if self.may_dry_run_first(&reference, &object, policy) {
                     // The dry-run tells a new object (no resourceVersion) without a read; an
                     // existing one is read for the comparison, which reuses this dry-run.
-                    match self.dry_run(&api, &reference, &object).await {
+                    match self.dry_run(&api, &reference, &mut object).await {
                         Ok(result) if !exists(&result) => {
                             return Ok(Decided::created(mode, api, reference, object));
                         }
@@ -203,7 +223,7 @@ impl Applier {
             }
         };
         let Some(live) = live else {
-            self.dry_run(&api, &reference, &object).await?;
+            self.dry_run(&api, &reference, &mut object).await?;
             return Ok(Decided::created(mode, api, reference, object));
         };
         if ssa_policy(&live) == SsaPolicy::Ignore
@@ -267,10 +287,10 @@ impl Applier {
             .flatten();
         let dry_run = match early_dry_run.filter(|_| !migrated) {
             Some(result) => Ok(result),
-            None => self.dry_run(&api, &reference, &object).await,
+            None => self.dry_run(&api, &reference, &mut object).await,
         };
         let (live, dry_run) = self
-            .at_one_version(&api, &reference, &object, live, dry_run)
+            .at_one_version(&api, &reference, &mut object, live, dry_run)
             .await;
         let live_version = resource_version(&live);
         let dry_run = match dry_run {
@@ -342,7 +362,7 @@ impl Applier {
         &self,
         api: &Api<DynamicObject>,
         reference: &ObjectRef,
-        object: &Value,
+        object: &mut Value,
         mut live: Value,
         mut dry_run: Result<Value, ApplyError>,
     ) -> (Value, Result<Value, ApplyError>) {
@@ -365,35 +385,62 @@ impl Applier {
         &self,
         api: &Api<DynamicObject>,
         reference: &ObjectRef,
-        object: &Value,
+        object: &mut Value,
     ) -> Result<Value, ApplyError> {
-        match api
+        // Each round drops what the server named; a few rounds cover errors it tells in turn.
+        for _ in 0..3 {
+            let error = match api
+                .patch(
+                    &reference.name,
+                    &self.params().dry_run(),
+                    &Patch::Apply(&*object),
+                )
+                .await
+            {
+                Ok(result) => return Ok(serde_json::to_value(&result).unwrap_or_default()),
+                Err(error) => error,
+            };
+            if !self.dropped_undeclared(reference, object, &error) {
+                return Err(dry_run_error(reference, &error));
+            }
+        }
+        let result = api
             .patch(
                 &reference.name,
                 &self.params().dry_run(),
-                &Patch::Apply(object),
+                &Patch::Apply(&*object),
             )
-            .await
-        {
-            Ok(result) => Ok(serde_json::to_value(&result).unwrap_or_default()),
-            Err(error) => {
-                let (reason, message, _) = api_error_parts(&error);
-                let subject = reference.to_string();
-                Err(if is_immutable(&error) {
-                    ApplyError::Immutable { subject, message }
-                } else if reason == "NotFound" && reference.namespace.is_empty() {
-                    ApplyError::NamespaceNotSpecified { subject, message }
-                } else if reason == "NotFound" {
-                    ApplyError::DryRunNotFound { subject, message }
-                } else {
-                    ApplyError::DryRun {
-                        subject,
-                        reason,
-                        message,
-                    }
-                })
-            }
+            .await;
+        result
+            .map(|result| serde_json::to_value(&result).unwrap_or_default())
+            .map_err(|error| dry_run_error(reference, &error))
+    }
+
+    /// As Flux's normalization of built-in kinds: the fields the server says the kind does not
+    /// declare are removed from `object`, and noted. Whether any was.
+    fn dropped_undeclared(
+        &self,
+        reference: &ObjectRef,
+        object: &mut Value,
+        error: &kube::Error,
+    ) -> bool {
+        if !undeclared::normalized_by_flux(object) {
+            return false;
         }
+        let (_, message, _) = api_error_parts(error);
+        let removed: Vec<String> = undeclared::undeclared_paths(&message)
+            .into_iter()
+            .filter(|path| undeclared::remove_path(object, path))
+            .map(|path| undeclared::readable(path).to_string())
+            .collect();
+        if removed.is_empty() {
+            return false;
+        }
+        self.dropped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!("{reference}: {}", removed.join(", ")));
+        true
     }
 
     /// Makes a validated write: managed fields taken over first, then the apply (or, where

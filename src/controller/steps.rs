@@ -398,6 +398,7 @@ pub(crate) async fn apply(
 ) -> Result<(ChangeSet, ResourceInventory), StepError> {
     let started = Instant::now();
     let (changes, apply_error) = applier.apply_all_partial(objects).await;
+    report_dropped_fields(object, ctx, &applier.take_dropped_fields());
     let old_inventory = load_inventory(object, ctx, status).await?;
     if let Some(error) = apply_error {
         keep_partially_applied(object, ctx, status, &old_inventory, &changes).await;
@@ -405,6 +406,26 @@ pub(crate) async fn apply(
     }
     ctx.metrics.observe_apply(started.elapsed(), &changes);
     Ok((changes, old_inventory))
+}
+
+/// Beyond Flux, which drops fields a built-in kind does not declare silently: a Warning
+/// event names each one.
+fn report_dropped_fields(object: &Kustomization, ctx: &Context, dropped: &[String]) {
+    if dropped.is_empty() {
+        return;
+    }
+    let message = format!(
+        "fields their kind does not declare were dropped before applying, as Flux drops them:\n{}",
+        dropped.join("\n")
+    );
+    tracing::info!("{message}");
+    ctx.recorder.publish(
+        object,
+        EventType::Warning,
+        "UndeclaredFieldsDropped",
+        &message,
+        &EventMeta::default(),
+    );
 }
 
 async fn keep_partially_applied(

@@ -1,7 +1,8 @@
 //! What Flux makes of manifests that are not quite right. A path without a kustomization file,
 //! as Flux's generator builds it: every YAML file under it is a resource, and one that is not
 //! Kubernetes objects fails the build, naming the file, with nothing applied. A CRD whose
-//! conversion webhook `caBundle` holds no certificate is applied without it.
+//! conversion webhook `caBundle` holds no certificate is applied without it. A built-in kind
+//! with a field its type does not declare: the field is dropped and the rest applied.
 
 use serde_json::json;
 
@@ -71,4 +72,48 @@ async fn an_invalid_conversion_webhook_ca_bundle_is_left_out_of_a_crd() {
         Some("https://webhook.example.com/convert")
     );
     assert!(client_config.ca_bundle.is_none(), "{client_config:?}");
+}
+
+/// As Flux's normalization of built-in kinds: a field the kind does not declare (a misspelled
+/// pod-spec field) is dropped and the rest applied, where the server would refuse the whole
+/// object; beyond Flux, a Warning event names the dropped field. A custom resource's unknown
+/// field still fails, as in Flux.
+#[tokio::test]
+async fn undeclared_fields_of_built_in_kinds_are_dropped_and_reported() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: app\n        image: example.com/app:1\n        imagePullPolicyy: Always\n";
+    let artifact = harness.publish_files("typo", "main@sha1:7e90", &[("deploy.yaml", deployment)]);
+    harness.source("repo", &artifact).await;
+    harness.create_kustomization("typo", json!({})).await;
+    harness
+        .wait_ready("typo", "True", "ReconciliationSucceeded")
+        .await;
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(harness.cluster.client.clone(), &ns);
+    let applied = deployments.get("web").await.unwrap();
+    let container = &applied.spec.unwrap().template.spec.unwrap().containers[0];
+    assert_eq!(container.image.as_deref(), Some("example.com/app:1"));
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(harness.cluster.client.clone(), &ns);
+    let reported =
+        crate::support::cluster::wait_for(std::time::Duration::from_secs(10), || async {
+            events
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some("UndeclaredFieldsDropped"))
+        })
+        .await
+        .expect("a Warning event names the dropped field");
+    assert_eq!(reported.type_.as_deref(), Some("Warning"));
+    let message = reported.message.unwrap_or_default();
+    assert!(
+        message.ends_with(&format!(
+            "Deployment/{ns}/web: spec.template.spec.containers[name=\"app\"].imagePullPolicyy"
+        )),
+        "{message}"
+    );
 }
