@@ -101,6 +101,35 @@ impl IgnoreRules {
     }
 }
 
+/// Fixes a dry-run's answer for known server bugs before it is compared, as fluxcd/pkg
+/// `ssa/normalize.DryRunUnstructured`: Kubernetes before 1.27 returns an autoscaling/v2
+/// HorizontalPodAutoscaler with its first metric repeated and an empty one added
+/// (kubernetes/kubernetes#118293); repeats and metrics without a type are dropped.
+pub fn fix_dry_run(object: &mut Value) {
+    if object.get("kind").and_then(Value::as_str) != Some("HorizontalPodAutoscaler")
+        || object.get("apiVersion").and_then(Value::as_str) != Some("autoscaling/v2")
+    {
+        return;
+    }
+    let Some(metrics) = object
+        .pointer_mut("/spec/metrics")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    let mut kept: Vec<Value> = Vec::with_capacity(metrics.len());
+    for metric in metrics.drain(..) {
+        let typed = metric
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| !t.is_empty());
+        if typed && !kept.contains(&metric) {
+            kept.push(metric);
+        }
+    }
+    *metrics = kept;
+}
+
 /// Removes the value at a JSON pointer, if there is one.
 pub fn remove_pointer(object: &mut Value, pointer: &str) {
     let Some((parent, last)) = pointer.rsplit_once('/') else {
@@ -408,6 +437,26 @@ mod tests {
                 "/metadata/annotations/fluxcd.io~1sync-checksum",
                 "/metadata/labels/fluxcd.io~1sync-gc-mark"
             ]
+        );
+    }
+
+    #[test]
+    fn a_dry_run_hpa_loses_its_repeated_and_empty_metrics() {
+        let cpu = json!({"type": "Resource", "resource": {"name": "cpu",
+            "target": {"type": "Utilization", "averageUtilization": 80}}});
+        let memory = json!({"type": "Resource", "resource": {"name": "memory",
+            "target": {"type": "Utilization", "averageUtilization": 70}}});
+        let mut answer = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "spec": {"metrics": [cpu, memory, cpu, {"type": ""}, {}]}});
+        fix_dry_run(&mut answer);
+        assert_eq!(answer["spec"]["metrics"], json!([cpu, memory]));
+        let mut other = json!({"apiVersion": "autoscaling/v2beta2", "kind": "HorizontalPodAutoscaler",
+            "spec": {"metrics": [cpu, cpu]}});
+        fix_dry_run(&mut other);
+        assert_eq!(
+            other["spec"]["metrics"],
+            json!([cpu, cpu]),
+            "only autoscaling/v2, as Flux"
         );
     }
 }

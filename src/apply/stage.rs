@@ -315,6 +315,7 @@ impl Applier {
             Err(error) => return Err(error),
         };
         let (mut live_view, mut dry_view) = (live, dry_run);
+        drift::fix_dry_run(&mut dry_view);
         for pointer in &ignored {
             drift::remove_pointer(&mut live_view, pointer);
             drift::remove_pointer(&mut dry_view, pointer);
