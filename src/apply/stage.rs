@@ -388,8 +388,10 @@ impl Applier {
         reference: &ObjectRef,
         object: &mut Value,
     ) -> Result<Value, ApplyError> {
-        // Each round drops what the server named; a few rounds cover errors it tells in turn.
-        for _ in 0..3 {
+        // Each refusal naming undeclared fields drops them and asks again; a few rounds cover
+        // errors the server tells in turn.
+        let mut rounds = 0;
+        loop {
             let error = match api
                 .patch(
                     &reference.name,
@@ -401,20 +403,11 @@ impl Applier {
                 Ok(result) => return Ok(serde_json::to_value(&result).unwrap_or_default()),
                 Err(error) => error,
             };
-            if !self.dropped_undeclared(reference, object, &error) {
+            if rounds == 3 || !self.dropped_undeclared(reference, object, &error) {
                 return Err(dry_run_error(reference, &error));
             }
+            rounds += 1;
         }
-        let result = api
-            .patch(
-                &reference.name,
-                &self.params().dry_run(),
-                &Patch::Apply(&*object),
-            )
-            .await;
-        result
-            .map(|result| serde_json::to_value(&result).unwrap_or_default())
-            .map_err(|error| dry_run_error(reference, &error))
     }
 
     /// As Flux's normalization of built-in kinds: the fields the server says the kind does not

@@ -178,12 +178,20 @@ fn referrers(
 
 /// With CancelHealthCheckOnNewRevision, as Flux's wrapped reconciler: any request a watch
 /// makes for a Kustomization whose health checks run ends them, naming the object that
-/// caused it (`Kind/namespace/name`).
-fn cancel_health_checks(context: &Context, keys: &[String], trigger: &str) {
-    if context.options.cancel_health_on_new_revision {
-        for key in keys {
-            context.health_cancels.cancel(key, trigger);
-        }
+/// caused it (`Kind/namespace/name`). Nothing is computed while the gate is off.
+fn cancel_health_checks(
+    context: &Context,
+    requests: &[ObjectRef<Kustomization>],
+    trigger: impl FnOnce() -> String,
+) {
+    if !context.options.cancel_health_on_new_revision {
+        return;
+    }
+    let trigger = trigger();
+    for request in requests {
+        context
+            .health_cancels
+            .cancel(&request_key(request), &trigger);
     }
 }
 
@@ -393,11 +401,9 @@ pub async fn run(
                 queue.add(&key);
                 // As Flux with the gate: a request for the object itself (a spec change,
                 // `reconcile.fluxcd.io/requestedAt`) ends its running health checks too.
-                cancel_health_checks(
-                    &cancelling,
-                    std::slice::from_ref(&key),
-                    &format!("Kustomization/{key}"),
-                );
+                cancel_health_checks(&cancelling, &[ObjectRef::from_obj(object)], || {
+                    format!("Kustomization/{key}")
+                });
             }
         }
     });
@@ -512,8 +518,9 @@ fn watch_sources(
                         .is_some_and(|k| k.status.as_ref().is_none_or(|s| s.conditions.is_empty()));
                     cancelling.attempted.needs_run(&key, &revision, brand_new)
                 });
-                let keys: Vec<String> = dependents.iter().map(request_key).collect();
-                cancel_health_checks(&cancelling, &keys, &trigger_of(kind, &source.metadata));
+                cancel_health_checks(&cancelling, &dependents, || {
+                    trigger_of(kind, &source.metadata)
+                });
                 queued(&queue, dependents)
             },
             resource,
@@ -556,8 +563,9 @@ fn watch_configs(
             map.metadata.name.as_deref(),
             false,
         );
-        let keys: Vec<String> = found.iter().map(request_key).collect();
-        cancel_health_checks(&cancelling, &keys, &trigger_of("ConfigMap", &map.metadata));
+        cancel_health_checks(&cancelling, &found, || {
+            trigger_of("ConfigMap", &map.metadata)
+        });
         queued(&maps_queue, found)
     });
     let store = reader.clone();
@@ -571,8 +579,9 @@ fn watch_configs(
             secret.metadata.name.as_deref(),
             true,
         );
-        let keys: Vec<String> = found.iter().map(request_key).collect();
-        cancel_health_checks(&cancelling, &keys, &trigger_of("Secret", &secret.metadata));
+        cancel_health_checks(&cancelling, &found, || {
+            trigger_of("Secret", &secret.metadata)
+        });
         queued(&secrets_queue, found)
     });
     controller

@@ -342,7 +342,7 @@ async fn run_steps(
     let after_build = |error: super::error::StepError| error.at(&revision, origin, Some(&digest));
     let target = steps::target(object, ctx).await.map_err(after_build)?;
     let applier = steps::applier(object, ctx, &target).map_err(after_build)?;
-    let (changes, old_inventory) = steps::apply(object, ctx, &applier, built.objects, status)
+    let (changes, old_inventory) = steps::apply(&progress, &applier, built.objects, status, &meta)
         .await
         .map_err(after_build)?;
     if !changes.changes.is_empty() {

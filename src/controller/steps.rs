@@ -390,15 +390,16 @@ pub(crate) async fn store_inventory(
 /// Apply: every built object, stage by stage. After a failure, what was applied before it
 /// joins the old inventory, so it stays ours.
 pub(crate) async fn apply(
-    object: &Kustomization,
-    ctx: &Context,
+    progress: &Progress<'_>,
     applier: &Applier,
     objects: Vec<Value>,
     status: &mut KustomizationStatus,
+    meta: &EventMeta,
 ) -> Result<(ChangeSet, ResourceInventory), StepError> {
+    let (object, ctx) = (progress.object, progress.ctx);
     let started = Instant::now();
     let (changes, apply_error) = applier.apply_all_partial(objects).await;
-    report_dropped_fields(object, ctx, &applier.take_dropped_fields());
+    report_dropped_fields(progress, &applier.take_dropped_fields(), meta);
     let old_inventory = load_inventory(object, ctx, status).await?;
     if let Some(error) = apply_error {
         keep_partially_applied(object, ctx, status, &old_inventory, &changes).await;
@@ -410,7 +411,7 @@ pub(crate) async fn apply(
 
 /// Beyond Flux, which drops fields a built-in kind does not declare silently: a Warning
 /// event names each one.
-fn report_dropped_fields(object: &Kustomization, ctx: &Context, dropped: &[String]) {
+fn report_dropped_fields(progress: &Progress<'_>, dropped: &[String], meta: &EventMeta) {
     if dropped.is_empty() {
         return;
     }
@@ -419,12 +420,11 @@ fn report_dropped_fields(object: &Kustomization, ctx: &Context, dropped: &[Strin
         dropped.join("\n")
     );
     tracing::info!("{message}");
-    ctx.recorder.publish(
-        object,
+    progress.event(
         EventType::Warning,
         "UndeclaredFieldsDropped",
         &message,
-        &EventMeta::default(),
+        meta,
     );
 }
 

@@ -22,6 +22,18 @@ fn tenant_role(ns: &str, delete: bool) -> Value {
         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]})
 }
 
+/// A deletion event as notification-controller keeps it: its severity, the Ready condition's
+/// reason and the last applied revision.
+fn about_the_last_revision(event: &Value, severity: &str) {
+    let event = accepted_by_notification_controller(event);
+    assert_eq!(event["severity"], severity, "{event}");
+    assert_eq!(event["reason"], "ReconciliationSucceeded", "{event}");
+    assert_eq!(
+        event["metadata"]["kustomize.toolkit.fluxcd.io/revision"], "main@sha1:de1e",
+        "{event}"
+    );
+}
+
 #[tokio::test]
 async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
     let (address, received) = event_receiver().await;
@@ -76,13 +88,7 @@ async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
     })
     .await
     .expect("the failed prune is reported");
-    let failed = accepted_by_notification_controller(&failed);
-    assert_eq!(failed["severity"], "error");
-    assert_eq!(failed["reason"], "ReconciliationSucceeded");
-    assert_eq!(
-        failed["metadata"]["kustomize.toolkit.fluxcd.io/revision"],
-        "main@sha1:de1e"
-    );
+    about_the_last_revision(&failed, "error");
     let held = harness.kustomizations().get("tenant").await.unwrap();
     assert!(
         held.metadata
@@ -106,13 +112,7 @@ async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
     })
     .await
     .expect("the retried deletion reports what it pruned");
-    let deleted = accepted_by_notification_controller(&deleted);
-    assert_eq!(deleted["severity"], "info");
-    assert_eq!(deleted["reason"], "ReconciliationSucceeded");
-    assert_eq!(
-        deleted["metadata"]["kustomize.toolkit.fluxcd.io/revision"],
-        "main@sha1:de1e"
-    );
+    about_the_last_revision(&deleted, "info");
     let gone = wait_for(Duration::from_secs(30), || async {
         harness
             .kustomizations()

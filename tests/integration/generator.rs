@@ -109,6 +109,11 @@ async fn undeclared_fields_of_built_in_kinds_are_dropped_and_reported() {
         .await
         .expect("a Warning event names the dropped field");
     assert_eq!(reported.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        reported.metadata.annotations.clone().unwrap_or_default()["kustomize.toolkit.fluxcd.io/revision"],
+        "main@sha1:7e90",
+        "the event names the revision"
+    );
     let message = reported.message.unwrap_or_default();
     assert!(
         message.ends_with(&format!(
