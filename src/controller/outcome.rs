@@ -65,7 +65,6 @@ pub enum Next {
 #[derive(Clone, Debug)]
 pub struct Conclusion {
     pub status: KustomizationStatus,
-    pub ready: bool,
     pub event: Option<Event>,
     pub next: Next,
     /// The line the reconciliation ends with in the log.
@@ -206,7 +205,6 @@ fn succeeded(mut status: KustomizationStatus, facts: &Facts, applied: &Applied) 
     };
     Conclusion {
         status,
-        ready: true,
         event: Some(event),
         next: Next::Interval(facts.interval),
         said,
@@ -298,7 +296,6 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
     };
     Conclusion {
         status,
-        ready: false,
         event: error.announced().then_some(event),
         next,
         said: said_on_failure(facts, failed),

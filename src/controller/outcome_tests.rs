@@ -168,7 +168,6 @@ fn success_is_ready_records_the_revision_and_history_and_requeues_at_the_interva
         &Ok(applied(vec![config_map(crate::objects::Action::Created)])),
     );
     let status = &conclusion.status;
-    assert!(conclusion.ready);
     assert_eq!(condition(status, READY), Some(("True", reason::SUCCEEDED)));
     assert_eq!(
         status::get(status, READY).unwrap().message,
@@ -405,7 +404,11 @@ async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
         let message = error.to_string();
         let conclusion = fail(error, Some("sha256:built"));
         let status = &conclusion.status;
-        assert!(!conclusion.ready, "{message}");
+        assert_eq!(
+            condition(status, READY).map(|(state, _)| state),
+            Some("False"),
+            "{message}"
+        );
         assert_eq!(
             condition(status, READY),
             Some(("False", expected_reason)),
