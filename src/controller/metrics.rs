@@ -137,7 +137,8 @@ impl Metrics {
         Metrics::with_watch_grace(WatchHealth::default())
     }
 
-    /// Metrics whose readiness follows `watches` (for a grace period other than the default).
+    /// Metrics whose watch health (on `/metrics/extra`) is kept by `watches`: a grace period
+    /// other than the default, in tests.
     pub fn with_watch_grace(watches: WatchHealth) -> Metrics {
         let watches = Arc::new(watches);
         let mut registry = Registry::default();
