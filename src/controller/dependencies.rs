@@ -129,7 +129,8 @@ fn ready_by_expression(
         expression: expression.to_string(),
         reason,
     };
-    let program = cel::Program::compile(expression).map_err(|e| invalid(e.to_string()))?;
+    let program =
+        crate::health::cel_ext::compile(expression).map_err(|e| invalid(e.to_string()))?;
     if let Some(undeclared) = undeclared_variables(program.expression(), &["self", "dep"]).first() {
         return Err(invalid(format!("undeclared reference to '{undeclared}'")));
     }
@@ -149,7 +150,7 @@ fn ready_by_expression(
         }
         Err(error) => Err(DependencyError::ReadyExprEvaluation {
             expression: expression.to_string(),
-            reason: error.to_string(),
+            reason: crate::health::cel_ext::describe(&error),
         }),
     }
 }
@@ -182,7 +183,12 @@ fn undeclared_variables(expression: &cel::IdedExpr, declared: &[&str]) -> Vec<St
             }
             Expr::Select(select) => walk(&select.operand, bound, found),
             Expr::Call(call) => {
-                if let Some(target) = &call.target {
+                // `optional.of(x)` calls a namespaced function; `optional` is no variable.
+                let namespace = match call.target.as_deref().map(|target| &target.expr) {
+                    Some(Expr::Ident(name)) => crate::health::cel_ext::is_function_namespace(name),
+                    _ => false,
+                };
+                if let Some(target) = call.target.as_deref().filter(|_| !namespace) {
                     walk(target, bound, found);
                 }
                 for argument in &call.args {
@@ -221,7 +227,7 @@ mod tests {
     use super::undeclared_variables;
 
     fn undeclared(expression: &str) -> Vec<String> {
-        let program = cel::Program::compile(expression).unwrap();
+        let program = crate::health::cel_ext::compile(expression).unwrap();
         undeclared_variables(program.expression(), &["self", "dep"])
     }
 
@@ -243,5 +249,14 @@ mod tests {
         // A macro's variable is bound inside it only.
         assert_eq!(undeclared("[1].all(x, x > 0) && x"), ["x"]);
         assert_eq!(undeclared("{'a': other}['a'] == self.kind"), ["other"]);
+        // Namespaced functions are no variables; their arguments are read.
+        assert!(
+            undeclared(
+                "dep.?status.?conditions.orValue([]).size() > 0 || optional.none().hasValue()"
+            )
+            .is_empty()
+        );
+        assert_eq!(undeclared("sets.contains(self.spec.x, others)"), ["others"]);
+        assert_eq!(undeclared("base64.decode(secret) == b''"), ["secret"]);
     }
 }

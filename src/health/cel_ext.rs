@@ -1,422 +1,270 @@
-//! The CEL environment Flux evaluates `healthCheckExprs` and `readyExpr` in (fluxcd/pkg
-//! `runtime/cel`): the standard library plus cel-go's extension libraries Flux enables —
-//! `ext.Strings` (`charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`, `upperAscii`, `replace`,
-//! `split`, `substring`, `trim`, `join`, `reverse`, `strings.quote`), `ext.Encoders`
-//! (`base64.encode`, `base64.decode`) and `ext.Sets` (`sets.contains`, `sets.equivalent`,
-//! `sets.intersects`) — with cel-go's (v0.26) semantics and error words. Indexes count code
-//! points, as cel-go's do.
+//! The CEL environment Flux evaluates `healthCheckExprs`, `readyExpr` and a dependency's
+//! `readyExpr` in (fluxcd/pkg `runtime/cel`): the standard library with cel-go's optional
+//! types (`a.?b`, `a[?b]`, `[?a]`, `{?k: v}`, `optional.of/none/ofNonZeroValue`, `value`,
+//! `hasValue`, `or`, `orValue`), `ext.Strings` (`charAt`, `indexOf`, `lastIndexOf`,
+//! `lowerAscii`, `upperAscii`, `replace`, `split`, `substring`, `trim`, `join`, `reverse`,
+//! `format`, `strings.quote`), `ext.Encoders` (`base64.encode`, `base64.decode`) and
+//! `ext.Sets` (`sets.contains`, `sets.equivalent`, `sets.intersects`).
 //!
-//! Not here: cel-go's optional types (`?.`, `[?…]`, `optional.of`), which need parser
-//! support the CEL crate does not have, and `format`. An expression using them fails to
-//! compile or evaluate, naming what is missing.
-//!
-//! The namespaced functions (`base64.encode(…)`) reach the crate as methods on the namespace
-//! identifier, so each namespace is a variable holding a marker the functions recognise.
+//! The CEL crate brings the optional types, strings and encoders; here are the sets library
+//! and what cel-go's optional library adds at its current version (2), which Flux gets:
+//! `list.first()`, `list.last()`, `optional.unwrap(list)` and `list.unwrapOpt()`. The crate's
+//! `indexOf`/`lastIndexOf` with an offset fail where cel-go v0.26 answers (an offset past the
+//! end is `-1`, an empty substring is found at the offset given): those two calls are routed
+//! to cel-go's semantics here.
+//! One environment is built per process and shared: programs compile against it, so its
+//! macros and optional syntax apply, and every evaluation context borrows it.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
-use base64::Engine as _;
-use cel::objects::Value;
-use cel::{Context, ExecutionError, FunctionContext};
+use cel::common::ast::{CallExpr, Expr};
+use cel::common::types::{
+    CelBool, CelInt, CelList, CelOptional, CelString, INT_TYPE, LIST_TYPE, STRING_TYPE,
+};
+use cel::common::value::{CowVal, Val};
+use cel::parser::Macro;
+use cel::{Context, DeclarationError, Env, ExecutionError, ParseErrors, Program};
 
-type Result<T> = std::result::Result<T, ExecutionError>;
+type Library = fn(&mut Env) -> Result<(), DeclarationError>;
 
-const NAMESPACES: [&str; 3] = ["strings", "base64", "sets"];
-
-fn marker(namespace: &str) -> Value {
-    Value::String(Arc::new(format!("\u{0}cel-namespace:{namespace}")))
-}
-
-fn is_namespace(value: Option<&Value>, namespace: &str) -> bool {
-    value.is_some_and(|v| *v == marker(namespace))
-}
-
-/// A context with the standard library and Flux's extensions.
-pub fn context<'a>() -> Context<'a> {
-    let mut context = Context::default();
-    for namespace in NAMESPACES {
-        context.add_variable_from_value(namespace, marker(namespace));
+static ENVIRONMENT: LazyLock<Arc<Env>> = LazyLock::new(|| {
+    let mut env = Env::stdlib();
+    let libraries: [Library; 5] = [
+        cel::extensions::strings,
+        cel::extensions::encoders,
+        sets,
+        optional_v2,
+        offsets,
+    ];
+    for library in libraries {
+        env.add_extension(library)
+            .expect("Flux's CEL libraries declare disjoint overloads");
     }
-    context.add_function("charAt", char_at);
-    context.add_function("indexOf", index_of);
-    context.add_function("lastIndexOf", last_index_of);
-    context.add_function("lowerAscii", |ftx: &FunctionContext| {
-        map_ascii(ftx, |c| c.to_ascii_lowercase())
-    });
-    context.add_function("upperAscii", |ftx: &FunctionContext| {
-        map_ascii(ftx, |c| c.to_ascii_uppercase())
-    });
-    context.add_function("replace", replace);
-    context.add_function("split", split);
-    context.add_function("substring", substring);
-    context.add_function("trim", |ftx: &FunctionContext| {
-        let (this, _) = string_call(ftx, 0)?;
-        Ok(string(this.trim()))
-    });
-    context.add_function("reverse", |ftx: &FunctionContext| {
-        let (this, _) = string_call(ftx, 0)?;
-        Ok(string(&this.chars().rev().collect::<String>()))
-    });
-    context.add_function("join", join);
-    context.add_function("quote", quote);
-    context.add_function("encode", encode);
-    context.add_function("decode", decode);
-    context.add_function("contains", contains);
-    context.add_function("equivalent", |ftx: &FunctionContext| {
-        let (a, b) = set_arguments(ftx, "equivalent")?;
-        Ok(Value::Bool(subset(&a, &b) && subset(&b, &a)))
-    });
-    context.add_function("intersects", |ftx: &FunctionContext| {
-        let (a, b) = set_arguments(ftx, "intersects")?;
-        Ok(Value::Bool(a.iter().any(|item| b.contains(item))))
-    });
-    context
+    Arc::new(env)
+});
+
+/// The namespaces of the environment's functions (`optional.of`, `sets.contains`, …): a
+/// call on one of these names calls a function rather than reading a variable.
+const FUNCTION_NAMESPACES: [&str; 4] = ["optional", "strings", "base64", "sets"];
+
+pub fn is_function_namespace(name: &str) -> bool {
+    FUNCTION_NAMESPACES.contains(&name)
 }
 
-fn string(text: &str) -> Value {
-    Value::String(Arc::new(text.to_string()))
+/// Compiles `expression` in Flux's environment.
+pub fn compile(expression: &str) -> Result<Program, ParseErrors> {
+    ENVIRONMENT.compile(expression)
 }
 
-fn out_of_range(index: i64) -> ExecutionError {
-    ExecutionError::FunctionError {
-        function: String::new(),
-        message: format!("index out of range: {index}"),
+/// An evaluation context over Flux's environment, without variables yet.
+pub fn context<'v>() -> Context<'static, 'v> {
+    Context::with_env(Arc::clone(&ENVIRONMENT))
+}
+
+/// An evaluation error in cel-go's words where the crate words it otherwise, for the errors an
+/// object's data causes (a missing key, a zero divisor, an overflow): they reach the Ready
+/// condition and events, where Flux users match them.
+pub fn describe(error: &ExecutionError) -> String {
+    match error {
+        ExecutionError::NoSuchKey(key) => format!("no such key: {key}"),
+        ExecutionError::DivisionByZero(_) => "division by zero".to_owned(),
+        ExecutionError::RemainderByZero(_) => "modulus by zero".to_owned(),
+        ExecutionError::Overflow(..) => "integer overflow".to_owned(),
+        other => other.to_string(),
     }
 }
 
-/// The arguments of a call, resolved.
-fn arguments(ftx: &FunctionContext) -> Result<Vec<Value>> {
-    ftx.args.iter().map(|arg| ftx.ptx.resolve(arg)).collect()
+/// cel-go's `ext.Sets()`: lists taken as sets, compared with CEL's equality (so `1`, `1u`
+/// and `1.0` are one element).
+fn sets(env: &mut Env) -> Result<(), DeclarationError> {
+    let both_lists = || vec![LIST_TYPE, LIST_TYPE];
+    env.add_overload(
+        "sets.contains",
+        "list_sets_contains_list",
+        both_lists(),
+        |args| set_verdict(args, |a, b| is_subset(b, a)),
+    )?;
+    env.add_overload(
+        "sets.equivalent",
+        "list_sets_equivalent_list",
+        both_lists(),
+        |args| set_verdict(args, |a, b| is_subset(a, b) && is_subset(b, a)),
+    )?;
+    env.add_overload(
+        "sets.intersects",
+        "list_sets_intersects_list",
+        both_lists(),
+        |args| set_verdict(args, |a, b| a.iter().any(|item| contains(b, *item))),
+    )?;
+    Ok(())
 }
 
-/// A method call on a string with `count` arguments (cel-go: "no such overload" otherwise).
-fn string_call(ftx: &FunctionContext, count: usize) -> Result<(Arc<String>, Vec<Value>)> {
-    let Some(Value::String(this)) = &ftx.this else {
-        return Err(ExecutionError::NoSuchOverload);
+/// The functions cel-go's optional library gained at version 2.
+fn optional_v2(env: &mut Env) -> Result<(), DeclarationError> {
+    env.add_member_overload("first", "list_first", LIST_TYPE, vec![], |args| {
+        end_of_list(args, |items| items.first().copied())
+    })?;
+    env.add_member_overload("last", "list_last", LIST_TYPE, vec![], |args| {
+        end_of_list(args, |items| items.last().copied())
+    })?;
+    env.add_overload(
+        "optional.unwrap",
+        "optional_unwrap",
+        vec![LIST_TYPE],
+        unwrap,
+    )?;
+    env.add_member_overload("unwrapOpt", "optional_unwrapOpt", LIST_TYPE, vec![], unwrap)?;
+    Ok(())
+}
+
+/// What `s.indexOf(t, n)` and `s.lastIndexOf(t, n)` call: macros rewrite those calls at
+/// compile time, so the names say where an error comes from.
+const INDEX_OF_FROM: &str = "indexOf(offset)";
+const LAST_INDEX_OF_FROM: &str = "lastIndexOf(offset)";
+
+fn offsets(env: &mut Env) -> Result<(), DeclarationError> {
+    for (function, routed) in [
+        ("indexOf", INDEX_OF_FROM),
+        ("lastIndexOf", LAST_INDEX_OF_FROM),
+    ] {
+        env.add_macro(Macro::receiver(function, 2, move |helper, target, args| {
+            let call = CallExpr {
+                func_name: routed.to_owned(),
+                target: target.take().map(Box::new),
+                args: std::mem::take(args),
+            };
+            Ok(Some(helper.next_expr(Expr::Call(call))))
+        }))?;
+    }
+    let string_int = || vec![STRING_TYPE, INT_TYPE];
+    env.add_member_overload(
+        INDEX_OF_FROM,
+        "string_index_of_string_int",
+        STRING_TYPE,
+        string_int(),
+        |args| search_from(args, INDEX_OF_FROM, false),
+    )?;
+    env.add_member_overload(
+        LAST_INDEX_OF_FROM,
+        "string_last_index_of_string_int",
+        STRING_TYPE,
+        string_int(),
+        |args| search_from(args, LAST_INDEX_OF_FROM, true),
+    )
+}
+
+/// cel-go v0.26's `indexOfOffset` and `lastIndexOfOffset`, in code points.
+fn search_from<'b, 'v>(
+    args: Vec<CowVal<'b, 'v>>,
+    function: &str,
+    backwards: bool,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [text, needle, offset]: [CowVal<'b, 'v>; 3] = args
+        .try_into()
+        .map_err(|args: Vec<_>| ExecutionError::invalid_argument_count(3, args.len()))?;
+    let (Some(text), Some(needle), Some(offset)) = (
+        text.downcast_ref::<CelString>(),
+        needle.downcast_ref::<CelString>(),
+        offset.downcast_ref::<CelInt>(),
+    ) else {
+        return Err(ExecutionError::function_error(function, "no such overload"));
     };
-    let args = arguments(ftx)?;
-    if args.len() != count {
-        return Err(ExecutionError::NoSuchOverload);
-    }
-    Ok((this.clone(), args))
-}
-
-fn as_str(value: &Value) -> Result<&str> {
-    match value {
-        Value::String(text) => Ok(text.as_str()),
-        _ => Err(ExecutionError::NoSuchOverload),
-    }
-}
-
-fn as_int(value: &Value) -> Result<i64> {
-    match value {
-        Value::Int(n) => Ok(*n),
-        _ => Err(ExecutionError::NoSuchOverload),
-    }
-}
-
-fn char_at(ftx: &FunctionContext) -> Result<Value> {
-    let (this, args) = string_call(ftx, 1)?;
-    let index = as_int(&args[0])?;
-    let chars: Vec<char> = this.chars().collect();
-    match usize::try_from(index) {
-        Ok(i) if i < chars.len() => Ok(string(&chars[i].to_string())),
-        Ok(i) if i == chars.len() => Ok(string("")),
-        _ => Err(out_of_range(index)),
-    }
-}
-
-/// Where `needle` starts in `haystack` at or after `from`, in code points.
-fn find_from(haystack: &[char], needle: &[char], from: usize) -> Option<usize> {
-    (from..=haystack.len().checked_sub(needle.len())?)
-        .find(|&i| haystack[i..i + needle.len()] == *needle)
-}
-
-fn index_of(ftx: &FunctionContext) -> Result<Value> {
-    let Some(Value::String(this)) = &ftx.this else {
-        return Err(ExecutionError::NoSuchOverload);
-    };
-    let args = arguments(ftx)?;
-    let (needle, offset) = match args.as_slice() {
-        [needle] => (as_str(needle)?, 0),
-        [needle, offset] => (as_str(needle)?, as_int(offset)?),
-        _ => return Err(ExecutionError::NoSuchOverload),
-    };
+    let offset = **offset;
+    let found = |index: i64| Ok(CowVal::owned(CelInt::from(index)));
     if needle.is_empty() {
-        return Ok(Value::Int(offset));
+        return found(offset);
     }
     if offset < 0 {
-        return Err(out_of_range(offset));
+        let message = format!("index out of range: {offset}");
+        return Err(ExecutionError::function_error(function, message));
     }
-    let haystack: Vec<char> = this.chars().collect();
+    let text: Vec<char> = text.chars().collect();
     let needle: Vec<char> = needle.chars().collect();
-    let from = usize::try_from(offset).unwrap_or(usize::MAX);
-    if from >= haystack.len() {
-        return Ok(Value::Int(-1));
-    }
-    Ok(Value::Int(
-        find_from(&haystack, &needle, from).map_or(-1, |i| i as i64),
-    ))
-}
-
-fn last_index_of(ftx: &FunctionContext) -> Result<Value> {
-    let Some(Value::String(this)) = &ftx.this else {
-        return Err(ExecutionError::NoSuchOverload);
+    let Ok(start) = usize::try_from(offset) else {
+        return found(-1);
     };
-    let args = arguments(ftx)?;
-    let haystack: Vec<char> = this.chars().collect();
-    let (needle, offset) = match args.as_slice() {
-        [needle] => {
-            let needle = as_str(needle)?;
-            if needle.is_empty() {
-                return Ok(Value::Int(haystack.len() as i64));
-            }
-            if this.len() < needle.len() {
-                return Ok(Value::Int(-1));
-            }
-            (needle, haystack.len() as i64 - 1)
-        }
-        [needle, offset] => (as_str(needle)?, as_int(offset)?),
-        _ => return Err(ExecutionError::NoSuchOverload),
-    };
-    if needle.is_empty() {
-        return Ok(Value::Int(offset));
+    if start >= text.len() || needle.len() > text.len() {
+        return found(-1);
     }
-    if offset < 0 {
-        return Err(out_of_range(offset));
-    }
-    let needle: Vec<char> = needle.chars().collect();
-    let Ok(mut from) = usize::try_from(offset) else {
-        return Ok(Value::Int(-1));
-    };
-    if from >= haystack.len() {
-        return Ok(Value::Int(-1));
-    }
-    let Some(last_start) = haystack.len().checked_sub(needle.len()) else {
-        return Ok(Value::Int(-1));
-    };
-    from = from.min(last_start);
-    Ok(Value::Int(
-        (0..=from)
+    let matches_at = |at: &usize| text[*at..].starts_with(&needle);
+    let position = if backwards {
+        (0..=start.min(text.len() - needle.len()))
             .rev()
-            .find(|&i| haystack[i..i + needle.len()] == *needle)
-            .map_or(-1, |i| i as i64),
-    ))
-}
-
-fn map_ascii(ftx: &FunctionContext, change: fn(&char) -> char) -> Result<Value> {
-    let (this, _) = string_call(ftx, 0)?;
-    Ok(string(
-        &this.chars().map(|c| change(&c)).collect::<String>(),
-    ))
-}
-
-fn replace(ftx: &FunctionContext) -> Result<Value> {
-    let Some(Value::String(this)) = &ftx.this else {
-        return Err(ExecutionError::NoSuchOverload);
-    };
-    let args = arguments(ftx)?;
-    let (old, new, limit) = match args.as_slice() {
-        [old, new] => (as_str(old)?, as_str(new)?, -1),
-        [old, new, limit] => (as_str(old)?, as_str(new)?, as_int(limit)?),
-        _ => return Err(ExecutionError::NoSuchOverload),
-    };
-    Ok(string(&match usize::try_from(limit) {
-        Ok(limit) => this.replacen(old, new, limit),
-        Err(_) => this.replace(old, new),
-    }))
-}
-
-fn split(ftx: &FunctionContext) -> Result<Value> {
-    let Some(Value::String(this)) = &ftx.this else {
-        return Err(ExecutionError::NoSuchOverload);
-    };
-    let args = arguments(ftx)?;
-    let (separator, limit) = match args.as_slice() {
-        [separator] => (as_str(separator)?, -1),
-        [separator, limit] => (as_str(separator)?, as_int(limit)?),
-        _ => return Err(ExecutionError::NoSuchOverload),
-    };
-    // Go's strings.SplitN: 0 parts for 0, all for a negative limit, and an empty separator
-    // splits between code points.
-    let parts: Vec<String> = if limit == 0 {
-        Vec::new()
-    } else if separator.is_empty() {
-        let chars: Vec<String> = this.chars().map(String::from).collect();
-        match usize::try_from(limit) {
-            Ok(limit) if limit < chars.len() && limit > 0 => {
-                let mut parts = chars[..limit - 1].to_vec();
-                parts.push(chars[limit - 1..].concat());
-                parts
-            }
-            _ => chars,
-        }
+            .find(matches_at)
     } else {
-        match usize::try_from(limit) {
-            Ok(limit) => this.splitn(limit, separator).map(String::from).collect(),
-            Err(_) => this.split(separator).map(String::from).collect(),
-        }
+        (start..=text.len() - needle.len()).find(matches_at)
     };
-    Ok(Value::List(Arc::new(
-        parts.iter().map(|p| string(p)).collect(),
-    )))
+    found(position.map_or(-1, |at| at as i64))
 }
 
-fn substring(ftx: &FunctionContext) -> Result<Value> {
-    let Some(Value::String(this)) = &ftx.this else {
-        return Err(ExecutionError::NoSuchOverload);
-    };
-    let args = arguments(ftx)?;
-    let chars: Vec<char> = this.chars().collect();
-    let length = chars.len() as i64;
-    let (start, end) = match args.as_slice() {
-        [start] => (as_int(start)?, length),
-        [start, end] => {
-            let (start, end) = (as_int(start)?, as_int(end)?);
-            if start > end {
-                return Err(ExecutionError::FunctionError {
-                    function: String::new(),
-                    message: format!("invalid substring range. start: {start}, end: {end}"),
-                });
-            }
-            (start, end)
-        }
-        _ => return Err(ExecutionError::NoSuchOverload),
-    };
-    for bound in [start, end] {
-        if !(0..=length).contains(&bound) {
-            return Err(out_of_range(bound));
-        }
-    }
-    Ok(string(
-        &chars[start as usize..end as usize]
-            .iter()
-            .collect::<String>(),
-    ))
+fn only_argument<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [list]: [CowVal<'b, 'v>; 1] = args
+        .try_into()
+        .map_err(|args: Vec<_>| ExecutionError::invalid_argument_count(1, args.len()))?;
+    Ok(list)
 }
 
-fn join(ftx: &FunctionContext) -> Result<Value> {
-    let Some(Value::List(items)) = &ftx.this else {
-        return Err(ExecutionError::NoSuchOverload);
-    };
-    let args = arguments(ftx)?;
-    let separator = match args.as_slice() {
-        [] => "",
-        [separator] => as_str(separator)?,
-        _ => return Err(ExecutionError::NoSuchOverload),
-    };
-    let mut parts = Vec::with_capacity(items.len());
-    for item in items.iter() {
-        match item {
-            Value::String(text) => parts.push(text.as_str()),
-            other => {
-                return Err(ExecutionError::FunctionError {
-                    function: "join".into(),
-                    message: format!("join: invalid input: {other:?}"),
-                });
-            }
-        }
-    }
-    Ok(string(&parts.join(separator)))
+/// `optional.of` the element `pick` chooses, `optional.none()` without one.
+fn end_of_list<'b, 'v>(
+    args: Vec<CowVal<'b, 'v>>,
+    pick: for<'e> fn(&Elements<'e, 'v>) -> Option<&'e (dyn Val + 'v)>,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let list = only_argument(args)?;
+    let items = elements(list.as_ref())?;
+    let picked = pick(&items).map(|item| item.clone_as_boxed());
+    Ok(CowVal::owned(CelOptional::from(picked)))
 }
 
-/// `strings.quote`: the string in double quotes with CEL's escapes.
-fn quote(ftx: &FunctionContext) -> Result<Value> {
-    if !is_namespace(ftx.this.as_ref(), "strings") {
-        return Err(ExecutionError::NoSuchOverload);
+/// The values of a list of optionals, the empty ones left out.
+fn unwrap<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let list = only_argument(args)?;
+    let mut values = Vec::new();
+    for item in elements(list.as_ref())? {
+        let optional =
+            item.downcast_ref::<CelOptional>()
+                .ok_or_else(|| ExecutionError::UnexpectedType {
+                    got: item.get_type().name().to_owned(),
+                    want: "optional_type".to_owned(),
+                })?;
+        values.extend(optional.inner().map(|value| value.clone_as_boxed()));
     }
-    let args = arguments(ftx)?;
-    let [Value::String(text)] = args.as_slice() else {
-        return Err(ExecutionError::NoSuchOverload);
-    };
-    let mut quoted = String::with_capacity(text.len() + 2);
-    quoted.push('"');
-    for c in text.chars() {
-        match c {
-            '\u{7}' => quoted.push_str("\\a"),
-            '\u{8}' => quoted.push_str("\\b"),
-            '\u{c}' => quoted.push_str("\\f"),
-            '\n' => quoted.push_str("\\n"),
-            '\r' => quoted.push_str("\\r"),
-            '\t' => quoted.push_str("\\t"),
-            '\u{b}' => quoted.push_str("\\v"),
-            '\\' => quoted.push_str("\\\\"),
-            '"' => quoted.push_str("\\\""),
-            c => quoted.push(c),
-        }
-    }
-    quoted.push('"');
-    Ok(string(&quoted))
+    Ok(CowVal::owned(CelList::from(values)))
 }
 
-fn encode(ftx: &FunctionContext) -> Result<Value> {
-    if !is_namespace(ftx.this.as_ref(), "base64") {
-        return Err(ExecutionError::NoSuchOverload);
-    }
-    match arguments(ftx)?.as_slice() {
-        [Value::Bytes(bytes)] => Ok(string(
-            &base64::engine::general_purpose::STANDARD.encode(bytes.as_slice()),
-        )),
-        _ => Err(ExecutionError::NoSuchOverload),
-    }
+type Elements<'b, 'v> = Vec<&'b (dyn Val + 'v)>;
+
+fn set_verdict<'b, 'v>(
+    args: Vec<CowVal<'b, 'v>>,
+    verdict: impl Fn(&Elements<'_, 'v>, &Elements<'_, 'v>) -> bool,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [a, b]: [CowVal<'b, 'v>; 2] = args
+        .try_into()
+        .map_err(|args: Vec<_>| ExecutionError::invalid_argument_count(2, args.len()))?;
+    let holds = verdict(&elements(a.as_ref())?, &elements(b.as_ref())?);
+    Ok(CowVal::owned(CelBool::from(holds)))
 }
 
-fn decode(ftx: &FunctionContext) -> Result<Value> {
-    if !is_namespace(ftx.this.as_ref(), "base64") {
-        return Err(ExecutionError::NoSuchOverload);
+fn elements<'b, 'v>(list: &'b (dyn Val + 'v)) -> Result<Elements<'b, 'v>, ExecutionError> {
+    let iterable = list
+        .as_iterable()
+        .ok_or_else(|| ExecutionError::UnexpectedType {
+            got: list.get_type().name().to_owned(),
+            want: "list".to_owned(),
+        })?;
+    let mut items = iterable.iter();
+    let mut found = Vec::new();
+    while let Some(item) = items.next() {
+        found.push(item);
     }
-    let args = arguments(ftx)?;
-    let [Value::String(text)] = args.as_slice() else {
-        return Err(ExecutionError::NoSuchOverload);
-    };
-    // As cel-go: padded first, then without padding.
-    base64::engine::general_purpose::STANDARD
-        .decode(text.as_bytes())
-        .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(text.as_bytes()))
-        .map(|bytes| Value::Bytes(Arc::new(bytes)))
-        .map_err(|error| ExecutionError::FunctionError {
-            function: "base64.decode".into(),
-            message: error.to_string(),
-        })
+    Ok(found)
 }
 
-/// `sets.contains(list, sublist)`, else the standard `contains`.
-fn contains(ftx: &FunctionContext) -> Result<Value> {
-    if is_namespace(ftx.this.as_ref(), "sets") {
-        let (a, b) = set_arguments(ftx, "contains")?;
-        return Ok(Value::Bool(subset(&b, &a)));
-    }
-    let this = ftx
-        .this
-        .clone()
-        .ok_or(ExecutionError::MissingArgumentOrTarget)?;
-    let args = arguments(ftx)?;
-    let [arg] = args.as_slice() else {
-        return Err(ExecutionError::InvalidArgumentCount {
-            expected: 1,
-            actual: args.len(),
-        });
-    };
-    cel::functions::contains(cel::extractors::This(this), arg.clone())
+fn contains(items: &Elements<'_, '_>, wanted: &dyn Val) -> bool {
+    items.iter().any(|item| item.equals(wanted))
 }
 
-/// A CEL list, as the crate holds it.
-type List = Arc<Vec<Value>>;
-
-fn set_arguments(ftx: &FunctionContext, name: &str) -> Result<(List, List)> {
-    if !is_namespace(ftx.this.as_ref(), "sets") {
-        return Err(ExecutionError::UndeclaredReference(Arc::new(
-            name.to_string(),
-        )));
-    }
-    match arguments(ftx)?.as_slice() {
-        [Value::List(a), Value::List(b)] => Ok((a.clone(), b.clone())),
-        _ => Err(ExecutionError::NoSuchOverload),
-    }
-}
-
-fn subset(items: &[Value], of: &[Value]) -> bool {
-    items.iter().all(|item| of.contains(item))
+fn is_subset(items: &Elements<'_, '_>, of: &Elements<'_, '_>) -> bool {
+    items.iter().all(|item| contains(of, *item))
 }
 
 #[cfg(test)]

@@ -80,7 +80,7 @@ impl CelChecks {
                 return Err(HealthError::DuplicateExpression { group_kind, index });
             }
             let compile = |field: &'static str, expression: &str| {
-                cel::Program::compile(expression)
+                cel_ext::compile(expression)
                     .map(|program| Expression {
                         text: expression.to_string(),
                         program,
@@ -156,7 +156,7 @@ impl CelChecks {
             return Some((assessment, None));
         }
         // One conversion of the object, shared by `self` and its top-level fields.
-        let mut context = crate::health::cel_ext::context();
+        let mut context = cel_ext::context();
         let self_value = cel::to_value(object).unwrap_or(cel::Value::Null);
         if let cel::Value::Map(fields) = &self_value {
             for (name, value) in fields.map.iter() {
@@ -169,8 +169,9 @@ impl CelChecks {
         let holds = |expression: &Expression| match expression.program.execute(&context) {
             Ok(value) => Ok(matches!(value, cel::Value::Bool(true))),
             Err(error) => Err(format!(
-                "failed to evaluate the CEL expression '{}': {error}",
-                expression.text
+                "failed to evaluate the CEL expression '{}': {}",
+                expression.text,
+                cel_ext::describe(&error)
             )),
         };
         let verdict = (|| {

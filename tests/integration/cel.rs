@@ -1,5 +1,6 @@
 //! `healthCheckExprs` in Flux's CEL environment: expressions written against the object's own
-//! fields, with the cel-go extension libraries Flux enables (strings, encoders, sets). The
+//! fields, with the cel-go libraries Flux enables (optional types, strings with `format`,
+//! encoders, sets). The
 //! object checked is a GitRepository no source-controller serves, whose Ready condition the
 //! test sets as source-controller would.
 
@@ -94,8 +95,8 @@ async fn health_check_expressions_use_the_extension_libraries_flux_enables() {
     checking_the_widget(
         &harness,
         "main@sha1:ce2",
-        json!({"current": "status.conditions.filter(e, e.type == 'Ready').all(e, e.reason.lowerAscii() == 'succeeded' && sets.contains(['True'], [e.status]) && base64.decode(e.message) == b'ready')",
-            "failed": "status.conditions.exists(e, e.type == 'Ready' && e.reason.upperAscii().startsWith('FAIL'))"}),
+        json!({"current": "status.conditions.filter(e, e.type == 'Ready').all(e, e.reason.lowerAscii() == 'succeeded' && sets.contains(['True'], [e.status]) && base64.decode(e.message) == b'ready' && '%s/%s'.format([e.type, e.status]) == 'Ready/True')",
+            "failed": "status.?conditions.orValue([]).exists(e, e.type == 'Ready' && e.reason.upperAscii().startsWith('FAIL')) || status.?conditions[?0].?reason.orValue('') == 'Stalled'"}),
     )
     .await;
     set_widget_ready(&harness, "True", "Succeeded", "cmVhZHk=").await;

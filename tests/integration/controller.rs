@@ -1009,7 +1009,7 @@ async fn dependency_chains_and_ready_expressions() {
         )
         .await;
     harness.create_kustomization("second", json!({"namePrefix": "b-", "dependsOn": [{"name": "first",
-        "readyExpr": "dep.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True') && self.metadata.name == 'second'"}]})).await;
+        "readyExpr": "dep.?status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'True') && self.metadata.name == 'second'"}]})).await;
     harness
         .create_kustomization("first", json!({"namePrefix": "a-"}))
         .await;
