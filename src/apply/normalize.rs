@@ -2,7 +2,8 @@
 //!
 //! Objects are normalized the way the API server would store them, so that a dry-run
 //! compares like with like: Secret `stringData` folds into `data`, `status` is dropped (except
-//! on CRDs, whose status the API server owns anyway), and ports get their default `protocol`
+//! on CRDs, whose status the API server owns anyway), `metadata.creationTimestamp` is null,
+//! and ports get their default `protocol`
 //! (part of the list key), and a CRD's conversion-webhook `caBundle` that holds no certificate
 //! is left out, as Flux's `ssa` does. The owner labels and `spec.commonMetadata` are stamped
 //! on.
@@ -44,6 +45,9 @@ pub fn prepare(object: &mut Value, owner: &Owner, common: Option<&CommonMetadata
     if !is_crd && let Some(map) = object.as_object_mut() {
         map.remove("status");
     }
+    // As Flux: a creation time copied from a live object (`kubectl get -o yaml`) is sent as
+    // null, which the API server reads as no opinion.
+    object["metadata"]["creationTimestamp"] = Value::Null;
     if is_crd {
         remove_invalid_ca_bundle(object);
     }
@@ -187,6 +191,15 @@ mod tests {
         assert_eq!(secret["metadata"]["labels"]["team"], "a");
         assert_eq!(secret["metadata"]["annotations"]["note"], "x");
         assert!(owner.owns(&secret));
+        assert_eq!(secret["metadata"]["creationTimestamp"], Value::Null);
+        let mut copied = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "creationTimestamp": "2020-01-01T00:00:00Z"}});
+        prepare(&mut copied, &owner, None);
+        assert_eq!(
+            copied["metadata"].get("creationTimestamp"),
+            Some(&Value::Null),
+            "a copied creation time is not sent"
+        );
 
         let mut deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
             "spec": {"template": {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]}}}});

@@ -527,6 +527,49 @@ async fn secrets_with_string_data_do_not_drift() {
     assert_eq!(actions(&result), vec![format!("Secret/{ns}/s unchanged")]);
 }
 
+/// As Flux's normalization: an object copied from a live cluster (`kubectl get -o yaml`) keeps
+/// neither its old creation time nor its status, and does not drift on the next apply.
+#[tokio::test]
+async fn objects_copied_from_a_cluster_take_the_servers_creation_time_and_do_not_drift() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let service = json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "copied", "namespace": ns, "creationTimestamp": "2020-01-01T00:00:00Z"},
+        "spec": {"ports": [{"port": 80}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}});
+    let engine = || {
+        applier(
+            &cluster,
+            &AppliedCache::default(),
+            ApplyOptions::default(),
+            IgnoreRules::none(),
+        )
+    };
+    let created = engine().apply_all(vec![service.clone()]).await.unwrap();
+    assert_eq!(
+        actions(&created),
+        vec![format!("Service/{ns}/copied created")]
+    );
+    let applied = live(&cluster, &service).await;
+    let created_at = applied["metadata"]["creationTimestamp"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        created_at > "2026",
+        "the server's creation time: {created_at}"
+    );
+    assert_eq!(
+        applied.pointer("/status/loadBalancer/ingress"),
+        None,
+        "the copied status is not applied"
+    );
+    let again = engine().apply_all(vec![service]).await.unwrap();
+    assert_eq!(
+        actions(&again),
+        vec![format!("Service/{ns}/copied unchanged")]
+    );
+}
+
 #[tokio::test]
 async fn unknown_kinds_and_missing_namespaces_are_named() {
     let cluster = TestCluster::start().await;
