@@ -25,6 +25,7 @@
 
 pub mod api;
 pub mod apply;
+pub mod auth;
 pub mod cli;
 pub mod controller;
 pub mod health;

@@ -30,6 +30,9 @@ pub struct Options {
     /// from those Kustomizations.
     pub default_decryption_service_account: Option<String>,
     pub runtime_namespace: String,
+    /// The controller's environment, as it started: its own cloud identity and the key
+    /// services' endpoints come from it (tests give their own).
+    pub environment: Arc<Vec<(String, String)>>,
     pub override_managers: Vec<String>,
     pub custom_apply_stage_kinds: Vec<String>,
     pub interval_jitter_percentage: u8,
@@ -94,6 +97,7 @@ impl Default for Options {
             sops_age_secret: None,
             build_limits: crate::kustomize::Limits::default(),
             default_decryption_service_account: None,
+            environment: Arc::new(std::env::vars().collect()),
             runtime_namespace: "flux-system".into(),
             override_managers: Vec::new(),
             custom_apply_stage_kinds: Vec::new(),

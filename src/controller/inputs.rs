@@ -36,27 +36,35 @@ pub(crate) async fn decryption_keys(
     let Some(decryption) = &object.spec.decryption else {
         return Ok(None);
     };
-    // Flux decrypts as this account's cloud identity (object-level workload identity), never
-    // as the controller's; that exchange is not implemented here, so such a Kustomization
-    // gets no cloud credentials but the Secret's, and errors say why.
+    // With a ServiceAccount, key services the Secret gives no credentials for are opened as
+    // its cloud identity, never the controller's (the gate is checked before the build).
+    let namespace = object.metadata.namespace.clone().unwrap_or_default();
     let service_account = decryption
         .service_account_name
         .clone()
         .filter(|name| !name.is_empty())
-        .or_else(|| ctx.options.default_decryption_service_account.clone());
+        .or_else(|| ctx.options.default_decryption_service_account.clone())
+        .map(|name| {
+            std::sync::Arc::new(super::identity::KubeServiceAccount::new(
+                ctx.client.clone(),
+                &namespace,
+                &name,
+            ))
+        });
     // Key services get the Kustomization's timeout, from now, for all of its files.
     let deadline = std::time::Instant::now() + super::steps::timeout_of(&object.spec);
+    let environment = ctx.options.environment.clone();
     let with_environment = |keys: &mut Keys| {
         keys.set_deadline(deadline);
+        let vars = environment.iter().cloned();
         match &service_account {
             Some(account) => {
-                keys.use_service_account(account);
-                keys.add_environment_endpoints(std::env::vars());
+                keys.use_service_account(account.clone());
+                keys.add_environment_endpoints(vars);
             }
-            None => keys.add_environment(std::env::vars()),
+            None => keys.add_environment(vars),
         }
     };
-    let namespace = object.metadata.namespace.clone().unwrap_or_default();
     let (secret_namespace, secret_name) = match &decryption.secret_ref {
         Some(reference) => (namespace, reference.name.clone()),
         None => match &ctx.options.sops_age_secret {

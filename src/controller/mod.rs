@@ -27,6 +27,7 @@ pub mod events;
 mod exposition;
 pub mod features;
 mod freshness;
+mod identity;
 mod inputs;
 pub mod leader;
 pub mod manifests;

@@ -8,18 +8,20 @@
 //! entry to the [`KeySource`] of its kind. Key material never appears in errors or logs;
 //! errors name the entry only.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use super::keysource::age::AgeIdentities;
 use super::keysource::aws_kms::{AwsCredentialSource, AwsCredentials, AwsEndpoints, AwsKms};
-use super::keysource::azure_kv::{AzureCredentials, AzureKeyVault};
+use super::keysource::azure_kv::{AzureIdentity, AzureKeyVault, identity_from_entry};
 use super::keysource::gcp_kms::{GcpCredentials, GcpKms};
 use super::keysource::http::Http;
 use super::keysource::pgp::PgpKeys;
 use super::keysource::vault::{TokenScope, VaultTransit};
 use super::keysource::{KeySource, Stanza};
+use crate::auth::ServiceAccountTokens;
+use crate::auth::gcp::{GoogleEndpoints, SecretlessIdentity};
 
 /// The decryption Secret entries with fixed names, as Flux names them.
 pub const AWS_KMS_ENTRY: &str = "sops.aws-kms";
@@ -51,7 +53,13 @@ pub struct Keys {
     aws_endpoints: AwsEndpoints,
     gcp: Option<GcpCredentials>,
     gcp_endpoint: Option<String>,
-    azure: Option<AzureCredentials>,
+    azure: Option<AzureIdentity>,
+    /// Why the controller's environment gives no Azure identity (a credential it names that
+    /// is not supported here).
+    azure_unavailable: Option<String>,
+    /// Where Google's STS, IAM Credentials and metadata server are (Google's own unless a
+    /// test says otherwise).
+    google_endpoints: Option<GoogleEndpoints>,
     /// Key Vault origins trusted besides Azure's domains.
     azure_vault_origins: Vec<String>,
     /// A Vault token and where it may be sent.
@@ -62,8 +70,9 @@ pub struct Keys {
     /// by several files is asked once; a service that does not answer is remembered by
     /// the HTTP client, whatever entry names it).
     failed: Mutex<HashMap<Stanza, String>>,
-    /// The Kubernetes service account whose cloud identity Flux would decrypt as.
-    service_account: Option<String>,
+    /// The Kubernetes ServiceAccount whose cloud identity key services are opened as, where
+    /// the decryption Secret gives no credentials (object-level workload identity).
+    service_account: Option<Arc<dyn ServiceAccountTokens>>,
     /// The key-service clients, made on first use (they keep connections and tokens).
     services: OnceLock<Services>,
 }
@@ -119,7 +128,7 @@ impl Keys {
             }
             GCP_KMS_ENTRY => self.gcp = Some(GcpCredentials::from_entry(content).map_err(invalid)?),
             AZURE_KV_ENTRY => {
-                self.azure = Some(AzureCredentials::from_entry(content).map_err(invalid)?);
+                self.azure = Some(identity_from_entry(content).map_err(invalid)?);
             }
             VAULT_TOKEN_ENTRY => {
                 let token = String::from_utf8_lossy(content).trim().to_string();
@@ -163,17 +172,17 @@ impl Keys {
         Ok(())
     }
 
-    /// Takes what the process environment says where no entry said it: credentials
-    /// (`AWS_ACCESS_KEY_ID`…, `VAULT_TOKEN`, `GOOGLE_OAUTH_ACCESS_TOKEN`,
-    /// `GOOGLE_APPLICATION_CREDENTIALS`, `AZURE_TENANT_ID`…) and endpoints
-    /// (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_KMS`, `AWS_ENDPOINT_URL_STS`,
-    /// `SOPS_GCP_KMS_ENDPOINT`).
+    /// Takes what the controller's environment says where no entry said it: its own cloud
+    /// identity ([`crate::auth`]: `AWS_*`, `GOOGLE_APPLICATION_CREDENTIALS`,
+    /// `GOOGLE_OAUTH_ACCESS_TOKEN`, the metadata servers, `AZURE_*`), `VAULT_TOKEN`, and the
+    /// endpoints (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_KMS`, `AWS_ENDPOINT_URL_STS`,
+    /// `SOPS_GCP_KMS_ENDPOINT`, `GCE_METADATA_HOST`).
     pub fn add_environment(&mut self, vars: impl IntoIterator<Item = (String, String)>) {
         self.add_environment_where(vars, true);
     }
 
-    /// Takes only the endpoints of the process environment, not its credentials: for a
-    /// Kustomization that decrypts as its own service account.
+    /// Takes only the endpoints of the controller's environment, not its identity: for a
+    /// decryption as a ServiceAccount ([`Keys::use_service_account`]).
     pub fn add_environment_endpoints(&mut self, vars: impl IntoIterator<Item = (String, String)>) {
         self.add_environment_where(vars, false);
     }
@@ -183,44 +192,51 @@ impl Keys {
         vars: impl IntoIterator<Item = (String, String)>,
         credentials: bool,
     ) {
-        let env: BTreeMap<String, String> = vars
-            .into_iter()
-            .filter(|(name, value)| {
-                !value.is_empty()
-                    && (name.starts_with("AWS_")
-                        || name.starts_with("AZURE_")
-                        || name.starts_with("GOOGLE_")
-                        || name == "VAULT_TOKEN"
-                        || name == "VAULT_ADDR"
-                        || name == "SOPS_GCP_KMS_ENDPOINT")
-            })
-            .collect();
+        let env = crate::auth::environment(
+            vars,
+            &[
+                "AWS_",
+                "AZURE_",
+                "GOOGLE_",
+                "GCE_METADATA_HOST",
+                "VAULT_TOKEN",
+                "VAULT_ADDR",
+                "SOPS_GCP_KMS_ENDPOINT",
+            ],
+        );
         let var = |name: &str| env.get(name).cloned();
         self.aws_endpoints.kms = var("AWS_ENDPOINT_URL_KMS").or_else(|| var("AWS_ENDPOINT_URL"));
         self.aws_endpoints.sts = var("AWS_ENDPOINT_URL_STS").or_else(|| var("AWS_ENDPOINT_URL"));
         self.gcp_endpoint = var("SOPS_GCP_KMS_ENDPOINT");
+        let google = self
+            .google_endpoints
+            .clone()
+            .unwrap_or_else(|| GoogleEndpoints::from_environment(&env));
+        let authority_host = var("AZURE_AUTHORITY_HOST")
+            .unwrap_or_else(|| crate::auth::azure::DEFAULT_AUTHORITY.into());
+        if let Some(account) = self.service_account.clone()
+            && !credentials
+        {
+            self.aws
+                .get_or_insert_with(|| AwsCredentialSource::ServiceAccount(account.clone()));
+            self.gcp.get_or_insert_with(|| {
+                GcpCredentials::Secretless(SecretlessIdentity::ServiceAccount(
+                    account.clone(),
+                    google.clone(),
+                ))
+            });
+            self.azure
+                .get_or_insert_with(|| AzureIdentity::ServiceAccount {
+                    account,
+                    authority_host,
+                });
+            return;
+        }
         if !credentials {
             return;
         }
-        if self.aws.is_none()
-            && let (Some(access_key_id), Some(secret_access_key)) =
-                (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
-        {
-            self.aws = Some(AwsCredentialSource::Static(AwsCredentials {
-                access_key_id,
-                secret_access_key,
-                session_token: var("AWS_SESSION_TOKEN"),
-            }));
-        }
-        if self.aws.is_none()
-            && let (Some(role_arn), Some(token_file)) =
-                (var("AWS_ROLE_ARN"), var("AWS_WEB_IDENTITY_TOKEN_FILE"))
-        {
-            self.aws = Some(AwsCredentialSource::WebIdentity {
-                role_arn,
-                token_file: token_file.into(),
-                session_name: var("AWS_ROLE_SESSION_NAME"),
-            });
+        if self.aws.is_none() {
+            self.aws = crate::auth::aws::controller_source(&env);
         }
         if self.vault_token.is_none()
             && let Some(token) = var("VAULT_TOKEN")
@@ -230,27 +246,30 @@ impl Keys {
         if self.gcp.is_none() {
             // The file is read when a key needs it, on the build's thread, and a bad one is
             // then named in the error.
-            self.gcp = var("GOOGLE_OAUTH_ACCESS_TOKEN")
-                .map(GcpCredentials::AccessToken)
-                .or_else(|| {
-                    var("GOOGLE_APPLICATION_CREDENTIALS").map(|p| GcpCredentials::File(p.into()))
-                });
+            self.gcp = Some(
+                var("GOOGLE_OAUTH_ACCESS_TOKEN")
+                    .map(GcpCredentials::AccessToken)
+                    .or_else(|| {
+                        var("GOOGLE_APPLICATION_CREDENTIALS")
+                            .map(|p| GcpCredentials::File(p.into()))
+                    })
+                    .unwrap_or(GcpCredentials::Secretless(
+                        SecretlessIdentity::MetadataServer(google),
+                    )),
+            );
         }
-        if self.azure.is_none()
-            && let (Some(tenant_id), Some(client_id), Some(client_secret)) = (
-                var("AZURE_TENANT_ID"),
-                var("AZURE_CLIENT_ID"),
-                var("AZURE_CLIENT_SECRET"),
-            )
-        {
-            self.azure = Some(AzureCredentials {
-                tenant_id,
-                client_id,
-                client_secret,
-                authority_host: var("AZURE_AUTHORITY_HOST")
-                    .unwrap_or_else(|| "https://login.microsoftonline.com/".into()),
-            });
+        if self.azure.is_none() {
+            match crate::auth::azure::controller_identity(&env) {
+                Ok(identity) => self.azure = Some(identity),
+                Err(reason) => self.azure_unavailable = Some(reason),
+            }
         }
+    }
+
+    /// Reaches Google's STS, IAM Credentials and metadata server at these endpoints (tests,
+    /// private endpoints); before the environment is added.
+    pub fn set_google_endpoints(&mut self, endpoints: GoogleEndpoints) {
+        self.google_endpoints = Some(endpoints);
     }
 
     /// Stops calling key services at `deadline` (a Kustomization's timeout).
@@ -264,11 +283,12 @@ impl Keys {
         self.azure_vault_origins.push(origin.to_string());
     }
 
-    /// Decrypts for a Kubernetes service account (`spec.decryption.serviceAccountName`):
-    /// Flux exchanges its token for cloud credentials, which this build does not, so key
-    /// services open only with the decryption Secret's credentials and say so otherwise.
-    pub fn use_service_account(&mut self, name: &str) {
-        self.service_account = Some(name.to_string());
+    /// Decrypts as a Kubernetes ServiceAccount (`spec.decryption.serviceAccountName`, gate
+    /// `ObjectLevelWorkloadIdentity`): key services the decryption Secret gives no
+    /// credentials for are opened with the cloud identity its token is exchanged for, never
+    /// with the controller's. Call before [`Keys::add_environment_endpoints`].
+    pub fn use_service_account(&mut self, account: Arc<dyn ServiceAccountTokens>) {
+        self.service_account = Some(account);
     }
 
     /// Adds the age identities of an identity file.
@@ -371,13 +391,17 @@ impl Keys {
 
     fn open_now(&self, stanza: &Stanza) -> Result<Option<Vec<u8>>, String> {
         let missing = |entry: &str| {
-            Err(match &self.service_account {
-                Some(account) => format!(
-                    "no credentials: the service account '{account}' cannot be used \
-                     (object-level workload identity is not implemented here); add \
-                     `{entry}` to the decryption Secret"
+            Err(match (&self.service_account, stanza) {
+                (Some(account), Stanza::Vault(_)) => format!(
+                    "no credentials: a Vault token is not exchanged for the service account \
+                     '{}'; add `{entry}` to the decryption Secret",
+                    account.key()
                 ),
-                None => format!(
+                (None, Stanza::AzureKv(_)) if self.azure_unavailable.is_some() => format!(
+                    "no credentials: {}; add `{entry}` to the decryption Secret",
+                    self.azure_unavailable.as_deref().unwrap_or_default()
+                ),
+                _ => format!(
                     "no credentials (add `{entry}` to the decryption Secret, or give the \
                      controller its own)"
                 ),

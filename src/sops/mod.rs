@@ -14,7 +14,7 @@
 
 mod formats;
 mod keys;
-mod keysource;
+pub(crate) mod keysource;
 mod shamir;
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,8 @@ use serde_json::json;
 
 use super::KeySource;
 use super::http::{self, Base64, Http, secret_at, service_message};
+pub use crate::auth::aws::{AwsCredentialSource, AwsCredentials};
+use crate::auth::aws::{sts_credentials, sts_form};
 
 /// A `kms` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -22,20 +24,6 @@ pub(crate) struct KmsEntry {
     pub profile: String,
     /// The ciphertext blob, standard base64.
     pub enc: String,
-}
-
-/// Static credentials: an access key and, for temporary ones, a session token.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AwsCredentials {
-    pub access_key_id: String,
-    pub secret_access_key: String,
-    pub session_token: Option<String>,
-}
-
-impl std::fmt::Debug for AwsCredentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AwsCredentials").finish_non_exhaustive()
-    }
 }
 
 impl AwsCredentials {
@@ -63,20 +51,6 @@ impl AwsCredentials {
     }
 }
 
-/// Where a decryption's AWS credentials come from.
-#[derive(Clone, Debug)]
-pub enum AwsCredentialSource {
-    /// An access key (the `sops.aws-kms` entry, or `AWS_ACCESS_KEY_ID`…).
-    Static(AwsCredentials),
-    /// The pod's web identity (EKS IAM roles for service accounts: `AWS_ROLE_ARN` and
-    /// `AWS_WEB_IDENTITY_TOKEN_FILE`), exchanged through STS `AssumeRoleWithWebIdentity`.
-    WebIdentity {
-        role_arn: String,
-        token_file: std::path::PathBuf,
-        session_name: Option<String>,
-    },
-}
-
 /// Where requests go: AWS's endpoints, unless the standard `AWS_ENDPOINT_URL*` variables of
 /// the controller's environment name others.
 #[derive(Debug, Clone, Default)]
@@ -88,7 +62,7 @@ pub struct AwsEndpoints {
 /// AWS credentials and the endpoints to use them at.
 pub(crate) struct AwsKms {
     source: AwsCredentialSource,
-    /// The credentials of a web identity, once exchanged.
+    /// The credentials of a source that is asked for them, once asked.
     exchanged: OnceLock<Result<AwsCredentials, String>>,
     endpoints: AwsEndpoints,
     http: Arc<Http>,
@@ -115,53 +89,40 @@ impl AwsKms {
             .unwrap_or_else(|| format!("https://sts.{}/", region.host_suffix()))
     }
 
-    /// The credentials requests are signed with.
+    /// The credentials requests are signed with, made once per decryption.
     fn base_credentials(&self, region: &Region) -> Result<AwsCredentials, String> {
-        match &self.source {
+        use crate::auth::aws as identity;
+        let http = &self.http;
+        let fetch = || match &self.source {
             AwsCredentialSource::Static(credentials) => Ok(credentials.clone()),
             AwsCredentialSource::WebIdentity {
                 role_arn,
                 token_file,
                 session_name,
-            } => self
-                .exchanged
-                .get_or_init(|| {
-                    self.web_identity(role_arn, token_file, session_name.as_deref(), region)
-                })
-                .clone(),
-        }
-    }
-
-    /// STS `AssumeRoleWithWebIdentity`: the token Kubernetes projects for the pod, for the
-    /// role's temporary credentials (the request itself is not signed).
-    fn web_identity(
-        &self,
-        role_arn: &str,
-        token_file: &std::path::Path,
-        session_name: Option<&str>,
-        region: &Region,
-    ) -> Result<AwsCredentials, String> {
-        let token = std::fs::read_to_string(token_file).map_err(|e| {
-            format!(
-                "reading the web identity token {}: {e}",
-                token_file.display()
-            )
-        })?;
-        let url = self.sts_url(region);
-        let what = format!("STS AssumeRoleWithWebIdentity {role_arn} at {url}");
-        let body = sts_form(
-            "AssumeRoleWithWebIdentity",
-            role_arn,
-            session_name.unwrap_or(&session_name_for_host()),
-            &[("WebIdentityToken", token.trim())],
-        );
-        let answer = self.http.send(&what, |client| {
-            client
-                .post(&url)
-                .header("content-type", "application/x-www-form-urlencoded")
-                .body(body.clone())
-        })?;
-        sts_credentials(&what, &answer)
+            } => {
+                let token = std::fs::read_to_string(token_file).map_err(|e| {
+                    format!(
+                        "reading the web identity token {}: {e}",
+                        token_file.display()
+                    )
+                })?;
+                let session = session_name.clone().unwrap_or_else(session_name_for_host);
+                identity::web_identity(http, &self.sts_url(region), role_arn, &session, &token)
+            }
+            AwsCredentialSource::Container { uri, authorization } => {
+                identity::container_credentials(http, uri, authorization.as_ref())
+            }
+            AwsCredentialSource::InstanceMetadata { endpoint } => {
+                identity::instance_credentials(http, endpoint)
+            }
+            AwsCredentialSource::ServiceAccount(account) => identity::service_account_credentials(
+                http,
+                account.as_ref(),
+                &self.sts_url(region),
+                &region.name,
+            ),
+        };
+        self.exchanged.get_or_init(fetch).clone()
     }
 
     /// Sends a signed POST.
@@ -305,41 +266,6 @@ fn region_of(arn: &str) -> Result<Region, String> {
         .ok_or_else(|| format!("no valid ARN found in '{arn}'"))
 }
 
-/// An STS query-protocol request body for `action` on `role`.
-fn sts_form(action: &str, role: &str, session_name: &str, extra: &[(&str, &str)]) -> String {
-    let mut form = form_urlencoded::Serializer::new(String::new());
-    form.append_pair("Action", action)
-        .append_pair("Version", "2011-06-15")
-        .append_pair("RoleArn", role)
-        .append_pair("RoleSessionName", session_name);
-    for (name, value) in extra {
-        form.append_pair(name, value);
-    }
-    form.finish()
-}
-
-/// The temporary credentials of an STS answer (AssumeRole and AssumeRoleWithWebIdentity
-/// answer alike), or the service's words, cut short: nothing of the request is repeated.
-fn sts_credentials(what: &str, answer: &http::Answer) -> Result<AwsCredentials, String> {
-    let text = String::from_utf8_lossy(&answer.body);
-    if !answer.is_success() {
-        let message: String = xml_text(&text, "Message")
-            .unwrap_or_default()
-            .chars()
-            .take(300)
-            .collect();
-        return Err(format!("{what}: HTTP {}: {message}", answer.status));
-    }
-    let field = |name: &str| {
-        xml_text(&text, name).ok_or_else(|| format!("{what}: the answer has no {name}"))
-    };
-    Ok(AwsCredentials {
-        access_key_id: field("AccessKeyId")?,
-        secret_access_key: field("SecretAccessKey")?,
-        session_token: Some(field("SessionToken")?),
-    })
-}
-
 /// `sops@<host>` with what STS refuses in a session name removed, as sops names it.
 fn session_name_for_host() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -351,14 +277,6 @@ fn session_name_for_host() -> String {
         .take(64)
         .collect();
     name
-}
-
-/// The text of the first `<name>…</name>` element of an STS answer.
-fn xml_text(xml: &str, name: &str) -> Option<String> {
-    let open = format!("<{name}>");
-    let start = xml.find(&open)? + open.len();
-    let end = xml[start..].find(&format!("</{name}>"))? + start;
-    Some(xml[start..end].trim().to_string())
 }
 
 #[cfg(not(feature = "aws-kms"))]

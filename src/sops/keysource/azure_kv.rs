@@ -1,6 +1,7 @@
 //! Azure Key Vault: `azure_kv` entries are opened by the key's `decrypt` operation
-//! (RSA-OAEP-256, as sops encrypts) with a token from the client-credentials grant of the
-//! decryption Secret's `sops.azure-kv` entry, or of the controller's `AZURE_*` environment.
+//! (RSA-OAEP-256, as sops encrypts) with a Microsoft Entra token for the decryption Secret's
+//! `sops.azure-kv` entry, else for the controller's identity or a Kubernetes ServiceAccount's
+//! ([`crate::auth::azure`]).
 
 use std::sync::{Arc, OnceLock};
 
@@ -8,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::KeySource;
 use super::http::{Base64, Http, secret_at};
+use crate::auth::azure::DEFAULT_AUTHORITY;
 
-const DEFAULT_AUTHORITY: &str = "https://login.microsoftonline.com/";
 const VAULT_SCOPE: &str = "https://vault.azure.net/.default";
 const API_VERSION: &str = "7.4";
 /// The DNS suffixes of Key Vault in Azure's clouds: a token is sent to no other host.
@@ -32,30 +33,20 @@ pub(crate) struct AzureEntry {
     pub enc: String,
 }
 
-/// A service principal's client secret.
-#[derive(Clone)]
-pub struct AzureCredentials {
-    pub tenant_id: String,
-    pub client_id: String,
-    pub client_secret: String,
-    /// The Microsoft Entra endpoint; Azure's public cloud unless set.
-    pub authority_host: String,
+pub use crate::auth::azure::AzureIdentity;
+
+/// The `sops.azure-kv` entry, YAML or JSON, as Flux reads it: `tenantId`, `clientId` and
+/// `clientSecret` (with an optional `authorityHost`), the `az` CLI's `tenant`, `appId` and
+/// `password`, or `clientId` alone (a user-assigned managed identity). Certificates are
+/// refused by name.
+pub fn identity_from_entry(content: &[u8]) -> Result<AzureIdentity, String> {
+    AzureCredentialsEntry::read(content)
 }
 
-impl std::fmt::Debug for AzureCredentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AzureCredentials")
-            .field("tenant_id", &self.tenant_id)
-            .field("client_id", &self.client_id)
-            .finish_non_exhaustive()
-    }
-}
+struct AzureCredentialsEntry;
 
-impl AzureCredentials {
-    /// The `sops.azure-kv` entry, YAML or JSON, as Flux reads it: `tenantId`, `clientId` and
-    /// `clientSecret` (with an optional `authorityHost`), or the `az` CLI's `tenant`, `appId`
-    /// and `password`. Certificates and managed identities are refused by name.
-    pub fn from_entry(content: &[u8]) -> Result<AzureCredentials, String> {
+impl AzureCredentialsEntry {
+    fn read(content: &[u8]) -> Result<AzureIdentity, String> {
         let text = std::str::from_utf8(content).map_err(|_| "not UTF-8 text".to_string())?;
         let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kyaml)
             .map(Value::from)
@@ -71,7 +62,7 @@ impl AzureCredentials {
         if let (Some(tenant_id), Some(client_id), Some(client_secret)) =
             (field("tenantId"), field("clientId"), field("clientSecret"))
         {
-            return Ok(AzureCredentials {
+            return Ok(AzureIdentity::ClientSecret {
                 tenant_id,
                 client_id,
                 client_secret,
@@ -89,19 +80,18 @@ impl AzureCredentials {
         if let (Some(tenant_id), Some(client_id), Some(client_secret)) =
             (field("tenant"), field("appId"), field("password"))
         {
-            return Ok(AzureCredentials {
+            return Ok(AzureIdentity::ClientSecret {
                 tenant_id,
                 client_id,
                 client_secret,
                 authority_host,
             });
         }
-        if field("clientId").is_some() {
-            return Err(
-                "managed identity credentials (clientId alone) are not supported; \
-                        use tenantId, clientId and clientSecret"
-                    .into(),
-            );
+        if let Some(client_id) = field("clientId") {
+            return Ok(AzureIdentity::ManagedIdentity {
+                client_id: Some(client_id),
+                endpoint: crate::auth::azure::INSTANCE_METADATA.into(),
+            });
         }
         Err(
             "invalid data: requires a 'clientId' field, a combination of 'tenantId', \
@@ -113,7 +103,7 @@ impl AzureCredentials {
 
 /// Azure credentials and the token once obtained.
 pub(crate) struct AzureKeyVault {
-    credentials: AzureCredentials,
+    identity: AzureIdentity,
     http: Arc<Http>,
     token: OnceLock<Result<String, String>>,
     /// Vault origins trusted besides Azure's own domains (a private cloud, a test server).
@@ -122,12 +112,12 @@ pub(crate) struct AzureKeyVault {
 
 impl AzureKeyVault {
     pub(crate) fn new(
-        credentials: AzureCredentials,
+        identity: AzureIdentity,
         http: Arc<Http>,
         extra_origins: Vec<String>,
     ) -> AzureKeyVault {
         AzureKeyVault {
-            credentials,
+            identity,
             http,
             token: OnceLock::new(),
             extra_origins,
@@ -169,20 +159,7 @@ impl AzureKeyVault {
     }
 
     fn fetch_token(&self) -> Result<String, String> {
-        let credentials = &self.credentials;
-        let url = format!(
-            "{}/{}/oauth2/v2.0/token",
-            credentials.authority_host.trim_end_matches('/'),
-            credentials.tenant_id
-        );
-        let what = format!("token for client {} at {url}", credentials.client_id);
-        let form = [
-            ("grant_type", "client_credentials"),
-            ("client_id", credentials.client_id.as_str()),
-            ("client_secret", credentials.client_secret.as_str()),
-            ("scope", VAULT_SCOPE),
-        ];
-        self.http.oauth_token(&what, &url, &form)
+        self.identity.token(&self.http, VAULT_SCOPE)
     }
 }
 
@@ -220,29 +197,33 @@ mod tests {
 
     #[test]
     fn entries_are_read_in_flux_order() {
-        let secret = AzureCredentials::from_entry(
+        let secret = identity_from_entry(
             b"tenantId: t\nclientId: c\nclientSecret: s3cret\nauthorityHost: https://login.example/\n",
         )
         .unwrap();
-        assert_eq!(secret.authority_host, "https://login.example/");
+        assert!(
+            matches!(&secret, AzureIdentity::ClientSecret { authority_host, .. } if authority_host == "https://login.example/")
+        );
         assert!(!format!("{secret:?}").contains("s3cret"));
-        let cli = AzureCredentials::from_entry(
+        let cli = identity_from_entry(
             br#"{"appId":"a","displayName":"d","name":"n","password":"p","tenant":"t"}"#,
         )
         .unwrap();
-        assert_eq!(
-            (cli.client_id.as_str(), cli.authority_host.as_str()),
-            ("a", DEFAULT_AUTHORITY)
+        assert!(
+            matches!(&cli, AzureIdentity::ClientSecret { client_id, authority_host, .. } if client_id == "a" && authority_host == DEFAULT_AUTHORITY)
         );
+        assert!(matches!(
+            identity_from_entry(b"clientId: c\n").unwrap(),
+            AzureIdentity::ManagedIdentity { client_id: Some(id), .. } if id == "c"
+        ));
         for (entry, says) in [
             (
                 &b"tenantId: t\nclientId: c\nclientCertificate: pem\n"[..],
                 "certificate",
             ),
-            (b"clientId: c\n", "managed identity"),
             (b"tenantId: incomplete\n", "requires a 'clientId' field"),
         ] {
-            let error = AzureCredentials::from_entry(entry).unwrap_err();
+            let error = identity_from_entry(entry).unwrap_err();
             assert!(error.contains(says), "{error}");
         }
     }

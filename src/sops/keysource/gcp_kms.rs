@@ -1,7 +1,9 @@
 //! Google Cloud KMS: `gcp_kms` entries are opened by the KMS REST API's `decrypt` with an
 //! OAuth token for the credentials JSON of the decryption Secret's `sops.gcp-kms` entry (a
-//! service account, whose signed JWT is exchanged for a token, or an authorized user,
-//! whose refresh token is), or the controller's `GOOGLE_OAUTH_ACCESS_TOKEN`.
+//! service account, whose signed JWT is exchanged for a token, an authorized user, whose
+//! refresh token is, or a workload identity federation file), or without a key file
+//! ([`crate::auth::gcp`]): the controller's metadata server or a Kubernetes ServiceAccount's
+//! federated identity; or the controller's `GOOGLE_OAUTH_ACCESS_TOKEN`.
 
 use std::sync::{Arc, OnceLock};
 
@@ -9,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::KeySource;
 use super::http::{Base64, Http, secret_at};
+use crate::auth::gcp::SecretlessIdentity;
 
 #[cfg(feature = "gcp-kms")]
 const KMS_SCOPE: &str = "https://www.googleapis.com/auth/cloudkms";
@@ -43,6 +46,10 @@ pub enum GcpCredentials {
     AccessToken(String),
     /// A credentials file (`GOOGLE_APPLICATION_CREDENTIALS`), read when a key needs it.
     File(std::path::PathBuf),
+    /// Workload identity federation (`"type": "external_account"`).
+    ExternalAccount(crate::auth::gcp::ExternalAccount),
+    /// No key file: the metadata server, or a Kubernetes ServiceAccount's federated identity.
+    Secretless(crate::auth::gcp::SecretlessIdentity),
 }
 
 impl std::fmt::Debug for GcpCredentials {
@@ -52,14 +59,16 @@ impl std::fmt::Debug for GcpCredentials {
             GcpCredentials::AuthorizedUser { .. } => "AuthorizedUser",
             GcpCredentials::AccessToken(_) => "AccessToken",
             GcpCredentials::File(_) => "File",
+            GcpCredentials::ExternalAccount(_) => "ExternalAccount",
+            GcpCredentials::Secretless(_) => "Secretless",
         };
         f.debug_tuple("GcpCredentials").field(&kind).finish()
     }
 }
 
 impl GcpCredentials {
-    /// The `sops.gcp-kms` entry: Google credentials JSON (`service_account` or
-    /// `authorized_user`).
+    /// The `sops.gcp-kms` entry: Google credentials JSON (`service_account`,
+    /// `authorized_user` or `external_account`).
     pub fn from_entry(content: &[u8]) -> Result<GcpCredentials, String> {
         let value: Value = serde_json::from_slice(content)
             .map_err(|e| format!("not a Google credentials JSON document: {e}"))?;
@@ -85,9 +94,12 @@ impl GcpCredentials {
                 refresh_token: field("refresh_token")?,
                 token_uri,
             }),
+            Some("external_account") => Ok(GcpCredentials::ExternalAccount(
+                crate::auth::gcp::ExternalAccount::from_json(&value)?,
+            )),
             Some(other) => Err(format!(
-                "credentials of type `{other}` are not supported (service_account and \
-                 authorized_user are)"
+                "credentials of type `{other}` are not supported (service_account, \
+                 authorized_user and external_account are)"
             )),
             None => Err("the credentials have no `type`".to_string()),
         }
@@ -143,6 +155,17 @@ impl GcpKms {
         let (token_uri, form) = match credentials {
             GcpCredentials::File(_) => return Err("a credentials file names another".into()),
             GcpCredentials::AccessToken(token) => return Ok(token.clone()),
+            GcpCredentials::ExternalAccount(account) => return account.token(&self.http),
+            GcpCredentials::Secretless(SecretlessIdentity::MetadataServer(endpoints)) => {
+                return crate::auth::gcp::metadata_token(&self.http, endpoints);
+            }
+            GcpCredentials::Secretless(SecretlessIdentity::ServiceAccount(account, endpoints)) => {
+                return crate::auth::gcp::service_account_token(
+                    &self.http,
+                    account.as_ref(),
+                    endpoints,
+                );
+            }
             GcpCredentials::ServiceAccount {
                 client_email,
                 private_key_pem,

@@ -1,0 +1,442 @@
+//! AWS: where credentials come from (fluxcd/pkg `auth/aws` over the AWS SDK's default chain)
+//! and the exchanges that make them.
+//!
+//! The controller's own identity is the first source its environment configures, in the SDK's
+//! order: an access key, a web identity (EKS IAM roles for service accounts), a container
+//! credentials endpoint (EKS Pod Identity, ECS), then the EC2 instance role (IMDSv2). A
+//! ServiceAccount's identity is its `eks.amazonaws.com/role-arn` annotation, assumed with a
+//! token Kubernetes issues for `sts.amazonaws.com`, in the region of the key.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::ServiceAccountTokens;
+use crate::sops::keysource::http::{Answer, Http};
+
+/// The audience of the tokens STS takes for a web identity.
+pub const STS_AUDIENCE: &str = "sts.amazonaws.com";
+/// The ServiceAccount annotation naming the IAM role it maps to.
+pub const ROLE_ARN_ANNOTATION: &str = "eks.amazonaws.com/role-arn";
+const ROLE_ARN_PATTERN: &str = r"^arn:aws[\w-]*:iam::[0-9]{1,30}:role/.{1,200}$";
+/// Where EC2 instances reach their metadata service, and the container endpoint ECS tasks
+/// reach with a relative URI.
+const INSTANCE_METADATA: &str = "http://169.254.169.254";
+const INSTANCE_METADATA_IPV6: &str = "http://[fd00:ec2::254]";
+const ECS_CONTAINER_HOST: &str = "http://169.254.170.2";
+
+/// Static credentials: an access key and, for temporary ones, a session token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AwsCredentials {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+}
+
+impl std::fmt::Debug for AwsCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsCredentials").finish_non_exhaustive()
+    }
+}
+
+/// Where a decryption's AWS credentials come from.
+#[derive(Clone, Debug)]
+pub enum AwsCredentialSource {
+    /// An access key (the `sops.aws-kms` entry, or `AWS_ACCESS_KEY_ID`…).
+    Static(AwsCredentials),
+    /// The pod's web identity (EKS IAM roles for service accounts: `AWS_ROLE_ARN` and
+    /// `AWS_WEB_IDENTITY_TOKEN_FILE`), exchanged through STS `AssumeRoleWithWebIdentity`.
+    WebIdentity {
+        role_arn: String,
+        token_file: PathBuf,
+        session_name: Option<String>,
+    },
+    /// A container credentials endpoint: EKS Pod Identity's agent
+    /// (`AWS_CONTAINER_CREDENTIALS_FULL_URI`) or ECS's (`…_RELATIVE_URI`).
+    Container {
+        uri: String,
+        authorization: Option<ContainerAuthorization>,
+    },
+    /// The EC2 instance's role, from its metadata service (IMDSv2).
+    InstanceMetadata { endpoint: String },
+    /// A Kubernetes ServiceAccount's role (object-level workload identity).
+    ServiceAccount(Arc<dyn ServiceAccountTokens>),
+}
+
+/// What the container credentials endpoint is asked with.
+#[derive(Clone, Debug)]
+pub enum ContainerAuthorization {
+    /// `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`, read at every request (EKS rotates it).
+    File(PathBuf),
+    /// `AWS_CONTAINER_AUTHORIZATION_TOKEN`.
+    Token(String),
+}
+
+/// The controller's own source, as the SDK's default chain selects it from the environment:
+/// the first one configured, whether or not it then works. `None` only when the instance
+/// metadata service is disabled and nothing else is set.
+pub fn controller_source(env: &BTreeMap<String, String>) -> Option<AwsCredentialSource> {
+    let var = |name: &str| env.get(name).filter(|v| !v.is_empty()).cloned();
+    if let (Some(access_key_id), Some(secret_access_key)) =
+        (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
+    {
+        return Some(AwsCredentialSource::Static(AwsCredentials {
+            access_key_id,
+            secret_access_key,
+            session_token: var("AWS_SESSION_TOKEN"),
+        }));
+    }
+    if let (Some(role_arn), Some(token_file)) =
+        (var("AWS_ROLE_ARN"), var("AWS_WEB_IDENTITY_TOKEN_FILE"))
+    {
+        return Some(AwsCredentialSource::WebIdentity {
+            role_arn,
+            token_file: token_file.into(),
+            session_name: var("AWS_ROLE_SESSION_NAME"),
+        });
+    }
+    let container = var("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+        .map(|path| format!("{ECS_CONTAINER_HOST}{path}"))
+        .or_else(|| var("AWS_CONTAINER_CREDENTIALS_FULL_URI"));
+    if let Some(uri) = container {
+        let authorization = var("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
+            .map(|file| ContainerAuthorization::File(file.into()))
+            .or_else(|| {
+                var("AWS_CONTAINER_AUTHORIZATION_TOKEN").map(ContainerAuthorization::Token)
+            });
+        return Some(AwsCredentialSource::Container { uri, authorization });
+    }
+    if var("AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        return None;
+    }
+    let endpoint = var("AWS_EC2_METADATA_SERVICE_ENDPOINT").unwrap_or_else(|| {
+        match var("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE") {
+            Some(mode) if mode.eq_ignore_ascii_case("ipv6") => INSTANCE_METADATA_IPV6.into(),
+            _ => INSTANCE_METADATA.into(),
+        }
+    });
+    Some(AwsCredentialSource::InstanceMetadata { endpoint })
+}
+
+/// The role a ServiceAccount's annotation names, in Flux's words when it is not one.
+pub fn role_arn(annotations: &BTreeMap<String, String>) -> Result<String, String> {
+    super::annotation_matching(annotations, ROLE_ARN_ANNOTATION, ROLE_ARN_PATTERN)
+}
+
+/// The STS session a ServiceAccount's role is assumed in, as Flux names it.
+pub fn session_name(name: &str, namespace: &str, region: &str) -> String {
+    format!("{name}.{namespace}.{region}.fluxcd.io")
+}
+
+/// The credentials a container credentials endpoint hands out.
+pub(crate) fn container_credentials(
+    http: &Http,
+    uri: &str,
+    authorization: Option<&ContainerAuthorization>,
+) -> Result<AwsCredentials, String> {
+    let header = match authorization {
+        Some(ContainerAuthorization::File(path)) => Some(
+            std::fs::read_to_string(path)
+                .map(|token| token.trim().to_string())
+                .map_err(|e| {
+                    format!(
+                        "reading the container authorization token {}: {e}",
+                        path.display()
+                    )
+                })?,
+        ),
+        Some(ContainerAuthorization::Token(token)) => Some(token.clone()),
+        None => None,
+    };
+    let what = format!("container credentials at {uri}");
+    let answer = http.send(&what, |client| {
+        let request = client.get(uri).header("accept", "application/json");
+        match &header {
+            Some(token) => request.header("authorization", token),
+            None => request,
+        }
+    })?;
+    json_credentials(&what, &answer, "Token")
+}
+
+/// The instance role's credentials from the metadata service, IMDSv2's way: a session token
+/// first, then the role's name, then its credentials.
+pub(crate) fn instance_credentials(http: &Http, endpoint: &str) -> Result<AwsCredentials, String> {
+    let base = endpoint.trim_end_matches('/');
+    let token_url = format!("{base}/latest/api/token");
+    let what = format!("instance metadata token at {token_url}");
+    let answer = http.send(&what, |client| {
+        client
+            .put(&token_url)
+            .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
+    })?;
+    let token = answer_text(&what, &answer)?;
+    let roles_url = format!("{base}/latest/meta-data/iam/security-credentials/");
+    let get = |what: &str, url: &str| {
+        http.send(what, |client| {
+            client.get(url).header("x-aws-ec2-metadata-token", &token)
+        })
+    };
+    let what = format!("instance role at {roles_url}");
+    let roles = answer_text(&what, &get(&what, &roles_url)?)?;
+    let role = roles
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .ok_or_else(|| format!("{what}: the instance has no role"))?
+        .to_string();
+    let url = format!("{roles_url}{role}");
+    let what = format!("instance role credentials at {url}");
+    json_credentials(&what, &get(&what, &url)?, "Token")
+}
+
+/// STS `AssumeRoleWithWebIdentity` at `sts_url`: `token` for the role's temporary
+/// credentials (the request itself is not signed).
+pub(crate) fn web_identity(
+    http: &Http,
+    sts_url: &str,
+    role_arn: &str,
+    session_name: &str,
+    token: &str,
+) -> Result<AwsCredentials, String> {
+    let what = format!("STS AssumeRoleWithWebIdentity {role_arn} at {sts_url}");
+    let body = sts_form(
+        "AssumeRoleWithWebIdentity",
+        role_arn,
+        session_name,
+        &[("WebIdentityToken", token.trim())],
+    );
+    let answer = http.send(&what, |client| {
+        client
+            .post(sts_url)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.clone())
+    })?;
+    sts_credentials(&what, &answer)
+}
+
+/// A ServiceAccount's role credentials, as fluxcd/pkg's AWS provider makes them: the role
+/// from the annotation, a token for `sts.amazonaws.com`, STS in `region`.
+pub(crate) fn service_account_credentials(
+    http: &Http,
+    account: &dyn ServiceAccountTokens,
+    sts_url: &str,
+    region: &str,
+) -> Result<AwsCredentials, String> {
+    let annotations = account.annotations()?;
+    let role = role_arn(&annotations).map_err(|e| {
+        format!(
+            "failed to get provider identity from service account '{}' annotations: {e}",
+            account.key()
+        )
+    })?;
+    let token = account.token(&[STS_AUDIENCE.to_string()])?;
+    let (name, namespace) = account.name_and_namespace();
+    web_identity(
+        http,
+        sts_url,
+        &role,
+        &session_name(&name, &namespace, region),
+        &token,
+    )
+    .map_err(|e| super::for_service_account(account, e))
+}
+
+/// An STS query-protocol request body for `action` on `role`.
+pub(crate) fn sts_form(
+    action: &str,
+    role: &str,
+    session_name: &str,
+    extra: &[(&str, &str)],
+) -> String {
+    let mut form = form_urlencoded::Serializer::new(String::new());
+    form.append_pair("Action", action)
+        .append_pair("Version", "2011-06-15")
+        .append_pair("RoleArn", role)
+        .append_pair("RoleSessionName", session_name);
+    for (name, value) in extra {
+        form.append_pair(name, value);
+    }
+    form.finish()
+}
+
+/// The temporary credentials of an STS answer (AssumeRole and AssumeRoleWithWebIdentity
+/// answer alike), or the service's words, cut short: nothing of the request is repeated.
+pub(crate) fn sts_credentials(what: &str, answer: &Answer) -> Result<AwsCredentials, String> {
+    let text = String::from_utf8_lossy(&answer.body);
+    if !answer.is_success() {
+        let message: String = xml_text(&text, "Message")
+            .unwrap_or_default()
+            .chars()
+            .take(300)
+            .collect();
+        return Err(format!("{what}: HTTP {}: {message}", answer.status));
+    }
+    let field = |name: &str| {
+        xml_text(&text, name).ok_or_else(|| format!("{what}: the answer has no {name}"))
+    };
+    Ok(AwsCredentials {
+        access_key_id: field("AccessKeyId")?,
+        secret_access_key: field("SecretAccessKey")?,
+        session_token: Some(field("SessionToken")?),
+    })
+}
+
+/// The text of the first `<name>…</name>` element of an STS answer.
+fn xml_text(xml: &str, name: &str) -> Option<String> {
+    let open = format!("<{name}>");
+    let start = xml.find(&open)? + open.len();
+    let end = xml[start..].find(&format!("</{name}>"))? + start;
+    Some(xml[start..end].trim().to_string())
+}
+
+fn answer_text(what: &str, answer: &Answer) -> Result<String, String> {
+    if !answer.is_success() {
+        return Err(format!("{what}: HTTP {}", answer.status));
+    }
+    Ok(String::from_utf8_lossy(&answer.body).into_owned())
+}
+
+/// The credentials of a JSON answer (`AccessKeyId`, `SecretAccessKey` and the session token
+/// under `token_field`), as the container and instance metadata endpoints give them.
+fn json_credentials(
+    what: &str,
+    answer: &Answer,
+    token_field: &str,
+) -> Result<AwsCredentials, String> {
+    let json = answer.success_json(what, &["/message", "/Message"])?;
+    let field = |name: &str| {
+        json.get(name)
+            .and_then(serde_json::Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    match (field("AccessKeyId"), field("SecretAccessKey")) {
+        (Some(access_key_id), Some(secret_access_key)) => Ok(AwsCredentials {
+            access_key_id,
+            secret_access_key,
+            session_token: field(token_field),
+        }),
+        _ => Err(format!(
+            "{what}: the answer has no AccessKeyId and SecretAccessKey"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn kind(source: Option<AwsCredentialSource>) -> String {
+        match source {
+            None => "none".into(),
+            Some(AwsCredentialSource::Static(c)) => format!("static {}", c.access_key_id),
+            Some(AwsCredentialSource::WebIdentity { role_arn, .. }) => format!("web {role_arn}"),
+            Some(AwsCredentialSource::Container { uri, authorization }) => {
+                format!("container {uri} {authorization:?}")
+            }
+            Some(AwsCredentialSource::InstanceMetadata { endpoint }) => format!("imds {endpoint}"),
+            Some(AwsCredentialSource::ServiceAccount(_)) => "account".into(),
+        }
+    }
+
+    /// The SDK's default chain: the first source configured wins.
+    #[test]
+    fn the_environment_selects_the_first_configured_source() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[], "imds http://169.254.169.254"),
+            (&[("AWS_EC2_METADATA_DISABLED", "TRUE")], "none"),
+            (
+                &[("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv6")],
+                "imds http://[fd00:ec2::254]",
+            ),
+            (
+                &[("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:9")],
+                "imds http://127.0.0.1:9",
+            ),
+            (
+                &[
+                    (
+                        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                        "http://169.254.170.23/v1/credentials",
+                    ),
+                    ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "/var/run/token"),
+                ],
+                "container http://169.254.170.23/v1/credentials Some(File(\"/var/run/token\"))",
+            ),
+            (
+                &[
+                    (
+                        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                        "/v2/credentials/x",
+                    ),
+                    ("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1/c"),
+                    ("AWS_CONTAINER_AUTHORIZATION_TOKEN", "t"),
+                ],
+                "container http://169.254.170.2/v2/credentials/x Some(Token(\"t\"))",
+            ),
+            (
+                &[
+                    ("AWS_ROLE_ARN", "arn:aws:iam::1:role/r"),
+                    ("AWS_WEB_IDENTITY_TOKEN_FILE", "/t"),
+                    ("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1/c"),
+                ],
+                "web arn:aws:iam::1:role/r",
+            ),
+            (
+                &[
+                    ("AWS_ACCESS_KEY_ID", "AKID"),
+                    ("AWS_SECRET_ACCESS_KEY", "s"),
+                    ("AWS_ROLE_ARN", "arn:aws:iam::1:role/r"),
+                    ("AWS_WEB_IDENTITY_TOKEN_FILE", "/t"),
+                ],
+                "static AKID",
+            ),
+            // An access key without its secret configures nothing.
+            (
+                &[
+                    ("AWS_ACCESS_KEY_ID", "AKID"),
+                    ("AWS_EC2_METADATA_DISABLED", "true"),
+                ],
+                "none",
+            ),
+        ];
+        for (vars, want) in cases {
+            assert_eq!(kind(controller_source(&env(vars))), *want, "{vars:?}");
+        }
+    }
+
+    /// fluxcd/pkg auth/aws: the annotation's pattern and message.
+    #[test]
+    fn role_annotations_are_checked_as_flux_checks_them() {
+        let with = |value: &str| env(&[(ROLE_ARN_ANNOTATION, value)]);
+        assert_eq!(
+            role_arn(&with("arn:aws:iam::123456789012:role/sops")),
+            Ok("arn:aws:iam::123456789012:role/sops".to_string())
+        );
+        assert!(role_arn(&with("arn:aws-us-gov:iam::1:role/x")).is_ok());
+        assert_eq!(
+            role_arn(&with("arn:aws:iam::123:user/x")),
+            Err(format!(
+                "invalid eks.amazonaws.com/role-arn annotation: 'arn:aws:iam::123:user/x'. must match {ROLE_ARN_PATTERN}"
+            ))
+        );
+        assert_eq!(
+            role_arn(&BTreeMap::new()),
+            Err(format!(
+                "invalid eks.amazonaws.com/role-arn annotation: ''. must match {ROLE_ARN_PATTERN}"
+            ))
+        );
+        assert_eq!(
+            session_name("sops", "apps", "eu-west-1"),
+            "sops.apps.eu-west-1.fluxcd.io"
+        );
+    }
+}

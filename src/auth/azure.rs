@@ -1,0 +1,408 @@
+//! Azure: Microsoft Entra ID access tokens (fluxcd/pkg `auth/azure`).
+//!
+//! The controller's identity is one credential, the first its environment configures, as
+//! Flux builds it (no fallback once chosen): a service principal's secret
+//! (`AZURE_TENANT_ID`, `AZURE_CLIENT_ID`, `AZURE_CLIENT_SECRET`), workload identity (all of
+//! `AZURE_CLIENT_ID`, `AZURE_TENANT_ID`, `AZURE_FEDERATED_TOKEN_FILE`, `AZURE_AUTHORITY_HOST`:
+//! the projected token is the client assertion), else the managed identity of the instance
+//! metadata service. A ServiceAccount named on an object is a federated credential: its
+//! `azure.workload.identity/tenant-id` and `client-id` annotations, and a Kubernetes token
+//! for `api://AzureADTokenExchange` as the assertion.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::ServiceAccountTokens;
+use crate::sops::keysource::http::Http;
+
+pub const DEFAULT_AUTHORITY: &str = "https://login.microsoftonline.com/";
+/// The audience of the Kubernetes tokens Entra ID takes as client assertions.
+pub const TOKEN_EXCHANGE_AUDIENCE: &str = "api://AzureADTokenExchange";
+pub const TENANT_ID_ANNOTATION: &str = "azure.workload.identity/tenant-id";
+pub const CLIENT_ID_ANNOTATION: &str = "azure.workload.identity/client-id";
+pub const INSTANCE_METADATA: &str = "http://169.254.169.254";
+const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+
+/// Who asks Entra ID for a token.
+#[derive(Clone)]
+pub enum AzureIdentity {
+    /// A service principal's client secret.
+    ClientSecret {
+        tenant_id: String,
+        client_id: String,
+        client_secret: String,
+        authority_host: String,
+    },
+    /// Workload identity: the federated token file is the client assertion.
+    WorkloadIdentity {
+        tenant_id: String,
+        client_id: String,
+        token_file: PathBuf,
+        authority_host: String,
+    },
+    /// The managed identity of the instance metadata service (a user-assigned one when a
+    /// client id is given).
+    ManagedIdentity {
+        client_id: Option<String>,
+        endpoint: String,
+    },
+    /// A Kubernetes ServiceAccount's federated identity (object-level workload identity).
+    ServiceAccount {
+        account: Arc<dyn ServiceAccountTokens>,
+        authority_host: String,
+    },
+}
+
+impl std::fmt::Debug for AzureIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AzureIdentity::ClientSecret {
+                tenant_id,
+                client_id,
+                authority_host,
+                ..
+            } => f
+                .debug_struct("ClientSecret")
+                .field("tenant_id", tenant_id)
+                .field("client_id", client_id)
+                .field("authority_host", authority_host)
+                .finish_non_exhaustive(),
+            AzureIdentity::WorkloadIdentity {
+                tenant_id,
+                client_id,
+                ..
+            } => f
+                .debug_struct("WorkloadIdentity")
+                .field("tenant_id", tenant_id)
+                .field("client_id", client_id)
+                .finish_non_exhaustive(),
+            AzureIdentity::ManagedIdentity {
+                client_id,
+                endpoint,
+            } => f
+                .debug_struct("ManagedIdentity")
+                .field("client_id", client_id)
+                .field("endpoint", endpoint)
+                .finish(),
+            AzureIdentity::ServiceAccount { account, .. } => f
+                .debug_tuple("ServiceAccount")
+                .field(&account.key())
+                .finish(),
+        }
+    }
+}
+
+/// The controller's credential, as fluxcd/pkg builds it from the environment. Client
+/// certificates and user passwords are named as not supported rather than passed over:
+/// Flux would use them.
+pub fn controller_identity(env: &BTreeMap<String, String>) -> Result<AzureIdentity, String> {
+    let var = |name: &str| env.get(name).filter(|v| !v.is_empty()).cloned();
+    let authority_host = var("AZURE_AUTHORITY_HOST").unwrap_or_else(|| DEFAULT_AUTHORITY.into());
+    if let (Some(tenant_id), Some(client_id)) = (var("AZURE_TENANT_ID"), var("AZURE_CLIENT_ID")) {
+        if let Some(client_secret) = var("AZURE_CLIENT_SECRET") {
+            return Ok(AzureIdentity::ClientSecret {
+                tenant_id,
+                client_id,
+                client_secret,
+                authority_host,
+            });
+        }
+        if var("AZURE_CLIENT_CERTIFICATE_PATH").is_some() {
+            return Err(
+                "EnvironmentCredential: client certificates (AZURE_CLIENT_CERTIFICATE_PATH) are not supported here"
+                    .into(),
+            );
+        }
+        if var("AZURE_USERNAME").is_some() && var("AZURE_PASSWORD").is_some() {
+            return Err(
+                "EnvironmentCredential: user passwords (AZURE_USERNAME) are not supported here"
+                    .into(),
+            );
+        }
+    }
+    // Presence, as Flux looks the variables up; AZURE_AUTHORITY_HOST too, which the
+    // workload identity webhook always injects.
+    let present = |name: &str| env.contains_key(name);
+    if [
+        "AZURE_CLIENT_ID",
+        "AZURE_FEDERATED_TOKEN_FILE",
+        "AZURE_AUTHORITY_HOST",
+        "AZURE_TENANT_ID",
+    ]
+    .iter()
+    .all(|name| present(name))
+    {
+        return Ok(AzureIdentity::WorkloadIdentity {
+            tenant_id: env["AZURE_TENANT_ID"].clone(),
+            client_id: env["AZURE_CLIENT_ID"].clone(),
+            token_file: env["AZURE_FEDERATED_TOKEN_FILE"].clone().into(),
+            authority_host,
+        });
+    }
+    Ok(AzureIdentity::ManagedIdentity {
+        client_id: var("AZURE_CLIENT_ID"),
+        endpoint: var("AZURE_POD_IDENTITY_AUTHORITY_HOST")
+            .unwrap_or_else(|| INSTANCE_METADATA.into()),
+    })
+}
+
+/// The tenant and client a ServiceAccount's annotations name, checked as Flux checks them
+/// (present, the tenant first).
+pub fn account_identity(
+    annotations: &BTreeMap<String, String>,
+) -> Result<(String, String), String> {
+    let tenant = annotations.get(TENANT_ID_ANNOTATION).ok_or_else(|| {
+        format!(
+            "azure tenant ID is not set in the service account annotation {TENANT_ID_ANNOTATION}"
+        )
+    })?;
+    let client = annotations.get(CLIENT_ID_ANNOTATION).ok_or_else(|| {
+        format!(
+            "azure client ID is not set in the service account annotation {CLIENT_ID_ANNOTATION}"
+        )
+    })?;
+    Ok((tenant.clone(), client.clone()))
+}
+
+impl AzureIdentity {
+    /// An access token for `scope` (`https://vault.azure.net/.default`).
+    pub(crate) fn token(&self, http: &Http, scope: &str) -> Result<String, String> {
+        match self {
+            AzureIdentity::ClientSecret {
+                tenant_id,
+                client_id,
+                client_secret,
+                authority_host,
+            } => entra_token(
+                http,
+                authority_host,
+                tenant_id,
+                &[
+                    ("client_id", client_id),
+                    ("client_secret", client_secret),
+                    ("scope", scope),
+                ],
+            ),
+            AzureIdentity::WorkloadIdentity {
+                tenant_id,
+                client_id,
+                token_file,
+                authority_host,
+            } => {
+                let assertion = std::fs::read_to_string(token_file).map_err(|e| {
+                    format!("reading the federated token {}: {e}", token_file.display())
+                })?;
+                assertion_token(
+                    http,
+                    authority_host,
+                    tenant_id,
+                    client_id,
+                    assertion.trim(),
+                    scope,
+                )
+            }
+            AzureIdentity::ManagedIdentity {
+                client_id,
+                endpoint,
+            } => managed_identity_token(http, endpoint, client_id.as_deref(), scope),
+            AzureIdentity::ServiceAccount {
+                account,
+                authority_host,
+            } => {
+                let annotations = account.annotations()?;
+                let (tenant_id, client_id) = account_identity(&annotations).map_err(|e| {
+                    format!(
+                        "failed to get provider identity from service account '{}' annotations: {e}",
+                        account.key()
+                    )
+                })?;
+                let assertion = account.token(&[TOKEN_EXCHANGE_AUDIENCE.to_string()])?;
+                assertion_token(
+                    http,
+                    authority_host,
+                    &tenant_id,
+                    &client_id,
+                    &assertion,
+                    scope,
+                )
+                .map_err(|e| super::for_service_account(account.as_ref(), e))
+            }
+        }
+    }
+}
+
+fn assertion_token(
+    http: &Http,
+    authority_host: &str,
+    tenant_id: &str,
+    client_id: &str,
+    assertion: &str,
+    scope: &str,
+) -> Result<String, String> {
+    entra_token(
+        http,
+        authority_host,
+        tenant_id,
+        &[
+            ("client_id", client_id),
+            ("client_assertion_type", JWT_BEARER),
+            ("client_assertion", assertion),
+            ("scope", scope),
+        ],
+    )
+}
+
+/// Entra ID's client-credentials grant at `<authority>/<tenant>/oauth2/v2.0/token`.
+fn entra_token(
+    http: &Http,
+    authority_host: &str,
+    tenant_id: &str,
+    fields: &[(&str, &str)],
+) -> Result<String, String> {
+    let url = format!(
+        "{}/{tenant_id}/oauth2/v2.0/token",
+        authority_host.trim_end_matches('/')
+    );
+    let client = fields
+        .iter()
+        .find(|(name, _)| *name == "client_id")
+        .map(|(_, value)| *value)
+        .unwrap_or_default();
+    let mut form = vec![("grant_type", "client_credentials")];
+    form.extend_from_slice(fields);
+    http.oauth_token(&format!("token for client {client} at {url}"), &url, &form)
+}
+
+/// The managed identity's token from the instance metadata service, for the resource of
+/// `scope` (`https://vault.azure.net`).
+fn managed_identity_token(
+    http: &Http,
+    endpoint: &str,
+    client_id: Option<&str>,
+    scope: &str,
+) -> Result<String, String> {
+    let resource = scope.strip_suffix("/.default").unwrap_or(scope);
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query
+        .append_pair("api-version", "2018-02-01")
+        .append_pair("resource", resource);
+    if let Some(client_id) = client_id {
+        query.append_pair("client_id", client_id);
+    }
+    let url = format!(
+        "{}/metadata/identity/oauth2/token?{}",
+        endpoint.trim_end_matches('/'),
+        query.finish()
+    );
+    let what = format!("managed identity token at {url}");
+    let answer = http.send(&what, |client| client.get(&url).header("metadata", "true"))?;
+    let json = answer.success_json(&what, &["/error_description", "/error"])?;
+    json.get("access_token")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| format!("{what}: the answer has no access_token"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn kind(identity: Result<AzureIdentity, String>) -> String {
+        match identity {
+            Err(e) => format!("error {e}"),
+            Ok(AzureIdentity::ClientSecret { client_id, .. }) => format!("secret {client_id}"),
+            Ok(AzureIdentity::WorkloadIdentity {
+                client_id,
+                token_file,
+                authority_host,
+                ..
+            }) => {
+                format!(
+                    "workload {client_id} {} {authority_host}",
+                    token_file.display()
+                )
+            }
+            Ok(AzureIdentity::ManagedIdentity {
+                client_id,
+                endpoint,
+            }) => {
+                format!("managed {client_id:?} {endpoint}")
+            }
+            Ok(AzureIdentity::ServiceAccount { .. }) => "account".into(),
+        }
+    }
+
+    /// fluxcd/pkg's order: environment, workload identity (four variables), managed identity.
+    #[test]
+    fn the_environment_selects_one_credential_as_flux_does() {
+        let workload = [
+            ("AZURE_CLIENT_ID", "c"),
+            ("AZURE_TENANT_ID", "t"),
+            ("AZURE_FEDERATED_TOKEN_FILE", "/var/run/azure/token"),
+            ("AZURE_AUTHORITY_HOST", "https://login.example/"),
+        ];
+        let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
+            (vec![], "managed None http://169.254.169.254"),
+            (
+                vec![
+                    ("AZURE_CLIENT_ID", "u"),
+                    ("AZURE_POD_IDENTITY_AUTHORITY_HOST", "http://127.0.0.1:9"),
+                ],
+                "managed Some(\"u\") http://127.0.0.1:9",
+            ),
+            (
+                workload.to_vec(),
+                "workload c /var/run/azure/token https://login.example/",
+            ),
+            // Without AZURE_AUTHORITY_HOST Flux does not build a workload identity.
+            (
+                workload[..3].to_vec(),
+                "managed Some(\"c\") http://169.254.169.254",
+            ),
+            (
+                [&workload[..], &[("AZURE_CLIENT_SECRET", "s")]].concat(),
+                "secret c",
+            ),
+            (
+                vec![
+                    ("AZURE_CLIENT_ID", "c"),
+                    ("AZURE_TENANT_ID", "t"),
+                    ("AZURE_CLIENT_CERTIFICATE_PATH", "/c.pem"),
+                ],
+                "error EnvironmentCredential: client certificates (AZURE_CLIENT_CERTIFICATE_PATH) are not supported here",
+            ),
+        ];
+        for (vars, want) in cases {
+            assert_eq!(kind(controller_identity(&env(&vars))), want, "{vars:?}");
+        }
+    }
+
+    #[test]
+    fn annotations_are_checked_tenant_first() {
+        assert_eq!(
+            account_identity(&BTreeMap::new()),
+            Err("azure tenant ID is not set in the service account annotation azure.workload.identity/tenant-id".into())
+        );
+        assert_eq!(
+            account_identity(&env(&[(TENANT_ID_ANNOTATION, "t")])),
+            Err("azure client ID is not set in the service account annotation azure.workload.identity/client-id".into())
+        );
+        assert_eq!(
+            account_identity(&env(&[
+                (TENANT_ID_ANNOTATION, "t"),
+                (CLIENT_ID_ANNOTATION, "c")
+            ])),
+            Ok(("t".into(), "c".into()))
+        );
+    }
+}

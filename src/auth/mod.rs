@@ -1,0 +1,78 @@
+//! Cloud identities without static credentials, as fluxcd/pkg `auth` obtains them: who the
+//! controller is to AWS, Google Cloud and Azure (its pod's identity: EKS web identity or Pod
+//! Identity, the EC2 instance role, GKE's metadata server or a workload identity federation
+//! file, Azure workload or managed identity), and who a Kubernetes ServiceAccount named on an
+//! object is (gate `ObjectLevelWorkloadIdentity`): a token Kubernetes issues for it, with the
+//! cloud's audience, exchanged for the cloud's credentials per the account's annotations.
+//!
+//! The decisions are pure functions over plain data (which source the environment selects,
+//! what an annotation must look like, which audience and session name a provider uses) with
+//! Flux's error texts; the exchanges ([`aws`], [`gcp`], [`azure`]) are thin calls over the
+//! key services' bounded HTTP client. Kubernetes itself is reached only through
+//! [`ServiceAccountTokens`], which the controller implements.
+
+pub mod aws;
+pub mod azure;
+pub mod gcp;
+
+use std::collections::BTreeMap;
+
+/// A Kubernetes ServiceAccount whose identity a decryption uses: its annotations say which
+/// cloud identity it maps to, and Kubernetes issues it tokens for an audience. Errors are in
+/// Flux's words and name the account, never a token.
+pub trait ServiceAccountTokens: Send + Sync {
+    /// `namespace/name`, as errors name it.
+    fn key(&self) -> String;
+    /// The account's name and namespace.
+    fn name_and_namespace(&self) -> (String, String);
+    /// The account's annotations (`failed to get service account '<ns>/<name>': …`).
+    fn annotations(&self) -> Result<BTreeMap<String, String>, String>;
+    /// A token for the account with these audiences (`failed to create kubernetes token for
+    /// service account '<ns>/<name>': …`).
+    fn token(&self, audiences: &[String]) -> Result<String, String>;
+}
+
+impl std::fmt::Debug for dyn ServiceAccountTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ServiceAccount").field(&self.key()).finish()
+    }
+}
+
+/// What a provider's exchange for a ServiceAccount fails with, as fluxcd/pkg wraps it.
+pub(crate) fn for_service_account(account: &dyn ServiceAccountTokens, error: String) -> String {
+    format!(
+        "failed to create provider access token for service account '{}': {error}",
+        account.key()
+    )
+}
+
+/// An annotation's value, matched against `pattern` whole, else Flux's message for it.
+fn annotation_matching(
+    annotations: &BTreeMap<String, String>,
+    key: &str,
+    pattern: &str,
+) -> Result<String, String> {
+    let value = annotations.get(key).cloned().unwrap_or_default();
+    let matches = regex::Regex::new(pattern)
+        .map(|re| re.is_match(&value))
+        .unwrap_or(false);
+    if matches {
+        Ok(value)
+    } else {
+        Err(format!(
+            "invalid {key} annotation: '{value}'. must match {pattern}"
+        ))
+    }
+}
+
+/// The named environment variables that are set and not empty.
+pub(crate) fn environment(
+    vars: impl IntoIterator<Item = (String, String)>,
+    prefixes: &[&str],
+) -> BTreeMap<String, String> {
+    vars.into_iter()
+        .filter(|(name, value)| {
+            !value.is_empty() && prefixes.iter().any(|prefix| name.starts_with(prefix))
+        })
+        .collect()
+}

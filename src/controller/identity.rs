@@ -1,0 +1,104 @@
+//! A Kustomization's ServiceAccount as a cloud identity: its annotations and the tokens
+//! Kubernetes issues for it (`TokenRequest`), read with the controller's own client, as
+//! fluxcd/pkg `auth` reads them. The key services ask from the build's blocking thread, so
+//! each request is run to completion on the controller's runtime from there.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::Api;
+use kube::api::PostParams;
+
+use crate::auth::ServiceAccountTokens;
+
+pub(crate) struct KubeServiceAccount {
+    client: kube::Client,
+    namespace: String,
+    name: String,
+    runtime: tokio::runtime::Handle,
+    annotations: OnceLock<Result<BTreeMap<String, String>, String>>,
+}
+
+impl KubeServiceAccount {
+    /// Must be made on the runtime (it keeps a handle to it), and asked off it.
+    pub(crate) fn new(client: kube::Client, namespace: &str, name: &str) -> KubeServiceAccount {
+        KubeServiceAccount {
+            client,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            runtime: tokio::runtime::Handle::current(),
+            annotations: OnceLock::new(),
+        }
+    }
+
+    fn api(&self) -> Api<ServiceAccount> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+}
+
+/// The API server's own words for a failed request.
+fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => crate::report::cause_chain(other),
+    }
+}
+
+impl ServiceAccountTokens for KubeServiceAccount {
+    fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    fn name_and_namespace(&self) -> (String, String) {
+        (self.name.clone(), self.namespace.clone())
+    }
+
+    fn annotations(&self) -> Result<BTreeMap<String, String>, String> {
+        self.annotations
+            .get_or_init(|| {
+                self.runtime
+                    .block_on(self.api().get(&self.name))
+                    .map(|account| account.metadata.annotations.unwrap_or_default())
+                    .map_err(|e| {
+                        format!(
+                            "failed to get service account '{}': {}",
+                            self.key(),
+                            api_message(&e)
+                        )
+                    })
+            })
+            .clone()
+    }
+
+    fn token(&self, audiences: &[String]) -> Result<String, String> {
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: audiences.to_vec(),
+                ..TokenRequestSpec::default()
+            },
+            ..TokenRequest::default()
+        };
+        let answer = self.runtime.block_on(self.api().create_token_request(
+            &self.name,
+            &PostParams::default(),
+            &request,
+        ));
+        answer
+            .map_err(|e| api_message(&e))
+            .and_then(|issued| {
+                issued
+                    .status
+                    .map(|status| status.token)
+                    .filter(|token| !token.is_empty())
+                    .ok_or_else(|| "the answer has no token".to_string())
+            })
+            .map_err(|e| {
+                format!(
+                    "failed to create kubernetes token for service account '{}': {e}",
+                    self.key()
+                )
+            })
+    }
+}
