@@ -13,7 +13,7 @@ use kube::api::PostParams;
 
 use crate::auth::ServiceAccountTokens;
 
-pub(crate) struct KubeServiceAccount {
+pub struct KubeServiceAccount {
     client: kube::Client,
     namespace: String,
     name: String,
@@ -23,7 +23,7 @@ pub(crate) struct KubeServiceAccount {
 
 impl KubeServiceAccount {
     /// Must be made on the runtime (it keeps a handle to it), and asked off it.
-    pub(crate) fn new(client: kube::Client, namespace: &str, name: &str) -> KubeServiceAccount {
+    pub fn new(client: kube::Client, namespace: &str, name: &str) -> KubeServiceAccount {
         KubeServiceAccount {
             client,
             namespace: namespace.to_string(),

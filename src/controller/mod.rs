@@ -27,7 +27,7 @@ pub mod events;
 mod exposition;
 pub mod features;
 mod freshness;
-mod identity;
+pub mod identity;
 mod inputs;
 pub mod leader;
 pub mod manifests;

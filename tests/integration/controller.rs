@@ -480,12 +480,20 @@ async fn sops_secrets_are_applied_decrypted() {
 }
 
 /// With object-level workload identity on, a Kustomization that names a service account for
-/// decryption never decrypts with the controller's own cloud credentials; as the token
-/// exchange is not implemented, a key-service key fails the build saying so.
+/// decryption never decrypts with the controller's own credentials: a Vault key (whose token
+/// Flux gets for a ServiceAccount only with `--sops-vault-configmap`) fails the build saying
+/// what to add.
 #[tokio::test]
-async fn decryption_as_a_service_account_names_what_is_not_implemented() {
+async fn decryption_as_a_service_account_never_uses_the_controllers_vault_token() {
     let harness = Harness::start_with(|options| {
         options.reconcile.object_level_workload_identity = true;
+        options.reconcile.environment = std::sync::Arc::new(vec![
+            (
+                "VAULT_TOKEN".to_string(),
+                "controllers-own-token".to_string(),
+            ),
+            ("VAULT_ADDR".to_string(), "http://127.0.0.1:9".to_string()),
+        ]);
     })
     .await;
     let fixtures = repo_root().join("tests/fixtures/sops/flux/internal/controller/testdata/sops");
@@ -517,9 +525,10 @@ async fn decryption_as_a_service_account_names_what_is_not_implemented() {
     let failed = harness.wait_ready("identity", "False", "BuildFailed").await;
     let message = ready_message(&failed);
     assert!(
-        message.contains("service account 'tenant' cannot be used")
-            && message.contains("object-level workload identity is not implemented")
-            && message.contains("sops.vault-token"),
+        message.contains(&format!(
+            "a Vault token is not exchanged for the service account '{}/tenant'",
+            harness.cluster.namespace
+        )) && message.contains("sops.vault-token"),
         "{message}"
     );
 }

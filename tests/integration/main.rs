@@ -6,6 +6,7 @@ mod apply;
 mod cancellation;
 mod cel;
 mod cli;
+mod cloud_identity;
 mod controller;
 mod controller_bench;
 mod crd;

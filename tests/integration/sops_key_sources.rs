@@ -37,7 +37,7 @@ fn sops_test_keys() -> Keys {
 }
 
 /// GnuPG with sops's test keys, and the data key of [`SEALED`] as GnuPG opens it.
-fn gpg_and_data_key() -> (Gpg, Vec<u8>) {
+pub(crate) fn gpg_and_data_key() -> (Gpg, Vec<u8>) {
     let gpg = Gpg::new();
     gpg.import(&getsops("pgp/sops_functional_tests_key.asc"));
     let metadata = sops_metadata(&std::fs::read_to_string(getsops(SEALED)).unwrap());
@@ -54,7 +54,7 @@ fn sops_metadata(text: &str) -> Value {
 
 /// [`SEALED`] with its `sops` metadata rewritten by `edit` (values and MAC untouched: they
 /// depend only on the data key).
-fn sealed_with(edit: impl FnOnce(&mut serde_json::Map<String, Value>)) -> String {
+pub(crate) fn sealed_with(edit: impl FnOnce(&mut serde_json::Map<String, Value>)) -> String {
     let text = std::fs::read_to_string(getsops(SEALED)).unwrap();
     let mut metadata = sops_metadata(&text);
     let map = metadata.as_object_mut().unwrap();
@@ -65,7 +65,7 @@ fn sealed_with(edit: impl FnOnce(&mut serde_json::Map<String, Value>)) -> String
     format!("{data}sops: {metadata}\n")
 }
 
-fn decrypt_sealed(text: &str, keys: &Keys) -> Result<String, SopsError> {
+pub(crate) fn decrypt_sealed(text: &str, keys: &Keys) -> Result<String, SopsError> {
     sops::decrypt(text.as_bytes(), Format::Yaml, keys).map(|p| String::from_utf8(p).unwrap())
 }
 
@@ -321,7 +321,7 @@ fn vault_transit_keys_open_with_the_secret_token_or_the_environment() {
     assert!(decrypt_sealed(&mixed, &from_environment).is_ok());
 }
 
-fn kms_call(server: &str, target: &str, body: Value) -> Value {
+pub(crate) fn kms_call(server: &str, target: &str, body: Value) -> Value {
     let answer = reqwest::blocking::Client::new()
         .post(format!("{server}/"))
         .header("Content-Type", "application/x-amz-json-1.1")
@@ -476,7 +476,7 @@ fn aws_kms_keys_open_with_signed_requests_roles_and_encryption_contexts() {
 }
 
 /// The key "wrapped" by the loopback services: reversible, and not the key itself.
-fn wrap(data_key: &[u8]) -> Vec<u8> {
+pub(crate) fn wrap(data_key: &[u8]) -> Vec<u8> {
     data_key.iter().rev().map(|b| b ^ 0xa5).collect()
 }
 

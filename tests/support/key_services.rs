@@ -259,7 +259,9 @@ impl Request {
     }
 }
 
-type Handler = dyn Fn(&Request) -> (u16, serde_json::Value) + Send + Sync;
+/// A status, a content type and a body.
+type Reply = (u16, &'static str, String);
+type Handler = dyn Fn(&Request) -> Reply + Send + Sync;
 
 /// A plain HTTP/1.1 server on loopback answering JSON with `handler`; every request is kept
 /// for the test to check. It stops when dropped.
@@ -274,6 +276,23 @@ impl MockServer {
     pub fn start(
         handler: impl Fn(&Request) -> (u16, serde_json::Value) + Send + Sync + 'static,
     ) -> MockServer {
+        MockServer::start_replying(move |request| {
+            let (status, json) = handler(request);
+            (status, "application/json", json.to_string())
+        })
+    }
+
+    /// A server answering plain text (IMDS, STS's XML).
+    pub fn start_text(
+        handler: impl Fn(&Request) -> (u16, String) + Send + Sync + 'static,
+    ) -> MockServer {
+        MockServer::start_replying(move |request| {
+            let (status, text) = handler(request);
+            (status, "text/plain", text)
+        })
+    }
+
+    fn start_replying(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> MockServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -353,13 +372,12 @@ fn serve(stream: TcpStream, handler: &Handler, requests: &Mutex<Vec<Request>>) {
         headers,
         body,
     };
-    let (status, answer) = handler(&request);
+    let (status, content_type, body) = handler(&request);
     requests.lock().unwrap().push(request);
-    let body = answer.to_string();
     let mut stream = stream;
     let _ = write!(
         stream,
-        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
 }

@@ -207,7 +207,7 @@ pub fn handle(
     let dry_run = dry_run_of(request, verb)?;
     if route.subresource.as_deref() == Some("token") {
         return match verb {
-            "create" => rbac::token_request(store, route),
+            "create" => rbac::token_request(store, request, route),
             _ => Err(ApiError::method_not_allowed()),
         };
     }

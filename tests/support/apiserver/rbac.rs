@@ -408,26 +408,47 @@ fn rule_held(store: &Store, identity: &Identity, namespace: &str, rule: &Value) 
 }
 
 /// TokenRequest: a bearer token that authenticates as the ServiceAccount, as
-/// `kubectl create token` gets one.
+/// `kubectl create token` gets one. Like kube-apiserver's, it is a JWT whose `aud` holds the
+/// audiences asked for (the API server's own when none are) and whose `sub` names the
+/// account; its signature is not one anybody checks here.
 pub fn token_request(
     store: &mut Store,
+    request: &super::handler::Request,
     route: &super::handler::ResourceRoute,
 ) -> Result<super::handler::Reply, super::errors::ApiError> {
+    use base64::Engine as _;
     let namespace = route.namespace.clone().unwrap_or_default();
     let name = route.name.clone().unwrap_or_default();
     if store.get(&route.rt, &namespace, &name).is_none() {
         return Err(super::errors::ApiError::not_found(&route.rt, &name));
     }
-    let token = format!("kc-test.{}", store.new_uid());
+    let asked: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+    let audiences = match asked.pointer("/spec/audiences").and_then(Value::as_array) {
+        Some(audiences) if !audiences.is_empty() => Value::Array(audiences.clone()),
+        _ => json!(["https://kubernetes.default.svc"]),
+    };
+    let now = jiff::Timestamp::now();
+    let expiry = now + jiff::SignedDuration::from_hours(1);
+    let encode =
+        |value: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string());
+    let claims = json!({"aud": audiences, "exp": expiry.as_second(), "iat": now.as_second(),
+        "iss": "https://kubernetes.default.svc",
+        "sub": format!("system:serviceaccount:{namespace}:{name}"),
+        "kubernetes.io": {"namespace": namespace, "serviceaccount": {"name": name}}});
+    let token = format!(
+        "{}.{}.kc-test-{}",
+        encode(json!({"alg": "RS256", "typ": "JWT"})),
+        encode(claims),
+        store.new_uid()
+    );
     store
         .tokens
         .insert(token.clone(), Identity::service_account(&namespace, &name));
-    let expiry = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
     Ok(super::handler::Reply::new(
         201,
         json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
             "metadata": {"name": name, "namespace": namespace},
-            "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600},
+            "spec": {"audiences": audiences, "expirationSeconds": 3600},
             "status": {"token": token,
                 "expirationTimestamp": expiry.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}}),
     ))
