@@ -240,26 +240,15 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
     let gates = args
         .feature_gates()
         .context("unable to load feature gates")?;
-    if args.default_decryption_service_account.is_some()
+    if (args.default_decryption_service_account.is_some()
+        || args.default_kubeconfig_service_account.is_some())
         && !gates.enabled(Gate::ObjectLevelWorkloadIdentity)
     {
         anyhow::bail!(
             "cannot set default service accounts when the feature gate ObjectLevelWorkloadIdentity is not enabled"
         );
     }
-    for (gate, value) in gates.without_effect() {
-        tracing::info!(
-            logger = "setup",
-            gate = gate.name(),
-            value,
-            "feature gate accepted for compatibility with Flux; what it enables is not implemented here"
-        );
-    }
     for (flag, value) in [
-        (
-            "--default-kubeconfig-service-account",
-            &args.default_kubeconfig_service_account,
-        ),
         ("--token-cache-max-size", &args.token_cache_max_size),
         ("--token-cache-max-duration", &args.token_cache_max_duration),
         ("--storage-path", &args.storage_path),
@@ -338,6 +327,9 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 },
                 default_decryption_service_account: args
                     .default_decryption_service_account
+                    .clone(),
+                default_kubeconfig_service_account: args
+                    .default_kubeconfig_service_account
                     .clone(),
                 runtime_namespace: args.runtime_namespace.clone(),
                 override_managers: args.override_managers.clone(),

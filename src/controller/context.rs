@@ -30,6 +30,12 @@ pub struct Options {
     /// from those Kustomizations.
     pub default_decryption_service_account: Option<String>,
     pub runtime_namespace: String,
+    /// `--default-kubeconfig-service-account`: the identity a kubeconfig ConfigMap without
+    /// `serviceAccountName` uses (gate `ObjectLevelWorkloadIdentity`).
+    pub default_kubeconfig_service_account: Option<String>,
+    /// The controller's own ServiceAccount token (a kubeconfig ConfigMap's `generic`
+    /// provider without an account uses it).
+    pub controller_token_file: std::path::PathBuf,
     /// The controller's environment, as it started: its own cloud identity and the key
     /// services' endpoints come from it (tests give their own).
     pub environment: Arc<Vec<(String, String)>>,
@@ -98,6 +104,8 @@ impl Default for Options {
             build_limits: crate::kustomize::Limits::default(),
             default_decryption_service_account: None,
             environment: Arc::new(std::env::vars().collect()),
+            default_kubeconfig_service_account: None,
+            controller_token_file: super::remote_identity::default_token_file(),
             runtime_namespace: "flux-system".into(),
             override_managers: Vec::new(),
             custom_apply_stage_kinds: Vec::new(),
@@ -158,6 +166,8 @@ pub struct Context {
     caches: Mutex<BTreeMap<String, AppliedCache>>,
     /// Clients of remote clusters, rebuilt only when their kubeconfig Secret changes.
     remote_clients: super::remote::RemoteClients,
+    /// Clients of remote clusters reached with an identity, until their token ages out.
+    identity_clients: super::remote_identity::IdentityClients,
     /// Discovery results shared by every Kustomization's applier (one per cluster).
     kinds: KindCache,
     /// The watched source objects, as last seen.
@@ -205,6 +215,7 @@ impl Context {
             own_writes: Default::default(),
             kustomizations: Default::default(),
             remote_clients: Default::default(),
+            identity_clients: Default::default(),
             clients: Mutex::new(BTreeMap::new()),
             failures: Mutex::new(BTreeMap::new()),
         }
@@ -288,6 +299,29 @@ impl Context {
                     .filter(|sa| !sa.is_empty())
                     .or(self.options.default_service_account.as_deref())
                     .map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
+                if let (None, Some(config_map)) = (&reference.secret_ref, &reference.config_map_ref)
+                {
+                    let options = super::remote_identity::IdentityOptions {
+                        object_level_workload_identity: self.options.object_level_workload_identity,
+                        default_kubeconfig_service_account: self
+                            .options
+                            .default_kubeconfig_service_account
+                            .as_deref(),
+                        controller_token_file: &self.options.controller_token_file,
+                    };
+                    return super::remote_identity::client(
+                        &self.client,
+                        &self.configs,
+                        &namespace,
+                        &config_map.name,
+                        &options,
+                        impersonate,
+                        &self.identity_clients,
+                        self.options.rest_requests.as_ref(),
+                    )
+                    .await
+                    .map_err(ClientError::from);
+                }
                 super::remote::cached_client(
                     &self.configs,
                     &namespace,

@@ -32,8 +32,6 @@ pub enum Support {
     Honoured,
     /// It tunes a cache or read path of Flux's; behaviour here is the same either way.
     Equivalent,
-    /// Not implemented yet: only Flux's default behaviour is available.
-    DefaultOnly,
 }
 
 impl Gate {
@@ -88,10 +86,10 @@ impl Gate {
             | Gate::GroupChangeLog
             | Gate::MigrateAPIVersion
             | Gate::CacheSecretsAndConfigMaps
-            | Gate::DirectSourceFetch => Support::Honoured,
+            | Gate::DirectSourceFetch
+            | Gate::ObjectLevelWorkloadIdentity => Support::Honoured,
             // Health polling keeps no cache: what this gate switches in Flux is how it reads.
             Gate::DisableStatusPollerCache => Support::Equivalent,
-            Gate::ObjectLevelWorkloadIdentity => Support::DefaultOnly,
         }
     }
 
@@ -169,18 +167,6 @@ impl FeatureGates {
             .copied()
             .unwrap_or_else(|| gate.flux_default())
     }
-
-    /// Gates the flags set away from Flux's default that this controller does not implement
-    /// yet, for a start-up warning.
-    pub fn without_effect(&self) -> Vec<(Gate, bool)> {
-        self.set
-            .iter()
-            .map(|gate| (*gate, self.enabled(*gate)))
-            .filter(|(gate, value)| {
-                gate.support() == Support::DefaultOnly && *value != gate.flux_default()
-            })
-            .collect()
-    }
 }
 
 #[cfg(test)]
@@ -236,19 +222,6 @@ mod tests {
         assert!(
             FeatureGates::parse(["externalartifact=true"]).is_err(),
             "names are exact"
-        );
-    }
-
-    #[test]
-    fn start_up_names_the_gates_that_have_no_effect_here() {
-        let gates = FeatureGates::parse([
-            "ObjectLevelWorkloadIdentity=true,GroupChangeLog=true,DirectSourceFetch=true,ExternalArtifact=true",
-        ])
-        .unwrap();
-        assert_eq!(
-            gates.without_effect(),
-            vec![(Gate::ObjectLevelWorkloadIdentity, true)],
-            "a gate left at Flux's default, an equivalent one and an honoured one are not reported"
         );
     }
 }

@@ -32,10 +32,6 @@ impl KubeServiceAccount {
             annotations: OnceLock::new(),
         }
     }
-
-    fn api(&self) -> Api<ServiceAccount> {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
 }
 
 /// The API server's own words for a failed request.
@@ -59,46 +55,64 @@ impl ServiceAccountTokens for KubeServiceAccount {
         self.annotations
             .get_or_init(|| {
                 self.runtime
-                    .block_on(self.api().get(&self.name))
-                    .map(|account| account.metadata.annotations.unwrap_or_default())
-                    .map_err(|e| {
-                        format!(
-                            "failed to get service account '{}': {}",
-                            self.key(),
-                            api_message(&e)
-                        )
-                    })
+                    .block_on(annotations(&self.client, &self.namespace, &self.name))
             })
             .clone()
     }
 
     fn token(&self, audiences: &[String]) -> Result<String, String> {
-        let request = TokenRequest {
-            spec: TokenRequestSpec {
-                audiences: audiences.to_vec(),
-                ..TokenRequestSpec::default()
-            },
-            ..TokenRequest::default()
-        };
-        let answer = self.runtime.block_on(self.api().create_token_request(
-            &self.name,
-            &PostParams::default(),
-            &request,
-        ));
-        answer
-            .map_err(|e| api_message(&e))
-            .and_then(|issued| {
-                issued
-                    .status
-                    .map(|status| status.token)
-                    .filter(|token| !token.is_empty())
-                    .ok_or_else(|| "the answer has no token".to_string())
-            })
-            .map_err(|e| {
-                format!(
-                    "failed to create kubernetes token for service account '{}': {e}",
-                    self.key()
-                )
-            })
+        self.runtime
+            .block_on(token(&self.client, &self.namespace, &self.name, audiences))
     }
+}
+
+/// A ServiceAccount's annotations, in Flux's words when it cannot be read.
+pub(crate) async fn annotations(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .map(|account| account.metadata.annotations.unwrap_or_default())
+        .map_err(|e| {
+            format!(
+                "failed to get service account '{namespace}/{name}': {}",
+                api_message(&e)
+            )
+        })
+}
+
+/// A token Kubernetes issues for the ServiceAccount with these audiences (the API server's
+/// own when none), valid for the API server's default hour.
+pub(crate) async fn token(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    audiences: &[String],
+) -> Result<String, String> {
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: audiences.to_vec(),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .map_err(|e| api_message(&e))
+        .and_then(|issued| {
+            issued
+                .status
+                .map(|status| status.token)
+                .filter(|token| !token.is_empty())
+                .ok_or_else(|| "the answer has no token".to_string())
+        })
+        .map_err(|e| {
+            format!(
+                "failed to create kubernetes token for service account '{namespace}/{name}': {e}"
+            )
+        })
 }

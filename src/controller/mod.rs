@@ -37,6 +37,7 @@ mod process_metrics;
 pub mod ratelimit;
 mod reconcile;
 pub mod remote;
+pub mod remote_identity;
 pub mod runtime_metrics;
 pub mod status;
 mod steps;

@@ -1,5 +1,6 @@
 //! `spec.kubeConfig`: applying to another cluster with a kubeconfig from a Secret (`value`,
-//! else `value.yaml`, or the named key). Kubeconfigs that would run programs (exec
+//! else `value.yaml`, or the named key), or with an identity a ConfigMap names
+//! ([`super::remote_identity`]). Kubeconfigs that would run programs (exec
 //! credential plugins) or skip TLS verification are refused unless the operator allowed them
 //! with `--insecure-kubeconfig-exec` / `--insecure-kubeconfig-tls`.
 
@@ -24,8 +25,12 @@ pub struct RemoteClients(
 /// Why the client a Kustomization applies with cannot be had.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("spec.kubeConfig.configMapRef (workload identity) is not supported; use secretRef")]
-    ConfigMapRefUnsupported,
+    #[error("{0}")]
+    Identity(#[from] super::remote_identity::IdentityError),
+    #[error(
+        "invalid .spec.kubeConfig, neither .spec.kubeConfig.provider nor .spec.kubeConfig.secretRef is set"
+    )]
+    NoKubeConfig,
     // Flux's words (fluxcd/pkg runtime/client), with the API server's where it has them.
     #[error("unable to read KubeConfig secret '{secret}' error: {source}")]
     ReadSecret { secret: String, source: kube::Error },
@@ -70,7 +75,7 @@ pub async fn cached_client(
     requests: Option<&super::runtime_metrics::RestRequests>,
 ) -> Result<kube::Client, ClientError> {
     let Some(secret_ref) = &reference.secret_ref else {
-        return Err(ClientError::ConfigMapRefUnsupported);
+        return Err(ClientError::NoKubeConfig);
     };
     let secret_id = format!("{namespace}/{}", secret_ref.name);
     let secret = configs
@@ -140,7 +145,7 @@ pub async fn cached_client(
 
 /// A client for a remote cluster, limited client-side only where that cluster does not run
 /// API Priority and Fairness (asked once per client built, as Flux asks per client).
-async fn limited_client(
+pub(crate) async fn limited_client(
     config: kube::Config,
     requests: Option<&super::runtime_metrics::RestRequests>,
 ) -> Result<kube::Client, kube::Error> {

@@ -227,24 +227,7 @@ impl TestCluster {
     pub fn kubeconfig_with_token(&self, token: &str) -> String {
         use base64::Engine as _;
         let base64 = base64::engine::general_purpose::STANDARD;
-        let pem: String = self
-            .config
-            .root_cert
-            .iter()
-            .flatten()
-            .map(|der| {
-                let body = base64.encode(der);
-                let lines: Vec<&str> = body
-                    .as_bytes()
-                    .chunks(64)
-                    .map(|c| std::str::from_utf8(c).expect("base64 is ASCII"))
-                    .collect();
-                format!(
-                    "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-                    lines.join("\n")
-                )
-            })
-            .collect();
+        let pem = self.ca_pem();
         let mut cluster = format!("    server: {}\n", self.config.cluster_url);
         if !pem.is_empty() {
             cluster += &format!("    certificate-authority-data: {}\n", base64.encode(pem));
@@ -260,6 +243,39 @@ impl TestCluster {
              contexts:\n- name: test\n  context:\n    cluster: test\n    user: token\n\
              current-context: test\nusers:\n- name: token\n  user:\n    token: {token}\n"
         )
+    }
+
+    /// The API server's address.
+    pub fn server_url(&self) -> String {
+        self.config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_string()
+    }
+
+    /// The CA bundle the API server's certificate is checked against (PEM; empty when the
+    /// kubeconfig skips verification).
+    pub fn ca_pem(&self) -> String {
+        use base64::Engine as _;
+        let base64 = base64::engine::general_purpose::STANDARD;
+        self.config
+            .root_cert
+            .iter()
+            .flatten()
+            .map(|der| {
+                let body = base64.encode(der);
+                let lines: Vec<&str> = body
+                    .as_bytes()
+                    .chunks(64)
+                    .map(|c| std::str::from_utf8(c).expect("base64 is ASCII"))
+                    .collect();
+                format!(
+                    "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                    lines.join("\n")
+                )
+            })
+            .collect()
     }
 
     /// A new namespace, deleted with what it holds when the cluster handle drops (on shared

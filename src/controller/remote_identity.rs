@@ -1,0 +1,220 @@
+//! `spec.kubeConfig.configMapRef`: the client of a remote cluster reached with an identity
+//! rather than a kubeconfig Secret, as fluxcd/pkg `auth.GetRESTConfig` builds it. The
+//! ConfigMap (in the Kustomization's namespace) names the provider and the cluster
+//! ([`crate::auth::cluster`]); the bearer token is a ServiceAccount's (`serviceAccountName`
+//! or `--default-kubeconfig-service-account`, gate `ObjectLevelWorkloadIdentity`) or, without
+//! one, the controller's own; clients are rebuilt before their token ages out.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::auth::cluster::{ClusterReference, Provider, parse_cluster_address};
+
+/// Where Kubernetes mounts a pod's own ServiceAccount token.
+pub const CONTROLLER_TOKEN_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+/// How long a client built on a token is used: 80% of the hour a TokenRequest token lives,
+/// as Flux's token cache keeps tokens.
+const CLIENT_LIFETIME: Duration = Duration::from_secs(48 * 60);
+
+/// What the controller knows that a ConfigMap-based client needs.
+pub struct IdentityOptions<'a> {
+    pub object_level_workload_identity: bool,
+    pub default_kubeconfig_service_account: Option<&'a str>,
+    pub controller_token_file: &'a Path,
+}
+
+/// Clients built from kubeconfig ConfigMaps, by ConfigMap version and identity, until their
+/// token ages out.
+#[derive(Clone, Default)]
+pub struct IdentityClients(
+    Arc<Mutex<std::collections::HashMap<String, (String, Instant, kube::Client)>>>,
+);
+
+/// Why a ConfigMap-based client cannot be had; the text is Flux's.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("failed to get configmap {config_map}: {reason}")]
+    ReadConfigMap { config_map: String, reason: String },
+    #[error("{0}")]
+    Reference(String),
+    #[error("failed to get access token for cluster: {0}")]
+    AccessToken(String),
+    #[error("{0}")]
+    RestConfig(String),
+    #[error("the '{0}' provider is not supported here yet (generic is)")]
+    ProviderUnsupported(&'static str),
+    #[error("connecting to the remote cluster: {0}")]
+    Connect(kube::Error),
+}
+
+/// The client for the cluster the ConfigMap names.
+#[allow(clippy::too_many_arguments)]
+pub async fn client(
+    controller: &kube::Client,
+    configs: &super::configs::ConfigReader,
+    namespace: &str,
+    config_map: &str,
+    options: &IdentityOptions<'_>,
+    impersonate: Option<String>,
+    cache: &IdentityClients,
+    requests: Option<&super::runtime_metrics::RestRequests>,
+) -> Result<kube::Client, IdentityError> {
+    let config_map_id = format!("{namespace}/{config_map}");
+    let read_failed = |reason: String| IdentityError::ReadConfigMap {
+        config_map: config_map_id.clone(),
+        reason,
+    };
+    let found = configs
+        .config_map(namespace, config_map)
+        .await
+        .map_err(|e| read_failed(api_words(&e)))?
+        .ok_or_else(|| read_failed(format!("configmaps \"{config_map}\" not found")))?;
+    let version = found.metadata.resource_version.clone().unwrap_or_default();
+    let data: std::collections::BTreeMap<String, String> =
+        found.data.unwrap_or_default().into_iter().collect();
+    let reference = ClusterReference::from_data(&data).map_err(IdentityError::Reference)?;
+    let cache_key = format!("{config_map_id}/{impersonate:?}");
+    if let Some((cached_version, built, client)) = cache
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&cache_key)
+        && *cached_version == version
+        && built.elapsed() < CLIENT_LIFETIME
+    {
+        return Ok(client.clone());
+    }
+    let token = match reference.provider {
+        Provider::Generic => generic_token(controller, namespace, &reference, options)
+            .await
+            .map_err(IdentityError::AccessToken)?,
+        Provider::Aws => return Err(IdentityError::ProviderUnsupported("aws")),
+        Provider::Gcp => return Err(IdentityError::ProviderUnsupported("gcp")),
+        Provider::Azure => return Err(IdentityError::ProviderUnsupported("azure")),
+    };
+    let address = reference.address.as_deref().ok_or_else(|| {
+        IdentityError::RestConfig("cluster address is required to create a REST config".into())
+    })?;
+    let host = parse_cluster_address(address).map_err(|e| {
+        IdentityError::RestConfig(format!("failed to parse cluster address {address}: {e}"))
+    })?;
+    let mut config = rest_config(&host, reference.ca_pem.as_deref(), token)
+        .map_err(IdentityError::RestConfig)?;
+    config.auth_info.impersonate = impersonate;
+    let client = super::remote::limited_client(config, requests)
+        .await
+        .map_err(IdentityError::Connect)?;
+    cache
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(cache_key, (version, Instant::now(), client.clone()));
+    Ok(client)
+}
+
+/// The `generic` provider's token: the ServiceAccount's (gate on), else the controller's own
+/// account's, for the ConfigMap's audiences (its address when none).
+async fn generic_token(
+    controller: &kube::Client,
+    namespace: &str,
+    reference: &ClusterReference,
+    options: &IdentityOptions<'_>,
+) -> Result<String, String> {
+    let audiences = reference.generic_audiences();
+    let named = reference
+        .service_account_name
+        .clone()
+        .filter(|name| !name.is_empty());
+    let default = options
+        .default_kubeconfig_service_account
+        .filter(|_| named.is_none());
+    let Some(name) = named.or(default.map(str::to_string)) else {
+        let (account_namespace, account) = controller_account(options.controller_token_file)?;
+        return super::identity::token(controller, &account_namespace, &account, &audiences)
+            .await
+            .map_err(|e| e.replace("for service account", "for controller service account"));
+    };
+    // As fluxcd/pkg: the account is read first (the lockdown message names a missing
+    // default), then the gate.
+    if let Err(error) = super::identity::annotations(controller, namespace, &name).await {
+        if default.is_some() && error.ends_with("not found") {
+            return Err(format!(
+                "failed to get service account '{namespace}/{name}': the specified default service account does not exist in the object namespace. your cluster is subject to multi-tenant workload identity lockdown, reach out to your cluster administrator for help"
+            ));
+        }
+        return Err(error);
+    }
+    if !options.object_level_workload_identity {
+        return Err("ObjectLevelWorkloadIdentity feature gate is not enabled".into());
+    }
+    super::identity::token(controller, namespace, &name, &audiences).await
+}
+
+/// The controller's own ServiceAccount, from the `sub` of its mounted token (read, not
+/// verified: the API server verifies it when it is used).
+fn controller_account(token_file: &Path) -> Result<(String, String), String> {
+    use base64::Engine as _;
+    let token = std::fs::read_to_string(token_file).map_err(|e| {
+        format!(
+            "failed to read service account token file {}: {e}",
+            token_file.display()
+        )
+    })?;
+    let claims: serde_json::Value = token
+        .trim()
+        .split('.')
+        .nth(1)
+        .and_then(|part| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(part.trim_end_matches('='))
+                .ok()
+        })
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .ok_or("failed to parse service account token: not a JWT")?;
+    let subject = claims
+        .get("sub")
+        .and_then(serde_json::Value::as_str)
+        .ok_or("failed to get subject from service account token: no sub claim")?;
+    match subject.split(':').collect::<Vec<_>>()[..] {
+        [_, _, namespace, name] => Ok((namespace.to_string(), name.to_string())),
+        _ => Err(format!(
+            "invalid subject format in service account token: {subject}"
+        )),
+    }
+}
+
+/// A client configuration for `host` with a bearer token, trusting `ca_pem` (else the
+/// system's roots).
+fn rest_config(host: &str, ca_pem: Option<&str>, token: String) -> Result<kube::Config, String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject as _;
+    let url = host
+        .parse()
+        .map_err(|e| format!("failed to parse cluster address {host}: {e}"))?;
+    let mut config = kube::Config::new(url);
+    if let Some(pem) = ca_pem {
+        let roots: Vec<Vec<u8>> = CertificateDer::pem_slice_iter(pem.as_bytes())
+            .map(|der| der.map(|der| der.to_vec()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("invalid ca.crt: {e}"))?;
+        if roots.is_empty() {
+            return Err("invalid ca.crt: no PEM certificate".into());
+        }
+        config.root_cert = Some(roots);
+    }
+    config.auth_info.token = Some(token.into());
+    Ok(config)
+}
+
+fn api_words(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => crate::report::cause_chain(other),
+    }
+}
+
+/// The controller's token file, as the options name it.
+pub fn default_token_file() -> PathBuf {
+    PathBuf::from(CONTROLLER_TOKEN_FILE)
+}
