@@ -24,12 +24,13 @@ pub struct IdentityOptions<'a> {
     pub controller_token_file: &'a Path,
 }
 
+/// A client, the ConfigMap version it was built from, and when.
+type Built = (String, Instant, kube::Client);
+
 /// Clients built from kubeconfig ConfigMaps, by ConfigMap version and identity, until their
 /// token ages out.
 #[derive(Clone, Default)]
-pub struct IdentityClients(
-    Arc<Mutex<std::collections::HashMap<String, (String, Instant, kube::Client)>>>,
-);
+pub struct IdentityClients(Arc<Mutex<std::collections::HashMap<String, Built>>>);
 
 /// Why a ConfigMap-based client cannot be had; the text is Flux's.
 #[derive(Debug, thiserror::Error)]
