@@ -187,17 +187,22 @@ pub struct RunArgs {
     /// recorded as Kubernetes Events.
     #[arg(long, default_value = "")]
     pub events_addr: String,
-    /// Flux flags this controller has no use for (decryption/kubeconfig service-account
-    /// defaults for cloud workload identity, token caches): accepted so Flux's Deployment
-    /// args work, and reported as unused in the log.
-    #[arg(long, hide = true)]
+    /// The ServiceAccount a Kustomization decrypts as when it names none (object-level
+    /// workload identity; needs the ObjectLevelWorkloadIdentity gate).
+    #[arg(long)]
     pub default_decryption_service_account: Option<String>,
-    #[arg(long, hide = true)]
+    /// The ServiceAccount a kubeconfig ConfigMap's cloud identity is when it names none
+    /// (needs the ObjectLevelWorkloadIdentity gate).
+    #[arg(long)]
     pub default_kubeconfig_service_account: Option<String>,
-    #[arg(long, hide = true)]
-    pub token_cache_max_size: Option<String>,
-    #[arg(long, hide = true)]
-    pub token_cache_max_duration: Option<String>,
+    /// How many cloud credentials the token cache keeps; 0 turns it off.
+    #[arg(long, default_value_t = 100)]
+    pub token_cache_max_size: usize,
+    /// The longest a credential is kept (at most 1h).
+    #[arg(long, default_value = "1h", value_parser = duration)]
+    pub token_cache_max_duration: std::time::Duration,
+    /// A Flux flag this controller has no use for (source-controller's): accepted so Flux's
+    /// Deployment args work, and reported as unused in the log.
     #[arg(long, hide = true)]
     pub storage_path: Option<String>,
     /// Flux's allowlist of Vault servers for SOPS service-account login; Vault is not a

@@ -249,8 +249,6 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     for (flag, value) in [
-        ("--token-cache-max-size", &args.token_cache_max_size),
-        ("--token-cache-max-duration", &args.token_cache_max_duration),
         ("--storage-path", &args.storage_path),
         ("--sops-vault-configmap", &args.sops_vault_configmap),
     ] {
@@ -331,6 +329,12 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 default_kubeconfig_service_account: args
                     .default_kubeconfig_service_account
                     .clone(),
+                token_cache: kustomize_controller::auth::cache::TokenCache::new(
+                    args.token_cache_max_size,
+                    args.token_cache_max_duration,
+                    metrics.token_cache.clone(),
+                )
+                .map(std::sync::Arc::new),
                 runtime_namespace: args.runtime_namespace.clone(),
                 override_managers: args.override_managers.clone(),
                 custom_apply_stage_kinds: args.custom_apply_stage_kinds.clone(),

@@ -12,7 +12,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::ServiceAccountTokens;
-use crate::sops::keysource::http::{Answer, Http};
+use crate::sops::keysource::http::{Answer, Http, until};
+
+/// Credentials and how long they live (as their issuer says).
+pub type Lived = (AwsCredentials, Option<std::time::Duration>);
 
 /// The audience of the tokens STS takes for a web identity.
 pub const STS_AUDIENCE: &str = "sts.amazonaws.com";
@@ -128,12 +131,39 @@ pub fn session_name(name: &str, namespace: &str, region: &str) -> String {
     format!("{name}.{namespace}.{region}.fluxcd.io")
 }
 
+/// The token cache key of a source's credentials in `region`, as Flux composes it; none for
+/// static keys, which are not kept.
+pub(crate) fn cache_key(
+    source: &AwsCredentialSource,
+    region: &str,
+) -> Result<Option<String>, String> {
+    Ok(match source {
+        AwsCredentialSource::Static(_) => None,
+        AwsCredentialSource::ServiceAccount(account) => {
+            let role = role_arn(&account.annotations()?).unwrap_or_default();
+            let (name, namespace) = account.name_and_namespace();
+            Some(super::cache::key(&[
+                ("provider", "aws"),
+                ("audiences", STS_AUDIENCE),
+                ("providerIdentity", &role),
+                ("serviceAccountName", &name),
+                ("serviceAccountNamespace", &namespace),
+                ("stsRegion", region),
+            ]))
+        }
+        _ => Some(super::cache::key(&[
+            ("provider", "aws"),
+            ("stsRegion", region),
+        ])),
+    })
+}
+
 /// The credentials a container credentials endpoint hands out.
 pub(crate) fn container_credentials(
     http: &Http,
     uri: &str,
     authorization: Option<&ContainerAuthorization>,
-) -> Result<AwsCredentials, String> {
+) -> Result<Lived, String> {
     let header = match authorization {
         Some(ContainerAuthorization::File(path)) => Some(
             std::fs::read_to_string(path)
@@ -161,7 +191,7 @@ pub(crate) fn container_credentials(
 
 /// The instance role's credentials from the metadata service, IMDSv2's way: a session token
 /// first, then the role's name, then its credentials.
-pub(crate) fn instance_credentials(http: &Http, endpoint: &str) -> Result<AwsCredentials, String> {
+pub(crate) fn instance_credentials(http: &Http, endpoint: &str) -> Result<Lived, String> {
     let base = endpoint.trim_end_matches('/');
     let token_url = format!("{base}/latest/api/token");
     let what = format!("instance metadata token at {token_url}");
@@ -198,7 +228,7 @@ pub(crate) fn web_identity(
     role_arn: &str,
     session_name: &str,
     token: &str,
-) -> Result<AwsCredentials, String> {
+) -> Result<Lived, String> {
     let what = format!("STS AssumeRoleWithWebIdentity {role_arn} at {sts_url}");
     let body = sts_form(
         "AssumeRoleWithWebIdentity",
@@ -222,7 +252,7 @@ pub(crate) fn service_account_credentials(
     account: &dyn ServiceAccountTokens,
     sts_url: &str,
     region: &str,
-) -> Result<AwsCredentials, String> {
+) -> Result<Lived, String> {
     let annotations = account.annotations()?;
     let role = role_arn(&annotations).map_err(|e| {
         format!(
@@ -262,7 +292,7 @@ pub(crate) fn sts_form(
 
 /// The temporary credentials of an STS answer (AssumeRole and AssumeRoleWithWebIdentity
 /// answer alike), or the service's words, cut short: nothing of the request is repeated.
-pub(crate) fn sts_credentials(what: &str, answer: &Answer) -> Result<AwsCredentials, String> {
+pub(crate) fn sts_credentials(what: &str, answer: &Answer) -> Result<Lived, String> {
     let text = String::from_utf8_lossy(&answer.body);
     if !answer.is_success() {
         let message: String = xml_text(&text, "Message")
@@ -275,11 +305,13 @@ pub(crate) fn sts_credentials(what: &str, answer: &Answer) -> Result<AwsCredenti
     let field = |name: &str| {
         xml_text(&text, name).ok_or_else(|| format!("{what}: the answer has no {name}"))
     };
-    Ok(AwsCredentials {
+    let credentials = AwsCredentials {
         access_key_id: field("AccessKeyId")?,
         secret_access_key: field("SecretAccessKey")?,
         session_token: Some(field("SessionToken")?),
-    })
+    };
+    let lifetime = xml_text(&text, "Expiration").and_then(|at| until(&at));
+    Ok((credentials, lifetime))
 }
 
 /// The text of the first `<name>…</name>` element of an STS answer.
@@ -299,11 +331,7 @@ fn answer_text(what: &str, answer: &Answer) -> Result<String, String> {
 
 /// The credentials of a JSON answer (`AccessKeyId`, `SecretAccessKey` and the session token
 /// under `token_field`), as the container and instance metadata endpoints give them.
-fn json_credentials(
-    what: &str,
-    answer: &Answer,
-    token_field: &str,
-) -> Result<AwsCredentials, String> {
+fn json_credentials(what: &str, answer: &Answer, token_field: &str) -> Result<Lived, String> {
     let json = answer.success_json(what, &["/message", "/Message"])?;
     let field = |name: &str| {
         json.get(name)
@@ -312,11 +340,14 @@ fn json_credentials(
             .map(str::to_string)
     };
     match (field("AccessKeyId"), field("SecretAccessKey")) {
-        (Some(access_key_id), Some(secret_access_key)) => Ok(AwsCredentials {
-            access_key_id,
-            secret_access_key,
-            session_token: field(token_field),
-        }),
+        (Some(access_key_id), Some(secret_access_key)) => Ok((
+            AwsCredentials {
+                access_key_id,
+                secret_access_key,
+                session_token: field(token_field),
+            },
+            field("Expiration").and_then(|at| until(&at)),
+        )),
         _ => Err(format!(
             "{what}: the answer has no AccessKeyId and SecretAccessKey"
         )),

@@ -16,7 +16,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::ServiceAccountTokens;
-use crate::sops::keysource::http::Http;
+use crate::sops::keysource::http::{Http, seconds};
+
+/// A bearer token and how long it lives.
+pub type Lived = (String, Option<std::time::Duration>);
 
 pub const DEFAULT_AUTHORITY: &str = "https://login.microsoftonline.com/";
 /// The audience of the Kubernetes tokens Entra ID takes as client assertions.
@@ -169,7 +172,7 @@ pub fn account_identity(
 
 impl AzureIdentity {
     /// An access token for `scope` (`https://vault.azure.net/.default`).
-    pub(crate) fn token(&self, http: &Http, scope: &str) -> Result<String, String> {
+    pub(crate) fn token(&self, http: &Http, scope: &str) -> Result<Lived, String> {
         match self {
             AzureIdentity::ClientSecret {
                 tenant_id,
@@ -241,7 +244,7 @@ fn assertion_token(
     client_id: &str,
     assertion: &str,
     scope: &str,
-) -> Result<String, String> {
+) -> Result<Lived, String> {
     entra_token(
         http,
         authority_host,
@@ -261,7 +264,7 @@ fn entra_token(
     authority_host: &str,
     tenant_id: &str,
     fields: &[(&str, &str)],
-) -> Result<String, String> {
+) -> Result<Lived, String> {
     let url = format!(
         "{}/{tenant_id}/oauth2/v2.0/token",
         authority_host.trim_end_matches('/')
@@ -273,7 +276,7 @@ fn entra_token(
         .unwrap_or_default();
     let mut form = vec![("grant_type", "client_credentials")];
     form.extend_from_slice(fields);
-    http.oauth_token(&format!("token for client {client} at {url}"), &url, &form)
+    http.oauth_token_with_lifetime(&format!("token for client {client} at {url}"), &url, &form)
 }
 
 /// The managed identity's token from the instance metadata service, for the resource of
@@ -283,7 +286,7 @@ fn managed_identity_token(
     endpoint: &str,
     client_id: Option<&str>,
     scope: &str,
-) -> Result<String, String> {
+) -> Result<Lived, String> {
     let resource = scope.strip_suffix("/.default").unwrap_or(scope);
     let mut query = form_urlencoded::Serializer::new(String::new());
     query
@@ -300,10 +303,51 @@ fn managed_identity_token(
     let what = format!("managed identity token at {url}");
     let answer = http.send(&what, |client| client.get(&url).header("metadata", "true"))?;
     let json = answer.success_json(&what, &["/error_description", "/error"])?;
-    json.get("access_token")
+    let token = json
+        .get("access_token")
         .and_then(Value::as_str)
         .map(str::to_string)
-        .ok_or_else(|| format!("{what}: the answer has no access_token"))
+        .ok_or_else(|| format!("{what}: the answer has no access_token"))?;
+    // `expires_in` where the service gives it, else `expires_on` (Unix seconds).
+    let lifetime = seconds(json.get("expires_in")).or_else(|| {
+        let on = seconds(json.get("expires_on"))?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?;
+        on.checked_sub(now)
+    });
+    Ok((token, lifetime))
+}
+
+impl AzureIdentity {
+    /// The token cache key of the identity's token for `scope`; none for a client secret
+    /// (kept by nobody, as Flux keeps the decryption Secret's credentials).
+    pub(crate) fn cache_key(&self, scope: &str) -> Result<Option<String>, String> {
+        Ok(match self {
+            AzureIdentity::ClientSecret { .. } => None,
+            AzureIdentity::WorkloadIdentity { .. } | AzureIdentity::ManagedIdentity { .. } => {
+                Some(super::cache::key(&[
+                    ("provider", "azure"),
+                    ("scopes", scope),
+                ]))
+            }
+            AzureIdentity::ServiceAccount { account, .. } => {
+                let annotations = account.annotations()?;
+                let identity = account_identity(&annotations)
+                    .map(|(tenant, client)| format!("{tenant}/{client}"))
+                    .unwrap_or_default();
+                let (name, namespace) = account.name_and_namespace();
+                Some(super::cache::key(&[
+                    ("provider", "azure"),
+                    ("audiences", TOKEN_EXCHANGE_AUDIENCE),
+                    ("providerIdentity", &identity),
+                    ("serviceAccountName", &name),
+                    ("serviceAccountNamespace", &namespace),
+                    ("scopes", scope),
+                ]))
+            }
+        })
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use super::ServiceAccountTokens;
-use crate::sops::keysource::http::Http;
+use crate::sops::keysource::http::{Http, seconds, until};
+
+/// A bearer token and how long it lives.
+pub type Lived = (String, Option<std::time::Duration>);
 
 /// The scopes Flux asks every Google token for.
 pub const SCOPES: [&str; 2] = [
@@ -170,7 +173,7 @@ impl ExternalAccount {
     }
 
     /// An access token: the subject token exchanged at STS, then the impersonated account's.
-    pub(crate) fn token(&self, http: &Http) -> Result<String, String> {
+    pub(crate) fn token(&self, http: &Http) -> Result<Lived, String> {
         let subject = self.subject_token(http)?;
         let scopes: Vec<&str> = match &self.impersonation_url {
             Some(_) => vec![CLOUD_PLATFORM],
@@ -185,7 +188,7 @@ impl ExternalAccount {
             &scopes,
         )?;
         match &self.impersonation_url {
-            Some(url) => impersonate(http, url, &federated),
+            Some(url) => impersonate(http, url, &federated.0),
             None => Ok(federated),
         }
     }
@@ -308,7 +311,7 @@ pub fn audiences(identity: &AccountIdentity, gke: Option<&GkeCluster>) -> (Strin
 }
 
 /// The metadata server's token for the instance's (or, on GKE, the pod's) account.
-pub(crate) fn metadata_token(http: &Http, endpoints: &GoogleEndpoints) -> Result<String, String> {
+pub(crate) fn metadata_token(http: &Http, endpoints: &GoogleEndpoints) -> Result<Lived, String> {
     let scopes = form_urlencoded::byte_serialize(SCOPES.join(",").as_bytes()).collect::<String>();
     let url = endpoints.metadata_url(&format!(
         "instance/service-accounts/default/token?scopes={scopes}"
@@ -323,7 +326,7 @@ pub(crate) fn metadata_token(http: &Http, endpoints: &GoogleEndpoints) -> Result
         json.get("expires_in").and_then(Value::as_i64),
     ) {
         (Some(token), Some(expires_in)) if !token.is_empty() && expires_in != 0 => {
-            Ok(token.to_string())
+            Ok((token.to_string(), seconds(json.get("expires_in"))))
         }
         _ => Err("oauth2/google: incomplete token received from metadata".into()),
     }
@@ -371,7 +374,7 @@ pub(crate) fn service_account_token(
     http: &Http,
     account: &dyn ServiceAccountTokens,
     endpoints: &GoogleEndpoints,
-) -> Result<String, String> {
+) -> Result<Lived, String> {
     let annotations = account.annotations()?;
     let audience_error = |e: String| format!("failed to get provider audience: {e}");
     let workload_identity_provider =
@@ -410,7 +413,7 @@ pub(crate) fn service_account_token(
                 "{}/v1/projects/-/serviceAccounts/{email}:generateAccessToken",
                 endpoints.iam_credentials.trim_end_matches('/')
             ),
-            &federated,
+            &federated.0,
         ),
         None => Ok(federated),
     });
@@ -425,7 +428,7 @@ fn exchange(
     subject_token_type: &str,
     subject: &str,
     scopes: &[&str],
-) -> Result<String, String> {
+) -> Result<Lived, String> {
     let scope = scopes.join(" ");
     let form = [
         ("audience", audience),
@@ -453,15 +456,17 @@ fn exchange(
             "oauth2/google/externalaccount: got invalid expiry from security token service".into(),
         );
     }
-    json.get("access_token")
+    let token = json
+        .get("access_token")
         .and_then(Value::as_str)
         .map(str::to_string)
-        .ok_or_else(|| format!("{what}: the answer has no access_token"))
+        .ok_or_else(|| format!("{what}: the answer has no access_token"))?;
+    Ok((token, seconds(json.get("expires_in"))))
 }
 
 /// IAM Credentials `generateAccessToken` at `url`, with the federated token: the
 /// impersonated account's token for an hour.
-fn impersonate(http: &Http, url: &str, federated: &str) -> Result<String, String> {
+fn impersonate(http: &Http, url: &str, federated: &str) -> Result<Lived, String> {
     let what = format!("generateAccessToken at {url}");
     let body = json!({"lifetime": "3600s", "scope": SCOPES});
     let answer = http.send(&what, |client| {
@@ -478,10 +483,45 @@ fn impersonate(http: &Http, url: &str, federated: &str) -> Result<String, String
         ));
     }
     let json = answer.json().map_err(|e| format!("{what}: {e}"))?;
-    json.get("accessToken")
+    let token = json
+        .get("accessToken")
         .and_then(Value::as_str)
         .map(str::to_string)
-        .ok_or_else(|| format!("{what}: the answer has no accessToken"))
+        .ok_or_else(|| format!("{what}: the answer has no accessToken"))?;
+    let lifetime = json
+        .get("expireTime")
+        .and_then(Value::as_str)
+        .and_then(until);
+    Ok((token, lifetime))
+}
+
+/// The token cache key of a secret-less identity's token.
+pub(crate) fn cache_key(identity: &SecretlessIdentity) -> Result<String, String> {
+    Ok(match identity {
+        SecretlessIdentity::MetadataServer(_) => super::cache::key(&[("provider", "gcp")]),
+        SecretlessIdentity::ServiceAccount(account, _) => {
+            let annotations = account.annotations()?;
+            let (name, namespace) = account.name_and_namespace();
+            let empty = String::new();
+            super::cache::key(&[
+                ("provider", "gcp"),
+                (
+                    "audiences",
+                    annotations
+                        .get(WORKLOAD_IDENTITY_PROVIDER_ANNOTATION)
+                        .unwrap_or(&empty),
+                ),
+                (
+                    "providerIdentity",
+                    annotations
+                        .get(SERVICE_ACCOUNT_ANNOTATION)
+                        .unwrap_or(&empty),
+                ),
+                ("serviceAccountName", &name),
+                ("serviceAccountNamespace", &namespace),
+            ])
+        }
+    })
 }
 
 /// The identity a GCP KMS key is opened with when no key file is given.

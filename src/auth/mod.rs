@@ -13,6 +13,7 @@
 
 pub mod aws;
 pub mod azure;
+pub mod cache;
 pub mod cluster;
 pub mod gcp;
 

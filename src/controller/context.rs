@@ -36,6 +36,9 @@ pub struct Options {
     /// The controller's own ServiceAccount token (a kubeconfig ConfigMap's `generic`
     /// provider without an account uses it).
     pub controller_token_file: std::path::PathBuf,
+    /// The token cache (`--token-cache-max-size`, `--token-cache-max-duration`): credentials
+    /// of secret-less identities kept across reconciles; `None` when turned off.
+    pub token_cache: Option<Arc<crate::auth::cache::TokenCache>>,
     /// The controller's environment, as it started: its own cloud identity and the key
     /// services' endpoints come from it (tests give their own).
     pub environment: Arc<Vec<(String, String)>>,
@@ -104,6 +107,12 @@ impl Default for Options {
             build_limits: crate::kustomize::Limits::default(),
             default_decryption_service_account: None,
             environment: Arc::new(std::env::vars().collect()),
+            token_cache: crate::auth::cache::TokenCache::new(
+                100,
+                crate::auth::cache::MAX_DURATION,
+                Default::default(),
+            )
+            .map(Arc::new),
             default_kubeconfig_service_account: None,
             controller_token_file: super::remote_identity::default_token_file(),
             runtime_namespace: "flux-system".into(),

@@ -131,6 +131,10 @@ pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<()
     api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
         .await?;
     ctx.forget(&format!("{namespace}/{name}"));
+    // As Flux's finalizer: the object's token cache series go with it.
+    if let Some(cache) = &ctx.options.token_cache {
+        cache.forget("Kustomization", &name, &namespace);
+    }
     Ok(())
 }
 

@@ -54,8 +54,13 @@ pub(crate) async fn decryption_keys(
     // Key services get the Kustomization's timeout, from now, for all of its files.
     let deadline = std::time::Instant::now() + super::steps::timeout_of(&object.spec);
     let environment = ctx.options.environment.clone();
+    let token_cache = ctx.options.token_cache.clone();
+    let name = object.metadata.name.clone().unwrap_or_default();
     let with_environment = |keys: &mut Keys| {
         keys.set_deadline(deadline);
+        if let Some(cache) = &token_cache {
+            keys.use_token_cache(cache.clone(), "Kustomization", &name, &namespace);
+        }
         let vars = environment.iter().cloned();
         match &service_account {
             Some(account) => {
@@ -66,7 +71,7 @@ pub(crate) async fn decryption_keys(
         }
     };
     let (secret_namespace, secret_name) = match &decryption.secret_ref {
-        Some(reference) => (namespace, reference.name.clone()),
+        Some(reference) => (namespace.clone(), reference.name.clone()),
         None => match &ctx.options.sops_age_secret {
             Some(name) => (ctx.options.runtime_namespace.clone(), name.clone()),
             None => {

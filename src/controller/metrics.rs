@@ -79,6 +79,8 @@ pub struct Metrics {
     pub runtime: ControllerRuntime,
     /// `rest_client_requests_total`: a layer every API client the controller makes wears.
     pub requests: RestRequests,
+    /// The token cache's `gotk_token_*` families.
+    pub token_cache: crate::auth::cache::CacheMetrics,
     /// The length of the last page served: the next is written into a buffer that size.
     page_size: std::sync::atomic::AtomicUsize,
 }
@@ -98,14 +100,10 @@ impl Default for Metrics {
 }
 
 /// Series Flux's process registers without labels and never moves here either, so they
-/// read 0 as in Flux: its token cache (this controller has none), controller-runtime's
-/// certificate watcher and webhook panic counters (it serves no webhooks).
+/// read 0 as in Flux: controller-runtime's certificate watcher and webhook panic counters (it
+/// serves no webhooks).
 fn register_flux_zeros(registry: &mut Registry) {
     for (name, help) in [
-        (
-            "gotk_token_cache_evictions",
-            "Total number of cache evictions.",
-        ),
         (
             "certwatcher_read_certificate",
             "Total number of certificate reads",
@@ -125,11 +123,6 @@ fn register_flux_zeros(registry: &mut Registry) {
     ] {
         registry.register(name, help, Counter::<u64>::default());
     }
-    registry.register(
-        "gotk_token_cached_items",
-        "Total number of items in the cache.",
-        Gauge::<i64>::default(),
-    );
 }
 
 impl Metrics {
@@ -157,6 +150,8 @@ impl Metrics {
             leader.clone(),
         );
         register_flux_zeros(&mut registry);
+        let token_cache = crate::auth::cache::CacheMetrics::default();
+        token_cache.register(&mut registry);
         registry.register_collector(Box::new(super::process_metrics::ProcessCollector));
         let runtime = ControllerRuntime::register(&mut registry);
         let requests = RestRequests::register(&mut registry);
@@ -199,6 +194,7 @@ impl Metrics {
             watches,
             runtime,
             requests,
+            token_cache,
             page_size: Default::default(),
         }
     }

@@ -73,6 +73,8 @@ pub struct Keys {
     /// The Kubernetes ServiceAccount whose cloud identity key services are opened as, where
     /// the decryption Secret gives no credentials (object-level workload identity).
     service_account: Option<Arc<dyn ServiceAccountTokens>>,
+    /// The controller's token cache, and the object decrypting.
+    token_cache: Option<super::keysource::http::CacheUse>,
     /// The key-service clients, made on first use (they keep connections and tokens).
     services: OnceLock<Services>,
 }
@@ -266,6 +268,23 @@ impl Keys {
         }
     }
 
+    /// Keeps the credentials of secret-less identities in the controller's token cache,
+    /// labelled with the object decrypting (`kind`, `name`, `namespace`).
+    pub fn use_token_cache(
+        &mut self,
+        cache: Arc<crate::auth::cache::TokenCache>,
+        kind: &str,
+        name: &str,
+        namespace: &str,
+    ) {
+        self.token_cache = Some(super::keysource::http::CacheUse {
+            cache,
+            kind: kind.to_string(),
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+        });
+    }
+
     /// Reaches Google's STS, IAM Credentials and metadata server at these endpoints (tests,
     /// private endpoints); before the environment is added.
     pub fn set_google_endpoints(&mut self, endpoints: GoogleEndpoints) {
@@ -349,7 +368,7 @@ impl Keys {
 
     fn services(&self) -> &Services {
         self.services.get_or_init(|| {
-            let http = Arc::new(Http::new(self.deadline));
+            let http = Arc::new(Http::new(self.deadline, self.token_cache.clone()));
             Services {
                 aws: self
                     .aws

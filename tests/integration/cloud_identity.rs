@@ -797,7 +797,24 @@ async fn a_kustomization_decrypts_as_its_service_accounts_aws_role() {
         "{}",
         ready_message(&ready)
     );
-    assert_eq!(sts.requests().len(), 1, "one exchange per decryption");
+    assert_eq!(sts.requests().len(), 1);
+    // The next reconcile decrypts with the credentials the token cache kept: STS is not
+    // asked again, and the cache says so in Flux's metrics.
+    harness.request_reconcile("identity", "again").await;
+    harness.wait_handled("identity", "again").await;
+    assert_eq!(sts.requests().len(), 1, "the role's credentials were kept");
+    let scrape = harness.metrics.encode();
+    for series in [
+        format!(
+            "gotk_token_cache_events_total{{event_type=\"cache_miss\",kind=\"Kustomization\",name=\"identity\",namespace=\"{ns}\",operation=\"decrypt_with_aws\"}} 1"
+        ),
+        format!(
+            "gotk_token_cache_events_total{{event_type=\"cache_hit\",kind=\"Kustomization\",name=\"identity\",namespace=\"{ns}\",operation=\"decrypt_with_aws\"}} 1"
+        ),
+        "gotk_token_cached_items 1".to_string(),
+    ] {
+        assert!(scrape.contains(&series), "{series} in:\n{scrape}");
+    }
 }
 
 /// `spec.kubeConfig.configMapRef` with the `generic` provider, the "remote" cluster being the

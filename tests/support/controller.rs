@@ -118,6 +118,16 @@ impl Harness {
         let metrics = Arc::new(Metrics::with_watch_grace(WatchHealth::new(
             Duration::from_secs(2),
         )));
+        // Flux's default token cache, counted in this controller's metrics (unless the test
+        // turned it off).
+        if options.reconcile.token_cache.is_some() {
+            options.reconcile.token_cache = kustomize_controller::auth::cache::TokenCache::new(
+                100,
+                Duration::from_secs(3600),
+                metrics.token_cache.clone(),
+            )
+            .map(Arc::new);
+        }
         let running = metrics.clone();
         let task = tokio::spawn(async move {
             controller::run(client, config, options, running, async {

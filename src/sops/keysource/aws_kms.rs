@@ -89,12 +89,14 @@ impl AwsKms {
             .unwrap_or_else(|| format!("https://sts.{}/", region.host_suffix()))
     }
 
-    /// The credentials requests are signed with, made once per decryption.
+    /// The credentials requests are signed with: asked once per decryption, and kept in the
+    /// token cache across decryptions when they are not static.
     fn base_credentials(&self, region: &Region) -> Result<AwsCredentials, String> {
         use crate::auth::aws as identity;
+        use crate::auth::cache::Cached;
         let http = &self.http;
         let fetch = || match &self.source {
-            AwsCredentialSource::Static(credentials) => Ok(credentials.clone()),
+            AwsCredentialSource::Static(credentials) => Ok((credentials.clone(), None)),
             AwsCredentialSource::WebIdentity {
                 role_arn,
                 token_file,
@@ -122,7 +124,19 @@ impl AwsKms {
                 &region.name,
             ),
         };
-        self.exchanged.get_or_init(fetch).clone()
+        let asked = || match identity::cache_key(&self.source, &region.name)? {
+            None => fetch().map(|(credentials, _)| credentials),
+            Some(key) => {
+                let kept = http.cached(&key, "decrypt_with_aws", || {
+                    fetch().map(|(credentials, lifetime)| (Cached::Aws(credentials), lifetime))
+                })?;
+                match kept {
+                    Cached::Aws(credentials) => Ok(credentials),
+                    Cached::Bearer(_) => Err("the token cache holds a bearer token for AWS".into()),
+                }
+            }
+        };
+        self.exchanged.get_or_init(asked).clone()
     }
 
     /// Sends a signed POST.
@@ -170,7 +184,7 @@ impl AwsKms {
             body.as_bytes(),
             base,
         )?;
-        sts_credentials(&what, &answer)
+        sts_credentials(&what, &answer).map(|(credentials, _)| credentials)
     }
 }
 

@@ -158,8 +158,24 @@ impl AzureKeyVault {
             .map_err(Clone::clone)
     }
 
+    /// The identity's token; a secret-less one's through the token cache.
     fn fetch_token(&self) -> Result<String, String> {
-        self.identity.token(&self.http, VAULT_SCOPE)
+        use crate::auth::cache::Cached;
+        let Some(key) = self.identity.cache_key(VAULT_SCOPE)? else {
+            return self
+                .identity
+                .token(&self.http, VAULT_SCOPE)
+                .map(|(token, _)| token);
+        };
+        let kept = self.http.cached(&key, "decrypt_with_azure", || {
+            self.identity
+                .token(&self.http, VAULT_SCOPE)
+                .map(|(token, lifetime)| (Cached::Bearer(token), lifetime))
+        })?;
+        match kept {
+            Cached::Bearer(token) => Ok(token),
+            Cached::Aws(_) => Err("the token cache holds AWS credentials for Azure".into()),
+        }
     }
 }
 

@@ -155,16 +155,27 @@ impl GcpKms {
         let (token_uri, form) = match credentials {
             GcpCredentials::File(_) => return Err("a credentials file names another".into()),
             GcpCredentials::AccessToken(token) => return Ok(token.clone()),
-            GcpCredentials::ExternalAccount(account) => return account.token(&self.http),
-            GcpCredentials::Secretless(SecretlessIdentity::MetadataServer(endpoints)) => {
-                return crate::auth::gcp::metadata_token(&self.http, endpoints);
+            GcpCredentials::ExternalAccount(account) => {
+                let key = crate::auth::cache::key(&[
+                    ("provider", "gcp"),
+                    ("audiences", &account.audience),
+                ]);
+                return self.kept(&key, || account.token(&self.http));
             }
-            GcpCredentials::Secretless(SecretlessIdentity::ServiceAccount(account, endpoints)) => {
-                return crate::auth::gcp::service_account_token(
-                    &self.http,
-                    account.as_ref(),
-                    endpoints,
-                );
+            GcpCredentials::Secretless(identity) => {
+                let key = crate::auth::gcp::cache_key(identity)?;
+                return self.kept(&key, || match identity {
+                    SecretlessIdentity::MetadataServer(endpoints) => {
+                        crate::auth::gcp::metadata_token(&self.http, endpoints)
+                    }
+                    SecretlessIdentity::ServiceAccount(account, endpoints) => {
+                        crate::auth::gcp::service_account_token(
+                            &self.http,
+                            account.as_ref(),
+                            endpoints,
+                        )
+                    }
+                });
             }
             GcpCredentials::ServiceAccount {
                 client_email,
@@ -203,6 +214,24 @@ impl GcpKms {
         let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
         self.http
             .oauth_token(&format!("OAuth token at {token_uri}"), token_uri, &form)
+    }
+}
+
+impl GcpKms {
+    /// A secret-less identity's token, through the token cache.
+    fn kept(
+        &self,
+        key: &str,
+        fetch: impl FnOnce() -> Result<crate::auth::gcp::Lived, String>,
+    ) -> Result<String, String> {
+        use crate::auth::cache::Cached;
+        let kept = self.http.cached(key, "decrypt_with_gcp", || {
+            fetch().map(|(token, lifetime)| (Cached::Bearer(token), lifetime))
+        })?;
+        match kept {
+            Cached::Bearer(token) => Ok(token),
+            Cached::Aws(_) => Err("the token cache holds AWS credentials for Google".into()),
+        }
     }
 }
 

@@ -26,13 +26,47 @@ pub(crate) struct Http {
     deadline: Option<Instant>,
     /// Origins that did not answer, and how they failed.
     unreachable: Mutex<HashMap<String, String>>,
+    /// The controller's token cache and the object asking, when there is one.
+    tokens: Option<CacheUse>,
+}
+
+/// A token cache and the object it is used for.
+#[derive(Clone)]
+pub struct CacheUse {
+    pub cache: std::sync::Arc<crate::auth::cache::TokenCache>,
+    pub kind: String,
+    pub name: String,
+    pub namespace: String,
 }
 
 impl Http {
-    pub(crate) fn new(deadline: Option<Instant>) -> Http {
+    pub(crate) fn new(deadline: Option<Instant>, tokens: Option<CacheUse>) -> Http {
         Http {
             deadline,
+            tokens,
             ..Http::default()
+        }
+    }
+
+    /// The credential kept under `key` in the token cache, else what `fetch` gets (kept for
+    /// its lifetime); without a cache, what `fetch` gets.
+    pub(crate) fn cached(
+        &self,
+        key: &str,
+        operation: &str,
+        fetch: impl FnOnce() -> Result<crate::auth::cache::Fetched, String>,
+    ) -> Result<crate::auth::cache::Cached, String> {
+        match &self.tokens {
+            None => fetch().map(|(value, _)| value),
+            Some(tokens) => {
+                let involved = crate::auth::cache::Involved {
+                    kind: tokens.kind.clone(),
+                    name: tokens.name.clone(),
+                    namespace: tokens.namespace.clone(),
+                    operation: operation.to_string(),
+                };
+                tokens.cache.get_or_fetch(key, Some(&involved), fetch)
+            }
         }
     }
 
@@ -157,13 +191,44 @@ impl Http {
         url: &str,
         form: &[(&str, &str)],
     ) -> Result<String, String> {
+        self.oauth_token_with_lifetime(what, url, form)
+            .map(|(token, _)| token)
+    }
+
+    /// [`Http::oauth_token`], with how long the token lives (`expires_in`).
+    pub(crate) fn oauth_token_with_lifetime(
+        &self,
+        what: &str,
+        url: &str,
+        form: &[(&str, &str)],
+    ) -> Result<(String, Option<Duration>), String> {
         let answer = self.send(what, |client| client.post(url).form(form))?;
         let json = answer.success_json(what, &["/error_description", "/error"])?;
-        json.get("access_token")
+        let token = json
+            .get("access_token")
             .and_then(serde_json::Value::as_str)
             .map(str::to_string)
-            .ok_or_else(|| format!("{what}: the answer has no access_token"))
+            .ok_or_else(|| format!("{what}: the answer has no access_token"))?;
+        Ok((token, seconds(json.get("expires_in"))))
     }
+}
+
+/// A lifetime in seconds, as a number or a numeric string (Entra ID writes either).
+pub(crate) fn seconds(value: Option<&serde_json::Value>) -> Option<Duration> {
+    let seconds = match value? {
+        serde_json::Value::Number(n) => n.as_u64()?,
+        serde_json::Value::String(s) => s.parse().ok()?,
+        _ => return None,
+    };
+    Some(Duration::from_secs(seconds))
+}
+
+/// The time left until an RFC 3339 instant (`2026-11-26T20:00:00Z`), none when it passed.
+pub(crate) fn until(instant: &str) -> Option<Duration> {
+    let at = chrono::DateTime::parse_from_rfc3339(instant.trim()).ok()?;
+    (at.with_timezone(&chrono::Utc) - chrono::Utc::now())
+        .to_std()
+        .ok()
 }
 
 /// Why a request got no usable answer.
