@@ -825,8 +825,12 @@ async fn a_kustomization_decrypts_as_its_service_accounts_aws_role() {
 #[tokio::test]
 async fn a_remote_cluster_is_reached_as_the_service_account_a_config_map_names() {
     use crate::support::controller::{Harness, ready_message};
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    let controller_token = token_file.clone();
     let harness = Harness::start_with(|options| {
         options.reconcile.object_level_workload_identity = true;
+        options.reconcile.controller_token_file = controller_token;
     })
     .await;
     let cluster = &harness.cluster;
@@ -910,6 +914,37 @@ async fn a_remote_cluster_is_reached_as_the_service_account_a_config_map_names()
         )),
         "{message}"
     );
+    // Without a ServiceAccount, the controller's own (read from its mounted token) is used:
+    // here an account the test made, whose token it mounted.
+    annotated_service_account(cluster, "controller", json!({})).await;
+    let own = accounts
+        .create_token_request("controller", &Default::default(), &Default::default())
+        .await
+        .unwrap();
+    std::fs::write(&token_file, own.status.unwrap().token).unwrap();
+    cluster
+        .grant(
+            &ns,
+            &format!("system:serviceaccount:{ns}:controller"),
+            json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]),
+        )
+        .await;
+    let mut own_identity = kubeconfig_map("own", "", "generic");
+    own_identity["data"]
+        .as_object_mut()
+        .unwrap()
+        .remove("serviceAccountName");
+    cluster.apply(&own_identity).await;
+    let near = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: near\n";
+    let artifact = harness.publish_files("near", "main@sha1:0e4a", &[("cm.yaml", near)]);
+    harness.source("near", &artifact).await;
+    harness
+        .create_kustomization("own", kustomization("near", "own"))
+        .await;
+    harness
+        .wait_ready("own", "True", "ReconciliationSucceeded")
+        .await;
+    assert!(maps.get_opt("near").await.unwrap().is_some());
     harness
         .create_kustomization("openstack", kustomization("maps", "openstack"))
         .await;
