@@ -354,6 +354,234 @@ fn json_credentials(what: &str, answer: &Answer, token_field: &str) -> Result<Li
     }
 }
 
+/// Headers and query parameters a SigV4 signature adds to a request.
+pub(crate) type Signed = (Vec<(String, String)>, Vec<(String, String)>);
+
+/// Signs a request with SigV4: headers to add, or with `presign_for` query parameters (a
+/// presigned URL valid that long).
+#[cfg(feature = "aws-kms")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sigv4(
+    method: &str,
+    service: &str,
+    region: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    credentials: &AwsCredentials,
+    presign_for: Option<std::time::Duration>,
+) -> Result<Signed, String> {
+    use aws_sigv4::http_request::{
+        SignableBody, SignableRequest, SignatureLocation, SigningSettings, sign,
+    };
+    use aws_sigv4::sign::v4;
+    let identity = aws_credential_types::Credentials::new(
+        &credentials.access_key_id,
+        &credentials.secret_access_key,
+        credentials.session_token.clone(),
+        None,
+        "kustomize-controller",
+    )
+    .into();
+    let mut settings = SigningSettings::default();
+    if let Some(expires_in) = presign_for {
+        settings.signature_location = SignatureLocation::QueryParams;
+        settings.expires_in = Some(expires_in);
+    }
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name(service)
+        .time(std::time::SystemTime::now())
+        .settings(settings)
+        .build()
+        .map_err(|e| format!("signing: {e}"))?
+        .into();
+    let request = SignableRequest::new(
+        method,
+        url,
+        headers.iter().copied(),
+        SignableBody::Bytes(body),
+    )
+    .map_err(|e| format!("signing: {e}"))?;
+    let (instructions, _) = sign(request, &params)
+        .map_err(|e| format!("signing: {e}"))?
+        .into_parts();
+    let headers = instructions
+        .headers()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
+    let query = instructions
+        .params()
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
+    Ok((headers, query))
+}
+
+#[cfg(not(feature = "aws-kms"))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sigv4(
+    _method: &str,
+    _service: &str,
+    _region: &str,
+    _url: &str,
+    _headers: &[(&str, &str)],
+    _body: &[u8],
+    _credentials: &AwsCredentials,
+    _presign_for: Option<std::time::Duration>,
+) -> Result<Signed, String> {
+    Err("AWS support is not compiled in (feature `aws-kms`)".into())
+}
+
+/// The credentials a source gives in `region` (STS at `sts_url`); a web identity without a
+/// session name of its own uses `default_session`.
+pub(crate) fn credentials(
+    http: &Http,
+    source: &AwsCredentialSource,
+    sts_url: &str,
+    region: &str,
+    default_session: &str,
+) -> Result<Lived, String> {
+    match source {
+        AwsCredentialSource::Static(credentials) => Ok((credentials.clone(), None)),
+        AwsCredentialSource::WebIdentity {
+            role_arn,
+            token_file,
+            session_name,
+        } => {
+            let token = std::fs::read_to_string(token_file).map_err(|e| {
+                format!(
+                    "reading the web identity token {}: {e}",
+                    token_file.display()
+                )
+            })?;
+            let session = session_name.as_deref().unwrap_or(default_session);
+            web_identity(http, sts_url, role_arn, session, &token)
+        }
+        AwsCredentialSource::Container { uri, authorization } => {
+            container_credentials(http, uri, authorization.as_ref())
+        }
+        AwsCredentialSource::InstanceMetadata { endpoint } => instance_credentials(http, endpoint),
+        AwsCredentialSource::ServiceAccount(account) => {
+            service_account_credentials(http, account.as_ref(), sts_url, region)
+        }
+    }
+}
+
+const EKS_CLUSTER_PATTERN: &str =
+    r"^arn:aws[\w-]*:eks:([^:]{1,100}):[0-9]{1,30}:cluster/(.{1,200})$";
+/// How long an EKS bearer token (a presigned STS request) is valid.
+pub const EKS_TOKEN_LIFETIME: std::time::Duration = std::time::Duration::from_secs(900);
+
+/// An EKS cluster's region and name, from its ARN, in Flux's words when it is not one.
+pub fn eks_cluster(arn: &str) -> Result<(String, String), String> {
+    let pattern = regex::Regex::new(EKS_CLUSTER_PATTERN).expect("valid pattern");
+    pattern
+        .captures(arn)
+        .map(|c| (c[1].to_string(), c[2].to_string()))
+        .ok_or_else(|| {
+            format!("invalid EKS cluster ARN: '{arn}'. must match {EKS_CLUSTER_PATTERN}")
+        })
+}
+
+/// An AWS service's endpoint in `region`: the environment's (`AWS_ENDPOINT_URL_<SERVICE>`,
+/// else `AWS_ENDPOINT_URL`), else AWS's.
+pub fn service_endpoint(env: &BTreeMap<String, String>, service: &str, region: &str) -> String {
+    let specific = format!("AWS_ENDPOINT_URL_{}", service.to_uppercase());
+    env.get(&specific)
+        .or_else(|| env.get("AWS_ENDPOINT_URL"))
+        .cloned()
+        .unwrap_or_else(|| {
+            let suffix = if region.starts_with("cn-") {
+                "amazonaws.com.cn"
+            } else {
+                "amazonaws.com"
+            };
+            format!("https://{service}.{region}.{suffix}")
+        })
+}
+
+/// EKS `DescribeCluster`: the API server's endpoint and its CA bundle (PEM).
+pub(crate) fn describe_eks_cluster(
+    http: &Http,
+    eks_url: &str,
+    arn: &str,
+    region: &str,
+    name: &str,
+    credentials: &AwsCredentials,
+) -> Result<(String, String), String> {
+    use base64::Engine as _;
+    let url = format!("{}/clusters/{name}", eks_url.trim_end_matches('/'));
+    let failed = |e: String| format!("failed to describe EKS cluster '{arn}': {e}");
+    let (signed, _) =
+        sigv4("GET", "eks", region, &url, &[], &[], credentials, None).map_err(failed)?;
+    let answer = http
+        .send(&format!("DescribeCluster at {url}"), |client| {
+            signed
+                .iter()
+                .fold(client.get(&url), |request, (name, value)| {
+                    request.header(name, value)
+                })
+        })
+        .map_err(failed)?;
+    let json = answer
+        .success_json("DescribeCluster", &["/message", "/Message"])
+        .map_err(failed)?;
+    let endpoint = json
+        .pointer("/cluster/endpoint")
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| failed("the answer has no cluster.endpoint".into()))?;
+    let ca = json
+        .pointer("/cluster/certificateAuthority/data")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(ca)
+        .map_err(|e| format!("failed to decode EKS CA certificate: {e}"))?;
+    Ok((
+        endpoint.to_string(),
+        String::from_utf8_lossy(&ca).into_owned(),
+    ))
+}
+
+/// The bearer token EKS takes: `k8s-aws-v1.` and a presigned STS `GetCallerIdentity` URL
+/// (base64url), signed with the cluster's name in `x-k8s-aws-id`, valid 15 minutes.
+pub(crate) fn eks_token(
+    sts_url: &str,
+    region: &str,
+    name: &str,
+    credentials: &AwsCredentials,
+) -> Result<String, String> {
+    use base64::Engine as _;
+    let url = format!(
+        "{}/?Action=GetCallerIdentity&Version=2011-06-15",
+        sts_url.trim_end_matches('/')
+    );
+    let (_, query) = sigv4(
+        "GET",
+        "sts",
+        region,
+        &url,
+        &[("x-k8s-aws-id", name)],
+        &[],
+        credentials,
+        Some(EKS_TOKEN_LIFETIME),
+    )
+    .map_err(|e| format!("failed to presign GetCallerIdentity request: {e}"))?;
+    let mut presigned = url;
+    for (name, value) in query {
+        presigned.push('&');
+        presigned.extend(form_urlencoded::byte_serialize(name.as_bytes()));
+        presigned.push('=');
+        presigned.extend(form_urlencoded::byte_serialize(value.as_bytes()));
+    }
+    Ok(format!(
+        "k8s-aws-v1.{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(presigned)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,6 +40,35 @@ impl std::fmt::Debug for dyn ServiceAccountTokens {
     }
 }
 
+/// A ServiceAccount whose tokens are for the audiences given, whatever a provider asks
+/// (a kubeconfig ConfigMap's `audiences`).
+pub struct WithAudiences<T> {
+    pub account: T,
+    pub audiences: Vec<String>,
+}
+
+impl<T: ServiceAccountTokens> ServiceAccountTokens for WithAudiences<T> {
+    fn key(&self) -> String {
+        self.account.key()
+    }
+
+    fn name_and_namespace(&self) -> (String, String) {
+        self.account.name_and_namespace()
+    }
+
+    fn annotations(&self) -> Result<BTreeMap<String, String>, String> {
+        self.account.annotations()
+    }
+
+    fn token(&self, audiences: &[String]) -> Result<String, String> {
+        if self.audiences.is_empty() {
+            self.account.token(audiences)
+        } else {
+            self.account.token(&self.audiences)
+        }
+    }
+}
+
 /// What a provider's exchange for a ServiceAccount fails with, as fluxcd/pkg wraps it.
 pub(crate) fn for_service_account(account: &dyn ServiceAccountTokens, error: String) -> String {
     format!(

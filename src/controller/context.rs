@@ -317,6 +317,7 @@ impl Context {
                             .default_kubeconfig_service_account
                             .as_deref(),
                         controller_token_file: &self.options.controller_token_file,
+                        environment: &self.options.environment,
                     };
                     return super::remote_identity::client(
                         &self.client,

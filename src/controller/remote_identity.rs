@@ -22,6 +22,15 @@ pub struct IdentityOptions<'a> {
     pub object_level_workload_identity: bool,
     pub default_kubeconfig_service_account: Option<&'a str>,
     pub controller_token_file: &'a Path,
+    /// The controller's environment: its own cloud identity and the clouds' endpoints.
+    pub environment: &'a [(String, String)],
+}
+
+/// Where and with what a remote cluster is reached.
+struct Material {
+    host: String,
+    ca_pem: Option<String>,
+    token: String,
 }
 
 /// A client, the ConfigMap version it was built from, and when.
@@ -43,7 +52,7 @@ pub enum IdentityError {
     AccessToken(String),
     #[error("{0}")]
     RestConfig(String),
-    #[error("the '{0}' provider is not supported here yet (generic is)")]
+    #[error("the '{0}' provider is not supported here yet (generic and aws are)")]
     ProviderUnsupported(&'static str),
     #[error("connecting to the remote cluster: {0}")]
     Connect(kube::Error),
@@ -86,21 +95,13 @@ pub async fn client(
     {
         return Ok(client.clone());
     }
-    let token = match reference.provider {
-        Provider::Generic => generic_token(controller, namespace, &reference, options)
-            .await
-            .map_err(IdentityError::AccessToken)?,
-        Provider::Aws => return Err(IdentityError::ProviderUnsupported("aws")),
+    let material = match reference.provider {
+        Provider::Generic => generic(controller, namespace, &reference, options).await?,
+        Provider::Aws => eks(controller, namespace, &reference, options).await?,
         Provider::Gcp => return Err(IdentityError::ProviderUnsupported("gcp")),
         Provider::Azure => return Err(IdentityError::ProviderUnsupported("azure")),
     };
-    let address = reference.address.as_deref().ok_or_else(|| {
-        IdentityError::RestConfig("cluster address is required to create a REST config".into())
-    })?;
-    let host = parse_cluster_address(address).map_err(|e| {
-        IdentityError::RestConfig(format!("failed to parse cluster address {address}: {e}"))
-    })?;
-    let mut config = rest_config(&host, reference.ca_pem.as_deref(), token)
+    let mut config = rest_config(&material.host, material.ca_pem.as_deref(), material.token)
         .map_err(IdentityError::RestConfig)?;
     config.auth_info.impersonate = impersonate;
     let client = super::remote::limited_client(config, requests)
@@ -114,15 +115,53 @@ pub async fn client(
     Ok(client)
 }
 
-/// The `generic` provider's token: the ServiceAccount's (gate on), else the controller's own
-/// account's, for the ConfigMap's audiences (its address when none).
-async fn generic_token(
+/// The `generic` provider: the ServiceAccount's token (gate on), else the controller's own
+/// account's, for the ConfigMap's audiences (its address when none), at the canonical address.
+async fn generic(
     controller: &kube::Client,
     namespace: &str,
     reference: &ClusterReference,
     options: &IdentityOptions<'_>,
-) -> Result<String, String> {
+) -> Result<Material, IdentityError> {
     let audiences = reference.generic_audiences();
+    let token = match object_account(controller, namespace, reference, options)
+        .await
+        .map_err(IdentityError::AccessToken)?
+    {
+        Some(name) => super::identity::token(controller, namespace, &name, &audiences).await,
+        None => match controller_account(options.controller_token_file) {
+            Ok((account_namespace, account)) => {
+                super::identity::token(controller, &account_namespace, &account, &audiences)
+                    .await
+                    .map_err(|e| e.replace("for service account", "for controller service account"))
+            }
+            Err(error) => Err(error),
+        },
+    }
+    .map_err(IdentityError::AccessToken)?;
+    let address = reference.address.as_deref().ok_or_else(|| {
+        IdentityError::RestConfig("cluster address is required to create a REST config".into())
+    })?;
+    let host = parse_cluster_address(address).map_err(|e| {
+        IdentityError::RestConfig(format!("failed to parse cluster address {address}: {e}"))
+    })?;
+    Ok(Material {
+        host,
+        ca_pem: reference.ca_pem.clone(),
+        token,
+    })
+}
+
+/// The ServiceAccount a ConfigMap's identity is (its `serviceAccountName`, else
+/// `--default-kubeconfig-service-account`), checked as fluxcd/pkg checks it: the account is
+/// read first (the lockdown message names a missing default), then the gate. `None`: the
+/// controller's own identity.
+async fn object_account(
+    controller: &kube::Client,
+    namespace: &str,
+    reference: &ClusterReference,
+    options: &IdentityOptions<'_>,
+) -> Result<Option<String>, String> {
     let named = reference
         .service_account_name
         .clone()
@@ -131,13 +170,8 @@ async fn generic_token(
         .default_kubeconfig_service_account
         .filter(|_| named.is_none());
     let Some(name) = named.or(default.map(str::to_string)) else {
-        let (account_namespace, account) = controller_account(options.controller_token_file)?;
-        return super::identity::token(controller, &account_namespace, &account, &audiences)
-            .await
-            .map_err(|e| e.replace("for service account", "for controller service account"));
+        return Ok(None);
     };
-    // As fluxcd/pkg: the account is read first (the lockdown message names a missing
-    // default), then the gate.
     if let Err(error) = super::identity::annotations(controller, namespace, &name).await {
         if default.is_some() && error.ends_with("not found") {
             return Err(format!(
@@ -149,7 +183,78 @@ async fn generic_token(
     if !options.object_level_workload_identity {
         return Err("ObjectLevelWorkloadIdentity feature gate is not enabled".into());
     }
-    super::identity::token(controller, namespace, &name, &audiences).await
+    Ok(Some(name))
+}
+
+/// The `aws` provider (EKS): the cluster's region and name from its ARN; the ServiceAccount's
+/// role or the controller's credentials; the endpoint and CA from `DescribeCluster` unless the
+/// ConfigMap gives both; a presigned STS token.
+async fn eks(
+    controller: &kube::Client,
+    namespace: &str,
+    reference: &ClusterReference,
+    options: &IdentityOptions<'_>,
+) -> Result<Material, IdentityError> {
+    use crate::auth::aws;
+    let arn = reference.cluster.clone().unwrap_or_default();
+    let (region, name) = aws::eks_cluster(&arn).map_err(IdentityError::Reference)?;
+    let env = crate::auth::environment(options.environment.iter().cloned(), &["AWS_"]);
+    let source = match object_account(controller, namespace, reference, options)
+        .await
+        .map_err(IdentityError::AccessToken)?
+    {
+        Some(account) => {
+            aws::AwsCredentialSource::ServiceAccount(Arc::new(crate::auth::WithAudiences {
+                account: super::identity::KubeServiceAccount::new(
+                    controller.clone(),
+                    namespace,
+                    &account,
+                ),
+                audiences: reference.audiences.clone(),
+            }))
+        }
+        None => aws::controller_source(&env).ok_or_else(|| {
+            IdentityError::AccessToken(
+                "no AWS credentials: the controller has none configured".into(),
+            )
+        })?,
+    };
+    let sts = aws::service_endpoint(&env, "sts", &region);
+    let eks = aws::service_endpoint(&env, "eks", &region);
+    let (address, ca_pem) = (reference.address.clone(), reference.ca_pem.clone());
+    let made = tokio::task::spawn_blocking(move || {
+        let http = crate::sops::keysource::http::Http::new(None, None);
+        let session = format!(
+            "{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos()
+        );
+        let (credentials, _) = aws::credentials(&http, &source, &sts, &region, &session)
+            .map_err(IdentityError::AccessToken)?;
+        let (host, ca_pem) = match (address, ca_pem) {
+            (Some(address), Some(ca_pem)) => (address, Some(ca_pem)),
+            (address, ca_pem) => {
+                let (endpoint, described) =
+                    aws::describe_eks_cluster(&http, &eks, &arn, &region, &name, &credentials)
+                        .map_err(IdentityError::RestConfig)?;
+                (
+                    address.unwrap_or(endpoint),
+                    Some(ca_pem.unwrap_or(described)),
+                )
+            }
+        };
+        let token = aws::eks_token(&sts, &region, &name, &credentials)
+            .map_err(IdentityError::RestConfig)?;
+        Ok(Material {
+            host,
+            ca_pem,
+            token,
+        })
+    });
+    made.await
+        .map_err(|e| IdentityError::RestConfig(format!("the EKS client setup stopped: {e}")))?
 }
 
 /// The controller's own ServiceAccount, from the `sub` of its mounted token (read, not
@@ -194,7 +299,8 @@ fn rest_config(host: &str, ca_pem: Option<&str>, token: String) -> Result<kube::
         .parse()
         .map_err(|e| format!("failed to parse cluster address {host}: {e}"))?;
     let mut config = kube::Config::new(url);
-    if let Some(pem) = ca_pem {
+    // A CA bundle is for TLS: a plain http address (a local proxy) has none to check.
+    if let Some(pem) = ca_pem.filter(|_| host.starts_with("https://")) {
         let roots: Vec<Vec<u8>> = CertificateDer::pem_slice_iter(pem.as_bytes())
             .map(|der| der.map(|der| der.to_vec()))
             .collect::<Result<_, _>>()

@@ -95,34 +95,14 @@ impl AwsKms {
         use crate::auth::aws as identity;
         use crate::auth::cache::Cached;
         let http = &self.http;
-        let fetch = || match &self.source {
-            AwsCredentialSource::Static(credentials) => Ok((credentials.clone(), None)),
-            AwsCredentialSource::WebIdentity {
-                role_arn,
-                token_file,
-                session_name,
-            } => {
-                let token = std::fs::read_to_string(token_file).map_err(|e| {
-                    format!(
-                        "reading the web identity token {}: {e}",
-                        token_file.display()
-                    )
-                })?;
-                let session = session_name.clone().unwrap_or_else(session_name_for_host);
-                identity::web_identity(http, &self.sts_url(region), role_arn, &session, &token)
-            }
-            AwsCredentialSource::Container { uri, authorization } => {
-                identity::container_credentials(http, uri, authorization.as_ref())
-            }
-            AwsCredentialSource::InstanceMetadata { endpoint } => {
-                identity::instance_credentials(http, endpoint)
-            }
-            AwsCredentialSource::ServiceAccount(account) => identity::service_account_credentials(
+        let fetch = || {
+            identity::credentials(
                 http,
-                account.as_ref(),
+                &self.source,
                 &self.sts_url(region),
                 &region.name,
-            ),
+                &session_name_for_host(),
+            )
         };
         let asked = || match identity::cache_key(&self.source, &region.name)? {
             None => fetch().map(|(credentials, _)| credentials),
@@ -152,7 +132,16 @@ impl AwsKms {
         credentials: &AwsCredentials,
     ) -> Result<http::Answer, String> {
         // Signed once: retries come within seconds, well inside SigV4's five minutes.
-        let signed = sign(service, region, url, headers, body, credentials)?;
+        let (signed, _) = crate::auth::aws::sigv4(
+            "POST",
+            service,
+            region,
+            url,
+            headers,
+            body,
+            credentials,
+            None,
+        )?;
         self.http.send(what, |client| {
             let mut request = client.post(url).body(body.to_vec());
             for (name, value) in headers {
@@ -291,63 +280,6 @@ fn session_name_for_host() -> String {
         .take(64)
         .collect();
     name
-}
-
-#[cfg(not(feature = "aws-kms"))]
-fn sign(
-    _service: &str,
-    _region: &str,
-    _url: &str,
-    _headers: &[(&str, &str)],
-    _body: &[u8],
-    _credentials: &AwsCredentials,
-) -> Result<Vec<(String, String)>, String> {
-    Err("AWS KMS support is not compiled in (feature `aws-kms`)".into())
-}
-
-/// The SigV4 headers of a request.
-#[cfg(feature = "aws-kms")]
-fn sign(
-    service: &str,
-    region: &str,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-    credentials: &AwsCredentials,
-) -> Result<Vec<(String, String)>, String> {
-    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-    use aws_sigv4::sign::v4;
-    let identity = aws_credential_types::Credentials::new(
-        &credentials.access_key_id,
-        &credentials.secret_access_key,
-        credentials.session_token.clone(),
-        None,
-        "kustomize-controller",
-    )
-    .into();
-    let params = v4::SigningParams::builder()
-        .identity(&identity)
-        .region(region)
-        .name(service)
-        .time(std::time::SystemTime::now())
-        .settings(SigningSettings::default())
-        .build()
-        .map_err(|e| format!("signing: {e}"))?
-        .into();
-    let request = SignableRequest::new(
-        "POST",
-        url,
-        headers.iter().copied(),
-        SignableBody::Bytes(body),
-    )
-    .map_err(|e| format!("signing: {e}"))?;
-    let (instructions, _) = sign(request, &params)
-        .map_err(|e| format!("signing: {e}"))?
-        .into_parts();
-    Ok(instructions
-        .headers()
-        .map(|(name, value)| (name.to_string(), value.to_string()))
-        .collect())
 }
 
 #[cfg(test)]

@@ -145,3 +145,125 @@ async fn a_remote_cluster_is_reached_as_the_service_account_a_config_map_names()
         ready_message(&unknown)
     );
 }
+
+/// The `aws` provider (EKS) against moto: the cluster's endpoint and CA from `DescribeCluster`
+/// (the ConfigMap's address, a loopback stand-in for the cluster, taking precedence), and the
+/// bearer token EKS takes — a presigned STS `GetCallerIdentity` URL with the cluster's name
+/// signed in, which the test hands to moto's STS as EKS's authenticator would.
+#[cfg(feature = "aws-kms")]
+#[tokio::test]
+async fn an_eks_cluster_is_reached_with_a_presigned_sts_token() {
+    use crate::support::controller::Harness;
+    use crate::support::key_services::{MockServer, moto};
+    use base64::Engine as _;
+    let moto = moto();
+    let moto_url = moto.url.clone();
+    let arn = tokio::task::spawn_blocking(move || {
+        let answer = reqwest::blocking::Client::new()
+            .post(format!("{moto_url}/clusters"))
+            .header(
+                "Authorization",
+                "AWS4-HMAC-SHA256 Credential=AKIDTEST/20261126/us-east-1/eks/aws4_request, SignedHeaders=host, Signature=0",
+            )
+            .json(&json!({"name": "fleet", "roleArn": "arn:aws:iam::123456789012:role/eks",
+                "resourcesVpcConfig": {"subnetIds": []}}))
+            .send()
+            .unwrap();
+        let cluster: serde_json::Value = answer.json().unwrap();
+        cluster["cluster"]["arn"].as_str().unwrap().to_string()
+    })
+    .await
+    .unwrap();
+    let cluster_api = MockServer::start(|_| {
+        (
+            401,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "Unauthorized", "reason": "Unauthorized", "code": 401}),
+        )
+    });
+    let environment = vec![
+        (
+            "AWS_ACCESS_KEY_ID".to_string(),
+            "AKIDCONTROLLER".to_string(),
+        ),
+        (
+            "AWS_SECRET_ACCESS_KEY".to_string(),
+            "controller-secret".to_string(),
+        ),
+        ("AWS_ENDPOINT_URL".to_string(), moto.url.clone()),
+    ];
+    let harness = Harness::start_with(|options| {
+        options.reconcile.environment = std::sync::Arc::new(environment);
+    })
+    .await;
+    let ns = harness.cluster.namespace.clone();
+    harness
+        .cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "eks", "namespace": ns},
+            "data": {"provider": "aws", "cluster": arn, "address": cluster_api.url}}))
+        .await;
+    let artifact = harness.publish_files(
+        "eks",
+        "main@sha1:e45",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "eks",
+            json!({"kubeConfig": {"configMapRef": {"name": "eks"}}}),
+        )
+        .await;
+    harness
+        .wait_ready("eks", "False", "ReconciliationFailed")
+        .await;
+    let requests = cluster_api.requests();
+    let bearer = requests
+        .iter()
+        .find_map(|r| r.header("authorization"))
+        .expect("the cluster was asked with a token")
+        .to_string();
+    let encoded = bearer
+        .strip_prefix("Bearer k8s-aws-v1.")
+        .unwrap_or_else(|| panic!("an EKS token: {bearer}"));
+    let presigned = String::from_utf8(
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(encoded)
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        presigned.starts_with(&format!(
+            "{}/?Action=GetCallerIdentity&Version=2011-06-15&",
+            moto.url
+        )) && presigned.contains("X-Amz-Expires=900")
+            && presigned.contains("X-Amz-SignedHeaders=host%3Bx-k8s-aws-id")
+            && presigned.contains("X-Amz-Credential=AKIDCONTROLLER%2F"),
+        "{presigned}"
+    );
+    // What EKS's authenticator does with it: send it to STS with the cluster's name (moto's
+    // STS answers it; it does not check signatures).
+    let (status, identity) = tokio::task::spawn_blocking(move || {
+        let answer = reqwest::blocking::Client::new()
+            .get(presigned)
+            .header("x-k8s-aws-id", "fleet")
+            // moto's server picks the service from an Authorization header's scope, which a
+            // presigned request has none of: this one names STS (moto checks no signature).
+            .header(
+                "authorization",
+                "AWS4-HMAC-SHA256 Credential=AKIDCONTROLLER/20261126/us-east-1/sts/aws4_request, SignedHeaders=host, Signature=0",
+            )
+            .send()
+            .unwrap();
+        (answer.status(), answer.text().unwrap())
+    })
+    .await
+    .unwrap();
+    assert!(
+        status.is_success() && identity.contains("<GetCallerIdentityResult>"),
+        "{status} {identity}"
+    );
+}
