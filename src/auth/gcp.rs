@@ -47,6 +47,8 @@ pub struct GoogleEndpoints {
     pub sts_token_url: String,
     /// IAM Credentials' origin, before `/v1/projects/-/serviceAccounts/…`.
     pub iam_credentials: String,
+    /// The Kubernetes Engine API's origin, before `/v1/projects/…/clusters/…`.
+    pub container: String,
 }
 
 impl Default for GoogleEndpoints {
@@ -55,6 +57,7 @@ impl Default for GoogleEndpoints {
             metadata_host: "169.254.169.254".into(),
             sts_token_url: "https://sts.googleapis.com/v1/token".into(),
             iam_credentials: "https://iamcredentials.googleapis.com".into(),
+            container: "https://container.googleapis.com".into(),
         }
     }
 }
@@ -522,6 +525,77 @@ pub(crate) fn cache_key(identity: &SecretlessIdentity) -> Result<String, String>
             ])
         }
     })
+}
+
+const GKE_CLUSTER_PATTERN: &str =
+    r"^projects/[^/]{1,200}/locations/[^/]{1,200}/clusters/[^/]{1,200}$";
+
+/// The controller's own token for a GKE cluster: a workload identity federation file
+/// (`GOOGLE_APPLICATION_CREDENTIALS`), else the metadata server.
+pub(crate) fn controller_token(
+    http: &Http,
+    env: &BTreeMap<String, String>,
+    endpoints: &GoogleEndpoints,
+) -> Result<Lived, String> {
+    let Some(path) = env.get("GOOGLE_APPLICATION_CREDENTIALS") else {
+        return metadata_token(http, endpoints);
+    };
+    let read = |reason: String| format!("{path}: {reason}");
+    let content = std::fs::read(path).map_err(|e| read(e.to_string()))?;
+    let value: Value = serde_json::from_slice(&content).map_err(|e| read(e.to_string()))?;
+    match value.get("type").and_then(Value::as_str) {
+        Some("external_account") => ExternalAccount::from_json(&value)
+            .map_err(read)?
+            .token(http),
+        other => Err(read(format!(
+            "credentials of type `{}` are not supported for remote clusters here (external_account and the metadata server are)",
+            other.unwrap_or_default()
+        ))),
+    }
+}
+
+/// GKE `GetCluster`: the API server's address and CA bundle (PEM), asked with `token`.
+pub(crate) fn describe_gke_cluster(
+    http: &Http,
+    endpoints: &GoogleEndpoints,
+    cluster: &str,
+    token: &str,
+) -> Result<(String, String), String> {
+    use base64::Engine as _;
+    let pattern = regex::Regex::new(GKE_CLUSTER_PATTERN).expect("valid pattern");
+    if !pattern.is_match(cluster) {
+        return Err(format!(
+            "invalid GKE cluster ID: '{cluster}'. must match {GKE_CLUSTER_PATTERN}"
+        ));
+    }
+    let url = format!("{}/v1/{cluster}", endpoints.container.trim_end_matches('/'));
+    let failed = |e: String| format!("failed to describe GKE cluster '{cluster}': {e}");
+    let answer = http
+        .send(&format!("GetCluster at {url}"), |client| {
+            client.get(&url).bearer_auth(token)
+        })
+        .map_err(failed)?;
+    let json = answer
+        .success_json("GetCluster", &["/error/message"])
+        .map_err(failed)?;
+    let endpoint = json
+        .get("endpoint")
+        .and_then(Value::as_str)
+        .ok_or_else(|| failed("the answer has no endpoint".into()))?;
+    let ca = json
+        .pointer("/masterAuth/clusterCaCertificate")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(ca)
+        .map_err(|e| format!("failed to decode GKE CA certificate: {e}"))?;
+    // GKE names a bare address; the CA makes it https.
+    let host = if endpoint.contains("://") {
+        endpoint.to_string()
+    } else {
+        format!("https://{endpoint}")
+    };
+    Ok((host, String::from_utf8_lossy(&ca).into_owned()))
 }
 
 /// The identity a GCP KMS key is opened with when no key file is given.

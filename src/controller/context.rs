@@ -39,6 +39,9 @@ pub struct Options {
     /// The token cache (`--token-cache-max-size`, `--token-cache-max-duration`): credentials
     /// of secret-less identities kept across reconciles; `None` when turned off.
     pub token_cache: Option<Arc<crate::auth::cache::TokenCache>>,
+    /// Where Google's STS, IAM Credentials, Kubernetes Engine API and metadata server are
+    /// reached for remote clusters, when not Google's own (private endpoints, tests).
+    pub google_endpoints: Option<crate::auth::gcp::GoogleEndpoints>,
     /// The controller's environment, as it started: its own cloud identity and the key
     /// services' endpoints come from it (tests give their own).
     pub environment: Arc<Vec<(String, String)>>,
@@ -114,6 +117,7 @@ impl Default for Options {
             )
             .map(Arc::new),
             default_kubeconfig_service_account: None,
+            google_endpoints: None,
             controller_token_file: super::remote_identity::default_token_file(),
             runtime_namespace: "flux-system".into(),
             override_managers: Vec::new(),
@@ -318,6 +322,7 @@ impl Context {
                             .as_deref(),
                         controller_token_file: &self.options.controller_token_file,
                         environment: &self.options.environment,
+                        google_endpoints: self.options.google_endpoints.as_ref(),
                     };
                     return super::remote_identity::client(
                         &self.client,

@@ -24,6 +24,8 @@ pub struct IdentityOptions<'a> {
     pub controller_token_file: &'a Path,
     /// The controller's environment: its own cloud identity and the clouds' endpoints.
     pub environment: &'a [(String, String)],
+    /// Where Google's services are reached, when not Google's own.
+    pub google_endpoints: Option<&'a crate::auth::gcp::GoogleEndpoints>,
 }
 
 /// Where and with what a remote cluster is reached.
@@ -52,7 +54,7 @@ pub enum IdentityError {
     AccessToken(String),
     #[error("{0}")]
     RestConfig(String),
-    #[error("the '{0}' provider is not supported here yet (generic and aws are)")]
+    #[error("the '{0}' provider is not supported here yet (generic, aws and gcp are)")]
     ProviderUnsupported(&'static str),
     #[error("connecting to the remote cluster: {0}")]
     Connect(kube::Error),
@@ -98,7 +100,7 @@ pub async fn client(
     let material = match reference.provider {
         Provider::Generic => generic(controller, namespace, &reference, options).await?,
         Provider::Aws => eks(controller, namespace, &reference, options).await?,
-        Provider::Gcp => return Err(IdentityError::ProviderUnsupported("gcp")),
+        Provider::Gcp => gke(controller, namespace, &reference, options).await?,
         Provider::Azure => return Err(IdentityError::ProviderUnsupported("azure")),
     };
     let mut config = rest_config(&material.host, material.ca_pem.as_deref(), material.token)
@@ -203,16 +205,9 @@ async fn eks(
         .await
         .map_err(IdentityError::AccessToken)?
     {
-        Some(account) => {
-            aws::AwsCredentialSource::ServiceAccount(Arc::new(crate::auth::WithAudiences {
-                account: super::identity::KubeServiceAccount::new(
-                    controller.clone(),
-                    namespace,
-                    &account,
-                ),
-                audiences: reference.audiences.clone(),
-            }))
-        }
+        Some(account) => aws::AwsCredentialSource::ServiceAccount(cloud_account(
+            controller, namespace, &account, reference,
+        )),
         None => aws::controller_source(&env).ok_or_else(|| {
             IdentityError::AccessToken(
                 "no AWS credentials: the controller has none configured".into(),
@@ -255,6 +250,70 @@ async fn eks(
     });
     made.await
         .map_err(|e| IdentityError::RestConfig(format!("the EKS client setup stopped: {e}")))?
+}
+
+/// The ServiceAccount a ConfigMap names, as a cloud identity (its tokens for the ConfigMap's
+/// audiences when it gives some).
+fn cloud_account(
+    controller: &kube::Client,
+    namespace: &str,
+    name: &str,
+    reference: &ClusterReference,
+) -> Arc<dyn crate::auth::ServiceAccountTokens> {
+    Arc::new(crate::auth::WithAudiences {
+        account: super::identity::KubeServiceAccount::new(controller.clone(), namespace, name),
+        audiences: reference.audiences.clone(),
+    })
+}
+
+/// The `gcp` provider (GKE): the ServiceAccount's federated token or the controller's own
+/// (federation file or metadata server); the address and CA from `GetCluster` unless the
+/// ConfigMap gives both.
+async fn gke(
+    controller: &kube::Client,
+    namespace: &str,
+    reference: &ClusterReference,
+    options: &IdentityOptions<'_>,
+) -> Result<Material, IdentityError> {
+    use crate::auth::gcp;
+    let env = crate::auth::environment(
+        options.environment.iter().cloned(),
+        &["GOOGLE_", "GCE_METADATA_HOST"],
+    );
+    let endpoints = options
+        .google_endpoints
+        .cloned()
+        .unwrap_or_else(|| gcp::GoogleEndpoints::from_environment(&env));
+    let account = object_account(controller, namespace, reference, options)
+        .await
+        .map_err(IdentityError::AccessToken)?
+        .map(|name| cloud_account(controller, namespace, &name, reference));
+    let (address, ca_pem) = (reference.address.clone(), reference.ca_pem.clone());
+    let cluster = reference.cluster.clone().unwrap_or_default();
+    let made = tokio::task::spawn_blocking(move || {
+        let http = crate::sops::keysource::http::Http::new(None, None);
+        let (token, _) = match &account {
+            Some(account) => gcp::service_account_token(&http, account.as_ref(), &endpoints),
+            None => gcp::controller_token(&http, &env, &endpoints),
+        }
+        .map_err(IdentityError::AccessToken)?;
+        let (host, ca_pem) = match (address, ca_pem) {
+            (Some(address), Some(ca_pem)) => (address, Some(ca_pem)),
+            (address, ca_pem) => {
+                let (host, described) =
+                    gcp::describe_gke_cluster(&http, &endpoints, &cluster, &token)
+                        .map_err(IdentityError::RestConfig)?;
+                (address.unwrap_or(host), Some(ca_pem.unwrap_or(described)))
+            }
+        };
+        Ok(Material {
+            host,
+            ca_pem,
+            token,
+        })
+    });
+    made.await
+        .map_err(|e| IdentityError::RestConfig(format!("the GKE client setup stopped: {e}")))?
 }
 
 /// The controller's own ServiceAccount, from the `sub` of its mounted token (read, not

@@ -301,7 +301,7 @@ fn azure_workload_and_managed_identity_are_the_controllers_own_identity() {
 /// request: the metadata server's token (the controller's identity on GKE), the STS token
 /// exchange of a subject token the test chose, impersonation, and KMS decrypt with the token
 /// that each path ends with.
-fn google_endpoints(
+pub(crate) fn google_endpoints(
     data_key: Vec<u8>,
     subject_ok: impl Fn(&Request) -> bool + Send + Sync + 'static,
 ) -> MockServer {
@@ -393,7 +393,7 @@ fn google_endpoints(
     })
 }
 
-fn gcp_file(data_key: &[u8]) -> String {
+pub(crate) fn gcp_file(data_key: &[u8]) -> String {
     sealed_with(|sops| {
         sops.insert(
             "gcp_kms".into(),
@@ -403,11 +403,12 @@ fn gcp_file(data_key: &[u8]) -> String {
     })
 }
 
-fn loopback_google(server: &MockServer) -> GoogleEndpoints {
+pub(crate) fn loopback_google(server: &MockServer) -> GoogleEndpoints {
     GoogleEndpoints {
         metadata_host: server.url.trim_start_matches("http://").to_string(),
         sts_token_url: format!("{}/v1/token", server.url),
         iam_credentials: server.url.clone(),
+        container: server.url.clone(),
     }
 }
 

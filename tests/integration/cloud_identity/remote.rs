@@ -267,3 +267,104 @@ async fn an_eks_cluster_is_reached_with_a_presigned_sts_token() {
         "{status} {identity}"
     );
 }
+
+/// The `gcp` provider (GKE), as the controller's own identity on GKE: the metadata server's
+/// token, the cluster's address and CA from the Kubernetes Engine API's `GetCluster`, and that
+/// token as the bearer the cluster is asked with. Google's endpoints are loopback servers
+/// that check each request.
+#[tokio::test]
+async fn a_gke_cluster_is_reached_with_the_metadata_servers_token() {
+    use crate::support::controller::Harness;
+    use crate::support::key_services::{MockServer, Request};
+    use base64::Engine as _;
+    use kustomize_controller::auth::gcp::GoogleEndpoints;
+    let cluster_api = MockServer::start(|_| {
+        (
+            401,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "Unauthorized", "reason": "Unauthorized", "code": 401}),
+        )
+    });
+    let endpoint = cluster_api.url.clone();
+    let google = MockServer::start_text(move |request: &Request| {
+        let metadata = request.header("metadata-flavor") == Some("Google");
+        match request.path.as_str() {
+            "/computeMetadata/v1/instance/service-accounts/default/token?scopes=https%3A%2F%2Fwww.googleapis.com%2Fauth%2Fcloud-platform%2Chttps%3A%2F%2Fwww.googleapis.com%2Fauth%2Fuserinfo.email"
+                if metadata =>
+            {
+                (200, json!({"access_token": "ya29.metadata", "expires_in": 3599, "token_type": "Bearer"}).to_string())
+            }
+            "/v1/projects/fleet-project/locations/europe-west1/clusters/fleet"
+                if request.header("authorization") == Some("Bearer ya29.metadata") =>
+            {
+                let ca = base64::engine::general_purpose::STANDARD
+                    .encode("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+                (200, json!({"name": "fleet", "endpoint": endpoint, "masterAuth": {"clusterCaCertificate": ca}}).to_string())
+            }
+            _ => (404, json!({"error": {"code": 404, "message": "not found"}}).to_string()),
+        }
+    });
+    let endpoints = GoogleEndpoints {
+        metadata_host: google.url.trim_start_matches("http://").to_string(),
+        sts_token_url: format!("{}/v1/token", google.url),
+        iam_credentials: google.url.clone(),
+        container: google.url.clone(),
+    };
+    let harness = Harness::start_with(|options| {
+        options.reconcile.google_endpoints = Some(endpoints);
+        options.reconcile.environment = std::sync::Arc::new(Vec::new());
+    })
+    .await;
+    let ns = harness.cluster.namespace.clone();
+    harness
+        .cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gke", "namespace": ns},
+            "data": {"provider": "gcp", "cluster": "projects/fleet-project/locations/europe-west1/clusters/fleet"}}))
+        .await;
+    let artifact = harness.publish_files(
+        "gke",
+        "main@sha1:6ce",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "gke",
+            json!({"kubeConfig": {"configMapRef": {"name": "gke"}}}),
+        )
+        .await;
+    harness
+        .wait_ready("gke", "False", "ReconciliationFailed")
+        .await;
+    let asked = cluster_api.requests();
+    assert!(
+        !asked.is_empty()
+            && asked
+                .iter()
+                .all(|r| r.header("authorization") == Some("Bearer ya29.metadata")),
+        "{asked:?}"
+    );
+    // A cluster name that is not one, in Flux's words.
+    harness
+        .cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gke-bad", "namespace": ns},
+            "data": {"provider": "gcp", "cluster": "fleet"}}))
+        .await;
+    harness
+        .create_kustomization(
+            "gke-bad",
+            json!({"kubeConfig": {"configMapRef": {"name": "gke-bad"}}}),
+        )
+        .await;
+    let failed = harness
+        .wait_ready("gke-bad", "False", "ReconciliationFailed")
+        .await;
+    let message = crate::support::controller::ready_message(&failed);
+    assert!(
+        message.contains("invalid GKE cluster ID: 'fleet'. must match"),
+        "{message}"
+    );
+}
