@@ -350,6 +350,121 @@ impl AzureIdentity {
     }
 }
 
+/// The scope of the tokens AKS clusters with Microsoft Entra ID take (its AAD server app).
+pub const AKS_SCOPE: &str = "6dae42f8-4368-4678-94ff-3960e28e3630/.default";
+/// Azure Resource Manager, where AKS clusters are described (its public host whatever the
+/// cloud, as Flux's client is built).
+pub const RESOURCE_MANAGER: &str = "https://management.azure.com";
+const AKS_API_VERSION: &str = "2022-01-01";
+const AKS_CLUSTER_PATTERN: &str = r"(?i)^/subscriptions/([^/]{36})/resourceGroups/([^/]{1,200})/providers/Microsoft\.ContainerService/managedClusters/([^/]{1,200})$";
+
+/// Resource Manager's token scope in the cloud `AZURE_AUTHORITY_HOST` names.
+pub fn resource_manager_scope(env: &BTreeMap<String, String>) -> &'static str {
+    let authority = env
+        .get("AZURE_AUTHORITY_HOST")
+        .map(String::as_str)
+        .unwrap_or_default();
+    if authority.contains("chinacloudapi.cn") {
+        "https://management.core.chinacloudapi.cn/.default"
+    } else if authority.contains("microsoftonline.us") {
+        "https://management.core.usgovcloudapi.net/.default"
+    } else {
+        "https://management.core.windows.net//.default"
+    }
+}
+
+/// An AKS cluster's address and CA bundle (PEM): the cluster user credentials' kubeconfig
+/// whose server is `address` (canonically), else the first.
+pub(crate) fn describe_aks_cluster(
+    http: &Http,
+    resource_manager: &str,
+    cluster: &str,
+    address: Option<&str>,
+    token: &str,
+) -> Result<(String, String), String> {
+    use base64::Engine as _;
+    let pattern = regex::Regex::new(AKS_CLUSTER_PATTERN).expect("valid pattern");
+    if !pattern.is_match(cluster) {
+        return Err(format!(
+            "invalid AKS cluster ID: '{cluster}'. must match {AKS_CLUSTER_PATTERN}"
+        ));
+    }
+    let base = format!("{}{cluster}", resource_manager.trim_end_matches('/'));
+    let failed = |e: String| format!("failed to describe AKS cluster: {e}");
+    let url = format!("{base}?api-version={AKS_API_VERSION}");
+    let answer = http
+        .send(&format!("managedClusters at {url}"), |client| {
+            client.get(&url).bearer_auth(token)
+        })
+        .map_err(failed)?;
+    let described = answer
+        .success_json("managedClusters", &["/error/message"])
+        .map_err(failed)?;
+    if described
+        .pointer("/properties/aadProfile")
+        .is_none_or(Value::is_null)
+    {
+        return Err(format!(
+            "AKS cluster {cluster} does not have Microsoft Entra ID integration enabled. See docs for enabling: https://learn.microsoft.com/en-us/azure/aks/enable-authentication-microsoft-entra-id"
+        ));
+    }
+    let url = format!("{base}/listClusterUserCredential?api-version={AKS_API_VERSION}");
+    let answer = http
+        .send(&format!("listClusterUserCredential at {url}"), |client| {
+            client.post(&url).bearer_auth(token)
+        })
+        .map_err(failed)?;
+    let credentials = answer
+        .success_json("listClusterUserCredential", &["/error/message"])
+        .map_err(failed)?;
+    let wanted = address
+        .map(|address| {
+            super::cluster::parse_cluster_address(address)
+                .map_err(|e| format!("failed to parse specified cluster address '{address}': {e}"))
+        })
+        .transpose()?;
+    let mut hosts = Vec::new();
+    for (index, kubeconfig) in credentials
+        .get("kubeconfigs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let text = kubeconfig
+            .get("value")
+            .and_then(Value::as_str)
+            .and_then(|value| base64::engine::general_purpose::STANDARD.decode(value).ok())
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .ok_or_else(|| format!("failed to parse kubeconfig[{index}]: not base64 text"))?;
+        let parsed = kube::config::Kubeconfig::from_yaml(&text)
+            .map_err(|e| format!("failed to parse kubeconfig[{index}]: {e}"))?;
+        let Some(cluster_entry) = parsed.clusters.first().and_then(|c| c.cluster.clone()) else {
+            continue;
+        };
+        let host = cluster_entry.server.unwrap_or_default();
+        let ca = cluster_entry
+            .certificate_authority_data
+            .and_then(|data| base64::engine::general_purpose::STANDARD.decode(data).ok())
+            .map(|pem| String::from_utf8_lossy(&pem).into_owned())
+            .unwrap_or_default();
+        let canonical = super::cluster::parse_cluster_address(&host).map_err(|e| {
+            format!("failed to parse address '{host}' from kubeconfig[{index}]: {e}")
+        })?;
+        if wanted.as_ref().is_none_or(|wanted| *wanted == canonical) {
+            return Ok((host, ca));
+        }
+        hosts.push(format!("'{host}'"));
+    }
+    Err(match address {
+        None => format!("no kubeconfig found for AKS cluster {cluster}"),
+        Some(address) => format!(
+            "no kubeconfig found for AKS cluster {cluster} matching the specified address '{address}'. cluster addresses: [{}]",
+            hosts.join(", ")
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

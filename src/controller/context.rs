@@ -42,6 +42,8 @@ pub struct Options {
     /// Where Google's STS, IAM Credentials, Kubernetes Engine API and metadata server are
     /// reached for remote clusters, when not Google's own (private endpoints, tests).
     pub google_endpoints: Option<crate::auth::gcp::GoogleEndpoints>,
+    /// Azure Resource Manager's origin for AKS clusters, when not Azure's own (tests).
+    pub azure_resource_manager: Option<String>,
     /// The controller's environment, as it started: its own cloud identity and the key
     /// services' endpoints come from it (tests give their own).
     pub environment: Arc<Vec<(String, String)>>,
@@ -118,6 +120,7 @@ impl Default for Options {
             .map(Arc::new),
             default_kubeconfig_service_account: None,
             google_endpoints: None,
+            azure_resource_manager: None,
             controller_token_file: super::remote_identity::default_token_file(),
             runtime_namespace: "flux-system".into(),
             override_managers: Vec::new(),
@@ -323,6 +326,7 @@ impl Context {
                         controller_token_file: &self.options.controller_token_file,
                         environment: &self.options.environment,
                         google_endpoints: self.options.google_endpoints.as_ref(),
+                        azure_resource_manager: self.options.azure_resource_manager.as_deref(),
                     };
                     return super::remote_identity::client(
                         &self.client,

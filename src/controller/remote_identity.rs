@@ -1,9 +1,11 @@
 //! `spec.kubeConfig.configMapRef`: the client of a remote cluster reached with an identity
 //! rather than a kubeconfig Secret, as fluxcd/pkg `auth.GetRESTConfig` builds it. The
 //! ConfigMap (in the Kustomization's namespace) names the provider and the cluster
-//! ([`crate::auth::cluster`]); the bearer token is a ServiceAccount's (`serviceAccountName`
-//! or `--default-kubeconfig-service-account`, gate `ObjectLevelWorkloadIdentity`) or, without
-//! one, the controller's own; clients are rebuilt before their token ages out.
+//! ([`crate::auth::cluster`]): `generic` (a Kubernetes ServiceAccount token), `aws` (EKS),
+//! `gcp` (GKE), `azure` (AKS). The identity is a ServiceAccount's (`serviceAccountName` or
+//! `--default-kubeconfig-service-account`, gate `ObjectLevelWorkloadIdentity`) or, without
+//! one, the controller's own; the cloud's API gives the address and CA the ConfigMap does not.
+//! Clients are rebuilt before their token ages out.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -26,6 +28,8 @@ pub struct IdentityOptions<'a> {
     pub environment: &'a [(String, String)],
     /// Where Google's services are reached, when not Google's own.
     pub google_endpoints: Option<&'a crate::auth::gcp::GoogleEndpoints>,
+    /// Azure Resource Manager's origin, when not Azure's own.
+    pub azure_resource_manager: Option<&'a str>,
 }
 
 /// Where and with what a remote cluster is reached.
@@ -54,8 +58,6 @@ pub enum IdentityError {
     AccessToken(String),
     #[error("{0}")]
     RestConfig(String),
-    #[error("the '{0}' provider is not supported here yet (generic, aws and gcp are)")]
-    ProviderUnsupported(&'static str),
     #[error("connecting to the remote cluster: {0}")]
     Connect(kube::Error),
 }
@@ -101,7 +103,7 @@ pub async fn client(
         Provider::Generic => generic(controller, namespace, &reference, options).await?,
         Provider::Aws => eks(controller, namespace, &reference, options).await?,
         Provider::Gcp => gke(controller, namespace, &reference, options).await?,
-        Provider::Azure => return Err(IdentityError::ProviderUnsupported("azure")),
+        Provider::Azure => aks(controller, namespace, &reference, options).await?,
     };
     let mut config = rest_config(&material.host, material.ca_pem.as_deref(), material.token)
         .map_err(IdentityError::RestConfig)?;
@@ -314,6 +316,70 @@ async fn gke(
     });
     made.await
         .map_err(|e| IdentityError::RestConfig(format!("the GKE client setup stopped: {e}")))?
+}
+
+/// The `azure` provider (AKS): the ServiceAccount's federated identity or the controller's
+/// own; a token for AKS's Entra application as the bearer; the address and CA from the
+/// cluster user credentials (Resource Manager, with a token of its own) unless the ConfigMap
+/// gives both.
+async fn aks(
+    controller: &kube::Client,
+    namespace: &str,
+    reference: &ClusterReference,
+    options: &IdentityOptions<'_>,
+) -> Result<Material, IdentityError> {
+    use crate::auth::azure::{self, AzureIdentity};
+    let env = crate::auth::environment(options.environment.iter().cloned(), &["AZURE_"]);
+    let identity = match object_account(controller, namespace, reference, options)
+        .await
+        .map_err(IdentityError::AccessToken)?
+    {
+        Some(name) => AzureIdentity::ServiceAccount {
+            account: cloud_account(controller, namespace, &name, reference),
+            authority_host: env
+                .get("AZURE_AUTHORITY_HOST")
+                .cloned()
+                .unwrap_or_else(|| azure::DEFAULT_AUTHORITY.into()),
+        },
+        None => azure::controller_identity(&env).map_err(IdentityError::AccessToken)?,
+    };
+    let resource_manager = options
+        .azure_resource_manager
+        .unwrap_or(azure::RESOURCE_MANAGER)
+        .to_string();
+    let scope = azure::resource_manager_scope(&env);
+    let (address, ca_pem) = (reference.address.clone(), reference.ca_pem.clone());
+    let cluster = reference.cluster.clone().unwrap_or_default();
+    let made = tokio::task::spawn_blocking(move || {
+        let http = crate::sops::keysource::http::Http::new(None, None);
+        let (token, _) = identity
+            .token(&http, azure::AKS_SCOPE)
+            .map_err(IdentityError::AccessToken)?;
+        let (host, ca_pem) = match (address, ca_pem) {
+            (Some(address), Some(ca_pem)) => (address, Some(ca_pem)),
+            (address, ca_pem) => {
+                let (manager_token, _) = identity
+                    .token(&http, scope)
+                    .map_err(IdentityError::AccessToken)?;
+                let (host, described) = azure::describe_aks_cluster(
+                    &http,
+                    &resource_manager,
+                    &cluster,
+                    address.as_deref(),
+                    &manager_token,
+                )
+                .map_err(IdentityError::RestConfig)?;
+                (address.unwrap_or(host), Some(ca_pem.unwrap_or(described)))
+            }
+        };
+        Ok(Material {
+            host,
+            ca_pem,
+            token,
+        })
+    });
+    made.await
+        .map_err(|e| IdentityError::RestConfig(format!("the AKS client setup stopped: {e}")))?
 }
 
 /// The controller's own ServiceAccount, from the `sub` of its mounted token (read, not

@@ -267,6 +267,8 @@ type Handler = dyn Fn(&Request) -> Reply + Send + Sync;
 /// for the test to check. It stops when dropped.
 pub struct MockServer {
     pub url: String,
+    /// The CA its certificate is checked against, for a TLS server ([`MockServer::start_tls`]).
+    pub ca_pem: Option<String>,
     pub requests: Arc<Mutex<Vec<Request>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -292,10 +294,44 @@ impl MockServer {
         })
     }
 
+    /// A server answering JSON over TLS (https://127.0.0.1), with a certificate of a CA of
+    /// its own ([`MockServer::ca_pem`]).
+    pub fn start_tls(
+        handler: impl Fn(&Request) -> (u16, serde_json::Value) + Send + Sync + 'static,
+    ) -> MockServer {
+        use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        let pki = super::pki::pki().expect("test certificates");
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.serving_key_der.clone()));
+        let config = tokio_rustls::rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(pki.serving_cert_der.clone())],
+                key,
+            )
+            .expect("a serving certificate rustls accepts");
+        let mut server = MockServer::start_with(
+            move |request| {
+                let (status, json) = handler(request);
+                (status, "application/json", json.to_string())
+            },
+            Some(Arc::new(config)),
+        );
+        server.ca_pem = Some(pki.ca);
+        server
+    }
+
     fn start_replying(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> MockServer {
+        MockServer::start_with(handler, None)
+    }
+
+    fn start_with(
+        handler: impl Fn(&Request) -> Reply + Send + Sync + 'static,
+        tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    ) -> MockServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let handler: Arc<Handler> = Arc::new(handler);
@@ -306,7 +342,25 @@ impl MockServer {
                 let deadline = Instant::now() + Duration::from_secs(300);
                 while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
                     match listener.accept() {
-                        Ok((stream, _)) => serve(stream, &*handler, &requests),
+                        Ok((stream, _)) => {
+                            stream.set_nonblocking(false).unwrap();
+                            stream
+                                .set_read_timeout(Some(Duration::from_secs(10)))
+                                .unwrap();
+                            match &tls {
+                                None => serve(stream, &*handler, &requests),
+                                Some(config) => {
+                                    let Ok(connection) =
+                                        tokio_rustls::rustls::ServerConnection::new(config.clone())
+                                    else {
+                                        continue;
+                                    };
+                                    let stream =
+                                        tokio_rustls::rustls::StreamOwned::new(connection, stream);
+                                    serve(stream, &*handler, &requests);
+                                }
+                            }
+                        }
                         Err(_) => std::thread::sleep(Duration::from_millis(5)),
                     }
                 }
@@ -314,6 +368,7 @@ impl MockServer {
         };
         MockServer {
             url,
+            ca_pem: None,
             requests,
             stop,
             thread: Some(thread),
@@ -334,12 +389,8 @@ impl Drop for MockServer {
     }
 }
 
-fn serve(stream: TcpStream, handler: &Handler, requests: &Mutex<Vec<Request>>) {
-    stream.set_nonblocking(false).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
+fn serve(stream: impl Read + Write, handler: &Handler, requests: &Mutex<Vec<Request>>) {
+    let mut reader = BufReader::new(stream);
     let mut line = String::new();
     if reader.read_line(&mut line).is_err() || line.is_empty() {
         return;
@@ -374,10 +425,11 @@ fn serve(stream: TcpStream, handler: &Handler, requests: &Mutex<Vec<Request>>) {
     };
     let (status, content_type, body) = handler(&request);
     requests.lock().unwrap().push(request);
-    let mut stream = stream;
+    let stream = reader.get_mut();
     let _ = write!(
         stream,
         "HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
+    let _ = stream.flush();
 }

@@ -368,3 +368,149 @@ async fn a_gke_cluster_is_reached_with_the_metadata_servers_token() {
         "{message}"
     );
 }
+
+/// The `azure` provider (AKS), as the controller's workload identity: a token for AKS's Entra
+/// application as the bearer, and one for Resource Manager to read the cluster (Entra ID
+/// integration checked) and its user kubeconfig, whose server and CA the client takes. Entra
+/// ID, Resource Manager and the cluster are loopback servers that check each request.
+#[tokio::test]
+async fn an_aks_cluster_is_reached_with_an_entra_token() {
+    use crate::support::controller::{Harness, ready_message};
+    use crate::support::key_services::MockServer;
+    use base64::Engine as _;
+    // AKS serves https; its user kubeconfig names the CA.
+    let cluster_api = MockServer::start_tls(|_| {
+        (
+            401,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "Unauthorized", "reason": "Unauthorized", "code": 401}),
+        )
+    });
+    let cluster = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/fleet/providers/Microsoft.ContainerService/managedClusters/aks";
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: aks\n  cluster:\n    server: {}\n    certificate-authority-data: {}\nusers: []\ncontexts: []\n",
+        cluster_api.url,
+        base64::engine::general_purpose::STANDARD.encode(cluster_api.ca_pem.clone().unwrap())
+    );
+    let azure = MockServer::start(move |request| {
+        let form = |name| request.form_field(name);
+        if request.path == "/tenant-1/oauth2/v2.0/token" {
+            let assertion_ok = form("client_assertion").as_deref() == Some("projected-token")
+                && form("client_id").as_deref() == Some("client-1");
+            return match form("scope").as_deref() {
+                Some("6dae42f8-4368-4678-94ff-3960e28e3630/.default") if assertion_ok => (
+                    200,
+                    json!({"token_type": "Bearer", "expires_in": 3599, "access_token": "eyJ.aks"}),
+                ),
+                Some("https://management.core.windows.net//.default") if assertion_ok => (
+                    200,
+                    json!({"token_type": "Bearer", "expires_in": 3599, "access_token": "eyJ.arm"}),
+                ),
+                _ => (400, json!({"error": "invalid_scope"})),
+            };
+        }
+        if request.header("authorization") != Some("Bearer eyJ.arm") {
+            return (
+                401,
+                json!({"error": {"code": "AuthenticationFailed", "message": "no token"}}),
+            );
+        }
+        match (request.method.as_str(), request.path.as_str()) {
+            ("GET", path) if path == format!("{cluster}?api-version=2022-01-01") => (
+                200,
+                json!({"name": "aks", "properties": {"aadProfile": {"managed": true}}}),
+            ),
+            ("POST", path)
+                if path
+                    == format!("{cluster}/listClusterUserCredential?api-version=2022-01-01") =>
+            {
+                (
+                    200,
+                    json!({"kubeconfigs": [{"name": "clusterUser",
+                    "value": base64::engine::general_purpose::STANDARD.encode(&kubeconfig)}]}),
+                )
+            }
+            _ => (
+                404,
+                json!({"error": {"code": "NotFound", "message": "not found"}}),
+            ),
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("azure-identity-token");
+    std::fs::write(&token_file, "projected-token\n").unwrap();
+    let environment = vec![
+        ("AZURE_CLIENT_ID".to_string(), "client-1".to_string()),
+        ("AZURE_TENANT_ID".to_string(), "tenant-1".to_string()),
+        (
+            "AZURE_FEDERATED_TOKEN_FILE".to_string(),
+            token_file.display().to_string(),
+        ),
+        (
+            "AZURE_AUTHORITY_HOST".to_string(),
+            format!("{}/", azure.url),
+        ),
+    ];
+    let resource_manager = azure.url.clone();
+    let harness = Harness::start_with(|options| {
+        options.reconcile.environment = std::sync::Arc::new(environment);
+        options.reconcile.azure_resource_manager = Some(resource_manager);
+    })
+    .await;
+    let ns = harness.cluster.namespace.clone();
+    harness
+        .cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "aks", "namespace": ns},
+            "data": {"provider": "azure", "cluster": cluster}}))
+        .await;
+    harness
+        .cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "aks-elsewhere", "namespace": ns},
+            "data": {"provider": "azure", "cluster": cluster, "address": "https://other.example:443"}}))
+        .await;
+    let artifact = harness.publish_files(
+        "aks",
+        "main@sha1:a45",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "aks",
+            json!({"kubeConfig": {"configMapRef": {"name": "aks"}}}),
+        )
+        .await;
+    let refused = harness
+        .wait_ready("aks", "False", "ReconciliationFailed")
+        .await;
+    let asked = cluster_api.requests();
+    assert!(
+        !asked.is_empty()
+            && asked
+                .iter()
+                .all(|r| r.header("authorization") == Some("Bearer eyJ.aks")),
+        "{asked:?} {}",
+        ready_message(&refused)
+    );
+    // An address no user kubeconfig serves, in Flux's words.
+    harness
+        .create_kustomization(
+            "aks-elsewhere",
+            json!({"kubeConfig": {"configMapRef": {"name": "aks-elsewhere"}}}),
+        )
+        .await;
+    let failed = harness
+        .wait_ready("aks-elsewhere", "False", "ReconciliationFailed")
+        .await;
+    let message = ready_message(&failed);
+    assert!(
+        message.contains(&format!(
+            "no kubeconfig found for AKS cluster {cluster} matching the specified address 'https://other.example:443'. cluster addresses: ['{}']",
+            cluster_api.url
+        )),
+        "{message}"
+    );
+}
