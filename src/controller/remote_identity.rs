@@ -15,9 +15,8 @@ use crate::auth::cluster::{ClusterReference, Provider, parse_cluster_address};
 
 /// Where Kubernetes mounts a pod's own ServiceAccount token.
 pub const CONTROLLER_TOKEN_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
-/// How long a client built on a token is used: 80% of the hour a TokenRequest token lives,
-/// as Flux's token cache keeps tokens.
-const CLIENT_LIFETIME: Duration = Duration::from_secs(48 * 60);
+/// How long a Kubernetes TokenRequest token lives (the API server's default).
+const SERVICE_ACCOUNT_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 
 /// What the controller knows that a ConfigMap-based client needs.
 pub struct IdentityOptions<'a> {
@@ -37,9 +36,12 @@ struct Material {
     host: String,
     ca_pem: Option<String>,
     token: String,
+    /// How long the token lives, as its issuer says.
+    lifetime: Option<Duration>,
 }
 
-/// A client, the ConfigMap version it was built from, and when.
+/// A client, the ConfigMap version it was built from, and until when it is used (80% of its
+/// token's lifetime, as Flux's token cache keeps tokens).
 type Built = (String, Instant, kube::Client);
 
 /// Clients built from kubeconfig ConfigMaps, by ConfigMap version and identity, until their
@@ -89,13 +91,13 @@ pub async fn client(
         found.data.unwrap_or_default().into_iter().collect();
     let reference = ClusterReference::from_data(&data).map_err(IdentityError::Reference)?;
     let cache_key = format!("{config_map_id}/{impersonate:?}");
-    if let Some((cached_version, built, client)) = cache
+    if let Some((cached_version, until, client)) = cache
         .0
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&cache_key)
         && *cached_version == version
-        && built.elapsed() < CLIENT_LIFETIME
+        && Instant::now() < *until
     {
         return Ok(client.clone());
     }
@@ -105,6 +107,7 @@ pub async fn client(
         Provider::Gcp => gke(controller, namespace, &reference, options).await?,
         Provider::Azure => aks(controller, namespace, &reference, options).await?,
     };
+    let kept = crate::auth::cache::kept_for(material.lifetime, crate::auth::cache::MAX_DURATION);
     let mut config = rest_config(&material.host, material.ca_pem.as_deref(), material.token)
         .map_err(IdentityError::RestConfig)?;
     config.auth_info.impersonate = impersonate;
@@ -115,7 +118,7 @@ pub async fn client(
         .0
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(cache_key, (version, Instant::now(), client.clone()));
+        .insert(cache_key, (version, Instant::now() + kept, client.clone()));
     Ok(client)
 }
 
@@ -153,6 +156,7 @@ async fn generic(
         host,
         ca_pem: reference.ca_pem.clone(),
         token,
+        lifetime: Some(SERVICE_ACCOUNT_TOKEN_LIFETIME),
     })
 }
 
@@ -248,6 +252,7 @@ async fn eks(
             host,
             ca_pem,
             token,
+            lifetime: Some(aws::EKS_TOKEN_LIFETIME),
         })
     });
     made.await
@@ -294,7 +299,7 @@ async fn gke(
     let cluster = reference.cluster.clone().unwrap_or_default();
     let made = tokio::task::spawn_blocking(move || {
         let http = crate::sops::keysource::http::Http::new(None, None);
-        let (token, _) = match &account {
+        let (token, lifetime) = match &account {
             Some(account) => gcp::service_account_token(&http, account.as_ref(), &endpoints),
             None => gcp::controller_token(&http, &env, &endpoints),
         }
@@ -312,6 +317,7 @@ async fn gke(
             host,
             ca_pem,
             token,
+            lifetime,
         })
     });
     made.await
@@ -352,7 +358,7 @@ async fn aks(
     let cluster = reference.cluster.clone().unwrap_or_default();
     let made = tokio::task::spawn_blocking(move || {
         let http = crate::sops::keysource::http::Http::new(None, None);
-        let (token, _) = identity
+        let (token, lifetime) = identity
             .token(&http, azure::AKS_SCOPE)
             .map_err(IdentityError::AccessToken)?;
         let (host, ca_pem) = match (address, ca_pem) {
@@ -376,6 +382,7 @@ async fn aks(
             host,
             ca_pem,
             token,
+            lifetime,
         })
     });
     made.await
