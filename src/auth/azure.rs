@@ -39,6 +39,16 @@ pub enum AzureIdentity {
         client_secret: String,
         authority_host: String,
     },
+    /// A service principal's certificate (PEM: the certificate, then its private key, as
+    /// Azure's tools write it): an RS256 client assertion with its thumbprint.
+    ClientCertificate {
+        tenant_id: String,
+        client_id: String,
+        pem: String,
+        /// `x5c`: the certificate chain sent along (subject name/issuer authentication).
+        send_chain: bool,
+        authority_host: String,
+    },
     /// Workload identity: the federated token file is the client assertion.
     WorkloadIdentity {
         tenant_id: String,
@@ -72,6 +82,15 @@ impl std::fmt::Debug for AzureIdentity {
                 .field("tenant_id", tenant_id)
                 .field("client_id", client_id)
                 .field("authority_host", authority_host)
+                .finish_non_exhaustive(),
+            AzureIdentity::ClientCertificate {
+                tenant_id,
+                client_id,
+                ..
+            } => f
+                .debug_struct("ClientCertificate")
+                .field("tenant_id", tenant_id)
+                .field("client_id", client_id)
                 .finish_non_exhaustive(),
             AzureIdentity::WorkloadIdentity {
                 tenant_id,
@@ -113,11 +132,23 @@ pub fn controller_identity(env: &BTreeMap<String, String>) -> Result<AzureIdenti
                 authority_host,
             });
         }
-        if var("AZURE_CLIENT_CERTIFICATE_PATH").is_some() {
-            return Err(
-                "EnvironmentCredential: client certificates (AZURE_CLIENT_CERTIFICATE_PATH) are not supported here"
-                    .into(),
-            );
+        if let Some(path) = var("AZURE_CLIENT_CERTIFICATE_PATH") {
+            if var("AZURE_CLIENT_CERTIFICATE_PASSWORD").is_some() {
+                return Err(
+                    "EnvironmentCredential: password-protected client certificates are not supported here"
+                        .into(),
+                );
+            }
+            let pem = std::fs::read_to_string(&path)
+                .map_err(|e| format!("EnvironmentCredential: reading {path}: {e}"))?;
+            return Ok(AzureIdentity::ClientCertificate {
+                tenant_id,
+                client_id,
+                pem,
+                send_chain: var("AZURE_CLIENT_SEND_CERTIFICATE_CHAIN")
+                    .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
+                authority_host,
+            });
         }
         if var("AZURE_USERNAME").is_some() && var("AZURE_PASSWORD").is_some() {
             return Err(
@@ -189,6 +220,24 @@ impl AzureIdentity {
                     ("scope", scope),
                 ],
             ),
+            AzureIdentity::ClientCertificate {
+                tenant_id,
+                client_id,
+                pem,
+                send_chain,
+                authority_host,
+            } => {
+                let url = token_url(authority_host, tenant_id);
+                let assertion = certificate_assertion(pem, *send_chain, client_id, &url)?;
+                assertion_token(
+                    http,
+                    authority_host,
+                    tenant_id,
+                    client_id,
+                    &assertion,
+                    scope,
+                )
+            }
             AzureIdentity::WorkloadIdentity {
                 tenant_id,
                 client_id,
@@ -265,10 +314,7 @@ fn entra_token(
     tenant_id: &str,
     fields: &[(&str, &str)],
 ) -> Result<Lived, String> {
-    let url = format!(
-        "{}/{tenant_id}/oauth2/v2.0/token",
-        authority_host.trim_end_matches('/')
-    );
+    let url = token_url(authority_host, tenant_id);
     let client = fields
         .iter()
         .find(|(name, _)| *name == "client_id")
@@ -277,6 +323,98 @@ fn entra_token(
     let mut form = vec![("grant_type", "client_credentials")];
     form.extend_from_slice(fields);
     http.oauth_token_with_lifetime(&format!("token for client {client} at {url}"), &url, &form)
+}
+
+fn token_url(authority_host: &str, tenant_id: &str) -> String {
+    format!(
+        "{}/{tenant_id}/oauth2/v2.0/token",
+        authority_host.trim_end_matches('/')
+    )
+}
+
+/// The client assertion of a certificate credential, as Microsoft's libraries make it: an
+/// RS256 JWT for the token endpoint, the certificate's SHA-1 thumbprint in `x5t` (and the
+/// chain in `x5c` when asked), valid ten minutes.
+#[cfg(feature = "azure-certificates")]
+pub(crate) fn certificate_assertion(
+    pem: &str,
+    send_chain: bool,
+    client_id: &str,
+    token_url: &str,
+) -> Result<String, String> {
+    use base64::Engine as _;
+    use rsa::pkcs1::DecodeRsaPrivateKey;
+    use rsa::pkcs1v15::SigningKey;
+    use rsa::pkcs8::DecodePrivateKey;
+    use rsa::signature::{SignatureEncoding, Signer};
+    use rustls_pki_types::pem::SectionKind;
+    use sha1::Digest as _;
+    let mut certificates = Vec::new();
+    let mut key = None;
+    let mut reader = pem.as_bytes();
+    while let Some((kind, der)) = rustls_pki_types::pem::from_buf(&mut reader)
+        .map_err(|e| format!("the client certificate is not PEM: {e}"))?
+    {
+        match kind {
+            SectionKind::Certificate => certificates.push(der),
+            SectionKind::PrivateKey => {
+                key =
+                    Some(rsa::RsaPrivateKey::from_pkcs8_der(&der).map_err(|_| {
+                        "the client certificate's key is not an RSA key".to_string()
+                    })?);
+            }
+            SectionKind::RsaPrivateKey => {
+                key =
+                    Some(rsa::RsaPrivateKey::from_pkcs1_der(&der).map_err(|_| {
+                        "the client certificate's key is not an RSA key".to_string()
+                    })?);
+            }
+            _ => {}
+        }
+    }
+    let (Some(leaf), Some(key)) = (certificates.first(), key) else {
+        return Err(
+            "the client certificate PEM needs a certificate and its RSA private key".into(),
+        );
+    };
+    let b64url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut header = serde_json::json!({"alg": "RS256", "typ": "JWT",
+        "x5t": b64url.encode(sha1::Sha1::digest(leaf))});
+    if send_chain {
+        header["x5c"] = certificates
+            .iter()
+            .map(|der| base64::engine::general_purpose::STANDARD.encode(der))
+            .collect();
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_secs();
+    let claims = serde_json::json!({"aud": token_url, "exp": now + 600, "iss": client_id,
+        "jti": hex::encode(fastrand::u128(..).to_be_bytes()), "nbf": now, "sub": client_id});
+    let signing_input = format!(
+        "{}.{}",
+        b64url.encode(header.to_string()),
+        b64url.encode(claims.to_string())
+    );
+    let signature = SigningKey::<sha2::Sha256>::new(key).sign(signing_input.as_bytes());
+    Ok(format!(
+        "{signing_input}.{}",
+        b64url.encode(signature.to_bytes())
+    ))
+}
+
+#[cfg(not(feature = "azure-certificates"))]
+pub(crate) fn certificate_assertion(
+    _pem: &str,
+    _send_chain: bool,
+    _client_id: &str,
+    _token_url: &str,
+) -> Result<String, String> {
+    Err(
+        "Azure client certificates are not supported by this build (feature `azure-certificates`)"
+            .into(),
+    )
 }
 
 /// The managed identity's token from the instance metadata service, for the resource of
@@ -320,11 +458,11 @@ fn managed_identity_token(
 }
 
 impl AzureIdentity {
-    /// The token cache key of the identity's token for `scope`; none for a client secret
-    /// (kept by nobody, as Flux keeps the decryption Secret's credentials).
+    /// The token cache key of the identity's token for `scope`; none for a client secret or
+    /// certificate (kept by nobody, as Flux keeps the decryption Secret's credentials).
     pub(crate) fn cache_key(&self, scope: &str) -> Result<Option<String>, String> {
         Ok(match self {
-            AzureIdentity::ClientSecret { .. } => None,
+            AzureIdentity::ClientSecret { .. } | AzureIdentity::ClientCertificate { .. } => None,
             AzureIdentity::WorkloadIdentity { .. } | AzureIdentity::ManagedIdentity { .. } => {
                 Some(super::cache::key(&[
                     ("provider", "azure"),
@@ -498,6 +636,13 @@ mod tests {
                 format!("managed {client_id:?} {endpoint}")
             }
             Ok(AzureIdentity::ServiceAccount { .. }) => "account".into(),
+            Ok(AzureIdentity::ClientCertificate {
+                client_id,
+                send_chain,
+                ..
+            }) => {
+                format!("certificate {client_id} {send_chain}")
+            }
         }
     }
 
@@ -536,9 +681,18 @@ mod tests {
                 vec![
                     ("AZURE_CLIENT_ID", "c"),
                     ("AZURE_TENANT_ID", "t"),
-                    ("AZURE_CLIENT_CERTIFICATE_PATH", "/c.pem"),
+                    ("AZURE_CLIENT_CERTIFICATE_PATH", "/nonexistent/c.pem"),
                 ],
-                "error EnvironmentCredential: client certificates (AZURE_CLIENT_CERTIFICATE_PATH) are not supported here",
+                "error EnvironmentCredential: reading /nonexistent/c.pem: No such file or directory (os error 2)",
+            ),
+            (
+                vec![
+                    ("AZURE_CLIENT_ID", "c"),
+                    ("AZURE_TENANT_ID", "t"),
+                    ("AZURE_CLIENT_CERTIFICATE_PATH", "/c.pem"),
+                    ("AZURE_CLIENT_CERTIFICATE_PASSWORD", "p"),
+                ],
+                "error EnvironmentCredential: password-protected client certificates are not supported here",
             ),
         ];
         for (vars, want) in cases {

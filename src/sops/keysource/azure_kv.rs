@@ -37,8 +37,8 @@ pub use crate::auth::azure::AzureIdentity;
 
 /// The `sops.azure-kv` entry, YAML or JSON, as Flux reads it: `tenantId`, `clientId` and
 /// `clientSecret` (with an optional `authorityHost`), the `az` CLI's `tenant`, `appId` and
-/// `password`, or `clientId` alone (a user-assigned managed identity). Certificates are
-/// refused by name.
+/// `password`, `tenantId`, `clientId` and `clientCertificate` (PEM, with an optional
+/// `clientCertificateSendChain`), or `clientId` alone (a user-assigned managed identity).
 pub fn identity_from_entry(content: &[u8]) -> Result<AzureIdentity, String> {
     AzureCredentialsEntry::read(content)
 }
@@ -69,13 +69,22 @@ impl AzureCredentialsEntry {
                 authority_host,
             });
         }
-        if field("tenantId").is_some()
-            && field("clientId").is_some()
-            && field("clientCertificate").is_some()
-        {
-            return Err(
-                "client certificate credentials are not supported; use clientSecret".into(),
-            );
+        if let (Some(tenant_id), Some(client_id), Some(pem)) = (
+            field("tenantId"),
+            field("clientId"),
+            field("clientCertificate"),
+        ) {
+            if field("clientCertificatePassword").is_some() {
+                return Err("password-protected client certificates are not supported".into());
+            }
+            return Ok(AzureIdentity::ClientCertificate {
+                tenant_id,
+                client_id,
+                pem,
+                send_chain: field("clientCertificateSendChain")
+                    .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
+                authority_host,
+            });
         }
         if let (Some(tenant_id), Some(client_id), Some(client_secret)) =
             (field("tenant"), field("appId"), field("password"))
@@ -234,8 +243,8 @@ mod tests {
         ));
         for (entry, says) in [
             (
-                &b"tenantId: t\nclientId: c\nclientCertificate: pem\n"[..],
-                "certificate",
+                &b"tenantId: t\nclientId: c\nclientCertificate: pem\nclientCertificatePassword: p\n"[..],
+                "password-protected",
             ),
             (b"tenantId: incomplete\n", "requires a 'clientId' field"),
         ] {

@@ -756,3 +756,99 @@ async fn a_kustomization_decrypts_as_its_service_accounts_aws_role() {
         assert!(scrape.contains(&series), "{series} in:\n{scrape}");
     }
 }
+
+/// Azure client certificates (the controller's `AZURE_CLIENT_CERTIFICATE_PATH`, or the
+/// decryption Secret's `clientCertificate`): the client assertion is an RS256 JWT for the token
+/// endpoint, with the certificate's SHA-1 thumbprint, signed with its key — which the loopback
+/// Entra ID checks against the certificate's public key.
+#[cfg(feature = "azure-certificates")]
+#[test]
+fn azure_client_certificates_sign_their_client_assertion() {
+    use rsa::pkcs1v15::{Signature, VerifyingKey};
+    use rsa::pkcs8::DecodePrivateKey;
+    use rsa::signature::Verifier;
+    use sha1::Digest as _;
+    let (_gpg, data_key) = gpg_and_data_key();
+    let account: Value = serde_json::from_slice(
+        &std::fs::read(
+            crate::support::repo_root()
+                .join("tests/fixtures/sops/key-services/gcp-service-account.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let key_pem = account["private_key"].as_str().unwrap().to_string();
+    let key_pair = rcgen::KeyPair::from_pem(&key_pem).unwrap();
+    let certificate = rcgen::CertificateParams::new(vec!["kc-test-client".to_string()])
+        .unwrap()
+        .self_signed(&key_pair)
+        .unwrap();
+    let thumbprint = URL_SAFE_NO_PAD.encode(sha1::Sha1::digest(certificate.der()));
+    let verifying = VerifyingKey::<sha2::Sha256>::new(
+        rsa::RsaPrivateKey::from_pkcs8_pem(&key_pem)
+            .unwrap()
+            .to_public_key(),
+    );
+    let origin = Arc::new(std::sync::Mutex::new(String::new()));
+    let expected_origin = origin.clone();
+    let server = azure_endpoints(data_key.clone(), move |assertion| {
+        let parts: Vec<&str> = assertion.split('.').collect();
+        let decode = |part: &str| -> Value {
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(part).unwrap_or_default())
+                .unwrap_or(Value::Null)
+        };
+        let (header, claims) = (decode(parts[0]), decode(parts[1]));
+        let signature = URL_SAFE_NO_PAD
+            .decode(parts.get(2).copied().unwrap_or_default())
+            .ok()
+            .and_then(|bytes| Signature::try_from(bytes.as_slice()).ok());
+        let signed = format!("{}.{}", parts[0], parts[1]);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        signature.is_some_and(|s| verifying.verify(signed.as_bytes(), &s).is_ok())
+            && header["alg"] == "RS256"
+            && header["x5t"] == thumbprint.as_str()
+            && claims["aud"]
+                == format!(
+                    "{}/tenant-1/oauth2/v2.0/token",
+                    expected_origin.lock().unwrap()
+                )
+            && claims["iss"] == "client-1"
+            && claims["sub"] == "client-1"
+            && claims["exp"].as_u64().is_some_and(|exp| exp > now)
+    });
+    *origin.lock().unwrap() = server.url.clone();
+    let file = azure_file(&server, &data_key);
+    let pem = format!("{}{}", certificate.pem(), key_pem);
+    // The controller's own certificate.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("client.pem");
+    std::fs::write(&path, &pem).unwrap();
+    let mut keys = Keys::new();
+    keys.trust_azure_vault_origin(&server.url);
+    keys.add_environment(vars(&[
+        ("AZURE_CLIENT_ID", "client-1".into()),
+        ("AZURE_TENANT_ID", "tenant-1".into()),
+        ("AZURE_CLIENT_CERTIFICATE_PATH", path.display().to_string()),
+        ("AZURE_AUTHORITY_HOST", format!("{}/", server.url)),
+    ]));
+    assert!(
+        decrypt_sealed(&file, &keys)
+            .unwrap()
+            .starts_with("foo: bar")
+    );
+    // The decryption Secret's certificate.
+    let entry = json!({"tenantId": "tenant-1", "clientId": "client-1", "clientCertificate": pem,
+        "authorityHost": format!("{}/", server.url)});
+    let mut keys = Keys::new();
+    keys.trust_azure_vault_origin(&server.url);
+    keys.add_entry("sops.azure-kv", entry.to_string().as_bytes())
+        .unwrap();
+    assert!(
+        decrypt_sealed(&file, &keys)
+            .unwrap()
+            .starts_with("foo: bar")
+    );
+}
