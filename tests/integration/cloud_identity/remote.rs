@@ -514,3 +514,86 @@ async fn an_aks_cluster_is_reached_with_an_entra_token() {
         "{message}"
     );
 }
+
+/// Multi-tenancy lockdown as Flux words it: a ConfigMap without an account falls back on
+/// `--default-kubeconfig-service-account`, and a tenant namespace without that account is told
+/// so; with the gate off, an account a ConfigMap names is refused.
+#[tokio::test]
+async fn kubeconfig_identities_are_locked_down_as_flux_locks_them() {
+    use crate::support::controller::{Harness, ready_message};
+    let harness = Harness::start_with(|options| {
+        options.reconcile.object_level_workload_identity = true;
+        options.reconcile.default_kubeconfig_service_account = Some("tenant".into());
+    })
+    .await;
+    let ns = harness.cluster.namespace.clone();
+    let config_map = |name: &str, account: Option<&str>| {
+        let mut data = json!({"provider": "generic", "address": "https://fleet.example"});
+        if let Some(account) = account {
+            data["serviceAccountName"] = json!(account);
+        }
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},
+            "data": data})
+    };
+    harness.cluster.apply(&config_map("defaulted", None)).await;
+    let artifact = harness.publish_files(
+        "lockdown",
+        "main@sha1:10c",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "defaulted",
+            json!({"kubeConfig": {"configMapRef": {"name": "defaulted"}}}),
+        )
+        .await;
+    let locked = harness
+        .wait_ready("defaulted", "False", "ReconciliationFailed")
+        .await;
+    assert!(
+        ready_message(&locked).contains(&format!(
+            "failed to get access token for cluster: failed to get service account '{ns}/tenant': the specified default service account does not exist in the object namespace. your cluster is subject to multi-tenant workload identity lockdown, reach out to your cluster administrator for help"
+        )),
+        "{}",
+        ready_message(&locked)
+    );
+    drop(harness);
+
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    annotated_service_account(&harness.cluster, "deployer", json!({})).await;
+    harness
+        .cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "named", "namespace": ns},
+            "data": {"provider": "generic", "address": "https://fleet.example", "serviceAccountName": "deployer"}}))
+        .await;
+    let artifact = harness.publish_files(
+        "gate",
+        "main@sha1:9a7e",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "named",
+            json!({"kubeConfig": {"configMapRef": {"name": "named"}}}),
+        )
+        .await;
+    let refused = harness
+        .wait_ready("named", "False", "ReconciliationFailed")
+        .await;
+    assert!(
+        ready_message(&refused).contains(
+            "failed to get access token for cluster: ObjectLevelWorkloadIdentity feature gate is not enabled"
+        ),
+        "{}",
+        ready_message(&refused)
+    );
+}
