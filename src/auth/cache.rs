@@ -26,6 +26,33 @@ pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 pub enum Cached {
     Aws(AwsCredentials),
     Bearer(String),
+    /// How a remote cluster is reached: its address, CA bundle and bearer token.
+    Cluster(ClusterAccess),
+}
+
+impl Cached {
+    /// The bearer token kept, or why what is kept under its key is not one.
+    pub fn bearer(self) -> Result<String, String> {
+        match self {
+            Cached::Bearer(token) => Ok(token),
+            _ => Err("the token cache holds another kind of credential under this key".into()),
+        }
+    }
+
+    pub fn aws(self) -> Result<AwsCredentials, String> {
+        match self {
+            Cached::Aws(credentials) => Ok(credentials),
+            _ => Err("the token cache holds another kind of credential under this key".into()),
+        }
+    }
+}
+
+/// A remote cluster's address, CA bundle (PEM) and bearer token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterAccess {
+    pub host: String,
+    pub ca_pem: Option<String>,
+    pub token: String,
 }
 
 /// A fetched credential and how long its issuer says it lives.
@@ -169,6 +196,66 @@ impl TokenCache {
             }
         };
         self.request("success");
+        let used = *clock;
+        self.keep(entries, key, value.clone(), lifetime, used);
+        Ok(value)
+    }
+
+    /// The credential kept under `key`, for callers that fetch without holding the cache
+    /// (an asynchronous fetch); a miss is then followed by [`TokenCache::store`].
+    pub fn lookup(&self, key: &str, involved: Option<&Involved>) -> Option<Cached> {
+        let now = Instant::now();
+        let mut guard = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let (clock, entries) = &mut *guard;
+        *clock += 1;
+        let hit = match entries.get_mut(key) {
+            Some(entry) if entry.expires > now => {
+                entry.used = *clock;
+                Some(entry.value.clone())
+            }
+            Some(_) => {
+                entries.remove(key);
+                None
+            }
+            None => None,
+        };
+        self.event(
+            involved,
+            if hit.is_some() {
+                "cache_hit"
+            } else {
+                "cache_miss"
+            },
+        );
+        if hit.is_some() {
+            self.request("success");
+        }
+        self.metrics.items.set(entries.len() as i64);
+        hit
+    }
+
+    /// Keeps what a fetch after a [`TokenCache::lookup`] miss got (a failure is counted).
+    pub fn store(&self, key: &str, fetched: Option<&Fetched>) {
+        let Some((value, lifetime)) = fetched else {
+            self.request("failure");
+            return;
+        };
+        self.request("success");
+        let mut guard = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let (clock, entries) = &mut *guard;
+        *clock += 1;
+        let used = *clock;
+        self.keep(entries, key, value.clone(), *lifetime, used);
+    }
+
+    fn keep(
+        &self,
+        entries: &mut HashMap<String, Entry>,
+        key: &str,
+        value: Cached,
+        lifetime: Option<Duration>,
+        used: u64,
+    ) {
         let keep = kept_for(lifetime, self.max_duration);
         if !keep.is_zero() {
             if !entries.contains_key(key) && entries.len() >= self.max_size {
@@ -184,14 +271,13 @@ impl TokenCache {
             entries.insert(
                 key.to_string(),
                 Entry {
-                    value: value.clone(),
-                    expires: now + keep,
-                    used: *clock,
+                    value,
+                    expires: Instant::now() + keep,
+                    used,
                 },
             );
         }
         self.metrics.items.set(entries.len() as i64);
-        Ok(value)
     }
 
     /// Drops the event series of a deleted object, as Flux's finalizer does.

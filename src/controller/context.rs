@@ -327,6 +327,8 @@ impl Context {
                         environment: &self.options.environment,
                         google_endpoints: self.options.google_endpoints.as_ref(),
                         azure_resource_manager: self.options.azure_resource_manager.as_deref(),
+                        token_cache: self.options.token_cache.as_deref(),
+                        object_name: object.metadata.name.as_deref().unwrap_or_default(),
                     };
                     return super::remote_identity::client(
                         &self.client,

@@ -5,11 +5,14 @@
 //! `gcp` (GKE), `azure` (AKS). The identity is a ServiceAccount's (`serviceAccountName` or
 //! `--default-kubeconfig-service-account`, gate `ObjectLevelWorkloadIdentity`) or, without
 //! one, the controller's own; the cloud's API gives the address and CA the ConfigMap does not.
-//! Clients are rebuilt before their token ages out.
+//! The access is kept in the token cache (operation `fetch_kubeconfig`) for 80% of its
+//! token's life; a client is built again when the access it was built with changes.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::auth::cache::ClusterAccess;
 
 use crate::auth::cluster::{ClusterReference, Provider, parse_cluster_address};
 
@@ -29,6 +32,9 @@ pub struct IdentityOptions<'a> {
     pub google_endpoints: Option<&'a crate::auth::gcp::GoogleEndpoints>,
     /// Azure Resource Manager's origin, when not Azure's own.
     pub azure_resource_manager: Option<&'a str>,
+    /// The token cache (`fetch_kubeconfig`), and the Kustomization asking.
+    pub token_cache: Option<&'a crate::auth::cache::TokenCache>,
+    pub object_name: &'a str,
 }
 
 /// Where and with what a remote cluster is reached.
@@ -40,12 +46,11 @@ struct Material {
     lifetime: Option<Duration>,
 }
 
-/// A client, the ConfigMap version it was built from, and until when it is used (80% of its
-/// token's lifetime, as Flux's token cache keeps tokens).
-type Built = (String, Instant, kube::Client);
+/// A client and the ConfigMap version and access it was built with.
+type Built = (String, ClusterAccess, kube::Client);
 
-/// Clients built from kubeconfig ConfigMaps, by ConfigMap version and identity, until their
-/// token ages out.
+/// Clients built from kubeconfig ConfigMaps, by ConfigMap and impersonated account: reused
+/// while the ConfigMap and the access (the token the cache keeps) are the same.
 #[derive(Clone, Default)]
 pub struct IdentityClients(Arc<Mutex<std::collections::HashMap<String, Built>>>);
 
@@ -90,25 +95,19 @@ pub async fn client(
     let data: std::collections::BTreeMap<String, String> =
         found.data.unwrap_or_default().into_iter().collect();
     let reference = ClusterReference::from_data(&data).map_err(IdentityError::Reference)?;
+    let access = cluster_access(controller, namespace, &reference, options).await?;
     let cache_key = format!("{config_map_id}/{impersonate:?}");
-    if let Some((cached_version, until, client)) = cache
+    if let Some((cached_version, cached_access, client)) = cache
         .0
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&cache_key)
         && *cached_version == version
-        && Instant::now() < *until
+        && *cached_access == access
     {
         return Ok(client.clone());
     }
-    let material = match reference.provider {
-        Provider::Generic => generic(controller, namespace, &reference, options).await?,
-        Provider::Aws => eks(controller, namespace, &reference, options).await?,
-        Provider::Gcp => gke(controller, namespace, &reference, options).await?,
-        Provider::Azure => aks(controller, namespace, &reference, options).await?,
-    };
-    let kept = crate::auth::cache::kept_for(material.lifetime, crate::auth::cache::MAX_DURATION);
-    let mut config = rest_config(&material.host, material.ca_pem.as_deref(), material.token)
+    let mut config = rest_config(&access.host, access.ca_pem.as_deref(), access.token.clone())
         .map_err(IdentityError::RestConfig)?;
     config.auth_info.impersonate = impersonate;
     let client = super::remote::limited_client(config, requests)
@@ -118,8 +117,73 @@ pub async fn client(
         .0
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(cache_key, (version, Instant::now() + kept, client.clone()));
+        .insert(cache_key, (version, access, client.clone()));
     Ok(client)
+}
+
+/// How the cluster is reached: from the token cache while it keeps it (operation
+/// `fetch_kubeconfig`), else asked of the provider and kept for 80% of the token's life.
+async fn cluster_access(
+    controller: &kube::Client,
+    namespace: &str,
+    reference: &ClusterReference,
+    options: &IdentityOptions<'_>,
+) -> Result<ClusterAccess, IdentityError> {
+    use crate::auth::cache::{Cached, Involved};
+    let account = reference
+        .service_account_name
+        .as_deref()
+        .or(options.default_kubeconfig_service_account)
+        .unwrap_or_default();
+    let key = crate::auth::cache::key(&[
+        (
+            "provider",
+            &format!("{:?}", reference.provider).to_lowercase(),
+        ),
+        ("audiences", &reference.audiences.join(",")),
+        ("serviceAccountName", account),
+        (
+            "serviceAccountNamespace",
+            if account.is_empty() { "" } else { namespace },
+        ),
+        ("cluster", reference.cluster.as_deref().unwrap_or_default()),
+        ("address", reference.address.as_deref().unwrap_or_default()),
+        ("caData", reference.ca_pem.as_deref().unwrap_or_default()),
+    ]);
+    let involved = Involved {
+        kind: "Kustomization".into(),
+        name: options.object_name.to_string(),
+        namespace: namespace.to_string(),
+        operation: "fetch_kubeconfig".into(),
+    };
+    if let Some(Cached::Cluster(access)) = options
+        .token_cache
+        .and_then(|cache| cache.lookup(&key, Some(&involved)))
+    {
+        return Ok(access);
+    }
+    let fetched = match reference.provider {
+        Provider::Generic => generic(controller, namespace, reference, options).await,
+        Provider::Aws => eks(controller, namespace, reference, options).await,
+        Provider::Gcp => gke(controller, namespace, reference, options).await,
+        Provider::Azure => aks(controller, namespace, reference, options).await,
+    };
+    let fetched = fetched.map(|material| {
+        let access = ClusterAccess {
+            host: material.host,
+            ca_pem: material.ca_pem,
+            token: material.token,
+        };
+        (access, material.lifetime)
+    });
+    if let Some(cache) = options.token_cache {
+        let kept = fetched
+            .as_ref()
+            .ok()
+            .map(|(access, lifetime)| (Cached::Cluster(access.clone()), *lifetime));
+        cache.store(&key, kept.as_ref());
+    }
+    fetched.map(|(access, _)| access)
 }
 
 /// The `generic` provider: the ServiceAccount's token (gate on), else the controller's own

@@ -110,10 +110,7 @@ impl AwsKms {
                 let kept = http.cached(&key, "decrypt_with_aws", || {
                     fetch().map(|(credentials, lifetime)| (Cached::Aws(credentials), lifetime))
                 })?;
-                match kept {
-                    Cached::Aws(credentials) => Ok(credentials),
-                    Cached::Bearer(_) => Err("the token cache holds a bearer token for AWS".into()),
-                }
+                kept.aws()
             }
         };
         self.exchanged.get_or_init(asked).clone()

@@ -181,10 +181,7 @@ impl AzureKeyVault {
                 .token(&self.http, VAULT_SCOPE)
                 .map(|(token, lifetime)| (Cached::Bearer(token), lifetime))
         })?;
-        match kept {
-            Cached::Bearer(token) => Ok(token),
-            Cached::Aws(_) => Err("the token cache holds AWS credentials for Azure".into()),
-        }
+        kept.bearer()
     }
 }
 

@@ -228,10 +228,7 @@ impl GcpKms {
         let kept = self.http.cached(key, "decrypt_with_gcp", || {
             fetch().map(|(token, lifetime)| (Cached::Bearer(token), lifetime))
         })?;
-        match kept {
-            Cached::Bearer(token) => Ok(token),
-            Cached::Aws(_) => Err("the token cache holds AWS credentials for Google".into()),
-        }
+        kept.bearer()
     }
 }
 

@@ -89,6 +89,14 @@ async fn a_remote_cluster_is_reached_as_the_service_account_a_config_map_names()
             && message.contains("secrets"),
         "{message}"
     );
+    // The second Kustomization reached the cluster with the access the token cache kept.
+    let scrape = harness.metrics.encode();
+    for (event, name) in [("cache_miss", "maps"), ("cache_hit", "secrets")] {
+        let series = format!(
+            "gotk_token_cache_events_total{{event_type=\"{event}\",kind=\"Kustomization\",name=\"{name}\",namespace=\"{ns}\",operation=\"fetch_kubeconfig\"}}"
+        );
+        assert!(scrape.contains(&series), "{series} in:\n{scrape}");
+    }
     harness
         .create_kustomization("nobody", kustomization("maps", "nobody"))
         .await;
