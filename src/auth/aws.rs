@@ -195,7 +195,7 @@ pub(crate) fn instance_credentials(http: &Http, endpoint: &str) -> Result<Lived,
     let base = endpoint.trim_end_matches('/');
     let token_url = format!("{base}/latest/api/token");
     let what = format!("instance metadata token at {token_url}");
-    let answer = http.send(&what, |client| {
+    let answer = http.send_within(&what, super::METADATA_TIMEOUT, |client| {
         client
             .put(&token_url)
             .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
@@ -203,7 +203,7 @@ pub(crate) fn instance_credentials(http: &Http, endpoint: &str) -> Result<Lived,
     let token = answer_text(&what, &answer)?;
     let roles_url = format!("{base}/latest/meta-data/iam/security-credentials/");
     let get = |what: &str, url: &str| {
-        http.send(what, |client| {
+        http.send_within(what, super::METADATA_TIMEOUT, |client| {
             client.get(url).header("x-aws-ec2-metadata-token", &token)
         })
     };

@@ -439,7 +439,9 @@ fn managed_identity_token(
         query.finish()
     );
     let what = format!("managed identity token at {url}");
-    let answer = http.send(&what, |client| client.get(&url).header("metadata", "true"))?;
+    let answer = http.send_within(&what, super::METADATA_TIMEOUT, |client| {
+        client.get(&url).header("metadata", "true")
+    })?;
     let json = answer.success_json(&what, &["/error_description", "/error"])?;
     let token = json
         .get("access_token")

@@ -320,7 +320,7 @@ pub(crate) fn metadata_token(http: &Http, endpoints: &GoogleEndpoints) -> Result
         "instance/service-accounts/default/token?scopes={scopes}"
     ));
     let what = format!("metadata server token at {url}");
-    let answer = http.send(&what, |client| {
+    let answer = http.send_within(&what, super::METADATA_TIMEOUT, |client| {
         client.get(&url).header("metadata-flavor", "Google")
     })?;
     let json = answer.success_json(&what, &["/error_description", "/error"])?;
@@ -348,7 +348,7 @@ fn gke_cluster(http: &Http, endpoints: &GoogleEndpoints) -> Result<GkeCluster, S
         let fail =
             |e: String| format!("failed to get GKE cluster {what} from the metadata service: {e}");
         let answer = http
-            .send(&url, |client| {
+            .send_within(&url, super::METADATA_TIMEOUT, |client| {
                 client.get(&url).header("metadata-flavor", "Google")
             })
             .map_err(fail)?;

@@ -96,6 +96,10 @@ fn annotation_matching(
     }
 }
 
+/// How long a request to an instance metadata service may take: they answer at once where
+/// they exist, and elsewhere (a laptop running the CLI) the address goes nowhere.
+pub(crate) const METADATA_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The named environment variables that are set and not empty.
 pub(crate) fn environment(
     vars: impl IntoIterator<Item = (String, String)>,

@@ -77,6 +77,17 @@ impl Http {
         what: &str,
         build: impl Fn(&Client) -> RequestBuilder,
     ) -> Result<Answer, String> {
+        self.send_within(what, TIMEOUT, build)
+    }
+
+    /// [`Http::send`], each attempt limited to `limit` (an instance metadata service, which
+    /// answers at once where it exists).
+    pub(crate) fn send_within(
+        &self,
+        what: &str,
+        limit: Duration,
+        build: impl Fn(&Client) -> RequestBuilder,
+    ) -> Result<Answer, String> {
         let client = self
             .client
             .get_or_init(client)
@@ -94,7 +105,7 @@ impl Http {
         {
             return Err(format!("{what}: not sent, as earlier: {earlier}"));
         }
-        match send(what, self.deadline, || build(client)) {
+        match send(what, self.deadline, limit, || build(client)) {
             Ok(answer) => Ok(answer),
             Err(Failure::Unreachable(message)) => {
                 if let Ok(mut unreachable) = self.unreachable.lock() {
@@ -241,6 +252,7 @@ enum Failure {
 fn send(
     what: &str,
     deadline: Option<Instant>,
+    limit: Duration,
     build: impl Fn() -> RequestBuilder,
 ) -> Result<Answer, Failure> {
     let mut last = String::new();
@@ -248,7 +260,7 @@ fn send(
         if attempt > 0 {
             std::thread::sleep(Duration::from_millis(200 << attempt));
         }
-        let mut request = build();
+        let mut request = build().timeout(limit);
         if let Some(deadline) = deadline {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -261,7 +273,7 @@ fn send(
                     }
                 )));
             }
-            request = request.timeout(left.min(TIMEOUT));
+            request = request.timeout(left.min(limit));
         }
         match request.send() {
             Ok(response) => {
