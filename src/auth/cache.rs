@@ -160,56 +160,43 @@ impl TokenCache {
         involved: Option<&Involved>,
         fetch: impl FnOnce() -> Result<Fetched, String>,
     ) -> Result<Cached, String> {
-        let now = Instant::now();
         let mut guard = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let (clock, entries) = &mut *guard;
-        *clock += 1;
-        let hit = match entries.get_mut(key) {
-            Some(entry) if entry.expires > now => {
-                entry.used = *clock;
-                Some(entry.value.clone())
-            }
-            Some(_) => {
-                entries.remove(key);
-                None
-            }
-            None => None,
-        };
-        self.event(
-            involved,
-            if hit.is_some() {
-                "cache_hit"
-            } else {
-                "cache_miss"
-            },
-        );
-        if let Some(value) = hit {
-            self.request("success");
+        if let Some(value) = self.find(clock, entries, key, involved) {
             return Ok(value);
         }
-        let (value, lifetime) = match fetch() {
-            Ok(fetched) => fetched,
+        match fetch() {
+            Ok((value, lifetime)) => {
+                self.request("success");
+                self.keep(entries, key, value.clone(), lifetime, *clock);
+                Ok(value)
+            }
             Err(error) => {
                 self.request("failure");
-                self.metrics.items.set(entries.len() as i64);
-                return Err(error);
+                Err(error)
             }
-        };
-        self.request("success");
-        let used = *clock;
-        self.keep(entries, key, value.clone(), lifetime, used);
-        Ok(value)
+        }
     }
 
     /// The credential kept under `key`, for callers that fetch without holding the cache
     /// (an asynchronous fetch); a miss is then followed by [`TokenCache::store`].
     pub fn lookup(&self, key: &str, involved: Option<&Involved>) -> Option<Cached> {
-        let now = Instant::now();
         let mut guard = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let (clock, entries) = &mut *guard;
+        self.find(clock, entries, key, involved)
+    }
+
+    /// A live entry's value (an expired one goes), counted as a hit or a miss.
+    fn find(
+        &self,
+        clock: &mut u64,
+        entries: &mut HashMap<String, Entry>,
+        key: &str,
+        involved: Option<&Involved>,
+    ) -> Option<Cached> {
         *clock += 1;
         let hit = match entries.get_mut(key) {
-            Some(entry) if entry.expires > now => {
+            Some(entry) if entry.expires > Instant::now() => {
                 entry.used = *clock;
                 Some(entry.value.clone())
             }
@@ -219,14 +206,12 @@ impl TokenCache {
             }
             None => None,
         };
-        self.event(
-            involved,
-            if hit.is_some() {
-                "cache_hit"
-            } else {
-                "cache_miss"
-            },
-        );
+        let event = if hit.is_some() {
+            "cache_hit"
+        } else {
+            "cache_miss"
+        };
+        self.event(involved, event);
         if hit.is_some() {
             self.request("success");
         }

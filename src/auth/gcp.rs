@@ -443,17 +443,7 @@ fn exchange(
     ];
     let what = format!("token exchange at {url}");
     let answer = http.send(&what, |client| client.post(url).form(&form))?;
-    if !answer.is_success() {
-        return Err(format!(
-            "oauth2/google: status code {}: {}",
-            answer.status,
-            String::from_utf8_lossy(&answer.body)
-                .chars()
-                .take(300)
-                .collect::<String>()
-        ));
-    }
-    let json = answer.json().map_err(|e| format!("{what}: {e}"))?;
+    let json = google_json(what.as_str(), &answer)?;
     if json.get("expires_in").and_then(Value::as_i64).unwrap_or(0) <= 0 {
         return Err(
             "oauth2/google/externalaccount: got invalid expiry from security token service".into(),
@@ -467,6 +457,21 @@ fn exchange(
     Ok((token, seconds(json.get("expires_in"))))
 }
 
+/// A Google token service's JSON answer, or its failure in the words of Google's library.
+fn google_json(what: &str, answer: &crate::sops::keysource::http::Answer) -> Result<Value, String> {
+    if !answer.is_success() {
+        let body: String = String::from_utf8_lossy(&answer.body)
+            .chars()
+            .take(300)
+            .collect();
+        return Err(format!(
+            "oauth2/google: status code {}: {body}",
+            answer.status
+        ));
+    }
+    answer.json().map_err(|e| format!("{what}: {e}"))
+}
+
 /// IAM Credentials `generateAccessToken` at `url`, with the federated token: the
 /// impersonated account's token for an hour.
 fn impersonate(http: &Http, url: &str, federated: &str) -> Result<Lived, String> {
@@ -475,17 +480,7 @@ fn impersonate(http: &Http, url: &str, federated: &str) -> Result<Lived, String>
     let answer = http.send(&what, |client| {
         client.post(url).bearer_auth(federated).json(&body)
     })?;
-    if !answer.is_success() {
-        return Err(format!(
-            "oauth2/google: status code {}: {}",
-            answer.status,
-            String::from_utf8_lossy(&answer.body)
-                .chars()
-                .take(300)
-                .collect::<String>()
-        ));
-    }
-    let json = answer.json().map_err(|e| format!("{what}: {e}"))?;
+    let json = google_json(what.as_str(), &answer)?;
     let token = json
         .get("accessToken")
         .and_then(Value::as_str)

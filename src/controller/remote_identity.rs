@@ -298,18 +298,10 @@ async fn eks(
         );
         let (credentials, _) = aws::credentials(&http, &source, &sts, &region, &session)
             .map_err(IdentityError::AccessToken)?;
-        let (host, ca_pem) = match (address, ca_pem) {
-            (Some(address), Some(ca_pem)) => (address, Some(ca_pem)),
-            (address, ca_pem) => {
-                let (endpoint, described) =
-                    aws::describe_eks_cluster(&http, &eks, &arn, &region, &name, &credentials)
-                        .map_err(IdentityError::RestConfig)?;
-                (
-                    address.unwrap_or(endpoint),
-                    Some(ca_pem.unwrap_or(described)),
-                )
-            }
-        };
+        let (host, ca_pem) = given_or_described(address, ca_pem, |_| {
+            aws::describe_eks_cluster(&http, &eks, &arn, &region, &name, &credentials)
+                .map_err(IdentityError::RestConfig)
+        })?;
         let token = aws::eks_token(&sts, &region, &name, &credentials)
             .map_err(IdentityError::RestConfig)?;
         Ok(Material {
@@ -368,15 +360,10 @@ async fn gke(
             None => gcp::controller_token(&http, &env, &endpoints),
         }
         .map_err(IdentityError::AccessToken)?;
-        let (host, ca_pem) = match (address, ca_pem) {
-            (Some(address), Some(ca_pem)) => (address, Some(ca_pem)),
-            (address, ca_pem) => {
-                let (host, described) =
-                    gcp::describe_gke_cluster(&http, &endpoints, &cluster, &token)
-                        .map_err(IdentityError::RestConfig)?;
-                (address.unwrap_or(host), Some(ca_pem.unwrap_or(described)))
-            }
-        };
+        let (host, ca_pem) = given_or_described(address, ca_pem, |_| {
+            gcp::describe_gke_cluster(&http, &endpoints, &cluster, &token)
+                .map_err(IdentityError::RestConfig)
+        })?;
         Ok(Material {
             host,
             ca_pem,
@@ -425,23 +412,13 @@ async fn aks(
         let (token, lifetime) = identity
             .token(&http, azure::AKS_SCOPE)
             .map_err(IdentityError::AccessToken)?;
-        let (host, ca_pem) = match (address, ca_pem) {
-            (Some(address), Some(ca_pem)) => (address, Some(ca_pem)),
-            (address, ca_pem) => {
-                let (manager_token, _) = identity
-                    .token(&http, scope)
-                    .map_err(IdentityError::AccessToken)?;
-                let (host, described) = azure::describe_aks_cluster(
-                    &http,
-                    &resource_manager,
-                    &cluster,
-                    address.as_deref(),
-                    &manager_token,
-                )
-                .map_err(IdentityError::RestConfig)?;
-                (address.unwrap_or(host), Some(ca_pem.unwrap_or(described)))
-            }
-        };
+        let (host, ca_pem) = given_or_described(address, ca_pem, |address| {
+            let (manager_token, _) = identity
+                .token(&http, scope)
+                .map_err(IdentityError::AccessToken)?;
+            azure::describe_aks_cluster(&http, &resource_manager, &cluster, address, &manager_token)
+                .map_err(IdentityError::RestConfig)
+        })?;
         Ok(Material {
             host,
             ca_pem,
@@ -451,6 +428,22 @@ async fn aks(
     });
     made.await
         .map_err(|e| IdentityError::RestConfig(format!("the AKS client setup stopped: {e}")))?
+}
+
+/// The address and CA the ConfigMap gives, what `describe` finds for what it does not (as
+/// Flux: the cloud is asked only when one of the two is missing; a given one wins).
+fn given_or_described(
+    address: Option<String>,
+    ca_pem: Option<String>,
+    describe: impl FnOnce(Option<&str>) -> Result<(String, String), IdentityError>,
+) -> Result<(String, Option<String>), IdentityError> {
+    match (address, ca_pem) {
+        (Some(address), Some(ca_pem)) => Ok((address, Some(ca_pem))),
+        (address, ca_pem) => {
+            let (host, described) = describe(address.as_deref())?;
+            Ok((address.unwrap_or(host), Some(ca_pem.unwrap_or(described))))
+        }
+    }
 }
 
 /// The controller's own ServiceAccount, from the `sub` of its mounted token (read, not

@@ -4,6 +4,59 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use serde_json::json;
 
 use super::annotated_service_account;
+use crate::support::controller::Harness;
+use crate::support::key_services::MockServer;
+
+/// An API server stand-in that refuses every request (401) and keeps them: which bearer
+/// token the controller came with.
+fn refusing_cluster(tls: bool) -> MockServer {
+    let refuse = |_: &crate::support::key_services::Request| {
+        (
+            401,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "message": "Unauthorized", "reason": "Unauthorized", "code": 401}),
+        )
+    };
+    if tls {
+        MockServer::start_tls(refuse)
+    } else {
+        MockServer::start(refuse)
+    }
+}
+
+/// A kubeconfig ConfigMap `name` with `data`, and a Kustomization `name` applying a
+/// ConfigMap to the cluster it names: the Kustomization once it failed.
+async fn reach_and_fail(
+    harness: &Harness,
+    name: &str,
+    data: serde_json::Value,
+) -> kustomize_controller::api::Kustomization {
+    let ns = harness.cluster.namespace.clone();
+    harness
+        .cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns}, "data": data}))
+        .await;
+    let artifact = harness.publish_files(
+        name,
+        "main@sha1:0a0a",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
+        )],
+    );
+    harness.source(name, &artifact).await;
+    harness
+        .create_kustomization(
+            name,
+            json!({"sourceRef": {"kind": "GitRepository", "name": name},
+                "kubeConfig": {"configMapRef": {"name": name}}}),
+        )
+        .await;
+    harness
+        .wait_ready(name, "False", "ReconciliationFailed")
+        .await
+}
 
 /// `spec.kubeConfig.configMapRef` with the `generic` provider, the "remote" cluster being the
 /// one the suite runs on: the ConfigMap's ServiceAccount gets a token for the audience that
@@ -162,7 +215,7 @@ async fn a_remote_cluster_is_reached_as_the_service_account_a_config_map_names()
 #[tokio::test]
 async fn an_eks_cluster_is_reached_with_a_presigned_sts_token() {
     use crate::support::controller::Harness;
-    use crate::support::key_services::{MockServer, moto};
+    use crate::support::key_services::moto;
     use base64::Engine as _;
     let moto = moto();
     let moto_url = moto.url.clone();
@@ -182,13 +235,7 @@ async fn an_eks_cluster_is_reached_with_a_presigned_sts_token() {
     })
     .await
     .unwrap();
-    let cluster_api = MockServer::start(|_| {
-        (
-            401,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-            "message": "Unauthorized", "reason": "Unauthorized", "code": 401}),
-        )
-    });
+    let cluster_api = refusing_cluster(false);
     let environment = vec![
         (
             "AWS_ACCESS_KEY_ID".to_string(),
@@ -204,30 +251,12 @@ async fn an_eks_cluster_is_reached_with_a_presigned_sts_token() {
         options.reconcile.environment = std::sync::Arc::new(environment);
     })
     .await;
-    let ns = harness.cluster.namespace.clone();
-    harness
-        .cluster
-        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "eks", "namespace": ns},
-            "data": {"provider": "aws", "cluster": arn, "address": cluster_api.url}}))
-        .await;
-    let artifact = harness.publish_files(
+    reach_and_fail(
+        &harness,
         "eks",
-        "main@sha1:e45",
-        &[(
-            "cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
-        )],
-    );
-    harness.source("repo", &artifact).await;
-    harness
-        .create_kustomization(
-            "eks",
-            json!({"kubeConfig": {"configMapRef": {"name": "eks"}}}),
-        )
-        .await;
-    harness
-        .wait_ready("eks", "False", "ReconciliationFailed")
-        .await;
+        json!({"provider": "aws", "cluster": arn, "address": cluster_api.url}),
+    )
+    .await;
     let requests = cluster_api.requests();
     let bearer = requests
         .iter()
@@ -286,13 +315,7 @@ async fn a_gke_cluster_is_reached_with_the_metadata_servers_token() {
     use crate::support::key_services::{MockServer, Request};
     use base64::Engine as _;
     use kustomize_controller::auth::gcp::GoogleEndpoints;
-    let cluster_api = MockServer::start(|_| {
-        (
-            401,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-            "message": "Unauthorized", "reason": "Unauthorized", "code": 401}),
-        )
-    });
+    let cluster_api = refusing_cluster(false);
     let endpoint = cluster_api.url.clone();
     let google = MockServer::start_text(move |request: &Request| {
         let metadata = request.header("metadata-flavor") == Some("Google");
@@ -323,30 +346,7 @@ async fn a_gke_cluster_is_reached_with_the_metadata_servers_token() {
         options.reconcile.environment = std::sync::Arc::new(Vec::new());
     })
     .await;
-    let ns = harness.cluster.namespace.clone();
-    harness
-        .cluster
-        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gke", "namespace": ns},
-            "data": {"provider": "gcp", "cluster": "projects/fleet-project/locations/europe-west1/clusters/fleet"}}))
-        .await;
-    let artifact = harness.publish_files(
-        "gke",
-        "main@sha1:6ce",
-        &[(
-            "cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
-        )],
-    );
-    harness.source("repo", &artifact).await;
-    harness
-        .create_kustomization(
-            "gke",
-            json!({"kubeConfig": {"configMapRef": {"name": "gke"}}}),
-        )
-        .await;
-    harness
-        .wait_ready("gke", "False", "ReconciliationFailed")
-        .await;
+    reach_and_fail(&harness, "gke", json!({"provider": "gcp", "cluster": "projects/fleet-project/locations/europe-west1/clusters/fleet"})).await;
     let asked = cluster_api.requests();
     assert!(
         !asked.is_empty()
@@ -356,20 +356,12 @@ async fn a_gke_cluster_is_reached_with_the_metadata_servers_token() {
         "{asked:?}"
     );
     // A cluster name that is not one, in Flux's words.
-    harness
-        .cluster
-        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gke-bad", "namespace": ns},
-            "data": {"provider": "gcp", "cluster": "fleet"}}))
-        .await;
-    harness
-        .create_kustomization(
-            "gke-bad",
-            json!({"kubeConfig": {"configMapRef": {"name": "gke-bad"}}}),
-        )
-        .await;
-    let failed = harness
-        .wait_ready("gke-bad", "False", "ReconciliationFailed")
-        .await;
+    let failed = reach_and_fail(
+        &harness,
+        "gke-bad",
+        json!({"provider": "gcp", "cluster": "fleet"}),
+    )
+    .await;
     let message = crate::support::controller::ready_message(&failed);
     assert!(
         message.contains("invalid GKE cluster ID: 'fleet'. must match"),
@@ -387,13 +379,7 @@ async fn an_aks_cluster_is_reached_with_an_entra_token() {
     use crate::support::key_services::MockServer;
     use base64::Engine as _;
     // AKS serves https; its user kubeconfig names the CA.
-    let cluster_api = MockServer::start_tls(|_| {
-        (
-            401,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-            "message": "Unauthorized", "reason": "Unauthorized", "code": 401}),
-        )
-    });
+    let cluster_api = refusing_cluster(true);
     let cluster = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/fleet/providers/Microsoft.ContainerService/managedClusters/aks";
     let kubeconfig = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: aks\n  cluster:\n    server: {}\n    certificate-authority-data: {}\nusers: []\ncontexts: []\n",
@@ -465,35 +451,12 @@ async fn an_aks_cluster_is_reached_with_an_entra_token() {
         options.reconcile.azure_resource_manager = Some(resource_manager);
     })
     .await;
-    let ns = harness.cluster.namespace.clone();
-    harness
-        .cluster
-        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "aks", "namespace": ns},
-            "data": {"provider": "azure", "cluster": cluster}}))
-        .await;
-    harness
-        .cluster
-        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "aks-elsewhere", "namespace": ns},
-            "data": {"provider": "azure", "cluster": cluster, "address": "https://other.example:443"}}))
-        .await;
-    let artifact = harness.publish_files(
+    let refused = reach_and_fail(
+        &harness,
         "aks",
-        "main@sha1:a45",
-        &[(
-            "cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
-        )],
-    );
-    harness.source("repo", &artifact).await;
-    harness
-        .create_kustomization(
-            "aks",
-            json!({"kubeConfig": {"configMapRef": {"name": "aks"}}}),
-        )
-        .await;
-    let refused = harness
-        .wait_ready("aks", "False", "ReconciliationFailed")
-        .await;
+        json!({"provider": "azure", "cluster": cluster}),
+    )
+    .await;
     let asked = cluster_api.requests();
     assert!(
         !asked.is_empty()
@@ -504,15 +467,12 @@ async fn an_aks_cluster_is_reached_with_an_entra_token() {
         ready_message(&refused)
     );
     // An address no user kubeconfig serves, in Flux's words.
-    harness
-        .create_kustomization(
-            "aks-elsewhere",
-            json!({"kubeConfig": {"configMapRef": {"name": "aks-elsewhere"}}}),
-        )
-        .await;
-    let failed = harness
-        .wait_ready("aks-elsewhere", "False", "ReconciliationFailed")
-        .await;
+    let failed = reach_and_fail(
+        &harness,
+        "aks-elsewhere",
+        json!({"provider": "azure", "cluster": cluster, "address": "https://other.example:443"}),
+    )
+    .await;
     let message = ready_message(&failed);
     assert!(
         message.contains(&format!(
