@@ -495,33 +495,12 @@ async fn kubeconfig_identities_are_locked_down_as_flux_locks_them() {
     })
     .await;
     let ns = harness.cluster.namespace.clone();
-    let config_map = |name: &str, account: Option<&str>| {
-        let mut data = json!({"provider": "generic", "address": "https://fleet.example"});
-        if let Some(account) = account {
-            data["serviceAccountName"] = json!(account);
-        }
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},
-            "data": data})
-    };
-    harness.cluster.apply(&config_map("defaulted", None)).await;
-    let artifact = harness.publish_files(
-        "lockdown",
-        "main@sha1:10c",
-        &[(
-            "cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
-        )],
-    );
-    harness.source("repo", &artifact).await;
-    harness
-        .create_kustomization(
-            "defaulted",
-            json!({"kubeConfig": {"configMapRef": {"name": "defaulted"}}}),
-        )
-        .await;
-    let locked = harness
-        .wait_ready("defaulted", "False", "ReconciliationFailed")
-        .await;
+    let locked = reach_and_fail(
+        &harness,
+        "defaulted",
+        json!({"provider": "generic", "address": "https://fleet.example"}),
+    )
+    .await;
     assert!(
         ready_message(&locked).contains(&format!(
             "failed to get access token for cluster: failed to get service account '{ns}/tenant': the specified default service account does not exist in the object namespace. your cluster is subject to multi-tenant workload identity lockdown, reach out to your cluster administrator for help"
@@ -532,31 +511,13 @@ async fn kubeconfig_identities_are_locked_down_as_flux_locks_them() {
     drop(harness);
 
     let harness = Harness::start().await;
-    let ns = harness.cluster.namespace.clone();
     annotated_service_account(&harness.cluster, "deployer", json!({})).await;
-    harness
-        .cluster
-        .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "named", "namespace": ns},
-            "data": {"provider": "generic", "address": "https://fleet.example", "serviceAccountName": "deployer"}}))
-        .await;
-    let artifact = harness.publish_files(
-        "gate",
-        "main@sha1:9a7e",
-        &[(
-            "cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: far\n",
-        )],
-    );
-    harness.source("repo", &artifact).await;
-    harness
-        .create_kustomization(
-            "named",
-            json!({"kubeConfig": {"configMapRef": {"name": "named"}}}),
-        )
-        .await;
-    let refused = harness
-        .wait_ready("named", "False", "ReconciliationFailed")
-        .await;
+    let refused = reach_and_fail(
+        &harness,
+        "named",
+        json!({"provider": "generic", "address": "https://fleet.example", "serviceAccountName": "deployer"}),
+    )
+    .await;
     assert!(
         ready_message(&refused).contains(
             "failed to get access token for cluster: ObjectLevelWorkloadIdentity feature gate is not enabled"
