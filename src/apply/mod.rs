@@ -14,6 +14,7 @@
 //! `diff` shows what an apply would do. Object identities, change sets, policies and
 //! discovery come from [`crate::objects`].
 
+mod decide;
 mod drift;
 mod normalize;
 mod order;

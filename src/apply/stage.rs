@@ -9,13 +9,11 @@ use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
+use super::decide;
 use super::drift::{self, comparable, drifted, takeover_patch};
-use super::ownership;
 use super::undeclared;
 use super::{Applier, ApplyError, Drift, Mode, Planned, api_error_parts, digest, is_immutable};
-use crate::objects::{
-    Action, ObjectRef, Seen, SsaPolicy, force_enabled, reconcile_disabled, ssa_policy,
-};
+use crate::objects::{Action, ObjectRef, Seen, SsaPolicy, reconcile_disabled, ssa_policy};
 
 /// What validating one object decided: the change it makes and, when applying, the write
 /// that makes it (made only once its whole stage validated).
@@ -76,6 +74,33 @@ pub(super) enum Prefetched {
 }
 
 /// An object's `metadata.resourceVersion`.
+/// What reading an object found.
+enum Read {
+    /// The prefetch saw it unchanged since our last apply.
+    Unmoved,
+    /// It does not exist (its dry-run validated the create).
+    Absent,
+    /// It exists; a dry-run made before the read, when one was.
+    Live {
+        live: Value,
+        early_dry_run: Option<Value>,
+    },
+}
+
+/// What [`Applier::conclude`] decides on.
+struct Concluding<'a> {
+    mode: Mode,
+    api: Api<DynamicObject>,
+    reference: ObjectRef,
+    object: Value,
+    applied_digest: String,
+    live: Value,
+    dry_run: Result<Value, ApplyError>,
+    ignored: &'a [String],
+    takeover: Option<Value>,
+    migrated: bool,
+}
+
 fn resource_version(object: &Value) -> Option<String> {
     object
         .pointer("/metadata/resourceVersion")
@@ -191,45 +216,22 @@ impl Applier {
             }
             Err(error) => return Err(error),
         };
-        let subject = reference.to_string();
         let policy = ssa_policy(&object);
-        if policy == SsaPolicy::Ignore || reconcile_disabled(&object) {
+        if decide::skipped_as_built(&object) {
             return Ok(Decided::no_write(reference, Action::Skipped));
         }
-        let mut early_dry_run = None;
-        let live: Option<Value> = match prefetched {
-            Prefetched::Unmoved => return Ok(Decided::no_write(reference, Action::Unchanged)),
-            Prefetched::Live(live) => Some(live),
-            Prefetched::Unread => {
-                if self.may_dry_run_first(&reference, &object, policy) {
-                    // The dry-run tells a new object (no resourceVersion) without a read; an
-                    // existing one is read for the comparison, which reuses this dry-run.
-                    match self.dry_run(&api, &reference, &mut object).await {
-                        Ok(result) if !exists(&result) => {
-                            return Ok(Decided::created(mode, api, reference, object));
-                        }
-                        Ok(result) => early_dry_run = Some(result),
-                        // Judged again after the read: the live object's policies may skip it.
-                        Err(_) => {}
-                    }
-                }
-                api.get_opt(&reference.name)
-                    .await
-                    .map_err(|error| ApplyError::Apply {
-                        subject: subject.clone(),
-                        message: api_error_parts(&error).1,
-                    })?
-                    .map(|o| serde_json::to_value(o).unwrap_or_default())
-            }
-        };
-        let Some(live) = live else {
-            self.dry_run(&api, &reference, &mut object).await?;
-            return Ok(Decided::created(mode, api, reference, object));
-        };
-        if ssa_policy(&live) == SsaPolicy::Ignore
-            || reconcile_disabled(&live)
-            || policy == SsaPolicy::IfNotPresent
+        let (live, early_dry_run) = match self
+            .read_live(&api, &reference, &mut object, prefetched, policy)
+            .await?
         {
+            Read::Unmoved => return Ok(Decided::no_write(reference, Action::Unchanged)),
+            Read::Absent => return Ok(Decided::created(mode, api, reference, object)),
+            Read::Live {
+                live,
+                early_dry_run,
+            } => (live, early_dry_run),
+        };
+        if decide::skipped_as_live(policy, &live) {
             return Ok(Decided::no_write(reference, Action::Skipped));
         }
         let ignored: Vec<String> = self
@@ -238,18 +240,12 @@ impl Applier {
             .into_iter()
             .map(str::to_string)
             .collect();
-        // As fluxcd/pkg `ssa`: an ignored field another server-side-apply manager owns is left
-        // out, so we never co-own it and its owner's value stays; one we own alone (or that
-        // updates wrote) keeps its live value, where leaving it out would make server-side
-        // apply delete a field we owned.
         for pointer in &ignored {
-            let live_value = live.pointer(pointer);
-            if live_value.is_none()
-                || ownership::owned_by_another_applier(&live, pointer, &self.options.field_manager)
-            {
-                drift::remove_pointer(&mut object, pointer);
-            } else if let Some(value) = live_value {
-                drift::set_pointer(&mut object, pointer, value.clone());
+            match decide::ignored_field(&live, pointer, &self.options.field_manager) {
+                decide::IgnoredField::LeaveOut => drift::remove_pointer(&mut object, pointer),
+                decide::IgnoredField::KeepLive(value) => {
+                    drift::set_pointer(&mut object, pointer, value)
+                }
             }
         }
         // MigrateAPIVersion: written before the dry-run, which the old entries could fail, as
@@ -264,19 +260,17 @@ impl Applier {
             migrated = true;
         }
         let applied_digest = digest(&object);
-        let live_version = resource_version(&live);
-        if let (Some((cached_digest, cached_version)), Some(version)) =
-            (self.cache.get(&reference), &live_version)
-            && !migrated
-            && cached_digest == applied_digest
-            && cached_version == *version
-        {
+        let cached = self.cache.get(&reference);
+        if decide::unchanged_since_applied(
+            cached.as_ref().map(|(d, v)| (d.as_str(), v.as_str())),
+            &applied_digest,
+            resource_version(&live).as_deref(),
+            migrated,
+        ) {
             return Ok(Decided::no_write(reference, Action::Unchanged));
         }
-        // Fields other managers took are taken back before the apply (never with the merge
-        // policy, and never while only planning); taking them over is itself a change.
-        let merge = policy == SsaPolicy::Merge || ssa_policy(&live) == SsaPolicy::Merge;
-        let takeover = (mode == Mode::Apply && !merge)
+        // Taking fields back from other managers is itself a change.
+        let takeover = decide::takes_over(mode == Mode::Apply, policy, &live)
             .then(|| {
                 takeover_patch(
                     &live,
@@ -292,13 +286,106 @@ impl Applier {
         let (live, dry_run) = self
             .at_one_version(&api, &reference, &mut object, live, dry_run)
             .await;
-        let live_version = resource_version(&live);
-        let dry_run = match dry_run {
-            Ok(result) => result,
-            Err(ApplyError::Immutable { subject, message }) => {
-                if !(self.options.force || force_enabled(&object) || force_enabled(&live)) {
-                    return Err(ApplyError::Immutable { subject, message });
+        self.conclude(Concluding {
+            mode,
+            api,
+            reference,
+            object,
+            applied_digest,
+            live,
+            dry_run,
+            ignored: &ignored,
+            takeover,
+            migrated,
+        })
+    }
+
+    /// Reads the live object, unless the prefetch settled it; a dry-run first tells a new
+    /// object without a read (an existing one's dry-run is kept for the comparison).
+    async fn read_live(
+        &self,
+        api: &Api<DynamicObject>,
+        reference: &ObjectRef,
+        object: &mut Value,
+        prefetched: Prefetched,
+        policy: SsaPolicy,
+    ) -> Result<Read, ApplyError> {
+        let mut early_dry_run = None;
+        let live = match prefetched {
+            Prefetched::Unmoved => return Ok(Read::Unmoved),
+            Prefetched::Live(live) => Some(live),
+            Prefetched::Unread => {
+                if self.may_dry_run_first(reference, object, policy) {
+                    match self.dry_run(api, reference, object).await {
+                        Ok(result) if !exists(&result) => return Ok(Read::Absent),
+                        Ok(result) => early_dry_run = Some(result),
+                        // Judged again after the read: the live object's policies may skip it.
+                        Err(_) => {}
+                    }
                 }
+                api.get_opt(&reference.name)
+                    .await
+                    .map_err(|error| ApplyError::Apply {
+                        subject: reference.to_string(),
+                        message: api_error_parts(&error).1,
+                    })?
+                    .map(|o| serde_json::to_value(o).unwrap_or_default())
+            }
+        };
+        match live {
+            Some(live) => Ok(Read::Live {
+                live,
+                early_dry_run,
+            }),
+            None => {
+                // A new object is validated by its dry-run before anything of the stage is
+                // written.
+                self.dry_run(api, reference, object).await?;
+                Ok(Read::Absent)
+            }
+        }
+    }
+
+    /// Performs the verdict on an object that exists, once the dry-run answered: the
+    /// comparison (ignored fields aside), a recreate with `force`, the applied-digest cache.
+    fn conclude(&self, concluding: Concluding<'_>) -> Result<Decided, ApplyError> {
+        let Concluding {
+            mode,
+            api,
+            reference,
+            object,
+            applied_digest,
+            live,
+            dry_run,
+            ignored,
+            takeover,
+            migrated,
+        } = concluding;
+        let live_version = resource_version(&live);
+        let forced = decide::forced(self.options.force, &object, &live);
+        let (dry_run, refusal) = match dry_run {
+            Ok(result) => (Some(result), None),
+            Err(ApplyError::Immutable { subject, message }) => (None, Some((subject, message))),
+            Err(error) => return Err(error),
+        };
+        let (mut live_view, mut dry_view) = (live, dry_run.unwrap_or_default());
+        drift::fix_dry_run(&mut dry_view);
+        for pointer in ignored {
+            drift::remove_pointer(&mut live_view, pointer);
+            drift::remove_pointer(&mut dry_view, pointer);
+        }
+        let answered = match refusal {
+            Some(_) => decide::DryRun::Immutable,
+            None => decide::DryRun::Applies {
+                drifted: drifted(&live_view, &dry_view),
+            },
+        };
+        match decide::verdict(answered, forced, takeover.is_some(), migrated) {
+            decide::Verdict::Refuse => {
+                let (subject, message) = refusal.unwrap_or_default();
+                return Err(ApplyError::Immutable { subject, message });
+            }
+            decide::Verdict::Recreate => {
                 let mut decided = Decided::write(
                     mode,
                     api,
@@ -312,28 +399,22 @@ impl Applier {
                 }
                 return Ok(decided);
             }
-            Err(error) => return Err(error),
-        };
-        let (mut live_view, mut dry_view) = (live, dry_run);
-        drift::fix_dry_run(&mut dry_view);
-        for pointer in &ignored {
-            drift::remove_pointer(&mut live_view, pointer);
-            drift::remove_pointer(&mut dry_view, pointer);
-        }
-        if takeover.is_none() && !migrated && !drifted(&live_view, &dry_view) {
-            if mode == Mode::Apply {
-                let managed = live_view
-                    .pointer("/metadata/managedFields")
-                    .unwrap_or(&Value::Null);
-                self.cache.put(
-                    reference.clone(),
-                    applied_digest,
-                    live_version,
-                    managed,
-                    &self.options.field_manager,
-                );
+            decide::Verdict::Unchanged => {
+                if mode == Mode::Apply {
+                    let managed = live_view
+                        .pointer("/metadata/managedFields")
+                        .unwrap_or(&Value::Null);
+                    self.cache.put(
+                        reference.clone(),
+                        applied_digest,
+                        live_version,
+                        managed,
+                        &self.options.field_manager,
+                    );
+                }
+                return Ok(Decided::no_write(reference, Action::Unchanged));
             }
-            return Ok(Decided::no_write(reference, Action::Unchanged));
+            decide::Verdict::Configure => {}
         }
         let mut decided = Decided::write(
             mode,
