@@ -111,14 +111,10 @@ async fn judge_and_delete(
                 Err(error) => return Verdict::ReadFailed(error),
             },
         };
-        let opted_out = prune_disabled(&live)
-            || reconcile_disabled(&live)
-            || ssa_policy(&live) == SsaPolicy::Ignore;
-        if !owner.owns(&live) || opted_out {
-            return Verdict::Skipped;
-        }
-        if live.pointer("/metadata/deletionTimestamp").is_some() {
-            return Verdict::Deleted;
+        match judge(&live, owner) {
+            Judgement::Keep => return Verdict::Skipped,
+            Judgement::AlreadyDeleting => return Verdict::Deleted,
+            Judgement::Delete => {}
         }
         let mut params = DeleteParams::background();
         let judged_from_watch = precondition.is_some();
@@ -136,5 +132,99 @@ async fn judge_and_delete(
             }
             Err(error) => Verdict::DeleteFailed(error),
         };
+    }
+}
+
+/// Whether a stale object is deleted, as Flux's garbage collection judges it.
+#[derive(Debug, PartialEq, Eq)]
+enum Judgement {
+    /// Not ours (the owner labels name another Kustomization), or opted out of pruning
+    /// (`prune: disabled`, `reconcile: disabled`, `ssa: ignore`).
+    Keep,
+    /// Already being deleted: counted as deleted, not asked again.
+    AlreadyDeleting,
+    Delete,
+}
+
+fn judge(live: &serde_json::Value, owner: &Owner) -> Judgement {
+    let opted_out =
+        prune_disabled(live) || reconcile_disabled(live) || ssa_policy(live) == SsaPolicy::Ignore;
+    if !owner.owns(live) || opted_out {
+        Judgement::Keep
+    } else if live.pointer("/metadata/deletionTimestamp").is_some() {
+        Judgement::AlreadyDeleting
+    } else {
+        Judgement::Delete
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn object(labels: Value, annotations: Value, deleting: bool) -> Value {
+        let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labels": labels, "annotations": annotations}});
+        if deleting {
+            object["metadata"]["deletionTimestamp"] = json!("2026-11-26T00:00:00Z");
+        }
+        object
+    }
+
+    /// Flux's garbage collection (kustomize-controller's prune tests and docs): only objects
+    /// labelled as this Kustomization's are deleted, and not those opted out.
+    #[test]
+    fn only_our_objects_that_did_not_opt_out_are_deleted() {
+        let owner = Owner {
+            name: "apps".into(),
+            namespace: "flux-system".into(),
+        };
+        let ours = json!({"kustomize.toolkit.fluxcd.io/name": "apps",
+            "kustomize.toolkit.fluxcd.io/namespace": "flux-system"});
+        let theirs = json!({"kustomize.toolkit.fluxcd.io/name": "other",
+            "kustomize.toolkit.fluxcd.io/namespace": "flux-system"});
+        let rows = [
+            (object(ours.clone(), json!({}), false), Judgement::Delete),
+            (object(theirs, json!({}), false), Judgement::Keep),
+            (object(json!({}), json!({}), false), Judgement::Keep),
+            (
+                object(
+                    ours.clone(),
+                    json!({"kustomize.toolkit.fluxcd.io/prune": "disabled"}),
+                    false,
+                ),
+                Judgement::Keep,
+            ),
+            (
+                object(
+                    ours.clone(),
+                    json!({"kustomize.toolkit.fluxcd.io/reconcile": "disabled"}),
+                    false,
+                ),
+                Judgement::Keep,
+            ),
+            (
+                object(
+                    ours.clone(),
+                    json!({"kustomize.toolkit.fluxcd.io/ssa": "Ignore"}),
+                    false,
+                ),
+                Judgement::Keep,
+            ),
+            (
+                object(
+                    ours.clone(),
+                    json!({"kustomize.toolkit.fluxcd.io/ssa": "Merge"}),
+                    false,
+                ),
+                Judgement::Delete,
+            ),
+            (object(ours, json!({}), true), Judgement::AlreadyDeleting),
+        ];
+        for (live, want) in rows {
+            assert_eq!(judge(&live, &owner), want, "{live}");
+        }
     }
 }
