@@ -15,110 +15,156 @@ use crate::api::{DeletionPolicy, Kustomization};
 use crate::inventory::{self, Holder};
 use crate::objects::{KindCache, KindError, ObjectRef, Owner};
 
-/// Deletion: the policy decides what happens to the applied objects, then the finalizer goes.
-pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<(), ReconcileError> {
-    let namespace = object.metadata.namespace.clone().unwrap_or_default();
-    let name = object.metadata.name.clone().unwrap_or_default();
-    ctx.attempted.forget(&format!("{namespace}/{name}"));
-    let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
-    if !object
+/// What deleting a Kustomization does with what it applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// Not ours to finalize (no finalizer of ours).
+    Nothing,
+    /// The finalizer goes; the objects stay (Orphan, MirrorPrune without prune, suspended).
+    Release,
+    /// The objects are pruned first, and with WaitForTermination waited for.
+    Prune { wait: bool },
+}
+
+/// Flux's deletion policies (`spec.deletionPolicy`), decided from the spec alone.
+fn plan(object: &Kustomization) -> Plan {
+    let ours = object
         .metadata
         .finalizers
         .iter()
         .flatten()
-        .any(|f| f == FINALIZER)
-    {
-        return Ok(());
+        .any(|f| f == FINALIZER);
+    if !ours {
+        return Plan::Nothing;
     }
-    let suspended = object.spec.suspend == Some(true);
     let policy = object.spec.deletion_policy.unwrap_or_default();
     let prune = match policy {
         DeletionPolicy::MirrorPrune => object.spec.prune,
         DeletionPolicy::Delete | DeletionPolicy::WaitForTermination => true,
         DeletionPolicy::Orphan => false,
     };
-    if prune && !suspended {
-        let holder = Holder {
-            namespace: &namespace,
-            name: &name,
-            uid: object.metadata.uid.as_deref().unwrap_or(""),
-        };
-        let in_status = object.status.as_ref().and_then(|s| s.inventory.as_ref());
-        let inventory = inventory::load(&ctx.client, &holder, in_status).await?;
-        let stale = inventory::stale(&inventory, &Default::default())?;
-        let account = object
-            .spec
-            .service_account_name
-            .clone()
-            .or_else(|| ctx.options.default_service_account.clone());
-        // The tenant's account may have gone with its namespace: then nothing can be pruned
-        // in its name, and holding the finalizer would block the namespace forever.
-        let account_gone = match (&account, &object.spec.kube_config) {
-            (Some(account), None) => {
-                let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
-                    Api::namespaced(ctx.client.clone(), &namespace);
-                matches!(accounts.get_opt(account).await, Ok(None))
-            }
-            _ => false,
-        };
-        if account_gone {
-            // Flux's words, typo included: alerts and log queries match them.
-            let listed: Vec<String> = stale.iter().map(ToString::to_string).collect();
-            let note = format!("unable to prune objects: \n{}", listed.join("\n"));
-            tracing::error!(
-                error = "skiping pruning, failed to find account to impersonate",
-                "{note}"
-            );
-            announce(ctx, object, EventType::Warning, &note);
-        } else {
-            let client = ctx.target_client(object).await?;
-            let owner = Owner {
-                name: name.clone(),
-                namespace: namespace.clone(),
+    if !prune || object.spec.suspend == Some(true) {
+        return Plan::Release;
+    }
+    Plan::Prune {
+        wait: policy == DeletionPolicy::WaitForTermination,
+    }
+}
+
+/// Deletion: the policy decides what happens to the applied objects, then the finalizer goes.
+pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<(), ReconcileError> {
+    let namespace = object.metadata.namespace.clone().unwrap_or_default();
+    let name = object.metadata.name.clone().unwrap_or_default();
+    ctx.attempted.forget(&format!("{namespace}/{name}"));
+    match plan(object) {
+        Plan::Nothing => return Ok(()),
+        Plan::Release => {}
+        Plan::Prune { wait } => prune_applied(object, ctx, wait).await?,
+    }
+    release(object, ctx).await
+}
+
+/// Prunes what the Kustomization applied (as its account, on its cluster), announcing what
+/// went; a tenant account that is gone skips the pruning, and a termination that times out is
+/// announced, never retried forever.
+async fn prune_applied(
+    object: &Kustomization,
+    ctx: &Context,
+    wait: bool,
+) -> Result<(), ReconcileError> {
+    let namespace = object.metadata.namespace.clone().unwrap_or_default();
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let holder = Holder {
+        namespace: &namespace,
+        name: &name,
+        uid: object.metadata.uid.as_deref().unwrap_or(""),
+    };
+    let in_status = object.status.as_ref().and_then(|s| s.inventory.as_ref());
+    let inventory = inventory::load(&ctx.client, &holder, in_status).await?;
+    let stale = inventory::stale(&inventory, &Default::default())?;
+    if account_gone(object, ctx).await {
+        // Flux's words, typo included: alerts and log queries match them.
+        let listed: Vec<String> = stale.iter().map(ToString::to_string).collect();
+        let note = format!("unable to prune objects: \n{}", listed.join("\n"));
+        tracing::error!(
+            error = "skiping pruning, failed to find account to impersonate",
+            "{note}"
+        );
+        announce(ctx, object, EventType::Warning, &note);
+        return Ok(());
+    }
+    let client = ctx.target_client(object).await?;
+    let owner = Owner {
+        name: name.clone(),
+        namespace: namespace.clone(),
+    };
+    // Discovery and the owned-object watches are shared with the reconciliations.
+    let kinds = ctx.kinds_for(object);
+    let owned = object.spec.kube_config.is_none().then_some(&ctx.owned);
+    let outcome = inventory::prune_with(&client, &kinds, owned, &stale, &owner).await;
+    if !outcome.errors.is_empty() {
+        announce(
+            ctx,
+            object,
+            EventType::Warning,
+            "pruning for deleted resource failed",
+        );
+        return Err(ReconcileError::Prune(outcome.errors));
+    }
+    let deleted = outcome.deleted.summary();
+    if !deleted.is_empty() {
+        announce(ctx, object, EventType::Normal, &deleted);
+    }
+    if wait {
+        let timeout = super::steps::timeout_of(&object.spec);
+        let deleted: Vec<ObjectRef> = outcome
+            .deleted
+            .changes
+            .iter()
+            .map(|c| c.object.clone())
+            .collect();
+        if let Err(error) =
+            wait_gone(&client, &deleted, timeout, ctx.options.health_poll_interval).await
+        {
+            let error = match error {
+                WaitError::Timeout(remaining) => format!(
+                    "timeout waiting for termination of: [{}]",
+                    remaining.join(", ")
+                ),
+                WaitError::Api(error) => format!("Kubernetes API: {error}"),
             };
-            // Discovery and the owned-object watches are shared with the reconciliations.
-            let kinds = ctx.kinds_for(object);
-            let owned = object.spec.kube_config.is_none().then_some(&ctx.owned);
-            let outcome = inventory::prune_with(&client, &kinds, owned, &stale, &owner).await;
-            if !outcome.errors.is_empty() {
-                announce(
-                    ctx,
-                    object,
-                    EventType::Warning,
-                    "pruning for deleted resource failed",
-                );
-                return Err(ReconcileError::Prune(outcome.errors));
-            }
-            let deleted = outcome.deleted.summary();
-            if !deleted.is_empty() {
-                announce(ctx, object, EventType::Normal, &deleted);
-            }
-            if policy == DeletionPolicy::WaitForTermination {
-                let timeout = super::steps::timeout_of(&object.spec);
-                let deleted: Vec<ObjectRef> = outcome
-                    .deleted
-                    .changes
-                    .iter()
-                    .map(|c| c.object.clone())
-                    .collect();
-                // A timeout is reported, not retried forever: the finalizer still goes.
-                if let Err(error) =
-                    wait_gone(&client, &deleted, timeout, ctx.options.health_poll_interval).await
-                {
-                    let error = match error {
-                        WaitError::Timeout(remaining) => format!(
-                            "timeout waiting for termination of: [{}]",
-                            remaining.join(", ")
-                        ),
-                        WaitError::Api(error) => format!("Kubernetes API: {error}"),
-                    };
-                    let message = "failed to wait for resources termination";
-                    tracing::error!(%error, "{message}");
-                    announce(ctx, object, EventType::Warning, message);
-                }
-            }
+            let message = "failed to wait for resources termination";
+            tracing::error!(%error, "{message}");
+            announce(ctx, object, EventType::Warning, message);
         }
     }
+    Ok(())
+}
+
+/// Whether the tenant account pruning would impersonate is gone (with its namespace, say):
+/// then nothing can be pruned in its name, and holding the finalizer would block the
+/// namespace forever. Remote clusters are not asked.
+async fn account_gone(object: &Kustomization, ctx: &Context) -> bool {
+    let account = object
+        .spec
+        .service_account_name
+        .clone()
+        .or_else(|| ctx.options.default_service_account.clone());
+    let (Some(account), None) = (account, &object.spec.kube_config) else {
+        return false;
+    };
+    let namespace = object.metadata.namespace.clone().unwrap_or_default();
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(ctx.client.clone(), &namespace);
+    matches!(accounts.get_opt(&account).await, Ok(None))
+}
+
+/// Removes our finalizer (at the version read, so a concurrent change is not lost) and
+/// forgets what was kept for the Kustomization.
+async fn release(object: &Kustomization, ctx: &Context) -> Result<(), ReconcileError> {
+    let namespace = object.metadata.namespace.clone().unwrap_or_default();
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
     let finalizers: Vec<String> = object
         .metadata
         .finalizers
@@ -214,6 +260,60 @@ async fn wait_gone(
 mod tests {
     use super::*;
     use crate::api::KustomizationStatus;
+
+    /// Flux's deletion policies (docs `spec.deletionPolicy`; kustomization_deletion_policy
+    /// tests): what happens to the applied objects.
+    #[test]
+    fn deletion_policies_decide_what_goes() {
+        let object = |policy: Option<&str>, prune: bool, suspend: bool, ours: bool| {
+            let mut spec = serde_json::json!({"interval": "10m", "prune": prune, "suspend": suspend,
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}});
+            if let Some(policy) = policy {
+                spec["deletionPolicy"] = serde_json::json!(policy);
+            }
+            let finalizers = if ours { vec![FINALIZER] } else { vec![] };
+            serde_json::from_value::<Kustomization>(serde_json::json!({
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": "apps", "namespace": "flux-system", "finalizers": finalizers},
+                "spec": spec}))
+            .unwrap()
+        };
+        let rows = [
+            (None, true, false, true, Plan::Prune { wait: false }),
+            (
+                Some("MirrorPrune"),
+                true,
+                false,
+                true,
+                Plan::Prune { wait: false },
+            ),
+            (Some("MirrorPrune"), false, false, true, Plan::Release),
+            (
+                Some("Delete"),
+                false,
+                false,
+                true,
+                Plan::Prune { wait: false },
+            ),
+            (
+                Some("WaitForTermination"),
+                false,
+                false,
+                true,
+                Plan::Prune { wait: true },
+            ),
+            (Some("Orphan"), true, false, true, Plan::Release),
+            (Some("Delete"), true, true, true, Plan::Release),
+            (Some("Delete"), true, false, false, Plan::Nothing),
+        ];
+        for (policy, prune, suspend, ours, want) in rows {
+            assert_eq!(
+                plan(&object(policy, prune, suspend, ours)),
+                want,
+                "{policy:?} prune={prune} suspend={suspend} ours={ours}"
+            );
+        }
+    }
 
     #[test]
     fn deletion_events_take_the_ready_reason_else_the_severity() {
