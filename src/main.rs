@@ -311,71 +311,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
                 }
             });
         }
-        let options = controller::RunOptions {
-            reconcile: controller::Options {
-                concurrent_ssa: args.concurrent_ssa,
-                requeue_dependency: args.requeue_dependency,
-                no_cross_namespace_refs: args.no_cross_namespace_refs,
-                default_service_account: args.default_service_account.clone(),
-                sops_age_secret: args.sops_age_secret.clone(),
-                build_limits: kustomize::Limits {
-                    max_depth: args.build_max_depth,
-                    max_objects: args.build_max_objects,
-                    ..Default::default()
-                },
-                default_decryption_service_account: args
-                    .default_decryption_service_account
-                    .clone(),
-                default_kubeconfig_service_account: args
-                    .default_kubeconfig_service_account
-                    .clone(),
-                token_cache: kustomize_controller::auth::cache::TokenCache::new(
-                    args.token_cache_max_size,
-                    args.token_cache_max_duration,
-                    metrics.token_cache.clone(),
-                )
-                .map(std::sync::Arc::new),
-                runtime_namespace: args.runtime_namespace.clone(),
-                override_managers: args.override_managers.clone(),
-                custom_apply_stage_kinds: args.custom_apply_stage_kinds.clone(),
-                interval_jitter_percentage: args.interval_jitter_percentage,
-                min_retry_delay: args.min_retry_delay,
-                max_retry_delay: args.max_retry_delay,
-                strict_substitution: gates.enabled(Gate::StrictPostBuildSubstitutions),
-                allow_external_artifact: gates.enabled(Gate::ExternalArtifact),
-                object_level_workload_identity: gates.enabled(Gate::ObjectLevelWorkloadIdentity),
-                cancel_health_on_new_revision: gates.enabled(Gate::CancelHealthCheckOnNewRevision),
-                additive_cel_dependency_check: gates.enabled(Gate::AdditiveCELDependencyCheck),
-                group_change_log: gates.enabled(Gate::GroupChangeLog),
-                migrate_api_version: gates.enabled(Gate::MigrateAPIVersion),
-                cache_secrets_and_config_maps: gates.enabled(Gate::CacheSecretsAndConfigMaps),
-                direct_source_fetch: gates.enabled(Gate::DirectSourceFetch),
-                disable_fail_fast: gates.enabled(Gate::DisableFailFastBehavior),
-                remote: remote_fetcher(if args.no_remote_bases {
-                    RemoteBases::Refused
-                } else {
-                    RemoteBases::NetworkOnly
-                }),
-                events_addr: Some(args.events_addr.clone()).filter(|a| !a.is_empty()),
-                rate_limit,
-                rest_requests: Some(metrics.requests.clone()),
-                kubeconfig_allowances: controller::remote::Allowances {
-                    exec: args.insecure_kubeconfig_exec,
-                    insecure_tls: args.insecure_kubeconfig_tls,
-                },
-                ..controller::Options::default()
-            },
-            fetcher: kustomize_controller::source::FetcherOptions {
-                retries: args.http_retry,
-                localhost: std::env::var("SOURCE_CONTROLLER_LOCALHOST").ok().filter(|v| !v.is_empty()),
-                ..Default::default()
-            },
-            concurrent: args.concurrent,
-            namespace: (!args.watch_all_namespaces).then(|| args.runtime_namespace.clone()),
-            label_selector: args.watch_label_selector.clone(),
-            watch_configs_label_selector: Some(args.watch_configs_label_selector.clone())
-                .filter(|s| !s.is_empty() && !gates.enabled(Gate::DisableConfigWatchers)),
-        };
+        let options = run_options(&args, &gates, &metrics, rate_limit);
         let signalled = watch_for_shutdown();
         tracing::info!(logger = "setup", "starting manager");
         let leading = match elect(&args, &client, &metrics, signalled.clone()).await {
@@ -395,6 +331,80 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             Err(error) => Err(anyhow::anyhow!(error)),
         }
     })
+}
+
+/// The controller's options from its flags and feature gates (and the metrics its token cache
+/// counts in).
+fn run_options(
+    args: &RunArgs,
+    gates: &controller::FeatureGates,
+    metrics: &std::sync::Arc<controller::metrics::Metrics>,
+    rate_limit: Option<controller::ratelimit::RateLimit>,
+) -> controller::RunOptions {
+    use controller::Gate;
+    controller::RunOptions {
+        reconcile: controller::Options {
+            concurrent_ssa: args.concurrent_ssa,
+            requeue_dependency: args.requeue_dependency,
+            no_cross_namespace_refs: args.no_cross_namespace_refs,
+            default_service_account: args.default_service_account.clone(),
+            sops_age_secret: args.sops_age_secret.clone(),
+            build_limits: kustomize::Limits {
+                max_depth: args.build_max_depth,
+                max_objects: args.build_max_objects,
+                ..Default::default()
+            },
+            default_decryption_service_account: args.default_decryption_service_account.clone(),
+            default_kubeconfig_service_account: args.default_kubeconfig_service_account.clone(),
+            token_cache: kustomize_controller::auth::cache::TokenCache::new(
+                args.token_cache_max_size,
+                args.token_cache_max_duration,
+                metrics.token_cache.clone(),
+            )
+            .map(std::sync::Arc::new),
+            runtime_namespace: args.runtime_namespace.clone(),
+            override_managers: args.override_managers.clone(),
+            custom_apply_stage_kinds: args.custom_apply_stage_kinds.clone(),
+            interval_jitter_percentage: args.interval_jitter_percentage,
+            min_retry_delay: args.min_retry_delay,
+            max_retry_delay: args.max_retry_delay,
+            strict_substitution: gates.enabled(Gate::StrictPostBuildSubstitutions),
+            allow_external_artifact: gates.enabled(Gate::ExternalArtifact),
+            object_level_workload_identity: gates.enabled(Gate::ObjectLevelWorkloadIdentity),
+            cancel_health_on_new_revision: gates.enabled(Gate::CancelHealthCheckOnNewRevision),
+            additive_cel_dependency_check: gates.enabled(Gate::AdditiveCELDependencyCheck),
+            group_change_log: gates.enabled(Gate::GroupChangeLog),
+            migrate_api_version: gates.enabled(Gate::MigrateAPIVersion),
+            cache_secrets_and_config_maps: gates.enabled(Gate::CacheSecretsAndConfigMaps),
+            direct_source_fetch: gates.enabled(Gate::DirectSourceFetch),
+            disable_fail_fast: gates.enabled(Gate::DisableFailFastBehavior),
+            remote: remote_fetcher(if args.no_remote_bases {
+                RemoteBases::Refused
+            } else {
+                RemoteBases::NetworkOnly
+            }),
+            events_addr: Some(args.events_addr.clone()).filter(|a| !a.is_empty()),
+            rate_limit,
+            rest_requests: Some(metrics.requests.clone()),
+            kubeconfig_allowances: controller::remote::Allowances {
+                exec: args.insecure_kubeconfig_exec,
+                insecure_tls: args.insecure_kubeconfig_tls,
+            },
+            ..controller::Options::default()
+        },
+        fetcher: kustomize_controller::source::FetcherOptions {
+            retries: args.http_retry,
+            localhost: std::env::var("SOURCE_CONTROLLER_LOCALHOST")
+                .ok()
+                .filter(|v| !v.is_empty()),
+            ..Default::default()
+        },
+        concurrent: args.concurrent,
+        namespace: (!args.watch_all_namespaces).then(|| args.runtime_namespace.clone()),
+        label_selector: args.watch_label_selector.clone(),
+        watch_configs_label_selector: Some(args.watch_configs_label_selector.clone())
+            .filter(|s| !s.is_empty() && !gates.enabled(Gate::DisableConfigWatchers)),
+    }
 }
 
 /// Completes, and stays complete, once SIGTERM or Ctrl-C came.
