@@ -364,9 +364,106 @@ pub async fn run(
     let (reader, writer) = reflector::store();
     context.share_kustomizations(reader.clone());
     metrics.runtime.queue.watching(reader.clone());
-    let (release, released) = futures::channel::mpsc::unbounded();
-    let store = reader.clone();
     let queue = metrics.runtime.queue.clone();
+    let (kustomizations, released) = kustomization_triggers(
+        api,
+        &options,
+        health.clone(),
+        writer,
+        reader.clone(),
+        &context,
+    );
+    let mut controller = Controller::for_stream(kustomizations, reader.clone())
+        .with_config(ControllerConfig::default().concurrency(options.concurrent.max(1)))
+        .reconcile_on({
+            let queue = queue.clone();
+            futures::stream::select(
+                released,
+                context
+                    .owned
+                    .follow_ups()
+                    .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace)),
+            )
+            .inspect(move |request| queue.add(&request_key(request)))
+        });
+    controller = watch_sources(
+        controller,
+        &client,
+        options.namespace.as_deref(),
+        options.reconcile.allow_external_artifact,
+        &context,
+        &reader,
+        &health,
+    );
+    if let Some(selector) = &options.watch_configs_label_selector {
+        controller = watch_configs(
+            controller,
+            &client,
+            options.namespace.as_deref(),
+            selector,
+            &reader,
+            &health,
+            &context,
+        );
+    }
+    drive(controller, context, options.concurrent, shutdown).await;
+    Ok(())
+}
+
+/// Runs the controller's workers until `shutdown`, then gives the last Events a moment.
+async fn drive(
+    controller: Controller<Kustomization>,
+    context: Arc<Context>,
+    concurrent: u16,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let recorder = context.clone();
+    tracing::info!(
+        controller = "kustomization",
+        controllerGroup = "kustomize.toolkit.fluxcd.io",
+        controllerKind = "Kustomization",
+        "worker count" = concurrent,
+        "Starting workers"
+    );
+    let stopping = context.clone();
+    let shutdown = async move {
+        shutdown.await;
+        stopping.stopping.stop();
+    };
+    controller
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(error = %error, "controller event");
+            }
+        })
+        .await;
+    // The last reconciliations' Events are still queued; a short wait keeps most of them.
+    recorder
+        .recorder
+        .flush(std::time::Duration::from_secs(5))
+        .await;
+}
+
+/// The Kustomizations to reconcile, as Flux's controller is triggered: a watch of them (kept
+/// in the store `writer` feeds), passing changes its predicate lets through (each queued, and
+/// cancelling the object's running health checks with the gate); and the dependents a change
+/// releases, sent on the second stream.
+fn kustomization_triggers(
+    api: Api<Kustomization>,
+    options: &RunOptions,
+    health: Arc<watch::WatchHealth>,
+    writer: reflector::store::Writer<Kustomization>,
+    reader: reflector::Store<Kustomization>,
+    context: &Arc<Context>,
+) -> (
+    impl futures::Stream<Item = Result<Kustomization, watcher::Error>> + use<>,
+    futures::channel::mpsc::UnboundedReceiver<ObjectRef<Kustomization>>,
+) {
+    let (release, released) = futures::channel::mpsc::unbounded();
+    let store = reader;
+    let queue = context.metrics.runtime.queue.clone();
     let listing = queue.clone();
     let kustomizations = watch::watch(
         api,
@@ -374,7 +471,7 @@ pub async fn run(
             kind: "Kustomization".into(),
             label_selector: options.label_selector.clone(),
         },
-        health.clone(),
+        health,
     )
     .inspect(move |event| match event {
         watcher::Event::InitApply(object) => listing.listed(&reconcile::key_of(object)),
@@ -409,67 +506,7 @@ pub async fn run(
             }
         }
     });
-    let mut controller = Controller::for_stream(kustomizations, reader.clone())
-        .with_config(ControllerConfig::default().concurrency(options.concurrent.max(1)))
-        .reconcile_on({
-            let queue = queue.clone();
-            futures::stream::select(
-                released,
-                context
-                    .owned
-                    .follow_ups()
-                    .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace)),
-            )
-            .inspect(move |request| queue.add(&request_key(request)))
-        });
-    controller = watch_sources(
-        controller,
-        &client,
-        options.namespace.as_deref(),
-        options.reconcile.allow_external_artifact,
-        &context,
-        &reader,
-        &health,
-    );
-    if let Some(selector) = &options.watch_configs_label_selector {
-        controller = watch_configs(
-            controller,
-            &client,
-            options.namespace.as_deref(),
-            selector,
-            &reader,
-            &health,
-            &context,
-        );
-    }
-    let recorder = context.clone();
-    tracing::info!(
-        controller = "kustomization",
-        controllerGroup = "kustomize.toolkit.fluxcd.io",
-        controllerKind = "Kustomization",
-        "worker count" = options.concurrent,
-        "Starting workers"
-    );
-    let stopping = context.clone();
-    let shutdown = async move {
-        shutdown.await;
-        stopping.stopping.stop();
-    };
-    controller
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(error = %error, "controller event");
-            }
-        })
-        .await;
-    // The last reconciliations' Events are still queued; a short wait keeps most of them.
-    recorder
-        .recorder
-        .flush(std::time::Duration::from_secs(5))
-        .await;
-    Ok(())
+    (kustomizations, released)
 }
 
 /// The source watches: a new artifact revision runs the Kustomizations that use it (and, with
