@@ -30,31 +30,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Build a kustomization directory and print the resulting objects as YAML.
-    Build {
-        /// Directory holding a kustomization.yaml.
-        dir: PathBuf,
-        /// Whether files may come from outside the kustomization's own directory.
-        #[arg(long, value_enum, default_value_t = LoadRestrictor::LoadRestrictionsRootOnly)]
-        load_restrictor: LoadRestrictor,
-        /// Output order: kustomize's legacy kind order, or the order resources were read in.
-        /// Defaults to the kustomization's sortOptions, else legacy.
-        #[arg(long, value_enum)]
-        reorder: Option<ReorderFlag>,
-        /// Instead of YAML, print where every object came from and which transformers ran
-        /// over it (no need to add buildMetadata to the kustomization).
-        #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "table", require_equals = true)]
-        provenance: Option<ProvenanceFormat>,
-        /// Refuse remote bases (git or http URLs in resources and components) instead of
-        /// fetching them.
-        #[arg(long)]
-        no_remote_bases: bool,
-        /// How deep kustomizations may include one another.
-        #[arg(long, default_value_t = crate::kustomize::DEFAULT_MAX_DEPTH)]
-        max_depth: usize,
-        /// How many objects the build may hold.
-        #[arg(long, default_value_t = crate::kustomize::DEFAULT_MAX_OBJECTS)]
-        max_objects: usize,
-    },
+    Build(BuildArgs),
     /// Change the kustomization file in the current directory, keeping its other content.
     Edit {
         #[command(subcommand)]
@@ -85,6 +61,34 @@ pub enum Command {
     Crds,
     /// Print the version.
     Version,
+}
+
+/// `build`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct BuildArgs {
+    /// Directory holding a kustomization.yaml.
+    pub dir: PathBuf,
+    /// Whether files may come from outside the kustomization's own directory.
+    #[arg(long, value_enum, default_value_t = LoadRestrictor::LoadRestrictionsRootOnly)]
+    pub load_restrictor: LoadRestrictor,
+    /// Output order: kustomize's legacy kind order, or the order resources were read in.
+    /// Defaults to the kustomization's sortOptions, else legacy.
+    #[arg(long, value_enum)]
+    pub reorder: Option<ReorderFlag>,
+    /// Instead of YAML, print where every object came from and which transformers ran
+    /// over it (no need to add buildMetadata to the kustomization).
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "table", require_equals = true)]
+    pub provenance: Option<ProvenanceFormat>,
+    /// Refuse remote bases (git or http URLs in resources and components) instead of
+    /// fetching them.
+    #[arg(long)]
+    pub no_remote_bases: bool,
+    /// How deep kustomizations may include one another.
+    #[arg(long, default_value_t = crate::kustomize::DEFAULT_MAX_DEPTH)]
+    pub max_depth: usize,
+    /// How many objects the build may hold.
+    #[arg(long, default_value_t = crate::kustomize::DEFAULT_MAX_OBJECTS)]
+    pub max_objects: usize,
 }
 
 fn duration(text: &str) -> Result<std::time::Duration, String> {

@@ -88,64 +88,7 @@ fn run(command: Command) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match command {
-        Command::Build {
-            dir,
-            load_restrictor,
-            reorder,
-            provenance,
-            no_remote_bases,
-            max_depth,
-            max_objects,
-        } => {
-            let options = kustomize::BuildOptions {
-                limits: kustomize::Limits {
-                    max_depth,
-                    max_objects,
-                    ..Default::default()
-                },
-                // As `kustomize build`, env-file entries without a value read this process's
-                // environment; the controller never does.
-                env_lookup: kustomize::EnvLookup::Process,
-                load_restrictions: match load_restrictor {
-                    LoadRestrictor::LoadRestrictionsRootOnly => {
-                        kustomize::LoadRestrictions::RootOnly
-                    }
-                    LoadRestrictor::LoadRestrictionsNone => kustomize::LoadRestrictions::None,
-                },
-                reorder: reorder.map(|r| match r {
-                    ReorderFlag::Legacy => kustomize::Reorder::Legacy,
-                    ReorderFlag::None => kustomize::Reorder::None,
-                }),
-                remote: remote_fetcher(if no_remote_bases {
-                    RemoteBases::Refused
-                } else {
-                    RemoteBases::AnyUrl
-                }),
-            };
-            let context = || format!("building {}", dir.display());
-            match provenance {
-                None => {
-                    let resources = kustomize::build_dir(&dir, &options).with_context(context)?;
-                    let mut buffered = std::io::BufWriter::with_capacity(1 << 16, &mut out);
-                    kustomize::write_yaml(resources, &mut buffered)?;
-                    buffered.flush()?;
-                }
-                Some(format) => {
-                    let (_, entries) =
-                        kustomize::build_with_provenance(Path::new("/"), &dir, &options)
-                            .with_context(context)?;
-                    match format {
-                        ProvenanceFormat::Table => {
-                            out.write_all(kustomize::provenance_table(&entries).as_bytes())?
-                        }
-                        ProvenanceFormat::Json => {
-                            serde_json::to_writer_pretty(&mut out, &entries)?;
-                            writeln!(out)?;
-                        }
-                    }
-                }
-            }
-        }
+        Command::Build(args) => build(&args, &mut out)?,
         Command::Edit { action } => {
             let (action, EditTarget::BuildMetadata { options }) = match action {
                 EditCommand::Add { target } => (kustomize::EditAction::Add, target),
@@ -162,31 +105,10 @@ fn run(command: Command) -> anyhow::Result<()> {
             action:
                 SopsCommand::Decrypt {
                     file,
-                    keys: key_files,
+                    keys,
                     input_type,
                 },
-        } => {
-            let mut keys = sops::Keys::new();
-            for key_file in &key_files {
-                let content = std::fs::read(key_file)
-                    .with_context(|| format!("reading key file {}", key_file.display()))?;
-                keys.add(&key_file.display().to_string(), &content)?;
-            }
-            keys.add_environment(std::env::vars());
-            let format = match input_type {
-                None => sops::Format::from_path(&file),
-                Some(SopsFormat::Yaml) => sops::Format::Yaml,
-                Some(SopsFormat::Json) => sops::Format::Json,
-                Some(SopsFormat::Dotenv) => sops::Format::Dotenv,
-                Some(SopsFormat::Ini) => sops::Format::Ini,
-                Some(SopsFormat::Binary) => sops::Format::Binary,
-            };
-            let content =
-                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-            let plain = sops::decrypt(&content, format, &keys)
-                .with_context(|| format!("decrypting {}", file.display()))?;
-            out.write_all(&plain)?;
-        }
+        } => out.write_all(&sops_decrypt(&file, &keys, input_type)?)?,
         Command::Run(args) => {
             drop(out);
             return run_controller(*args);
@@ -204,6 +126,85 @@ fn run(command: Command) -> anyhow::Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// `build`: the objects as YAML, or where each came from.
+fn build(args: &kustomize_controller::cli::BuildArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let options = kustomize::BuildOptions {
+        limits: kustomize::Limits {
+            max_depth: args.max_depth,
+            max_objects: args.max_objects,
+            ..Default::default()
+        },
+        // As `kustomize build`, env-file entries without a value read this process's
+        // environment; the controller never does.
+        env_lookup: kustomize::EnvLookup::Process,
+        load_restrictions: match args.load_restrictor {
+            LoadRestrictor::LoadRestrictionsRootOnly => kustomize::LoadRestrictions::RootOnly,
+            LoadRestrictor::LoadRestrictionsNone => kustomize::LoadRestrictions::None,
+        },
+        reorder: args.reorder.map(|r| match r {
+            ReorderFlag::Legacy => kustomize::Reorder::Legacy,
+            ReorderFlag::None => kustomize::Reorder::None,
+        }),
+        remote: remote_fetcher(if args.no_remote_bases {
+            RemoteBases::Refused
+        } else {
+            RemoteBases::AnyUrl
+        }),
+    };
+    let dir = &args.dir;
+    let context = || format!("building {}", dir.display());
+    match args.provenance {
+        None => {
+            let resources = kustomize::build_dir(dir, &options).with_context(context)?;
+            let mut buffered = std::io::BufWriter::with_capacity(1 << 16, &mut *out);
+            kustomize::write_yaml(resources, &mut buffered)?;
+            buffered.flush()?;
+        }
+        Some(format) => {
+            let (_, entries) = kustomize::build_with_provenance(Path::new("/"), dir, &options)
+                .with_context(context)?;
+            match format {
+                ProvenanceFormat::Table => {
+                    out.write_all(kustomize::provenance_table(&entries).as_bytes())?
+                }
+                ProvenanceFormat::Json => {
+                    serde_json::to_writer_pretty(&mut *out, &entries)?;
+                    writeln!(out)?;
+                }
+            }
+        }
+    }
+
+    Ok(())
+}
+
+/// `sops decrypt`: the plaintext, with the key files given and the environment's credentials.
+fn sops_decrypt(
+    file: &Path,
+    key_files: &[std::path::PathBuf],
+    input_type: Option<SopsFormat>,
+) -> anyhow::Result<Vec<u8>> {
+    let mut keys = sops::Keys::new();
+    for key_file in key_files {
+        let content = std::fs::read(key_file)
+            .with_context(|| format!("reading key file {}", key_file.display()))?;
+        keys.add(&key_file.display().to_string(), &content)?;
+    }
+    keys.add_environment(std::env::vars());
+    let format = match input_type {
+        None => sops::Format::from_path(file),
+        Some(SopsFormat::Yaml) => sops::Format::Yaml,
+        Some(SopsFormat::Json) => sops::Format::Json,
+        Some(SopsFormat::Dotenv) => sops::Format::Dotenv,
+        Some(SopsFormat::Ini) => sops::Format::Ini,
+        Some(SopsFormat::Binary) => sops::Format::Binary,
+    };
+    let content = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let plain = sops::decrypt(&content, format, &keys)
+        .with_context(|| format!("decrypting {}", file.display()))?;
+    Ok(plain)
 }
 
 /// `:8080` listens on every interface, as Go's net package reads it.
