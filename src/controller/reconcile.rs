@@ -249,28 +249,7 @@ async fn reconcile_live(
         tracing::info!("Reconciliation interrupted: the controller is stopping");
         return Ok(ReconcileResult::Success);
     }
-    let interval = object.spec.interval.to_std();
-    let facts = Facts {
-        generation,
-        requested_at: object
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(REQUESTED_AT))
-            .cloned(),
-        previous_revision: object
-            .status
-            .as_ref()
-            .and_then(|s| s.last_applied_revision.clone()),
-        interval,
-        retry_interval: object
-            .spec
-            .retry_interval
-            .map(|d| d.to_std())
-            .unwrap_or(interval),
-        dependency_interval: ctx.options.requeue_dependency,
-        elapsed: started.elapsed(),
-    };
+    let facts = facts_of(&object, ctx, generation, started.elapsed());
     let conclusion = outcome::conclude(status, &facts, &result);
     // Written only now, at the end, so that `flux reconcile` waits for this outcome. Always
     // written: as in Flux, every reconciliation moves Ready's transition time and the history.
@@ -302,6 +281,38 @@ async fn reconcile_live(
         }
         Next::OnChange => ReconcileResult::Success,
     })
+}
+
+/// What the outcome is decided from besides the steps' result: the object's generation,
+/// request, last applied revision and intervals.
+fn facts_of(
+    object: &Kustomization,
+    ctx: &Context,
+    generation: Option<i64>,
+    elapsed: Duration,
+) -> Facts {
+    let interval = object.spec.interval.to_std();
+    Facts {
+        generation,
+        requested_at: object
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(REQUESTED_AT))
+            .cloned(),
+        previous_revision: object
+            .status
+            .as_ref()
+            .and_then(|s| s.last_applied_revision.clone()),
+        interval,
+        retry_interval: object
+            .spec
+            .retry_interval
+            .map(|d| d.to_std())
+            .unwrap_or(interval),
+        dependency_interval: ctx.options.requeue_dependency,
+        elapsed,
+    }
 }
 
 /// The steps from source to health; `status` follows them (attempted revision, inventory,
