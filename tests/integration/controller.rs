@@ -300,7 +300,20 @@ async fn suspended_kustomizations_are_left_alone() {
     harness
         .create_kustomization("paused", json!({"suspend": true}))
         .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The controller took it in (its finalizer, added before the suspension is read) and
+    // applied nothing.
+    let taken_in = wait_for(Duration::from_secs(30), || async {
+        let object = harness.kustomizations().get("paused").await.ok()?;
+        object
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == "finalizers.fluxcd.io")
+            .then_some(())
+    })
+    .await;
+    assert!(taken_in.is_some(), "the controller saw the Kustomization");
     assert!(
         harness
             .config_maps()
