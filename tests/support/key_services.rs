@@ -299,16 +299,8 @@ impl MockServer {
     pub fn start_tls(
         handler: impl Fn(&Request) -> (u16, serde_json::Value) + Send + Sync + 'static,
     ) -> MockServer {
-        use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
         let pki = super::pki::pki().expect("test certificates");
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.serving_key_der.clone()));
-        let config = tokio_rustls::rustls::ServerConfig::builder()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![CertificateDer::from(pki.serving_cert_der.clone())],
-                key,
-            )
-            .expect("a serving certificate rustls accepts");
+        let config = pki.server_config();
         let mut server = MockServer::start_with(
             move |request| {
                 let (status, json) = handler(request);

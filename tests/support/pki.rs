@@ -64,3 +64,18 @@ pub fn pki() -> Result<Pki, rcgen::Error> {
         serving_key_der: serving_key.serialize_der(),
     })
 }
+
+impl Pki {
+    /// A rustls server configuration serving this PKI's certificate.
+    pub fn server_config(&self) -> tokio_rustls::rustls::ServerConfig {
+        use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.serving_key_der.clone()));
+        tokio_rustls::rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(self.serving_cert_der.clone())],
+                key,
+            )
+            .expect("a serving certificate rustls accepts")
+    }
+}
