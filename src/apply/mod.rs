@@ -275,19 +275,27 @@ fn api_error_parts(error: &kube::Error) -> (String, String, u16) {
     }
 }
 
+/// Whether the server refused a change because a field may not change: fluxcd/pkg
+/// `ssa/errors.IsImmutableError`'s message patterns (`is immutable`, `immutable field`, as
+/// CEL rules and admission webhooks word it, whatever the status code), and Kubernetes' own
+/// wordings of an invalid (422) change. Unlike Flux, other invalid or conflicting requests
+/// are not taken for immutable ones: with `force`, Flux would delete such an object and fail
+/// to create it again.
 fn is_immutable(error: &kube::Error) -> bool {
+    static FLUX_PATTERNS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let (reason, message, code) = api_error_parts(error);
+    let flux_patterns = FLUX_PATTERNS
+        .get_or_init(|| regex::Regex::new(r"is\simmutable|immutable\sfield").expect("valid"));
     let message = message.to_ascii_lowercase();
-    (code == 422 || reason == "Invalid")
-        && [
-            "field is immutable",
-            "is immutable",
-            "may not change",
-            "cannot change",
-            "updates to statefulset spec",
-        ]
-        .iter()
-        .any(|m| message.contains(m))
+    flux_patterns.is_match(&message)
+        || ((code == 422 || reason == "Invalid")
+            && [
+                "may not change",
+                "cannot change",
+                "updates to statefulset spec",
+            ]
+            .iter()
+            .any(|m| message.contains(m)))
 }
 
 fn digest(object: &Value) -> String {
@@ -726,5 +734,51 @@ mod tests {
             "Job.batch \"x\" is invalid: spec.template: Invalid value: ...: field is immutable"
         )));
         assert!(!is_immutable(&status(422, "metadata.name: Required value")));
+        // fluxcd/pkg ssa/errors TestIsImmutableError.
+        let with = |code: u16, reason: &str, message: &str| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                reason: reason.into(),
+                message: message.into(),
+                ..Default::default()
+            }))
+        };
+        for (error, immutable) in [
+            (
+                with(
+                    422,
+                    "Invalid",
+                    r#"the ImmutableSinceFirstWrite "test1" is invalid: value: Invalid value: "string": Value is immutable"#,
+                ),
+                true,
+            ),
+            (
+                with(
+                    400,
+                    "BadRequest",
+                    r#"the IAMPolicyMember's spec is immutable: admission webhook "deny-immutable-field-updates.cnrm.cloud.google.com" denied the request: the IAMPolicyMember's spec is immutable"#,
+                ),
+                true,
+            ),
+            (with(400, "BadRequest", "is not immutable"), false),
+            (
+                with(
+                    422,
+                    "Invalid",
+                    "spec.selector: Invalid value: ...: field is immutable",
+                ),
+                true,
+            ),
+            (
+                with(
+                    403,
+                    "Forbidden",
+                    "admission webhook denied: cannot change the immutable field spec.x",
+                ),
+                true,
+            ),
+        ] {
+            assert_eq!(is_immutable(&error), immutable, "{error}");
+        }
     }
 }
