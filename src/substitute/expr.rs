@@ -139,40 +139,7 @@ fn evaluate(
     let value = required(name, context)?;
     let op = operation;
     if let Some(spec) = op.strip_prefix(':') {
-        // Byte offsets, as Flux; an offset or length that is not a number leaves the value
-        // as it is (bash's behaviour, kept by Flux).
-        let bytes = value.as_bytes();
-        let len = bytes.len() as i64;
-        let (offset, length) = match spec.split_once(':') {
-            Some((offset, length)) => (offset, Some(length)),
-            None => (spec, None),
-        };
-        let Ok(offset) = offset.trim().parse::<i64>() else {
-            return Ok(value);
-        };
-        let start = if offset < 0 {
-            (len + offset).max(0)
-        } else {
-            offset.min(len)
-        } as usize;
-        let end = match length {
-            None => bytes.len(),
-            Some(length) => {
-                let Ok(length) = length.trim().parse::<i64>() else {
-                    return Ok(value);
-                };
-                if length < 0 {
-                    let end = len + length;
-                    if end < start as i64 {
-                        return Ok(String::new());
-                    }
-                    end as usize
-                } else {
-                    (start as i64 + length).min(len) as usize
-                }
-            }
-        };
-        return Ok(String::from_utf8_lossy(&bytes[start..end.max(start)]).into_owned());
+        return Ok(substring(value, spec));
     }
     // Prefix and suffix removal take glob patterns (`*`, `?`, `[…]`), shortest or longest.
     if let Some(pattern) = op.strip_prefix("##") {
@@ -188,24 +155,7 @@ fn evaluate(
         return Ok(remove_suffix(&value, pattern, false));
     }
     if let Some(spec) = op.strip_prefix('/') {
-        let (mode, spec) = match spec.chars().next() {
-            Some('/') => ('a', &spec[1..]),
-            Some('#') => ('p', &spec[1..]),
-            Some('%') => ('s', &spec[1..]),
-            _ => ('f', spec),
-        };
-        let (from, to) = split_pattern(spec);
-        return Ok(match mode {
-            // An empty anchored pattern prepends or appends.
-            'p' if from.is_empty() => format!("{to}{value}"),
-            's' if from.is_empty() => format!("{value}{to}"),
-            _ if from.is_empty() => value,
-            'a' => value.replace(&from, to),
-            'p' if value.starts_with(&from) => format!("{to}{}", &value[from.len()..]),
-            's' if value.ends_with(&from) => format!("{}{to}", &value[..value.len() - from.len()]),
-            'f' => value.replacen(&from, to, 1),
-            _ => value,
-        });
+        return Ok(replace(value, spec));
     }
     let first_mapped = |map: fn(char) -> String| -> String {
         let mut it = value.chars();
@@ -220,6 +170,66 @@ fn evaluate(
         ",," => Ok(value.to_lowercase()),
         "," => Ok(first_mapped(|c| c.to_lowercase().collect())),
         _ => Err(syntax()),
+    }
+}
+
+/// `${name:offset[:length]}`, in bytes as Flux.
+fn substring(value: String, spec: &str) -> String {
+    // Byte offsets, as Flux; an offset or length that is not a number leaves the value
+    // as it is (bash's behaviour, kept by Flux).
+    let bytes = value.as_bytes();
+    let len = bytes.len() as i64;
+    let (offset, length) = match spec.split_once(':') {
+        Some((offset, length)) => (offset, Some(length)),
+        None => (spec, None),
+    };
+    let Ok(offset) = offset.trim().parse::<i64>() else {
+        return value;
+    };
+    let start = if offset < 0 {
+        (len + offset).max(0)
+    } else {
+        offset.min(len)
+    } as usize;
+    let end = match length {
+        None => bytes.len(),
+        Some(length) => {
+            let Ok(length) = length.trim().parse::<i64>() else {
+                return value;
+            };
+            if length < 0 {
+                let end = len + length;
+                if end < start as i64 {
+                    return String::new();
+                }
+                end as usize
+            } else {
+                (start as i64 + length).min(len) as usize
+            }
+        }
+    };
+    String::from_utf8_lossy(&bytes[start..end.max(start)]).into_owned()
+}
+
+/// `${name/pattern/replacement}` and its `//`, `/#`, `/%` forms.
+fn replace(value: String, spec: &str) -> String {
+    let (mode, spec) = match spec.chars().next() {
+        Some('/') => ('a', &spec[1..]),
+        Some('#') => ('p', &spec[1..]),
+        Some('%') => ('s', &spec[1..]),
+        _ => ('f', spec),
+    };
+    let (from, to) = split_pattern(spec);
+    match mode {
+        // An empty anchored pattern prepends or appends.
+        'p' if from.is_empty() => format!("{to}{value}"),
+        's' if from.is_empty() => format!("{value}{to}"),
+        _ if from.is_empty() => value,
+        'a' => value.replace(&from, to),
+        'p' if value.starts_with(&from) => format!("{to}{}", &value[from.len()..]),
+        's' if value.ends_with(&from) => format!("{}{to}", &value[..value.len() - from.len()]),
+        'f' => value.replacen(&from, to, 1),
+        _ => value,
     }
 }
 
