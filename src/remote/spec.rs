@@ -46,27 +46,11 @@ pub fn parse_remote(entry: &str) -> Result<RemoteSpec, RemoteError> {
         Some((location, query)) => (location, query),
         None => (rest, ""),
     };
-    let mut git_ref = None;
-    let mut submodules = true;
-    let mut timeout = None;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match key {
-            "ref" | "version" => git_ref = Some(value.to_string()).filter(|v| !v.is_empty()),
-            "submodules" => {
-                submodules = value.parse().map_err(|_| {
-                    unsupported(&format!("submodules={value:?} is not true or false"))
-                })?
-            }
-            "timeout" => {
-                timeout =
-                    Some(parse_timeout(value).ok_or_else(|| {
-                        unsupported(&format!("timeout={value:?} is not a duration"))
-                    })?)
-            }
-            _ => {}
-        }
-    }
+    let Query {
+        git_ref,
+        submodules,
+        timeout,
+    } = Query::parse(query).map_err(|why| unsupported(&why))?;
 
     let (scheme, without_scheme) = match location.split_once("://") {
         Some((scheme, rest)) => (scheme, rest),
@@ -95,30 +79,7 @@ pub fn parse_remote(entry: &str) -> Result<RemoteSpec, RemoteError> {
         });
     }
 
-    let (repo_part, path) = if let Some((repo, path)) = without_scheme.split_once("//") {
-        (repo.to_string(), path.to_string())
-    } else if let Some(index) = without_scheme.find(".git/").or_else(|| {
-        without_scheme
-            .ends_with(".git")
-            .then(|| without_scheme.len() - 4)
-    }) {
-        let end = index + 4;
-        (
-            without_scheme[..end].to_string(),
-            without_scheme[end..].trim_start_matches('/').to_string(),
-        )
-    } else if GIT_HOSTS.contains(&host) {
-        let segments: Vec<&str> = without_scheme.splitn(4, '/').collect();
-        if segments.len() < 3 {
-            return Err(unsupported("expected host/org/repo"));
-        }
-        (
-            segments[..3].join("/"),
-            segments.get(3).copied().unwrap_or("").to_string(),
-        )
-    } else {
-        (without_scheme.to_string(), String::new())
-    };
+    let (repo_part, path) = split_repository(without_scheme, host).map_err(&unsupported)?;
     if path.split('/').any(|segment| segment == "..") {
         return Err(unsupported(
             "the path inside the repository may not contain '..'",
@@ -131,6 +92,73 @@ pub fn parse_remote(entry: &str) -> Result<RemoteSpec, RemoteError> {
         submodules,
         timeout,
     })
+}
+
+/// A remote's query parameters, as kustomize reads them.
+struct Query {
+    git_ref: Option<String>,
+    submodules: bool,
+    timeout: Option<Duration>,
+}
+
+impl Query {
+    fn parse(query: &str) -> Result<Query, String> {
+        let mut parsed = Query {
+            git_ref: None,
+            submodules: true,
+            timeout: None,
+        };
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match key {
+                "ref" | "version" => {
+                    parsed.git_ref = Some(value.to_string()).filter(|v| !v.is_empty())
+                }
+                "submodules" => {
+                    parsed.submodules = value
+                        .parse()
+                        .map_err(|_| format!("submodules={value:?} is not true or false"))?
+                }
+                "timeout" => {
+                    parsed.timeout = Some(
+                        parse_timeout(value)
+                            .ok_or_else(|| format!("timeout={value:?} is not a duration"))?,
+                    )
+                }
+                _ => {}
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+/// The repository and the path inside it: after `//`, after `.git`, or after a known git
+/// host's `org/repo`.
+fn split_repository(without_scheme: &str, host: &str) -> Result<(String, String), &'static str> {
+    if let Some((repo, path)) = without_scheme.split_once("//") {
+        Ok((repo.to_string(), path.to_string()))
+    } else if let Some(index) = without_scheme.find(".git/").or_else(|| {
+        without_scheme
+            .ends_with(".git")
+            .then(|| without_scheme.len() - 4)
+    }) {
+        let end = index + 4;
+        Ok((
+            without_scheme[..end].to_string(),
+            without_scheme[end..].trim_start_matches('/').to_string(),
+        ))
+    } else if GIT_HOSTS.contains(&host) {
+        let segments: Vec<&str> = without_scheme.splitn(4, '/').collect();
+        if segments.len() < 3 {
+            return Err("expected host/org/repo");
+        }
+        Ok((
+            segments[..3].join("/"),
+            segments.get(3).copied().unwrap_or("").to_string(),
+        ))
+    } else {
+        Ok((without_scheme.to_string(), String::new()))
+    }
 }
 
 /// Seconds (`30`) or a Go duration (`1m30s`).
