@@ -35,24 +35,7 @@ pub fn fix(
     references: &[NameReference],
     schema: SchemaView,
 ) -> Result<(), KustomizeError> {
-    // kustomize reads the namespaces a RoleBinding's ServiceAccount subjects name before
-    // fixing any reference, and refuses one written without a value.
-    for resource in resources.iter() {
-        if resource.kind() == "RoleBinding"
-            && !schema.is_cluster_scoped(str_at(&resource.object, "/apiVersion"), "RoleBinding")
-        {
-            let subjects = resource.object.get("subjects").and_then(Value::as_array);
-            let blank = subjects.into_iter().flatten().any(|subject| {
-                subject.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
-                    && subject.get("namespace").is_some_and(|ns| !ns.is_string())
-            });
-            if blank {
-                return Err(KustomizeError::BlankSubjectNamespace {
-                    resource: resource.id().to_string(),
-                });
-            }
-        }
-    }
+    refuse_blank_subject_namespaces(resources, schema)?;
     // Only renamed resources can be referred to by an outdated name.
     if resources.iter().all(|r| r.previous_ids.is_empty()) {
         return Ok(());
@@ -67,29 +50,7 @@ pub fn fix(
             cluster_scoped: schema.is_cluster_scoped(str_at(&r.object, "/apiVersion"), r.kind()),
         })
         .collect();
-    // Candidates are indexed by (kind, earlier name), and also by current namespace for the
-    // common lookup from a namespaced referrer, where copies of one base in many namespaces
-    // share earlier names.
-    let mut index = CandidateIndex::default();
-    for (position, candidate) in candidates.iter().enumerate() {
-        let namespaced = !candidate.cluster_scoped && candidate.current.kind != "ServiceAccount";
-        let namespace = effective_namespace(&candidate.current.namespace);
-        for previous in &candidate.previous {
-            let key = (previous.kind.as_str(), previous.name.as_str());
-            push_once(index.by_name.entry(key).or_default(), position);
-            if namespaced {
-                push_once(
-                    index
-                        .by_namespace
-                        .entry((key.0, key.1, namespace))
-                        .or_default(),
-                    position,
-                );
-            } else {
-                push_once(index.unscoped.entry(key).or_default(), position);
-            }
-        }
-    }
+    let index = CandidateIndex::of(&candidates);
     let mut referrals: Vec<(usize, ResId)> = Vec::new();
     let paths: Vec<Vec<Vec<Cow<str>>>> = references
         .iter()
@@ -138,6 +99,61 @@ pub fn fix(
         }
     }
     Ok(())
+}
+
+/// kustomize reads the namespaces a RoleBinding's ServiceAccount subjects name before fixing
+/// any reference, and refuses one written without a value.
+fn refuse_blank_subject_namespaces(
+    resources: &[Resource],
+    schema: SchemaView,
+) -> Result<(), KustomizeError> {
+    for resource in resources.iter() {
+        if resource.kind() == "RoleBinding"
+            && !schema.is_cluster_scoped(str_at(&resource.object, "/apiVersion"), "RoleBinding")
+        {
+            let subjects = resource.object.get("subjects").and_then(Value::as_array);
+            let blank = subjects.into_iter().flatten().any(|subject| {
+                subject.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
+                    && subject.get("namespace").is_some_and(|ns| !ns.is_string())
+            });
+            if blank {
+                return Err(KustomizeError::BlankSubjectNamespace {
+                    resource: resource.id().to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+impl<'a> CandidateIndex<'a> {
+    /// Candidates by (kind, earlier name), and also by current namespace for the common
+    /// lookup from a namespaced referrer, where copies of one base in many namespaces share
+    /// earlier names.
+    fn of(candidates: &'a [Candidate]) -> CandidateIndex<'a> {
+        let mut index = CandidateIndex::default();
+        for (position, candidate) in candidates.iter().enumerate() {
+            let namespaced =
+                !candidate.cluster_scoped && candidate.current.kind != "ServiceAccount";
+            let namespace = effective_namespace(&candidate.current.namespace);
+            for previous in &candidate.previous {
+                let key = (previous.kind.as_str(), previous.name.as_str());
+                push_once(index.by_name.entry(key).or_default(), position);
+                if namespaced {
+                    push_once(
+                        index
+                            .by_namespace
+                            .entry((key.0, key.1, namespace))
+                            .or_default(),
+                        position,
+                    );
+                } else {
+                    push_once(index.unscoped.entry(key).or_default(), position);
+                }
+            }
+        }
+        index
+    }
 }
 
 /// Candidate positions by (kind, earlier name), and split by scope for namespaced lookups.
