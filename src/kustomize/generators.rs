@@ -69,56 +69,13 @@ pub fn generate(
     let behavior = Behavior::parse(&args.behavior).unwrap_or(Behavior::Create);
     let options = merge_options(args.options.as_ref(), global);
 
-    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
-    for env in &args.envs {
-        let (path, bytes) = loader.read(env)?;
-        let pairs = env_pairs(&bytes, env_lookup)
-            .map_err(|m| invalid(format!("env source {}: {m}", path.display())))?;
-        for (key, value) in pairs {
-            entries.push((key, value.into_bytes()));
-        }
-    }
-    for literal in &args.literals {
-        let (key, value) = parse_literal(literal).map_err(invalid)?;
-        entries.push((key, value.into_bytes()));
-    }
-    for source in &args.files {
-        let (key, path) = parse_file_source(source).map_err(invalid)?;
-        if let super::loader::Target::Dir(dir) = loader.resolve(&path)? {
-            return Err(invalid(format!(
-                "file source '{}' must resolve to a file",
-                dir.display()
-            )));
-        }
-        let (_, bytes) = loader.read(&path)?;
-        entries.push((key, bytes));
-    }
-
-    let mut data = Map::new();
-    let mut binary_data = Map::new();
-    for (key, bytes) in entries {
-        if data.contains_key(&key) || binary_data.contains_key(&key) {
-            return Err(invalid(format!(
-                "{kind_word} {} illegally repeats the key `{key}`",
-                args.name
-            )));
-        }
-        let base64 = || Value::String(encode_base64(&bytes));
-        match kind {
-            GeneratorKind::Secret => {
-                data.insert(key, base64());
-            }
-            GeneratorKind::ConfigMap => match std::str::from_utf8(&bytes) {
-                Ok(text) => {
-                    data.insert(key, Value::String(text.to_string()));
-                }
-                Err(_) => {
-                    binary_data.insert(key, base64());
-                }
-            },
-        }
-    }
-
+    let entries = sources(args, loader, env_lookup, &invalid)?;
+    let (data, binary_data) = data_maps(kind, entries).map_err(|key| {
+        invalid(format!(
+            "{kind_word} {} illegally repeats the key `{key}`",
+            args.name
+        ))
+    })?;
     let mut metadata = Map::new();
     metadata.insert("name".into(), json!(args.name));
     if !args.namespace.is_empty() {
@@ -159,6 +116,67 @@ pub fn generate(
         hash_suffix: !options.disable_name_suffix_hash.unwrap_or(false),
     });
     Ok(resource)
+}
+
+/// The key-value pairs of a generator's env files, literals and files, in that order.
+fn sources(
+    args: &GeneratorArgs,
+    loader: &Loader,
+    env_lookup: EnvLookup,
+    invalid: &dyn Fn(String) -> KustomizeError,
+) -> Result<Vec<(String, Vec<u8>)>, KustomizeError> {
+    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+    for env in &args.envs {
+        let (path, bytes) = loader.read(env)?;
+        let pairs = env_pairs(&bytes, env_lookup)
+            .map_err(|m| invalid(format!("env source {}: {m}", path.display())))?;
+        for (key, value) in pairs {
+            entries.push((key, value.into_bytes()));
+        }
+    }
+    for literal in &args.literals {
+        let (key, value) = parse_literal(literal).map_err(invalid)?;
+        entries.push((key, value.into_bytes()));
+    }
+    for source in &args.files {
+        let (key, path) = parse_file_source(source).map_err(invalid)?;
+        if let super::loader::Target::Dir(dir) = loader.resolve(&path)? {
+            return Err(invalid(format!(
+                "file source '{}' must resolve to a file",
+                dir.display()
+            )));
+        }
+        let (_, bytes) = loader.read(&path)?;
+        entries.push((key, bytes));
+    }
+    Ok(entries)
+}
+
+/// `data` and `binaryData`: a Secret's values base64, a ConfigMap's as text unless they are
+/// not UTF-8. A repeated key is the error.
+fn data_maps(kind: GeneratorKind, entries: Vec<(String, Vec<u8>)>) -> Result<(Map, Map), String> {
+    let mut data = Map::new();
+    let mut binary_data = Map::new();
+    for (key, bytes) in entries {
+        if data.contains_key(&key) || binary_data.contains_key(&key) {
+            return Err(key);
+        }
+        let base64 = || Value::String(encode_base64(&bytes));
+        match kind {
+            GeneratorKind::Secret => {
+                data.insert(key, base64());
+            }
+            GeneratorKind::ConfigMap => match std::str::from_utf8(&bytes) {
+                Ok(text) => {
+                    data.insert(key, Value::String(text.to_string()));
+                }
+                Err(_) => {
+                    binary_data.insert(key, base64());
+                }
+            },
+        }
+    }
+    Ok((data, binary_data))
 }
 
 /// The generator's options with the global ones laid over them.
