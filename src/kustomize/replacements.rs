@@ -259,45 +259,7 @@ fn apply(
             }
             let before = resource.id();
             for path in field_paths {
-                let segments = parse_field_path(path);
-                if write_inside_embedded_document(&mut resource.object, &segments, &value, &options)
-                {
-                    continue;
-                }
-                let mut tally = Tally::default();
-                // kustomize rewrites annotations as a string map after the build; labels keep
-                // the type a created entry was given.
-                let created_as_string = matches!(segments.as_slice(), [PathSegment::Field(m), PathSegment::Field(f), ..]
-                    if m == "metadata" && f == "annotations");
-                let written = write_at(
-                    &mut resource.object,
-                    &segments,
-                    &value,
-                    &WriteOptions {
-                        field: &options,
-                        created_as_string,
-                        null_is_value: false,
-                        json_types: false,
-                    },
-                    &mut tally,
-                );
-                let verb = if options.create {
-                    "find or create"
-                } else {
-                    "find"
-                };
-                let not_found =
-                    format!("unable to {verb} field \"{path}\" in replacement target {before}");
-                match written {
-                    Err(WriteError::Path(cause)) => {
-                        return Err(error(file, format!("{not_found}: {cause}")));
-                    }
-                    Err(WriteError::Value(message)) => {
-                        return Err(error(file, format!("{before}: {message}")));
-                    }
-                    Ok(()) if tally.written == 0 => return Err(error(file, not_found)),
-                    Ok(()) => {}
-                }
+                replace_at(resource, path, &value, &options, &before, file)?;
             }
             if resource.id() != before && resource.previous_ids.last() != Some(&before) {
                 resource.previous_ids.push(before);
@@ -305,6 +267,51 @@ fn apply(
         }
     }
     Ok(())
+}
+
+/// Writes `value` at one field path of a selected resource, in kustomize's words when the
+/// path is not there (and not to be created) or the value does not fit.
+fn replace_at(
+    resource: &mut Resource,
+    path: &str,
+    value: &Value,
+    options: &FieldOptions,
+    before: &ResId,
+    file: &Path,
+) -> Result<(), KustomizeError> {
+    let segments = parse_field_path(path);
+    if write_inside_embedded_document(&mut resource.object, &segments, value, options) {
+        return Ok(());
+    }
+    let mut tally = Tally::default();
+    // kustomize rewrites annotations as a string map after the build; labels keep
+    // the type a created entry was given.
+    let created_as_string = matches!(segments.as_slice(), [PathSegment::Field(m), PathSegment::Field(f), ..]
+        if m == "metadata" && f == "annotations");
+    let written = write_at(
+        &mut resource.object,
+        &segments,
+        value,
+        &WriteOptions {
+            field: options,
+            created_as_string,
+            null_is_value: false,
+            json_types: false,
+        },
+        &mut tally,
+    );
+    let verb = if options.create {
+        "find or create"
+    } else {
+        "find"
+    };
+    let not_found = format!("unable to {verb} field \"{path}\" in replacement target {before}");
+    match written {
+        Err(WriteError::Path(cause)) => Err(error(file, format!("{not_found}: {cause}"))),
+        Err(WriteError::Value(message)) => Err(error(file, format!("{before}: {message}"))),
+        Ok(()) if tally.written == 0 => Err(error(file, not_found)),
+        Ok(()) => Ok(()),
+    }
 }
 
 /// Kustomize v5.8: a path that runs into a string holding a document continues inside it.
