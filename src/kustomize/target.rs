@@ -640,16 +640,7 @@ impl<'a> Builder<'a> {
             record(acc, "SuffixTransformer");
         }
         for label in &k.labels {
-            let mut specs = label.fields.clone();
-            super::config::merge_specs(&mut specs, &acc.config.labels);
-            if label.include_selectors {
-                super::config::merge_specs(&mut specs, &acc.config.common_labels);
-            } else {
-                super::config::merge_specs(&mut specs, &[metadata_labels_spec()]);
-                if label.include_templates {
-                    super::config::merge_specs(&mut specs, &acc.config.template_labels);
-                }
-            }
+            let specs = label_specs(label, &acc.config);
             transformers::add_map_entries(&mut acc.resources, &label.pairs, &specs, file)?;
             record(acc, "LabelTransformer");
         }
@@ -767,6 +758,25 @@ fn check_unique_ids(resources: &[Resource]) -> Result<(), KustomizeError> {
         }
     }
     Ok(())
+}
+
+/// The fields a `labels` entry writes: its own, the configuration's, and the selectors (or
+/// only `metadata.labels`, plus templates when asked).
+fn label_specs(
+    label: &kustfile::Label,
+    config: &super::config::TransformerConfig,
+) -> Vec<kustfile::FieldSpec> {
+    let mut specs = label.fields.clone();
+    super::config::merge_specs(&mut specs, &config.labels);
+    if label.include_selectors {
+        super::config::merge_specs(&mut specs, &config.common_labels);
+    } else {
+        super::config::merge_specs(&mut specs, &[metadata_labels_spec()]);
+        if label.include_templates {
+            super::config::merge_specs(&mut specs, &config.template_labels);
+        }
+    }
+    specs
 }
 
 fn metadata_labels_spec() -> kustfile::FieldSpec {
