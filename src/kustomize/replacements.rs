@@ -608,41 +608,7 @@ fn write_at(
     };
     match (first, target) {
         (PathSegment::Field(name), Value::Object(map)) => {
-            let null = map.get(name).is_some_and(Value::is_null);
-            let null_is_value = write.null_is_value || write.json_types && rest.is_empty();
-            if null && write.null_is_value && !rest.is_empty() {
-                return Err(WriteError::Path(format!(
-                    "wrong node kind: expected a mapping at {name}, found null"
-                )));
-            }
-            if !map.contains_key(name) || null && !null_is_value {
-                if !options.create {
-                    return Ok(());
-                }
-                let fresh = if rest.is_empty() {
-                    Value::Null
-                } else if matches!(rest[0], PathSegment::Match(..) | PathSegment::Index(_)) {
-                    Value::Array(Vec::new())
-                } else {
-                    Value::Object(Map::new())
-                };
-                map.insert(name.clone(), fresh);
-                if rest.is_empty() {
-                    // A created field has no tag to keep, in JSON too.
-                    let slot = map.get_mut(name).expect("inserted");
-                    set_field(slot, value, options, write.created_as_string)
-                        .map_err(WriteError::Value)?;
-                    tally.written += 1;
-                    return Ok(());
-                }
-            }
-            write_at(
-                map.get_mut(name).expect("present"),
-                rest,
-                value,
-                write,
-                tally,
-            )
+            write_field(map, name, rest, value, write, tally)
         }
         (PathSegment::Index(i), Value::Array(items)) => {
             if *i == items.len() && options.create {
@@ -696,6 +662,53 @@ fn write_at(
         (PathSegment::Field(_), other) => Err(wrong_kind("MappingNode", other)),
         (_, other) => Err(wrong_kind("SequenceNode", other)),
     }
+}
+
+/// A path's step into a mapping's field: created (as the next step needs it) when missing
+/// and creation is on, a null one taken as missing unless nulls are values.
+fn write_field(
+    map: &mut Map,
+    name: &str,
+    rest: &[PathSegment],
+    value: &Value,
+    write: &WriteOptions,
+    tally: &mut Tally,
+) -> Result<(), WriteError> {
+    let options = write.field;
+    let null = map.get(name).is_some_and(Value::is_null);
+    let null_is_value = write.null_is_value || write.json_types && rest.is_empty();
+    if null && write.null_is_value && !rest.is_empty() {
+        return Err(WriteError::Path(format!(
+            "wrong node kind: expected a mapping at {name}, found null"
+        )));
+    }
+    if !map.contains_key(name) || null && !null_is_value {
+        if !options.create {
+            return Ok(());
+        }
+        let fresh = if rest.is_empty() {
+            Value::Null
+        } else if matches!(rest[0], PathSegment::Match(..) | PathSegment::Index(_)) {
+            Value::Array(Vec::new())
+        } else {
+            Value::Object(Map::new())
+        };
+        map.insert(name.to_string(), fresh);
+        if rest.is_empty() {
+            // A created field has no tag to keep, in JSON too.
+            let slot = map.get_mut(name).expect("inserted");
+            set_field(slot, value, options, write.created_as_string).map_err(WriteError::Value)?;
+            tally.written += 1;
+            return Ok(());
+        }
+    }
+    write_at(
+        map.get_mut(name).expect("present"),
+        rest,
+        value,
+        write,
+        tally,
+    )
 }
 
 fn set_field(
