@@ -411,34 +411,7 @@ impl<'a> Builder<'a> {
         }
         refuse_plugins(&k, &file)?;
         let mut acc = component_of.unwrap_or_else(Accumulated::new);
-        if k.openapi.contains_key("version") && k.openapi.contains_key("path") {
-            return Err(KustomizeError::InvalidKustomization {
-                file: file.clone(),
-                message: "openapi: builtin version and custom schema provided, cannot use both"
-                    .into(),
-            });
-        }
-        if let Some(version) = k.openapi.get("version")
-            && version != "v1.21.2"
-        {
-            return Err(KustomizeError::InvalidKustomization {
-                file: file.clone(),
-                message: format!(
-                    "openapi version {version:?}: the specified OpenAPI version is not built in (v1.21.2 is)"
-                ),
-            });
-        }
-        if let Some(path) = k.openapi.get("path") {
-            let (schema_file, text) = loader.read_text(path)?;
-            let document =
-                crate::yaml::parse_single(&text, crate::yaml::Schema::Kyaml).map_err(|error| {
-                    KustomizeError::Yaml {
-                        file: schema_file,
-                        error,
-                    }
-                })?;
-            acc.custom_schema = Some(Openapi::from_document(&document));
-        }
+        load_openapi(&k, loader, &file, &mut acc)?;
 
         // Nothing renames resources while they are collected, so identities stay valid.
         let mut seen = acc.object_keys();
@@ -459,30 +432,7 @@ impl<'a> Builder<'a> {
             acc.extend_config(&path, &builtins::config_from_crd(&text, &path)?);
         }
 
-        let global_options = k.generator_options.as_ref();
-        let env_lookup = self.options.env_lookup;
-        for (kind, list) in [
-            (GeneratorKind::ConfigMap, &k.config_map_generator),
-            (GeneratorKind::Secret, &k.secret_generator),
-        ] {
-            for args in list {
-                let mut resource =
-                    generators::generate(kind, args, global_options, loader, env_lookup, &file)?;
-                let by = match kind {
-                    GeneratorKind::ConfigMap => "ConfigMapGenerator",
-                    GeneratorKind::Secret => "SecretGenerator",
-                };
-                resource.origin = self
-                    .generated_origin(&file, ConfiguredBy::builtin(by))
-                    .map(Box::new);
-                acc.absorb(resource, &file)?;
-            }
-        }
-        for entry in &k.generators {
-            for resource in builtins::run_generator(self, entry, loader, env_lookup, &file)? {
-                acc.absorb(resource, &file)?;
-            }
-        }
+        self.run_generators(&k, loader, &file, &mut acc)?;
 
         for entry in &k.components {
             if loader::is_remote(entry) {
@@ -529,6 +479,41 @@ impl<'a> Builder<'a> {
         }
         self.check_object_count(&acc, &file)?;
         Ok((acc, k))
+    }
+
+    /// The ConfigMap and Secret generators, then the generator plugins' built-in configs.
+    fn run_generators(
+        &mut self,
+        k: &Kustomization,
+        loader: &Loader,
+        file: &Path,
+        acc: &mut Accumulated,
+    ) -> Result<(), KustomizeError> {
+        let global_options = k.generator_options.as_ref();
+        let env_lookup = self.options.env_lookup;
+        for (kind, list) in [
+            (GeneratorKind::ConfigMap, &k.config_map_generator),
+            (GeneratorKind::Secret, &k.secret_generator),
+        ] {
+            for args in list {
+                let mut resource =
+                    generators::generate(kind, args, global_options, loader, env_lookup, file)?;
+                let by = match kind {
+                    GeneratorKind::ConfigMap => "ConfigMapGenerator",
+                    GeneratorKind::Secret => "SecretGenerator",
+                };
+                resource.origin = self
+                    .generated_origin(file, ConfiguredBy::builtin(by))
+                    .map(Box::new);
+                acc.absorb(resource, file)?;
+            }
+        }
+        for entry in &k.generators {
+            for resource in builtins::run_generator(self, entry, loader, env_lookup, file)? {
+                acc.absorb(resource, file)?;
+            }
+        }
+        Ok(())
     }
 
     fn accumulate_resource(
@@ -777,6 +762,44 @@ fn label_specs(
         }
     }
     specs
+}
+
+/// `openapi`: the built-in schema's version (only v1.21.2 is built in) or a custom schema
+/// file, never both.
+fn load_openapi(
+    k: &Kustomization,
+    loader: &Loader,
+    file: &Path,
+    acc: &mut Accumulated,
+) -> Result<(), KustomizeError> {
+    if k.openapi.contains_key("version") && k.openapi.contains_key("path") {
+        return Err(KustomizeError::InvalidKustomization {
+            file: file.to_path_buf(),
+            message: "openapi: builtin version and custom schema provided, cannot use both".into(),
+        });
+    }
+    if let Some(version) = k.openapi.get("version")
+        && version != "v1.21.2"
+    {
+        return Err(KustomizeError::InvalidKustomization {
+            file: file.to_path_buf(),
+            message: format!(
+                "openapi version {version:?}: the specified OpenAPI version is not built in (v1.21.2 is)"
+            ),
+        });
+    }
+    if let Some(path) = k.openapi.get("path") {
+        let (schema_file, text) = loader.read_text(path)?;
+        let document =
+            crate::yaml::parse_single(&text, crate::yaml::Schema::Kyaml).map_err(|error| {
+                KustomizeError::Yaml {
+                    file: schema_file,
+                    error,
+                }
+            })?;
+        acc.custom_schema = Some(Openapi::from_document(&document));
+    }
+    Ok(())
 }
 
 fn metadata_labels_spec() -> kustfile::FieldSpec {
