@@ -32,17 +32,33 @@ pub struct ClusterReference {
     pub audiences: Vec<String>,
 }
 
+impl Provider {
+    const ALL: [Provider; 4] = [
+        Provider::Aws,
+        Provider::Azure,
+        Provider::Gcp,
+        Provider::Generic,
+    ];
+
+    /// The name a ConfigMap's `provider` gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Aws => "aws",
+            Provider::Azure => "azure",
+            Provider::Gcp => "gcp",
+            Provider::Generic => "generic",
+        }
+    }
+}
+
 impl ClusterReference {
     /// Reads a kubeconfig ConfigMap's data.
     pub fn from_data(data: &BTreeMap<String, String>) -> Result<ClusterReference, String> {
-        let provider = data.get("provider").map(String::as_str).unwrap_or_default();
-        let provider = match provider {
-            "aws" => Provider::Aws,
-            "azure" => Provider::Azure,
-            "gcp" => Provider::Gcp,
-            "generic" => Provider::Generic,
-            other => return Err(format!("provider '{other}' not implemented")),
-        };
+        let named = data.get("provider").map(String::as_str).unwrap_or_default();
+        let provider = Provider::ALL
+            .into_iter()
+            .find(|provider| provider.name() == named)
+            .ok_or_else(|| format!("provider '{named}' not implemented"))?;
         Ok(ClusterReference {
             provider,
             cluster: data.get("cluster").cloned(),

@@ -35,7 +35,7 @@ impl KubeServiceAccount {
 }
 
 /// The API server's own words for a failed request.
-fn api_message(error: &kube::Error) -> String {
+pub(crate) fn api_message(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(status) => status.message.clone(),
         other => crate::report::cause_chain(other),

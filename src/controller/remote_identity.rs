@@ -89,7 +89,7 @@ pub async fn client(
     let found = configs
         .config_map(namespace, config_map)
         .await
-        .map_err(|e| read_failed(api_words(&e)))?
+        .map_err(|e| read_failed(super::identity::api_message(&e)))?
         .ok_or_else(|| read_failed(format!("configmaps \"{config_map}\" not found")))?;
     let version = found.metadata.resource_version.clone().unwrap_or_default();
     let data: std::collections::BTreeMap<String, String> =
@@ -501,13 +501,6 @@ fn rest_config(host: &str, ca_pem: Option<&str>, token: String) -> Result<kube::
     }
     config.auth_info.token = Some(token.into());
     Ok(config)
-}
-
-fn api_words(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.message.clone(),
-        other => crate::report::cause_chain(other),
-    }
 }
 
 /// The controller's token file, as the options name it.
