@@ -493,13 +493,14 @@ async fn sops_secrets_are_applied_decrypted() {
 }
 
 /// With object-level workload identity on, a Kustomization that names a service account for
-/// decryption never decrypts with the controller's own credentials: a Vault key (whose token
-/// Flux gets for a ServiceAccount only with `--sops-vault-configmap`) fails the build saying
-/// what to add.
+/// decryption (or gets `--default-decryption-service-account`) never decrypts with the
+/// controller's own credentials: a Vault key (whose token Flux gets for a ServiceAccount only
+/// with `--sops-vault-configmap`) fails the build saying what to add.
 #[tokio::test]
 async fn decryption_as_a_service_account_never_uses_the_controllers_vault_token() {
     let harness = Harness::start_with(|options| {
         options.reconcile.object_level_workload_identity = true;
+        options.reconcile.default_decryption_service_account = Some("fallback".into());
         options.reconcile.environment = std::sync::Arc::new(vec![
             (
                 "VAULT_TOKEN".to_string(),
@@ -542,6 +543,21 @@ async fn decryption_as_a_service_account_never_uses_the_controllers_vault_token(
             "a Vault token is not exchanged for the service account '{}/tenant'",
             harness.cluster.namespace
         )) && message.contains("sops.vault-token"),
+        "{message}"
+    );
+    // Without one of its own, a Kustomization decrypts as --default-decryption-service-account.
+    harness
+        .create_kustomization("defaulted", json!({"decryption": {"provider": "sops"}}))
+        .await;
+    let failed = harness
+        .wait_ready("defaulted", "False", "BuildFailed")
+        .await;
+    let message = ready_message(&failed);
+    assert!(
+        message.contains(&format!(
+            "a Vault token is not exchanged for the service account '{}/fallback'",
+            harness.cluster.namespace
+        )),
         "{message}"
     );
 }

@@ -33,6 +33,42 @@ fn an_unknown_feature_gate_stops_the_controller_before_it_starts() {
     );
 }
 
+/// fluxcd/pkg auth's start-up check: default ServiceAccounts for cloud identities need the
+/// ObjectLevelWorkloadIdentity gate; with it, the same flags pass the check (and the run then
+/// stops only for want of a cluster).
+#[test]
+fn default_identity_accounts_need_the_workload_identity_gate() {
+    for flag in [
+        "--default-decryption-service-account=sops",
+        "--default-kubeconfig-service-account=kubeconfig",
+    ] {
+        let refused = run_cli(&["run", flag]);
+        assert_eq!(refused.status.code(), Some(1), "{flag}");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            stderr.contains("cannot set default service accounts when the feature gate ObjectLevelWorkloadIdentity is not enabled"),
+            "{flag}: {stderr}"
+        );
+        // No cluster to find: the run stops right after the check, saying so.
+        let gated = std::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+            .args([
+                "run",
+                flag,
+                "--feature-gates=ObjectLevelWorkloadIdentity=true",
+            ])
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&gated.stderr);
+        assert!(
+            stderr.contains("finding the cluster")
+                && !stderr.contains("cannot set default service accounts"),
+            "{flag}: {stderr}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn unset_variables_fail_the_build_by_default_as_in_flux_1_9() {
     let harness = Harness::start().await;
