@@ -108,7 +108,9 @@ pub async fn client(
         return Ok(client.clone());
     }
     let mut config = rest_config(&access.host, access.ca_pem.as_deref(), access.token.clone())
-        .map_err(IdentityError::RestConfig)?;
+        .map_err(|e| {
+            IdentityError::RestConfig(format!("kubeconfig ConfigMap '{config_map_id}': {e}"))
+        })?;
     config.auth_info.impersonate = impersonate;
     let client = super::remote::limited_client(config, requests)
         .await

@@ -194,6 +194,23 @@ async fn a_remote_cluster_is_reached_as_the_service_account_a_config_map_names()
         .wait_ready("own", "True", "ReconciliationSucceeded")
         .await;
     assert!(maps.get_opt("near").await.unwrap().is_some());
+    // A CA that is not PEM names the ConfigMap and the key.
+    let mut bad_ca = kubeconfig_map("bad-ca", "deployer", "generic");
+    bad_ca["data"]["ca.crt"] = json!("not a certificate");
+    cluster.apply(&bad_ca).await;
+    harness
+        .create_kustomization("bad-ca", kustomization("maps", "bad-ca"))
+        .await;
+    let failed = harness
+        .wait_ready("bad-ca", "False", "ReconciliationFailed")
+        .await;
+    assert!(
+        ready_message(&failed).contains(&format!(
+            "kubeconfig ConfigMap '{ns}/bad-ca': invalid ca.crt"
+        )),
+        "{}",
+        ready_message(&failed)
+    );
     harness
         .create_kustomization("openstack", kustomization("maps", "openstack"))
         .await;
