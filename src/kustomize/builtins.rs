@@ -594,132 +594,127 @@ fn apply_transformer_config(
     file: &Path,
     acc: &mut Accumulated,
 ) -> Result<usize, KustomizeError> {
-    let (config, origin) = (config.clone(), origin.to_string());
     let mut writes = 0;
-    {
-        let kind = config
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        match kind.as_str() {
-            "PrefixSuffixTransformer" | "PrefixTransformer" | "SuffixTransformer" => {
-                let c: PrefixSuffixConfig = decode(&config, &origin, file)?;
-                transformers::add_prefix_suffix(
-                    &mut acc.resources,
-                    &c.prefix,
-                    &c.suffix,
-                    &c.field_specs,
-                    &c.field_specs,
-                );
+    let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "PrefixSuffixTransformer" | "PrefixTransformer" | "SuffixTransformer" => {
+            let c: PrefixSuffixConfig = decode(config, origin, file)?;
+            transformers::add_prefix_suffix(
+                &mut acc.resources,
+                &c.prefix,
+                &c.suffix,
+                &c.field_specs,
+                &c.field_specs,
+            );
+        }
+        "LabelTransformer" => {
+            let c: MapConfig = decode(config, origin, file)?;
+            writes +=
+                transformers::add_map_entries(&mut acc.resources, &c.labels, &c.field_specs, file)?;
+        }
+        "AnnotationsTransformer" => {
+            let c: MapConfig = decode(config, origin, file)?;
+            writes += transformers::add_map_entries(
+                &mut acc.resources,
+                &c.annotations,
+                &c.field_specs,
+                file,
+            )?;
+        }
+        "NamespaceTransformer" => {
+            let c: NamespaceConfig = decode(config, origin, file)?;
+            set_namespace(c, origin, file, acc)?;
+        }
+        "ImageTagTransformer" => {
+            let c: ImageConfig = decode(config, origin, file)?;
+            transformers::set_images(
+                &mut acc.resources,
+                std::slice::from_ref(&c.image_tag),
+                &c.field_specs,
+            )?;
+        }
+        "ReplicaCountTransformer" => {
+            let c: ReplicaConfig = decode(config, origin, file)?;
+            transformers::set_replicas(
+                &mut acc.resources,
+                std::slice::from_ref(&c.replica),
+                &c.field_specs,
+                file,
+            )?;
+        }
+        "PatchStrategicMergeTransformer" => {
+            let c: StrategicMergeConfig = decode(config, origin, file)?;
+            let mut entries = c.paths;
+            if !c.patches.is_empty() {
+                entries.push(c.patches);
             }
-            "LabelTransformer" => {
-                let c: MapConfig = decode(&config, &origin, file)?;
-                writes += transformers::add_map_entries(
-                    &mut acc.resources,
-                    &c.labels,
-                    &c.field_specs,
-                    file,
-                )?;
+            patches::apply_strategic_merge_files(&entries, loader, file, acc)?;
+        }
+        "PatchTransformer" | "PatchJson6902Transformer" => {
+            let c: PatchConfig = decode(config, origin, file)?;
+            let json6902 = kind == "PatchJson6902Transformer";
+            let patch = Patch {
+                path: c.path,
+                patch: if json6902 { c.json_op } else { c.patch },
+                target: c.target,
+                options: c.options,
+            };
+            let patch = std::slice::from_ref(&patch);
+            if json6902 {
+                patches::apply_json6902(patch, loader, file, acc)?;
+            } else {
+                patches::apply_patches(patch, loader, file, acc)?;
             }
-            "AnnotationsTransformer" => {
-                let c: MapConfig = decode(&config, &origin, file)?;
-                writes += transformers::add_map_entries(
-                    &mut acc.resources,
-                    &c.annotations,
-                    &c.field_specs,
-                    file,
-                )?;
-            }
-            "NamespaceTransformer" => {
-                let c: NamespaceConfig = decode(&config, &origin, file)?;
-                let subjects = match c.set_role_binding_subjects.as_str() {
-                    "" | "defaultOnly" => RoleBindingSubjects::DefaultOnly,
-                    "allServiceAccounts" => RoleBindingSubjects::AllServiceAccounts,
-                    "none" => RoleBindingSubjects::None,
-                    other => {
-                        return Err(KustomizeError::InvalidConfig {
-                            file: file.to_path_buf(),
-                            message: format!(
-                                "{origin}: invalid value {other:?} for setRoleBindingSubjects"
-                            ),
-                        });
-                    }
-                };
-                let options = NamespaceOptions {
-                    unset_only: c.unset_only,
-                    subjects,
-                };
-                let custom = acc.custom_schema.clone();
-                let schema = super::openapi::SchemaView {
-                    custom: custom.as_ref(),
-                };
-                transformers::set_namespace(
-                    &mut acc.resources,
-                    &c.metadata.namespace,
-                    &c.field_specs,
-                    schema,
-                    options,
-                );
-            }
-            "ImageTagTransformer" => {
-                let c: ImageConfig = decode(&config, &origin, file)?;
-                transformers::set_images(
-                    &mut acc.resources,
-                    std::slice::from_ref(&c.image_tag),
-                    &c.field_specs,
-                )?;
-            }
-            "ReplicaCountTransformer" => {
-                let c: ReplicaConfig = decode(&config, &origin, file)?;
-                transformers::set_replicas(
-                    &mut acc.resources,
-                    std::slice::from_ref(&c.replica),
-                    &c.field_specs,
-                    file,
-                )?;
-            }
-            "PatchStrategicMergeTransformer" => {
-                let c: StrategicMergeConfig = decode(&config, &origin, file)?;
-                let mut entries = c.paths;
-                if !c.patches.is_empty() {
-                    entries.push(c.patches);
-                }
-                patches::apply_strategic_merge_files(&entries, loader, file, acc)?;
-            }
-            "PatchTransformer" => {
-                let c: PatchConfig = decode(&config, &origin, file)?;
-                let patch = Patch {
-                    path: c.path,
-                    patch: c.patch,
-                    target: c.target,
-                    options: c.options,
-                };
-                patches::apply_patches(std::slice::from_ref(&patch), loader, file, acc)?;
-            }
-            "PatchJson6902Transformer" => {
-                let c: PatchConfig = decode(&config, &origin, file)?;
-                let patch = Patch {
-                    path: c.path,
-                    patch: c.json_op,
-                    target: c.target,
-                    options: c.options,
-                };
-                patches::apply_json6902(std::slice::from_ref(&patch), loader, file, acc)?;
-            }
-            "ReplacementTransformer" => {
-                let c: ReplacementConfig = decode(&config, &origin, file)?;
-                replacements::apply_all(&c.replacements, loader, file, &mut acc.resources)?;
-            }
-            other => {
-                return Err(KustomizeError::PluginRefused {
-                    file: file.to_path_buf(),
-                    what: format!(
-                        "unable to load builtin transformer {other:?} configured in {origin}"
-                    ),
-                });
-            }
+        }
+        "ReplacementTransformer" => {
+            let c: ReplacementConfig = decode(config, origin, file)?;
+            replacements::apply_all(&c.replacements, loader, file, &mut acc.resources)?;
+        }
+        other => {
+            return Err(KustomizeError::PluginRefused {
+                file: file.to_path_buf(),
+                what: format!(
+                    "unable to load builtin transformer {other:?} configured in {origin}"
+                ),
+            });
         }
     }
     Ok(writes)
+}
+
+/// The NamespaceTransformer configuration, whose `setRoleBindingSubjects` names which
+/// subjects follow the namespace.
+fn set_namespace(
+    c: NamespaceConfig,
+    origin: &str,
+    file: &Path,
+    acc: &mut Accumulated,
+) -> Result<(), KustomizeError> {
+    let subjects = match c.set_role_binding_subjects.as_str() {
+        "" | "defaultOnly" => RoleBindingSubjects::DefaultOnly,
+        "allServiceAccounts" => RoleBindingSubjects::AllServiceAccounts,
+        "none" => RoleBindingSubjects::None,
+        other => {
+            return Err(KustomizeError::InvalidConfig {
+                file: file.to_path_buf(),
+                message: format!("{origin}: invalid value {other:?} for setRoleBindingSubjects"),
+            });
+        }
+    };
+    let options = NamespaceOptions {
+        unset_only: c.unset_only,
+        subjects,
+    };
+    let custom = acc.custom_schema.clone();
+    let schema = super::openapi::SchemaView {
+        custom: custom.as_ref(),
+    };
+    transformers::set_namespace(
+        &mut acc.resources,
+        &c.metadata.namespace,
+        &c.field_specs,
+        schema,
+        options,
+    );
+    Ok(())
 }

@@ -238,63 +238,9 @@ impl<T: Tree> Builder<T> {
                 self.alias_nodes = 0;
                 Ok(())
             }
-            Event::Alias(id) => {
-                let anchored = self
-                    .anchors
-                    .get(&id)
-                    .ok_or(YamlError::UnknownAlias { line })?;
-                // Aliases multiply what a small text expands to ("billion laughs"); both the
-                // nesting they add and the nodes they copy are bounded.
-                if self.stack.len() + anchored.depth > MAX_DEPTH {
-                    return Err(YamlError::TooDeep {
-                        line,
-                        limit: MAX_DEPTH,
-                    });
-                }
-                self.alias_nodes += anchored.nodes;
-                if self.alias_nodes > MAX_ALIAS_NODES {
-                    return Err(YamlError::AliasBudget {
-                        line,
-                        limit: MAX_ALIAS_NODES,
-                    });
-                }
-                let value = anchored.value.clone();
-                self.complete(value, line)
-            }
+            Event::Alias(id) => self.alias(id, line),
             Event::Scalar(text, style, anchor, tag) => {
-                // A mapping awaiting a key takes the scalar's text. Resources must have string
-                // keys: go-yaml v3 reads `1:` as an integer key, which JSON cannot hold.
-                let schema = self.schema;
-                if let Some(Frame::Mapping {
-                    pending_key: pending @ None,
-                    ..
-                }) = self.stack.last_mut()
-                {
-                    if schema == Schema::Kyaml
-                        && style == ScalarStyle::Plain
-                        && tag.is_none()
-                        && !matches!(resolve_plain(&text, schema), Resolved::Str | Resolved::Null)
-                    {
-                        return Err(YamlError::NonStringKey {
-                            key: text.into_owned(),
-                            line,
-                        });
-                    }
-                    *pending = Some((text.into_owned(), line));
-                    return Ok(());
-                }
-                if self.track_empty_values && text.is_empty() && style == ScalarStyle::Plain {
-                    self.record_empty_value();
-                }
-                let value = if self.in_annotations() {
-                    T::scalar(Value::String(text.into_owned()))
-                } else {
-                    T::scalar(self.scalar(&text, style, tag, line)?)
-                };
-                if anchor != 0 {
-                    self.anchors.insert(anchor, Anchored::of(&value));
-                }
-                self.complete(value, line)
+                self.scalar_event(&text, style, anchor, tag, line)
             }
             Event::SequenceStart(_, anchor, _) => {
                 self.ensure_not_key(line)?;
@@ -333,6 +279,74 @@ impl<T: Tree> Builder<T> {
             }
             _ => Ok(()),
         }
+    }
+
+    /// An alias repeats its anchored value. Aliases multiply what a small text expands to
+    /// ("billion laughs"); both the nesting they add and the nodes they copy are bounded.
+    fn alias(&mut self, id: usize, line: usize) -> Result<(), YamlError> {
+        let anchored = self
+            .anchors
+            .get(&id)
+            .ok_or(YamlError::UnknownAlias { line })?;
+        if self.stack.len() + anchored.depth > MAX_DEPTH {
+            return Err(YamlError::TooDeep {
+                line,
+                limit: MAX_DEPTH,
+            });
+        }
+        self.alias_nodes += anchored.nodes;
+        if self.alias_nodes > MAX_ALIAS_NODES {
+            return Err(YamlError::AliasBudget {
+                line,
+                limit: MAX_ALIAS_NODES,
+            });
+        }
+        let value = anchored.value.clone();
+        self.complete(value, line)
+    }
+
+    /// A scalar is a mapping's pending key or a value.
+    fn scalar_event(
+        &mut self,
+        text: &str,
+        style: ScalarStyle,
+        anchor: usize,
+        tag: Option<Cow<'_, Tag>>,
+        line: usize,
+    ) -> Result<(), YamlError> {
+        // Resources must have string keys: go-yaml v3 reads `1:` as an integer key, which
+        // JSON cannot hold.
+        let schema = self.schema;
+        if let Some(Frame::Mapping {
+            pending_key: pending @ None,
+            ..
+        }) = self.stack.last_mut()
+        {
+            if schema == Schema::Kyaml
+                && style == ScalarStyle::Plain
+                && tag.is_none()
+                && !matches!(resolve_plain(text, schema), Resolved::Str | Resolved::Null)
+            {
+                return Err(YamlError::NonStringKey {
+                    key: text.to_string(),
+                    line,
+                });
+            }
+            *pending = Some((text.to_string(), line));
+            return Ok(());
+        }
+        if self.track_empty_values && text.is_empty() && style == ScalarStyle::Plain {
+            self.record_empty_value();
+        }
+        let value = if self.in_annotations() {
+            T::scalar(Value::String(text.to_string()))
+        } else {
+            T::scalar(self.scalar(text, style, tag, line)?)
+        };
+        if anchor != 0 {
+            self.anchors.insert(anchor, Anchored::of(&value));
+        }
+        self.complete(value, line)
     }
 
     /// Notes the JSON pointer of the mapping field being read, whose value is empty.

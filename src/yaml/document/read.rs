@@ -63,55 +63,13 @@ impl Reader {
                 start,
                 end,
             }),
-            Event::Anchor(id, name) => {
-                // Follows the anchored node's event: a scalar already placed, or a
-                // collection still open.
-                let name = name.into_owned();
-                self.anchor_names.insert(id, name.clone());
-                match (self.last_was_scalar, self.stack.last_mut()) {
-                    (false, Some(Open::Mapping { anchor, .. } | Open::Sequence { anchor, .. })) => {
-                        *anchor = Some(name);
-                    }
-                    _ => {
-                        if let Some(node) = self.last_completed_mut() {
-                            node.anchor = Some(name);
-                        }
-                    }
-                }
-            }
+            Event::Anchor(id, name) => self.anchor(id, name.into_owned()),
             Event::Alias(id) => {
                 let name = self.anchor_names.get(&id).cloned().unwrap_or_default();
                 self.complete(Node::new(Content::Alias(name), start, end));
             }
             Event::Scalar(text, style, _, tag) => {
-                let style = match style {
-                    ScalarStyle::Plain => Style::Plain,
-                    ScalarStyle::SingleQuoted => Style::SingleQuoted,
-                    ScalarStyle::DoubleQuoted => Style::DoubleQuoted,
-                    ScalarStyle::Literal => Style::Literal,
-                    ScalarStyle::Folded => Style::Folded,
-                };
-                let tag = match tag {
-                    Some(tag) => Tag {
-                        name: tag_name(&tag),
-                        explicit: true,
-                    },
-                    None if style == Style::Plain => Tag {
-                        name: resolved_tag(&text).to_string(),
-                        explicit: false,
-                    },
-                    None => Tag {
-                        name: "!!str".to_string(),
-                        explicit: false,
-                    },
-                };
-                // The parser writes an empty value (`key:`) as `~`; its text is empty.
-                let text = if style == Style::Plain && start == end {
-                    String::new()
-                } else {
-                    text.into_owned()
-                };
-                self.complete(Node::new(Content::Scalar { text, style, tag }, start, end));
+                self.complete(scalar(text.into_owned(), style, tag.as_deref(), start, end));
             }
             Event::MappingStart(style, _, ref tag) | Event::SequenceStart(style, _, ref tag) => {
                 if self.stack.len() >= MAX_DEPTH {
@@ -119,70 +77,33 @@ impl Reader {
                 }
                 let flow = style == StructureStyle::Flow;
                 let tag = tag.as_ref().map(|tag| tag_name(tag));
-                self.stack
-                    .push(if matches!(event, Event::MappingStart(..)) {
-                        Open::Mapping {
-                            entries: Vec::new(),
-                            key: None,
-                            flow,
-                            start,
-                            tag,
-                            anchor: None,
-                        }
-                    } else {
-                        Open::Sequence {
-                            items: Vec::new(),
-                            flow,
-                            start,
-                            tag,
-                            anchor: None,
-                        }
-                    });
+                let mapping = matches!(event, Event::MappingStart(..));
+                self.stack.push(Open::new(mapping, flow, start, tag));
             }
             Event::MappingEnd | Event::SequenceEnd => {
-                let node = match self.stack.pop() {
-                    Some(Open::Mapping {
-                        entries,
-                        flow,
-                        start: open,
-                        tag,
-                        anchor,
-                        ..
-                    }) => {
-                        let close = if flow {
-                            end
-                        } else {
-                            entries.last().map_or(open, |(_, v)| v.end)
-                        };
-                        let mut node = Node::new(Content::Mapping { entries, flow }, open, close);
-                        node.collection_tag = tag;
-                        node.anchor = anchor;
-                        node
-                    }
-                    Some(Open::Sequence {
-                        items,
-                        flow,
-                        start: open,
-                        tag,
-                        anchor,
-                    }) => {
-                        let close = if flow {
-                            end
-                        } else {
-                            items.last().map_or(open, |item| item.end)
-                        };
-                        let mut node = Node::new(Content::Sequence { items, flow }, open, close);
-                        node.collection_tag = tag;
-                        node.anchor = anchor;
-                        node
-                    }
-                    None => return Ok(true),
-                };
-                self.complete(node);
+                if let Some(open) = self.stack.pop() {
+                    self.complete(open.close(end));
+                }
             }
             _ => {}
         }
         Ok(true)
+    }
+
+    /// An anchor follows the anchored node's event: a scalar already placed, or a
+    /// collection still open.
+    fn anchor(&mut self, id: usize, name: String) {
+        self.anchor_names.insert(id, name.clone());
+        match (self.last_was_scalar, self.stack.last_mut()) {
+            (false, Some(Open::Mapping { anchor, .. } | Open::Sequence { anchor, .. })) => {
+                *anchor = Some(name);
+            }
+            _ => {
+                if let Some(node) = self.last_completed_mut() {
+                    node.anchor = Some(name);
+                }
+            }
+        }
     }
 
     fn last_completed_mut(&mut self) -> Option<&mut Node> {
@@ -251,6 +172,119 @@ impl Reader {
             document.attach(group, &lines);
         }
         document
+    }
+}
+
+/// A scalar event's node: its style, and its tag as written or as the plain text resolves.
+fn scalar(
+    text: String,
+    style: ScalarStyle,
+    tag: Option<&granit_parser::Tag>,
+    start: Pos,
+    end: Pos,
+) -> Node {
+    let style = match style {
+        ScalarStyle::Plain => Style::Plain,
+        ScalarStyle::SingleQuoted => Style::SingleQuoted,
+        ScalarStyle::DoubleQuoted => Style::DoubleQuoted,
+        ScalarStyle::Literal => Style::Literal,
+        ScalarStyle::Folded => Style::Folded,
+    };
+    let tag = match tag {
+        Some(tag) => Tag {
+            name: tag_name(tag),
+            explicit: true,
+        },
+        None if style == Style::Plain => Tag {
+            name: resolved_tag(&text).to_string(),
+            explicit: false,
+        },
+        None => Tag {
+            name: "!!str".to_string(),
+            explicit: false,
+        },
+    };
+    // The parser writes an empty value (`key:`) as `~`; its text is empty.
+    let text = if style == Style::Plain && start == end {
+        String::new()
+    } else {
+        text
+    };
+    Node::new(Content::Scalar { text, style, tag }, start, end)
+}
+
+impl Open {
+    fn new(mapping: bool, flow: bool, start: Pos, tag: Option<String>) -> Open {
+        if mapping {
+            Open::Mapping {
+                entries: Vec::new(),
+                key: None,
+                flow,
+                start,
+                tag,
+                anchor: None,
+            }
+        } else {
+            Open::Sequence {
+                items: Vec::new(),
+                flow,
+                start,
+                tag,
+                anchor: None,
+            }
+        }
+    }
+
+    /// The collection's node; a block collection ends where its last value does, a flow one
+    /// at its closing bracket (`end`).
+    fn close(self, end: Pos) -> Node {
+        let (content, open, last_end, tag, anchor) = match self {
+            Open::Mapping {
+                entries,
+                flow,
+                start,
+                tag,
+                anchor,
+                ..
+            } => {
+                let last_end = if flow {
+                    Some(end)
+                } else {
+                    entries.last().map(|(_, v)| v.end)
+                };
+                (
+                    Content::Mapping { entries, flow },
+                    start,
+                    last_end,
+                    tag,
+                    anchor,
+                )
+            }
+            Open::Sequence {
+                items,
+                flow,
+                start,
+                tag,
+                anchor,
+            } => {
+                let last_end = if flow {
+                    Some(end)
+                } else {
+                    items.last().map(|item| item.end)
+                };
+                (
+                    Content::Sequence { items, flow },
+                    start,
+                    last_end,
+                    tag,
+                    anchor,
+                )
+            }
+        };
+        let mut node = Node::new(content, open, last_end.unwrap_or(open));
+        node.collection_tag = tag;
+        node.anchor = anchor;
+        node
     }
 }
 
