@@ -91,10 +91,8 @@ pub struct BuildArgs {
     pub max_objects: usize,
 }
 
-fn duration(text: &str) -> Result<std::time::Duration, String> {
-    crate::api::GoDuration::parse(text)
-        .map(|d| d.to_std())
-        .map_err(|e| e.to_string())
+fn duration(text: &str) -> Result<std::time::Duration, crate::api::ApiError> {
+    crate::api::GoDuration::parse(text).map(|d| d.to_std())
 }
 
 /// `run`: the controller's flags, with Flux's names and defaults.

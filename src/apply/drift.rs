@@ -42,8 +42,8 @@ pub fn drifted(live: &Value, dry_run: &Value) -> bool {
 pub enum IgnoreRuleError {
     #[error("ignore path '{0}' is not a JSON pointer")]
     NotAPointer(String),
-    #[error("{0}")]
-    Target(String),
+    #[error(transparent)]
+    Target(#[from] crate::kustomize::SelectorError),
 }
 
 /// `spec.ignore`: JSON pointers removed from objects a target selects.

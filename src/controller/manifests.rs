@@ -65,11 +65,22 @@ fn check_manifest(path: &Path, relative: &str) -> Result<(), ManifestError> {
         yaml::parse_documents(&text, Schema::Kubernetes).map_err(|e| fail(e.to_string()))?;
     documents
         .iter()
-        .try_for_each(|document| resource_metadata(document).map_err(fail))
+        .try_for_each(|document| resource_metadata(document).map_err(|e| fail(e.to_string())))
 }
 
-/// kyaml's check of a document's metadata (`GetValidatedMetadata`), in its words.
-fn resource_metadata(document: &Value) -> Result<(), String> {
+/// What kyaml's metadata check finds missing, in its words.
+#[derive(Debug, thiserror::Error, PartialEq)]
+enum MissingMetadata {
+    #[error("missing Resource metadata")]
+    Resource,
+    #[error("missing kind in object")]
+    Kind,
+    #[error("missing metadata.name in object (kind {0})")]
+    Name(String),
+}
+
+/// kyaml's check of a document's metadata (`GetValidatedMetadata`).
+fn resource_metadata(document: &Value) -> Result<(), MissingMetadata> {
     let present = |value: Option<&Value>| {
         value.is_some_and(|v| {
             !v.is_null() && v.as_str() != Some("") && v.as_object().is_none_or(|o| !o.is_empty())
@@ -79,7 +90,7 @@ fn resource_metadata(document: &Value) -> Result<(), String> {
         return if document.is_null() {
             Ok(())
         } else {
-            Err("missing Resource metadata".into())
+            Err(MissingMetadata::Resource)
         };
     };
     if fields.is_empty() {
@@ -91,14 +102,14 @@ fn resource_metadata(document: &Value) -> Result<(), String> {
         .any(|key| present(metadata.and_then(|m| m.get(key))));
     let kind = document.get("kind").and_then(Value::as_str).unwrap_or("");
     if !present(document.get("apiVersion")) && kind.is_empty() && !described {
-        return Err("missing Resource metadata".into());
+        return Err(MissingMetadata::Resource);
     }
     if kind.is_empty() {
-        return Err("missing kind in object".into());
+        return Err(MissingMetadata::Kind);
     }
     let named = present(metadata.and_then(|m| m.get("name")));
     if !kind.ends_with("List") && !named {
-        return Err(format!("missing metadata.name in object (kind {kind})"));
+        return Err(MissingMetadata::Name(kind.to_string()));
     }
     Ok(())
 }

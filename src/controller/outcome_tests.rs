@@ -10,6 +10,7 @@ use crate::controller::manifests::ManifestError;
 use crate::controller::remote::ClientError;
 use crate::health::HealthError;
 use crate::inventory::InventoryError;
+use crate::inventory::OverflowError;
 use crate::objects::{Change, ObjectRef};
 use crate::source::SourceError;
 
@@ -361,7 +362,7 @@ async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
             StepError::Inventory(InventoryError::Overflow {
                 namespace: "apps".into(),
                 name: "web".into(),
-                reason: "forbidden".into(),
+                source: OverflowError::MalformedLine("forbidden".into()),
             }),
             reason::FAILED,
             false,

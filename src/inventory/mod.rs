@@ -21,8 +21,8 @@ use std::collections::HashSet;
 
 pub use prune::{prune, prune_with};
 pub use storage::{
-    Holder, STATUS_BUDGET, Stored, decode, encode, encoded_size, load, load_overflow,
-    overflow_secret_name, save_overflow, store,
+    Holder, OverflowError, STATUS_BUDGET, Stored, decode, encode, encoded_size, load,
+    load_overflow, overflow_secret_name, save_overflow, store,
 };
 
 use crate::api::{ObjectId, ResourceInventory, ResourceRef};
@@ -34,11 +34,11 @@ pub enum InventoryError {
     Id { object: String, reason: String },
     #[error("inventory entry '{id}' is not a valid object ID: {reason}")]
     Parse { id: String, reason: String },
-    #[error("inventory overflow of {namespace}/{name}: {reason}")]
+    #[error("inventory overflow of {namespace}/{name}: {source}")]
     Overflow {
         namespace: String,
         name: String,
-        reason: String,
+        source: storage::OverflowError,
     },
 }
 

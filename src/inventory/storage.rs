@@ -44,10 +44,10 @@ pub async fn load(
     }
     match load_overflow(client, holder.namespace, holder.name).await? {
         Some(bytes) => {
-            decode(&in_status, Some(&bytes)).map_err(|reason| InventoryError::Overflow {
+            decode(&in_status, Some(&bytes)).map_err(|source| InventoryError::Overflow {
                 namespace: holder.namespace.into(),
                 name: holder.name.into(),
-                reason,
+                source,
             })
         }
         None => Ok(in_status),
@@ -130,32 +130,42 @@ pub fn encode(inventory: &ResourceInventory, budget: usize) -> Stored {
     }
 }
 
+/// Why an inventory overflow cannot be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum OverflowError {
+    #[error("reading the inventory overflow: {0}")]
+    Unreadable(#[from] std::io::Error),
+    #[error("malformed inventory line {0:?}")]
+    MalformedLine(String),
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
 /// The complete inventory from its stored parts.
 pub fn decode(
     status: &ResourceInventory,
     overflow: Option<&[u8]>,
-) -> Result<ResourceInventory, String> {
+) -> Result<ResourceInventory, OverflowError> {
     let Some(bytes) = overflow else {
         return Ok(status.clone());
     };
     let mut text = String::new();
     GzDecoder::new(bytes)
         .take(256 * 1024 * 1024)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("reading the inventory overflow: {e}"))?;
+        .read_to_string(&mut text)?;
     let entries = text
         .lines()
         .filter(|l| !l.is_empty())
         .map(|line| {
             let (id, version) = line
                 .split_once('\t')
-                .ok_or_else(|| format!("malformed inventory line {line:?}"))?;
+                .ok_or_else(|| OverflowError::MalformedLine(line.to_string()))?;
             Ok(ResourceRef {
                 id: id.to_string(),
                 version: version.to_string(),
             })
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, OverflowError>>()?;
     Ok(ResourceInventory { entries })
 }
 
@@ -185,16 +195,16 @@ pub async fn save_overflow(
 ) -> Result<(), InventoryError> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let name = overflow_secret_name(kustomization);
-    let failure = |reason: String| InventoryError::Overflow {
+    let failure = |error: kube::Error| InventoryError::Overflow {
         namespace: namespace.into(),
         name: kustomization.into(),
-        reason,
+        source: error.into(),
     };
     let Some(bytes) = overflow else {
         return match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Err(error) => Err(failure(error.to_string())),
+            Err(error) => Err(failure(error)),
         };
     };
     use base64::Engine as _;
@@ -218,7 +228,7 @@ pub async fn save_overflow(
     )
     .await
     .map(|_| ())
-    .map_err(|e| failure(e.to_string()))
+    .map_err(failure)
 }
 
 /// Reads the overflow Secret, if there is one.
@@ -234,7 +244,7 @@ pub async fn load_overflow(
         .map_err(|e| InventoryError::Overflow {
             namespace: namespace.into(),
             name: kustomization.into(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
     Ok(secret
         .and_then(|s| s.data)

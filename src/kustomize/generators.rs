@@ -70,7 +70,7 @@ pub fn generate(
     let options = merge_options(args.options.as_ref(), global);
 
     let entries = sources(args, loader, env_lookup, &invalid)?;
-    let (data, binary_data) = data_maps(kind, entries).map_err(|key| {
+    let (data, binary_data) = data_maps(kind, entries).map_err(|RepeatedKey(key)| {
         invalid(format!(
             "{kind_word} {} illegally repeats the key `{key}`",
             args.name
@@ -118,6 +118,25 @@ pub fn generate(
     Ok(resource)
 }
 
+/// Why a generator's source cannot be read.
+#[derive(Debug, thiserror::Error, PartialEq)]
+enum SourceError {
+    #[error("invalid literal source {0}, expected key=value")]
+    Literal(String),
+    #[error("missing key name for file path {path:?} in source {written:?}")]
+    MissingKey { path: String, written: String },
+    #[error("file path for key name {0} missing")]
+    MissingPath(String),
+    #[error("key names or file paths cannot contain '='")]
+    ExtraEquals,
+    #[error("line {0} has invalid utf8 bytes")]
+    NotUtf8(usize),
+}
+
+/// A key a generator's sources give twice.
+#[derive(Debug, PartialEq)]
+struct RepeatedKey(String);
+
 /// The key-value pairs of a generator's env files, literals and files, in that order.
 fn sources(
     args: &GeneratorArgs,
@@ -135,11 +154,11 @@ fn sources(
         }
     }
     for literal in &args.literals {
-        let (key, value) = parse_literal(literal).map_err(invalid)?;
+        let (key, value) = parse_literal(literal).map_err(|e| invalid(e.to_string()))?;
         entries.push((key, value.into_bytes()));
     }
     for source in &args.files {
-        let (key, path) = parse_file_source(source).map_err(invalid)?;
+        let (key, path) = parse_file_source(source).map_err(|e| invalid(e.to_string()))?;
         if let super::loader::Target::Dir(dir) = loader.resolve(&path)? {
             return Err(invalid(format!(
                 "file source '{}' must resolve to a file",
@@ -154,12 +173,15 @@ fn sources(
 
 /// `data` and `binaryData`: a Secret's values base64, a ConfigMap's as text unless they are
 /// not UTF-8. A repeated key is the error.
-fn data_maps(kind: GeneratorKind, entries: Vec<(String, Vec<u8>)>) -> Result<(Map, Map), String> {
+fn data_maps(
+    kind: GeneratorKind,
+    entries: Vec<(String, Vec<u8>)>,
+) -> Result<(Map, Map), RepeatedKey> {
     let mut data = Map::new();
     let mut binary_data = Map::new();
     for (key, bytes) in entries {
         if data.contains_key(&key) || binary_data.contains_key(&key) {
-            return Err(key);
+            return Err(RepeatedKey(key));
         }
         let base64 = || Value::String(encode_base64(&bytes));
         match kind {
@@ -197,14 +219,12 @@ fn merge_options(
 }
 
 /// `key=value`, with one pair of matching surrounding quotes removed from the value.
-fn parse_literal(source: &str) -> Result<(String, String), String> {
+fn parse_literal(source: &str) -> Result<(String, String), SourceError> {
     match source.split_once('=') {
         Some((key, value)) if !key.is_empty() => {
             Ok((key.to_string(), remove_quotes(value).to_string()))
         }
-        _ => Err(format!(
-            "invalid literal source {source}, expected key=value"
-        )),
+        _ => Err(SourceError::Literal(source.to_string())),
     }
 }
 
@@ -221,7 +241,7 @@ fn remove_quotes(value: &str) -> &str {
 }
 
 /// `path` (key: the file name) or `key=path`.
-fn parse_file_source(source: &str) -> Result<(String, String), String> {
+fn parse_file_source(source: &str) -> Result<(String, String), SourceError> {
     match source.matches('=').count() {
         0 => {
             let key = Path::new(source)
@@ -230,19 +250,18 @@ fn parse_file_source(source: &str) -> Result<(String, String), String> {
                 .unwrap_or_else(|| source.to_string());
             Ok((key, source.to_string()))
         }
-        1 if source.starts_with('=') => Err(format!(
-            "missing key name for file path {:?} in source {source:?}",
-            &source[1..]
-        )),
-        1 if source.ends_with('=') => Err(format!(
-            "file path for key name {} missing",
-            &source[..source.len() - 1]
+        1 if source.starts_with('=') => Err(SourceError::MissingKey {
+            path: source[1..].to_string(),
+            written: source.to_string(),
+        }),
+        1 if source.ends_with('=') => Err(SourceError::MissingPath(
+            source[..source.len() - 1].to_string(),
         )),
         1 => {
             let (key, path) = source.split_once('=').expect("one '='");
             Ok((key.to_string(), path.to_string()))
         }
-        _ => Err("key names or file paths cannot contain '='".into()),
+        _ => Err(SourceError::ExtraEquals),
     }
 }
 
@@ -264,12 +283,11 @@ fn encode_base64(bytes: &[u8]) -> String {
 
 /// The `KEY=value` pairs of an env file, in order. Like kustomize, keys are not validated,
 /// and lines with an empty key are skipped.
-fn env_pairs(bytes: &[u8], lookup: EnvLookup) -> Result<Vec<(String, String)>, String> {
+fn env_pairs(bytes: &[u8], lookup: EnvLookup) -> Result<Vec<(String, String)>, SourceError> {
     let mut pairs = Vec::new();
     for (index, raw) in bytes.split(|b| *b == b'\n').enumerate() {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-        let text = std::str::from_utf8(raw)
-            .map_err(|_| format!("line {} has invalid utf8 bytes", index + 1))?;
+        let text = std::str::from_utf8(raw).map_err(|_| SourceError::NotUtf8(index + 1))?;
         let line = if index == 0 {
             text.trim_start_matches('\u{FEFF}')
         } else {

@@ -53,7 +53,7 @@ pub use kustfile::KUSTOMIZATION_FILE_NAMES;
 pub use openapi::{Openapi, PropertyMeta, SchemaView};
 use provenance::Tracking;
 pub use provenance::{ConfiguredBy, Origin, Provenance, provenance_table};
-pub use selector::{CompiledSelector as ObjectSelector, LabelSelector};
+pub use selector::{CompiledSelector as ObjectSelector, LabelSelector, SelectorError};
 pub use smp::{Outcome as StrategicMergeOutcome, apply as strategic_merge};
 
 /// Which files a kustomization may read.
@@ -81,8 +81,11 @@ pub enum Reorder {
 /// are an error.
 pub trait RemoteFetcher: Send + Sync + std::fmt::Debug {
     /// What `url` names, fetched.
-    fn fetch(&self, url: &str) -> Result<Remote, String>;
+    fn fetch(&self, url: &str) -> Result<Remote, FetchError>;
 }
+
+/// Why a [`RemoteFetcher`] could not fetch an entry: the fetcher's own error.
+pub type FetchError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A fetched remote entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -337,11 +340,11 @@ pub enum KustomizeError {
     #[error("{}: remote resource {entry:?}: remote bases are not enabled in this build", .file.display())]
     RemoteDisabled { file: PathBuf, entry: String },
 
-    #[error("{}: remote resource {entry:?}: {message}", .file.display())]
+    #[error("{}: remote resource {entry:?}: {source}", .file.display())]
     RemoteFailed {
         file: PathBuf,
         entry: String,
-        message: String,
+        source: FetchError,
     },
 
     #[error("{}: {what}: external plugins disabled; plugins, exec and KRM functions are never run", .file.display())]

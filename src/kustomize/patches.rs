@@ -288,7 +288,8 @@ fn select(
     file: &Path,
     origin: &str,
 ) -> Result<Vec<usize>, KustomizeError> {
-    let compiled = CompiledSelector::new(target).map_err(|m| patch_error(file, origin, m))?;
+    let compiled =
+        CompiledSelector::new(target).map_err(|e| patch_error(file, origin, e.to_string()))?;
     Ok(acc
         .resources
         .iter()
@@ -298,17 +299,38 @@ fn select(
         .collect())
 }
 
+/// Why a JSON 6902 operation could not be applied.
+#[derive(Debug, thiserror::Error)]
+enum OperationError {
+    #[error("testing value {path} failed: test failed")]
+    TestFailed { path: String },
+    #[error(transparent)]
+    Patch(#[from] json_patch::PatchError),
+    #[error("index {index} is out of range for {parent} ({len} elements)")]
+    IndexOutOfRange {
+        index: i64,
+        parent: String,
+        len: usize,
+    },
+    #[error("{0}")]
+    Pointer(#[from] json_patch::jsonptr::ParseError),
+    #[error("the patched object grows past {} MiB", super::MAX_OBJECT_BYTES >> 20)]
+    TooLarge,
+}
+
 /// Applies JSON 6902 operations one by one with kustomize's leniency: `replace` of a missing
-/// member adds it.
-/// Applies JSON 6902 operations with the `json_patch` crate, which works on serde_json values.
-fn apply_operations(object: &mut Value, patch: &json_patch::Patch) -> Result<(), String> {
+/// member adds it. The `json_patch` crate works on serde_json values.
+fn apply_operations(object: &mut Value, patch: &json_patch::Patch) -> Result<(), OperationError> {
     let mut json = JsonValue::from(object.take());
     let result = apply_json_operations(&mut json, patch);
     *object = Value::from(json);
     result
 }
 
-fn apply_json_operations(object: &mut JsonValue, patch: &json_patch::Patch) -> Result<(), String> {
+fn apply_json_operations(
+    object: &mut JsonValue,
+    patch: &json_patch::Patch,
+) -> Result<(), OperationError> {
     use json_patch::PatchOperation;
     for operation in &patch.0 {
         let mut operation = operation.clone();
@@ -339,19 +361,18 @@ fn apply_json_operations(object: &mut JsonValue, patch: &json_patch::Patch) -> R
         json_patch::patch(object, std::slice::from_ref(&operation)).map_err(|e| {
             match (&operation, &e.kind) {
                 (PatchOperation::Test(test), json_patch::PatchErrorKind::TestFailed) => {
-                    format!("testing value {} failed: test failed", test.path)
+                    OperationError::TestFailed {
+                        path: test.path.to_string(),
+                    }
                 }
-                _ => e.to_string(),
+                _ => OperationError::Patch(e),
             }
         })?;
         // `copy` and `add` can double an object with every operation.
         if matches!(operation, PatchOperation::Copy(_) | PatchOperation::Add(_))
             && exceeds_bytes(object, super::MAX_OBJECT_BYTES)
         {
-            return Err(format!(
-                "the patched object grows past {} MiB",
-                super::MAX_OBJECT_BYTES >> 20
-            ));
+            return Err(OperationError::TooLarge);
         }
     }
     Ok(())
@@ -393,7 +414,7 @@ fn parent_of<'v>(object: &'v JsonValue, pointer: &str) -> Option<&'v JsonValue> 
 fn resolve_negative_index(
     object: &JsonValue,
     operation: &mut json_patch::PatchOperation,
-) -> Result<(), String> {
+) -> Result<(), OperationError> {
     use json_patch::PatchOperation;
     let (path, extra) = match operation {
         PatchOperation::Add(op) => (&mut op.path, 1),
@@ -417,14 +438,13 @@ fn resolve_negative_index(
     };
     let resolved = items.len() as i64 + index + extra;
     if resolved < 0 {
-        return Err(format!(
-            "index {index} is out of range for {parent} ({} elements)",
-            items.len()
-        ));
+        return Err(OperationError::IndexOutOfRange {
+            index,
+            parent: parent.to_string(),
+            len: items.len(),
+        });
     }
-    *path = format!("{parent}/{resolved}")
-        .parse()
-        .map_err(|e| format!("{e}"))?;
+    *path = format!("{parent}/{resolved}").parse()?;
     Ok(())
 }
 

@@ -161,11 +161,8 @@ struct IdPattern {
 }
 
 impl IdPattern {
-    fn new(selector: &Selector) -> Result<IdPattern, String> {
-        let compile = |pattern: &str| {
-            super::selector::anchored_regex(pattern)
-                .map_err(|e| format!("error creating target selector: {e}"))
-        };
+    fn new(selector: &Selector) -> Result<IdPattern, regex::Error> {
+        let compile = super::selector::anchored_regex;
         Ok(IdPattern {
             parts: [
                 compile(&selector.group)?,
@@ -221,21 +218,23 @@ fn apply(
             .select
             .as_ref()
             .ok_or_else(|| error(file, "target must specify resources to select"))?;
-        let label_and_annotation = metadata_selector(select).map_err(|m| error(file, m))?;
-        let selected = IdPattern::new(select).map_err(|m| error(file, m))?;
+        let label_and_annotation =
+            metadata_selector(select).map_err(|e| error(file, e.to_string()))?;
+        let invalid = |e: regex::Error| error(file, format!("error creating target selector: {e}"));
+        let selected = IdPattern::new(select).map_err(invalid)?;
         let rejected_ids: Vec<IdPattern> = target
             .reject
             .iter()
             .map(IdPattern::new)
             .collect::<Result<_, _>>()
-            .map_err(|m| error(file, m))?;
+            .map_err(invalid)?;
         let rejected_metadata: Vec<super::selector::CompiledSelector> = target
             .reject
             .iter()
             .filter(|r| !r.label_selector.is_empty() || !r.annotation_selector.is_empty())
             .map(metadata_selector)
             .collect::<Result<_, _>>()
-            .map_err(|m| error(file, m))?;
+            .map_err(|e| error(file, e.to_string()))?;
         let default_path = ["metadata.name".to_string()];
         let field_paths: &[String] = if target.field_paths.is_empty() {
             &default_path
@@ -308,7 +307,10 @@ fn replace_at(
     let not_found = format!("unable to {verb} field \"{path}\" in replacement target {before}");
     match written {
         Err(WriteError::Path(cause)) => Err(error(file, format!("{not_found}: {cause}"))),
-        Err(WriteError::Value(message)) => Err(error(file, format!("{before}: {message}"))),
+        Err(WriteError::DelimiterOnCollection) => Err(error(
+            file,
+            format!("{before}: delimiter option can only be used with scalar nodes"),
+        )),
         Ok(()) if tally.written == 0 => Err(error(file, not_found)),
         Ok(()) => Ok(()),
     }
@@ -401,7 +403,9 @@ fn value_at_mut<'v>(value: &'v mut Value, segments: &[PathSegment]) -> Option<&'
 }
 
 /// The label and annotation part of a selector.
-fn metadata_selector(selector: &Selector) -> Result<super::selector::CompiledSelector, String> {
+fn metadata_selector(
+    selector: &Selector,
+) -> Result<super::selector::CompiledSelector, super::selector::SelectorError> {
     super::selector::CompiledSelector::new(&Selector {
         label_selector: selector.label_selector.clone(),
         annotation_selector: selector.annotation_selector.clone(),
@@ -569,8 +573,8 @@ enum WriteError {
     /// field". The node's contents, which kustomize prints, are left out: they may be a
     /// Secret's.
     Path(String),
-    /// The value cannot be written where the path leads.
-    Value(String),
+    /// A delimiter splits a scalar; the path leads to a mapping or a sequence.
+    DelimiterOnCollection,
 }
 
 fn wrong_kind(expected: &str, found: &Value) -> WriteError {
@@ -600,8 +604,7 @@ fn write_at(
                 None => tally.type_not_kept = true,
             }
         } else {
-            set_field(target, value, options, write.created_as_string)
-                .map_err(WriteError::Value)?;
+            set_field(target, value, options, write.created_as_string)?;
         }
         tally.written += 1;
         return Ok(());
@@ -614,8 +617,7 @@ fn write_at(
             if *i == items.len() && options.create {
                 if rest.is_empty() {
                     let mut fresh = Value::Null;
-                    set_field(&mut fresh, value, options, write.created_as_string)
-                        .map_err(WriteError::Value)?;
+                    set_field(&mut fresh, value, options, write.created_as_string)?;
                     items.push(fresh);
                     tally.written += 1;
                     return Ok(());
@@ -697,7 +699,7 @@ fn write_field(
         if rest.is_empty() {
             // A created field has no tag to keep, in JSON too.
             let slot = map.get_mut(name).expect("inserted");
-            set_field(slot, value, options, write.created_as_string).map_err(WriteError::Value)?;
+            set_field(slot, value, options, write.created_as_string)?;
             tally.written += 1;
             return Ok(());
         }
@@ -716,11 +718,11 @@ fn set_field(
     value: &Value,
     options: &FieldOptions,
     created_as_string: bool,
-) -> Result<(), String> {
+) -> Result<(), WriteError> {
     let mut value = value.clone();
     if !options.delimiter.is_empty() {
         if target.is_object() || target.is_array() {
-            return Err("delimiter option can only be used with scalar nodes".into());
+            return Err(WriteError::DelimiterOnCollection);
         }
         let current = scalar_text(target);
         let mut parts: Vec<String> = current

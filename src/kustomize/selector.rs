@@ -18,6 +18,21 @@ pub(super) fn anchored_regex(pattern: &str) -> Result<Option<Regex>, regex::Erro
     super::regexes::compile(&format!("^(?:{pattern})$")).map(Some)
 }
 
+/// Why a selector cannot be compiled.
+#[derive(Debug, thiserror::Error)]
+pub enum SelectorError {
+    #[error("invalid regular expression {pattern:?}: {source}")]
+    Pattern {
+        pattern: String,
+        source: regex::Error,
+    },
+    #[error("invalid selector requirement {requirement:?} in {selector:?}")]
+    Requirement {
+        requirement: String,
+        selector: String,
+    },
+}
+
 /// A selector compiled once and matched against many resources.
 pub struct CompiledSelector {
     group: Option<Regex>,
@@ -30,10 +45,12 @@ pub struct CompiledSelector {
 }
 
 impl CompiledSelector {
-    pub fn new(selector: &Selector) -> Result<CompiledSelector, String> {
-        let anchored = |pattern: &str| -> Result<Option<Regex>, String> {
-            anchored_regex(pattern)
-                .map_err(|e| format!("invalid regular expression {pattern:?}: {e}"))
+    pub fn new(selector: &Selector) -> Result<CompiledSelector, SelectorError> {
+        let anchored = |pattern: &str| {
+            anchored_regex(pattern).map_err(|source| SelectorError::Pattern {
+                pattern: pattern.to_string(),
+                source,
+            })
         };
         Ok(CompiledSelector {
             group: anchored(&selector.group)?,
@@ -55,7 +72,7 @@ impl CompiledSelector {
         namespace: &str,
         label_selector: &str,
         annotation_selector: &str,
-    ) -> Result<CompiledSelector, String> {
+    ) -> Result<CompiledSelector, SelectorError> {
         CompiledSelector::new(&Selector {
             group: group.into(),
             version: version.into(),
@@ -194,7 +211,7 @@ fn matches_all<'v>(requirements: &[Requirement], get: impl Fn(&str) -> Option<&'
 pub struct LabelSelector(Vec<Requirement>);
 
 impl LabelSelector {
-    pub fn parse(text: &str) -> Result<LabelSelector, String> {
+    pub fn parse(text: &str) -> Result<LabelSelector, SelectorError> {
         parse_selector(text).map(LabelSelector)
     }
 
@@ -206,14 +223,17 @@ impl LabelSelector {
     }
 }
 
-fn parse_selector(text: &str) -> Result<Vec<Requirement>, String> {
+fn parse_selector(text: &str) -> Result<Vec<Requirement>, SelectorError> {
     let mut requirements = Vec::new();
     for part in split_top_level(text) {
         let part = part.trim();
         if part.is_empty() {
             continue;
         }
-        let invalid = || format!("invalid selector requirement {part:?} in {text:?}");
+        let invalid = || SelectorError::Requirement {
+            requirement: part.to_string(),
+            selector: text.to_string(),
+        };
         let requirement = if let Some(key) = part.strip_prefix('!') {
             Requirement::NotExists(key.trim().to_string())
         } else if let Some((key, value)) = part.split_once("!=") {

@@ -324,10 +324,10 @@ impl<'a> Builder<'a> {
         }
         fetcher
             .fetch(entry)
-            .map_err(|message| KustomizeError::RemoteFailed {
+            .map_err(|source| KustomizeError::RemoteFailed {
                 file: file.to_path_buf(),
                 entry: entry.to_string(),
-                message,
+                source,
             })
     }
 
@@ -531,7 +531,7 @@ impl<'a> Builder<'a> {
                         String::from_utf8(bytes).map_err(|_| KustomizeError::RemoteFailed {
                             file: file.to_path_buf(),
                             entry: entry.to_string(),
-                            message: "not UTF-8 text".into(),
+                            source: "not UTF-8 text".into(),
                         })?;
                     let origin = self.tracking.any().then(|| Origin::file(entry.to_string()));
                     let source = PathBuf::from(entry);

@@ -147,8 +147,8 @@ impl Fetcher {
 }
 
 impl RemoteFetcher for Fetcher {
-    fn fetch(&self, url: &str) -> Result<Remote, String> {
-        self.fetch_entry(url).map_err(|e| e.to_string())
+    fn fetch(&self, url: &str) -> Result<Remote, crate::kustomize::FetchError> {
+        Ok(self.fetch_entry(url)?)
     }
 }
 

@@ -50,7 +50,7 @@ pub fn parse_remote(entry: &str) -> Result<RemoteSpec, RemoteError> {
         git_ref,
         submodules,
         timeout,
-    } = Query::parse(query).map_err(|why| unsupported(&why))?;
+    } = Query::parse(query).map_err(|why| unsupported(&why.to_string()))?;
 
     let (scheme, without_scheme) = match location.split_once("://") {
         Some((scheme, rest)) => (scheme, rest),
@@ -94,6 +94,15 @@ pub fn parse_remote(entry: &str) -> Result<RemoteSpec, RemoteError> {
     })
 }
 
+/// A query parameter kustomize would not accept.
+#[derive(Debug, thiserror::Error)]
+enum QueryError {
+    #[error("submodules={0:?} is not true or false")]
+    Submodules(String),
+    #[error("timeout={0:?} is not a duration")]
+    Timeout(String),
+}
+
 /// A remote's query parameters, as kustomize reads them.
 struct Query {
     git_ref: Option<String>,
@@ -102,7 +111,7 @@ struct Query {
 }
 
 impl Query {
-    fn parse(query: &str) -> Result<Query, String> {
+    fn parse(query: &str) -> Result<Query, QueryError> {
         let mut parsed = Query {
             git_ref: None,
             submodules: true,
@@ -117,12 +126,12 @@ impl Query {
                 "submodules" => {
                     parsed.submodules = value
                         .parse()
-                        .map_err(|_| format!("submodules={value:?} is not true or false"))?
+                        .map_err(|_| QueryError::Submodules(value.to_string()))?
                 }
                 "timeout" => {
                     parsed.timeout = Some(
                         parse_timeout(value)
-                            .ok_or_else(|| format!("timeout={value:?} is not a duration"))?,
+                            .ok_or_else(|| QueryError::Timeout(value.to_string()))?,
                     )
                 }
                 _ => {}

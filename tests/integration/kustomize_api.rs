@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kustomize_controller::kustomize::{
-    self, BuildOptions, EnvLookup, KustomizeError, LoadRestrictions, Remote, RemoteBase,
-    RemoteFetcher, Reorder,
+    self, BuildOptions, EnvLookup, FetchError, KustomizeError, LoadRestrictions, Remote,
+    RemoteBase, RemoteFetcher, Reorder,
 };
 use kustomize_controller::value::Value;
 
@@ -32,7 +32,7 @@ struct FakeRemote {
 }
 
 impl RemoteFetcher for FakeRemote {
-    fn fetch(&self, url: &str) -> Result<Remote, String> {
+    fn fetch(&self, url: &str) -> Result<Remote, FetchError> {
         if url == "https://example.com/fleet//base?ref=v1" {
             Ok(Remote::Base(RemoteBase {
                 root: self.dir.clone(),
@@ -41,7 +41,7 @@ impl RemoteFetcher for FakeRemote {
                 git_ref: "v1".into(),
             }))
         } else {
-            Err(format!("unknown repository {url}"))
+            Err(format!("unknown repository {url}").into())
         }
     }
 }
