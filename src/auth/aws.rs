@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::ServiceAccountTokens;
+use super::{AuthError, ServiceAccountTokens, ServiceError};
 use crate::sops::keysource::http::{Answer, Http, until};
 
 /// Credentials and how long they live (as their issuer says).
@@ -122,7 +122,7 @@ pub fn controller_source(env: &BTreeMap<String, String>) -> Option<AwsCredential
 }
 
 /// The role a ServiceAccount's annotation names, in Flux's words when it is not one.
-pub fn role_arn(annotations: &BTreeMap<String, String>) -> Result<String, String> {
+pub fn role_arn(annotations: &BTreeMap<String, String>) -> Result<String, AuthError> {
     super::annotation_matching(annotations, ROLE_ARN_ANNOTATION, ROLE_ARN_PATTERN)
 }
 
@@ -136,7 +136,7 @@ pub fn session_name(name: &str, namespace: &str, region: &str) -> String {
 pub(crate) fn cache_key(
     source: &AwsCredentialSource,
     region: &str,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, AuthError> {
     Ok(match source {
         AwsCredentialSource::Static(_) => None,
         AwsCredentialSource::ServiceAccount(account) => {
@@ -163,16 +163,15 @@ pub(crate) fn container_credentials(
     http: &Http,
     uri: &str,
     authorization: Option<&ContainerAuthorization>,
-) -> Result<Lived, String> {
+) -> Result<Lived, AuthError> {
     let header = match authorization {
         Some(ContainerAuthorization::File(path)) => Some(
             std::fs::read_to_string(path)
                 .map(|token| token.trim().to_string())
-                .map_err(|e| {
-                    format!(
-                        "reading the container authorization token {}: {e}",
-                        path.display()
-                    )
+                .map_err(|e| AuthError::File {
+                    what: "container authorization token",
+                    path: path.clone(),
+                    cause: e.to_string(),
                 })?,
         ),
         Some(ContainerAuthorization::Token(token)) => Some(token.clone()),
@@ -186,12 +185,12 @@ pub(crate) fn container_credentials(
             None => request,
         }
     })?;
-    json_credentials(&what, &answer, "Token")
+    Ok(json_credentials(&what, &answer, "Token")?)
 }
 
 /// The instance role's credentials from the metadata service, IMDSv2's way: a session token
 /// first, then the role's name, then its credentials.
-pub(crate) fn instance_credentials(http: &Http, endpoint: &str) -> Result<Lived, String> {
+pub(crate) fn instance_credentials(http: &Http, endpoint: &str) -> Result<Lived, AuthError> {
     let base = endpoint.trim_end_matches('/');
     let token_url = format!("{base}/latest/api/token");
     let what = format!("instance metadata token at {token_url}");
@@ -213,11 +212,14 @@ pub(crate) fn instance_credentials(http: &Http, endpoint: &str) -> Result<Lived,
         .lines()
         .map(str::trim)
         .find(|line| !line.is_empty())
-        .ok_or_else(|| format!("{what}: the instance has no role"))?
+        .ok_or_else(|| ServiceError::Missing {
+            what,
+            field: "role".into(),
+        })?
         .to_string();
     let url = format!("{roles_url}{role}");
     let what = format!("instance role credentials at {url}");
-    json_credentials(&what, &get(&what, &url)?, "Token")
+    Ok(json_credentials(&what, &get(&what, &url)?, "Token")?)
 }
 
 /// STS `AssumeRoleWithWebIdentity` at `sts_url`: `token` for the role's temporary
@@ -228,7 +230,7 @@ pub(crate) fn web_identity(
     role_arn: &str,
     session_name: &str,
     token: &str,
-) -> Result<Lived, String> {
+) -> Result<Lived, AuthError> {
     let what = format!("STS AssumeRoleWithWebIdentity {role_arn} at {sts_url}");
     let body = sts_form(
         "AssumeRoleWithWebIdentity",
@@ -242,7 +244,7 @@ pub(crate) fn web_identity(
             .header("content-type", "application/x-www-form-urlencoded")
             .body(body.clone())
     })?;
-    sts_credentials(&what, &answer)
+    Ok(sts_credentials(&what, &answer)?)
 }
 
 /// A ServiceAccount's role credentials, as fluxcd/pkg's AWS provider makes them: the role
@@ -252,13 +254,13 @@ pub(crate) fn service_account_credentials(
     account: &dyn ServiceAccountTokens,
     sts_url: &str,
     region: &str,
-) -> Result<Lived, String> {
+) -> Result<Lived, AuthError> {
     let annotations = account.annotations()?;
     let role = role_arn(&annotations).map_err(|e| {
-        format!(
-            "failed to get provider identity from service account '{}' annotations: {e}",
+        e.during(format!(
+            "failed to get provider identity from service account '{}' annotations",
             account.key()
-        )
+        ))
     })?;
     let token = account.token(&[STS_AUDIENCE.to_string()])?;
     let (name, namespace) = account.name_and_namespace();
@@ -292,7 +294,7 @@ pub(crate) fn sts_form(
 
 /// The temporary credentials of an STS answer (AssumeRole and AssumeRoleWithWebIdentity
 /// answer alike), or the service's words, cut short: nothing of the request is repeated.
-pub(crate) fn sts_credentials(what: &str, answer: &Answer) -> Result<Lived, String> {
+pub(crate) fn sts_credentials(what: &str, answer: &Answer) -> Result<Lived, ServiceError> {
     let text = String::from_utf8_lossy(&answer.body);
     if !answer.is_success() {
         let message: String = xml_text(&text, "Message")
@@ -300,10 +302,17 @@ pub(crate) fn sts_credentials(what: &str, answer: &Answer) -> Result<Lived, Stri
             .chars()
             .take(300)
             .collect();
-        return Err(format!("{what}: HTTP {}: {message}", answer.status));
+        return Err(ServiceError::Status {
+            what: what.to_string(),
+            status: answer.status,
+            message: Some(message),
+        });
     }
     let field = |name: &str| {
-        xml_text(&text, name).ok_or_else(|| format!("{what}: the answer has no {name}"))
+        xml_text(&text, name).ok_or_else(|| ServiceError::Missing {
+            what: what.to_string(),
+            field: name.to_string(),
+        })
     };
     let credentials = AwsCredentials {
         access_key_id: field("AccessKeyId")?,
@@ -322,16 +331,20 @@ fn xml_text(xml: &str, name: &str) -> Option<String> {
     Some(xml[start..end].trim().to_string())
 }
 
-fn answer_text(what: &str, answer: &Answer) -> Result<String, String> {
+fn answer_text(what: &str, answer: &Answer) -> Result<String, ServiceError> {
     if !answer.is_success() {
-        return Err(format!("{what}: HTTP {}", answer.status));
+        return Err(ServiceError::Status {
+            what: what.to_string(),
+            status: answer.status,
+            message: None,
+        });
     }
     Ok(String::from_utf8_lossy(&answer.body).into_owned())
 }
 
 /// The credentials of a JSON answer (`AccessKeyId`, `SecretAccessKey` and the session token
 /// under `token_field`), as the container and instance metadata endpoints give them.
-fn json_credentials(what: &str, answer: &Answer, token_field: &str) -> Result<Lived, String> {
+fn json_credentials(what: &str, answer: &Answer, token_field: &str) -> Result<Lived, ServiceError> {
     let json = answer.success_json(what, &["/message", "/Message"])?;
     let field = |name: &str| {
         json.get(name)
@@ -348,9 +361,10 @@ fn json_credentials(what: &str, answer: &Answer, token_field: &str) -> Result<Li
             },
             field("Expiration").and_then(|at| until(&at)),
         )),
-        _ => Err(format!(
-            "{what}: the answer has no AccessKeyId and SecretAccessKey"
-        )),
+        _ => Err(ServiceError::Missing {
+            what: what.to_string(),
+            field: "AccessKeyId and SecretAccessKey".into(),
+        }),
     }
 }
 
@@ -370,7 +384,7 @@ pub(crate) fn sigv4(
     body: &[u8],
     credentials: &AwsCredentials,
     presign_for: Option<std::time::Duration>,
-) -> Result<Signed, String> {
+) -> Result<Signed, AuthError> {
     use aws_sigv4::http_request::{
         SignableBody, SignableRequest, SignatureLocation, SigningSettings, sign,
     };
@@ -395,7 +409,7 @@ pub(crate) fn sigv4(
         .time(std::time::SystemTime::now())
         .settings(settings)
         .build()
-        .map_err(|e| format!("signing: {e}"))?
+        .map_err(signing)?
         .into();
     let request = SignableRequest::new(
         method,
@@ -403,10 +417,8 @@ pub(crate) fn sigv4(
         headers.iter().copied(),
         SignableBody::Bytes(body),
     )
-    .map_err(|e| format!("signing: {e}"))?;
-    let (instructions, _) = sign(request, &params)
-        .map_err(|e| format!("signing: {e}"))?
-        .into_parts();
+    .map_err(signing)?;
+    let (instructions, _) = sign(request, &params).map_err(signing)?.into_parts();
     let headers = instructions
         .headers()
         .map(|(name, value)| (name.to_string(), value.to_string()))
@@ -430,8 +442,16 @@ pub(crate) fn sigv4(
     _body: &[u8],
     _credentials: &AwsCredentials,
     _presign_for: Option<std::time::Duration>,
-) -> Result<Signed, String> {
-    Err("AWS support is not compiled in (feature `aws-kms`)".into())
+) -> Result<Signed, AuthError> {
+    Err(AuthError::NotCompiledIn {
+        provider: "AWS",
+        feature: "aws-kms",
+    })
+}
+
+#[cfg(feature = "aws-kms")]
+fn signing(error: impl std::fmt::Display) -> AuthError {
+    AuthError::Invalid(format!("signing: {error}"))
 }
 
 /// The credentials a source gives in `region` (STS at `sts_url`); a web identity without a
@@ -442,7 +462,7 @@ pub(crate) fn credentials(
     sts_url: &str,
     region: &str,
     default_session: &str,
-) -> Result<Lived, String> {
+) -> Result<Lived, AuthError> {
     match source {
         AwsCredentialSource::Static(credentials) => Ok((credentials.clone(), None)),
         AwsCredentialSource::WebIdentity {
@@ -450,11 +470,10 @@ pub(crate) fn credentials(
             token_file,
             session_name,
         } => {
-            let token = std::fs::read_to_string(token_file).map_err(|e| {
-                format!(
-                    "reading the web identity token {}: {e}",
-                    token_file.display()
-                )
+            let token = std::fs::read_to_string(token_file).map_err(|e| AuthError::File {
+                what: "web identity token",
+                path: token_file.clone(),
+                cause: e.to_string(),
             })?;
             let session = session_name.as_deref().unwrap_or(default_session);
             web_identity(http, sts_url, role_arn, session, &token)
@@ -475,13 +494,15 @@ const EKS_CLUSTER_PATTERN: &str =
 pub const EKS_TOKEN_LIFETIME: std::time::Duration = std::time::Duration::from_secs(900);
 
 /// An EKS cluster's region and name, from its ARN, in Flux's words when it is not one.
-pub fn eks_cluster(arn: &str) -> Result<(String, String), String> {
+pub fn eks_cluster(arn: &str) -> Result<(String, String), AuthError> {
     let pattern = regex::Regex::new(EKS_CLUSTER_PATTERN).expect("valid pattern");
     pattern
         .captures(arn)
         .map(|c| (c[1].to_string(), c[2].to_string()))
         .ok_or_else(|| {
-            format!("invalid EKS cluster ARN: '{arn}'. must match {EKS_CLUSTER_PATTERN}")
+            AuthError::Invalid(format!(
+                "invalid EKS cluster ARN: '{arn}'. must match {EKS_CLUSTER_PATTERN}"
+            ))
         })
 }
 
@@ -510,10 +531,11 @@ pub(crate) fn describe_eks_cluster(
     region: &str,
     name: &str,
     credentials: &AwsCredentials,
-) -> Result<(String, String), String> {
+) -> Result<(String, String), AuthError> {
     use base64::Engine as _;
     let url = format!("{}/clusters/{name}", eks_url.trim_end_matches('/'));
-    let failed = |e: String| format!("failed to describe EKS cluster '{arn}': {e}");
+    let failed = |e: AuthError| e.during(format!("failed to describe EKS cluster '{arn}'"));
+    let service_failed = |e: ServiceError| failed(e.into());
     let (signed, _) =
         sigv4("GET", "eks", region, &url, &[], &[], credentials, None).map_err(failed)?;
     let answer = http
@@ -524,21 +546,25 @@ pub(crate) fn describe_eks_cluster(
                     request.header(name, value)
                 })
         })
-        .map_err(failed)?;
+        .map_err(service_failed)?;
     let json = answer
         .success_json("DescribeCluster", &["/message", "/Message"])
-        .map_err(failed)?;
+        .map_err(service_failed)?;
     let endpoint = json
         .pointer("/cluster/endpoint")
         .and_then(serde_json::Value::as_str)
-        .ok_or_else(|| failed("the answer has no cluster.endpoint".into()))?;
+        .ok_or_else(|| {
+            failed(AuthError::Invalid(
+                "the answer has no cluster.endpoint".into(),
+            ))
+        })?;
     let ca = json
         .pointer("/cluster/certificateAuthority/data")
         .and_then(serde_json::Value::as_str)
         .unwrap_or_default();
     let ca = base64::engine::general_purpose::STANDARD
         .decode(ca)
-        .map_err(|e| format!("failed to decode EKS CA certificate: {e}"))?;
+        .map_err(|e| AuthError::Invalid(format!("failed to decode EKS CA certificate: {e}")))?;
     Ok((
         endpoint.to_string(),
         String::from_utf8_lossy(&ca).into_owned(),
@@ -552,7 +578,7 @@ pub(crate) fn eks_token(
     region: &str,
     name: &str,
     credentials: &AwsCredentials,
-) -> Result<String, String> {
+) -> Result<String, AuthError> {
     use base64::Engine as _;
     let url = format!(
         "{}/?Action=GetCallerIdentity&Version=2011-06-15",
@@ -568,7 +594,7 @@ pub(crate) fn eks_token(
         credentials,
         Some(EKS_TOKEN_LIFETIME),
     )
-    .map_err(|e| format!("failed to presign GetCallerIdentity request: {e}"))?;
+    .map_err(|e| e.during("failed to presign GetCallerIdentity request"))?;
     let mut presigned = url;
     for (name, value) in query {
         presigned.push('&');
@@ -682,13 +708,13 @@ mod tests {
         );
         assert!(role_arn(&with("arn:aws-us-gov:iam::1:role/x")).is_ok());
         assert_eq!(
-            role_arn(&with("arn:aws:iam::123:user/x")),
+            role_arn(&with("arn:aws:iam::123:user/x")).map_err(|e| e.to_string()),
             Err(format!(
                 "invalid eks.amazonaws.com/role-arn annotation: 'arn:aws:iam::123:user/x'. must match {ROLE_ARN_PATTERN}"
             ))
         );
         assert_eq!(
-            role_arn(&BTreeMap::new()),
+            role_arn(&BTreeMap::new()).map_err(|e| e.to_string()),
             Err(format!(
                 "invalid eks.amazonaws.com/role-arn annotation: ''. must match {ROLE_ARN_PATTERN}"
             ))

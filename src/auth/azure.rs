@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::ServiceAccountTokens;
+use super::{AuthError, ServiceAccountTokens, ServiceError};
 use crate::sops::keysource::http::{Http, seconds};
 
 /// A bearer token and how long it lives.
@@ -120,7 +120,7 @@ impl std::fmt::Debug for AzureIdentity {
 /// The controller's credential, as fluxcd/pkg builds it from the environment. Client
 /// certificates and user passwords are named as not supported rather than passed over:
 /// Flux would use them.
-pub fn controller_identity(env: &BTreeMap<String, String>) -> Result<AzureIdentity, String> {
+pub fn controller_identity(env: &BTreeMap<String, String>) -> Result<AzureIdentity, AuthError> {
     let var = |name: &str| env.get(name).filter(|v| !v.is_empty()).cloned();
     let authority_host = var("AZURE_AUTHORITY_HOST").unwrap_or_else(|| DEFAULT_AUTHORITY.into());
     if let (Some(tenant_id), Some(client_id)) = (var("AZURE_TENANT_ID"), var("AZURE_CLIENT_ID")) {
@@ -134,13 +134,11 @@ pub fn controller_identity(env: &BTreeMap<String, String>) -> Result<AzureIdenti
         }
         if let Some(path) = var("AZURE_CLIENT_CERTIFICATE_PATH") {
             if var("AZURE_CLIENT_CERTIFICATE_PASSWORD").is_some() {
-                return Err(
-                    "EnvironmentCredential: password-protected client certificates are not supported here"
-                        .into(),
-                );
+                return Err(AuthError::Invalid("EnvironmentCredential: password-protected client certificates are not supported here".into()));
             }
-            let pem = std::fs::read_to_string(&path)
-                .map_err(|e| format!("EnvironmentCredential: reading {path}: {e}"))?;
+            let pem = std::fs::read_to_string(&path).map_err(|e| {
+                AuthError::Invalid(format!("EnvironmentCredential: reading {path}: {e}"))
+            })?;
             return Ok(AzureIdentity::ClientCertificate {
                 tenant_id,
                 client_id,
@@ -151,10 +149,10 @@ pub fn controller_identity(env: &BTreeMap<String, String>) -> Result<AzureIdenti
             });
         }
         if var("AZURE_USERNAME").is_some() && var("AZURE_PASSWORD").is_some() {
-            return Err(
+            return Err(AuthError::Invalid(
                 "EnvironmentCredential: user passwords (AZURE_USERNAME) are not supported here"
                     .into(),
-            );
+            ));
         }
     }
     // Presence, as Flux looks the variables up; AZURE_AUTHORITY_HOST too, which the
@@ -187,23 +185,23 @@ pub fn controller_identity(env: &BTreeMap<String, String>) -> Result<AzureIdenti
 /// (present, the tenant first).
 pub fn account_identity(
     annotations: &BTreeMap<String, String>,
-) -> Result<(String, String), String> {
+) -> Result<(String, String), AuthError> {
     let tenant = annotations.get(TENANT_ID_ANNOTATION).ok_or_else(|| {
-        format!(
+        AuthError::Invalid(format!(
             "azure tenant ID is not set in the service account annotation {TENANT_ID_ANNOTATION}"
-        )
+        ))
     })?;
     let client = annotations.get(CLIENT_ID_ANNOTATION).ok_or_else(|| {
-        format!(
+        AuthError::Invalid(format!(
             "azure client ID is not set in the service account annotation {CLIENT_ID_ANNOTATION}"
-        )
+        ))
     })?;
     Ok((tenant.clone(), client.clone()))
 }
 
 impl AzureIdentity {
     /// An access token for `scope` (`https://vault.azure.net/.default`).
-    pub(crate) fn token(&self, http: &Http, scope: &str) -> Result<Lived, String> {
+    pub(crate) fn token(&self, http: &Http, scope: &str) -> Result<Lived, AuthError> {
         match self {
             AzureIdentity::ClientSecret {
                 tenant_id,
@@ -244,9 +242,12 @@ impl AzureIdentity {
                 token_file,
                 authority_host,
             } => {
-                let assertion = std::fs::read_to_string(token_file).map_err(|e| {
-                    format!("reading the federated token {}: {e}", token_file.display())
-                })?;
+                let assertion =
+                    std::fs::read_to_string(token_file).map_err(|e| AuthError::File {
+                        what: "federated token",
+                        path: token_file.clone(),
+                        cause: e.to_string(),
+                    })?;
                 assertion_token(
                     http,
                     authority_host,
@@ -266,10 +267,10 @@ impl AzureIdentity {
             } => {
                 let annotations = account.annotations()?;
                 let (tenant_id, client_id) = account_identity(&annotations).map_err(|e| {
-                    format!(
-                        "failed to get provider identity from service account '{}' annotations: {e}",
+                    e.during(format!(
+                        "failed to get provider identity from service account '{}' annotations",
                         account.key()
-                    )
+                    ))
                 })?;
                 let assertion = account.token(&[TOKEN_EXCHANGE_AUDIENCE.to_string()])?;
                 assertion_token(
@@ -293,7 +294,7 @@ fn assertion_token(
     client_id: &str,
     assertion: &str,
     scope: &str,
-) -> Result<Lived, String> {
+) -> Result<Lived, AuthError> {
     entra_token(
         http,
         authority_host,
@@ -313,7 +314,7 @@ fn entra_token(
     authority_host: &str,
     tenant_id: &str,
     fields: &[(&str, &str)],
-) -> Result<Lived, String> {
+) -> Result<Lived, AuthError> {
     let url = token_url(authority_host, tenant_id);
     let client = fields
         .iter()
@@ -322,7 +323,11 @@ fn entra_token(
         .unwrap_or_default();
     let mut form = vec![("grant_type", "client_credentials")];
     form.extend_from_slice(fields);
-    http.oauth_token_with_lifetime(&format!("token for client {client} at {url}"), &url, &form)
+    Ok(http.oauth_token_with_lifetime(
+        &format!("token for client {client} at {url}"),
+        &url,
+        &form,
+    )?)
 }
 
 fn token_url(authority_host: &str, tenant_id: &str) -> String {
@@ -341,7 +346,7 @@ pub(crate) fn certificate_assertion(
     send_chain: bool,
     client_id: &str,
     token_url: &str,
-) -> Result<String, String> {
+) -> Result<String, AuthError> {
     use base64::Engine as _;
     use rsa::pkcs1::DecodeRsaPrivateKey;
     use rsa::pkcs1v15::SigningKey;
@@ -353,29 +358,23 @@ pub(crate) fn certificate_assertion(
     let mut key = None;
     let mut reader = pem.as_bytes();
     while let Some((kind, der)) = rustls_pki_types::pem::from_buf(&mut reader)
-        .map_err(|e| format!("the client certificate is not PEM: {e}"))?
+        .map_err(|e| AuthError::Invalid(format!("the client certificate is not PEM: {e}")))?
     {
         match kind {
             SectionKind::Certificate => certificates.push(der),
             SectionKind::PrivateKey => {
-                key =
-                    Some(rsa::RsaPrivateKey::from_pkcs8_der(&der).map_err(|_| {
-                        "the client certificate's key is not an RSA key".to_string()
-                    })?);
+                key = Some(rsa::RsaPrivateKey::from_pkcs8_der(&der).map_err(|_| not_rsa())?);
             }
             SectionKind::RsaPrivateKey => {
-                key =
-                    Some(rsa::RsaPrivateKey::from_pkcs1_der(&der).map_err(|_| {
-                        "the client certificate's key is not an RSA key".to_string()
-                    })?);
+                key = Some(rsa::RsaPrivateKey::from_pkcs1_der(&der).map_err(|_| not_rsa())?);
             }
             _ => {}
         }
     }
     let (Some(leaf), Some(key)) = (certificates.first(), key) else {
-        return Err(
+        return Err(AuthError::Invalid(
             "the client certificate PEM needs a certificate and its RSA private key".into(),
-        );
+        ));
     };
     let b64url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
     let mut header = serde_json::json!({"alg": "RS256", "typ": "JWT",
@@ -388,7 +387,7 @@ pub(crate) fn certificate_assertion(
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|e| e.to_string())?
+        .map_err(|e| AuthError::Invalid(e.to_string()))?
         .as_secs();
     let claims = serde_json::json!({"aud": token_url, "exp": now + 600, "iss": client_id,
         "jti": hex::encode(fastrand::u128(..).to_be_bytes()), "nbf": now, "sub": client_id});
@@ -404,17 +403,22 @@ pub(crate) fn certificate_assertion(
     ))
 }
 
+#[cfg(feature = "azure-certificates")]
+fn not_rsa() -> AuthError {
+    AuthError::Invalid("the client certificate's key is not an RSA key".into())
+}
+
 #[cfg(not(feature = "azure-certificates"))]
 pub(crate) fn certificate_assertion(
     _pem: &str,
     _send_chain: bool,
     _client_id: &str,
     _token_url: &str,
-) -> Result<String, String> {
-    Err(
-        "Azure client certificates are not supported by this build (feature `azure-certificates`)"
-            .into(),
-    )
+) -> Result<String, AuthError> {
+    Err(AuthError::NotCompiledIn {
+        provider: "Azure client certificate",
+        feature: "azure-certificates",
+    })
 }
 
 /// The managed identity's token from the instance metadata service, for the resource of
@@ -424,7 +428,7 @@ fn managed_identity_token(
     endpoint: &str,
     client_id: Option<&str>,
     scope: &str,
-) -> Result<Lived, String> {
+) -> Result<Lived, AuthError> {
     let resource = scope.strip_suffix("/.default").unwrap_or(scope);
     let mut query = form_urlencoded::Serializer::new(String::new());
     query
@@ -447,7 +451,10 @@ fn managed_identity_token(
         .get("access_token")
         .and_then(Value::as_str)
         .map(str::to_string)
-        .ok_or_else(|| format!("{what}: the answer has no access_token"))?;
+        .ok_or_else(|| ServiceError::Missing {
+            what,
+            field: "access_token".into(),
+        })?;
     // `expires_in` where the service gives it, else `expires_on` (Unix seconds).
     let lifetime = seconds(json.get("expires_in")).or_else(|| {
         let on = seconds(json.get("expires_on"))?;
@@ -462,7 +469,7 @@ fn managed_identity_token(
 impl AzureIdentity {
     /// The token cache key of the identity's token for `scope`; none for a client secret or
     /// certificate (kept by nobody, as Flux keeps the decryption Secret's credentials).
-    pub(crate) fn cache_key(&self, scope: &str) -> Result<Option<String>, String> {
+    pub(crate) fn cache_key(&self, scope: &str) -> Result<Option<String>, AuthError> {
         Ok(match self {
             AzureIdentity::ClientSecret { .. } | AzureIdentity::ClientCertificate { .. } => None,
             AzureIdentity::WorkloadIdentity { .. } | AzureIdentity::ManagedIdentity { .. } => {
@@ -521,16 +528,16 @@ pub(crate) fn describe_aks_cluster(
     cluster: &str,
     address: Option<&str>,
     token: &str,
-) -> Result<(String, String), String> {
+) -> Result<(String, String), AuthError> {
     use base64::Engine as _;
     let pattern = regex::Regex::new(AKS_CLUSTER_PATTERN).expect("valid pattern");
     if !pattern.is_match(cluster) {
-        return Err(format!(
+        return Err(AuthError::Invalid(format!(
             "invalid AKS cluster ID: '{cluster}'. must match {AKS_CLUSTER_PATTERN}"
-        ));
+        )));
     }
     let base = format!("{}{cluster}", resource_manager.trim_end_matches('/'));
-    let failed = |e: String| format!("failed to describe AKS cluster: {e}");
+    let failed = |e: ServiceError| AuthError::from(e).during("failed to describe AKS cluster");
     let url = format!("{base}?api-version={AKS_API_VERSION}");
     let answer = http
         .send(&format!("managedClusters at {url}"), |client| {
@@ -544,9 +551,9 @@ pub(crate) fn describe_aks_cluster(
         .pointer("/properties/aadProfile")
         .is_none_or(Value::is_null)
     {
-        return Err(format!(
+        return Err(AuthError::Invalid(format!(
             "AKS cluster {cluster} does not have Microsoft Entra ID integration enabled. See docs for enabling: https://learn.microsoft.com/en-us/azure/aks/enable-authentication-microsoft-entra-id"
-        ));
+        )));
     }
     let url = format!("{base}/listClusterUserCredential?api-version={AKS_API_VERSION}");
     let answer = http
@@ -559,8 +566,11 @@ pub(crate) fn describe_aks_cluster(
         .map_err(failed)?;
     let wanted = address
         .map(|address| {
-            super::cluster::parse_cluster_address(address)
-                .map_err(|e| format!("failed to parse specified cluster address '{address}': {e}"))
+            super::cluster::parse_cluster_address(address).map_err(|e| {
+                e.during(format!(
+                    "failed to parse specified cluster address '{address}'"
+                ))
+            })
         })
         .transpose()?;
     let mut hosts = Vec::new();
@@ -576,9 +586,13 @@ pub(crate) fn describe_aks_cluster(
             .and_then(Value::as_str)
             .and_then(|value| base64::engine::general_purpose::STANDARD.decode(value).ok())
             .and_then(|bytes| String::from_utf8(bytes).ok())
-            .ok_or_else(|| format!("failed to parse kubeconfig[{index}]: not base64 text"))?;
+            .ok_or_else(|| {
+                AuthError::Invalid(format!(
+                    "failed to parse kubeconfig[{index}]: not base64 text"
+                ))
+            })?;
         let parsed = kube::config::Kubeconfig::from_yaml(&text)
-            .map_err(|e| format!("failed to parse kubeconfig[{index}]: {e}"))?;
+            .map_err(|e| AuthError::Invalid(format!("failed to parse kubeconfig[{index}]: {e}")))?;
         let Some(cluster_entry) = parsed.clusters.first().and_then(|c| c.cluster.clone()) else {
             continue;
         };
@@ -589,20 +603,22 @@ pub(crate) fn describe_aks_cluster(
             .map(|pem| String::from_utf8_lossy(&pem).into_owned())
             .unwrap_or_default();
         let canonical = super::cluster::parse_cluster_address(&host).map_err(|e| {
-            format!("failed to parse address '{host}' from kubeconfig[{index}]: {e}")
+            e.during(format!(
+                "failed to parse address '{host}' from kubeconfig[{index}]"
+            ))
         })?;
         if wanted.as_ref().is_none_or(|wanted| *wanted == canonical) {
             return Ok((host, ca));
         }
         hosts.push(format!("'{host}'"));
     }
-    Err(match address {
+    Err(AuthError::Invalid(match address {
         None => format!("no kubeconfig found for AKS cluster {cluster}"),
         Some(address) => format!(
             "no kubeconfig found for AKS cluster {cluster} matching the specified address '{address}'. cluster addresses: [{}]",
             hosts.join(", ")
         ),
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -616,7 +632,7 @@ mod tests {
             .collect()
     }
 
-    fn kind(identity: Result<AzureIdentity, String>) -> String {
+    fn kind(identity: Result<AzureIdentity, AuthError>) -> String {
         match identity {
             Err(e) => format!("error {e}"),
             Ok(AzureIdentity::ClientSecret { client_id, .. }) => format!("secret {client_id}"),
@@ -706,11 +722,11 @@ mod tests {
     fn annotations_are_checked_tenant_first() {
         assert_eq!(
             account_identity(&BTreeMap::new()),
-            Err("azure tenant ID is not set in the service account annotation azure.workload.identity/tenant-id".into())
+            Err(AuthError::Invalid("azure tenant ID is not set in the service account annotation azure.workload.identity/tenant-id".into()))
         );
         assert_eq!(
             account_identity(&env(&[(TENANT_ID_ANNOTATION, "t")])),
-            Err("azure client ID is not set in the service account annotation azure.workload.identity/client-id".into())
+            Err(AuthError::Invalid("azure client ID is not set in the service account annotation azure.workload.identity/client-id".into()))
         );
         assert_eq!(
             account_identity(&env(&[

@@ -16,6 +16,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use sha2::{Digest, Sha256};
 
+use super::AuthError;
 use super::aws::AwsCredentials;
 
 /// The longest an entry is kept, whatever the flag says.
@@ -32,17 +33,21 @@ pub enum Cached {
 
 impl Cached {
     /// The bearer token kept, or why what is kept under its key is not one.
-    pub fn bearer(self) -> Result<String, String> {
+    pub fn bearer(self) -> Result<String, AuthError> {
         match self {
             Cached::Bearer(token) => Ok(token),
-            _ => Err("the token cache holds another kind of credential under this key".into()),
+            _ => Err(AuthError::Invalid(
+                "the token cache holds another kind of credential under this key".into(),
+            )),
         }
     }
 
-    pub fn aws(self) -> Result<AwsCredentials, String> {
+    pub fn aws(self) -> Result<AwsCredentials, AuthError> {
         match self {
             Cached::Aws(credentials) => Ok(credentials),
-            _ => Err("the token cache holds another kind of credential under this key".into()),
+            _ => Err(AuthError::Invalid(
+                "the token cache holds another kind of credential under this key".into(),
+            )),
         }
     }
 }
@@ -154,12 +159,12 @@ impl TokenCache {
     }
 
     /// The credential kept under `key`, else what `fetch` gets (kept when it lives).
-    pub fn get_or_fetch(
+    pub fn get_or_fetch<E>(
         &self,
         key: &str,
         involved: Option<&Involved>,
-        fetch: impl FnOnce() -> Result<Fetched, String>,
-    ) -> Result<Cached, String> {
+        fetch: impl FnOnce() -> Result<Fetched, E>,
+    ) -> Result<Cached, E> {
         let mut guard = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let (clock, entries) = &mut *guard;
         if let Some(value) = self.find(clock, entries, key, involved) {
@@ -371,7 +376,7 @@ mod tests {
             cache
                 .get_or_fetch(key, Some(&involved), || {
                     fetches += 1;
-                    Ok(bearer(value))
+                    Ok::<_, AuthError>(bearer(value))
                 })
                 .unwrap()
         };
@@ -389,7 +394,9 @@ mod tests {
         assert_eq!(metrics.evictions.get(), 2);
         assert_eq!(metrics.items.get(), 2);
         let uncached = cache
-            .get_or_fetch("static", None, || Ok((Cached::Bearer("s".into()), None)))
+            .get_or_fetch("static", None, || {
+                Ok::<_, AuthError>((Cached::Bearer("s".into()), None))
+            })
             .unwrap();
         assert_eq!(uncached, Cached::Bearer("s".into()));
         assert_eq!(
@@ -399,7 +406,7 @@ mod tests {
         );
         assert!(
             cache
-                .get_or_fetch("x", None, || Err("denied".into()))
+                .get_or_fetch("x", None, || Err(AuthError::Invalid("denied".into())))
                 .is_err()
         );
         assert!(TokenCache::new(0, MAX_DURATION, CacheMetrics::default()).is_none());

@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use super::AuthError;
+
 /// Which cloud (or none) issues the remote cluster's bearer token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Provider {
@@ -53,12 +55,12 @@ impl Provider {
 
 impl ClusterReference {
     /// Reads a kubeconfig ConfigMap's data.
-    pub fn from_data(data: &BTreeMap<String, String>) -> Result<ClusterReference, String> {
+    pub fn from_data(data: &BTreeMap<String, String>) -> Result<ClusterReference, AuthError> {
         let named = data.get("provider").map(String::as_str).unwrap_or_default();
         let provider = Provider::ALL
             .into_iter()
             .find(|provider| provider.name() == named)
-            .ok_or_else(|| format!("provider '{named}' not implemented"))?;
+            .ok_or_else(|| AuthError::Invalid(format!("provider '{named}' not implemented")))?;
         Ok(ClusterReference {
             provider,
             cluster: data.get("cluster").cloned(),
@@ -91,21 +93,24 @@ impl ClusterReference {
 
 /// An API server address as fluxcd/pkg canonicalizes it: `https://<host>:<port>`, the host
 /// lower-cased and the port 443 unless given; `https://` is assumed without a scheme.
-pub fn parse_cluster_address(address: &str) -> Result<String, String> {
+pub fn parse_cluster_address(address: &str) -> Result<String, AuthError> {
     if address.is_empty() {
-        return Err("empty address".into());
+        return Err(AuthError::Invalid("empty address".into()));
     }
     let with_scheme = if address.starts_with("http") {
         address.to_string()
     } else {
         format!("https://{address}")
     };
-    let url = reqwest::Url::parse(&with_scheme)
-        .map_err(|e| format!("failed to parse Kubernetes API server address '{address}': {e}"))?;
+    let url = reqwest::Url::parse(&with_scheme).map_err(|e| {
+        AuthError::Invalid(format!(
+            "failed to parse Kubernetes API server address '{address}': {e}"
+        ))
+    })?;
     if url.scheme() != "https" {
-        return Err(format!(
+        return Err(AuthError::Invalid(format!(
             "the Kubernetes API server address '{address}' must use https scheme"
-        ));
+        )));
     }
     let host = url.host_str().unwrap_or_default().to_lowercase();
     let port = url.port().unwrap_or(443);
@@ -143,11 +148,13 @@ mod tests {
         assert_eq!(plain.generic_audiences(), ["https://fleet.example"]);
         assert_eq!(
             ClusterReference::from_data(&data(&[("provider", "openstack")])),
-            Err("provider 'openstack' not implemented".into())
+            Err(AuthError::Invalid(
+                "provider 'openstack' not implemented".into()
+            ))
         );
         assert_eq!(
             ClusterReference::from_data(&BTreeMap::new()),
-            Err("provider '' not implemented".into())
+            Err(AuthError::Invalid("provider '' not implemented".into()))
         );
     }
 
@@ -157,10 +164,10 @@ mod tests {
             ("https://Fleet.Example", Ok("https://fleet.example:443".to_string())),
             ("fleet.example:6443", Ok("https://fleet.example:6443".to_string())),
             ("https://10.0.0.1:8443/", Ok("https://10.0.0.1:8443".to_string())),
-            ("", Err("empty address".to_string())),
+            ("", Err(AuthError::Invalid("empty address".into()))),
             (
                 "http://fleet.example",
-                Err("the Kubernetes API server address 'http://fleet.example' must use https scheme".to_string()),
+                Err(AuthError::Invalid("the Kubernetes API server address 'http://fleet.example' must use https scheme".into())),
             ),
         ] {
             assert_eq!(parse_cluster_address(address), want, "{address}");

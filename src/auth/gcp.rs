@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::ServiceAccountTokens;
+use super::{AuthError, ServiceAccountTokens, ServiceError};
 use crate::sops::keysource::http::{Http, seconds, until};
 
 /// A bearer token and how long it lives.
@@ -105,7 +105,7 @@ pub enum SubjectTokenSource {
 impl ExternalAccount {
     /// Reads an `external_account` credentials document. Executable and AWS sources are
     /// refused: the controller runs no programs, and AWS-to-Google federation is not here.
-    pub fn from_json(value: &Value) -> Result<ExternalAccount, String> {
+    pub fn from_json(value: &Value) -> Result<ExternalAccount, AuthError> {
         let text = |name: &str| {
             value
                 .get(name)
@@ -114,24 +114,28 @@ impl ExternalAccount {
                 .map(str::to_string)
         };
         let required = |name: &str| {
-            text(name).ok_or_else(|| format!("the external_account credentials have no `{name}`"))
+            text(name).ok_or_else(|| {
+                AuthError::Invalid(format!("the external_account credentials have no `{name}`"))
+            })
         };
-        let source = value
-            .get("credential_source")
-            .ok_or("the external_account credentials have no `credential_source`")?;
+        let source = value.get("credential_source").ok_or(AuthError::Invalid(
+            "the external_account credentials have no `credential_source`".into(),
+        ))?;
         let json_field = match source.pointer("/format/type").and_then(Value::as_str) {
             Some("json") => Some(
                 source
                     .pointer("/format/subject_token_field_name")
                     .and_then(Value::as_str)
-                    .ok_or("credential_source.format has no subject_token_field_name")?
+                    .ok_or(AuthError::Invalid(
+                        "credential_source.format has no subject_token_field_name".into(),
+                    ))?
                     .to_string(),
             ),
             Some("text") | None => None,
             Some(other) => {
-                return Err(format!(
+                return Err(AuthError::Invalid(format!(
                     "credential_source.format type `{other}` is not supported"
-                ));
+                )));
             }
         };
         let source = if let Some(path) = source.get("file").and_then(Value::as_str) {
@@ -155,15 +159,15 @@ impl ExternalAccount {
                 json_field,
             }
         } else if source.get("executable").is_some() {
-            return Err(
+            return Err(AuthError::Invalid(
                 "credential_source.executable is not supported: the controller runs no programs"
                     .into(),
-            );
+            ));
         } else {
-            return Err(
+            return Err(AuthError::Invalid(
                 "credential_source has neither `file` nor `url` (AWS sources are not supported)"
                     .into(),
-            );
+            ));
         };
         Ok(ExternalAccount {
             audience: required("audience")?,
@@ -176,7 +180,7 @@ impl ExternalAccount {
     }
 
     /// An access token: the subject token exchanged at STS, then the impersonated account's.
-    pub(crate) fn token(&self, http: &Http) -> Result<Lived, String> {
+    pub(crate) fn token(&self, http: &Http) -> Result<Lived, AuthError> {
         let subject = self.subject_token(http)?;
         let scopes: Vec<&str> = match &self.impersonation_url {
             Some(_) => vec![CLOUD_PLATFORM],
@@ -196,11 +200,12 @@ impl ExternalAccount {
         }
     }
 
-    fn subject_token(&self, http: &Http) -> Result<String, String> {
+    fn subject_token(&self, http: &Http) -> Result<String, AuthError> {
         let (raw, field, what) = match &self.source {
             SubjectTokenSource::File { path, json_field } => (
-                std::fs::read_to_string(path)
-                    .map_err(|e| format!("reading the subject token {}: {e}", path.display()))?,
+                std::fs::read_to_string(path).map_err(|e| {
+                    AuthError::Invalid(format!("reading the subject token {}: {e}", path.display()))
+                })?,
                 json_field,
                 path.display().to_string(),
             ),
@@ -218,7 +223,12 @@ impl ExternalAccount {
                         })
                 })?;
                 if !answer.is_success() {
-                    return Err(format!("{what}: HTTP {}", answer.status));
+                    return Err(ServiceError::Status {
+                        what,
+                        status: answer.status,
+                        message: None,
+                    }
+                    .into());
                 }
                 (
                     String::from_utf8_lossy(&answer.body).into_owned(),
@@ -232,7 +242,9 @@ impl ExternalAccount {
             Some(field) => serde_json::from_str::<Value>(&raw)
                 .ok()
                 .and_then(|json| json.get(field).and_then(Value::as_str).map(str::to_string))
-                .ok_or_else(|| format!("{what}: no `{field}` in the subject token JSON")),
+                .ok_or_else(|| {
+                    AuthError::Invalid(format!("{what}: no `{field}` in the subject token JSON"))
+                }),
         }
     }
 }
@@ -247,7 +259,9 @@ pub struct AccountIdentity {
 }
 
 /// A ServiceAccount's Google identity, in Flux's words when an annotation is malformed.
-pub fn account_identity(annotations: &BTreeMap<String, String>) -> Result<AccountIdentity, String> {
+pub fn account_identity(
+    annotations: &BTreeMap<String, String>,
+) -> Result<AccountIdentity, AuthError> {
     Ok(AccountIdentity {
         workload_identity_provider: workload_identity_provider(annotations)?,
         service_account: google_service_account(annotations)?,
@@ -258,7 +272,7 @@ fn optional_annotation(
     annotations: &BTreeMap<String, String>,
     key: &str,
     pattern: &str,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, AuthError> {
     annotations
         .contains_key(key)
         .then(|| super::annotation_matching(annotations, key, pattern))
@@ -267,7 +281,7 @@ fn optional_annotation(
 
 fn workload_identity_provider(
     annotations: &BTreeMap<String, String>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, AuthError> {
     optional_annotation(
         annotations,
         WORKLOAD_IDENTITY_PROVIDER_ANNOTATION,
@@ -277,7 +291,7 @@ fn workload_identity_provider(
 
 fn google_service_account(
     annotations: &BTreeMap<String, String>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, AuthError> {
     optional_annotation(
         annotations,
         SERVICE_ACCOUNT_ANNOTATION,
@@ -314,7 +328,7 @@ pub fn audiences(identity: &AccountIdentity, gke: Option<&GkeCluster>) -> (Strin
 }
 
 /// The metadata server's token for the instance's (or, on GKE, the pod's) account.
-pub(crate) fn metadata_token(http: &Http, endpoints: &GoogleEndpoints) -> Result<Lived, String> {
+pub(crate) fn metadata_token(http: &Http, endpoints: &GoogleEndpoints) -> Result<Lived, AuthError> {
     let scopes = form_urlencoded::byte_serialize(SCOPES.join(",").as_bytes()).collect::<String>();
     let url = endpoints.metadata_url(&format!(
         "instance/service-accounts/default/token?scopes={scopes}"
@@ -331,33 +345,38 @@ pub(crate) fn metadata_token(http: &Http, endpoints: &GoogleEndpoints) -> Result
         (Some(token), Some(expires_in)) if !token.is_empty() && expires_in != 0 => {
             Ok((token.to_string(), seconds(json.get("expires_in"))))
         }
-        _ => Err("oauth2/google: incomplete token received from metadata".into()),
+        _ => Err(AuthError::Invalid(
+            "oauth2/google: incomplete token received from metadata".into(),
+        )),
     }
 }
 
 /// The GKE cluster the controller runs in, from the metadata server; asked once per process
 /// (per metadata host).
-fn gke_cluster(http: &Http, endpoints: &GoogleEndpoints) -> Result<GkeCluster, String> {
+fn gke_cluster(http: &Http, endpoints: &GoogleEndpoints) -> Result<GkeCluster, AuthError> {
     static KNOWN: Mutex<BTreeMap<String, GkeCluster>> = Mutex::new(BTreeMap::new());
     let host = &endpoints.metadata_host;
     if let Some(cluster) = KNOWN.lock().ok().and_then(|known| known.get(host).cloned()) {
         return Ok(cluster);
     }
-    let read = |path: &str, what: &str| -> Result<String, String> {
+    let read = |path: &str, what: &str| -> Result<String, AuthError> {
         let url = endpoints.metadata_url(path);
-        let fail =
-            |e: String| format!("failed to get GKE cluster {what} from the metadata service: {e}");
+        let fail = |e: AuthError| {
+            e.during(format!(
+                "failed to get GKE cluster {what} from the metadata service"
+            ))
+        };
         let answer = http
             .send_within(&url, super::METADATA_TIMEOUT, |client| {
                 client.get(&url).header("metadata-flavor", "Google")
             })
-            .map_err(fail)?;
+            .map_err(|e| fail(e.into()))?;
         if !answer.is_success() {
-            return Err(fail(format!("HTTP {}", answer.status)));
+            return Err(fail(AuthError::Invalid(format!("HTTP {}", answer.status))));
         }
         let value = String::from_utf8_lossy(&answer.body).trim().to_string();
         if value.is_empty() {
-            return Err(fail("empty value".into()));
+            return Err(fail(AuthError::Invalid("empty value".into())));
         }
         Ok(value)
     };
@@ -377,9 +396,9 @@ pub(crate) fn service_account_token(
     http: &Http,
     account: &dyn ServiceAccountTokens,
     endpoints: &GoogleEndpoints,
-) -> Result<Lived, String> {
+) -> Result<Lived, AuthError> {
     let annotations = account.annotations()?;
-    let audience_error = |e: String| format!("failed to get provider audience: {e}");
+    let audience_error = |e: AuthError| e.during("failed to get provider audience");
     let workload_identity_provider =
         workload_identity_provider(&annotations).map_err(audience_error)?;
     let gke = match workload_identity_provider {
@@ -389,10 +408,10 @@ pub(crate) fn service_account_token(
     let identity = AccountIdentity {
         workload_identity_provider,
         service_account: google_service_account(&annotations).map_err(|e| {
-            format!(
-                "failed to get provider identity from service account '{}' annotations: {e}",
+            e.during(format!(
+                "failed to get provider identity from service account '{}' annotations",
                 account.key()
-            )
+            ))
         })?,
     };
     let (token_audience, sts_audience) = audiences(&identity, gke.as_ref());
@@ -431,7 +450,7 @@ fn exchange(
     subject_token_type: &str,
     subject: &str,
     scopes: &[&str],
-) -> Result<Lived, String> {
+) -> Result<Lived, AuthError> {
     let scope = scopes.join(" ");
     let form = [
         ("audience", audience),
@@ -445,36 +464,42 @@ fn exchange(
     let answer = http.send(&what, |client| client.post(url).form(&form))?;
     let json = google_json(what.as_str(), &answer)?;
     if json.get("expires_in").and_then(Value::as_i64).unwrap_or(0) <= 0 {
-        return Err(
+        return Err(AuthError::Invalid(
             "oauth2/google/externalaccount: got invalid expiry from security token service".into(),
-        );
+        ));
     }
     let token = json
         .get("access_token")
         .and_then(Value::as_str)
         .map(str::to_string)
-        .ok_or_else(|| format!("{what}: the answer has no access_token"))?;
+        .ok_or_else(|| ServiceError::Missing {
+            what: what.clone(),
+            field: "access_token".into(),
+        })?;
     Ok((token, seconds(json.get("expires_in"))))
 }
 
 /// A Google token service's JSON answer, or its failure in the words of Google's library.
-fn google_json(what: &str, answer: &crate::sops::keysource::http::Answer) -> Result<Value, String> {
+fn google_json(
+    what: &str,
+    answer: &crate::sops::keysource::http::Answer,
+) -> Result<Value, AuthError> {
     if !answer.is_success() {
         let body: String = String::from_utf8_lossy(&answer.body)
             .chars()
             .take(300)
             .collect();
-        return Err(format!(
+        return Err(AuthError::Invalid(format!(
             "oauth2/google: status code {}: {body}",
             answer.status
-        ));
+        )));
     }
-    answer.json().map_err(|e| format!("{what}: {e}"))
+    Ok(answer.json(what)?)
 }
 
 /// IAM Credentials `generateAccessToken` at `url`, with the federated token: the
 /// impersonated account's token for an hour.
-fn impersonate(http: &Http, url: &str, federated: &str) -> Result<Lived, String> {
+fn impersonate(http: &Http, url: &str, federated: &str) -> Result<Lived, AuthError> {
     let what = format!("generateAccessToken at {url}");
     let body = json!({"lifetime": "3600s", "scope": SCOPES});
     let answer = http.send(&what, |client| {
@@ -485,7 +510,7 @@ fn impersonate(http: &Http, url: &str, federated: &str) -> Result<Lived, String>
         .get("accessToken")
         .and_then(Value::as_str)
         .map(str::to_string)
-        .ok_or_else(|| format!("{what}: the answer has no accessToken"))?;
+        .ok_or_else(|| AuthError::Invalid(format!("{what}: the answer has no accessToken")))?;
     let lifetime = json
         .get("expireTime")
         .and_then(Value::as_str)
@@ -494,7 +519,7 @@ fn impersonate(http: &Http, url: &str, federated: &str) -> Result<Lived, String>
 }
 
 /// The token cache key of a secret-less identity's token.
-pub(crate) fn cache_key(identity: &SecretlessIdentity) -> Result<String, String> {
+pub(crate) fn cache_key(identity: &SecretlessIdentity) -> Result<String, AuthError> {
     Ok(match identity {
         SecretlessIdentity::MetadataServer(_) => super::cache::key(&[("provider", "gcp")]),
         SecretlessIdentity::ServiceAccount(account, _) => {
@@ -531,16 +556,16 @@ pub(crate) fn controller_token(
     http: &Http,
     env: &BTreeMap<String, String>,
     endpoints: &GoogleEndpoints,
-) -> Result<Lived, String> {
+) -> Result<Lived, AuthError> {
     let Some(path) = env.get("GOOGLE_APPLICATION_CREDENTIALS") else {
         return metadata_token(http, endpoints);
     };
-    let read = |reason: String| format!("{path}: {reason}");
+    let read = |reason: String| AuthError::Invalid(format!("{path}: {reason}"));
     let content = std::fs::read(path).map_err(|e| read(e.to_string()))?;
     let value: Value = serde_json::from_slice(&content).map_err(|e| read(e.to_string()))?;
     match value.get("type").and_then(Value::as_str) {
         Some("external_account") => ExternalAccount::from_json(&value)
-            .map_err(read)?
+            .map_err(|e| e.during(path.as_str()))?
             .token(http),
         other => Err(read(format!(
             "credentials of type `{}` are not supported for remote clusters here (external_account and the metadata server are)",
@@ -555,35 +580,35 @@ pub(crate) fn describe_gke_cluster(
     endpoints: &GoogleEndpoints,
     cluster: &str,
     token: &str,
-) -> Result<(String, String), String> {
+) -> Result<(String, String), AuthError> {
     use base64::Engine as _;
     let pattern = regex::Regex::new(GKE_CLUSTER_PATTERN).expect("valid pattern");
     if !pattern.is_match(cluster) {
-        return Err(format!(
+        return Err(AuthError::Invalid(format!(
             "invalid GKE cluster ID: '{cluster}'. must match {GKE_CLUSTER_PATTERN}"
-        ));
+        )));
     }
     let url = format!("{}/v1/{cluster}", endpoints.container.trim_end_matches('/'));
-    let failed = |e: String| format!("failed to describe GKE cluster '{cluster}': {e}");
+    let failed = |e: AuthError| e.during(format!("failed to describe GKE cluster '{cluster}'"));
     let answer = http
         .send(&format!("GetCluster at {url}"), |client| {
             client.get(&url).bearer_auth(token)
         })
-        .map_err(failed)?;
+        .map_err(|e| failed(e.into()))?;
     let json = answer
         .success_json("GetCluster", &["/error/message"])
-        .map_err(failed)?;
+        .map_err(|e| failed(e.into()))?;
     let endpoint = json
         .get("endpoint")
         .and_then(Value::as_str)
-        .ok_or_else(|| failed("the answer has no endpoint".into()))?;
+        .ok_or_else(|| failed(AuthError::Invalid("the answer has no endpoint".into())))?;
     let ca = json
         .pointer("/masterAuth/clusterCaCertificate")
         .and_then(Value::as_str)
         .unwrap_or_default();
     let ca = base64::engine::general_purpose::STANDARD
         .decode(ca)
-        .map_err(|e| format!("failed to decode GKE CA certificate: {e}"))?;
+        .map_err(|e| AuthError::Invalid(format!("failed to decode GKE CA certificate: {e}")))?;
     // GKE names a bare address; the CA makes it https.
     let host = if endpoint.contains("://") {
         endpoint.to_string()
@@ -653,7 +678,8 @@ mod tests {
             account_identity(&annotations(&[(
                 SERVICE_ACCOUNT_ANNOTATION,
                 "sops@example.com"
-            )])),
+            )]))
+            .map_err(|e| e.to_string()),
             Err(format!(
                 "invalid iam.gke.io/gcp-service-account annotation: 'sops@example.com'. must match {SERVICE_ACCOUNT_PATTERN}"
             ))
@@ -662,7 +688,8 @@ mod tests {
             account_identity(&annotations(&[(
                 WORKLOAD_IDENTITY_PROVIDER_ANNOTATION,
                 "pool"
-            )])),
+            )]))
+            .map_err(|e| e.to_string()),
             Err(format!(
                 "invalid gcp.auth.fluxcd.io/workload-identity-provider annotation: 'pool'. must match {WORKLOAD_IDENTITY_PROVIDER_PATTERN}"
             ))
@@ -691,13 +718,16 @@ mod tests {
         assert!(
             ExternalAccount::from_json(&executable)
                 .unwrap_err()
+                .to_string()
                 .contains("runs no programs")
         );
         let mut no_audience = file;
         no_audience.as_object_mut().unwrap().remove("audience");
         assert_eq!(
             ExternalAccount::from_json(&no_audience),
-            Err("the external_account credentials have no `audience`".into())
+            Err(AuthError::Invalid(
+                "the external_account credentials have no `audience`".into()
+            ))
         );
     }
 }

@@ -18,6 +18,75 @@ pub mod cluster;
 pub mod gcp;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+pub use crate::sops::keysource::http::ServiceError;
+
+/// Why a cloud identity could not be had, in Flux's words; never holds a token or secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// A key service or identity provider gave no usable answer.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    /// Kubernetes did not give a ServiceAccount or its token.
+    #[error(transparent)]
+    Account(#[from] AccountError),
+    /// An annotation's value is not of the form the provider needs.
+    #[error("invalid {key} annotation: '{value}'. must match {pattern}")]
+    Annotation {
+        key: String,
+        value: String,
+        pattern: String,
+    },
+    /// A token or credentials file could not be read.
+    #[error("reading the {what} {}: {cause}", .path.display())]
+    File {
+        what: &'static str,
+        path: PathBuf,
+        cause: String,
+    },
+    /// Configuration that cannot be used (credentials, an ARN, a ConfigMap, an address),
+    /// in Flux's words.
+    #[error("{0}")]
+    Invalid(String),
+    /// A provider this build leaves out.
+    #[error("{provider} support is not compiled in (feature `{feature}`)")]
+    NotCompiledIn {
+        provider: &'static str,
+        feature: &'static str,
+    },
+    /// What failed, in Flux's words, and why.
+    #[error("{context}: {source}")]
+    Failed {
+        context: String,
+        source: Box<AuthError>,
+    },
+}
+
+impl AuthError {
+    /// This error as the cause of `context` failing.
+    pub(crate) fn during(self, context: impl Into<String>) -> AuthError {
+        AuthError::Failed {
+            context: context.into(),
+            source: Box::new(self),
+        }
+    }
+}
+
+/// Why Kubernetes did not give a ServiceAccount's annotations or a token for it; `message`
+/// is the API server's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccountError {
+    #[error("failed to get service account '{account}': {message}")]
+    Get { account: String, message: String },
+    #[error("failed to create kubernetes token for service account '{account}': {message}")]
+    Token { account: String, message: String },
+    /// The controller's own account, when a kubeconfig ConfigMap names none.
+    #[error(
+        "failed to create kubernetes token for controller service account '{account}': {message}"
+    )]
+    ControllerToken { account: String, message: String },
+}
 
 /// A Kubernetes ServiceAccount whose identity a decryption uses: its annotations say which
 /// cloud identity it maps to, and Kubernetes issues it tokens for an audience. Errors are in
@@ -28,10 +97,10 @@ pub trait ServiceAccountTokens: Send + Sync {
     /// The account's name and namespace.
     fn name_and_namespace(&self) -> (String, String);
     /// The account's annotations (`failed to get service account '<ns>/<name>': …`).
-    fn annotations(&self) -> Result<BTreeMap<String, String>, String>;
+    fn annotations(&self) -> Result<BTreeMap<String, String>, AccountError>;
     /// A token for the account with these audiences (`failed to create kubernetes token for
     /// service account '<ns>/<name>': …`).
-    fn token(&self, audiences: &[String]) -> Result<String, String>;
+    fn token(&self, audiences: &[String]) -> Result<String, AccountError>;
 }
 
 impl std::fmt::Debug for dyn ServiceAccountTokens {
@@ -56,11 +125,11 @@ impl<T: ServiceAccountTokens> ServiceAccountTokens for WithAudiences<T> {
         self.account.name_and_namespace()
     }
 
-    fn annotations(&self) -> Result<BTreeMap<String, String>, String> {
+    fn annotations(&self) -> Result<BTreeMap<String, String>, AccountError> {
         self.account.annotations()
     }
 
-    fn token(&self, audiences: &[String]) -> Result<String, String> {
+    fn token(&self, audiences: &[String]) -> Result<String, AccountError> {
         if self.audiences.is_empty() {
             self.account.token(audiences)
         } else {
@@ -70,11 +139,14 @@ impl<T: ServiceAccountTokens> ServiceAccountTokens for WithAudiences<T> {
 }
 
 /// What a provider's exchange for a ServiceAccount fails with, as fluxcd/pkg wraps it.
-pub(crate) fn for_service_account(account: &dyn ServiceAccountTokens, error: String) -> String {
-    format!(
-        "failed to create provider access token for service account '{}': {error}",
+pub(crate) fn for_service_account(
+    account: &dyn ServiceAccountTokens,
+    error: impl Into<AuthError>,
+) -> AuthError {
+    error.into().during(format!(
+        "failed to create provider access token for service account '{}'",
         account.key()
-    )
+    ))
 }
 
 /// An annotation's value, matched against `pattern` whole, else Flux's message for it.
@@ -82,7 +154,7 @@ fn annotation_matching(
     annotations: &BTreeMap<String, String>,
     key: &str,
     pattern: &str,
-) -> Result<String, String> {
+) -> Result<String, AuthError> {
     let value = annotations.get(key).cloned().unwrap_or_default();
     let matches = regex::Regex::new(pattern)
         .map(|re| re.is_match(&value))
@@ -90,9 +162,11 @@ fn annotation_matching(
     if matches {
         Ok(value)
     } else {
-        Err(format!(
-            "invalid {key} annotation: '{value}'. must match {pattern}"
-        ))
+        Err(AuthError::Annotation {
+            key: key.to_string(),
+            value,
+            pattern: pattern.to_string(),
+        })
     }
 }
 

@@ -11,14 +11,14 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::Api;
 use kube::api::PostParams;
 
-use crate::auth::ServiceAccountTokens;
+use crate::auth::{AccountError, ServiceAccountTokens};
 
 pub struct KubeServiceAccount {
     client: kube::Client,
     namespace: String,
     name: String,
     runtime: tokio::runtime::Handle,
-    annotations: OnceLock<Result<BTreeMap<String, String>, String>>,
+    annotations: OnceLock<Result<BTreeMap<String, String>, AccountError>>,
 }
 
 impl KubeServiceAccount {
@@ -51,7 +51,7 @@ impl ServiceAccountTokens for KubeServiceAccount {
         (self.name.clone(), self.namespace.clone())
     }
 
-    fn annotations(&self) -> Result<BTreeMap<String, String>, String> {
+    fn annotations(&self) -> Result<BTreeMap<String, String>, AccountError> {
         self.annotations
             .get_or_init(|| {
                 self.runtime
@@ -60,7 +60,7 @@ impl ServiceAccountTokens for KubeServiceAccount {
             .clone()
     }
 
-    fn token(&self, audiences: &[String]) -> Result<String, String> {
+    fn token(&self, audiences: &[String]) -> Result<String, AccountError> {
         self.runtime
             .block_on(token(&self.client, &self.namespace, &self.name, audiences))
     }
@@ -71,16 +71,14 @@ pub(crate) async fn annotations(
     client: &kube::Client,
     namespace: &str,
     name: &str,
-) -> Result<BTreeMap<String, String>, String> {
+) -> Result<BTreeMap<String, String>, AccountError> {
     Api::<ServiceAccount>::namespaced(client.clone(), namespace)
         .get(name)
         .await
         .map(|account| account.metadata.annotations.unwrap_or_default())
-        .map_err(|e| {
-            format!(
-                "failed to get service account '{namespace}/{name}': {}",
-                api_message(&e)
-            )
+        .map_err(|e| AccountError::Get {
+            account: format!("{namespace}/{name}"),
+            message: api_message(&e),
         })
 }
 
@@ -91,7 +89,7 @@ pub(crate) async fn token(
     namespace: &str,
     name: &str,
     audiences: &[String],
-) -> Result<String, String> {
+) -> Result<String, AccountError> {
     let request = TokenRequest {
         spec: TokenRequestSpec {
             audiences: audiences.to_vec(),
@@ -110,9 +108,8 @@ pub(crate) async fn token(
                 .filter(|token| !token.is_empty())
                 .ok_or_else(|| "the answer has no token".to_string())
         })
-        .map_err(|e| {
-            format!(
-                "failed to create kubernetes token for service account '{namespace}/{name}': {e}"
-            )
+        .map_err(|message| AccountError::Token {
+            account: format!("{namespace}/{name}"),
+            message,
         })
 }

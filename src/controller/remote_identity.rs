@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::auth::cache::ClusterAccess;
+use crate::auth::{AccountError, AuthError};
 
 use crate::auth::cluster::{ClusterReference, Provider, parse_cluster_address};
 
@@ -59,12 +60,12 @@ pub struct IdentityClients(Arc<Mutex<std::collections::HashMap<String, Built>>>)
 pub enum IdentityError {
     #[error("failed to get configmap {config_map}: {reason}")]
     ReadConfigMap { config_map: String, reason: String },
-    #[error("{0}")]
-    Reference(String),
+    #[error(transparent)]
+    Reference(AuthError),
     #[error("failed to get access token for cluster: {0}")]
-    AccessToken(String),
-    #[error("{0}")]
-    RestConfig(String),
+    AccessToken(AuthError),
+    #[error(transparent)]
+    RestConfig(AuthError),
     #[error("connecting to the remote cluster: {0}")]
     Connect(kube::Error),
 }
@@ -109,7 +110,9 @@ pub async fn client(
     }
     let mut config = rest_config(&access.host, access.ca_pem.as_deref(), access.token.clone())
         .map_err(|e| {
-            IdentityError::RestConfig(format!("kubeconfig ConfigMap '{config_map_id}': {e}"))
+            IdentityError::RestConfig(AuthError::Invalid(format!(
+                "kubeconfig ConfigMap '{config_map_id}': {e}"
+            )))
         })?;
     config.auth_info.impersonate = impersonate;
     let client = super::remote::limited_client(config, requests)
@@ -201,22 +204,33 @@ async fn generic(
         .await
         .map_err(IdentityError::AccessToken)?
     {
-        Some(name) => super::identity::token(controller, namespace, &name, &audiences).await,
+        Some(name) => super::identity::token(controller, namespace, &name, &audiences)
+            .await
+            .map_err(AuthError::from),
         None => match controller_account(options.controller_token_file) {
             Ok((account_namespace, account)) => {
                 super::identity::token(controller, &account_namespace, &account, &audiences)
                     .await
-                    .map_err(|e| e.replace("for service account", "for controller service account"))
+                    .map_err(|e| match e {
+                        AccountError::Token { account, message } => {
+                            AuthError::from(AccountError::ControllerToken { account, message })
+                        }
+                        other => other.into(),
+                    })
             }
             Err(error) => Err(error),
         },
     }
     .map_err(IdentityError::AccessToken)?;
     let address = reference.address.as_deref().ok_or_else(|| {
-        IdentityError::RestConfig("cluster address is required to create a REST config".into())
+        IdentityError::RestConfig(AuthError::Invalid(
+            "cluster address is required to create a REST config".into(),
+        ))
     })?;
     let host = parse_cluster_address(address).map_err(|e| {
-        IdentityError::RestConfig(format!("failed to parse cluster address {address}: {e}"))
+        IdentityError::RestConfig(AuthError::Invalid(format!(
+            "failed to parse cluster address {address}: {e}"
+        )))
     })?;
     Ok(Material {
         host,
@@ -235,7 +249,7 @@ async fn object_account(
     namespace: &str,
     reference: &ClusterReference,
     options: &IdentityOptions<'_>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, AuthError> {
     let named = reference
         .service_account_name
         .clone()
@@ -247,15 +261,23 @@ async fn object_account(
         return Ok(None);
     };
     if let Err(error) = super::identity::annotations(controller, namespace, &name).await {
-        if default.is_some() && error.ends_with("not found") {
-            return Err(format!(
-                "failed to get service account '{namespace}/{name}': the specified default service account does not exist in the object namespace. your cluster is subject to multi-tenant workload identity lockdown, reach out to your cluster administrator for help"
-            ));
+        return Err(match error {
+            AccountError::Get { account, message }
+                if default.is_some() && message.ends_with("not found") =>
+            {
+                AccountError::Get {
+                    account,
+                    message: "the specified default service account does not exist in the object namespace. your cluster is subject to multi-tenant workload identity lockdown, reach out to your cluster administrator for help".into(),
+                }
+            }
+            other => other,
         }
-        return Err(error);
+        .into());
     }
     if !options.object_level_workload_identity {
-        return Err("ObjectLevelWorkloadIdentity feature gate is not enabled".into());
+        return Err(AuthError::Invalid(
+            "ObjectLevelWorkloadIdentity feature gate is not enabled".into(),
+        ));
     }
     Ok(Some(name))
 }
@@ -281,9 +303,9 @@ async fn eks(
             controller, namespace, &account, reference,
         )),
         None => aws::controller_source(&env).ok_or_else(|| {
-            IdentityError::AccessToken(
+            IdentityError::AccessToken(AuthError::Invalid(
                 "no AWS credentials: the controller has none configured".into(),
-            )
+            ))
         })?,
     };
     let sts = aws::service_endpoint(&env, "sts", &region);
@@ -313,8 +335,11 @@ async fn eks(
             lifetime: Some(aws::EKS_TOKEN_LIFETIME),
         })
     });
-    made.await
-        .map_err(|e| IdentityError::RestConfig(format!("the EKS client setup stopped: {e}")))?
+    made.await.map_err(|e| {
+        IdentityError::RestConfig(AuthError::Invalid(format!(
+            "the EKS client setup stopped: {e}"
+        )))
+    })?
 }
 
 /// The ServiceAccount a ConfigMap names, as a cloud identity (its tokens for the ConfigMap's
@@ -373,8 +398,11 @@ async fn gke(
             lifetime,
         })
     });
-    made.await
-        .map_err(|e| IdentityError::RestConfig(format!("the GKE client setup stopped: {e}")))?
+    made.await.map_err(|e| {
+        IdentityError::RestConfig(AuthError::Invalid(format!(
+            "the GKE client setup stopped: {e}"
+        )))
+    })?
 }
 
 /// The `azure` provider (AKS): the ServiceAccount's federated identity or the controller's
@@ -428,8 +456,11 @@ async fn aks(
             lifetime,
         })
     });
-    made.await
-        .map_err(|e| IdentityError::RestConfig(format!("the AKS client setup stopped: {e}")))?
+    made.await.map_err(|e| {
+        IdentityError::RestConfig(AuthError::Invalid(format!(
+            "the AKS client setup stopped: {e}"
+        )))
+    })?
 }
 
 /// The address and CA the ConfigMap gives, what `describe` finds for what it does not (as
@@ -450,13 +481,13 @@ fn given_or_described(
 
 /// The controller's own ServiceAccount, from the `sub` of its mounted token (read, not
 /// verified: the API server verifies it when it is used).
-fn controller_account(token_file: &Path) -> Result<(String, String), String> {
+fn controller_account(token_file: &Path) -> Result<(String, String), AuthError> {
     use base64::Engine as _;
     let token = std::fs::read_to_string(token_file).map_err(|e| {
-        format!(
+        AuthError::Invalid(format!(
             "failed to read service account token file {}: {e}",
             token_file.display()
-        )
+        ))
     })?;
     let claims: serde_json::Value = token
         .trim()
@@ -468,36 +499,42 @@ fn controller_account(token_file: &Path) -> Result<(String, String), String> {
                 .ok()
         })
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .ok_or("failed to parse service account token: not a JWT")?;
+        .ok_or(AuthError::Invalid(
+            "failed to parse service account token: not a JWT".into(),
+        ))?;
     let subject = claims
         .get("sub")
         .and_then(serde_json::Value::as_str)
-        .ok_or("failed to get subject from service account token: no sub claim")?;
+        .ok_or(AuthError::Invalid(
+            "failed to get subject from service account token: no sub claim".into(),
+        ))?;
     match subject.split(':').collect::<Vec<_>>()[..] {
         [_, _, namespace, name] => Ok((namespace.to_string(), name.to_string())),
-        _ => Err(format!(
+        _ => Err(AuthError::Invalid(format!(
             "invalid subject format in service account token: {subject}"
-        )),
+        ))),
     }
 }
 
 /// A client configuration for `host` with a bearer token, trusting `ca_pem` (else the
 /// system's roots).
-fn rest_config(host: &str, ca_pem: Option<&str>, token: String) -> Result<kube::Config, String> {
+fn rest_config(host: &str, ca_pem: Option<&str>, token: String) -> Result<kube::Config, AuthError> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject as _;
     let url = host
         .parse()
-        .map_err(|e| format!("failed to parse cluster address {host}: {e}"))?;
+        .map_err(|e| AuthError::Invalid(format!("failed to parse cluster address {host}: {e}")))?;
     let mut config = kube::Config::new(url);
     // A CA bundle is for TLS: a plain http address (a local proxy) has none to check.
     if let Some(pem) = ca_pem.filter(|_| host.starts_with("https://")) {
         let roots: Vec<Vec<u8>> = CertificateDer::pem_slice_iter(pem.as_bytes())
             .map(|der| der.map(|der| der.to_vec()))
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("invalid ca.crt: {e}"))?;
+            .map_err(|e| AuthError::Invalid(format!("invalid ca.crt: {e}")))?;
         if roots.is_empty() {
-            return Err("invalid ca.crt: no PEM certificate".into());
+            return Err(AuthError::Invalid(
+                "invalid ca.crt: no PEM certificate".into(),
+            ));
         }
         config.root_cert = Some(roots);
     }

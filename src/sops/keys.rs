@@ -19,9 +19,9 @@ use super::keysource::gcp_kms::{GcpCredentials, GcpKms};
 use super::keysource::http::Http;
 use super::keysource::pgp::PgpKeys;
 use super::keysource::vault::{TokenScope, VaultTransit};
-use super::keysource::{KeySource, Stanza};
-use crate::auth::ServiceAccountTokens;
+use super::keysource::{KeySource, KeySourceError, Stanza};
 use crate::auth::gcp::{GoogleEndpoints, SecretlessIdentity};
+use crate::auth::{AuthError, ServiceAccountTokens};
 
 /// The decryption Secret entries with fixed names, as Flux names them.
 pub const AWS_KMS_ENTRY: &str = "sops.aws-kms";
@@ -40,8 +40,8 @@ pub enum KeyError {
     Empty { entry: String },
     #[error("{entry}: OpenPGP keys are not supported by this build (feature `pgp` is off)")]
     PgpDisabled { entry: String },
-    #[error("{entry}: {reason}")]
-    InvalidCredentials { entry: String, reason: String },
+    #[error("{entry}: {source}")]
+    InvalidCredentials { entry: String, source: AuthError },
 }
 
 /// The keys and credentials available for one decryption.
@@ -56,7 +56,7 @@ pub struct Keys {
     azure: Option<AzureIdentity>,
     /// Why the controller's environment gives no Azure identity (a credential it names that
     /// is not supported here).
-    azure_unavailable: Option<String>,
+    azure_unavailable: Option<AuthError>,
     /// Where Google's STS, IAM Credentials and metadata server are (Google's own unless a
     /// test says otherwise).
     google_endpoints: Option<GoogleEndpoints>,
@@ -69,7 +69,7 @@ pub struct Keys {
     /// Key-service entries that already failed in this decryption, and why (an entry shared
     /// by several files is asked once; a service that does not answer is remembered by
     /// the HTTP client, whatever entry names it).
-    failed: Mutex<HashMap<Stanza, String>>,
+    failed: Mutex<HashMap<Stanza, KeySourceError>>,
     /// The Kubernetes ServiceAccount whose cloud identity key services are opened as, where
     /// the decryption Secret gives no credentials (object-level workload identity).
     service_account: Option<Arc<dyn ServiceAccountTokens>>,
@@ -118,9 +118,9 @@ impl Keys {
     /// Adds a decryption Secret entry by its name, as Flux reads them; entries it does not
     /// know are ignored. `true` when the entry was used.
     pub fn add_entry(&mut self, entry: &str, content: &[u8]) -> Result<bool, KeyError> {
-        let invalid = |reason: String| KeyError::InvalidCredentials {
+        let invalid = |source: AuthError| KeyError::InvalidCredentials {
             entry: entry.to_string(),
-            reason,
+            source,
         };
         match entry {
             AWS_KMS_ENTRY => {
@@ -135,7 +135,7 @@ impl Keys {
             VAULT_TOKEN_ENTRY => {
                 let token = String::from_utf8_lossy(content).trim().to_string();
                 if token.is_empty() {
-                    return Err(invalid("the token is empty".into()));
+                    return Err(invalid(AuthError::Invalid("the token is empty".into())));
                 }
                 self.vault_token = Some((token, TokenScope::Anywhere));
             }
@@ -392,7 +392,7 @@ impl Keys {
 
     /// The bytes a metadata entry wraps (a data key or a Shamir share); `Ok(None)` when no
     /// key of ours is its recipient. Errors say why, naming the service but no secret.
-    pub(super) fn open(&self, stanza: &Stanza) -> Result<Option<Vec<u8>>, String> {
+    pub(super) fn open(&self, stanza: &Stanza) -> Result<Option<Vec<u8>>, KeySourceError> {
         if matches!(stanza, Stanza::Age(_) | Stanza::Pgp(_)) {
             return self.open_now(stanza);
         }
@@ -408,23 +408,27 @@ impl Keys {
         opened
     }
 
-    fn open_now(&self, stanza: &Stanza) -> Result<Option<Vec<u8>>, String> {
+    fn open_now(&self, stanza: &Stanza) -> Result<Option<Vec<u8>>, KeySourceError> {
         let missing = |entry: &str| {
-            Err(match (&self.service_account, stanza) {
-                (Some(account), Stanza::Vault(_)) => format!(
-                    "no credentials: a Vault token is not exchanged for the service account \
+            Err(KeySourceError::NoCredentials(
+                match (&self.service_account, stanza) {
+                    (Some(account), Stanza::Vault(_)) => format!(
+                        ": a Vault token is not exchanged for the service account \
                      '{}'; add `{entry}` to the decryption Secret",
-                    account.key()
-                ),
-                (None, Stanza::AzureKv(_)) if self.azure_unavailable.is_some() => format!(
-                    "no credentials: {}; add `{entry}` to the decryption Secret",
-                    self.azure_unavailable.as_deref().unwrap_or_default()
-                ),
-                _ => format!(
-                    "no credentials (add `{entry}` to the decryption Secret, or give the \
-                     controller its own)"
-                ),
-            })
+                        account.key()
+                    ),
+                    (None, Stanza::AzureKv(_)) if self.azure_unavailable.is_some() => format!(
+                        ": {}; add `{entry}` to the decryption Secret",
+                        self.azure_unavailable
+                            .as_ref()
+                            .map(ToString::to_string)
+                            .unwrap_or_default()
+                    ),
+                    _ => format!(
+                        " (add `{entry}` to the decryption Secret, or give the controller its own)"
+                    ),
+                },
+            ))
         };
         let services = self.services();
         match stanza {

@@ -2,7 +2,7 @@
 
 use std::io::Read;
 
-use super::{KeySource, MAX_WRAPPED_LEN, checked_secret};
+use super::{KeySource, KeySourceError, MAX_WRAPPED_LEN, checked_secret};
 
 /// The largest armored age file read: a data key for a handful of recipients takes well
 /// under a kilobyte each.
@@ -30,30 +30,30 @@ impl KeySource for AgeIdentities {
     type Entry = AgeEntry;
     const NAME: &'static str = "age";
 
-    fn open(&self, entry: &AgeEntry) -> Result<Option<Vec<u8>>, String> {
+    fn open(&self, entry: &AgeEntry) -> Result<Option<Vec<u8>>, KeySourceError> {
         // sops writes one recipient per entry; the age crate's work grows with the square of
         // the stanzas in a header, so a hostile header is refused before it is read.
         if entry.enc.len() > MAX_ARMORED_BYTES {
-            return Err(format!(
+            return Err(KeySourceError::Unreadable(format!(
                 "the age file is {} bytes, more than {MAX_ARMORED_BYTES}",
                 entry.enc.len()
-            ));
+            )));
         }
         let stanza_types = stanza_types(&entry.enc);
         if stanza_types.len() > MAX_STANZAS {
-            return Err(format!(
+            return Err(KeySourceError::Unreadable(format!(
                 "the age header has {} recipient stanzas, more than {MAX_STANZAS}",
                 stanza_types.len()
-            ));
+            )));
         }
         let reader = age::armor::ArmoredReader::new(entry.enc.as_bytes());
-        let decryptor =
-            age::Decryptor::new(reader).map_err(|e| format!("invalid age file: {e}"))?;
+        let decryptor = age::Decryptor::new(reader)
+            .map_err(|e| KeySourceError::Unreadable(format!("invalid age file: {e}")))?;
         if !stanza_types.is_empty() && stanza_types.iter().all(|t| t != "X25519" && t != "scrypt") {
-            return Err(format!(
+            return Err(KeySourceError::Unreadable(format!(
                 "unsupported recipient type {} (this build opens age X25519 recipients only)",
                 stanza_types.join(", ")
-            ));
+            )));
         }
         if self.identities.is_empty() {
             return Ok(None);
@@ -66,11 +66,11 @@ impl KeySource for AgeIdentities {
                     .by_ref()
                     .take(MAX_WRAPPED_LEN as u64 + 1)
                     .read_to_end(&mut key)
-                    .map_err(|e| format!("age payload: {e}"))?;
+                    .map_err(|e| KeySourceError::Unreadable(format!("age payload: {e}")))?;
                 checked_secret(key).map(Some)
             }
             Err(age::DecryptError::NoMatchingKeys) => Ok(None),
-            Err(e) => Err(format!("age: {e}")),
+            Err(e) => Err(KeySourceError::Unreadable(format!("age: {e}"))),
         }
     }
 }

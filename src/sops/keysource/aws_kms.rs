@@ -7,10 +7,11 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::json;
 
-use super::KeySource;
 use super::http::{self, Base64, Http, secret_at, service_message};
+use super::{KeySource, KeySourceError};
 pub use crate::auth::aws::{AwsCredentialSource, AwsCredentials};
 use crate::auth::aws::{sts_credentials, sts_form};
+use crate::auth::{AuthError, ServiceError};
 
 /// A `kms` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -29,10 +30,12 @@ pub(crate) struct KmsEntry {
 impl AwsCredentials {
     /// The `sops.aws-kms` entry: YAML with `aws_access_key_id`, `aws_secret_access_key` and
     /// an optional `aws_session_token`, as Flux reads it.
-    pub fn from_entry(content: &[u8]) -> Result<AwsCredentials, String> {
-        let text = std::str::from_utf8(content).map_err(|_| "not UTF-8 text".to_string())?;
-        let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kyaml)
-            .map_err(|e| format!("failed to unmarshal AWS credentials file: {e}"))?;
+    pub fn from_entry(content: &[u8]) -> Result<AwsCredentials, AuthError> {
+        let text = std::str::from_utf8(content)
+            .map_err(|_| AuthError::Invalid("not UTF-8 text".to_string()))?;
+        let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kyaml).map_err(|e| {
+            AuthError::Invalid(format!("failed to unmarshal AWS credentials file: {e}"))
+        })?;
         let field = |name: &str| {
             value
                 .get(name)
@@ -46,7 +49,9 @@ impl AwsCredentials {
                 secret_access_key,
                 session_token: field("aws_session_token"),
             }),
-            _ => Err("requires aws_access_key_id and aws_secret_access_key".to_string()),
+            _ => Err(AuthError::Invalid(
+                "requires aws_access_key_id and aws_secret_access_key".to_string(),
+            )),
         }
     }
 }
@@ -63,7 +68,7 @@ pub struct AwsEndpoints {
 pub(crate) struct AwsKms {
     source: AwsCredentialSource,
     /// The credentials of a source that is asked for them, once asked.
-    exchanged: OnceLock<Result<AwsCredentials, String>>,
+    exchanged: OnceLock<Result<AwsCredentials, AuthError>>,
     endpoints: AwsEndpoints,
     http: Arc<Http>,
 }
@@ -91,7 +96,7 @@ impl AwsKms {
 
     /// The credentials requests are signed with: asked once per decryption, and kept in the
     /// token cache across decryptions when they are not static.
-    fn base_credentials(&self, region: &Region) -> Result<AwsCredentials, String> {
+    fn base_credentials(&self, region: &Region) -> Result<AwsCredentials, AuthError> {
         use crate::auth::aws as identity;
         use crate::auth::cache::Cached;
         let http = &self.http;
@@ -127,7 +132,7 @@ impl AwsKms {
         headers: &[(&str, &str)],
         body: &[u8],
         credentials: &AwsCredentials,
-    ) -> Result<http::Answer, String> {
+    ) -> Result<http::Answer, KeySourceError> {
         // Signed once: retries come within seconds, well inside SigV4's five minutes.
         let (signed, _) = crate::auth::aws::sigv4(
             "POST",
@@ -139,7 +144,7 @@ impl AwsKms {
             credentials,
             None,
         )?;
-        self.http.send(what, |client| {
+        let answer = self.http.send(what, |client| {
             let mut request = client.post(url).body(body.to_vec());
             for (name, value) in headers {
                 request = request.header(*name, *value);
@@ -148,7 +153,8 @@ impl AwsKms {
                 request = request.header(name, value);
             }
             request
-        })
+        })?;
+        Ok(answer)
     }
 
     /// Temporary credentials for `role`, as sops assumes it (session `sops@<host>`).
@@ -157,7 +163,7 @@ impl AwsKms {
         role: &str,
         region: &Region,
         base: &AwsCredentials,
-    ) -> Result<AwsCredentials, String> {
+    ) -> Result<AwsCredentials, KeySourceError> {
         let url = self.sts_url(region);
         let what = format!("STS AssumeRole {role} at {url}");
         let body = sts_form("AssumeRole", role, &session_name_for_host(), &[]);
@@ -170,7 +176,8 @@ impl AwsKms {
             body.as_bytes(),
             base,
         )?;
-        sts_credentials(&what, &answer).map(|(credentials, _)| credentials)
+        let (credentials, _) = sts_credentials(&what, &answer)?;
+        Ok(credentials)
     }
 }
 
@@ -180,7 +187,7 @@ impl KeySource for AwsKms {
 
     /// `aws_profile` names a profile of a shared config file the controller does not read;
     /// the entry is opened with the credentials given, as Flux's static credentials are.
-    fn open(&self, entry: &KmsEntry) -> Result<Option<Vec<u8>>, String> {
+    fn open(&self, entry: &KmsEntry) -> Result<Option<Vec<u8>>, KeySourceError> {
         let region = region_of(&entry.arn)?;
         let base = self.base_credentials(&region)?;
         let credentials = if entry.role.is_empty() {
@@ -199,7 +206,7 @@ impl KeySource for AwsKms {
             "EncryptionContext": entry.context,
             "KeyId": entry.arn,
         }))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| KeySourceError::Unreadable(e.to_string()))?;
         let answer = self.call(
             &what,
             "kms",
@@ -214,18 +221,24 @@ impl KeySource for AwsKms {
         )?;
         if !answer.is_success() {
             let kind = answer
-                .json()
+                .json(&what)
                 .ok()
                 .and_then(|j| j.get("__type").and_then(|t| t.as_str()).map(str::to_string))
-                .unwrap_or_default();
+                .filter(|kind| !kind.is_empty());
             let message = service_message(&answer, &["/message", "/Message"]);
-            return Err(if kind.is_empty() {
-                format!("{what}: {message}")
-            } else {
-                format!("{what}: {message} ({kind})")
-            });
+            let message = match (message, kind) {
+                (Some(message), Some(kind)) => Some(format!("{message} ({kind})")),
+                (None, Some(kind)) => Some(format!("({kind})")),
+                (message, None) => message,
+            };
+            return Err(ServiceError::Status {
+                what,
+                status: answer.status,
+                message,
+            }
+            .into());
         }
-        let json = answer.json().map_err(|e| format!("{what}: {e}"))?;
+        let json = answer.json(&what)?;
         secret_at(&what, &json, "/Plaintext", Base64::Standard).map(Some)
     }
 }
@@ -251,7 +264,7 @@ impl Region {
 
 /// The region of a KMS key ARN, which sops uses whatever else is configured. It becomes
 /// part of a host name, so it must look like one's label.
-fn region_of(arn: &str) -> Result<Region, String> {
+fn region_of(arn: &str) -> Result<Region, KeySourceError> {
     static ARN: OnceLock<regex::Regex> = OnceLock::new();
     let pattern = ARN.get_or_init(|| {
         regex::Regex::new(r"^arn:(aws[a-z-]*):kms:([a-z0-9-]+):[0-9]+:(key|alias)/.+$")
@@ -263,7 +276,7 @@ fn region_of(arn: &str) -> Result<Region, String> {
             name: c[2].to_string(),
             partition: c[1].to_string(),
         })
-        .ok_or_else(|| format!("no valid ARN found in '{arn}'"))
+        .ok_or_else(|| KeySourceError::Unreadable(format!("no valid ARN found in '{arn}'")))
 }
 
 /// `sops@<host>` with what STS refuses in a session name removed, as sops names it.
@@ -306,7 +319,9 @@ mod tests {
         assert_eq!(credentials.access_key_id, "AKID");
         assert_eq!(credentials.session_token.as_deref(), Some("TOKEN"));
         assert!(!format!("{credentials:?}").contains("SECRET"));
-        let error = AwsCredentials::from_entry(b"aws_access_key_id: AKID\n").unwrap_err();
+        let error = AwsCredentials::from_entry(b"aws_access_key_id: AKID\n")
+            .unwrap_err()
+            .to_string();
         assert!(!error.contains("AKID"), "{error}");
     }
 

@@ -7,8 +7,9 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{Value, json};
 
-use super::KeySource;
 use super::http::{Base64, Http, secret_at};
+use super::{KeySource, KeySourceError};
+use crate::auth::AuthError;
 use crate::auth::azure::DEFAULT_AUTHORITY;
 
 const VAULT_SCOPE: &str = "https://vault.azure.net/.default";
@@ -39,18 +40,23 @@ pub use crate::auth::azure::AzureIdentity;
 /// `clientSecret` (with an optional `authorityHost`), the `az` CLI's `tenant`, `appId` and
 /// `password`, `tenantId`, `clientId` and `clientCertificate` (PEM, with an optional
 /// `clientCertificateSendChain`), or `clientId` alone (a user-assigned managed identity).
-pub fn identity_from_entry(content: &[u8]) -> Result<AzureIdentity, String> {
+pub fn identity_from_entry(content: &[u8]) -> Result<AzureIdentity, AuthError> {
     AzureCredentialsEntry::read(content)
 }
 
 struct AzureCredentialsEntry;
 
 impl AzureCredentialsEntry {
-    fn read(content: &[u8]) -> Result<AzureIdentity, String> {
-        let text = std::str::from_utf8(content).map_err(|_| "not UTF-8 text".to_string())?;
+    fn read(content: &[u8]) -> Result<AzureIdentity, AuthError> {
+        let text = std::str::from_utf8(content)
+            .map_err(|_| AuthError::Invalid("not UTF-8 text".to_string()))?;
         let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kyaml)
             .map(Value::from)
-            .map_err(|e| format!("failed to unmarshal Azure authentication file: {e}"))?;
+            .map_err(|e| {
+                AuthError::Invalid(format!(
+                    "failed to unmarshal Azure authentication file: {e}"
+                ))
+            })?;
         let field = |name: &str| {
             value
                 .get(name)
@@ -75,7 +81,9 @@ impl AzureCredentialsEntry {
             field("clientCertificate"),
         ) {
             if field("clientCertificatePassword").is_some() {
-                return Err("password-protected client certificates are not supported".into());
+                return Err(AuthError::Invalid(
+                    "password-protected client certificates are not supported".into(),
+                ));
             }
             return Ok(AzureIdentity::ClientCertificate {
                 tenant_id,
@@ -102,11 +110,11 @@ impl AzureCredentialsEntry {
                 endpoint: crate::auth::azure::INSTANCE_METADATA.into(),
             });
         }
-        Err(
+        Err(AuthError::Invalid(
             "invalid data: requires a 'clientId' field, a combination of 'tenantId', \
              'clientId' and 'clientSecret', or 'tenantId', 'clientId' and 'clientCertificate'"
                 .into(),
-        )
+        ))
     }
 }
 
@@ -114,7 +122,7 @@ impl AzureCredentialsEntry {
 pub(crate) struct AzureKeyVault {
     identity: AzureIdentity,
     http: Arc<Http>,
-    token: OnceLock<Result<String, String>>,
+    token: OnceLock<Result<String, AuthError>>,
     /// Vault origins trusted besides Azure's own domains (a private cloud, a test server).
     extra_origins: Vec<String>,
 }
@@ -136,9 +144,10 @@ impl AzureKeyVault {
     /// The vault's URL, when the token may go there: https to a Key Vault host, or an
     /// origin trusted by configuration. A file names the vault; a tenant's file must not be
     /// able to send the token anywhere else.
-    fn vault_url(&self, vault_url: &str) -> Result<reqwest::Url, String> {
-        let url = reqwest::Url::parse(vault_url)
-            .map_err(|e| format!("invalid vault_url {vault_url}: {e}"))?;
+    fn vault_url(&self, vault_url: &str) -> Result<reqwest::Url, KeySourceError> {
+        let url = reqwest::Url::parse(vault_url).map_err(|e| {
+            KeySourceError::Unreadable(format!("invalid vault_url {vault_url}: {e}"))
+        })?;
         let origin = url.origin().ascii_serialization();
         let key_vault_host = url.scheme() == "https"
             && url.username().is_empty()
@@ -153,14 +162,14 @@ impl AzureKeyVault {
         {
             Ok(url)
         } else {
-            Err(format!(
+            Err(KeySourceError::Unreadable(format!(
                 "vault_url {vault_url} is not an https Azure Key Vault address; the token is \
                  not sent there"
-            ))
+            )))
         }
     }
 
-    fn token(&self) -> Result<&str, String> {
+    fn token(&self) -> Result<&str, AuthError> {
         self.token
             .get_or_init(|| self.fetch_token())
             .as_deref()
@@ -168,7 +177,7 @@ impl AzureKeyVault {
     }
 
     /// The identity's token; a secret-less one's through the token cache.
-    fn fetch_token(&self) -> Result<String, String> {
+    fn fetch_token(&self) -> Result<String, AuthError> {
         use crate::auth::cache::Cached;
         let Some(key) = self.identity.cache_key(VAULT_SCOPE)? else {
             return self
@@ -189,12 +198,12 @@ impl KeySource for AzureKeyVault {
     type Entry = AzureEntry;
     const NAME: &'static str = "Azure Key Vault";
 
-    fn open(&self, entry: &AzureEntry) -> Result<Option<Vec<u8>>, String> {
+    fn open(&self, entry: &AzureEntry) -> Result<Option<Vec<u8>>, KeySourceError> {
         let mut url = self.vault_url(&entry.vault_url)?;
         {
-            let mut segments = url
-                .path_segments_mut()
-                .map_err(|_| format!("invalid vault_url {}", entry.vault_url))?;
+            let mut segments = url.path_segments_mut().map_err(|_| {
+                KeySourceError::Unreadable(format!("invalid vault_url {}", entry.vault_url))
+            })?;
             segments.pop_if_empty().push("keys").push(&entry.name);
             if !entry.version.is_empty() {
                 segments.push(&entry.version);
@@ -245,7 +254,7 @@ mod tests {
             ),
             (b"tenantId: incomplete\n", "requires a 'clientId' field"),
         ] {
-            let error = identity_from_entry(entry).unwrap_err();
+            let error = identity_from_entry(entry).unwrap_err().to_string();
             assert!(error.contains(says), "{error}");
         }
     }

@@ -9,8 +9,9 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{Value, json};
 
-use super::KeySource;
 use super::http::{Base64, Http, secret_at};
+use super::{KeySource, KeySourceError};
+use crate::auth::AuthError;
 use crate::auth::gcp::SecretlessIdentity;
 
 #[cfg(feature = "gcp-kms")]
@@ -69,16 +70,17 @@ impl std::fmt::Debug for GcpCredentials {
 impl GcpCredentials {
     /// The `sops.gcp-kms` entry: Google credentials JSON (`service_account`,
     /// `authorized_user` or `external_account`).
-    pub fn from_entry(content: &[u8]) -> Result<GcpCredentials, String> {
-        let value: Value = serde_json::from_slice(content)
-            .map_err(|e| format!("not a Google credentials JSON document: {e}"))?;
+    pub fn from_entry(content: &[u8]) -> Result<GcpCredentials, AuthError> {
+        let value: Value = serde_json::from_slice(content).map_err(|e| {
+            AuthError::Invalid(format!("not a Google credentials JSON document: {e}"))
+        })?;
         let field = |name: &str| {
             value
                 .get(name)
                 .and_then(Value::as_str)
                 .filter(|v| !v.is_empty())
                 .map(str::to_string)
-                .ok_or_else(|| format!("the credentials have no `{name}`"))
+                .ok_or_else(|| AuthError::Invalid(format!("the credentials have no `{name}`")))
         };
         let token_uri = field("token_uri").unwrap_or_else(|_| DEFAULT_TOKEN_URI.to_string());
         match value.get("type").and_then(Value::as_str) {
@@ -97,11 +99,13 @@ impl GcpCredentials {
             Some("external_account") => Ok(GcpCredentials::ExternalAccount(
                 crate::auth::gcp::ExternalAccount::from_json(&value)?,
             )),
-            Some(other) => Err(format!(
+            Some(other) => Err(AuthError::Invalid(format!(
                 "credentials of type `{other}` are not supported (service_account, \
                  authorized_user and external_account are)"
+            ))),
+            None => Err(AuthError::Invalid(
+                "the credentials have no `type`".to_string(),
             )),
-            None => Err("the credentials have no `type`".to_string()),
         }
     }
 }
@@ -111,7 +115,7 @@ pub(crate) struct GcpKms {
     credentials: GcpCredentials,
     endpoint: String,
     http: Arc<Http>,
-    token: OnceLock<Result<String, String>>,
+    token: OnceLock<Result<String, AuthError>>,
 }
 
 impl GcpKms {
@@ -134,26 +138,31 @@ impl GcpKms {
         }
     }
 
-    fn token(&self) -> Result<&str, String> {
+    fn token(&self) -> Result<&str, AuthError> {
         self.token
             .get_or_init(|| self.fetch_token())
             .as_deref()
             .map_err(Clone::clone)
     }
 
-    fn fetch_token(&self) -> Result<String, String> {
+    fn fetch_token(&self) -> Result<String, AuthError> {
         let from_file;
         let credentials = match &self.credentials {
             GcpCredentials::File(path) => {
-                let read = |reason: String| format!("{}: {reason}", path.display());
-                let content = std::fs::read(path).map_err(|e| read(e.to_string()))?;
-                from_file = GcpCredentials::from_entry(&content).map_err(read)?;
+                let content = std::fs::read(path)
+                    .map_err(|e| AuthError::Invalid(format!("{}: {e}", path.display())))?;
+                from_file = GcpCredentials::from_entry(&content)
+                    .map_err(|e| e.during(path.display().to_string()))?;
                 &from_file
             }
             other => other,
         };
         let (token_uri, form) = match credentials {
-            GcpCredentials::File(_) => return Err("a credentials file names another".into()),
+            GcpCredentials::File(_) => {
+                return Err(AuthError::Invalid(
+                    "a credentials file names another".into(),
+                ));
+            }
             GcpCredentials::AccessToken(token) => return Ok(token.clone()),
             GcpCredentials::ExternalAccount(account) => {
                 let key = crate::auth::cache::key(&[
@@ -212,8 +221,9 @@ impl GcpKms {
             ),
         };
         let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.http
-            .oauth_token(&format!("OAuth token at {token_uri}"), token_uri, &form)
+        Ok(self
+            .http
+            .oauth_token(&format!("OAuth token at {token_uri}"), token_uri, &form)?)
     }
 }
 
@@ -222,8 +232,8 @@ impl GcpKms {
     fn kept(
         &self,
         key: &str,
-        fetch: impl FnOnce() -> Result<crate::auth::gcp::Lived, String>,
-    ) -> Result<String, String> {
+        fetch: impl FnOnce() -> Result<crate::auth::gcp::Lived, AuthError>,
+    ) -> Result<String, AuthError> {
         use crate::auth::cache::Cached;
         let kept = self.http.cached(key, "decrypt_with_gcp", || {
             fetch().map(|(token, lifetime)| (Cached::Bearer(token), lifetime))
@@ -236,14 +246,17 @@ impl KeySource for GcpKms {
     type Entry = GcpEntry;
     const NAME: &'static str = "GCP KMS";
 
-    fn open(&self, entry: &GcpEntry) -> Result<Option<Vec<u8>>, String> {
+    fn open(&self, entry: &GcpEntry) -> Result<Option<Vec<u8>>, KeySourceError> {
         static RESOURCE: OnceLock<regex::Regex> = OnceLock::new();
         let resource = RESOURCE.get_or_init(|| {
             regex::Regex::new(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
                 .expect("valid")
         });
         if !resource.is_match(&entry.resource_id) || entry.resource_id.contains("..") {
-            return Err(format!("invalid resource_id {:?}", entry.resource_id));
+            return Err(KeySourceError::Unreadable(format!(
+                "invalid resource_id {:?}",
+                entry.resource_id
+            )));
         }
         let token = self.token()?;
         let url = format!(
@@ -262,8 +275,11 @@ impl KeySource for GcpKms {
 }
 
 #[cfg(not(feature = "gcp-kms"))]
-fn signed_jwt(_: &str, _: &str, _: &str, _: &str) -> Result<String, String> {
-    Err("GCP service accounts are not supported by this build (feature `gcp-kms`)".into())
+fn signed_jwt(_: &str, _: &str, _: &str, _: &str) -> Result<String, AuthError> {
+    Err(AuthError::NotCompiledIn {
+        provider: "GCP service account",
+        feature: "gcp-kms",
+    })
 }
 
 /// A service account's RS256-signed JWT asking for the Cloud KMS scope (RFC 7523, as
@@ -274,16 +290,17 @@ fn signed_jwt(
     private_key_pem: &str,
     private_key_id: &str,
     token_uri: &str,
-) -> Result<String, String> {
+) -> Result<String, AuthError> {
     use base64::Engine;
     use rsa::pkcs1v15::SigningKey;
     use rsa::pkcs8::DecodePrivateKey;
     use rsa::signature::{SignatureEncoding, Signer};
-    let key = rsa::RsaPrivateKey::from_pkcs8_pem(private_key_pem)
-        .map_err(|_| "the service account's private_key is not a PKCS#8 RSA key".to_string())?;
+    let key = rsa::RsaPrivateKey::from_pkcs8_pem(private_key_pem).map_err(|_| {
+        AuthError::Invalid("the service account's private_key is not a PKCS#8 RSA key".into())
+    })?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|e| e.to_string())?
+        .map_err(|e| AuthError::Invalid(e.to_string()))?
         .as_secs();
     let encode = |value: &Value| {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string().as_bytes())
@@ -323,7 +340,8 @@ mod tests {
         ));
         assert!(!format!("{user:?}").contains("s3cret"));
         let error = GcpCredentials::from_entry(br#"{"type":"external_account","audience":"x"}"#)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("external_account"), "{error}");
         assert!(GcpCredentials::from_entry(b"token").is_err());
     }

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 
 use reqwest::blocking::{Client, RequestBuilder, Response};
 
+use super::KeySourceError;
+use crate::auth::AuthError;
+
 /// How long one request may take, connecting included.
 const TIMEOUT: Duration = Duration::from_secs(15);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -16,16 +19,70 @@ const ATTEMPTS: u32 = 3;
 /// Key service answers are small JSON documents.
 const MAX_RESPONSE_BYTES: u64 = 1 << 20;
 
+/// Why a call to a key service or identity provider gave no usable answer; `what` names the
+/// call ("Decrypt at https://…"). Never holds a header or body that was sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError {
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+    /// The origin did not answer earlier in the same decryption.
+    #[error("{what}: not sent, as earlier: {earlier}")]
+    Skipped {
+        what: String,
+        earlier: Box<ServiceError>,
+    },
+    #[error("{what}: not sent, the decryption ran out of time{}", last_attempt(.last))]
+    OutOfTime { what: String, last: Option<String> },
+    /// Every attempt failed to connect, timed out or was answered 429/5xx.
+    #[error("{last} (after {attempts} attempts)")]
+    Unreachable { last: String, attempts: u32 },
+    #[error("{what}: {cause}")]
+    Transport { what: String, cause: String },
+    #[error("{what}: reading the answer: {cause}")]
+    Read { what: String, cause: String },
+    /// The service refused, with its own words when it gave any.
+    #[error("{what}: HTTP {status}{}", service_words(.message))]
+    Status {
+        what: String,
+        status: u16,
+        message: Option<String>,
+    },
+    #[error("{what}: the answer (HTTP {status}) is not JSON: {cause}")]
+    NotJson {
+        what: String,
+        status: u16,
+        cause: String,
+    },
+    /// The answer lacks what the call is for.
+    #[error("{what}: the answer has no {field}")]
+    Missing { what: String, field: String },
+    #[error("{what}: {field} is not base64")]
+    NotBase64 { what: String, field: String },
+}
+
+fn last_attempt(last: &Option<String>) -> String {
+    last.as_ref()
+        .map(|last| format!(" (last: {last})"))
+        .unwrap_or_default()
+}
+
+fn service_words(message: &Option<String>) -> String {
+    message
+        .as_ref()
+        .map(|message| format!(": {message}"))
+        .unwrap_or_default()
+}
+
 /// The client the key services of one decryption share, and the time they have: past the
 /// deadline nothing more is sent, and a service that did not answer all its attempts is not
 /// asked again in the same decryption, so a key service that is down cannot hold a build
 /// for longer than its Kustomization's timeout, nor once per file.
 #[derive(Default)]
 pub(crate) struct Http {
-    client: OnceLock<Result<Client, String>>,
+    client: OnceLock<Result<Client, ServiceError>>,
     deadline: Option<Instant>,
     /// Origins that did not answer, and how they failed.
-    unreachable: Mutex<HashMap<String, String>>,
+    unreachable: Mutex<HashMap<String, ServiceError>>,
     /// The controller's token cache and the object asking, when there is one.
     tokens: Option<CacheUse>,
 }
@@ -54,8 +111,8 @@ impl Http {
         &self,
         key: &str,
         operation: &str,
-        fetch: impl FnOnce() -> Result<crate::auth::cache::Fetched, String>,
-    ) -> Result<crate::auth::cache::Cached, String> {
+        fetch: impl FnOnce() -> Result<crate::auth::cache::Fetched, AuthError>,
+    ) -> Result<crate::auth::cache::Cached, AuthError> {
         match &self.tokens {
             None => fetch().map(|(value, _)| value),
             Some(tokens) => {
@@ -76,7 +133,7 @@ impl Http {
         &self,
         what: &str,
         build: impl Fn(&Client) -> RequestBuilder,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, ServiceError> {
         self.send_within(what, TIMEOUT, build)
     }
 
@@ -87,7 +144,7 @@ impl Http {
         what: &str,
         limit: Duration,
         build: impl Fn(&Client) -> RequestBuilder,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, ServiceError> {
         let client = self
             .client
             .get_or_init(client)
@@ -103,33 +160,28 @@ impl Http {
             .ok()
             .and_then(|u| u.get(&origin).cloned())
         {
-            return Err(format!("{what}: not sent, as earlier: {earlier}"));
+            return Err(ServiceError::Skipped {
+                what: what.to_string(),
+                earlier: Box::new(earlier),
+            });
         }
-        match send(what, self.deadline, limit, || build(client)) {
-            Ok(answer) => Ok(answer),
-            Err(Failure::Unreachable(message)) => {
-                if let Ok(mut unreachable) = self.unreachable.lock() {
-                    unreachable.insert(origin, message.clone());
-                }
-                Err(message)
-            }
-            Err(Failure::Other(message)) => Err(message),
+        let sent = send(what, self.deadline, limit, || build(client));
+        if let Err(error @ ServiceError::Unreachable { .. }) = &sent
+            && let Ok(mut unreachable) = self.unreachable.lock()
+        {
+            unreachable.insert(origin, error.clone());
         }
+        sent
     }
 }
 
-fn client() -> Result<Client, String> {
+fn client() -> Result<Client, ServiceError> {
     Client::builder()
         .timeout(TIMEOUT)
         .connect_timeout(CONNECT_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| {
-            format!(
-                "cannot build the HTTP client: {}",
-                crate::report::cause_chain(&e)
-            )
-        })
+        .map_err(|e| ServiceError::Client(crate::report::cause_chain(&e)))
 }
 
 /// What a key service answered.
@@ -143,9 +195,23 @@ impl Answer {
         (200..300).contains(&self.status)
     }
 
-    pub(crate) fn json(&self) -> Result<serde_json::Value, String> {
-        serde_json::from_slice(&self.body)
-            .map_err(|e| format!("the answer (HTTP {}) is not JSON: {e}", self.status))
+    /// The answer as JSON; `what` names the call in the error.
+    pub(crate) fn json(&self, what: &str) -> Result<serde_json::Value, ServiceError> {
+        serde_json::from_slice(&self.body).map_err(|e| ServiceError::NotJson {
+            what: what.to_string(),
+            status: self.status,
+            cause: e.to_string(),
+        })
+    }
+
+    /// The service's refusal, with its words at the first of `error_pointers` (see
+    /// [`service_message`]).
+    pub(crate) fn refusal(&self, what: &str, error_pointers: &[&str]) -> ServiceError {
+        ServiceError::Status {
+            what: what.to_string(),
+            status: self.status,
+            message: service_message(self, error_pointers),
+        }
     }
 
     /// The JSON of a successful answer; for a failed one, the service's own words found at
@@ -154,11 +220,11 @@ impl Answer {
         &self,
         what: &str,
         error_pointers: &[&str],
-    ) -> Result<serde_json::Value, String> {
+    ) -> Result<serde_json::Value, ServiceError> {
         if !self.is_success() {
-            return Err(format!("{what}: {}", service_message(self, error_pointers)));
+            return Err(self.refusal(what, error_pointers));
         }
-        self.json().map_err(|e| format!("{what}: {e}"))
+        self.json(what)
     }
 }
 
@@ -177,19 +243,25 @@ pub(crate) fn secret_at(
     json: &serde_json::Value,
     pointer: &str,
     encoding: Base64,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, KeySourceError> {
     use base64::Engine;
     use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
     let field = pointer.trim_start_matches('/');
     let text = json
         .pointer(pointer)
         .and_then(serde_json::Value::as_str)
-        .ok_or_else(|| format!("{what}: the answer has no {field}"))?;
+        .ok_or_else(|| ServiceError::Missing {
+            what: what.to_string(),
+            field: field.to_string(),
+        })?;
     let bytes = match encoding {
         Base64::Standard => STANDARD.decode(text),
         Base64::UrlSafe => URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')),
     }
-    .map_err(|_| format!("{what}: {field} is not base64"))?;
+    .map_err(|_| ServiceError::NotBase64 {
+        what: what.to_string(),
+        field: field.to_string(),
+    })?;
     super::checked_secret(bytes)
 }
 
@@ -201,7 +273,7 @@ impl Http {
         what: &str,
         url: &str,
         form: &[(&str, &str)],
-    ) -> Result<String, String> {
+    ) -> Result<String, ServiceError> {
         self.oauth_token_with_lifetime(what, url, form)
             .map(|(token, _)| token)
     }
@@ -212,14 +284,17 @@ impl Http {
         what: &str,
         url: &str,
         form: &[(&str, &str)],
-    ) -> Result<(String, Option<Duration>), String> {
+    ) -> Result<(String, Option<Duration>), ServiceError> {
         let answer = self.send(what, |client| client.post(url).form(form))?;
         let json = answer.success_json(what, &["/error_description", "/error"])?;
         let token = json
             .get("access_token")
             .and_then(serde_json::Value::as_str)
             .map(str::to_string)
-            .ok_or_else(|| format!("{what}: the answer has no access_token"))?;
+            .ok_or_else(|| ServiceError::Missing {
+                what: what.to_string(),
+                field: "access_token".to_string(),
+            })?;
         Ok((token, seconds(json.get("expires_in"))))
     }
 }
@@ -242,20 +317,13 @@ pub(crate) fn until(instant: &str) -> Option<Duration> {
         .ok()
 }
 
-/// Why a request got no usable answer.
-enum Failure {
-    /// Every attempt failed to connect, timed out or was answered 429/5xx.
-    Unreachable(String),
-    Other(String),
-}
-
 fn send(
     what: &str,
     deadline: Option<Instant>,
     limit: Duration,
     build: impl Fn() -> RequestBuilder,
-) -> Result<Answer, Failure> {
-    let mut last = String::new();
+) -> Result<Answer, ServiceError> {
+    let mut last = None;
     for attempt in 0..ATTEMPTS {
         if attempt > 0 {
             std::thread::sleep(Duration::from_millis(200 << attempt));
@@ -264,62 +332,62 @@ fn send(
         if let Some(deadline) = deadline {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(Failure::Other(format!(
-                    "{what}: not sent, the decryption ran out of time{}",
-                    if last.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (last: {last})")
-                    }
-                )));
+                return Err(ServiceError::OutOfTime {
+                    what: what.to_string(),
+                    last,
+                });
             }
             request = request.timeout(left.min(limit));
         }
         match request.send() {
             Ok(response) => {
                 let status = response.status().as_u16();
-                let body = read_bounded(response)
-                    .map_err(|e| Failure::Other(format!("{what}: reading the answer: {e}")))?;
+                let body = read_bounded(what, response)?;
                 let answer = Answer { status, body };
                 if status == 429 || status >= 500 {
-                    last = format!("{what}: HTTP {status}");
+                    last = Some(format!("{what}: HTTP {status}"));
                     continue;
                 }
                 return Ok(answer);
             }
             Err(error) if error.is_connect() || error.is_timeout() => {
-                last = format!("{what}: {}", crate::report::cause_chain(&error));
+                last = Some(format!("{what}: {}", crate::report::cause_chain(&error)));
             }
             Err(error) => {
-                return Err(Failure::Other(format!(
-                    "{what}: {}",
-                    crate::report::cause_chain(&error)
-                )));
+                return Err(ServiceError::Transport {
+                    what: what.to_string(),
+                    cause: crate::report::cause_chain(&error),
+                });
             }
         }
     }
-    Err(Failure::Unreachable(format!(
-        "{last} (after {ATTEMPTS} attempts)"
-    )))
+    Err(ServiceError::Unreachable {
+        last: last.unwrap_or_default(),
+        attempts: ATTEMPTS,
+    })
 }
 
-fn read_bounded(response: Response) -> Result<Vec<u8>, String> {
+fn read_bounded(what: &str, response: Response) -> Result<Vec<u8>, ServiceError> {
+    let failed = |cause: String| ServiceError::Read {
+        what: what.to_string(),
+        cause,
+    };
     let mut body = Vec::new();
     std::io::Read::read_to_end(
         &mut std::io::Read::take(response, MAX_RESPONSE_BYTES + 1),
         &mut body,
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| failed(e.to_string()))?;
     if body.len() as u64 > MAX_RESPONSE_BYTES {
-        return Err(format!("larger than {MAX_RESPONSE_BYTES} bytes"));
+        return Err(failed(format!("larger than {MAX_RESPONSE_BYTES} bytes")));
     }
     Ok(body)
 }
 
 /// A service's own error text from a JSON answer, at the first of `pointers` that holds a
 /// string (or a list of them), cut short: it is the service's words, never ours.
-pub(crate) fn service_message(answer: &Answer, pointers: &[&str]) -> String {
-    let message = answer.json().ok().and_then(|json| {
+pub(crate) fn service_message(answer: &Answer, pointers: &[&str]) -> Option<String> {
+    let message = answer.json("").ok().and_then(|json| {
         pointers
             .iter()
             .find_map(|pointer| match json.pointer(pointer) {
@@ -334,10 +402,7 @@ pub(crate) fn service_message(answer: &Answer, pointers: &[&str]) -> String {
                 _ => None,
             })
     });
-    let mut text = format!("HTTP {}", answer.status);
-    if let Some(message) = message.filter(|m| !m.is_empty()) {
-        text.push_str(": ");
-        text.extend(message.chars().take(300));
-    }
-    text
+    message
+        .filter(|m| !m.is_empty())
+        .map(|m| m.chars().take(300).collect())
 }

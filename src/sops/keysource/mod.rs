@@ -17,7 +17,49 @@ pub(crate) mod vault;
 
 use std::collections::BTreeMap;
 
+use crate::auth::{AuthError, ServiceError};
 use crate::value::Value;
+
+/// Why an entry of a key group could not be opened; names no secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum KeySourceError {
+    /// The key service gave no usable answer.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    /// The credentials to call the key service with could not be had.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// The decryption was given nothing this kind of entry opens with.
+    #[error("no credentials{0}")]
+    NoCredentials(String),
+    /// The entry or its wrapped key is malformed, or a local key cannot read it.
+    #[error("{0}")]
+    Unreadable(String),
+    /// A key type this build leaves out.
+    #[cfg_attr(feature = "pgp", allow(dead_code))]
+    #[error("{provider} support is not compiled in (feature `{feature}`)")]
+    NotCompiledIn {
+        provider: &'static str,
+        feature: &'static str,
+    },
+    #[error("the decrypted data key has {0} bytes (expected 32, or 33 for a Shamir share)")]
+    SecretLength(usize),
+}
+
+/// Why an entry of the `sops` metadata cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum StanzaError {
+    #[error("unknown key type `{0}`")]
+    UnknownKind(String),
+    #[error("a `{kind}` entry has no `{field}`")]
+    Missing { kind: String, field: String },
+    #[error("`{kind}` entry: `{field}` is not a {expected}")]
+    WrongType {
+        kind: String,
+        field: String,
+        expected: &'static str,
+    },
+}
 
 /// The largest secret a stanza may wrap: a 32-byte data key, or a Shamir share of one (one
 /// byte more); anything longer is refused before it is read.
@@ -31,7 +73,7 @@ pub(crate) trait KeySource {
     const NAME: &'static str;
     /// The bytes `entry` wraps; `Ok(None)` when none of this source's keys is a recipient.
     /// An `Err` says why it could not be opened, naming no secret.
-    fn open(&self, entry: &Self::Entry) -> Result<Option<Vec<u8>>, String>;
+    fn open(&self, entry: &Self::Entry) -> Result<Option<Vec<u8>>, KeySourceError>;
 }
 
 /// One entry of a key group.
@@ -51,7 +93,7 @@ pub(crate) const KINDS: [&str; 6] = ["age", "pgp", "hc_vault", "kms", "gcp_kms",
 
 impl Stanza {
     /// Reads one entry of the metadata list `kind` (one of [`KINDS`]).
-    pub(crate) fn parse(kind: &str, entry: &Value) -> Result<Stanza, String> {
+    pub(crate) fn parse(kind: &str, entry: &Value) -> Result<Stanza, StanzaError> {
         let fields = Fields { kind, entry };
         Ok(match kind {
             "age" => Stanza::Age(age::AgeEntry {
@@ -84,7 +126,7 @@ impl Stanza {
                 key_name: fields.required("key_name")?,
                 enc: fields.required("enc")?,
             }),
-            other => return Err(format!("unknown key type `{other}`")),
+            other => return Err(StanzaError::UnknownKind(other.to_string())),
         })
     }
 
@@ -125,13 +167,22 @@ struct Fields<'v> {
 }
 
 impl Fields<'_> {
-    fn required(&self, name: &str) -> Result<String, String> {
+    fn required(&self, name: &str) -> Result<String, StanzaError> {
         match self.entry.get(name) {
             Some(Value::String(text)) if !text.is_empty() => Ok(text.clone()),
-            Some(Value::String(_)) | None | Some(Value::Null) => {
-                Err(format!("a `{}` entry has no `{name}`", self.kind))
-            }
-            Some(_) => Err(format!("`{}` entry: `{name}` is not a string", self.kind)),
+            Some(Value::String(_)) | None | Some(Value::Null) => Err(StanzaError::Missing {
+                kind: self.kind.to_string(),
+                field: name.to_string(),
+            }),
+            Some(_) => Err(self.wrong_type(name, "string")),
+        }
+    }
+
+    fn wrong_type(&self, field: &str, expected: &'static str) -> StanzaError {
+        StanzaError::WrongType {
+            kind: self.kind.to_string(),
+            field: field.to_string(),
+            expected,
         }
     }
 
@@ -143,31 +194,25 @@ impl Fields<'_> {
             .to_string()
     }
 
-    fn map(&self, name: &str) -> Result<BTreeMap<String, String>, String> {
+    fn map(&self, name: &str) -> Result<BTreeMap<String, String>, StanzaError> {
         match self.entry.get(name) {
             None | Some(Value::Null) => Ok(BTreeMap::new()),
             Some(Value::Object(map)) => map
                 .iter()
                 .map(|(key, value)| match value {
                     Value::String(text) => Ok((key.clone(), text.clone())),
-                    _ => Err(format!(
-                        "`{}` entry: `{name}.{key}` is not a string",
-                        self.kind
-                    )),
+                    _ => Err(self.wrong_type(&format!("{name}.{key}"), "string")),
                 })
                 .collect(),
-            Some(_) => Err(format!("`{}` entry: `{name}` is not a mapping", self.kind)),
+            Some(_) => Err(self.wrong_type(name, "mapping")),
         }
     }
 }
 
 /// A wrapped secret of the length a data key or share has.
-pub(crate) fn checked_secret(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
+pub(crate) fn checked_secret(bytes: Vec<u8>) -> Result<Vec<u8>, KeySourceError> {
     if bytes.is_empty() || bytes.len() > MAX_WRAPPED_LEN {
-        return Err(format!(
-            "the decrypted data key has {} bytes (expected 32, or 33 for a Shamir share)",
-            bytes.len()
-        ));
+        return Err(KeySourceError::SecretLength(bytes.len()));
     }
     Ok(bytes)
 }

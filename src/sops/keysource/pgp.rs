@@ -5,7 +5,7 @@
 //! one, which the `pgp` crate accepts with its `malformed-artifact-compat` feature; the
 //! message is still authenticated by its modification detection code.
 
-use super::KeySource;
+use super::{KeySource, KeySourceError};
 #[cfg(feature = "pgp")]
 use super::{MAX_WRAPPED_LEN, checked_secret};
 
@@ -39,28 +39,30 @@ impl KeySource for PgpKeys {
     const NAME: &'static str = "OpenPGP";
 
     #[cfg(feature = "pgp")]
-    fn open(&self, entry: &PgpEntry) -> Result<Option<Vec<u8>>, String> {
+    fn open(&self, entry: &PgpEntry) -> Result<Option<Vec<u8>>, KeySourceError> {
         use pgp::composed::Message;
         use pgp::types::Password;
         if self.keys.is_empty() {
             return Ok(None);
         }
         if entry.enc.len() > 64 << 10 {
-            return Err(format!(
+            return Err(KeySourceError::Unreadable(format!(
                 "the OpenPGP message is {} bytes, more than a data key's ever is",
                 entry.enc.len()
-            ));
+            )));
         }
         for key in &self.keys {
             let (message, _) = Message::from_armor(entry.enc.as_bytes())
-                .map_err(|e| format!("invalid OpenPGP message: {e}"))?;
+                .map_err(|e| KeySourceError::Unreadable(format!("invalid OpenPGP message: {e}")))?;
             let Ok(message) = message.decrypt(&Password::empty(), key) else {
                 continue;
             };
             let mut message = if message.is_compressed() {
-                message
-                    .decompress()
-                    .map_err(|_| "the OpenPGP payload could not be decompressed".to_string())?
+                message.decompress().map_err(|_| {
+                    KeySourceError::Unreadable(
+                        "the OpenPGP payload could not be decompressed".to_string(),
+                    )
+                })?
             } else {
                 message
             };
@@ -71,14 +73,19 @@ impl KeySource for PgpKeys {
                 &mut std::io::Read::take(&mut message, MAX_WRAPPED_LEN as u64 + 1),
                 &mut key,
             )
-            .map_err(|e| format!("the OpenPGP message could not be read: {e}"))?;
+            .map_err(|e| {
+                KeySourceError::Unreadable(format!("the OpenPGP message could not be read: {e}"))
+            })?;
             return checked_secret(key).map(Some);
         }
         Ok(None)
     }
 
     #[cfg(not(feature = "pgp"))]
-    fn open(&self, _entry: &PgpEntry) -> Result<Option<Vec<u8>>, String> {
-        Err("OpenPGP support is not compiled in (feature `pgp`)".to_string())
+    fn open(&self, _entry: &PgpEntry) -> Result<Option<Vec<u8>>, KeySourceError> {
+        Err(KeySourceError::NotCompiledIn {
+            provider: "OpenPGP",
+            feature: "pgp",
+        })
     }
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::KeySource;
 use super::http::{Base64, Http, secret_at};
+use super::{KeySource, KeySourceError};
 
 /// An `hc_vault` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -52,17 +52,17 @@ impl KeySource for VaultTransit {
     type Entry = VaultEntry;
     const NAME: &'static str = "HashiCorp Vault";
 
-    fn open(&self, entry: &VaultEntry) -> Result<Option<Vec<u8>>, String> {
+    fn open(&self, entry: &VaultEntry) -> Result<Option<Vec<u8>>, KeySourceError> {
         if let TokenScope::Only(allowed) = &self.scope
             && (allowed.as_deref().and_then(origin).is_none()
                 || allowed.as_deref().and_then(origin) != origin(&entry.address))
         {
-            return Err(format!(
+            return Err(KeySourceError::Unreadable(format!(
                 "the controller's VAULT_TOKEN is sent only to VAULT_ADDR ({}), not to {}; \
                  give this Kustomization's token as `sops.vault-token` in its decryption Secret",
                 allowed.as_deref().unwrap_or("unset"),
                 entry.address
-            ));
+            )));
         }
         let segments = entry.engine_path.trim_matches('/').split('/');
         if segments
@@ -72,18 +72,24 @@ impl KeySource for VaultTransit {
             || entry.key_name.is_empty()
             || entry.key_name == ".."
         {
-            return Err(format!(
+            return Err(KeySourceError::Unreadable(format!(
                 "invalid engine path {:?} or key name {:?}",
                 entry.engine_path, entry.key_name
-            ));
+            )));
         }
-        let mut url = reqwest::Url::parse(&entry.address)
-            .map_err(|e| format!("invalid vault address {}: {e}", entry.address))?;
+        let mut url = reqwest::Url::parse(&entry.address).map_err(|e| {
+            KeySourceError::Unreadable(format!("invalid vault address {}: {e}", entry.address))
+        })?;
         if !matches!(url.scheme(), "https" | "http") {
-            return Err(format!("invalid vault address {}", entry.address));
+            return Err(KeySourceError::Unreadable(format!(
+                "invalid vault address {}",
+                entry.address
+            )));
         }
         url.path_segments_mut()
-            .map_err(|_| format!("invalid vault address {}", entry.address))?
+            .map_err(|_| {
+                KeySourceError::Unreadable(format!("invalid vault address {}", entry.address))
+            })?
             .pop_if_empty()
             .push("v1")
             .extend(segments)
