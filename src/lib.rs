@@ -36,6 +36,7 @@ pub mod objects;
 #[cfg(feature = "remote-bases")]
 pub mod remote;
 pub mod report;
+pub mod retry;
 pub mod sops;
 pub mod source;
 pub mod substitute;

@@ -209,6 +209,8 @@ impl Context {
         metrics: Arc<super::metrics::Metrics>,
     ) -> Context {
         let own_client = client.clone();
+        let owned = crate::objects::OwnedObjects::new(own_client.clone())
+            .reporting_to(metrics.watches.clone());
         Context {
             recorder: Recorder::new(
                 events_client(&client, &config, &options),
@@ -227,7 +229,7 @@ impl Context {
             kinds: Default::default(),
             sources: Default::default(),
             configs: super::configs::ConfigReader::direct(own_client.clone()),
-            owned: crate::objects::OwnedObjects::new(own_client.clone()),
+            owned,
             own_writes: Default::default(),
             kustomizations: Default::default(),
             remote_clients: Default::default(),

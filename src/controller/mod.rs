@@ -38,6 +38,7 @@ pub mod ratelimit;
 mod reconcile;
 pub mod remote;
 pub mod remote_identity;
+pub mod retry_after;
 pub mod runtime_metrics;
 pub mod status;
 mod steps;

@@ -138,6 +138,19 @@ pub struct Limited<S> {
     permitted: bool,
 }
 
+/// A copy waits for its own token, as a fresh service does: the retry layer sends each
+/// attempt through one.
+impl<S: Clone> Clone for Limited<S> {
+    fn clone(&self) -> Limited<S> {
+        Limited {
+            inner: self.inner.clone(),
+            limit: self.limit.clone(),
+            sleep: None,
+            permitted: false,
+        }
+    }
+}
+
 impl<S, R> Service<R> for Limited<S>
 where
     S: Service<R>,
@@ -176,19 +189,25 @@ pub struct ClientLayers<'a> {
 }
 
 /// A client for `config` behind the shared limiter (or without one), counting its requests
-/// when asked.
+/// when asked, retrying throttled requests as client-go does ([`super::retry_after`]).
 pub fn client(config: kube::Config, layers: ClientLayers<'_>) -> Result<kube::Client, kube::Error> {
     let host = config
         .cluster_url
         .authority()
         .map(|a| a.as_str().to_string())
         .unwrap_or_default();
+    let mut config = config;
+    config.default_retry = false;
     let builder = kube::client::ClientBuilder::try_from(config)?;
     let counted = tower::layer::util::Stack::new(
         tower::util::option_layer(layers.limit.cloned()),
         tower::util::option_layer(layers.requests.map(|requests| requests.at(&host))),
     );
-    Ok(builder.with_layer(&counted).build())
+    // Each attempt is limited and counted, as client-go's retries are; a retry sends a
+    // request again through a shareable handle to kube's (boxed, single-owner) stack.
+    let shared = tower::layer::util::Stack::new(tower::buffer::BufferLayer::new(1024), counted);
+    let retried = tower::layer::util::Stack::new(shared, super::retry_after::layer());
+    Ok(builder.with_layer(&retried).build())
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::fmt;
 use serde_json::Value;
 
 pub use kinds::{KindCache, KindError, Served};
-pub use owned::{FOLLOW_UP_WINDOW, OwnedObjects, Owning, Seen};
+pub use owned::{FOLLOW_UP_WINDOW, OwnedObjects, Owning, Seen, WatchReporter};
 pub use policy::{
     FORCE_ANNOTATION, NAME_LABEL, NAMESPACE_LABEL, Owner, PRUNE_ANNOTATION, RECONCILE_ANNOTATION,
     SSA_ANNOTATION, SsaPolicy, force_enabled, metadata_value, prune_disabled, reconcile_disabled,

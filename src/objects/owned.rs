@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde_json::{Map, Value, json};
 
@@ -59,6 +58,44 @@ pub enum Seen {
 pub struct OwnedObjects {
     client: kube::Client,
     state: Arc<Mutex<OwnedState>>,
+    reporter: Option<Arc<dyn WatchReporter>>,
+}
+
+/// Where the metadata watches report how they are doing (the controller's record of every
+/// watch it keeps), by kind label (`ConfigMap (applied)`).
+pub trait WatchReporter: Send + Sync {
+    /// The watch starts: down until it has listed.
+    fn started(&self, kind: &str);
+    /// The watch listed (again): what it holds is current.
+    fn connected(&self, kind: &str);
+    /// The watch delivered an event.
+    fn heard(&self, kind: &str);
+    /// A list or watch request failed with `status` (none: no answer); the watch backs off
+    /// and tries again.
+    fn failed(&self, kind: &str, status: Option<u16>, error: &dyn std::fmt::Display);
+}
+
+/// How long a watch attempt after an error must go without failing to count as connected.
+const RESUMED_AFTER: Duration = Duration::from_secs(1);
+
+/// How the watches of owned objects name a kind: `ConfigMap (applied)`,
+/// `Deployment.apps (applied)`.
+fn watch_label(served: &Served) -> String {
+    match served.resource.group.as_str() {
+        "" => format!("{} (applied)", served.resource.kind),
+        group => format!("{}.{group} (applied)", served.resource.kind),
+    }
+}
+
+/// The API server's status code in a watcher's error, if it answered.
+fn api_status(error: &watcher::Error) -> Option<u16> {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => Some(status.code),
+        watcher::Error::WatchError(status) => Some(status.code),
+        _ => None,
+    }
 }
 
 /// An object's place in the watches: kind (apiVersion, kind), namespace, name.
@@ -204,7 +241,14 @@ impl OwnedObjects {
         OwnedObjects {
             client,
             state: Default::default(),
+            reporter: None,
         }
+    }
+
+    /// These watches report to `reporter` how they are doing.
+    pub fn reporting_to(mut self, reporter: Arc<dyn WatchReporter>) -> OwnedObjects {
+        self.reporter = Some(reporter);
+        self
     }
 
     /// Starts watching a kind's owned objects, once per kind; the watch lives as long as the
@@ -224,22 +268,12 @@ impl OwnedObjects {
             Api::all_with(self.client.clone(), &served.resource);
         let config = watcher::Config::default().labels(NAME_LABEL);
         let state = self.state.clone();
-        tokio::spawn(async move {
-            // The watcher starts over by itself after an error, backing off (a controller that
-            // may not list this kind keeps the kind unknown without spinning).
-            let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
-            while let Some(event) = events.next().await {
-                if let Ok(event) = event {
-                    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Event::Apply(object) | Event::Delete(object) = &event {
-                        let (namespace, name) = key_of(object);
-                        let version = object.metadata.resource_version.as_deref();
-                        state.changed(&(id.clone(), namespace, name), version);
-                    }
-                    apply(state.kinds.entry(id.clone()).or_default(), event);
-                }
-            }
-        });
+        let reporter = self.reporter.clone();
+        let label = watch_label(served);
+        if let Some(reporter) = &reporter {
+            reporter.started(&label);
+        }
+        tokio::spawn(follow(api, config, id, state, reporter, label));
     }
 
     /// The owners to run again because an object they took as unmoved changed (see
@@ -299,6 +333,72 @@ impl OwnedObjects {
             Some(kept) => Seen::Present(kept.to_value()),
             None => Seen::Absent,
         }
+    }
+}
+
+/// Follows one kind's watch into `state` until the runtime stops, reporting how it goes.
+async fn follow(
+    api: Api<PartialObjectMeta<DynamicObject>>,
+    config: watcher::Config,
+    id: (String, String),
+    state: Arc<Mutex<OwnedState>>,
+    reporter: Option<Arc<dyn WatchReporter>>,
+    label: String,
+) {
+    // The watcher starts over by itself after an error; the wait before it does is
+    // the controller's one back-off (a controller that may not list this kind keeps
+    // the kind unknown without spinning).
+    let mut backoff = crate::retry::Backoff::default();
+    let mut events = std::pin::pin!(watcher::watcher(api, config));
+    // kube-runtime's watcher tells nothing when it resumes a watch after an error;
+    // an attempt that has not failed within a second is taken as connected.
+    let mut retrying = false;
+    loop {
+        let next = if retrying {
+            match tokio::time::timeout(RESUMED_AFTER, events.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    retrying = false;
+                    if let Some(reporter) = &reporter {
+                        reporter.connected(&label);
+                    }
+                    continue;
+                }
+            }
+        } else {
+            events.next().await
+        };
+        let Some(event) = next else { break };
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                let status = api_status(&error);
+                if let Some(reporter) = &reporter {
+                    reporter.failed(&label, status, &error);
+                }
+                let wait = crate::retry::after_failure(status, &mut backoff);
+                tokio::time::sleep(wait).await;
+                retrying = true;
+                continue;
+            }
+        };
+        backoff.reset();
+        if let Some(reporter) = &reporter {
+            match event {
+                Event::InitDone => reporter.connected(&label),
+                Event::Init | Event::InitApply(_) => reporter.heard(&label),
+                _ if retrying => reporter.connected(&label),
+                _ => reporter.heard(&label),
+            }
+        }
+        retrying = false;
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Event::Apply(object) | Event::Delete(object) = &event {
+            let (namespace, name) = key_of(object);
+            let version = object.metadata.resource_version.as_deref();
+            state.changed(&(id.clone(), namespace, name), version);
+        }
+        apply(state.kinds.entry(id.clone()).or_default(), event);
     }
 }
 

@@ -150,6 +150,45 @@ impl Fleet {
         .await;
     }
 
+    /// Each watch's failed attempts so far (restarts for an error), by kind; kinds the
+    /// server does not serve are left out: they retry only every 30 s.
+    fn failed_attempts(&self) -> std::collections::BTreeMap<String, u64> {
+        use kustomize_controller::controller::watch::Restart;
+        self.harness
+            .metrics
+            .watches
+            .reports()
+            .into_iter()
+            .filter(|report| !report.absent)
+            .map(|report| {
+                let failed = report.restarts.get(&Restart::Error).copied().unwrap_or(0);
+                (report.kind, failed)
+            })
+            .collect()
+    }
+
+    /// Waits until every watch (of `kinds`, or all) has failed `more` times more than now:
+    /// with the back-off doubling from 200 ms, five failures take a watch to its cap.
+    async fn until_watches_failed(&self, kinds: Option<&[&str]>, more: u64) {
+        let before = self.failed_attempts();
+        let wanted = |kind: &str| kinds.is_none_or(|kinds| kinds.contains(&kind));
+        let failed = wait_for(Duration::from_secs(60), || async {
+            let now = self.failed_attempts();
+            before
+                .iter()
+                .filter(|(kind, _)| wanted(kind))
+                .all(|(kind, was)| now.get(kind).copied().unwrap_or(0) >= was + more)
+                .then_some(())
+        })
+        .await;
+        assert!(
+            failed.is_some(),
+            "every watch failed {more} more times: {:?} → {:?}",
+            before,
+            self.failed_attempts()
+        );
+    }
+
     fn metric(&self, line_start: &str) -> Option<f64> {
         self.harness
             .metrics
@@ -187,8 +226,8 @@ async fn watches_resume_within_seconds_after_the_api_server_restarts() {
         // listens, then the server answers 503 while it "starts".
         server.set_availability(Availability::Refusing);
         let unready = wait_for(Duration::from_secs(10), || async {
-            let down = fleet.harness.metrics.watches.unready();
-            (!down.is_empty()).then_some(down.join(", "))
+            let down = fleet.harness.metrics.watches.unready().join(", ");
+            (down.contains("Kustomization") && down.contains("GitRepository")).then_some(down)
         })
         .await
         .expect("the watches count as down once down for the grace period");
@@ -201,9 +240,9 @@ async fn watches_resume_within_seconds_after_the_api_server_restarts() {
             fleet.metric("kustomize_controller_watch_up{kind=\"Kustomization\"}"),
             Some(0.0)
         );
-        tokio::time::sleep(Duration::from_secs(4)).await;
+        fleet.until_watches_failed(None, 4).await;
         server.set_availability(Availability::Unavailable);
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        fleet.until_watches_failed(None, 2).await;
         server.set_availability(Availability::Serving);
         let back = Instant::now();
         let resumed = wait_for(Duration::from_secs(5), || async {
@@ -213,8 +252,8 @@ async fn watches_resume_within_seconds_after_the_api_server_restarts() {
                 .filter(|l| l.starts_with("kustomize_controller_watch_up{"))
                 .collect();
             // Kustomizations, three source kinds (ExternalArtifact is off by default, as in
-            // Flux), ConfigMaps and Secrets.
-            (ups.len() == 6 && ups.iter().all(|l| l.ends_with(" 1"))).then_some(())
+            // Flux), ConfigMaps and Secrets, and the applied ConfigMaps.
+            (ups.len() == 7 && ups.iter().all(|l| l.ends_with(" 1"))).then_some(())
         })
         .await;
         assert!(
@@ -276,7 +315,7 @@ async fn watches_cut_mid_stream_resume_and_relist_when_history_is_gone() {
         server.sever_connections();
         fleet.change_everything().await;
         server.compact();
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        fleet.until_watches_failed(None, 1).await;
         server.clear_faults();
     } else {
         eprintln!("outage skipped: it needs the in-process server");
@@ -312,7 +351,7 @@ async fn an_absent_source_kind_does_not_slow_the_other_watches() {
         retry_after: None,
     });
     server.sever_connections();
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    fleet.until_watches_failed(Some(&["Bucket"]), 5).await;
     let since = Instant::now();
     fleet.change_everything().await;
     fleet.everything_handled(since).await;
@@ -344,6 +383,14 @@ async fn a_reconcile_interrupted_by_an_outage_converges_without_wrong_pruning() 
 
     let changed = format!("{}---\n{}", config_map("one", "2"), config_map("two", "2"));
     let next = harness.publish_files("pair-v2", "main@sha1:bbbb", &[("cms.yaml", &changed)]);
+    let dry_runs = |server: &TestApiServer| {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.resource == "configmaps" && r.verb == "patch" && r.dry_run)
+            .count()
+    };
+    let dry_runs_before = harness.cluster.server().map(dry_runs).unwrap_or(0);
     if let Some(server) = harness.cluster.server() {
         // Slow requests, so the outage lands in the middle of the reconciliation.
         server.set_latency(Duration::from_millis(100));
@@ -354,9 +401,25 @@ async fn a_reconcile_interrupted_by_an_outage_converges_without_wrong_pruning() 
         .set_artifact(SourceKind::GitRepository, &ns, "repo", &next)
         .await;
     if let Some(server) = harness.cluster.server() {
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        // Down once the new revision's first object is being applied, until the controller
+        // counts its watches as lost.
+        let started = wait_for(Duration::from_secs(30), || async {
+            (dry_runs(server) > dry_runs_before).then_some(())
+        })
+        .await;
+        assert!(
+            started.is_some(),
+            "the new revision's reconciliation starts"
+        );
         server.set_availability(Availability::Refusing);
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        let lost = wait_for(Duration::from_secs(10), || async {
+            let down = harness.metrics.watches.unready();
+            down.iter()
+                .any(|kind| kind == "Kustomization")
+                .then_some(())
+        })
+        .await;
+        assert!(lost.is_some(), "the controller sees the outage");
         server.set_latency(Duration::ZERO);
         server.set_availability(Availability::Serving);
     }
@@ -422,11 +485,24 @@ async fn a_leader_that_cannot_renew_steps_down_and_a_follower_takes_over() {
         .expect("a follower takes over once the Lease expires");
 
     // A server that hangs instead of refusing must not keep a leader leading either.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let renewed_at = || async {
+        let lease = leases.get("kc-leader-outage").await.ok()?;
+        lease.spec?.renew_time.map(|time| time.0)
+    };
+    let acquired_at = renewed_at().await;
     let holding = tokio::spawn({
         let second = second.clone();
         async move { second.hold().await }
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Hang the server once the new leader has renewed at least once.
+    let renewed = wait_for(Duration::from_secs(10), || async {
+        let now = renewed_at().await?;
+        (Some(now) != acquired_at).then_some(())
+    })
+    .await;
+    assert!(renewed.is_some(), "the new leader renews its Lease");
     server.set_latency(Duration::from_secs(30));
     let lost = tokio::time::timeout(Duration::from_secs(5), holding).await;
     server.set_latency(Duration::ZERO);

@@ -114,10 +114,19 @@ impl Harness {
             Some(token) => self.cluster.config_with_token(token),
             None => self.cluster.config(),
         };
-        let client = kube::Client::try_from(config.clone()).expect("a controller client");
         let metrics = Arc::new(Metrics::with_watch_grace(WatchHealth::new(
             Duration::from_secs(2),
         )));
+        // The client the binary makes (its retries and request counting), without the
+        // client-side limit a server without API Priority and Fairness would get.
+        let client = controller::ratelimit::client(
+            config.clone(),
+            controller::ratelimit::ClientLayers {
+                limit: None,
+                requests: Some(&metrics.requests),
+            },
+        )
+        .expect("a controller client");
         // Flux's default token cache, counted in this controller's metrics (unless the test
         // turned it off).
         if options.reconcile.token_cache.is_some() {

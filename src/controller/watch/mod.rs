@@ -31,14 +31,10 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
+pub use crate::retry::Backoff;
 pub use health::{Restart, Transition, WatchReport, WatchStates};
 
-/// The longest wait between two attempts while the API server is failing.
-pub const RETRY_CAP: Duration = Duration::from_secs(3);
-/// The longest wait between two attempts while the API server refuses the watch for good
-/// reasons (the kind is not served, or we may not watch it): asking often would not help.
-pub const REFUSED_CAP: Duration = Duration::from_secs(30);
-const RETRY_FIRST: Duration = Duration::from_millis(200);
+pub use crate::retry::{REFUSED_CAP, RETRY_CAP};
 /// Objects asked for per list page.
 const PAGE_SIZE: u32 = 500;
 
@@ -47,26 +43,6 @@ const PAGE_SIZE: u32 = 500;
 pub struct WatchConfig {
     pub kind: String,
     pub label_selector: Option<String>,
-}
-
-/// Exponential back-off with jitter: 200 ms, 400 ms, … up to a cap, each wait drawn from
-/// its upper half so that replicas and kinds do not retry in step.
-#[derive(Debug, Default)]
-pub struct Backoff {
-    attempts: u32,
-}
-
-impl Backoff {
-    pub fn next(&mut self, cap: Duration) -> Duration {
-        let exponent = self.attempts.min(16);
-        self.attempts = self.attempts.saturating_add(1);
-        let full = RETRY_FIRST.saturating_mul(1 << exponent).min(cap);
-        full.mul_f64(0.5 + fastrand::f64() * 0.5)
-    }
-
-    pub fn reset(&mut self) {
-        self.attempts = 0;
-    }
 }
 
 /// The shared record of every watch, read by `/readyz` and `/metrics`.
@@ -105,7 +81,7 @@ impl WatchHealth {
         }
     }
 
-    fn failed(&self, kind: &str, error: &kube::Error) {
+    fn failed(&self, kind: &str, error: &dyn std::fmt::Display) {
         match self.with(|s| s.failed(kind, Instant::now())) {
             Transition::Lost => tracing::error!(
                 kind,
@@ -141,6 +117,31 @@ impl WatchHealth {
 
     pub fn reports(&self) -> Vec<WatchReport> {
         self.with(|s| s.reports(Instant::now()))
+    }
+}
+
+/// The owned-object watches (kube-runtime's watcher) report here too: one record of every
+/// watch the controller keeps.
+impl crate::objects::WatchReporter for WatchHealth {
+    fn started(&self, kind: &str) {
+        self.register(kind);
+    }
+
+    fn connected(&self, kind: &str) {
+        WatchHealth::connected(self, kind);
+    }
+
+    fn heard(&self, kind: &str) {
+        WatchHealth::heard(self, kind);
+    }
+
+    fn failed(&self, kind: &str, status: Option<u16>, error: &dyn std::fmt::Display) {
+        self.restarted(kind, Restart::Error);
+        if status == Some(404) {
+            self.not_served(kind);
+        } else {
+            WatchHealth::failed(self, kind, error);
+        }
     }
 }
 
@@ -344,20 +345,16 @@ fn refused(
     error: &kube::Error,
     backoff: &mut Backoff,
 ) -> Duration {
-    match error {
-        kube::Error::Api(status) if status.code == 404 => {
-            health.not_served(kind);
-            backoff.next(REFUSED_CAP)
-        }
-        kube::Error::Api(status) if status.code == 401 || status.code == 403 => {
-            health.failed(kind, error);
-            backoff.next(REFUSED_CAP)
-        }
-        _ => {
-            health.failed(kind, error);
-            backoff.next(RETRY_CAP)
-        }
+    let status = match error {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    };
+    if status == Some(404) {
+        health.not_served(kind);
+    } else {
+        health.failed(kind, error);
     }
+    crate::retry::after_failure(status, backoff)
 }
 
 /// Sleeps, unless nobody listens any more (then `false`).
@@ -473,22 +470,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_grows_is_jittered_and_stays_under_its_cap() {
-        let mut backoff = Backoff::default();
-        let waits: Vec<Duration> = (0..20).map(|_| backoff.next(RETRY_CAP)).collect();
-        assert!(
-            waits[0] <= RETRY_FIRST && waits[0] >= RETRY_FIRST / 2,
-            "{waits:?}"
-        );
-        assert!(waits.iter().all(|w| *w <= RETRY_CAP), "{waits:?}");
-        assert!(waits[10..].iter().all(|w| *w >= RETRY_CAP / 2), "{waits:?}");
-        let distinct: std::collections::BTreeSet<_> = waits[10..].iter().collect();
-        assert!(distinct.len() > 1, "jittered: {waits:?}");
-        backoff.reset();
-        assert!(backoff.next(RETRY_CAP) <= RETRY_FIRST);
-    }
-
-    #[test]
     fn streams_that_end_at_once_are_resumed_ever_more_slowly() {
         let mut backoff = Backoff::default();
         let quick = Duration::from_millis(10);
@@ -506,7 +487,7 @@ mod tests {
         );
         let after_break = resume_delay(Duration::from_secs(240), true, &mut backoff);
         assert!(
-            after_break <= RETRY_FIRST,
+            after_break <= crate::retry::FIRST,
             "a long-lived stream that broke resets: {after_break:?}"
         );
     }
