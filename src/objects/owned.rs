@@ -68,8 +68,11 @@ pub trait WatchReporter: Send + Sync {
     fn started(&self, kind: &str);
     /// The watch listed (again): what it holds is current.
     fn connected(&self, kind: &str);
-    /// The watch delivered an event.
+    /// The watch heard from the API server (a list page).
     fn heard(&self, kind: &str);
+    /// The watch delivered a change (an object applied or deleted, at `version`), which ran
+    /// an owner again or not.
+    fn delivered(&self, kind: &str, version: Option<&str>, followed_up: bool);
     /// A list or watch request failed with `status` (none: no answer); the watch backs off
     /// and tries again.
     fn failed(&self, kind: &str, status: Option<u16>, error: &dyn std::fmt::Display);
@@ -147,19 +150,21 @@ impl OwnedState {
     }
 
     /// A vouched-for object changed: its owner runs again, once.
-    fn changed(&mut self, slot: &Slot, resource_version: Option<&str>) {
+    /// An object changed; `true` when that ran its owner again.
+    fn changed(&mut self, slot: &Slot, resource_version: Option<&str>) -> bool {
         let Some(vouched) = self.vouched.get(slot) else {
-            return;
+            return false;
         };
         if resource_version == Some(vouched.resource_version.as_str()) {
-            return;
+            return false;
         }
         if let Some(vouched) = self.vouched.remove(slot)
             && vouched.until > Instant::now()
             && let Some(follow_ups) = &self.follow_ups
         {
-            let _ = follow_ups.unbounded_send(vouched.owner);
+            return follow_ups.unbounded_send(vouched.owner).is_ok();
         }
+        false
     }
 }
 
@@ -383,22 +388,33 @@ async fn follow(
             }
         };
         backoff.reset();
-        if let Some(reporter) = &reporter {
-            match event {
-                Event::InitDone => reporter.connected(&label),
-                Event::Init | Event::InitApply(_) => reporter.heard(&label),
-                _ if retrying => reporter.connected(&label),
-                _ => reporter.heard(&label),
-            }
+        if retrying && let Some(reporter) = &reporter {
+            reporter.connected(&label);
         }
         retrying = false;
         let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
-        if let Event::Apply(object) | Event::Delete(object) = &event {
-            let (namespace, name) = key_of(object);
-            let version = object.metadata.resource_version.as_deref();
-            state.changed(&(id.clone(), namespace, name), version);
-        }
+        let followed_up = match &event {
+            Event::Apply(object) | Event::Delete(object) => {
+                let (namespace, name) = key_of(object);
+                let version = object.metadata.resource_version.clone();
+                let followed_up = state.changed(&(id.clone(), namespace, name), version.as_deref());
+                Some((version, followed_up))
+            }
+            _ => None,
+        };
+        let listed = matches!(event, Event::InitDone);
         apply(state.kinds.entry(id.clone()).or_default(), event);
+        drop(state);
+        // Reported once the state holds the event, so what the report says is decided.
+        if let Some(reporter) = &reporter {
+            match followed_up {
+                Some((version, followed_up)) => {
+                    reporter.delivered(&label, version.as_deref(), followed_up)
+                }
+                None if listed => reporter.connected(&label),
+                None => reporter.heard(&label),
+            }
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::support::cluster::wait_for;
-use crate::support::controller::Harness;
+use crate::support::controller::{APPLIED_CONFIGMAPS, Harness};
 
 /// Restarts the harness's controller as a cluster-admin ServiceAccount; returns its user.
 async fn as_own_account(harness: &mut Harness) -> String {
@@ -76,8 +76,8 @@ async fn a_quick_reconcile_writes_its_status_once_and_reads_its_source_from_the_
         ],
         "finalizer, dry-run, apply, status"
     );
-    // The owned-object watch the first apply started has listed by now.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The owned-object watch the first apply started has listed.
+    harness.sync_applied_configmaps().await;
 
     let mark = server.requests().len();
     harness.request_reconcile("quick", "again").await;
@@ -129,7 +129,7 @@ async fn an_edit_the_watch_delivers_after_a_request_is_still_reverted() {
         .wait_ready("late", "True", "ReconciliationSucceeded")
         .await;
     // A first requested reconciliation, once the owned-object watch has listed what was applied.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    harness.sync_applied_configmaps().await;
     harness.request_reconcile("late", "first").await;
     harness.wait_handled("late", "first").await;
 
@@ -173,12 +173,13 @@ async fn a_revision_right_after_a_request_runs_once_despite_its_own_writes() {
     harness
         .wait_ready("twice", "True", "ReconciliationSucceeded")
         .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    harness.sync_applied_configmaps().await;
     // The requested reconciliation takes the ConfigMap as unmoved and vouches for it.
     harness.request_reconcile("twice", "now").await;
     harness.wait_handled("twice", "now").await;
 
     let mark = server.requests().len();
+    let watched = harness.watch_report(APPLIED_CONFIGMAPS).expect("watched");
     let v2 = harness.publish_files("twice", "main@sha1:7e02", &[("cm.yaml", &manifest("two"))]);
     harness.source("repo", &v2).await;
     let applied = wait_for(Duration::from_secs(30), || async {
@@ -188,7 +189,12 @@ async fn a_revision_right_after_a_request_runs_once_despite_its_own_writes() {
     .await;
     assert!(applied.is_some(), "the new revision is applied");
     // Its own write of the ConfigMap, coming back through the watch, is no change to follow up.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    harness.sync_applied_configmaps().await;
+    assert_eq!(
+        harness.watch_report(APPLIED_CONFIGMAPS).unwrap().follow_ups,
+        watched.follow_ups,
+        "the write came back and ran nothing again"
+    );
     let status_writes: Vec<_> = server.requests()[mark..]
         .iter()
         .filter(|r| r.user == user && r.resource == "kustomizations" && r.verb == "patch")
@@ -252,9 +258,22 @@ async fn an_interval_reconcile_trusts_the_watch_and_still_reverts_drift() {
         .await;
 
     // Unchanged: the next intervals' reconciliations neither read nor dry-run the object.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    harness.sync_applied_configmaps().await;
     let mark = server.requests().len();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status_writes = || {
+        server.requests()[mark..]
+            .iter()
+            .filter(|r| r.user == user && r.resource == "kustomizations" && r.verb == "patch")
+            .count()
+    };
+    let two_intervals = wait_for(Duration::from_secs(30), || async {
+        (status_writes() >= 2).then_some(())
+    })
+    .await;
+    assert!(
+        two_intervals.is_some(),
+        "two intervals' reconciliations ran"
+    );
     let since: Vec<_> = server.requests()[mark..]
         .iter()
         .filter(|r| r.user == user)
@@ -313,7 +332,7 @@ async fn deletion_prunes_from_the_watch_and_keeps_what_opted_out_since() {
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    harness.sync_applied_configmaps().await;
     let mark = server.requests().len();
     harness
         .kustomizations()
@@ -402,8 +421,8 @@ async fn substitutions_are_read_each_time_unless_the_cache_gate_is_on() {
             }
         };
         assert!(painted("blue").await.is_some(), "cached: {cached}");
-        // The owned-object watch the first apply started has listed by now.
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // The owned-object watch the first apply started has listed.
+        harness.sync_applied_configmaps().await;
 
         let mark = server.requests().len();
         harness.request_reconcile("painted", "once").await;

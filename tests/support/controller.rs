@@ -8,6 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use kustomize_controller::api::Kustomization;
+use kustomize_controller::controller::watch::WatchReport;
 use kustomize_controller::controller::{self, Options, RunOptions, WatchHealth, metrics::Metrics};
 use kustomize_controller::source::FetcherOptions;
 use serde_json::{Value, json};
@@ -289,7 +290,70 @@ impl Harness {
         .await;
         assert!(handled.is_some(), "{name}: request {token} handled");
     }
+
+    /// The controller's record of its watch of `kind` (`Kustomization`, `ConfigMap
+    /// (applied)` for the ConfigMaps it applied).
+    pub fn watch_report(&self, kind: &str) -> Option<WatchReport> {
+        self.metrics
+            .watches
+            .reports()
+            .into_iter()
+            .find(|report| report.kind == kind)
+    }
+
+    /// Waits until the controller's watch of `kind` has listed and is connected.
+    pub async fn wait_watch_up(&self, kind: &str) {
+        let up = wait_for(Duration::from_secs(30), || async {
+            self.watch_report(kind)
+                .filter(|report| report.up)
+                .map(|_| ())
+        })
+        .await;
+        assert!(
+            up.is_some(),
+            "the {kind} watch is up: {:?}",
+            self.watch_report(kind)
+        );
+    }
+
+    /// Waits until the controller's watch of the ConfigMaps it applied has delivered every
+    /// change made so far: a ConfigMap with the owner label, written now, comes back through
+    /// it after every earlier change, as a watch delivers in order.
+    pub async fn sync_applied_configmaps(&self) {
+        self.wait_watch_up(APPLIED_CONFIGMAPS).await;
+        let token = format!("{:?}", std::time::Instant::now());
+        let barrier = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "watch-barrier", "labels": {
+                "kustomize.toolkit.fluxcd.io/name": "watch-barrier",
+                "kustomize.toolkit.fluxcd.io/namespace": self.cluster.namespace}},
+            "data": {"at": token},
+        });
+        let written = self
+            .config_maps()
+            .patch(
+                "watch-barrier",
+                &PatchParams::apply("kc-test-barrier").force(),
+                &Patch::Apply(&barrier),
+            )
+            .await
+            .expect("the barrier is written");
+        let version = written.metadata.resource_version;
+        let synced = wait_for(Duration::from_secs(30), || async {
+            let report = self.watch_report(APPLIED_CONFIGMAPS)?;
+            (report.last_version == version).then_some(())
+        })
+        .await;
+        assert!(
+            synced.is_some(),
+            "the {APPLIED_CONFIGMAPS} watch delivers the barrier: {:?}",
+            self.watch_report(APPLIED_CONFIGMAPS)
+        );
+    }
 }
+
+/// The watch of the ConfigMaps Kustomizations applied.
+pub const APPLIED_CONFIGMAPS: &str = "ConfigMap (applied)";
 
 /// The shipped binary running `run` against an in-process test server: watching the test
 /// namespace, metrics and probes on free loopback addresses, logs (zap's console lines unless

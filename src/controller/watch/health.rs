@@ -55,6 +55,12 @@ struct KindState {
     /// The last time the API server said anything on this watch (an event, a bookmark, a list).
     last_heard: Instant,
     restarts: BTreeMap<Restart, u64>,
+    /// Changes delivered (objects applied or deleted) and, of those, the ones that ran a
+    /// Kustomization again.
+    delivered: u64,
+    follow_ups: u64,
+    /// The resourceVersion of the last change delivered: a watch delivers in order.
+    last_version: Option<String>,
 }
 
 /// One watch as the probes and metrics see it.
@@ -67,6 +73,10 @@ pub struct WatchReport {
     pub down_for: Option<Duration>,
     pub since_last_heard: Duration,
     pub restarts: BTreeMap<Restart, u64>,
+    /// Changes delivered, and the ones that ran a Kustomization again.
+    pub delivered: u64,
+    pub follow_ups: u64,
+    pub last_version: Option<String>,
 }
 
 /// The state of every watch the controller keeps, by watched kind.
@@ -84,6 +94,9 @@ impl WatchStates {
             absent: false,
             last_heard: now,
             restarts: BTreeMap::new(),
+            delivered: 0,
+            follow_ups: 0,
+            last_version: None,
         });
     }
 
@@ -133,6 +146,21 @@ impl WatchStates {
         }
     }
 
+    /// The watch delivered a change, which ran a Kustomization again or not.
+    pub fn delivered(
+        &mut self,
+        kind: &str,
+        version: Option<&str>,
+        followed_up: bool,
+        now: Instant,
+    ) {
+        let state = self.state(kind, now);
+        state.last_heard = now;
+        state.delivered += 1;
+        state.follow_ups += u64::from(followed_up);
+        state.last_version = version.map(str::to_string);
+    }
+
     pub fn restarted(&mut self, kind: &str, why: Restart, now: Instant) {
         *self.state(kind, now).restarts.entry(why).or_default() += 1;
     }
@@ -164,6 +192,9 @@ impl WatchStates {
                     .map(|since| now.saturating_duration_since(since)),
                 since_last_heard: now.saturating_duration_since(state.last_heard),
                 restarts: state.restarts.clone(),
+                delivered: state.delivered,
+                follow_ups: state.follow_ups,
+                last_version: state.last_version.clone(),
             })
             .collect()
     }

@@ -135,6 +135,10 @@ impl crate::objects::WatchReporter for WatchHealth {
         WatchHealth::heard(self, kind);
     }
 
+    fn delivered(&self, kind: &str, version: Option<&str>, followed_up: bool) {
+        self.with(|s| s.delivered(kind, version, followed_up, Instant::now()));
+    }
+
     fn failed(&self, kind: &str, status: Option<u16>, error: &dyn std::fmt::Display) {
         self.restarted(kind, Restart::Error);
         if status == Some(404) {
@@ -201,6 +205,19 @@ impl Collector for WatchHealth {
                 };
                 ConstCounter::new(*count).encode(family.encode_family(&labels)?)?;
             }
+        }
+        let follow_ups = ConstCounter::new(0u64);
+        let mut family = encoder.encode_descriptor(
+            "kustomize_controller_watch_follow_ups",
+            "Changes a watch delivered that ran a Kustomization again (an object a requested reconciliation took as unmoved changed).",
+            None,
+            follow_ups.metric_type(),
+        )?;
+        for report in reports.iter().filter(|report| report.delivered > 0) {
+            let labels = KindLabels {
+                kind: report.kind.clone(),
+            };
+            ConstCounter::new(report.follow_ups).encode(family.encode_family(&labels)?)?;
         }
         Ok(())
     }
