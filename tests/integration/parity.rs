@@ -255,17 +255,16 @@ async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
 async fn feature_gates_decide_what_the_binary_watches() {
     let cluster = TestCluster::start().await;
     let kubeconfig = controller_kubeconfig(&cluster).await;
-    let watched = |gates: &'static str| {
+    // The config watches start before the Kustomization and source watches: once these
+    // are there, every watch the gates allow has registered.
+    let watched = |gates: &'static str, expected: &'static [&'static str]| {
         let mut controller = ControllerProcess::start_with_kubeconfig(
             &kubeconfig,
             &cluster.namespace,
             &[&format!("--feature-gates={gates}")],
         );
         async move {
-            // The watches register one by one: read until two reads half a second apart agree.
-            let previous = std::cell::RefCell::new(Vec::<String>::new());
             let kinds = wait_for(Duration::from_secs(30), || async {
-                tokio::time::sleep(Duration::from_millis(500)).await;
                 let text = http_get_text(&controller.metrics, "/metrics/extra").await?;
                 let kinds: Vec<String> = text
                     .lines()
@@ -273,10 +272,10 @@ async fn feature_gates_decide_what_the_binary_watches() {
                     .filter_map(|l| l.split('"').next())
                     .map(str::to_string)
                     .collect();
-                let settled =
-                    kinds.iter().any(|k| k == "Kustomization") && *previous.borrow() == kinds;
-                *previous.borrow_mut() = kinds.clone();
-                settled.then_some(kinds)
+                expected
+                    .iter()
+                    .all(|kind| kinds.iter().any(|k| k == kind))
+                    .then_some(kinds)
             })
             .await;
             let _ = controller.child.start_kill();
@@ -288,7 +287,8 @@ async fn feature_gates_decide_what_the_binary_watches() {
             })
         }
     };
-    let defaults = watched("").await;
+    const SOURCES: &[&str] = &["Kustomization", "GitRepository", "OCIRepository", "Bucket"];
+    let defaults = watched("", SOURCES).await;
     assert!(defaults.contains(&"ConfigMap".to_string()), "{defaults:?}");
     assert!(
         defaults.contains(&"GitRepository".to_string()),
@@ -298,7 +298,17 @@ async fn feature_gates_decide_what_the_binary_watches() {
         !defaults.contains(&"ExternalArtifact".to_string()),
         "{defaults:?}"
     );
-    let gated = watched("ExternalArtifact=true,DisableConfigWatchers=true").await;
+    let gated = watched(
+        "ExternalArtifact=true,DisableConfigWatchers=true",
+        &[
+            "Kustomization",
+            "GitRepository",
+            "OCIRepository",
+            "Bucket",
+            "ExternalArtifact",
+        ],
+    )
+    .await;
     assert!(gated.contains(&"ExternalArtifact".to_string()), "{gated:?}");
     assert!(
         !gated.iter().any(|k| k == "ConfigMap" || k == "Secret"),

@@ -426,7 +426,25 @@ async fn flux_cancel_health_check_on_new_revision() {
 
     let fixed = deployment("working-deployment", "working-app", "nginx:latest", 80);
     let fixed = harness.publish_files("cancel-fixed", "main/fixed", &[("deployment.yaml", &fixed)]);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The new revision arrives while the failing one's health checks run.
+    let checking = wait_for(Duration::from_secs(60), || async {
+        let status = api.get("cancel").await.ok()?.status?;
+        status
+            .conditions
+            .iter()
+            .any(|c| {
+                c.type_ == "Reconciling"
+                    && c.status == "True"
+                    && c.message
+                        .contains("Running health checks for revision main/failing")
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(
+        checking.is_some(),
+        "the failing revision's health checks run"
+    );
     harness.source("repo", &fixed).await;
     attempted("main/fixed").await;
 
