@@ -23,7 +23,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::api::Kustomization;
@@ -273,7 +272,7 @@ pub async fn serve(address: &str, metrics: Arc<Metrics>) -> std::io::Result<()> 
     let listener = TcpListener::bind(address).await?;
     loop {
         // A failed accept (too many open files, a reset) must not take the probes down.
-        let mut stream = match listener.accept().await {
+        let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(error) => {
                 tracing::error!(error = %error, "accepting a metrics or probe connection");
@@ -283,35 +282,70 @@ pub async fn serve(address: &str, metrics: Arc<Metrics>) -> std::io::Result<()> 
         };
         let metrics = metrics.clone();
         tokio::spawn(async move {
-            let mut buffer = vec![0u8; 4096];
-            let mut read = 0;
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-            while read < buffer.len() {
-                let chunk =
-                    tokio::time::timeout_at(deadline, stream.read(&mut buffer[read..])).await;
-                match chunk {
-                    Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
-                    Ok(Ok(n)) => read += n,
-                }
-                if buffer[..read].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
-            }
-            let request = String::from_utf8_lossy(&buffer[..read]);
-            let path = request.split_whitespace().nth(1).unwrap_or("/");
-            let (code, body) = match path {
-                "/metrics" => ("200 OK", metrics.encode()),
-                "/metrics/extra" => ("200 OK", metrics.encode_extra()),
-                "/healthz" | "/readyz" => ("200 OK", "ok".to_string()),
-                _ => ("404 Not Found", "not found".to_string()),
-            };
-            let head = format!(
-                "HTTP/1.1 {code}\r\ncontent-type: text/plain; version=0.0.4; charset=utf-8; escaping=underscores\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                body.len()
-            );
-            if stream.write_all(head.as_bytes()).await.is_ok() {
-                let _ = stream.write_all(body.as_bytes()).await;
-            }
+            let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
+                let answer = respond(request.uri().path(), &metrics);
+                async move { Ok::<_, std::convert::Infallible>(answer) }
+            });
+            // A client that sends no request within seconds is dropped.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(5))
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
         });
+    }
+}
+
+/// The answer to a request for `path`.
+fn respond(
+    path: &str,
+    metrics: &Metrics,
+) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
+    let (status, body) = match path {
+        "/metrics" => (200, metrics.encode()),
+        "/metrics/extra" => (200, metrics.encode_extra()),
+        "/healthz" | "/readyz" => (200, "ok".to_string()),
+        _ => (404, "not found".to_string()),
+    };
+    let mut response = hyper::Response::new(http_body_util::Full::new(body.into()));
+    *response.status_mut() = hyper::StatusCode::from_u16(status).expect("a valid status");
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(
+            "text/plain; version=0.0.4; charset=utf-8; escaping=underscores",
+        ),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_routes_answer_as_flux_serves_them() {
+        use http_body_util::BodyExt;
+        let metrics = Metrics::new();
+        for (path, status, starts) in [
+            ("/healthz", 200, "ok"),
+            ("/readyz", 200, "ok"),
+            ("/metrics", 200, "# HELP"),
+            ("/metrics/extra", 200, "# HELP"),
+            ("/", 404, "not found"),
+            ("/metrics/other", 404, "not found"),
+        ] {
+            let answer = respond(path, &metrics);
+            assert_eq!(answer.status().as_u16(), status, "{path}");
+            assert_eq!(
+                answer.headers()[hyper::header::CONTENT_TYPE],
+                "text/plain; version=0.0.4; charset=utf-8; escaping=underscores",
+                "{path}"
+            );
+            let body = futures::executor::block_on(answer.into_body().collect())
+                .unwrap()
+                .to_bytes();
+            let body = String::from_utf8_lossy(&body);
+            assert!(body.starts_with(starts), "{path}: {body}");
+        }
     }
 }
