@@ -27,7 +27,7 @@ build:
 # tests once more against a shared API server reached through TEST_KUBECONFIG, then a minute
 # of libFuzzer per fuzz target.
 test: fmt-check clippy
-	$(CARGO) test --all-targets
+	$(CARGO) test --workspace --all-targets
 	$(MAKE) test-shared-server
 	$(MAKE) fuzz
 
@@ -46,7 +46,7 @@ fmt-check:
 	$(CARGO) fmt --all -- --check
 
 clippy:
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # Regenerate the committed CRD from the Rust types.
 crds:

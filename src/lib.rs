@@ -4,9 +4,9 @@
 //! type (see `docs/architecture.md` for the stage diagram and the types between stages):
 //!
 //! - [`api`]: the `Kustomization` custom resource (types, CRD, inventory IDs, durations).
-//! - [`value`]: the JSON data model of the engine and of YAML, compact for small maps.
-//! - [`yaml`]: Kubernetes YAML in and kustomize-identical YAML out, shared by every stage.
-//! - [`kustomize`]: the embedded build engine (a pure library).
+//! - [`value`], [`yaml`], [`kustomize`]: the embedded build engine and its data model, a
+//!   library crate of its own (`crates/kustomize-engine`) re-exported here: the JSON data
+//!   model, Kubernetes YAML in and kustomize-identical YAML out, and the build.
 //! - `remote` (feature `remote-bases`): fetching remote bases for the engine with gix.
 //! - [`sops`]: SOPS decryption of build inputs and Secrets (age, OpenPGP).
 //! - [`substitute`]: post-build variable substitution (`${var}` expressions).
@@ -23,6 +23,8 @@
 
 #![forbid(unsafe_code)]
 
+pub use kustomize_engine::{json, kustomize, value, yaml};
+
 pub mod api;
 pub mod apply;
 pub mod auth;
@@ -30,7 +32,6 @@ pub mod cli;
 pub mod controller;
 pub mod health;
 pub mod inventory;
-pub mod kustomize;
 pub mod logging;
 pub mod objects;
 #[cfg(feature = "remote-bases")]
@@ -40,5 +41,3 @@ pub mod retry;
 pub mod sops;
 pub mod source;
 pub mod substitute;
-pub mod value;
-pub mod yaml;

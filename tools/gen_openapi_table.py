@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates src/kustomize/openapi_v1_21_2.json from ../shared/reference/openapi/patch-merge-keys.json.
+"""Generates crates/kustomize-engine/src/kustomize/openapi_v1_21_2.json from ../shared/reference/openapi/patch-merge-keys.json.
 
 The engine needs two things from the Kubernetes v1.21.2 schema kustomize embeds: the scope of
 each apiVersion/kind, and the strategic-merge metadata (merge key, patch strategy, list type)
@@ -15,7 +15,7 @@ import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 source = os.path.join(here, "..", "..", "shared", "reference", "openapi", "patch-merge-keys.json")
-target = os.path.join(here, "..", "src", "kustomize", "openapi_v1_21_2.json")
+target = os.path.join(here, "..", "crates", "kustomize-engine", "src", "kustomize", "openapi_v1_21_2.json")
 
 data = json.load(open(source))
 meta = {}
