@@ -16,9 +16,9 @@
 //! - [`apply`]: the server-side apply engine (stages, policies, drift, takeover, plans).
 //! - [`inventory`]: inventory entries, storage (status and overflow Secret), pruning.
 //! - [`health`]: kstatus and CEL health checks, and waiting for objects to become ready.
-//! - [`controller`]: the Kustomization reconciler (`kustomize-controller run`), events,
-//!   metrics, and `diff`.
-//! - [`cli`]: the command line of the `kustomize-controller` binary.
+//! - [`controller`]: the Kustomization reconciler (`kustomize-controller run`): the reconcile
+//!   and the runtime that feeds it (watches, leader election, clients, events, metrics).
+//! - [`cli`]: the command line of the `kustomize-controller` binary, and `diff`.
 //! - [`logging`]: log lines in zap's JSON and console encodings, as Flux writes them.
 
 #![forbid(unsafe_code)]

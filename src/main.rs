@@ -594,7 +594,7 @@ fn run_diff(name: &str, namespace: &str, path: &Path) -> anyhow::Result<()> {
             fetcher,
             std::sync::Arc::new(controller::metrics::Metrics::new()),
         );
-        controller::diff::diff(&context, namespace, name, path)
+        kustomize_controller::cli::diff::diff(&context, namespace, name, path)
             .await
             .map_err(|e| anyhow::anyhow!(e))
     })?;

@@ -5,45 +5,29 @@
 //! `reconcile.fluxcd.io/requestedAt` and deletion (not on our own status writes); a source
 //! whose artifact revision changes triggers the Kustomizations built from it that have not
 //! applied that revision yet; a Kustomization that becomes Ready releases the ones waiting on
-//! it at once (`released_dependents`). Every watch is one of `watch`'s loops, each with its own
-//! back-off, so no watch can stall another and all resume within seconds of an API server
-//! restart.
+//! it at once (`released_dependents`). Every watch keeps its own back-off, so no watch can
+//! stall another and all resume within seconds of an API server restart.
 //!
-//! One reconciliation (`reconcile`) runs Flux's named steps (`steps`: source, dependencies,
-//! fetch and build, apply, inventory and prune, health), each failing with a typed
-//! [`StepError`] that carries its Flux reason; `outcome` turns the steps' result into the
-//! final status, event and requeue as a pure function. `manifests` is the pure build,
-//! `inputs` reads keys and variables, `deletion` finalizes, `diff` plans with the same build
-//! and applier; `status`, `events` and `metrics` report. See docs/architecture.md.
+//! Two halves, with [`Context`] between them: [`reconcile`] owns one reconciliation — Flux's
+//! named steps (`steps`: source, dependencies, fetch and build, apply, inventory and prune,
+//! health), each failing with a typed [`StepError`] that carries its Flux reason, and
+//! `outcome`, which turns the steps' result into the final status, event and requeue as a
+//! pure function; [`runtime`] feeds it and carries its results out (watches, leader
+//! election, clients, the work queue, events, metrics). The modules of both are re-exported
+//! here under their names. See docs/architecture.md.
 
-mod cancel;
-pub mod configs;
 mod context;
-mod deletion;
-mod dependencies;
-pub mod diff;
-mod error;
-pub mod events;
-mod exposition;
 pub mod features;
-mod freshness;
-pub mod identity;
-mod inputs;
-pub mod leader;
-pub mod manifests;
-pub mod metrics;
-pub mod outcome;
-mod process_metrics;
-pub mod ratelimit;
 mod reconcile;
-pub mod remote;
-pub mod remote_identity;
-pub mod retry_after;
-pub mod runtime_metrics;
-pub mod status;
-mod steps;
-pub mod watch;
-mod work_queue;
+pub mod runtime;
+
+pub(crate) use reconcile::{cancel, deletion, dependencies, error, freshness, inputs, steps};
+pub use reconcile::{manifests, outcome, status};
+pub use runtime::{
+    configs, events, identity, leader, metrics, ratelimit, remote, remote_identity, retry_after,
+    runtime_metrics, watch,
+};
+pub(crate) use runtime::{exposition, process_metrics, work_queue};
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};

@@ -171,7 +171,7 @@ impl Collector for ProcessCollector {
                 let counter = ConstCounter::new(value);
                 counter.encode(encoder.encode_descriptor(
                     name,
-                    &super::exposition::collector_help(help),
+                    &crate::controller::exposition::collector_help(help),
                     None,
                     counter.metric_type(),
                 )?)?;
@@ -214,7 +214,7 @@ impl Collector for ProcessCollector {
                 let gauge = ConstGauge::new(value);
                 gauge.encode(encoder.encode_descriptor(
                     name,
-                    &super::exposition::collector_help(help),
+                    &crate::controller::exposition::collector_help(help),
                     None,
                     gauge.metric_type(),
                 )?)?;

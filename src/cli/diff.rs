@@ -8,11 +8,11 @@ use std::path::Path;
 
 use kube::api::Api;
 
-use super::context::Context;
-use super::error::StepError;
-use super::steps;
 use crate::api::Kustomization;
 use crate::apply::Planned;
+use crate::controller::Context;
+use crate::controller::error::StepError;
+use crate::controller::steps;
 use crate::inventory;
 use crate::objects::{Action, ChangeSet, ObjectRef};
 

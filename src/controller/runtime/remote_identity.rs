@@ -74,13 +74,13 @@ pub enum IdentityError {
 #[allow(clippy::too_many_arguments)]
 pub async fn client(
     controller: &kube::Client,
-    configs: &super::configs::ConfigReader,
+    configs: &crate::controller::configs::ConfigReader,
     namespace: &str,
     config_map: &str,
     options: &IdentityOptions<'_>,
     impersonate: Option<String>,
     cache: &IdentityClients,
-    requests: Option<&super::runtime_metrics::RestRequests>,
+    requests: Option<&crate::controller::runtime_metrics::RestRequests>,
 ) -> Result<kube::Client, IdentityError> {
     let config_map_id = format!("{namespace}/{config_map}");
     let read_failed = |reason: String| IdentityError::ReadConfigMap {
@@ -90,7 +90,7 @@ pub async fn client(
     let found = configs
         .config_map(namespace, config_map)
         .await
-        .map_err(|e| read_failed(super::identity::api_message(&e)))?
+        .map_err(|e| read_failed(crate::controller::identity::api_message(&e)))?
         .ok_or_else(|| read_failed(format!("configmaps \"{config_map}\" not found")))?;
     let version = found.metadata.resource_version.clone().unwrap_or_default();
     let data: std::collections::BTreeMap<String, String> =
@@ -115,7 +115,7 @@ pub async fn client(
             )))
         })?;
     config.auth_info.impersonate = impersonate;
-    let client = super::remote::limited_client(config, requests)
+    let client = crate::controller::remote::limited_client(config, requests)
         .await
         .map_err(IdentityError::Connect)?;
     cache
@@ -204,20 +204,23 @@ async fn generic(
         .await
         .map_err(IdentityError::AccessToken)?
     {
-        Some(name) => super::identity::token(controller, namespace, &name, &audiences)
+        Some(name) => crate::controller::identity::token(controller, namespace, &name, &audiences)
             .await
             .map_err(AuthError::from),
         None => match controller_account(options.controller_token_file) {
-            Ok((account_namespace, account)) => {
-                super::identity::token(controller, &account_namespace, &account, &audiences)
-                    .await
-                    .map_err(|e| match e {
-                        AccountError::Token { account, message } => {
-                            AuthError::from(AccountError::ControllerToken { account, message })
-                        }
-                        other => other.into(),
-                    })
-            }
+            Ok((account_namespace, account)) => crate::controller::identity::token(
+                controller,
+                &account_namespace,
+                &account,
+                &audiences,
+            )
+            .await
+            .map_err(|e| match e {
+                AccountError::Token { account, message } => {
+                    AuthError::from(AccountError::ControllerToken { account, message })
+                }
+                other => other.into(),
+            }),
             Err(error) => Err(error),
         },
     }
@@ -260,7 +263,8 @@ async fn object_account(
     let Some(name) = named.or(default.map(str::to_string)) else {
         return Ok(None);
     };
-    if let Err(error) = super::identity::annotations(controller, namespace, &name).await {
+    if let Err(error) = crate::controller::identity::annotations(controller, namespace, &name).await
+    {
         return Err(match error {
             AccountError::Get { account, message }
                 if default.is_some() && message.ends_with("not found") =>
@@ -351,7 +355,11 @@ fn cloud_account(
     reference: &ClusterReference,
 ) -> Arc<dyn crate::auth::ServiceAccountTokens> {
     Arc::new(crate::auth::WithAudiences {
-        account: super::identity::KubeServiceAccount::new(controller.clone(), namespace, name),
+        account: crate::controller::identity::KubeServiceAccount::new(
+            controller.clone(),
+            namespace,
+            name,
+        ),
         audiences: reference.audiences.clone(),
     })
 }

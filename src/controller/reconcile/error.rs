@@ -2,12 +2,12 @@
 //! the failure stalls the Kustomization (only a spec change can help) and how it is retried,
 //! so that turning a failure into conditions is one `match` (see `outcome`).
 
-use super::dependencies::DependencyError;
-use super::inputs::InputError;
-use super::manifests::ManifestError;
-use super::remote::ClientError;
-use super::status::reason;
 use crate::apply::{ApplyError, IgnoreRuleError};
+use crate::controller::dependencies::DependencyError;
+use crate::controller::inputs::InputError;
+use crate::controller::manifests::ManifestError;
+use crate::controller::remote::ClientError;
+use crate::controller::status::reason;
 use crate::health::HealthError;
 use crate::inventory::InventoryError;
 use crate::source::SourceError;

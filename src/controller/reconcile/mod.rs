@@ -4,6 +4,23 @@
 //! `outcome::conclude`. Every step failure lands in the status with Flux's reason and an
 //! event; only API errors outside the steps (finalizer, status writes) go back to the
 //! runtime for backoff.
+//!
+//! This module owns the reconcile and what it decides with: `steps` and their `error`s,
+//! `outcome` (pure, table-tested), `status`, `dependencies`, `deletion` (a pure plan and its
+//! execution), `inputs` (keys and variables), `manifests` (the build), `cancel` and
+//! `freshness` (when a run is superseded). What feeds it (watches, leader election,
+//! clients, events, metrics) is in `runtime`.
+
+pub(crate) mod cancel;
+pub(crate) mod deletion;
+pub(crate) mod dependencies;
+pub(crate) mod error;
+pub(crate) mod freshness;
+pub(crate) mod inputs;
+pub mod manifests;
+pub mod outcome;
+pub mod status;
+pub(crate) mod steps;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,15 +30,15 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 use tracing::Instrument;
 
-use super::context::Context;
-use super::error::Failed;
-use super::events::{EventMeta, EventType};
-use super::outcome::{self, Applied, Facts, Next};
-use super::runtime_metrics::ReconcileResult;
-use super::status::{self, reason};
-use super::steps::{self, Progress};
 use crate::api::{Kustomization, KustomizationStatus};
+use crate::controller::context::Context;
+use crate::controller::error::Failed;
+use crate::controller::events::{EventMeta, EventType};
+use crate::controller::runtime_metrics::ReconcileResult;
 use crate::inventory::InventoryError;
+use outcome::{Applied, Facts, Next};
+use status::reason;
+use steps::Progress;
 
 pub const FINALIZER: &str = "finalizers.fluxcd.io";
 pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
@@ -34,7 +51,7 @@ pub enum ReconcileError {
     #[error("{0}")]
     Inventory(#[from] InventoryError),
     #[error("{0}")]
-    Client(#[from] super::remote::ClientError),
+    Client(#[from] crate::controller::remote::ClientError),
     /// Objects whose deletion failed while finalizing.
     #[error("{}", .0.join("; "))]
     Prune(Vec<String>),
@@ -104,7 +121,7 @@ async fn reconcile_timed(object: &Kustomization, ctx: &Context) -> Result<Action
     let timing = ctx.metrics.runtime.start(&key);
     let deleting = object.metadata.deletion_timestamp.is_some();
     let result = if deleting {
-        super::deletion::finalize(object, ctx)
+        crate::controller::deletion::finalize(object, ctx)
             .await
             .map(|()| ReconcileResult::Success)
     } else {
@@ -142,10 +159,11 @@ pub fn error_policy(
     let delay = ctx.backoff(&key);
     // At the default priority: controller-runtime keeps the item's own, which only an item of
     // the initial listing that failed would tell apart.
-    ctx.metrics
-        .runtime
-        .queue
-        .add_after(&key, delay, super::work_queue::DEFAULT_PRIORITY);
+    ctx.metrics.runtime.queue.add_after(
+        &key,
+        delay,
+        crate::controller::work_queue::DEFAULT_PRIORITY,
+    );
     Action::requeue(delay)
 }
 
@@ -240,10 +258,12 @@ async fn reconcile_live(
     )
     .await;
     let run_again = ctx.attempted.finish(&key);
-    if result
-        .as_ref()
-        .is_err_and(|failed| matches!(failed.error, super::error::StepError::Interrupted))
-    {
+    if result.as_ref().is_err_and(|failed| {
+        matches!(
+            failed.error,
+            crate::controller::error::StepError::Interrupted
+        )
+    }) {
         // As Flux when its reconcile context is cancelled: no outcome is written; the status
         // says what was under way, and the next leader starts over.
         tracing::info!("Reconciliation interrupted: the controller is stopping");
@@ -350,7 +370,8 @@ async fn run_steps(
         .await
         .map_err(|error| error.at(&revision, origin, None))?;
     let digest = built.digest;
-    let after_build = |error: super::error::StepError| error.at(&revision, origin, Some(&digest));
+    let after_build =
+        |error: crate::controller::error::StepError| error.at(&revision, origin, Some(&digest));
     let target = steps::target(object, ctx).await.map_err(after_build)?;
     let applier = steps::applier(object, ctx, &target).map_err(after_build)?;
     let (changes, old_inventory) = steps::apply(&progress, &applier, built.objects, status, &meta)

@@ -185,11 +185,11 @@ where
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ClientLayers<'a> {
     pub limit: Option<&'a RateLimit>,
-    pub requests: Option<&'a super::runtime_metrics::RestRequests>,
+    pub requests: Option<&'a crate::controller::runtime_metrics::RestRequests>,
 }
 
 /// A client for `config` behind the shared limiter (or without one), counting its requests
-/// when asked, retrying throttled requests as client-go does ([`super::retry_after`]).
+/// when asked, retrying throttled requests as client-go does ([`crate::controller::retry_after`]).
 pub fn client(config: kube::Config, layers: ClientLayers<'_>) -> Result<kube::Client, kube::Error> {
     let host = config
         .cluster_url
@@ -206,7 +206,7 @@ pub fn client(config: kube::Config, layers: ClientLayers<'_>) -> Result<kube::Cl
     // Each attempt is limited and counted, as client-go's retries are; a retry sends a
     // request again through a shareable handle to kube's (boxed, single-owner) stack.
     let shared = tower::layer::util::Stack::new(tower::buffer::BufferLayer::new(1024), counted);
-    let retried = tower::layer::util::Stack::new(shared, super::retry_after::layer());
+    let retried = tower::layer::util::Stack::new(shared, crate::controller::retry_after::layer());
     Ok(builder.with_layer(&retried).build())
 }
 

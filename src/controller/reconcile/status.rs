@@ -6,8 +6,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::context::Context;
 use crate::api::{Kustomization, KustomizationStatus, Snapshot};
+use crate::controller::context::Context;
 
 /// Writes `status` on `object` (server-side apply of the status subresource, as the status
 /// manager).

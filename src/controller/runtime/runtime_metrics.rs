@@ -24,7 +24,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tower::{Layer, Service};
 
-use super::work_queue::{QueueLabels, WorkQueue, queue};
+use crate::controller::work_queue::{QueueLabels, WorkQueue, queue};
 
 /// controller-runtime's name for this controller (the lowercased kind), its `controller`
 /// and workqueue `name` label.
@@ -328,7 +328,7 @@ impl Collector for InFlightCollector {
             let gauge = ConstGauge::new(value.as_secs_f64());
             let mut family = encoder.encode_descriptor(
                 name,
-                &super::exposition::collector_help(help),
+                &crate::controller::exposition::collector_help(help),
                 None,
                 gauge.metric_type(),
             )?;

@@ -151,7 +151,9 @@ impl Metrics {
         register_flux_zeros(&mut registry);
         let token_cache = crate::auth::cache::CacheMetrics::default();
         token_cache.register(&mut registry);
-        registry.register_collector(Box::new(super::process_metrics::ProcessCollector));
+        registry.register_collector(Box::new(
+            crate::controller::process_metrics::ProcessCollector,
+        ));
         let runtime = ControllerRuntime::register(&mut registry);
         let requests = RestRequests::register(&mut registry);
 
@@ -245,7 +247,7 @@ impl Metrics {
         let last = self.page_size.load(Ordering::Relaxed);
         let mut text = String::with_capacity(last + last / 16);
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
-        let text = super::exposition::prometheus_text(&text);
+        let text = crate::controller::exposition::prometheus_text(&text);
         self.page_size.store(text.len(), Ordering::Relaxed);
         text
     }
@@ -254,7 +256,7 @@ impl Metrics {
     pub fn encode_extra(&self) -> String {
         let mut text = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.extra);
-        super::exposition::prometheus_text(&text)
+        crate::controller::exposition::prometheus_text(&text)
     }
 }
 

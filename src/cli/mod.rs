@@ -1,8 +1,11 @@
 //! The `kustomize-controller` command line: arguments, subcommands and logging setup.
 //!
 //! `main` parses [`Cli`], calls [`init_logging`] and dispatches on [`Command`]; the commands
-//! themselves live in the stage modules so that this file stays a thin description of flags.
+//! run the stage modules (`build` the engine, `run` the controller), except [`diff`], which
+//! is the CLI's own: a plan of one Kustomization from the controller's build and applier.
 //! A command appears here only once it works: `--help` never lists a placeholder.
+
+pub mod diff;
 
 use std::path::PathBuf;
 

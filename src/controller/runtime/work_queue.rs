@@ -22,7 +22,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use super::runtime_metrics::{CONTROLLER, QUEUE_BUCKETS};
+use crate::controller::runtime_metrics::{CONTROLLER, QUEUE_BUCKETS};
 
 /// controller-runtime's priority of an item the initial list queued.
 const LISTED_PRIORITY: i32 = -100;
@@ -267,7 +267,7 @@ impl Collector for DepthCollector {
         let gauge = ConstGauge::new(0i64);
         let mut family = encoder.encode_descriptor(
             "workqueue_depth",
-            &super::exposition::collector_help(
+            &crate::controller::exposition::collector_help(
                 "Current depth of workqueue by workqueue and priority",
             ),
             None,

@@ -1,6 +1,6 @@
 //! `spec.kubeConfig`: applying to another cluster with a kubeconfig from a Secret (`value`,
 //! else `value.yaml`, or the named key), or with an identity a ConfigMap names
-//! ([`super::remote_identity`]). Kubeconfigs that would run programs (exec
+//! ([`crate::controller::remote_identity`]). Kubeconfigs that would run programs (exec
 //! credential plugins) or skip TLS verification are refused unless the operator allowed them
 //! with `--insecure-kubeconfig-exec` / `--insecure-kubeconfig-tls`.
 
@@ -26,7 +26,7 @@ pub struct RemoteClients(
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("{0}")]
-    Identity(#[from] super::remote_identity::IdentityError),
+    Identity(#[from] crate::controller::remote_identity::IdentityError),
     #[error(
         "invalid .spec.kubeConfig, neither .spec.kubeConfig.provider nor .spec.kubeConfig.secretRef is set"
     )]
@@ -66,13 +66,13 @@ pub enum Refusal {
 /// The client for the remote cluster, optionally impersonating a service account there;
 /// a client built from the same Secret version is reused.
 pub async fn cached_client(
-    configs: &super::configs::ConfigReader,
+    configs: &crate::controller::configs::ConfigReader,
     namespace: &str,
     reference: &KubeConfigReference,
     allowances: Allowances,
     impersonate: Option<String>,
     cache: &RemoteClients,
-    requests: Option<&super::runtime_metrics::RestRequests>,
+    requests: Option<&crate::controller::runtime_metrics::RestRequests>,
 ) -> Result<kube::Client, ClientError> {
     let Some(secret_ref) = &reference.secret_ref else {
         return Err(ClientError::NoKubeConfig);
@@ -147,9 +147,9 @@ pub async fn cached_client(
 /// API Priority and Fairness (asked once per client built, as Flux asks per client).
 pub(crate) async fn limited_client(
     config: kube::Config,
-    requests: Option<&super::runtime_metrics::RestRequests>,
+    requests: Option<&crate::controller::runtime_metrics::RestRequests>,
 ) -> Result<kube::Client, kube::Error> {
-    use super::ratelimit::{self, ClientLayers};
+    use crate::controller::ratelimit::{self, ClientLayers};
     let host = config.cluster_url.to_string();
     // Asked on a client of its own, not counted in `rest_client_requests_total`: Flux asks
     // with a bare transport.

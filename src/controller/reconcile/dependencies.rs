@@ -4,9 +4,9 @@
 
 use kube::api::Api;
 
-use super::context::Context;
-use super::status::{READY, get};
 use crate::api::Kustomization;
+use crate::controller::context::Context;
+use crate::controller::status::{READY, get};
 use crate::source::SourceObject;
 
 /// Why a Kustomization cannot proceed past its dependencies.

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use super::context::Context;
 use crate::api::{Kustomization, SubstituteKind};
+use crate::controller::context::Context;
 use crate::sops::{KeyError, Keys};
 use crate::substitute::SubstituteError;
 
@@ -45,14 +45,14 @@ pub(crate) async fn decryption_keys(
         .filter(|name| !name.is_empty())
         .or_else(|| ctx.options.default_decryption_service_account.clone())
         .map(|name| {
-            std::sync::Arc::new(super::identity::KubeServiceAccount::new(
+            std::sync::Arc::new(crate::controller::identity::KubeServiceAccount::new(
                 ctx.client.clone(),
                 &namespace,
                 &name,
             ))
         });
     // Key services get the Kustomization's timeout, from now, for all of its files.
-    let deadline = std::time::Instant::now() + super::steps::timeout_of(&object.spec);
+    let deadline = std::time::Instant::now() + crate::controller::steps::timeout_of(&object.spec);
     let environment = ctx.options.environment.clone();
     let token_cache = ctx.options.token_cache.clone();
     let name = object.metadata.name.clone().unwrap_or_default();

@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::context::Context;
-use super::error::StepError;
-use super::events::{EventMeta, EventType};
-use super::inputs::{decryption_keys, variables};
-use super::manifests::{self, Inputs};
-use super::status::reason;
 use crate::api::{Kustomization, KustomizationSpec, KustomizationStatus, ResourceInventory};
 use crate::apply::{Applier, ApplyOptions, IgnoreRules};
+use crate::controller::context::Context;
+use crate::controller::error::StepError;
+use crate::controller::events::{EventMeta, EventType};
+use crate::controller::inputs::{decryption_keys, variables};
+use crate::controller::manifests::{self, Inputs};
+use crate::controller::status::reason;
 use crate::health::{CelChecks, WaitOptions};
 use crate::inventory::{self, Holder};
 use crate::objects::{Action, ChangeSet, KindCache, ObjectRef, Owner};
@@ -26,7 +26,7 @@ use crate::source::{Artifact, SourceError, SourceObject};
 /// What a progress report is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Step {
-    /// The reconciliation proper begins (see [`super::outcome::begin`]): `Reconciling` says
+    /// The reconciliation proper begins (see [`crate::controller::outcome::begin`]): `Reconciling` says
     /// what is under way, `Ready` is unknown.
     Begin,
     /// Health checks: `Reconciling` and `Healthy` (unknown) say so.
@@ -64,7 +64,7 @@ impl PendingProgress {
 }
 
 async fn write_progress(ctx: &Context, object: &Kustomization, status: &KustomizationStatus) {
-    if let Err(error) = super::status::write(ctx, object, status).await {
+    if let Err(error) = crate::controller::status::write(ctx, object, status).await {
         tracing::debug!(error = %error, "writing progress");
     }
 }
@@ -93,8 +93,10 @@ impl Progress<'_> {
     pub async fn report(&self, status: &mut KustomizationStatus, message: &str, step: Step) {
         let generation = self.object.metadata.generation;
         match step {
-            Step::Begin => super::outcome::begin(status, message, generation),
-            Step::CheckingHealth => super::outcome::checking_health(status, message, generation),
+            Step::Begin => crate::controller::outcome::begin(status, message, generation),
+            Step::CheckingHealth => {
+                crate::controller::outcome::checking_health(status, message, generation)
+            }
         }
         if self.pending.long.load(std::sync::atomic::Ordering::Relaxed) {
             write_progress(self.ctx, self.object, status).await;
@@ -185,7 +187,7 @@ pub(crate) async fn dependencies(
     source: &SourceObject,
     revision: &str,
 ) -> Result<(), StepError> {
-    super::dependencies::check(object, ctx, source, revision)
+    crate::controller::dependencies::check(object, ctx, source, revision)
         .await
         .map_err(StepError::Dependency)
 }
@@ -332,7 +334,7 @@ pub(crate) fn applier(
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(super::REQUESTED_AT))
+        .and_then(|a| a.get(crate::controller::REQUESTED_AT))
         .is_some_and(|at| {
             object
                 .status
@@ -541,7 +543,7 @@ pub(crate) async fn health(
     let (object, ctx) = (progress.object, progress.ctx);
     let checks = health_targets(object, changes);
     if checks.is_empty() {
-        super::status::remove(status, super::status::HEALTHY);
+        crate::controller::status::remove(status, crate::controller::status::HEALTHY);
         return Ok(None);
     }
     let timeout = timeout_of(&object.spec);
@@ -566,7 +568,7 @@ pub(crate) async fn health(
         crate::health::wait_with(&target.client, &target.kinds, &checks, cel, &wait_options);
     let mut registered = ctx.options.cancel_health_on_new_revision.then(|| {
         ctx.health_cancels
-            .register(&super::reconcile::key_of(object))
+            .register(&crate::controller::reconcile::key_of(object))
     });
     let cancelled = async {
         match registered.as_mut() {
@@ -587,9 +589,9 @@ pub(crate) async fn health(
         "Health check passed in {}",
         crate::api::GoDuration::from_std(waited.elapsed())
     );
-    super::status::set(
+    crate::controller::status::set(
         status,
-        super::status::HEALTHY,
+        crate::controller::status::HEALTHY,
         "True",
         reason::HEALTH_SUCCEEDED,
         &passed,

@@ -16,7 +16,7 @@ use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::Event;
 
-use super::watch::{self, WatchConfig, WatchHealth};
+use crate::controller::watch::{self, WatchConfig, WatchHealth};
 
 /// Where ConfigMaps and Secrets are read from; cheap to clone.
 #[derive(Clone)]

@@ -8,10 +8,10 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::context::Context;
-use super::events::{EventMeta, EventType};
-use super::reconcile::{FINALIZER, ReconcileError};
 use crate::api::{DeletionPolicy, Kustomization};
+use crate::controller::context::Context;
+use crate::controller::events::{EventMeta, EventType};
+use crate::controller::reconcile::{FINALIZER, ReconcileError};
 use crate::inventory::{self, Holder};
 use crate::objects::{KindCache, KindError, ObjectRef, Owner};
 
@@ -116,7 +116,7 @@ async fn prune_applied(
         announce(ctx, object, EventType::Normal, &deleted);
     }
     if wait {
-        let timeout = super::steps::timeout_of(&object.spec);
+        let timeout = crate::controller::steps::timeout_of(&object.spec);
         let deleted: Vec<ObjectRef> = outcome
             .deleted
             .changes

@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
-use super::error::{Failed, Retry, StepError};
-use super::events::{EventMeta, EventType};
-use super::status::{self, HEALTHY, READY, RECONCILING, STALLED, reason};
 use crate::api::{GoDuration, KustomizationStatus};
+use crate::controller::error::{Failed, Retry, StepError};
+use crate::controller::events::{EventMeta, EventType};
+use crate::controller::status::{self, HEALTHY, READY, RECONCILING, STALLED, reason};
 use crate::objects::ChangeSet;
 
 /// What a successful reconciliation applied.
