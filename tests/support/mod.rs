@@ -70,7 +70,7 @@ pub async fn http_get_text(address: &str, path: &str) -> Option<String> {
     Some(text)
 }
 
-pub mod apiserver;
+pub use test_apiserver as apiserver;
 pub mod artifacts;
 pub mod cleanup;
 pub mod cluster;
@@ -78,7 +78,7 @@ pub mod controller;
 pub mod envtest;
 pub mod key_services;
 pub mod notification;
-pub mod pki;
+pub use test_apiserver::pki;
 pub mod process;
 
 /// Copies the folder `from` into `to`, recursively.

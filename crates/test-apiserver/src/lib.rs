@@ -12,6 +12,10 @@
 //! a write produced are then broadcast to open watches. Where behaviour had to be chosen,
 //! the real server's was modelled; the deviations are listed in `tests/support/README.md`.
 
+#![forbid(unsafe_code)]
+
+pub mod pki;
+
 mod control;
 mod errors;
 mod fields;
@@ -154,7 +158,7 @@ impl Tls {
     }
 
     fn generate() -> Tls {
-        let pki = super::pki::pki().expect("test certificates");
+        let pki = pki::pki().expect("test certificates");
         let config = pki.server_config();
         Tls {
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),

@@ -21,7 +21,7 @@ struct Openapi {
 }
 
 static OPENAPI: LazyLock<Openapi> = LazyLock::new(|| {
-    let text = include_str!("../../fixtures/reference/kubernetes-openapi.json");
+    let text = include_str!("../../../tests/fixtures/reference/kubernetes-openapi.json");
     let mut document: Value = serde_json::from_str(text).expect("the OpenAPI fixture is JSON");
     let mut take = |key: &str| match document[key].take() {
         Value::Object(map) => map,
