@@ -24,10 +24,10 @@
 #![forbid(unsafe_code)]
 
 pub use kustomize_engine::{json, kustomize, value, yaml};
+pub use sops_decrypt::{auth, report, sops};
 
 pub mod api;
 pub mod apply;
-pub mod auth;
 pub mod cli;
 pub mod controller;
 pub mod health;
@@ -36,8 +36,6 @@ pub mod logging;
 pub mod objects;
 #[cfg(feature = "remote-bases")]
 pub mod remote;
-pub mod report;
 pub mod retry;
-pub mod sops;
 pub mod source;
 pub mod substitute;

@@ -456,7 +456,7 @@ fn signing(error: impl std::fmt::Display) -> AuthError {
 
 /// The credentials a source gives in `region` (STS at `sts_url`); a web identity without a
 /// session name of its own uses `default_session`.
-pub(crate) fn credentials(
+pub fn credentials(
     http: &Http,
     source: &AwsCredentialSource,
     sts_url: &str,
@@ -524,7 +524,7 @@ pub fn service_endpoint(env: &BTreeMap<String, String>, service: &str, region: &
 }
 
 /// EKS `DescribeCluster`: the API server's endpoint and its CA bundle (PEM).
-pub(crate) fn describe_eks_cluster(
+pub fn describe_eks_cluster(
     http: &Http,
     eks_url: &str,
     arn: &str,
@@ -573,7 +573,7 @@ pub(crate) fn describe_eks_cluster(
 
 /// The bearer token EKS takes: `k8s-aws-v1.` and a presigned STS `GetCallerIdentity` URL
 /// (base64url), signed with the cluster's name in `x-k8s-aws-id`, valid 15 minutes.
-pub(crate) fn eks_token(
+pub fn eks_token(
     sts_url: &str,
     region: &str,
     name: &str,

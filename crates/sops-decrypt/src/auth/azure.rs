@@ -201,7 +201,7 @@ pub fn account_identity(
 
 impl AzureIdentity {
     /// An access token for `scope` (`https://vault.azure.net/.default`).
-    pub(crate) fn token(&self, http: &Http, scope: &str) -> Result<Lived, AuthError> {
+    pub fn token(&self, http: &Http, scope: &str) -> Result<Lived, AuthError> {
         match self {
             AzureIdentity::ClientSecret {
                 tenant_id,
@@ -522,7 +522,7 @@ pub fn resource_manager_scope(env: &BTreeMap<String, String>) -> &'static str {
 
 /// An AKS cluster's address and CA bundle (PEM): the cluster user credentials' kubeconfig
 /// whose server is `address` (canonically), else the first.
-pub(crate) fn describe_aks_cluster(
+pub fn describe_aks_cluster(
     http: &Http,
     resource_manager: &str,
     cluster: &str,

@@ -224,7 +224,10 @@ fn values_moved_between_keys_do_not_open() {
 fn openpgp_ecc_keys_open_data_keys() {
     use super::keysource::Stanza;
     use super::keysource::pgp::PgpEntry;
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sops/generated");
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/sops/generated"
+    );
     let key = std::fs::read(format!("{dir}/ecc.asc")).unwrap();
     let message = std::fs::read_to_string(format!("{dir}/msg.asc")).unwrap();
     let mut keys = Keys::new();
@@ -240,7 +243,7 @@ fn openpgp_ecc_keys_open_data_keys() {
     // Another key is simply not a recipient.
     let rsa = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/sops/flux/internal/controller/testdata/sops/keys/pgp.asc"
+        "/../../tests/fixtures/sops/flux/internal/controller/testdata/sops/keys/pgp.asc"
     );
     let mut other = Keys::new();
     other.add("pgp.asc", &std::fs::read(rsa).unwrap()).unwrap();

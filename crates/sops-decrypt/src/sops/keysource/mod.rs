@@ -11,7 +11,7 @@ pub(crate) mod age;
 pub(crate) mod aws_kms;
 pub(crate) mod azure_kv;
 pub(crate) mod gcp_kms;
-pub(crate) mod http;
+pub mod http;
 pub(crate) mod pgp;
 pub(crate) mod vault;
 

@@ -14,7 +14,7 @@
 
 mod formats;
 mod keys;
-pub(crate) mod keysource;
+pub mod keysource;
 mod shamir;
 #[cfg(test)]
 mod tests;

@@ -392,7 +392,7 @@ fn gke_cluster(http: &Http, endpoints: &GoogleEndpoints) -> Result<GkeCluster, A
 }
 
 /// A ServiceAccount's Google access token, as fluxcd/pkg's GCP provider makes it.
-pub(crate) fn service_account_token(
+pub fn service_account_token(
     http: &Http,
     account: &dyn ServiceAccountTokens,
     endpoints: &GoogleEndpoints,
@@ -552,7 +552,7 @@ const GKE_CLUSTER_PATTERN: &str =
 
 /// The controller's own token for a GKE cluster: a workload identity federation file
 /// (`GOOGLE_APPLICATION_CREDENTIALS`), else the metadata server.
-pub(crate) fn controller_token(
+pub fn controller_token(
     http: &Http,
     env: &BTreeMap<String, String>,
     endpoints: &GoogleEndpoints,
@@ -575,7 +575,7 @@ pub(crate) fn controller_token(
 }
 
 /// GKE `GetCluster`: the API server's address and CA bundle (PEM), asked with `token`.
-pub(crate) fn describe_gke_cluster(
+pub fn describe_gke_cluster(
     http: &Http,
     endpoints: &GoogleEndpoints,
     cluster: &str,

@@ -78,7 +78,7 @@ fn service_words(message: &Option<String>) -> String {
 /// asked again in the same decryption, so a key service that is down cannot hold a build
 /// for longer than its Kustomization's timeout, nor once per file.
 #[derive(Default)]
-pub(crate) struct Http {
+pub struct Http {
     client: OnceLock<Result<Client, ServiceError>>,
     deadline: Option<Instant>,
     /// Origins that did not answer, and how they failed.
@@ -97,7 +97,7 @@ pub struct CacheUse {
 }
 
 impl Http {
-    pub(crate) fn new(deadline: Option<Instant>, tokens: Option<CacheUse>) -> Http {
+    pub fn new(deadline: Option<Instant>, tokens: Option<CacheUse>) -> Http {
         Http {
             deadline,
             tokens,

@@ -175,7 +175,7 @@ fn annotation_matching(
 pub(crate) const METADATA_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The named environment variables that are set and not empty.
-pub(crate) fn environment(
+pub fn environment(
     vars: impl IntoIterator<Item = (String, String)>,
     prefixes: &[&str],
 ) -> BTreeMap<String, String> {
