@@ -23,19 +23,17 @@
 
 #![forbid(unsafe_code)]
 
+pub use apply_engine::{apply, objects, retry};
+pub use flux_api::api;
 pub use kustomize_engine::{json, kustomize, value, yaml};
 pub use sops_decrypt::{auth, report, sops};
 
-pub mod api;
-pub mod apply;
 pub mod cli;
 pub mod controller;
 pub mod health;
 pub mod inventory;
 pub mod logging;
-pub mod objects;
 #[cfg(feature = "remote-bases")]
 pub mod remote;
-pub mod retry;
 pub mod source;
 pub mod substitute;
