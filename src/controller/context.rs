@@ -10,6 +10,7 @@ use super::events::Recorder;
 use super::remote::ClientError;
 use crate::api::Kustomization;
 use crate::apply::AppliedCache;
+use crate::controller::KustomizationKey;
 use crate::objects::KindCache;
 use crate::source::Fetcher;
 
@@ -179,7 +180,7 @@ pub struct Context {
     pub stopping: super::cancel::Stopping,
     /// The revision each Kustomization last attempted, for the source watch.
     pub attempted: super::cancel::AttemptedRevisions,
-    caches: Mutex<BTreeMap<String, AppliedCache>>,
+    caches: Mutex<BTreeMap<KustomizationKey, AppliedCache>>,
     /// Clients of remote clusters, rebuilt only when their kubeconfig Secret changes.
     remote_clients: super::remote::RemoteClients,
     /// Clients of remote clusters reached with an identity, until their token ages out.
@@ -197,7 +198,7 @@ pub struct Context {
     /// The controller's watch of Kustomizations, once it runs.
     kustomizations: std::sync::OnceLock<kube::runtime::reflector::Store<crate::api::Kustomization>>,
     clients: Mutex<BTreeMap<String, kube::Client>>,
-    failures: Mutex<BTreeMap<String, u32>>,
+    failures: Mutex<BTreeMap<KustomizationKey, u32>>,
 }
 
 impl Context {
@@ -262,11 +263,11 @@ impl Context {
         self.kustomizations.get()?.get(&reference)
     }
 
-    pub(crate) fn cache_for(&self, key: &str) -> AppliedCache {
+    pub(crate) fn cache_for(&self, key: &KustomizationKey) -> AppliedCache {
         self.caches
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .entry(key.to_string())
+            .entry(key.clone())
             .or_default()
             .clone()
     }
@@ -361,7 +362,7 @@ impl Context {
     }
 
     /// Drops what was kept for a deleted Kustomization.
-    pub(crate) fn forget(&self, key: &str) {
+    pub(crate) fn forget(&self, key: &KustomizationKey) {
         self.caches
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -375,15 +376,15 @@ impl Context {
     }
 
     /// Exponential backoff for transient errors, per object.
-    pub fn backoff(&self, key: &str) -> Duration {
+    pub fn backoff(&self, key: &KustomizationKey) -> Duration {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let count = failures.entry(key.to_string()).or_default();
+        let count = failures.entry(key.clone()).or_default();
         *count = count.saturating_add(1);
         let factor = 2u32.saturating_pow((*count - 1).min(20));
         (self.options.min_retry_delay * factor).min(self.options.max_retry_delay)
     }
 
-    pub(crate) fn reset_backoff(&self, key: &str) {
+    pub(crate) fn reset_backoff(&self, key: &KustomizationKey) {
         self.failures
             .lock()
             .unwrap_or_else(|e| e.into_inner())

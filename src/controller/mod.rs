@@ -18,6 +18,7 @@
 
 mod context;
 pub mod features;
+mod key;
 mod reconcile;
 pub mod runtime;
 
@@ -45,6 +46,7 @@ pub use dependencies::DependencyError;
 pub use error::{Failed, Retry, StepError};
 pub use features::{FeatureGateError, FeatureGates, Gate};
 pub use inputs::InputError;
+pub use key::KustomizationKey;
 pub use reconcile::{FINALIZER, REQUESTED_AT, ReconcileError, error_policy, reconcile};
 pub use watch::WatchHealth;
 
@@ -204,12 +206,8 @@ fn queued(
     requests
 }
 
-fn request_key(request: &ObjectRef<Kustomization>) -> String {
-    format!(
-        "{}/{}",
-        request.namespace.as_deref().unwrap_or(""),
-        request.name
-    )
+fn request_key(request: &ObjectRef<Kustomization>) -> KustomizationKey {
+    KustomizationKey::of_ref(request)
 }
 
 /// Beyond Flux, which polls every `--requeue-dependency`: when `changed` is Ready for its
@@ -281,28 +279,26 @@ fn artifact_revision(source: &DynamicObject) -> Option<&str> {
 fn revision_changes(
     events: impl futures::Stream<Item = watcher::Event<DynamicObject>> + Send + 'static,
 ) -> impl futures::Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static {
-    let mut seen: std::collections::HashMap<String, String> = Default::default();
+    let mut seen: std::collections::HashMap<(String, String), String> = Default::default();
+    let key_of = |object: &DynamicObject| {
+        (
+            object.metadata.namespace.clone().unwrap_or_default(),
+            object.metadata.name.clone().unwrap_or_default(),
+        )
+    };
     events.filter_map(move |event| {
         let (object, initial) = match event {
             watcher::Event::Apply(object) => (Some(object), false),
             watcher::Event::InitApply(object) => (Some(object), true),
             watcher::Event::Delete(object) => {
                 // Re-created, it is new again.
-                seen.remove(&format!(
-                    "{}/{}",
-                    object.metadata.namespace.as_deref().unwrap_or(""),
-                    object.metadata.name.as_deref().unwrap_or("")
-                ));
+                seen.remove(&key_of(&object));
                 (None, false)
             }
             watcher::Event::Init | watcher::Event::InitDone => (None, false),
         };
         let changed = object.filter(|object| {
-            let key = format!(
-                "{}/{}",
-                object.metadata.namespace.as_deref().unwrap_or(""),
-                object.metadata.name.as_deref().unwrap_or("")
-            );
+            let key = key_of(object);
             let revision = artifact_revision(object).unwrap_or("").to_string();
             match seen.insert(key, revision.clone()) {
                 Some(previous) => previous != revision,
@@ -535,7 +531,7 @@ fn watch_sources(
                 let mut dependents = dependents(store.state(), &source, kind);
                 // One attempting this revision already has it; the cache may not show it yet.
                 dependents.retain(|d| {
-                    let key = format!("{}/{}", d.namespace.as_deref().unwrap_or(""), d.name);
+                    let key = KustomizationKey::of_ref(d);
                     // The CRD defaults a status, so "never reconciled" is: no conditions.
                     let brand_new = store
                         .get(d)

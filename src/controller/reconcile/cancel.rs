@@ -6,6 +6,8 @@
 //! ([`AttemptedRevisions`]), known before its status write reaches the watch cache, so a
 //! source event for a revision already being applied does not run it a second time.
 
+use crate::controller::KustomizationKey;
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -38,12 +40,12 @@ impl Stopping {
 
 /// Running health checks, by Kustomization (`namespace/name`).
 #[derive(Debug, Default)]
-pub struct HealthCancels(Mutex<HashMap<String, oneshot::Sender<String>>>);
+pub struct HealthCancels(Mutex<HashMap<KustomizationKey, oneshot::Sender<String>>>);
 
 /// A registered health check; dropping it unregisters the check.
 pub struct Registered<'a> {
     cancels: &'a HealthCancels,
-    key: String,
+    key: KustomizationKey,
     /// Yields the trigger (`Kind/namespace/name`) when the check is cancelled.
     pub cancelled: oneshot::Receiver<String>,
 }
@@ -60,22 +62,22 @@ impl Drop for Registered<'_> {
 
 impl HealthCancels {
     /// Registers the running health check of `key`.
-    pub fn register(&self, key: &str) -> Registered<'_> {
+    pub fn register(&self, key: &KustomizationKey) -> Registered<'_> {
         let (sender, cancelled) = oneshot::channel();
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_string(), sender);
+            .insert(key.clone(), sender);
         Registered {
             cancels: self,
-            key: key.to_string(),
+            key: key.clone(),
             cancelled,
         }
     }
 
     /// Cancels the health check of `key`, if one runs, because of `trigger`; says whether one
     /// was cancelled.
-    pub fn cancel(&self, key: &str, trigger: &str) -> bool {
+    pub fn cancel(&self, key: &KustomizationKey, trigger: &str) -> bool {
         let sender = self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
         sender.is_some_and(|s| s.send(trigger.to_string()).is_ok())
     }
@@ -83,7 +85,7 @@ impl HealthCancels {
 
 /// The source revision each Kustomization (`namespace/name`) attempts or last attempted here.
 #[derive(Debug, Default)]
-pub struct AttemptedRevisions(Mutex<HashMap<String, Attempt>>);
+pub struct AttemptedRevisions(Mutex<HashMap<KustomizationKey, Attempt>>);
 
 #[derive(Debug)]
 enum Attempt {
@@ -98,24 +100,24 @@ enum Attempt {
 }
 
 impl AttemptedRevisions {
-    fn with<T>(&self, change: impl FnOnce(&mut HashMap<String, Attempt>) -> T) -> T {
+    fn with<T>(&self, change: impl FnOnce(&mut HashMap<KustomizationKey, Attempt>) -> T) -> T {
         change(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// A reconciliation of `key` starts: it will read the newest source.
-    pub fn start(&self, key: &str) {
-        self.with(|map| map.insert(key.to_string(), Attempt::Starting { missed: None }));
+    pub fn start(&self, key: &KustomizationKey) {
+        self.with(|map| map.insert(key.clone(), Attempt::Starting { missed: None }));
     }
 
     /// The reconciliation read `revision` of its source.
-    pub fn read(&self, key: &str, revision: &str) {
+    pub fn read(&self, key: &KustomizationKey, revision: &str) {
         self.with(|map| {
             let stale = matches!(
                 map.get(key),
                 Some(Attempt::Starting { missed: Some(m) }) if m != revision
             );
             map.insert(
-                key.to_string(),
+                key.clone(),
                 Attempt::Read {
                     revision: revision.to_string(),
                     stale,
@@ -126,19 +128,19 @@ impl AttemptedRevisions {
 
     /// The reconciliation ended; says whether it must run again at once, for a revision a
     /// source event brought that it did not read.
-    pub fn finish(&self, key: &str) -> bool {
+    pub fn finish(&self, key: &KustomizationKey) -> bool {
         self.with(|map| match map.get_mut(key) {
             Some(Attempt::Read { stale, .. }) => std::mem::take(stale),
             Some(Attempt::Starting { missed }) => {
                 let missed = missed.is_some();
-                map.insert(key.to_string(), Attempt::Ended);
+                map.insert(key.clone(), Attempt::Ended);
                 missed
             }
             Some(Attempt::Ended) | None => false,
         })
     }
 
-    pub fn forget(&self, key: &str) {
+    pub fn forget(&self, key: &KustomizationKey) {
         self.with(|map| map.remove(key));
     }
 
@@ -146,7 +148,7 @@ impl AttemptedRevisions {
     /// last reconciliation read that revision, nor while one is starting (it reads the newest
     /// source, and [`finish`](Self::finish) tells it when it read too early), nor when it was
     /// never reconciled at all (`brand_new`: its own creation runs it, reading the newest).
-    pub fn needs_run(&self, key: &str, revision: &str, brand_new: bool) -> bool {
+    pub fn needs_run(&self, key: &KustomizationKey, revision: &str, brand_new: bool) -> bool {
         self.with(|map| match map.get_mut(key) {
             None => !brand_new,
             Some(Attempt::Ended) => true,
@@ -167,53 +169,71 @@ mod tests {
     fn a_source_event_runs_only_what_has_not_read_its_revision() {
         let attempted = AttemptedRevisions::default();
         assert!(
-            attempted.needs_run("apps/web", "r1", false),
+            attempted.needs_run(&KustomizationKey::new("apps", "web"), "r1", false),
             "never reconciled here"
         );
         assert!(
-            !attempted.needs_run("apps/web", "r1", true),
+            !attempted.needs_run(&KustomizationKey::new("apps", "web"), "r1", true),
             "its creation runs it"
         );
-        attempted.start("apps/web");
-        attempted.read("apps/web", "r1");
+        attempted.start(&KustomizationKey::new("apps", "web"));
+        attempted.read(&KustomizationKey::new("apps", "web"), "r1");
         assert!(
-            !attempted.needs_run("apps/web", "r1", false),
+            !attempted.needs_run(&KustomizationKey::new("apps", "web"), "r1", false),
             "read already"
         );
-        assert!(!attempted.finish("apps/web"));
-        assert!(!attempted.needs_run("apps/web", "r1", false), "last read");
-        assert!(attempted.needs_run("apps/web", "r2", false));
+        assert!(!attempted.finish(&KustomizationKey::new("apps", "web")));
+        assert!(
+            !attempted.needs_run(&KustomizationKey::new("apps", "web"), "r1", false),
+            "last read"
+        );
+        assert!(attempted.needs_run(&KustomizationKey::new("apps", "web"), "r2", false));
         // An event while starting waits for the read; a stale read asks for another run.
-        attempted.start("apps/web");
-        assert!(!attempted.needs_run("apps/web", "r3", false));
-        attempted.read("apps/web", "r2");
-        assert!(attempted.finish("apps/web"), "read before r3 was published");
-        attempted.start("apps/web");
-        assert!(!attempted.needs_run("apps/web", "r3", false));
-        attempted.read("apps/web", "r3");
-        assert!(!attempted.finish("apps/web"), "read r3 itself");
+        attempted.start(&KustomizationKey::new("apps", "web"));
+        assert!(!attempted.needs_run(&KustomizationKey::new("apps", "web"), "r3", false));
+        attempted.read(&KustomizationKey::new("apps", "web"), "r2");
+        assert!(
+            attempted.finish(&KustomizationKey::new("apps", "web")),
+            "read before r3 was published"
+        );
+        attempted.start(&KustomizationKey::new("apps", "web"));
+        assert!(!attempted.needs_run(&KustomizationKey::new("apps", "web"), "r3", false));
+        attempted.read(&KustomizationKey::new("apps", "web"), "r3");
+        assert!(
+            !attempted.finish(&KustomizationKey::new("apps", "web")),
+            "read r3 itself"
+        );
         // Ended before reading the source (a dependency, say): the event is not lost.
-        attempted.start("apps/web");
-        assert!(!attempted.needs_run("apps/web", "r4", false));
-        assert!(attempted.finish("apps/web"));
-        assert!(attempted.needs_run("apps/web", "r4", false));
-        attempted.forget("apps/web");
-        assert!(attempted.needs_run("apps/web", "r3", false));
+        attempted.start(&KustomizationKey::new("apps", "web"));
+        assert!(!attempted.needs_run(&KustomizationKey::new("apps", "web"), "r4", false));
+        assert!(attempted.finish(&KustomizationKey::new("apps", "web")));
+        assert!(attempted.needs_run(&KustomizationKey::new("apps", "web"), "r4", false));
+        attempted.forget(&KustomizationKey::new("apps", "web"));
+        assert!(attempted.needs_run(&KustomizationKey::new("apps", "web"), "r3", false));
     }
 
     #[tokio::test]
     async fn only_a_running_check_is_cancelled_and_a_finished_one_unregisters() {
         let cancels = HealthCancels::default();
-        assert!(!cancels.cancel("apps/web", "GitRepository/apps/repo"));
-        let mut running = cancels.register("apps/web");
-        assert!(cancels.cancel("apps/web", "GitRepository/apps/repo"));
+        assert!(!cancels.cancel(
+            &KustomizationKey::new("apps", "web"),
+            "GitRepository/apps/repo"
+        ));
+        let mut running = cancels.register(&KustomizationKey::new("apps", "web"));
+        assert!(cancels.cancel(
+            &KustomizationKey::new("apps", "web"),
+            "GitRepository/apps/repo"
+        ));
         assert_eq!(
             (&mut running.cancelled).await.unwrap(),
             "GitRepository/apps/repo"
         );
         {
-            let _finished = cancels.register("apps/db");
+            let _finished = cancels.register(&KustomizationKey::new("apps", "db"));
         }
-        assert!(!cancels.cancel("apps/db", "GitRepository/apps/repo"));
+        assert!(!cancels.cancel(
+            &KustomizationKey::new("apps", "db"),
+            "GitRepository/apps/repo"
+        ));
     }
 }

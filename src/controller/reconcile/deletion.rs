@@ -9,6 +9,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::api::{DeletionPolicy, Kustomization};
+use crate::controller::KustomizationKey;
 use crate::controller::context::Context;
 use crate::controller::events::{EventMeta, EventType};
 use crate::controller::reconcile::{FINALIZER, ReconcileError};
@@ -53,9 +54,7 @@ fn plan(object: &Kustomization) -> Plan {
 
 /// Deletion: the policy decides what happens to the applied objects, then the finalizer goes.
 pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<(), ReconcileError> {
-    let namespace = object.metadata.namespace.clone().unwrap_or_default();
-    let name = object.metadata.name.clone().unwrap_or_default();
-    ctx.attempted.forget(&format!("{namespace}/{name}"));
+    ctx.attempted.forget(&KustomizationKey::of(object));
     match plan(object) {
         Plan::Nothing => return Ok(()),
         Plan::Release => {}
@@ -176,7 +175,7 @@ async fn release(object: &Kustomization, ctx: &Context) -> Result<(), ReconcileE
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.metadata.resource_version}});
     api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
         .await?;
-    ctx.forget(&format!("{namespace}/{name}"));
+    ctx.forget(&KustomizationKey::of(object));
     // As Flux's finalizer: the object's token cache series go with it.
     if let Some(cache) = &ctx.options.token_cache {
         cache.forget("Kustomization", &name, &namespace);

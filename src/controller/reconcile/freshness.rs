@@ -10,29 +10,30 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::api::Kustomization;
+use crate::controller::KustomizationKey;
 
 /// The resourceVersion of our last write per Kustomization (`namespace/name`).
 #[derive(Debug, Default)]
-pub struct OwnWrites(Mutex<HashMap<String, String>>);
+pub struct OwnWrites(Mutex<HashMap<KustomizationKey, String>>);
 
 impl OwnWrites {
     /// Remembers the resourceVersion one of our writes produced.
-    pub fn record(&self, key: &str, object: &Kustomization) {
+    pub fn record(&self, key: &KustomizationKey, object: &Kustomization) {
         if let Some(version) = &object.metadata.resource_version {
             self.0
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(key.to_string(), version.clone());
+                .insert(key.clone(), version.clone());
         }
     }
 
     /// Forgets a Kustomization that is gone (or no longer ours to write).
-    pub fn forget(&self, key: &str) {
+    pub fn forget(&self, key: &KustomizationKey) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
     }
 
     /// Whether `cached` includes our last write to it (true if we never wrote it).
-    pub fn includes_ours(&self, key: &str, cached: &Kustomization) -> bool {
+    pub fn includes_ours(&self, key: &KustomizationKey, cached: &Kustomization) -> bool {
         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let Some(ours) = map.get(key) else {
             return true;
@@ -66,21 +67,24 @@ mod tests {
     #[test]
     fn a_copy_older_than_our_last_write_is_stale() {
         let writes = OwnWrites::default();
-        assert!(writes.includes_ours("apps/app", &at("7")), "never written");
-        writes.record("apps/app", &at("12"));
-        assert!(!writes.includes_ours("apps/app", &at("9")));
-        assert!(writes.includes_ours("apps/app", &at("12")));
+        assert!(
+            writes.includes_ours(&KustomizationKey::new("apps", "app"), &at("7")),
+            "never written"
+        );
+        writes.record(&KustomizationKey::new("apps", "app"), &at("12"));
+        assert!(!writes.includes_ours(&KustomizationKey::new("apps", "app"), &at("9")));
+        assert!(writes.includes_ours(&KustomizationKey::new("apps", "app"), &at("12")));
         // Versions compare as integers, not as text.
-        assert!(writes.includes_ours("apps/app", &at("100")));
-        writes.forget("apps/app");
-        assert!(writes.includes_ours("apps/app", &at("9")));
+        assert!(writes.includes_ours(&KustomizationKey::new("apps", "app"), &at("100")));
+        writes.forget(&KustomizationKey::new("apps", "app"));
+        assert!(writes.includes_ours(&KustomizationKey::new("apps", "app"), &at("9")));
     }
 
     #[test]
     fn versions_that_are_not_integers_must_match_exactly() {
         let writes = OwnWrites::default();
-        writes.record("apps/app", &at("a2"));
-        assert!(!writes.includes_ours("apps/app", &at("a3")));
-        assert!(writes.includes_ours("apps/app", &at("a2")));
+        writes.record(&KustomizationKey::new("apps", "app"), &at("a2"));
+        assert!(!writes.includes_ours(&KustomizationKey::new("apps", "app"), &at("a3")));
+        assert!(writes.includes_ours(&KustomizationKey::new("apps", "app"), &at("a2")));
     }
 }

@@ -57,12 +57,8 @@ pub enum ReconcileError {
     Prune(Vec<String>),
 }
 
-pub(crate) fn key_of(object: &Kustomization) -> String {
-    format!(
-        "{}/{}",
-        object.metadata.namespace.as_deref().unwrap_or(""),
-        object.metadata.name.as_deref().unwrap_or("")
-    )
+pub(crate) fn key_of(object: &Kustomization) -> crate::controller::KustomizationKey {
+    crate::controller::KustomizationKey::of(object)
 }
 
 fn jittered(interval: std::time::Duration, percentage: u8) -> std::time::Duration {

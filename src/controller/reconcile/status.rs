@@ -7,6 +7,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::api::{Kustomization, KustomizationStatus, Snapshot};
+use crate::controller::KustomizationKey;
 use crate::controller::context::Context;
 
 /// Writes `status` on `object` (server-side apply of the status subresource, as the status
@@ -31,7 +32,7 @@ pub(crate) async fn write(
         )
         .await?;
     ctx.own_writes
-        .record(&format!("{namespace}/{name}"), &written);
+        .record(&KustomizationKey::new(namespace, name), &written);
     Ok(())
 }
 

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::api::{Kustomization, KustomizationSpec, KustomizationStatus, ResourceInventory};
 use crate::apply::{Applier, ApplyOptions, IgnoreRules};
+use crate::controller::KustomizationKey;
 use crate::controller::context::Context;
 use crate::controller::error::StepError;
 use crate::controller::events::{EventMeta, EventType};
@@ -316,7 +317,7 @@ pub(crate) fn applier(
             .health_poll_interval
             .min(Duration::from_millis(500)),
     };
-    let key = format!("{}/{}", target.owner.namespace, target.owner.name);
+    let key = KustomizationKey::new(&target.owner.namespace, &target.owner.name);
     let applier = Applier::new(
         target.client.clone(),
         options,

@@ -24,6 +24,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tower::{Layer, Service};
 
+use crate::controller::KustomizationKey;
 use crate::controller::work_queue::{QueueLabels, WorkQueue, queue};
 
 /// controller-runtime's name for this controller (the lowercased kind), its `controller`
@@ -130,7 +131,7 @@ pub struct ControllerRuntime {
 pub struct Started {
     id: u64,
     at: Instant,
-    key: String,
+    key: KustomizationKey,
     /// The priority it was queued at, which a requeue keeps.
     priority: i32,
 }
@@ -237,7 +238,7 @@ impl ControllerRuntime {
     }
 
     /// A reconciliation starts: a worker is busy with an item taken off the queue.
-    pub fn start(&self, key: &str) -> Started {
+    pub fn start(&self, key: &KustomizationKey) -> Started {
         self.active.get_or_create(&controller()).inc();
         let priority = self.queue.take(key);
         let at = Instant::now();
@@ -248,7 +249,7 @@ impl ControllerRuntime {
         Started {
             id,
             at,
-            key: key.to_string(),
+            key: key.clone(),
             priority,
         }
     }
@@ -447,9 +448,9 @@ mod tests {
         let mut registry = Registry::default();
         let metrics = ControllerRuntime::register(&mut registry);
         metrics.set_max_concurrent(4);
-        metrics.queue.add("apps/web");
-        let first = metrics.start("apps/web");
-        let second = metrics.start("apps/db");
+        metrics.queue.add(&KustomizationKey::new("apps", "web"));
+        let first = metrics.start(&KustomizationKey::new("apps", "web"));
+        let second = metrics.start(&KustomizationKey::new("apps", "db"));
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(

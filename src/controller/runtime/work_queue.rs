@@ -22,6 +22,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::controller::KustomizationKey;
 use crate::controller::runtime_metrics::{CONTROLLER, QUEUE_BUCKETS};
 
 /// controller-runtime's priority of an item the initial list queued.
@@ -38,9 +39,9 @@ struct Waiting {
 /// The keys the runtime holds, and since when each may run.
 #[derive(Debug, Default)]
 pub struct Shadow {
-    waiting: HashMap<String, Waiting>,
+    waiting: HashMap<KustomizationKey, Waiting>,
     /// Keys of the initial listing not yet queued.
-    listed: HashSet<String>,
+    listed: HashSet<KustomizationKey>,
     /// The initial listing is over: later listings (after a watch gap) queue what changed at
     /// the default priority.
     listing_done: bool,
@@ -50,9 +51,9 @@ pub struct Shadow {
 
 impl Shadow {
     /// The initial listing saw `key`: its first add has the listing's priority.
-    pub fn listed(&mut self, key: &str) {
+    pub fn listed(&mut self, key: &KustomizationKey) {
         if !self.listing_done {
-            self.listed.insert(key.to_string());
+            self.listed.insert(key.clone());
         }
     }
 
@@ -65,7 +66,7 @@ impl Shadow {
     /// `key` may run from `ready_at`, at `priority` (the listing's, if it saw `key` first).
     /// An item asked for again keeps the earliest time and the higher priority, as
     /// controller-runtime's priority queue does. Whether that was a new item (an add).
-    pub fn add(&mut self, key: &str, ready_at: Instant, priority: i32) -> bool {
+    pub fn add(&mut self, key: &KustomizationKey, ready_at: Instant, priority: i32) -> bool {
         let priority = if self.listed.remove(key) {
             LISTED_PRIORITY
         } else {
@@ -80,7 +81,7 @@ impl Shadow {
             }
             None => {
                 self.waiting
-                    .insert(key.to_string(), Waiting { ready_at, priority });
+                    .insert(key.clone(), Waiting { ready_at, priority });
                 true
             }
         }
@@ -88,7 +89,7 @@ impl Shadow {
 
     /// A reconciliation of `key` starts at `now`: how long it waited since it could run and
     /// at which priority, if it was queued here.
-    pub fn take(&mut self, key: &str, now: Instant) -> Option<(Duration, i32)> {
+    pub fn take(&mut self, key: &KustomizationKey, now: Instant) -> Option<(Duration, i32)> {
         self.waiting.remove(key).map(|waiting| {
             (
                 now.saturating_duration_since(waiting.ready_at),
@@ -98,14 +99,14 @@ impl Shadow {
     }
 
     /// A deleted object is not reconciled again.
-    pub fn forget(&mut self, key: &str) {
+    pub fn forget(&mut self, key: &KustomizationKey) {
         self.waiting.remove(key);
         self.listed.remove(key);
     }
 
     /// Keeps only the keys `exists` still finds: the runtime reconciles nothing for an object
     /// that is gone (deleted in a watch gap, say), so its requests never start.
-    pub fn retain(&mut self, exists: impl Fn(&str) -> bool) {
+    pub fn retain(&mut self, exists: impl Fn(&KustomizationKey) -> bool) {
         self.waiting.retain(|key, _| exists(key));
     }
 
@@ -158,14 +159,11 @@ pub struct WorkQueue {
     waited: Family<QueueLabels, Histogram>,
 }
 
-fn exists(watched: &OnceLock<Kustomizations>, key: &str) -> bool {
+fn exists(watched: &OnceLock<Kustomizations>, key: &KustomizationKey) -> bool {
     let Some(store) = watched.get() else {
         return true;
     };
-    let (namespace, name) = key.split_once('/').unwrap_or(("", key));
-    store
-        .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
-        .is_some()
+    store.get(&key.object_ref()).is_some()
 }
 
 impl WorkQueue {
@@ -203,7 +201,7 @@ impl WorkQueue {
     }
 
     /// The initial listing saw `key`.
-    pub fn listed(&self, key: &str) {
+    pub fn listed(&self, key: &KustomizationKey) {
         self.with(|shadow| shadow.listed(key));
     }
 
@@ -213,12 +211,12 @@ impl WorkQueue {
     }
 
     /// `key` is asked for now.
-    pub fn add(&self, key: &str) {
+    pub fn add(&self, key: &KustomizationKey) {
         self.add_after(key, Duration::ZERO, DEFAULT_PRIORITY);
     }
 
     /// `key` is asked for after `delay` (a requeue or a back-off), at `priority`.
-    pub fn add_after(&self, key: &str, delay: Duration, priority: i32) {
+    pub fn add_after(&self, key: &KustomizationKey, delay: Duration, priority: i32) {
         if !exists(&self.watched, key) {
             return;
         }
@@ -229,7 +227,7 @@ impl WorkQueue {
 
     /// A reconciliation of `key` starts: the priority it was queued at. One the shadow did
     /// not see queued (a trigger of the runtime's own) counts as an add that did not wait.
-    pub fn take(&self, key: &str) -> i32 {
+    pub fn take(&self, key: &KustomizationKey) -> i32 {
         let taken = self.with(|shadow| shadow.take(key, Instant::now()));
         if taken.is_none() {
             self.adds.get_or_create(&queue()).inc();
@@ -241,7 +239,7 @@ impl WorkQueue {
         priority
     }
 
-    pub fn forget(&self, key: &str) {
+    pub fn forget(&self, key: &KustomizationKey) {
         self.with(|shadow| shadow.forget(key));
     }
 }
@@ -289,27 +287,31 @@ impl Collector for DepthCollector {
 mod tests {
     use super::*;
 
+    fn key(name: &str) -> KustomizationKey {
+        KustomizationKey::new("apps", name)
+    }
+
     #[test]
     fn a_key_waits_once_from_the_earliest_time_it_was_asked_for() {
         let start = Instant::now();
         let mut shadow = Shadow::default();
-        assert!(shadow.add("apps/web", start + Duration::from_secs(600), 0));
+        assert!(shadow.add(&key("web"), start + Duration::from_secs(600), 0));
         assert_eq!(
             shadow.depth(start),
             vec![(0, 0)],
             "a requeue is not ready yet"
         );
         assert!(
-            !shadow.add("apps/web", start + Duration::from_secs(2), 0),
+            !shadow.add(&key("web"), start + Duration::from_secs(2), 0),
             "asked again: no new item"
         );
         assert_eq!(shadow.depth(start + Duration::from_secs(3)), vec![(0, 1)]);
         assert_eq!(
-            shadow.take("apps/web", start + Duration::from_secs(5)),
+            shadow.take(&key("web"), start + Duration::from_secs(5)),
             Some((Duration::from_secs(3), 0))
         );
         assert_eq!(shadow.depth(start + Duration::from_secs(5)), vec![(0, 0)]);
-        assert_eq!(shadow.take("apps/web", start), None, "taken once");
+        assert_eq!(shadow.take(&key("web"), start), None, "taken once");
     }
 
     #[test]
@@ -321,19 +323,19 @@ mod tests {
             vec![],
             "no series before the first add"
         );
-        shadow.listed("apps/web");
-        shadow.add("apps/web", start, 0);
-        shadow.add("apps/db", start, 0);
+        shadow.listed(&key("web"));
+        shadow.add(&key("web"), start, 0);
+        shadow.add(&key("db"), start, 0);
         assert_eq!(shadow.depth(start), vec![(-100, 1), (0, 1)]);
-        let (_, priority) = shadow.take("apps/web", start).unwrap();
+        let (_, priority) = shadow.take(&key("web"), start).unwrap();
         assert_eq!(priority, -100);
-        shadow.add("apps/web", start, priority);
+        shadow.add(&key("web"), start, priority);
         assert_eq!(
             shadow.depth(start),
             vec![(-100, 1), (0, 1)],
             "a requeue keeps it"
         );
-        shadow.add("apps/web", start, 0);
+        shadow.add(&key("web"), start, 0);
         assert_eq!(
             shadow.depth(start),
             vec![(-100, 0), (0, 2)],
@@ -345,11 +347,11 @@ mod tests {
     fn later_listings_queue_at_the_default_priority() {
         let start = Instant::now();
         let mut shadow = Shadow::default();
-        shadow.listed("apps/unchanged");
+        shadow.listed(&key("unchanged"));
         shadow.listing_done();
-        shadow.listed("apps/web");
-        shadow.add("apps/web", start, 0);
-        shadow.add("apps/unchanged", start, 0);
+        shadow.listed(&key("web"));
+        shadow.add(&key("web"), start, 0);
+        shadow.add(&key("unchanged"), start, 0);
         assert_eq!(shadow.depth(start), vec![(0, 2)]);
     }
 
@@ -357,10 +359,10 @@ mod tests {
     fn what_is_gone_leaves_the_queue() {
         let start = Instant::now();
         let mut shadow = Shadow::default();
-        shadow.add("apps/web", start, 0);
-        shadow.add("apps/db", start, 0);
-        shadow.forget("apps/web");
-        shadow.retain(|key| key != "apps/db");
+        shadow.add(&key("web"), start, 0);
+        shadow.add(&key("db"), start, 0);
+        shadow.forget(&key("web"));
+        shadow.retain(|queued| queued != &key("db"));
         assert_eq!(shadow.depth(start), vec![(0, 0)]);
     }
 }
