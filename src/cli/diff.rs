@@ -144,7 +144,11 @@ pub async fn diff(
     for Planned { change, drift } in planned {
         match (change.action, drift) {
             (Action::Created, _) => differences.push(Difference::Created(change.object.clone())),
-            (Action::Configured, Some(drift)) => {
+            (Action::Configured, Some(mut drift)) => {
+                // A Secret's values never reach the output, as in `flux diff`.
+                if crate::apply::is_secret(&drift.applied) {
+                    crate::apply::mask_secret_data(Some(&mut drift.live), Some(&mut drift.applied));
+                }
                 let text = line_diff(
                     &crate::yaml::to_yaml_string(&drift.live.clone().into()),
                     &crate::yaml::to_yaml_string(&drift.applied.clone().into()),

@@ -1062,6 +1062,61 @@ async fn dependency_chains_and_ready_expressions() {
         .await;
 }
 
+/// As `flux diff kustomization` (fluxcd/pkg `ssa` `SanitizeUnstructuredData`): a Secret's
+/// values never reach the output; which entries changed still does.
+#[tokio::test]
+async fn the_diff_command_masks_secret_values() {
+    let harness = Harness::start().await;
+    let kubeconfig_yaml = controller_kubeconfig(&harness.cluster).await;
+    let ns = harness.cluster.namespace.clone();
+    let secret = |token: &str, password: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\nstringData:\n  token: {token}\n  password: {password}\n"
+        )
+    };
+    let v1 = harness.publish_files(
+        "creds",
+        "main@sha1:5ec1",
+        &[("secret.yaml", &secret("t0ken-one", "same-pass"))],
+    );
+    harness.source("repo", &v1).await;
+    harness.create_kustomization("creds", json!({})).await;
+    harness
+        .wait_ready("creds", "True", "ReconciliationSucceeded")
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, &kubeconfig_yaml).unwrap();
+    let local = dir.path().join("local");
+    std::fs::create_dir(&local).unwrap();
+    std::fs::write(local.join("secret.yaml"), secret("t0ken-two", "same-pass")).unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+        .args(["diff", "-k", "creds", "-n", &ns, "--path"])
+        .arg(&local)
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains(&format!("► Secret/{ns}/creds drifted")),
+        "{text}"
+    );
+    assert!(
+        text.contains("-  token: '*** (before)'") && text.contains("+  token: '*** (after)'"),
+        "{text}"
+    );
+    for secret in ["t0ken", "same-pass", "dDBrZW4", "c2FtZS1wYXNz"] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+}
+
 #[tokio::test]
 async fn the_diff_command_previews_changes() {
     let harness = Harness::start().await;

@@ -19,6 +19,7 @@ mod drift;
 mod normalize;
 mod order;
 mod ownership;
+mod sanitize;
 mod stage;
 mod undeclared;
 
@@ -37,6 +38,7 @@ pub use drift::{
 };
 pub use normalize::prepare;
 pub use order::{Stage, stage_of};
+pub use sanitize::{is_secret, mask_secret_data};
 
 use crate::api::CommonMetadata;
 use crate::objects::{

@@ -172,6 +172,225 @@ fn default_port_protocols(object: &mut Value) {
 mod tests {
     use super::*;
 
+    /// fluxcd/pkg `ssa/normalize` `TestNormalizeUnstructured`, row by row: what each row
+    /// expects of the fields it is about. Flux normalizes by a round trip through Go's
+    /// typed structs, which also writes their zero values (`name: ""`, `resources: {}`,
+    /// `selector: null`, `targetPort: 0`); the API server defaults those the same either way,
+    /// so they are not ours to send.
+    #[test]
+    fn flux_normalize_unstructured_rows() {
+        let owner = Owner {
+            name: "apps".into(),
+            namespace: "flux-system".into(),
+        };
+        let ports = || json!([{"containerPort": 80}, {"containerPort": 8080}]);
+        let pod_spec = || json!({"containers": [{"ports": ports()}]});
+        let template = || json!({"template": {"spec": pod_spec()}});
+        let tcp = || {
+            json!([{"containerPort": 80, "protocol": "TCP"},
+            {"containerPort": 8080, "protocol": "TCP"}])
+        };
+        // (row, object, what each pointer then holds)
+        type Row<'a> = (&'a str, Value, Vec<(&'a str, Option<Value>)>);
+        let rows: Vec<Row> = vec![
+            (
+                "adds default port protocol to Pod",
+                json!({"apiVersion": "v1", "kind": "Pod", "spec": pod_spec()}),
+                vec![("/spec/containers/0/ports", Some(tcp()))],
+            ),
+            (
+                "adds default port protocol to Deployment",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": template()}),
+                vec![("/spec/template/spec/containers/0/ports", Some(tcp()))],
+            ),
+            (
+                "adds default port protocol to StatefulSet",
+                json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "spec": template()}),
+                vec![("/spec/template/spec/containers/0/ports", Some(tcp()))],
+            ),
+            (
+                "adds default port protocol to DaemonSet",
+                json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "spec": template()}),
+                vec![("/spec/template/spec/containers/0/ports", Some(tcp()))],
+            ),
+            (
+                "adds default port protocol to ReplicaSet",
+                json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "spec": template()}),
+                vec![("/spec/template/spec/containers/0/ports", Some(tcp()))],
+            ),
+            (
+                "adds default port protocol to Job",
+                json!({"apiVersion": "batch/v1", "kind": "Job", "spec": template()}),
+                vec![("/spec/template/spec/containers/0/ports", Some(tcp()))],
+            ),
+            (
+                "adds default port protocol to CronJob",
+                json!({"apiVersion": "batch/v1", "kind": "CronJob",
+                    "spec": {"jobTemplate": {"spec": template()}}}),
+                vec![(
+                    "/spec/jobTemplate/spec/template/spec/containers/0/ports",
+                    Some(tcp()),
+                )],
+            ),
+            (
+                "adds default port protocol to Service",
+                json!({"apiVersion": "v1", "kind": "Service",
+                    "spec": {"ports": [{"port": 80}, {"port": 443}]}}),
+                vec![(
+                    "/spec/ports",
+                    Some(json!([{"port": 80, "protocol": "TCP"},
+                        {"port": 443, "protocol": "TCP"}])),
+                )],
+            ),
+            (
+                "moves stringData to data in Secret",
+                json!({"apiVersion": "v1", "kind": "Secret", "stringData": {"foo": "bar"}}),
+                vec![
+                    ("/data", Some(json!({"foo": "YmFy"}))),
+                    ("/stringData", None),
+                ],
+            ),
+            (
+                "removes status from any object",
+                json!({"apiVersion": "test/v1", "kind": "Test", "status": {"foo": "bar"}}),
+                vec![("/status", None)],
+            ),
+            (
+                "nil writes creationTimestamp on any object",
+                json!({"apiVersion": "test/v1", "kind": "Test",
+                    "metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"}}),
+                vec![("/metadata/creationTimestamp", Some(Value::Null))],
+            ),
+        ];
+        for (name, mut object, expected) in rows {
+            prepare(&mut object, &owner, None);
+            for (pointer, want) in expected {
+                assert_eq!(object.pointer(pointer), want.as_ref(), "{name}: {pointer}");
+            }
+            assert_eq!(
+                object.pointer("/metadata/creationTimestamp"),
+                Some(&Value::Null),
+                "{name}: every row writes a null creationTimestamp"
+            );
+        }
+    }
+
+    /// fluxcd/pkg `ssa/utils` `TestRemoveCABundleFromCRD`, row by row, with its certificate.
+    #[test]
+    fn flux_remove_ca_bundle_from_crd_rows() {
+        use base64::Engine as _;
+        let owner = Owner {
+            name: "apps".into(),
+            namespace: "flux-system".into(),
+        };
+        let pem = include_str!("../../../../tests/fixtures/flux-ssa/example-ca.pem");
+        let example_cert = base64::engine::general_purpose::STANDARD.encode(pem);
+        let crd = |client_config: Option<Value>| {
+            let mut crd = json!({"apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition", "metadata": {"name": "examples.example.com"},
+                "spec": {"group": "example.com"}});
+            if let Some(client_config) = client_config {
+                crd["spec"]["conversion"] = json!({"webhook": {"clientConfig": client_config}});
+            }
+            crd
+        };
+        const BUNDLE: &str = "/spec/conversion/webhook/clientConfig/caBundle";
+        let rows: Vec<(&str, Value, &str, Option<Value>)> = vec![
+            (
+                "removes invalid CA bundle from CRD",
+                crd(Some(json!({"caBundle": "invalid-cert-data"}))),
+                BUNDLE,
+                None,
+            ),
+            (
+                "removes invalid base64 CA bundle from CRD",
+                crd(Some(
+                    json!({"caBundle": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t"}),
+                )),
+                BUNDLE,
+                None,
+            ),
+            (
+                "preserves valid CA bundle in CRD",
+                crd(Some(json!({"caBundle": example_cert}))),
+                BUNDLE,
+                Some(json!(example_cert)),
+            ),
+            (
+                "ignores non-CRD objects",
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "test-config"},
+                    "data": {"caBundle": "invalid-cert-data"}}),
+                "/data/caBundle",
+                Some(json!("invalid-cert-data")),
+            ),
+            ("handles CRD without CA bundle", crd(None), BUNDLE, None),
+            (
+                "handles CRD with empty CA bundle",
+                crd(Some(json!({"caBundle": ""}))),
+                BUNDLE,
+                Some(json!("")),
+            ),
+        ];
+        for (name, mut object, pointer, want) in rows {
+            prepare(&mut object, &owner, None);
+            assert_eq!(object.pointer(pointer), want.as_ref(), "{name}");
+        }
+    }
+
+    /// fluxcd/pkg `ssa/utils` `TestSetCommonMetadata`: common labels and annotations are
+    /// added, and win over the object's own.
+    #[test]
+    fn flux_set_common_metadata_rows() {
+        let owner = Owner {
+            name: "apps".into(),
+            namespace: "flux-system".into(),
+        };
+        let map = |pairs: &[(&str, &str)]| {
+            Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<std::collections::BTreeMap<_, _>>(),
+            )
+        };
+        let secret = |metadata: Value| {
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": metadata,
+                "stringData": {"key": "private-key"}})
+        };
+        let rows = [
+            (
+                "adds metadata",
+                secret(json!({"name": "test", "namespace": "default"})),
+                CommonMetadata {
+                    labels: map(&[("test1", "lb1"), ("test2", "lb2")]),
+                    annotations: map(&[("test1", "a1"), ("test2", "a2")]),
+                },
+            ),
+            (
+                "overrides metadata",
+                secret(json!({"name": "test", "namespace": "default",
+                    "labels": {"test1": "over"}, "annotations": {"test2": "over"}})),
+                CommonMetadata {
+                    labels: map(&[("test1", "lb1")]),
+                    annotations: map(&[("test1", "an1"), ("test2", "an2")]),
+                },
+            ),
+        ];
+        for (name, mut object, common) in rows {
+            prepare(&mut object, &owner, Some(&common));
+            for (key, value) in common.labels.iter().flatten() {
+                assert_eq!(object["metadata"]["labels"][key], json!(value), "{name}");
+            }
+            for (key, value) in common.annotations.iter().flatten() {
+                assert_eq!(
+                    object["metadata"]["annotations"][key],
+                    json!(value),
+                    "{name}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn prepare_normalizes_and_stamps() {
         let owner = Owner {
