@@ -11,6 +11,7 @@
 pub mod cel_ext;
 mod kstatus;
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -205,11 +206,40 @@ impl CelChecks {
     }
 }
 
-/// The status of a live object (or of one that is gone).
-pub fn assess(reference: &ObjectRef, live: Option<&Value>, cel: &CelChecks) -> Assessment {
+/// fluxcd/pkg `ssa/utils` `ExtractJobsWithTTL`: the Jobs whose spec sets
+/// `ttlSecondsAfterFinished` (0 too). Kubernetes deletes them once they finish, so one that is
+/// gone did its work.
+pub fn jobs_with_ttl(objects: &[Value]) -> BTreeSet<ObjectRef> {
+    objects
+        .iter()
+        .filter(|object| is_job(object))
+        .filter(|job| {
+            job.pointer("/spec/ttlSecondsAfterFinished")
+                .is_some_and(|ttl| ttl.as_i64().is_some())
+        })
+        .map(ObjectRef::of)
+        .collect()
+}
+
+/// fluxcd/pkg `ssa/utils` `IsJob`: kind Job in the `batch` group, any version.
+fn is_job(object: &Value) -> bool {
+    object.get("kind").and_then(Value::as_str) == Some("Job")
+        && object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|version| version.starts_with("batch/"))
+}
+
+/// The status of a live object (or of one that is gone: a Job of `jobs_with_ttl` is then
+/// done).
+pub fn assess(
+    reference: &ObjectRef,
+    live: Option<&Value>,
+    cel: &CelChecks,
+    jobs_with_ttl: &BTreeSet<ObjectRef>,
+) -> Assessment {
     let Some(live) = live else {
-        // A Job removed by its TTL after finishing did its work.
-        if reference.kind == "Job" && reference.group() == "batch" {
+        if jobs_with_ttl.contains(reference) {
             return Assessment {
                 status: Status::Current,
                 message: "Job was deleted after completion".into(),
@@ -228,10 +258,11 @@ fn verdict(
     reference: &ObjectRef,
     live: Option<&Value>,
     cel: &CelChecks,
+    jobs_with_ttl: &BTreeSet<ObjectRef>,
 ) -> (Status, Option<String>) {
     match live.and_then(|live| cel.evaluate(live)) {
         Some((assessment, error)) => (assessment.status, error),
-        None => (assess(reference, live, cel).status, None),
+        None => (assess(reference, live, cel, jobs_with_ttl).status, None),
     }
 }
 
@@ -243,6 +274,8 @@ pub struct WaitOptions {
     /// Fail at once when an object has failed (Flux's default), rather than waiting out the
     /// timeout for it to recover (the DisableFailFastBehavior gate).
     pub fail_fast: bool,
+    /// The Jobs Kubernetes deletes after they finish ([`jobs_with_ttl`]).
+    pub jobs_with_ttl: BTreeSet<ObjectRef>,
 }
 
 /// Waits until every object is Current.
@@ -292,7 +325,8 @@ pub async fn wait_with(
             match api.get_opt(&reference.name).await {
                 Ok(live) => {
                     let live = live.map(|o| serde_json::to_value(o).unwrap_or_default());
-                    let (status, error) = verdict(&reference, live.as_ref(), cel);
+                    let (status, error) =
+                        verdict(&reference, live.as_ref(), cel, &options.jobs_with_ttl);
                     Ok((reference, status, error))
                 }
                 Err(error) => {
@@ -493,25 +527,90 @@ mod tests {
     }
 
     #[test]
-    fn ttl_deleted_jobs_count_as_done() {
-        let job = ObjectRef {
-            api_version: "batch/v1".into(),
-            kind: "Job".into(),
-            namespace: "ns".into(),
-            name: "once".into(),
+    fn ttl_deleted_jobs_count_as_done_and_others_as_not_found() {
+        let job = |name: &str, ttl: Option<i64>| {
+            let mut job = serde_json::json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": name, "namespace": "ns"}, "spec": {}});
+            if let Some(ttl) = ttl {
+                job["spec"]["ttlSecondsAfterFinished"] = ttl.into();
+            }
+            job
         };
-        assert_eq!(
-            assess(&job, None, &CelChecks::default()).status,
-            Status::Current
-        );
-        let config_map = ObjectRef {
-            kind: "ConfigMap".into(),
-            api_version: "v1".into(),
-            ..job
+        let objects = [job("once", Some(60)), job("kept", None)];
+        let ttl = jobs_with_ttl(&objects);
+        let status = |object: &Value| {
+            assess(&ObjectRef::of(object), None, &CelChecks::default(), &ttl).status
         };
-        assert_eq!(
-            assess(&config_map, None, &CelChecks::default()).status,
-            Status::NotFound
-        );
+        assert_eq!(status(&objects[0]), Status::Current);
+        // As Flux: only a Job that sets its TTL is expected to go.
+        assert_eq!(status(&objects[1]), Status::NotFound);
+        let config_map = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "once", "namespace": "ns"}});
+        assert_eq!(status(&config_map), Status::NotFound);
+    }
+
+    /// fluxcd/pkg `ssa/utils` `TestIsJob` and `TestExtractJobsWithTTL`, row by row.
+    #[test]
+    fn flux_is_job_and_extract_jobs_with_ttl_rows() {
+        for (name, api_version, kind, want) in [
+            ("batch/v1 Job", "batch/v1", "Job", true),
+            ("batch/v1beta1 Job", "batch/v1beta1", "Job", true),
+            ("apps/v1 Deployment", "apps/v1", "Deployment", false),
+            ("v1 ConfigMap", "v1", "ConfigMap", false),
+            ("batch/v1 CronJob", "batch/v1", "CronJob", false),
+        ] {
+            let object = serde_json::json!({"apiVersion": api_version, "kind": kind});
+            assert_eq!(is_job(&object), want, "{name}");
+        }
+        let job = |name: &str, namespace: &str, ttl: Option<i64>| {
+            let mut job = serde_json::json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}],
+                    "restartPolicy": "Never"}}}});
+            if let Some(ttl) = ttl {
+                job["spec"]["ttlSecondsAfterFinished"] = ttl.into();
+            }
+            job
+        };
+        let deployment = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "app", "namespace": "default"}});
+        let config_map = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "default"}});
+        for (name, objects, want) in [
+            ("empty list", vec![], 0),
+            (
+                "Job with ttlSecondsAfterFinished: 0",
+                vec![job("job", "default", Some(0))],
+                1,
+            ),
+            (
+                "Job with ttlSecondsAfterFinished: 300",
+                vec![job("job", "default", Some(300))],
+                1,
+            ),
+            (
+                "Job without ttlSecondsAfterFinished",
+                vec![job("job", "default", None)],
+                0,
+            ),
+            (
+                "non-Job resources",
+                vec![deployment.clone(), config_map.clone()],
+                0,
+            ),
+            (
+                "mixed list of resources",
+                vec![
+                    job("job-with-ttl", "default", Some(60)),
+                    job("job-without-ttl", "default", None),
+                    deployment,
+                    job("another-job-with-ttl", "other", Some(0)),
+                    config_map,
+                ],
+                2,
+            ),
+        ] {
+            assert_eq!(jobs_with_ttl(&objects).len(), want, "{name}");
+        }
     }
 }

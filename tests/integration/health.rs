@@ -15,6 +15,7 @@ fn quick(timeout_ms: u64) -> WaitOptions {
         fail_fast: true,
         timeout: Duration::from_millis(timeout_ms),
         interval: Duration::from_millis(20),
+        jobs_with_ttl: Default::default(),
     }
 }
 
@@ -129,18 +130,34 @@ async fn failed_jobs_fail_fast_and_deleted_jobs_count_as_done() {
         error.to_string(),
         format!("timeout waiting for: [Job/{ns}/once status: 'Failed']")
     );
-    let gone = ObjectRef {
-        name: "ttl-deleted".into(),
-        ..ObjectRef::of(&job)
+    // A Job that sets ttlSecondsAfterFinished and is gone did its work; one that does not is
+    // missing (as Flux's ExtractJobsWithTTL decides).
+    let ttl_job = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "ttl-deleted", "namespace": ns},
+        "spec": {"ttlSecondsAfterFinished": 0}});
+    let with_ttl = WaitOptions {
+        jobs_with_ttl: kustomize_controller::health::jobs_with_ttl(std::slice::from_ref(&ttl_job)),
+        ..quick(1_000)
     };
     wait(
         &cluster.client,
-        &[gone],
+        &[ObjectRef::of(&ttl_job)],
         &CelChecks::default(),
-        &quick(1_000),
+        &with_ttl,
     )
     .await
     .unwrap();
+    let gone = ObjectRef {
+        name: "gone-without-ttl".into(),
+        ..ObjectRef::of(&job)
+    };
+    let error = wait(&cluster.client, &[gone], &CelChecks::default(), &with_ttl)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("timeout waiting for: [Job/{ns}/gone-without-ttl status: 'NotFound']")
+    );
 }
 
 #[tokio::test]

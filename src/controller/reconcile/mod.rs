@@ -370,6 +370,7 @@ async fn run_steps(
         |error: crate::controller::error::StepError| error.at(&revision, origin, Some(&digest));
     let target = steps::target(object, ctx).await.map_err(after_build)?;
     let applier = steps::applier(object, ctx, &target).map_err(after_build)?;
+    let jobs_with_ttl = crate::health::jobs_with_ttl(&built.objects);
     let (changes, old_inventory) = steps::apply(&progress, &applier, built.objects, status, &meta)
         .await
         .map_err(after_build)?;
@@ -397,6 +398,7 @@ async fn run_steps(
         status,
         &revision,
         &health_expressions,
+        jobs_with_ttl,
     )
     .await
     .map_err(after_build)?;

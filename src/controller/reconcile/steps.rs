@@ -540,6 +540,7 @@ pub(crate) async fn health(
     status: &mut KustomizationStatus,
     revision: &str,
     cel: &CelChecks,
+    jobs_with_ttl: std::collections::BTreeSet<crate::objects::ObjectRef>,
 ) -> Result<Option<String>, StepError> {
     let (object, ctx) = (progress.object, progress.ctx);
     let checks = health_targets(object, changes);
@@ -564,6 +565,7 @@ pub(crate) async fn health(
         timeout,
         interval: ctx.options.health_poll_interval,
         fail_fast: !ctx.options.disable_fail_fast,
+        jobs_with_ttl,
     };
     let waiting =
         crate::health::wait_with(&target.client, &target.kinds, &checks, cel, &wait_options);
