@@ -275,7 +275,11 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             .await
             .context("finding the cluster (in-cluster config or KUBECONFIG)")?;
         let metrics = std::sync::Arc::new(controller::metrics::Metrics::new());
-        let probe = kube::Client::try_from(config.clone()).context("creating the API client")?;
+        let probe = controller::ratelimit::client(
+            config.clone(),
+            controller::ratelimit::ClientLayers::default(),
+        )
+        .context("creating the API client")?;
         let flow_control = controller::ratelimit::priority_and_fairness(&probe).await;
         let rate_limit = controller::ratelimit::client_limit(
             flow_control,
@@ -580,7 +584,11 @@ fn run_diff(name: &str, namespace: &str, path: &Path) -> anyhow::Result<()> {
         let config = kube::Config::infer()
             .await
             .context("finding the cluster (in-cluster config or KUBECONFIG)")?;
-        let client = kube::Client::try_from(config.clone()).context("creating the API client")?;
+        let client = controller::ratelimit::client(
+            config.clone(),
+            controller::ratelimit::ClientLayers::default(),
+        )
+        .context("creating the API client")?;
         let fetcher = kustomize_controller::source::Fetcher::new(Default::default())
             .map_err(|e| anyhow::anyhow!(e))?;
         let options = controller::Options {

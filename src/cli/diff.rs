@@ -16,6 +16,9 @@ use crate::controller::steps;
 use crate::inventory;
 use crate::objects::{Action, ChangeSet, ObjectRef};
 
+/// kubectl's client-side apply record, which holds a Secret's data as written.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// One difference.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Difference {
@@ -148,6 +151,15 @@ pub async fn diff(
                 // A Secret's values never reach the output, as in `flux diff`.
                 if crate::apply::is_secret(&drift.applied) {
                     crate::apply::mask_secret_data(Some(&mut drift.live), Some(&mut drift.applied));
+                    // kubectl's record of a Secret holds its data too.
+                    for side in [&mut drift.live, &mut drift.applied] {
+                        if let Some(annotations) = side
+                            .pointer_mut("/metadata/annotations")
+                            .and_then(serde_json::Value::as_object_mut)
+                        {
+                            annotations.remove(LAST_APPLIED);
+                        }
+                    }
                 }
                 let text = line_diff(
                     &crate::yaml::to_yaml_string(&drift.live.clone().into()),

@@ -239,7 +239,14 @@ pub fn assess(
     jobs_with_ttl: &BTreeSet<ObjectRef>,
 ) -> Assessment {
     let Some(live) = live else {
-        if jobs_with_ttl.contains(reference) {
+        // The same object whatever version names it, as Flux's object metadata compares.
+        let same = |job: &ObjectRef| {
+            job.group() == reference.group()
+                && job.kind == reference.kind
+                && job.namespace == reference.namespace
+                && job.name == reference.name
+        };
+        if jobs_with_ttl.iter().any(same) {
             return Assessment {
                 status: Status::Current,
                 message: "Job was deleted after completion".into(),

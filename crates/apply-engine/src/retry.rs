@@ -1,7 +1,7 @@
 //! The one back-off every retry loop of the controller uses: exponential from 200 ms, each
 //! wait drawn from the upper half of its step so that replicas and watches do not retry in
-//! step, up to a cap the caller chooses. [`Capped`] is the same schedule for kube-runtime's
-//! watcher streams.
+//! step, up to a cap the caller chooses ([`after_failure`] picks it from the server's
+//! answer).
 
 use std::time::Duration;
 
@@ -44,37 +44,6 @@ pub fn after_failure(status: Option<u16>, backoff: &mut Backoff) -> Duration {
     }
 }
 
-/// [`Backoff`] with a fixed cap, as kube-runtime's `WatchStreamExt::backoff` takes it: the
-/// watcher resets it once a stream delivers again.
-#[derive(Debug)]
-pub struct Capped {
-    backoff: Backoff,
-    cap: Duration,
-}
-
-impl Capped {
-    pub fn new(cap: Duration) -> Capped {
-        Capped {
-            backoff: Backoff::default(),
-            cap,
-        }
-    }
-}
-
-impl Iterator for Capped {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        Some(self.backoff.next(self.cap))
-    }
-}
-
-impl kube::runtime::utils::Backoff for Capped {
-    fn reset(&mut self) {
-        self.backoff.reset();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,17 +75,5 @@ mod tests {
             .collect();
         assert!(refusals[11] > RETRY_CAP, "{refusals:?}");
         assert!(refusals.iter().all(|w| *w <= REFUSED_CAP), "{refusals:?}");
-    }
-
-    #[test]
-    fn the_watcher_schedule_is_the_same_and_resets() {
-        use kube::runtime::utils::Backoff as _;
-        let cap = Duration::from_secs(3);
-        let mut capped = Capped::new(cap);
-        let waits: Vec<Duration> = capped.by_ref().take(12).collect();
-        assert!(waits[0] <= FIRST, "{waits:?}");
-        assert!(waits[11] >= cap / 2 && waits[11] <= cap, "{waits:?}");
-        capped.reset();
-        assert!(capped.next().unwrap() <= FIRST);
     }
 }

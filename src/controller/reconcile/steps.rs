@@ -523,7 +523,11 @@ pub(crate) fn health_targets(object: &Kustomization, changes: &ChangeSet) -> Vec
             ObjectRef {
                 api_version: api_version.unwrap_or_else(|| "apps/v1".into()),
                 kind: h.kind.clone(),
-                namespace: h.namespace.clone().unwrap_or_else(|| namespace.clone()),
+                namespace: h
+                    .namespace
+                    .clone()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| namespace.clone()),
                 name: h.name.clone(),
             }
         })

@@ -355,15 +355,16 @@ async fn follow(
     // the kind unknown without spinning).
     let mut backoff = crate::retry::Backoff::default();
     let mut events = std::pin::pin!(watcher::watcher(api, config));
-    // kube-runtime's watcher tells nothing when it resumes a watch after an error;
-    // an attempt that has not failed within a second is taken as connected.
-    let mut retrying = false;
+    // kube-runtime's watcher tells nothing when it resumes a watch after a failed watch
+    // request; such an attempt that has not failed within a second is taken as connected.
+    // After a failed list, the list's end (`InitDone`) tells.
+    let mut resuming = false;
     loop {
-        let next = if retrying {
+        let next = if resuming {
             match tokio::time::timeout(RESUMED_AFTER, events.next()).await {
                 Ok(next) => next,
                 Err(_) => {
-                    retrying = false;
+                    resuming = false;
                     if let Some(reporter) = &reporter {
                         reporter.connected(&label);
                     }
@@ -383,15 +384,25 @@ async fn follow(
                 }
                 let wait = crate::retry::after_failure(status, &mut backoff);
                 tokio::time::sleep(wait).await;
-                retrying = true;
+                resuming = matches!(
+                    error,
+                    watcher::Error::WatchStartFailed(_)
+                        | watcher::Error::WatchFailed(_)
+                        | watcher::Error::WatchError(_)
+                );
                 continue;
             }
         };
-        backoff.reset();
-        if retrying && let Some(reporter) = &reporter {
-            reporter.connected(&label);
+        // `Init` comes before the list is even asked for: it is no sign of the server.
+        if matches!(event, Event::Init) {
+            resuming = false;
+        } else {
+            backoff.reset();
+            if resuming && let Some(reporter) = &reporter {
+                reporter.connected(&label);
+            }
+            resuming = false;
         }
-        retrying = false;
         let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
         let followed_up = match &event {
             Event::Apply(object) | Event::Delete(object) => {
@@ -403,6 +414,7 @@ async fn follow(
             _ => None,
         };
         let listed = matches!(event, Event::InitDone);
+        let initial = matches!(event, Event::Init);
         apply(state.kinds.entry(id.clone()).or_default(), event);
         drop(state);
         // Reported once the state holds the event, so what the report says is decided.
@@ -412,6 +424,7 @@ async fn follow(
                     reporter.delivered(&label, version.as_deref(), followed_up)
                 }
                 None if listed => reporter.connected(&label),
+                None if initial => {}
                 None => reporter.heard(&label),
             }
         }

@@ -212,10 +212,7 @@ pub(crate) fn instance_credentials(http: &Http, endpoint: &str) -> Result<Lived,
         .lines()
         .map(str::trim)
         .find(|line| !line.is_empty())
-        .ok_or_else(|| ServiceError::Missing {
-            what,
-            field: "role".into(),
-        })?
+        .ok_or_else(|| AuthError::Invalid(format!("{what}: the instance has no role")))?
         .to_string();
     let url = format!("{roles_url}{role}");
     let what = format!("instance role credentials at {url}");
@@ -306,6 +303,7 @@ pub(crate) fn sts_credentials(what: &str, answer: &Answer) -> Result<Lived, Serv
             what: what.to_string(),
             status: answer.status,
             message: Some(message),
+            code: None,
         });
     }
     let field = |name: &str| {
@@ -337,6 +335,7 @@ fn answer_text(what: &str, answer: &Answer) -> Result<String, ServiceError> {
             what: what.to_string(),
             status: answer.status,
             message: None,
+            code: None,
         });
     }
     Ok(String::from_utf8_lossy(&answer.body).into_owned())

@@ -415,10 +415,10 @@ pub(crate) fn certificate_assertion(
     _client_id: &str,
     _token_url: &str,
 ) -> Result<String, AuthError> {
-    Err(AuthError::NotCompiledIn {
-        provider: "Azure client certificate",
-        feature: "azure-certificates",
-    })
+    Err(AuthError::Invalid(
+        "Azure client certificates are not supported by this build (feature `azure-certificates`)"
+            .into(),
+    ))
 }
 
 /// The managed identity's token from the instance metadata service, for the resource of

@@ -227,6 +227,7 @@ impl ExternalAccount {
                         what,
                         status: answer.status,
                         message: None,
+                        code: None,
                     }
                     .into());
                 }

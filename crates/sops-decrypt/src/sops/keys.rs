@@ -41,7 +41,10 @@ pub enum KeyError {
     #[error("{entry}: OpenPGP keys are not supported by this build (feature `pgp` is off)")]
     PgpDisabled { entry: String },
     #[error("{entry}: {source}")]
-    InvalidCredentials { entry: String, source: AuthError },
+    InvalidCredentials {
+        entry: String,
+        source: Box<AuthError>,
+    },
 }
 
 /// The keys and credentials available for one decryption.
@@ -120,7 +123,7 @@ impl Keys {
     pub fn add_entry(&mut self, entry: &str, content: &[u8]) -> Result<bool, KeyError> {
         let invalid = |source: AuthError| KeyError::InvalidCredentials {
             entry: entry.to_string(),
-            source,
+            source: Box::new(source),
         };
         match entry {
             AWS_KMS_ENTRY => {

@@ -140,6 +140,11 @@ impl crate::objects::WatchReporter for WatchHealth {
     }
 
     fn failed(&self, kind: &str, status: Option<u16>, error: &dyn std::fmt::Display) {
+        // History compacted: the watcher lists again, no outage.
+        if status == Some(410) {
+            self.restarted(kind, Restart::Expired);
+            return;
+        }
         self.restarted(kind, Restart::Error);
         if status == Some(404) {
             self.not_served(kind);
@@ -485,6 +490,30 @@ fn remember<K: Resource>(version: &mut String, object: &K) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn applied_object_watches_report_compactions_as_expiry_not_outage() {
+        use crate::objects::WatchReporter;
+        let health = WatchHealth::new(Duration::ZERO);
+        let kind = "ConfigMap (applied)";
+        WatchReporter::started(&health, kind);
+        WatchReporter::connected(&health, kind);
+        WatchReporter::failed(&health, kind, Some(410), &"too old resource version");
+        let report = &health.reports()[0];
+        assert!(report.up, "{report:?}");
+        assert_eq!(report.restarts.get(&Restart::Expired), Some(&1));
+        assert_eq!(report.restarts.get(&Restart::Error), None);
+        WatchReporter::failed(&health, kind, Some(503), &"unavailable");
+        let report = &health.reports()[0];
+        assert!(!report.up, "{report:?}");
+        assert_eq!(report.restarts.get(&Restart::Error), Some(&1));
+        WatchReporter::delivered(&health, kind, Some("42"), false);
+        let report = &health.reports()[0];
+        assert_eq!(
+            (report.delivered, report.last_version.as_deref()),
+            (1, Some("42"))
+        );
+    }
 
     #[test]
     fn streams_that_end_at_once_are_resumed_ever_more_slowly() {

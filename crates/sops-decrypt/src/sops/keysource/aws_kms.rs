@@ -225,16 +225,11 @@ impl KeySource for AwsKms {
                 .ok()
                 .and_then(|j| j.get("__type").and_then(|t| t.as_str()).map(str::to_string))
                 .filter(|kind| !kind.is_empty());
-            let message = service_message(&answer, &["/message", "/Message"]);
-            let message = match (message, kind) {
-                (Some(message), Some(kind)) => Some(format!("{message} ({kind})")),
-                (None, Some(kind)) => Some(format!("({kind})")),
-                (message, None) => message,
-            };
             return Err(ServiceError::Status {
                 what,
                 status: answer.status,
-                message,
+                message: service_message(&answer, &["/message", "/Message"]),
+                code: kind,
             }
             .into());
         }

@@ -276,10 +276,9 @@ impl KeySource for GcpKms {
 
 #[cfg(not(feature = "gcp-kms"))]
 fn signed_jwt(_: &str, _: &str, _: &str, _: &str) -> Result<String, AuthError> {
-    Err(AuthError::NotCompiledIn {
-        provider: "GCP service account",
-        feature: "gcp-kms",
-    })
+    Err(AuthError::Invalid(
+        "GCP service accounts are not supported by this build (feature `gcp-kms`)".into(),
+    ))
 }
 
 /// A service account's RS256-signed JWT asking for the Cloud KMS scope (RFC 7523, as

@@ -40,12 +40,13 @@ pub enum ServiceError {
     Transport { what: String, cause: String },
     #[error("{what}: reading the answer: {cause}")]
     Read { what: String, cause: String },
-    /// The service refused, with its own words when it gave any.
-    #[error("{what}: HTTP {status}{}", service_words(.message))]
+    /// The service refused, with its own words and error code when it gave any.
+    #[error("{what}: HTTP {status}{}{}", service_words(.message), error_code(.code))]
     Status {
         what: String,
         status: u16,
         message: Option<String>,
+        code: Option<String>,
     },
     #[error("{what}: the answer (HTTP {status}) is not JSON: {cause}")]
     NotJson {
@@ -63,6 +64,12 @@ pub enum ServiceError {
 fn last_attempt(last: &Option<String>) -> String {
     last.as_ref()
         .map(|last| format!(" (last: {last})"))
+        .unwrap_or_default()
+}
+
+fn error_code(code: &Option<String>) -> String {
+    code.as_ref()
+        .map(|code| format!(" ({code})"))
         .unwrap_or_default()
 }
 
@@ -211,6 +218,7 @@ impl Answer {
             what: what.to_string(),
             status: self.status,
             message: service_message(self, error_pointers),
+            code: None,
         }
     }
 
@@ -405,4 +413,38 @@ pub(crate) fn service_message(answer: &Answer, pointers: &[&str]) -> Option<Stri
     message
         .filter(|m| !m.is_empty())
         .map(|m| m.chars().take(300).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_read_as_the_service_wrote_them() {
+        let refused = |message: Option<&str>, code: Option<&str>| {
+            ServiceError::Status {
+                what: "Decrypt at https://kms.example".into(),
+                status: 400,
+                message: message.map(str::to_string),
+                code: code.map(str::to_string),
+            }
+            .to_string()
+        };
+        assert_eq!(
+            refused(None, None),
+            "Decrypt at https://kms.example: HTTP 400"
+        );
+        assert_eq!(
+            refused(Some("denied"), None),
+            "Decrypt at https://kms.example: HTTP 400: denied"
+        );
+        assert_eq!(
+            refused(Some("denied"), Some("AccessDeniedException")),
+            "Decrypt at https://kms.example: HTTP 400: denied (AccessDeniedException)"
+        );
+        assert_eq!(
+            refused(None, Some("InvalidCiphertextException")),
+            "Decrypt at https://kms.example: HTTP 400 (InvalidCiphertextException)"
+        );
+    }
 }
