@@ -278,7 +278,13 @@ impl OwnedObjects {
         if let Some(reporter) = &reporter {
             reporter.started(&label);
         }
-        tokio::spawn(follow(api, config, id, state, reporter, label));
+        tokio::spawn(follow(
+            watcher::watcher(api, config),
+            id,
+            state,
+            reporter,
+            label,
+        ));
     }
 
     /// The owners to run again because an object they took as unmoved changed (see
@@ -341,10 +347,10 @@ impl OwnedObjects {
     }
 }
 
-/// Follows one kind's watch into `state` until the runtime stops, reporting how it goes.
+/// Follows one kind's watch (kube-runtime's watcher: `events`) into `state` until the
+/// runtime stops, reporting how it goes.
 async fn follow(
-    api: Api<PartialObjectMeta<DynamicObject>>,
-    config: watcher::Config,
+    events: impl futures::Stream<Item = Result<Event<PartialObjectMeta<DynamicObject>>, watcher::Error>>,
     id: (String, String),
     state: Arc<Mutex<OwnedState>>,
     reporter: Option<Arc<dyn WatchReporter>>,
@@ -354,7 +360,7 @@ async fn follow(
     // the controller's one back-off (a controller that may not list this kind keeps
     // the kind unknown without spinning).
     let mut backoff = crate::retry::Backoff::default();
-    let mut events = std::pin::pin!(watcher::watcher(api, config));
+    let mut events = std::pin::pin!(events);
     // kube-runtime's watcher tells nothing when it resumes a watch after a failed watch
     // request; such an attempt that has not failed within a second is taken as connected.
     // After a failed list, the list's end (`InitDone`) tells.
@@ -457,6 +463,89 @@ fn apply(kind: &mut Kind, event: Event<PartialObjectMeta<DynamicObject>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a watch reported, and when (tokio's clock, paused in the tests).
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<(&'static str, tokio::time::Instant)>>);
+
+    impl Recorded {
+        fn push(&self, what: &'static str) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((what, tokio::time::Instant::now()));
+        }
+        fn all(&self) -> Vec<(&'static str, tokio::time::Instant)> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    impl WatchReporter for Recorded {
+        fn started(&self, _: &str) {
+            self.push("started");
+        }
+        fn connected(&self, _: &str) {
+            self.push("connected");
+        }
+        fn heard(&self, _: &str) {
+            self.push("heard");
+        }
+        fn delivered(&self, _: &str, _: Option<&str>, _: bool) {
+            self.push("delivered");
+        }
+        fn failed(&self, _: &str, _: Option<u16>, _: &dyn std::fmt::Display) {
+            self.push("failed");
+        }
+    }
+
+    fn forbidden_list() -> watcher::Error {
+        watcher::Error::InitialListFailed(kube::Error::Api(
+            kube::core::Status::failure("configmaps is forbidden", "Forbidden")
+                .with_code(403)
+                .boxed(),
+        ))
+    }
+
+    /// kube-runtime's watcher says `Init` before every list it asks for, also after a list
+    /// that failed: that is no answer from the server, and must not undo the back-off.
+    #[tokio::test(start_paused = true)]
+    async fn a_list_that_keeps_failing_is_asked_ever_less_often() {
+        let events = futures::stream::iter([
+            Err(forbidden_list()),
+            Ok(Event::Init),
+            Err(forbidden_list()),
+            Ok(Event::Init),
+            Err(forbidden_list()),
+            Ok(Event::Init),
+            Err(forbidden_list()),
+            Ok(Event::Init),
+            Ok(Event::InitDone),
+        ]);
+        let recorded = Arc::new(Recorded::default());
+        let reporter: Arc<dyn WatchReporter> = recorded.clone();
+        follow(
+            events,
+            ("v1".into(), "ConfigMap".into()),
+            Arc::default(),
+            Some(reporter),
+            "ConfigMap (applied)".into(),
+        )
+        .await;
+        let reported = recorded.all();
+        let what: Vec<&str> = reported.iter().map(|(what, _)| *what).collect();
+        assert_eq!(
+            what,
+            ["failed", "failed", "failed", "failed", "connected"],
+            "Init is neither heard nor a connection"
+        );
+        // Waits of at least 100, 200 and 400 ms (the lower halves of the jittered steps)
+        // between the four failures: 700 ms at least; reset each time, at most 600 ms.
+        let first_to_last = reported[3].1 - reported[0].1;
+        assert!(
+            first_to_last >= Duration::from_millis(700),
+            "{first_to_last:?}: the back-off grew"
+        );
+    }
 
     fn object(name: &str, rv: &str) -> PartialObjectMeta<DynamicObject> {
         serde_json::from_value(json!({"apiVersion": "meta.k8s.io/v1",
