@@ -315,8 +315,7 @@ async fn eks(
     let sts = aws::service_endpoint(&env, "sts", &region);
     let eks = aws::service_endpoint(&env, "eks", &region);
     let (address, ca_pem) = (reference.address.clone(), reference.ca_pem.clone());
-    let made = tokio::task::spawn_blocking(move || {
-        let http = crate::sops::keysource::http::Http::new(None, None);
+    off_runtime("EKS", move |http| {
         let session = format!(
             "{}",
             std::time::SystemTime::now()
@@ -324,10 +323,10 @@ async fn eks(
                 .unwrap_or_default()
                 .as_nanos()
         );
-        let (credentials, _) = aws::credentials(&http, &source, &sts, &region, &session)
+        let (credentials, _) = aws::credentials(http, &source, &sts, &region, &session)
             .map_err(IdentityError::AccessToken)?;
         let (host, ca_pem) = given_or_described(address, ca_pem, |_| {
-            aws::describe_eks_cluster(&http, &eks, &arn, &region, &name, &credentials)
+            aws::describe_eks_cluster(http, &eks, &arn, &region, &name, &credentials)
                 .map_err(IdentityError::RestConfig)
         })?;
         let token = aws::eks_token(&sts, &region, &name, &credentials)
@@ -338,12 +337,8 @@ async fn eks(
             token,
             lifetime: Some(aws::EKS_TOKEN_LIFETIME),
         })
-    });
-    made.await.map_err(|e| {
-        IdentityError::RestConfig(AuthError::Invalid(format!(
-            "the EKS client setup stopped: {e}"
-        )))
-    })?
+    })
+    .await
 }
 
 /// The ServiceAccount a ConfigMap names, as a cloud identity (its tokens for the ConfigMap's
@@ -388,15 +383,14 @@ async fn gke(
         .map(|name| cloud_account(controller, namespace, &name, reference));
     let (address, ca_pem) = (reference.address.clone(), reference.ca_pem.clone());
     let cluster = reference.cluster.clone().unwrap_or_default();
-    let made = tokio::task::spawn_blocking(move || {
-        let http = crate::sops::keysource::http::Http::new(None, None);
+    off_runtime("GKE", move |http| {
         let (token, lifetime) = match &account {
-            Some(account) => gcp::service_account_token(&http, account.as_ref(), &endpoints),
-            None => gcp::controller_token(&http, &env, &endpoints),
+            Some(account) => gcp::service_account_token(http, account.as_ref(), &endpoints),
+            None => gcp::controller_token(http, &env, &endpoints),
         }
         .map_err(IdentityError::AccessToken)?;
         let (host, ca_pem) = given_or_described(address, ca_pem, |_| {
-            gcp::describe_gke_cluster(&http, &endpoints, &cluster, &token)
+            gcp::describe_gke_cluster(http, &endpoints, &cluster, &token)
                 .map_err(IdentityError::RestConfig)
         })?;
         Ok(Material {
@@ -405,12 +399,8 @@ async fn gke(
             token,
             lifetime,
         })
-    });
-    made.await.map_err(|e| {
-        IdentityError::RestConfig(AuthError::Invalid(format!(
-            "the GKE client setup stopped: {e}"
-        )))
-    })?
+    })
+    .await
 }
 
 /// The `azure` provider (AKS): the ServiceAccount's federated identity or the controller's
@@ -445,16 +435,15 @@ async fn aks(
     let scope = azure::resource_manager_scope(&env);
     let (address, ca_pem) = (reference.address.clone(), reference.ca_pem.clone());
     let cluster = reference.cluster.clone().unwrap_or_default();
-    let made = tokio::task::spawn_blocking(move || {
-        let http = crate::sops::keysource::http::Http::new(None, None);
+    off_runtime("AKS", move |http| {
         let (token, lifetime) = identity
-            .token(&http, azure::AKS_SCOPE)
+            .token(http, azure::AKS_SCOPE)
             .map_err(IdentityError::AccessToken)?;
         let (host, ca_pem) = given_or_described(address, ca_pem, |address| {
             let (manager_token, _) = identity
-                .token(&http, scope)
+                .token(http, scope)
                 .map_err(IdentityError::AccessToken)?;
-            azure::describe_aks_cluster(&http, &resource_manager, &cluster, address, &manager_token)
+            azure::describe_aks_cluster(http, &resource_manager, &cluster, address, &manager_token)
                 .map_err(IdentityError::RestConfig)
         })?;
         Ok(Material {
@@ -463,10 +452,25 @@ async fn aks(
             token,
             lifetime,
         })
-    });
-    made.await.map_err(|e| {
+    })
+    .await
+}
+
+/// Runs a provider's exchanges, which call the key services' blocking HTTP client, off the
+/// runtime; `provider` names it if that stops.
+async fn off_runtime(
+    provider: &'static str,
+    exchange: impl FnOnce(&crate::sops::keysource::http::Http) -> Result<Material, IdentityError>
+    + Send
+    + 'static,
+) -> Result<Material, IdentityError> {
+    tokio::task::spawn_blocking(move || {
+        exchange(&crate::sops::keysource::http::Http::new(None, None))
+    })
+    .await
+    .map_err(|e| {
         IdentityError::RestConfig(AuthError::Invalid(format!(
-            "the AKS client setup stopped: {e}"
+            "the {provider} client setup stopped: {e}"
         )))
     })?
 }
