@@ -180,7 +180,7 @@ fn cancel_health_checks(
     for request in requests {
         context
             .health_cancels
-            .cancel(&request_key(request), &trigger);
+            .cancel(&KustomizationKey::of_ref(request), &trigger);
     }
 }
 
@@ -201,13 +201,9 @@ fn queued(
     requests: Vec<ObjectRef<Kustomization>>,
 ) -> Vec<ObjectRef<Kustomization>> {
     for request in &requests {
-        queue.add(&request_key(request));
+        queue.add(&KustomizationKey::of_ref(request));
     }
     requests
-}
-
-fn request_key(request: &ObjectRef<Kustomization>) -> KustomizationKey {
-    KustomizationKey::of_ref(request)
 }
 
 /// Beyond Flux, which polls every `--requeue-dependency`: when `changed` is Ready for its
@@ -365,7 +361,7 @@ pub async fn run(
                     .follow_ups()
                     .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace)),
             )
-            .inspect(move |request| queue.add(&request_key(request)))
+            .inspect(move |request| queue.add(&KustomizationKey::of_ref(request)))
         });
     controller = watch_sources(
         controller,
@@ -455,10 +451,10 @@ fn kustomization_triggers(
         health,
     )
     .inspect(move |event| match event {
-        watcher::Event::InitApply(object) => listing.listed(&reconcile::key_of(object)),
+        watcher::Event::InitApply(object) => listing.listed(&KustomizationKey::of(object)),
         watcher::Event::InitDone => listing.listing_done(),
         // Nothing is reconciled for an object that is gone.
-        watcher::Event::Delete(object) => listing.forget(&reconcile::key_of(object)),
+        watcher::Event::Delete(object) => listing.forget(&KustomizationKey::of(object)),
         _ => {}
     })
     .map(Ok)
@@ -477,7 +473,7 @@ fn kustomization_triggers(
         let cancelling = context.clone();
         move |passed| {
             if let Ok(object) = passed {
-                let key = reconcile::key_of(object);
+                let key = KustomizationKey::of(object);
                 queue.add(&key);
                 // As Flux with the gate: a request for the object itself (a spec change,
                 // `reconcile.fluxcd.io/requestedAt`) ends its running health checks too.

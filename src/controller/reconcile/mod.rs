@@ -31,6 +31,7 @@ use serde_json::json;
 use tracing::Instrument;
 
 use crate::api::{Kustomization, KustomizationStatus};
+use crate::controller::KustomizationKey;
 use crate::controller::context::Context;
 use crate::controller::error::Failed;
 use crate::controller::events::{EventMeta, EventType};
@@ -55,10 +56,6 @@ pub enum ReconcileError {
     /// Objects whose deletion failed while finalizing.
     #[error("{}", .0.join("; "))]
     Prune(Vec<String>),
-}
-
-pub(crate) fn key_of(object: &Kustomization) -> crate::controller::KustomizationKey {
-    crate::controller::KustomizationKey::of(object)
 }
 
 fn jittered(interval: std::time::Duration, percentage: u8) -> std::time::Duration {
@@ -111,7 +108,7 @@ fn reconcile_span(object: &Kustomization) -> tracing::Span {
 }
 
 async fn reconcile_timed(object: &Kustomization, ctx: &Context) -> Result<Action, ReconcileError> {
-    let key = key_of(object);
+    let key = KustomizationKey::of(object);
     let started = Instant::now();
     let _running = ctx.metrics.running();
     let timing = ctx.metrics.runtime.start(&key);
@@ -151,7 +148,7 @@ pub fn error_policy(
     _error: &ReconcileError,
     ctx: Arc<Context>,
 ) -> Action {
-    let key = key_of(&object);
+    let key = KustomizationKey::of(&object);
     let delay = ctx.backoff(&key);
     // At the default priority: controller-runtime keeps the item's own, which only an item of
     // the initial listing that failed would tell apart.
@@ -211,7 +208,8 @@ async fn ensure_finalizer(
             &Patch::Merge(patch),
         )
         .await?;
-    ctx.own_writes.record(&key_of(&patched), &patched);
+    ctx.own_writes
+        .record(&KustomizationKey::of(&patched), &patched);
     Ok(patched)
 }
 
@@ -224,7 +222,10 @@ async fn reconcile_live(
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
     // The runtime's cached copy is current unless our last write has not come back through
     // the watch yet; only then is the object read.
-    let object = if ctx.own_writes.includes_ours(&key_of(cached), cached) {
+    let object = if ctx
+        .own_writes
+        .includes_ours(&KustomizationKey::of(cached), cached)
+    {
         cached.clone()
     } else {
         match api.get_opt(&name).await? {
@@ -243,7 +244,7 @@ async fn reconcile_live(
     // The conditions change once the reconciliation proper begins (`Fetching manifests for
     // revision …`, written then if it runs long), else only with the outcome.
     let mut status = object.status.clone().unwrap_or_default();
-    let key = key_of(&object);
+    let key = KustomizationKey::of(&object);
     ctx.attempted.start(&key);
     let pending = steps::PendingProgress::default();
     let result = steps::reporting_when_long(
@@ -349,7 +350,7 @@ async fn run_steps(
     steps::identity(object, ctx)?;
     let (source, artifact) = steps::source(object, ctx).await?;
     let revision = artifact.revision.clone();
-    ctx.attempted.read(&key_of(object), &revision);
+    ctx.attempted.read(&KustomizationKey::of(object), &revision);
     let origin_revision = artifact.origin_revision().map(str::to_string);
     let origin = origin_revision.as_deref();
     let meta = EventMeta::of(Some(&revision), origin);

@@ -573,10 +573,10 @@ pub(crate) async fn health(
     };
     let waiting =
         crate::health::wait_with(&target.client, &target.kinds, &checks, cel, &wait_options);
-    let mut registered = ctx.options.cancel_health_on_new_revision.then(|| {
-        ctx.health_cancels
-            .register(&crate::controller::reconcile::key_of(object))
-    });
+    let mut registered = ctx
+        .options
+        .cancel_health_on_new_revision
+        .then(|| ctx.health_cancels.register(&KustomizationKey::of(object)));
     let cancelled = async {
         match registered.as_mut() {
             Some(registered) => (&mut registered.cancelled).await.ok(),

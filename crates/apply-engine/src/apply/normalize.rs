@@ -51,7 +51,7 @@ pub fn prepare(object: &mut Value, owner: &Owner, common: Option<&CommonMetadata
     if is_crd {
         remove_invalid_ca_bundle(object);
     }
-    if object["kind"] == "Secret" && object["apiVersion"] == "v1" {
+    if super::sanitize::is_secret(object) {
         fold_string_data(object);
     }
     default_port_protocols(object);
