@@ -314,6 +314,19 @@ async fn suspended_kustomizations_are_left_alone() {
     })
     .await;
     assert!(taken_in.is_some(), "the controller saw the Kustomization");
+    // The run that added the finalizer read the suspension and ended: only then does the
+    // absence of what it would have applied tell anything.
+    let ended = wait_for(Duration::from_secs(30), || async {
+        let text = harness.metrics.encode();
+        let ended: f64 = text
+            .lines()
+            .filter(|line| line.starts_with("controller_runtime_reconcile_total{"))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        (ended >= 1.0).then_some(())
+    })
+    .await;
+    assert!(ended.is_some(), "the suspended Kustomization's run ended");
     assert!(
         harness
             .config_maps()

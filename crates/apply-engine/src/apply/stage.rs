@@ -73,7 +73,6 @@ pub(super) enum Prefetched {
     Unread,
 }
 
-/// An object's `metadata.resourceVersion`.
 /// What reading an object found.
 enum Read {
     /// The prefetch saw it unchanged since our last apply.
@@ -101,6 +100,7 @@ struct Concluding<'a> {
     migrated: bool,
 }
 
+/// An object's `metadata.resourceVersion`.
 fn resource_version(object: &Value) -> Option<String> {
     object
         .pointer("/metadata/resourceVersion")
