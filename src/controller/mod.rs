@@ -334,16 +334,12 @@ pub async fn run(
     metrics
         .runtime
         .set_max_concurrent(options.concurrent.max(1));
-    let api: Api<Kustomization> = match &options.namespace {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::all(client.clone()),
-    };
     let (reader, writer) = reflector::store();
     context.share_kustomizations(reader.clone());
     metrics.runtime.queue.watching(reader.clone());
     let queue = metrics.runtime.queue.clone();
     let (kustomizations, released) = kustomization_triggers(
-        api,
+        &client,
         &options,
         health.clone(),
         writer,
@@ -428,22 +424,22 @@ async fn drive(
 /// cancelling the object's running health checks with the gate); and the dependents a change
 /// releases, sent on the second stream.
 fn kustomization_triggers(
-    api: Api<Kustomization>,
+    client: &kube::Client,
     options: &RunOptions,
     health: Arc<watch::WatchHealth>,
     writer: reflector::store::Writer<Kustomization>,
-    reader: reflector::Store<Kustomization>,
+    store: reflector::Store<Kustomization>,
     context: &Arc<Context>,
 ) -> (
     impl futures::Stream<Item = Result<Kustomization, watcher::Error>> + use<>,
     futures::channel::mpsc::UnboundedReceiver<ObjectRef<Kustomization>>,
 ) {
     let (release, released) = futures::channel::mpsc::unbounded();
-    let store = reader;
     let queue = context.metrics.runtime.queue.clone();
     let listing = queue.clone();
     let kustomizations = watch::watch(
-        api,
+        client,
+        watch::scoped::<Kustomization>(options.namespace.clone()),
         WatchConfig {
             kind: "Kustomization".into(),
             label_selector: options.label_selector.clone(),
@@ -469,7 +465,6 @@ fn kustomization_triggers(
     })
     .predicate_filter(trigger, Default::default())
     .inspect({
-        let queue = queue.clone();
         let cancelling = context.clone();
         move |passed| {
             if let Ok(object) = passed {
@@ -504,9 +499,13 @@ fn watch_sources(
         }
         let kind = source_kind.as_str();
         let resource = crate::source::source_resource(source_kind);
-        let sources: Api<DynamicObject> = match namespace {
-            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
-            None => Api::all_with(client.clone(), &resource),
+        let scope = namespace.map(str::to_string);
+        let watched = resource.clone();
+        let sources = move |client| -> Api<DynamicObject> {
+            match &scope {
+                Some(namespace) => Api::namespaced_with(client, namespace, &watched),
+                None => Api::all_with(client, &watched),
+            }
         };
         let store = reader.clone();
         let cancelling = context.clone();
@@ -517,7 +516,7 @@ fn watch_sources(
         };
         let mut cached = context.sources.writer(source_kind);
         let changed = revision_changes(
-            watch::watch(sources, config, health.clone())
+            watch::watch(client, sources, config, health.clone())
                 .inspect(move |event| cached.apply_watcher_event(event)),
         );
         controller = controller.watches_stream_with(
@@ -561,15 +560,14 @@ fn watch_configs(
         kind: kind.into(),
         label_selector: Some(selector.to_string()),
     };
-    let (maps, secrets): (Api<ConfigMap>, Api<Secret>) = match namespace {
-        Some(namespace) => (
-            Api::namespaced(client.clone(), namespace),
-            Api::namespaced(client.clone(), namespace),
-        ),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
-    };
+    let scope = namespace.map(str::to_string);
     let store = reader.clone();
-    let changed = touched(watch::watch(maps, config("ConfigMap"), health.clone()));
+    let changed = touched(watch::watch(
+        client,
+        watch::scoped::<ConfigMap>(scope.clone()),
+        config("ConfigMap"),
+        health.clone(),
+    ));
     let maps_queue = queue.clone();
     let cancelling = context.clone();
     controller = controller.watches_stream(changed, move |map| {
@@ -585,7 +583,12 @@ fn watch_configs(
         queued(&maps_queue, found)
     });
     let store = reader.clone();
-    let changed = touched(watch::watch(secrets, config("Secret"), health.clone()));
+    let changed = touched(watch::watch(
+        client,
+        watch::scoped::<Secret>(scope),
+        config("Secret"),
+        health.clone(),
+    ));
     let secrets_queue = queue.clone();
     let cancelling = context.clone();
     controller = controller.watches_stream(changed, move |secret| {

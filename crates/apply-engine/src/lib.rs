@@ -2,7 +2,8 @@
 //! identities, change sets, owner labels and per-object policies, kind order and discovery,
 //! the applied-object watches), and [`apply`]: applying a build in stages, with each of
 //! Flux's decisions a pure function ([`apply::decide`]) and the cluster reached through a
-//! thin layer. [`retry`] is the one back-off every retry loop uses.
+//! thin layer. [`retry`] is the one back-off every retry loop uses, [`watch`] the one watch
+//! mechanism every watch uses.
 
 #![forbid(unsafe_code)]
 
@@ -12,3 +13,4 @@ pub(crate) use kustomize_engine::kustomize;
 pub mod apply;
 pub mod objects;
 pub mod retry;
+pub mod watch;

@@ -160,10 +160,6 @@ where
         + Sync
         + 'static,
 {
-    let api: Api<K> = match namespace {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::all(client.clone()),
-    };
     // Named apart from the `--watch-configs-label-selector` watches of the same kinds.
     let config = WatchConfig {
         kind: format!("{kind} (cache)"),
@@ -173,7 +169,8 @@ where
     let store = writer.as_reader();
     let listed = Arc::new(AtomicBool::new(false));
     let marks = listed.clone();
-    let events = watch::watch(api, config, health.clone());
+    let api = watch::scoped::<K>(namespace.map(str::to_string));
+    let events = watch::watch(client, api, config, health.clone());
     let task = tokio::spawn(events.for_each(move |event| {
         writer.apply_watcher_event(&event);
         if matches!(event, Event::InitDone) {

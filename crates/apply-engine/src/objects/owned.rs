@@ -9,6 +9,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use crate::watch::WatchReporter;
+
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
@@ -58,28 +60,8 @@ pub enum Seen {
 pub struct OwnedObjects {
     client: kube::Client,
     state: Arc<Mutex<OwnedState>>,
-    reporter: Option<Arc<dyn WatchReporter>>,
+    reporter: Arc<dyn WatchReporter>,
 }
-
-/// Where the metadata watches report how they are doing (the controller's record of every
-/// watch it keeps), by kind label (`ConfigMap (applied)`).
-pub trait WatchReporter: Send + Sync {
-    /// The watch starts: down until it has listed.
-    fn started(&self, kind: &str);
-    /// The watch listed (again): what it holds is current.
-    fn connected(&self, kind: &str);
-    /// The watch heard from the API server (a list page).
-    fn heard(&self, kind: &str);
-    /// The watch delivered a change (an object applied or deleted, at `version`), which ran
-    /// an owner again or not.
-    fn delivered(&self, kind: &str, version: Option<&str>, followed_up: bool);
-    /// A list or watch request failed with `status` (none: no answer); the watch backs off
-    /// and tries again.
-    fn failed(&self, kind: &str, status: Option<u16>, error: &dyn std::fmt::Display);
-}
-
-/// How long a watch attempt after an error must go without failing to count as connected.
-const RESUMED_AFTER: Duration = Duration::from_secs(1);
 
 /// How the watches of owned objects name a kind: `ConfigMap (applied)`,
 /// `Deployment.apps (applied)`.
@@ -87,17 +69,6 @@ fn watch_label(served: &Served) -> String {
     match served.resource.group.as_str() {
         "" => format!("{} (applied)", served.resource.kind),
         group => format!("{}.{group} (applied)", served.resource.kind),
-    }
-}
-
-/// The API server's status code in a watcher's error, if it answered.
-fn api_status(error: &watcher::Error) -> Option<u16> {
-    match error {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status)) => Some(status.code),
-        watcher::Error::WatchError(status) => Some(status.code),
-        _ => None,
     }
 }
 
@@ -246,13 +217,13 @@ impl OwnedObjects {
         OwnedObjects {
             client,
             state: Default::default(),
-            reporter: None,
+            reporter: Arc::new(Unreported),
         }
     }
 
     /// These watches report to `reporter` how they are doing.
     pub fn reporting_to(mut self, reporter: Arc<dyn WatchReporter>) -> OwnedObjects {
-        self.reporter = Some(reporter);
+        self.reporter = reporter;
         self
     }
 
@@ -269,22 +240,16 @@ impl OwnedObjects {
                 return;
             }
         }
-        let api: Api<PartialObjectMeta<DynamicObject>> =
-            Api::all_with(self.client.clone(), &served.resource);
         let config = watcher::Config::default().labels(NAME_LABEL);
-        let state = self.state.clone();
-        let reporter = self.reporter.clone();
+        let resource = served.resource.clone();
         let label = watch_label(served);
-        if let Some(reporter) = &reporter {
-            reporter.started(&label);
-        }
-        tokio::spawn(follow(
-            watcher::watcher(api, config),
-            id,
-            state,
-            reporter,
-            label,
-        ));
+        let start = move |client| {
+            let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &resource);
+            watcher::watcher(api, config.clone())
+        };
+        let reporter = self.reporter.clone();
+        let events = crate::watch::watch(&self.client, &label, reporter.clone(), start);
+        tokio::spawn(follow(events, id, self.state.clone(), reporter, label));
     }
 
     /// The owners to run again because an object they took as unmoved changed (see
@@ -347,70 +312,19 @@ impl OwnedObjects {
     }
 }
 
-/// Follows one kind's watch (kube-runtime's watcher: `events`) into `state` until the
-/// runtime stops, reporting how it goes.
+/// Follows one kind's watch into `state` until the runtime stops, reporting each change
+/// it delivers once the state holds it, so that what the report says is decided.
 async fn follow(
-    events: impl futures::Stream<Item = Result<Event<PartialObjectMeta<DynamicObject>>, watcher::Error>>,
+    events: impl futures::Stream<Item = Event<PartialObjectMeta<DynamicObject>>>,
     id: (String, String),
     state: Arc<Mutex<OwnedState>>,
-    reporter: Option<Arc<dyn WatchReporter>>,
+    reporter: Arc<dyn WatchReporter>,
     label: String,
 ) {
-    // The watcher starts over by itself after an error; the wait before it does is
-    // the controller's one back-off (a controller that may not list this kind keeps
-    // the kind unknown without spinning).
-    let mut backoff = crate::retry::Backoff::default();
     let mut events = std::pin::pin!(events);
-    // kube-runtime's watcher tells nothing when it resumes a watch after a failed watch
-    // request; such an attempt that has not failed within a second is taken as connected.
-    // After a failed list, the list's end (`InitDone`) tells.
-    let mut resuming = false;
-    loop {
-        let next = if resuming {
-            match tokio::time::timeout(RESUMED_AFTER, events.next()).await {
-                Ok(next) => next,
-                Err(_) => {
-                    resuming = false;
-                    if let Some(reporter) = &reporter {
-                        reporter.connected(&label);
-                    }
-                    continue;
-                }
-            }
-        } else {
-            events.next().await
-        };
-        let Some(event) = next else { break };
-        let event = match event {
-            Ok(event) => event,
-            Err(error) => {
-                let status = api_status(&error);
-                if let Some(reporter) = &reporter {
-                    reporter.failed(&label, status, &error);
-                }
-                let wait = crate::retry::after_failure(status, &mut backoff);
-                tokio::time::sleep(wait).await;
-                resuming = matches!(
-                    error,
-                    watcher::Error::WatchStartFailed(_)
-                        | watcher::Error::WatchFailed(_)
-                        | watcher::Error::WatchError(_)
-                );
-                continue;
-            }
-        };
-        // `Init` comes before the list is even asked for: it is no sign of the server.
-        if matches!(event, Event::Init) {
-            resuming = false;
-        } else {
-            backoff.reset();
-            if resuming && let Some(reporter) = &reporter {
-                reporter.connected(&label);
-            }
-            resuming = false;
-        }
+    while let Some(event) = events.next().await {
         let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
-        let followed_up = match &event {
+        let delivered = match &event {
             Event::Apply(object) | Event::Delete(object) => {
                 let (namespace, name) = key_of(object);
                 let version = object.metadata.resource_version.clone();
@@ -419,22 +333,24 @@ async fn follow(
             }
             _ => None,
         };
-        let listed = matches!(event, Event::InitDone);
-        let initial = matches!(event, Event::Init);
         apply(state.kinds.entry(id.clone()).or_default(), event);
         drop(state);
-        // Reported once the state holds the event, so what the report says is decided.
-        if let Some(reporter) = &reporter {
-            match followed_up {
-                Some((version, followed_up)) => {
-                    reporter.delivered(&label, version.as_deref(), followed_up)
-                }
-                None if listed => reporter.connected(&label),
-                None if initial => {}
-                None => reporter.heard(&label),
-            }
+        if let Some((version, followed_up)) = delivered {
+            reporter.delivered(&label, version.as_deref(), followed_up);
         }
     }
+}
+
+/// Where the watches of a cache that reports nowhere report.
+struct Unreported;
+
+impl WatchReporter for Unreported {
+    fn started(&self, _: &str) {}
+    fn listed(&self, _: &str) {}
+    fn opened(&self, _: &str) {}
+    fn heard(&self, _: &str) {}
+    fn delivered(&self, _: &str, _: Option<&str>, _: bool) {}
+    fn set_back(&self, _: &str, _: crate::watch::Setback, _: &dyn std::fmt::Display) {}
 }
 
 fn apply(kind: &mut Kind, event: Event<PartialObjectMeta<DynamicObject>>) {
@@ -463,89 +379,6 @@ fn apply(kind: &mut Kind, event: Event<PartialObjectMeta<DynamicObject>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// What a watch reported, and when (tokio's clock, paused in the tests).
-    #[derive(Default)]
-    struct Recorded(Mutex<Vec<(&'static str, tokio::time::Instant)>>);
-
-    impl Recorded {
-        fn push(&self, what: &'static str) {
-            self.0
-                .lock()
-                .unwrap()
-                .push((what, tokio::time::Instant::now()));
-        }
-        fn all(&self) -> Vec<(&'static str, tokio::time::Instant)> {
-            self.0.lock().unwrap().clone()
-        }
-    }
-
-    impl WatchReporter for Recorded {
-        fn started(&self, _: &str) {
-            self.push("started");
-        }
-        fn connected(&self, _: &str) {
-            self.push("connected");
-        }
-        fn heard(&self, _: &str) {
-            self.push("heard");
-        }
-        fn delivered(&self, _: &str, _: Option<&str>, _: bool) {
-            self.push("delivered");
-        }
-        fn failed(&self, _: &str, _: Option<u16>, _: &dyn std::fmt::Display) {
-            self.push("failed");
-        }
-    }
-
-    fn forbidden_list() -> watcher::Error {
-        watcher::Error::InitialListFailed(kube::Error::Api(
-            kube::core::Status::failure("configmaps is forbidden", "Forbidden")
-                .with_code(403)
-                .boxed(),
-        ))
-    }
-
-    /// kube-runtime's watcher says `Init` before every list it asks for, also after a list
-    /// that failed: that is no answer from the server, and must not undo the back-off.
-    #[tokio::test(start_paused = true)]
-    async fn a_list_that_keeps_failing_is_asked_ever_less_often() {
-        let events = futures::stream::iter([
-            Err(forbidden_list()),
-            Ok(Event::Init),
-            Err(forbidden_list()),
-            Ok(Event::Init),
-            Err(forbidden_list()),
-            Ok(Event::Init),
-            Err(forbidden_list()),
-            Ok(Event::Init),
-            Ok(Event::InitDone),
-        ]);
-        let recorded = Arc::new(Recorded::default());
-        let reporter: Arc<dyn WatchReporter> = recorded.clone();
-        follow(
-            events,
-            ("v1".into(), "ConfigMap".into()),
-            Arc::default(),
-            Some(reporter),
-            "ConfigMap (applied)".into(),
-        )
-        .await;
-        let reported = recorded.all();
-        let what: Vec<&str> = reported.iter().map(|(what, _)| *what).collect();
-        assert_eq!(
-            what,
-            ["failed", "failed", "failed", "failed", "connected"],
-            "Init is neither heard nor a connection"
-        );
-        // Waits of at least 100, 200 and 400 ms (the lower halves of the jittered steps)
-        // between the four failures: 700 ms at least; reset each time, at most 600 ms.
-        let first_to_last = reported[3].1 - reported[0].1;
-        assert!(
-            first_to_last >= Duration::from_millis(700),
-            "{first_to_last:?}: the back-off grew"
-        );
-    }
 
     fn object(name: &str, rv: &str) -> PartialObjectMeta<DynamicObject> {
         serde_json::from_value(json!({"apiVersion": "meta.k8s.io/v1",

@@ -61,6 +61,8 @@ struct KindState {
     follow_ups: u64,
     /// The resourceVersion of the last change delivered: a watch delivers in order.
     last_version: Option<String>,
+    /// A watch stream is open (answered, and not ended by an error or a list since).
+    streaming: bool,
 }
 
 /// One watch as the probes and metrics see it.
@@ -97,6 +99,7 @@ impl WatchStates {
             delivered: 0,
             follow_ups: 0,
             last_version: None,
+            streaming: false,
         });
     }
 
@@ -105,16 +108,28 @@ impl WatchStates {
         self.kinds.get_mut(kind).expect("registered above")
     }
 
-    /// A list or watch request succeeded.
+    /// A list succeeded.
     pub fn connected(&mut self, kind: &str, now: Instant) -> Transition {
         let state = self.state(kind, now);
         state.last_heard = now;
+        state.streaming = false;
         state.absent = false;
         let reported = std::mem::replace(&mut state.reported, false);
         match state.down_since.take() {
             Some(since) if reported => Transition::Resumed(now.saturating_duration_since(since)),
             _ => Transition::Quiet,
         }
+    }
+
+    /// A watch request was answered: connected. One answered while a stream was open means
+    /// the server ended that stream (its timeout, or a restart).
+    pub fn opened(&mut self, kind: &str, now: Instant) -> Transition {
+        if self.state(kind, now).streaming {
+            self.restarted(kind, Restart::Closed, now);
+        }
+        let transition = self.connected(kind, now);
+        self.state(kind, now).streaming = true;
+        transition
     }
 
     /// The watch received something (an event or a bookmark).
@@ -162,7 +177,9 @@ impl WatchStates {
     }
 
     pub fn restarted(&mut self, kind: &str, why: Restart, now: Instant) {
-        *self.state(kind, now).restarts.entry(why).or_default() += 1;
+        let state = self.state(kind, now);
+        state.streaming = false;
+        *state.restarts.entry(why).or_default() += 1;
     }
 
     /// The watches down for longer than `grace` (a kind that is not served does not count):
@@ -321,6 +338,39 @@ mod tests {
             states.failed("ExternalArtifact", after(start, 62)),
             Transition::Lost
         );
+    }
+
+    #[test]
+    fn a_watch_opened_while_one_was_open_counts_the_server_ending_it() {
+        let start = Instant::now();
+        let mut states = WatchStates::default();
+        states.register(KIND, start);
+        assert_eq!(states.connected(KIND, after(start, 1)), Transition::Quiet);
+        // The first watch after a list is no restart; each one after it is.
+        states.opened(KIND, after(start, 1));
+        states.opened(KIND, after(start, 241));
+        states.opened(KIND, after(start, 481));
+        let closed = |states: &WatchStates| {
+            states.reports(after(start, 500))[0]
+                .restarts
+                .get(&Restart::Closed)
+                .copied()
+        };
+        assert_eq!(closed(&states), Some(2));
+        // After a failure, opening is the end of an outage, not the end of a stream.
+        states.restarted(KIND, Restart::Error, after(start, 490));
+        assert_eq!(states.failed(KIND, after(start, 490)), Transition::Lost);
+        assert_eq!(
+            states.opened(KIND, after(start, 495)),
+            Transition::Resumed(Duration::from_secs(5))
+        );
+        assert_eq!(closed(&states), Some(2));
+        // A relist after an expiry starts over as well.
+        states.restarted(KIND, Restart::Expired, after(start, 496));
+        states.connected(KIND, after(start, 497));
+        states.opened(KIND, after(start, 497));
+        assert_eq!(closed(&states), Some(2));
+        assert!(states.reports(after(start, 500))[0].up);
     }
 
     #[test]
