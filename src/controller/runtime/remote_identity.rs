@@ -68,6 +68,13 @@ pub enum IdentityError {
     RestConfig(AuthError),
     #[error("connecting to the remote cluster: {0}")]
     Connect(kube::Error),
+    /// Flux's words, then the ConfigMap they came from (a Kustomization names only its
+    /// `kubeConfig.configMapRef`, and a fleet shares few of them).
+    #[error("{source} (kubeconfig ConfigMap '{config_map}')")]
+    InConfigMap {
+        config_map: String,
+        source: Box<IdentityError>,
+    },
 }
 
 /// The client for the cluster the ConfigMap names.
@@ -95,8 +102,16 @@ pub async fn client(
     let version = found.metadata.resource_version.clone().unwrap_or_default();
     let data: std::collections::BTreeMap<String, String> =
         found.data.unwrap_or_default().into_iter().collect();
-    let reference = ClusterReference::from_data(&data).map_err(IdentityError::Reference)?;
-    let access = cluster_access(controller, namespace, &reference, options).await?;
+    let in_config_map = |source: IdentityError| IdentityError::InConfigMap {
+        config_map: config_map_id.clone(),
+        source: Box::new(source),
+    };
+    let reference = ClusterReference::from_data(&data)
+        .map_err(IdentityError::Reference)
+        .map_err(in_config_map)?;
+    let access = cluster_access(controller, namespace, &reference, options)
+        .await
+        .map_err(in_config_map)?;
     let cache_key = format!("{config_map_id}/{impersonate:?}");
     if let Some((cached_version, cached_access, client)) = cache
         .0
@@ -117,7 +132,8 @@ pub async fn client(
     config.auth_info.impersonate = impersonate;
     let client = crate::controller::remote::limited_client(config, requests)
         .await
-        .map_err(IdentityError::Connect)?;
+        .map_err(IdentityError::Connect)
+        .map_err(in_config_map)?;
     cache
         .0
         .lock()

@@ -159,7 +159,7 @@ async fn a_remote_cluster_is_reached_as_the_service_account_a_config_map_names()
     let message = ready_message(&missing);
     assert!(
         message.contains(&format!(
-            "failed to get access token for cluster: failed to get service account '{ns}/nobody': serviceaccounts \"nobody\" not found"
+            "failed to get access token for cluster: failed to get service account '{ns}/nobody': serviceaccounts \"nobody\" not found (kubeconfig ConfigMap '{ns}/nobody')"
         )),
         "{message}"
     );
@@ -218,7 +218,9 @@ async fn a_remote_cluster_is_reached_as_the_service_account_a_config_map_names()
         .wait_ready("openstack", "False", "ReconciliationFailed")
         .await;
     assert!(
-        ready_message(&unknown).contains("provider 'openstack' not implemented"),
+        ready_message(&unknown).contains(&format!(
+            "provider 'openstack' not implemented (kubeconfig ConfigMap '{ns}/openstack')"
+        )),
         "{}",
         ready_message(&unknown)
     );

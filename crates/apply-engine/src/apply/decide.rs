@@ -70,26 +70,26 @@ pub(super) fn takes_over(applying: bool, built_policy: SsaPolicy, live: &Value) 
     applying && built_policy != SsaPolicy::Merge && ssa_policy(live) != SsaPolicy::Merge
 }
 
-/// What the dry-run said.
+/// What the dry-run said; a refusal carries what the caller reports if it stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum DryRun {
+pub(super) enum DryRun<R> {
     /// It would apply; whether the result differs from the live object (ignored fields
     /// aside).
     Applies { drifted: bool },
     /// It refused an immutable field's change.
-    Immutable,
+    Immutable(R),
 }
 
 /// What is done with an object that exists, once the dry-run answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(super) enum Verdict<R> {
     Unchanged,
     /// Applied (drift, a takeover or a migration to write).
     Configure,
     /// Deleted and created again: an immutable change with `force`.
     Recreate,
-    /// The immutable change is an error.
-    Refuse,
+    /// The immutable change is an error: the dry-run's refusal.
+    Refuse(R),
 }
 
 /// `force`: the controller's `--force`/`spec.force`, or either object's annotation.
@@ -97,10 +97,15 @@ pub(super) fn forced(force: bool, object: &Value, live: &Value) -> bool {
     force || force_enabled(object) || force_enabled(live)
 }
 
-pub(super) fn verdict(dry_run: DryRun, forced: bool, takeover: bool, migrated: bool) -> Verdict {
+pub(super) fn verdict<R>(
+    dry_run: DryRun<R>,
+    forced: bool,
+    takeover: bool,
+    migrated: bool,
+) -> Verdict<R> {
     match dry_run {
-        DryRun::Immutable if forced => Verdict::Recreate,
-        DryRun::Immutable => Verdict::Refuse,
+        DryRun::Immutable(_) if forced => Verdict::Recreate,
+        DryRun::Immutable(refusal) => Verdict::Refuse(refusal),
         DryRun::Applies { drifted } if drifted || takeover || migrated => Verdict::Configure,
         DryRun::Applies { .. } => Verdict::Unchanged,
     }
@@ -213,9 +218,27 @@ mod tests {
         use DryRun::*;
         use Verdict::*;
         let rows = [
-            (Immutable, true, false, false, Recreate),
-            (Immutable, false, false, false, Refuse),
-            (Immutable, false, true, true, Refuse),
+            (
+                Immutable("field is immutable"),
+                true,
+                false,
+                false,
+                Recreate,
+            ),
+            (
+                Immutable("field is immutable"),
+                false,
+                false,
+                false,
+                Refuse("field is immutable"),
+            ),
+            (
+                Immutable("field is immutable"),
+                false,
+                true,
+                true,
+                Refuse("field is immutable"),
+            ),
             (Applies { drifted: true }, false, false, false, Configure),
             (Applies { drifted: false }, false, true, false, Configure),
             (Applies { drifted: false }, false, false, true, Configure),

@@ -33,11 +33,15 @@ fn group_of(object: &Value) -> &str {
 /// Whether an object is in a `--custom-apply-stage-kinds` entry: Flux's `group/Kind`, or a
 /// bare `Kind` for the core group, matched exactly (as fluxcd/pkg/ssa's `ParseGroupKindSet`).
 fn in_custom_stage(kind: &str, group: &str, custom_kinds: &[String]) -> bool {
-    custom_kinds.iter().any(|entry| {
-        let entry = entry.trim();
-        let (entry_group, entry_kind) = entry.split_once('/').unwrap_or(("", entry));
-        entry_kind == kind && entry_group == group
-    })
+    custom_kinds
+        .iter()
+        .any(|entry| group_kind(entry) == (group, kind))
+}
+
+/// One `--custom-apply-stage-kinds` entry (the flag is split at commas) as (group, Kind).
+fn group_kind(entry: &str) -> (&str, &str) {
+    let entry = entry.trim();
+    entry.split_once('/').unwrap_or(("", entry))
 }
 
 /// The stage of an object, by fluxcd/pkg/ssa's rules: CRDs (`apiextensions.k8s.io`),
@@ -168,6 +172,43 @@ mod tests {
             Stage::Rest,
             "Kind.group is not Flux's form"
         );
+    }
+
+    /// fluxcd/pkg `ssa/utils` `TestParseGroupKindSet`, row by row: the flag's value, split
+    /// at commas as the command line splits it, and the (group, Kind) set it names.
+    #[test]
+    fn flux_parse_group_kind_set() {
+        let rows: &[(&str, &[(&str, &str)])] = &[
+            ("", &[]),
+            ("Secret", &[("", "Secret")]),
+            ("apps/Deployment", &[("apps", "Deployment")]),
+            (
+                "apps/Deployment,batch/Job",
+                &[("apps", "Deployment"), ("batch", "Job")],
+            ),
+            (
+                "Secret,apps/Deployment,ConfigMap",
+                &[("", "Secret"), ("apps", "Deployment"), ("", "ConfigMap")],
+            ),
+            (
+                " Secret , apps/Deployment ",
+                &[("", "Secret"), ("apps", "Deployment")],
+            ),
+            (
+                "gateway.networking.k8s.io/Gateway",
+                &[("gateway.networking.k8s.io", "Gateway")],
+            ),
+        ];
+        for (flag, expected) in rows {
+            let parsed: std::collections::BTreeSet<(&str, &str)> = flag
+                .split(',')
+                .map(group_kind)
+                .filter(|(_, kind)| !kind.is_empty())
+                .collect();
+            let expected: std::collections::BTreeSet<(&str, &str)> =
+                expected.iter().copied().collect();
+            assert_eq!(parsed, expected, "{flag:?}");
+        }
     }
 
     #[test]

@@ -363,28 +363,25 @@ impl Applier {
         } = concluding;
         let live_version = resource_version(&live);
         let forced = decide::forced(self.options.force, &object, &live);
-        let (dry_run, refusal) = match dry_run {
-            Ok(result) => (Some(result), None),
-            Err(ApplyError::Immutable { subject, message }) => (None, Some((subject, message))),
+        let (answered, mut dry_view) = match dry_run {
+            Ok(result) => (None, result),
+            Err(refusal @ ApplyError::Immutable { .. }) => (Some(refusal), Value::Null),
             Err(error) => return Err(error),
         };
-        let (mut live_view, mut dry_view) = (live, dry_run.unwrap_or_default());
+        let mut live_view = live;
         drift::fix_dry_run(&mut dry_view);
         for pointer in ignored {
             drift::remove_pointer(&mut live_view, pointer);
             drift::remove_pointer(&mut dry_view, pointer);
         }
-        let answered = match refusal {
-            Some(_) => decide::DryRun::Immutable,
+        let answered = match answered {
+            Some(refusal) => decide::DryRun::Immutable(refusal),
             None => decide::DryRun::Applies {
                 drifted: drifted(&live_view, &dry_view),
             },
         };
         match decide::verdict(answered, forced, takeover.is_some(), migrated) {
-            decide::Verdict::Refuse => {
-                let (subject, message) = refusal.unwrap_or_default();
-                return Err(ApplyError::Immutable { subject, message });
-            }
+            decide::Verdict::Refuse(refusal) => return Err(refusal),
             decide::Verdict::Recreate => {
                 let mut decided = Decided::write(
                     mode,

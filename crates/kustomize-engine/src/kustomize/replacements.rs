@@ -242,6 +242,10 @@ fn apply(
             &target.field_paths
         };
         let options = target.options.clone().unwrap_or_default();
+        let field_paths: Vec<(&str, Vec<PathSegment>)> = field_paths
+            .iter()
+            .map(|path| (path.as_str(), parse_field_path(path)))
+            .collect();
         for resource in resources.iter_mut() {
             // As kustomize: label and annotation selectors first (a reject's only when it has
             // one), then identities, a reject's only when it names one.
@@ -257,8 +261,8 @@ fn apply(
                 continue;
             }
             let before = resource.id();
-            for path in field_paths {
-                replace_at(resource, path, &value, &options, &before, file)?;
+            for (path, segments) in &field_paths {
+                replace_at(resource, (path, segments), &value, &options, &before, file)?;
             }
             if resource.id() != before && resource.previous_ids.last() != Some(&before) {
                 resource.previous_ids.push(before);
@@ -272,24 +276,23 @@ fn apply(
 /// path is not there (and not to be created) or the value does not fit.
 fn replace_at(
     resource: &mut Resource,
-    path: &str,
+    (path, segments): (&str, &[PathSegment]),
     value: &Value,
     options: &FieldOptions,
     before: &ResId,
     file: &Path,
 ) -> Result<(), KustomizeError> {
-    let segments = parse_field_path(path);
-    if write_inside_embedded_document(&mut resource.object, &segments, value, options) {
+    if write_inside_embedded_document(&mut resource.object, segments, value, options) {
         return Ok(());
     }
     let mut tally = Tally::default();
     // kustomize rewrites annotations as a string map after the build; labels keep
     // the type a created entry was given.
-    let created_as_string = matches!(segments.as_slice(), [PathSegment::Field(m), PathSegment::Field(f), ..]
+    let created_as_string = matches!(segments, [PathSegment::Field(m), PathSegment::Field(f), ..]
         if m == "metadata" && f == "annotations");
     let written = write_at(
         &mut resource.object,
-        &segments,
+        segments,
         value,
         &WriteOptions {
             field: options,
