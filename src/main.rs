@@ -275,47 +275,8 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             .await
             .context("finding the cluster (in-cluster config or KUBECONFIG)")?;
         let metrics = std::sync::Arc::new(controller::metrics::Metrics::new());
-        let probe = controller::ratelimit::client(
-            config.clone(),
-            controller::ratelimit::ClientLayers::default(),
-        )
-        .context("creating the API client")?;
-        let flow_control = controller::ratelimit::priority_and_fairness(&probe).await;
-        let rate_limit = controller::ratelimit::client_limit(
-            flow_control,
-            args.kube_api_qps,
-            args.kube_api_burst,
-        );
-        if flow_control {
-            tracing::info!(
-                logger = "setup",
-                "API Priority and Fairness is on: no client-side rate limit"
-            );
-        } else {
-            tracing::info!(
-                logger = "setup",
-                qps = args.kube_api_qps,
-                burst = args.kube_api_burst,
-                "API Priority and Fairness is off: client-side rate limit"
-            );
-        }
-        let client = controller::ratelimit::client(
-            config.clone(),
-            controller::ratelimit::ClientLayers {
-                limit: rate_limit.as_ref(),
-                requests: Some(&metrics.requests),
-            },
-        )
-        .context("creating the API client")?;
-        for address in [&args.metrics_addr, &args.health_addr] {
-            let address = listen_address(address);
-            let metrics = metrics.clone();
-            tokio::spawn(async move {
-                if let Err(error) = controller::metrics::serve(&address, metrics).await {
-                    tracing::error!(logger = "setup", address = %address, error = %error, "serving metrics and probes");
-                }
-            });
-        }
+        let (client, rate_limit) = connect(&config, &args, &metrics).await?;
+        serve_metrics_and_probes(&args, &metrics);
         let options = run_options(&args, &gates, &metrics, rate_limit);
         let signalled = watch_for_shutdown();
         tracing::info!(logger = "setup", "starting manager");
@@ -324,8 +285,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             Election::Leading(leading) => Some(leading),
             Election::StoppedWaiting => return Ok(()),
         };
-        let outcome =
-            run_until_stopped(client, config, options, metrics.clone(), signalled).await;
+        let outcome = run_until_stopped(client, config, options, metrics.clone(), signalled).await;
         if let Some(leading) = leading {
             give_up(*leading, &metrics, args.leader_election_release_on_cancel).await;
         }
@@ -336,6 +296,62 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             Err(error) => Err(anyhow::anyhow!(error)),
         }
     })
+}
+
+/// The controller's API client: rate-limited on the client side only when the API server
+/// does not do API Priority and Fairness (as client-go's default), each request counted.
+async fn connect(
+    config: &kube::Config,
+    args: &RunArgs,
+    metrics: &std::sync::Arc<controller::metrics::Metrics>,
+) -> anyhow::Result<(kube::Client, Option<controller::ratelimit::RateLimit>)> {
+    let probe = controller::ratelimit::client(
+        config.clone(),
+        controller::ratelimit::ClientLayers::default(),
+    )
+    .context("creating the API client")?;
+    let flow_control = controller::ratelimit::priority_and_fairness(&probe).await;
+    let rate_limit =
+        controller::ratelimit::client_limit(flow_control, args.kube_api_qps, args.kube_api_burst);
+    if flow_control {
+        tracing::info!(
+            logger = "setup",
+            "API Priority and Fairness is on: no client-side rate limit"
+        );
+    } else {
+        tracing::info!(
+            logger = "setup",
+            qps = args.kube_api_qps,
+            burst = args.kube_api_burst,
+            "API Priority and Fairness is off: client-side rate limit"
+        );
+    }
+    let client = controller::ratelimit::client(
+        config.clone(),
+        controller::ratelimit::ClientLayers {
+            limit: rate_limit.as_ref(),
+            requests: Some(&metrics.requests),
+        },
+    )
+    .context("creating the API client")?;
+    Ok((client, rate_limit))
+}
+
+/// Serves `/metrics` and the probes on `--metrics-addr` and on `--health-addr` (each address
+/// answers every route).
+fn serve_metrics_and_probes(
+    args: &RunArgs,
+    metrics: &std::sync::Arc<controller::metrics::Metrics>,
+) {
+    for address in [&args.metrics_addr, &args.health_addr] {
+        let address = listen_address(address);
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            if let Err(error) = controller::metrics::serve(&address, metrics).await {
+                tracing::error!(logger = "setup", address = %address, error = %error, "serving metrics and probes");
+            }
+        });
+    }
 }
 
 /// The controller's options from its flags and feature gates (and the metrics its token cache

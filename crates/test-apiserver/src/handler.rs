@@ -497,64 +497,7 @@ fn finish_write(
         .unwrap_or("")
         .to_string();
     let namespace = namespace_of(route).to_string();
-    if let Some(old) = old {
-        for field in [
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "generation",
-        ] {
-            match old["metadata"].get(field) {
-                Some(value) => new["metadata"][field] = value.clone(),
-                None => {
-                    if let Some(m) = new["metadata"].as_object_mut() {
-                        m.remove(field);
-                    }
-                }
-            }
-        }
-        match scope {
-            Scope::Main => match old.get("status") {
-                Some(status) => new["status"] = status.clone(),
-                None => {
-                    if let Some(m) = new.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            },
-            Scope::Status => {
-                let status = new.get("status").cloned();
-                let managed_fields = new.pointer("/metadata/managedFields").cloned();
-                new = old.clone();
-                match status {
-                    Some(status) => new["status"] = status,
-                    None => {
-                        if let Some(m) = new.as_object_mut() {
-                            m.remove("status");
-                        }
-                    }
-                }
-                if let Some(managed_fields) = managed_fields {
-                    new["metadata"]["managedFields"] = managed_fields;
-                }
-            }
-            Scope::Whole => {}
-        }
-    } else {
-        store.stamp_new(&mut new);
-        if rt.generation {
-            new["metadata"]["generation"] = json!(1);
-        }
-        if rt.status_subresource
-            && let Some(m) = new.as_object_mut()
-        {
-            m.remove("status");
-        }
-        if rt.group == "apiextensions.k8s.io" {
-            crd_status(&mut new);
-        }
-    }
+    server_owned_fields(store, rt, scope, old, &mut new);
     if let Some(m) = new["metadata"].as_object_mut() {
         m.remove("selfLink");
     }
@@ -573,27 +516,7 @@ fn finish_write(
     if !causes.is_empty() {
         return Err(ApiError::invalid(rt, &name, causes));
     }
-    if let Some(old) = old
-        && rt.generation
-    {
-        let spec_of = |v: &Value| {
-            let mut v = v.clone();
-            if let Some(m) = v.as_object_mut() {
-                m.remove("metadata");
-                if rt.status_subresource {
-                    m.remove("status");
-                }
-            }
-            v
-        };
-        if spec_of(old) != spec_of(&new) {
-            let generation = old
-                .pointer("/metadata/generation")
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            new["metadata"]["generation"] = json!(generation + 1);
-        }
-    }
+    bump_generation(rt, old, &mut new);
     if let Ownership::Update(manager) = ownership {
         let (shape, api_version) = shape_of(rt);
         managed::record_update(old, &mut new, shape, &manager, &api_version, scope);
@@ -625,19 +548,129 @@ fn finish_write(
     } else {
         EventType::Added
     };
-    let stored = store.put(rt, &namespace, &name, stored_form, event, old.cloned());
+    let stored = store_and_react(store, rt, &namespace, &name, stored_form, event, old);
+    let mut reply = Reply::new(code, present(rt, &stored));
+    reply.warnings = warnings;
+    Ok(reply)
+}
+
+/// What the server owns in a written object: an update keeps the stored identity,
+/// timestamps and generation, and the part the request's scope may not change (the status
+/// of a main write, everything but the status of a status write); a create is stamped.
+fn server_owned_fields(
+    store: &mut Store,
+    rt: &ResourceType,
+    scope: Scope,
+    old: Option<&Value>,
+    new: &mut Value,
+) {
+    if let Some(old) = old {
+        for field in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
+            match old["metadata"].get(field) {
+                Some(value) => new["metadata"][field] = value.clone(),
+                None => {
+                    if let Some(m) = new["metadata"].as_object_mut() {
+                        m.remove(field);
+                    }
+                }
+            }
+        }
+        match scope {
+            Scope::Main => match old.get("status") {
+                Some(status) => new["status"] = status.clone(),
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            },
+            Scope::Status => {
+                let status = new.get("status").cloned();
+                let managed_fields = new.pointer("/metadata/managedFields").cloned();
+                *new = old.clone();
+                match status {
+                    Some(status) => new["status"] = status,
+                    None => {
+                        if let Some(m) = new.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+                if let Some(managed_fields) = managed_fields {
+                    new["metadata"]["managedFields"] = managed_fields;
+                }
+            }
+            Scope::Whole => {}
+        }
+    } else {
+        store.stamp_new(new);
+        if rt.generation {
+            new["metadata"]["generation"] = json!(1);
+        }
+        if rt.status_subresource
+            && let Some(m) = new.as_object_mut()
+        {
+            m.remove("status");
+        }
+        if rt.group == "apiextensions.k8s.io" {
+            crd_status(new);
+        }
+    }
+}
+
+/// A change outside metadata (and the status, when it has its own subresource) moves the
+/// generation on.
+fn bump_generation(rt: &ResourceType, old: Option<&Value>, new: &mut Value) {
+    if let Some(old) = old
+        && rt.generation
+    {
+        let spec_of = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(m) = v.as_object_mut() {
+                m.remove("metadata");
+                if rt.status_subresource {
+                    m.remove("status");
+                }
+            }
+            v
+        };
+        if spec_of(old) != spec_of(new) {
+            let generation = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            new["metadata"]["generation"] = json!(generation + 1);
+        }
+    }
+}
+
+/// Stores a write, and lets the control plane react to it as its controllers would.
+fn store_and_react(
+    store: &mut Store,
+    rt: &ResourceType,
+    namespace: &str,
+    name: &str,
+    stored_form: Value,
+    event: EventType,
+    old: Option<&Value>,
+) -> Value {
+    let stored = store.put(rt, namespace, name, stored_form, event, old.cloned());
     if rt.group == "apps" && rt.kind == "Deployment" {
-        control::deployment_written(store, &namespace, &name);
+        control::deployment_written(store, namespace, name);
     }
     if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
         control::crd_written(store, &stored);
     }
     if rt.group.is_empty() && rt.kind == "Namespace" && old.is_none() {
-        control::namespace_created(store, &name);
+        control::namespace_created(store, name);
     }
-    let mut reply = Reply::new(code, present(rt, &stored));
-    reply.warnings = warnings;
-    Ok(reply)
+    stored
 }
 
 /// A new CRD records its storage version and gets the cleanup finalizer; its names are
@@ -806,7 +839,8 @@ fn patch(
         }
         "application/strategic-merge-patch+json" if route.rt.custom.is_none() => {
             let patch = parse_json(&request.body)?;
-            smp::patch(&mut new, &patch, Schema::of(&route.rt)).map_err(ApiError::bad_request)?;
+            smp::patch(&mut new, &patch, Schema::of(&route.rt))
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
         other => return Err(ApiError::unsupported_media_type(other)),
     }

@@ -549,13 +549,24 @@ impl TestApiServer {
                 Err(error) => error_response(&error),
             };
         }
+        self.respond(&request, &route, verb)
+    }
+
+    /// Handles a request that is not a watch, under the store's lock, and sends the events
+    /// it caused.
+    fn respond(
+        &self,
+        request: &Request,
+        route: &handler::ResourceRoute,
+        verb: &str,
+    ) -> hyper::Response<Body> {
         let dry_run = request.query.get("dryRun").is_some_and(|d| d == "All");
         let interleaved = self.take_interleaved(verb, &route.rt.plural, dry_run);
         let result = {
             let mut store = self.shared.lock_store();
             // A bug in the double must fail the request, not poison the server for the test.
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                handler::handle(&mut store, &request, &route)
+                handler::handle(&mut store, request, route)
             }))
             .unwrap_or_else(|_| {
                 store.pending.clear();

@@ -10,10 +10,24 @@ use serde_json::{Map, Value};
 
 use super::schema::{Field, Schema};
 
-/// Applies `patch` to `object`; the error is the message of a 400.
-pub fn patch(object: &mut Value, patch: &Value, schema: Option<Schema>) -> Result<(), String> {
+/// Why a strategic merge patch is refused (a 400, in kube-apiserver's words).
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    #[error("a strategic merge patch may not delete the object")]
+    DeletesObject,
+    #[error("unknown patch type: {0:?} in map")]
+    UnknownPatchType(String),
+    /// A directive whose value is not a list.
+    #[error("{0} must be a list")]
+    NotAList(&'static str),
+    #[error("map: {item} does not contain declared merge key: {key}")]
+    MissingMergeKey { item: Value, key: String },
+}
+
+/// Applies `patch` to `object`.
+pub fn patch(object: &mut Value, patch: &Value, schema: Option<Schema>) -> Result<(), PatchError> {
     if patch.get("$patch").and_then(Value::as_str) == Some("delete") {
-        return Err("a strategic merge patch may not delete the object".into());
+        return Err(PatchError::DeletesObject);
     }
     merge_map(object, patch, schema)
 }
@@ -25,7 +39,11 @@ fn child_schema<'a>(schema: Option<Schema<'a>>, key: &str) -> Option<Schema<'a>>
     }
 }
 
-fn merge_map(original: &mut Value, patch: &Value, schema: Option<Schema>) -> Result<(), String> {
+fn merge_map(
+    original: &mut Value,
+    patch: &Value,
+    schema: Option<Schema>,
+) -> Result<(), PatchError> {
     let Some(patch_map) = patch.as_object() else {
         *original = patch.clone();
         return Ok(());
@@ -36,7 +54,7 @@ fn merge_map(original: &mut Value, patch: &Value, schema: Option<Schema>) -> Res
             return Ok(());
         }
         Some("merge") | None => {}
-        Some(other) => return Err(format!("unknown patch type: {other:?} in map")),
+        Some(other) => return Err(PatchError::UnknownPatchType(other.to_string())),
     }
     if !original.is_object() {
         *original = Value::Object(Map::new());
@@ -45,7 +63,7 @@ fn merge_map(original: &mut Value, patch: &Value, schema: Option<Schema>) -> Res
     if let Some(retained) = patch_map.get("$retainKeys") {
         let keep: Vec<&str> = retained
             .as_array()
-            .ok_or("$retainKeys must be a list")?
+            .ok_or(PatchError::NotAList("$retainKeys"))?
             .iter()
             .filter_map(Value::as_str)
             .collect();
@@ -55,7 +73,7 @@ fn merge_map(original: &mut Value, patch: &Value, schema: Option<Schema>) -> Res
         if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
             let doomed = value
                 .as_array()
-                .ok_or("$deleteFromPrimitiveList must be a list")?;
+                .ok_or(PatchError::NotAList("$deleteFromPrimitiveList"))?;
             if let Some(Value::Array(items)) = target.get_mut(field) {
                 items.retain(|item| !doomed.contains(item));
             }
@@ -96,7 +114,11 @@ fn merge_map(original: &mut Value, patch: &Value, schema: Option<Schema>) -> Res
     Ok(())
 }
 
-fn merge_list(original: &mut Value, patch: &[Value], schema: Option<Schema>) -> Result<(), String> {
+fn merge_list(
+    original: &mut Value,
+    patch: &[Value],
+    schema: Option<Schema>,
+) -> Result<(), PatchError> {
     let strategy = schema.and_then(Schema::patch_merge);
     let items = original.as_array_mut().expect("checked by the caller");
     let Some(merge_key) = strategy else {
@@ -122,9 +144,12 @@ fn merge_list(original: &mut Value, patch: &[Value], schema: Option<Schema>) -> 
             }
             continue;
         };
-        let wanted = patch_item.get(key).ok_or_else(|| {
-            format!("map: {patch_item} does not contain declared merge key: {key}")
-        })?;
+        let wanted = patch_item
+            .get(key)
+            .ok_or_else(|| PatchError::MissingMergeKey {
+                item: patch_item.clone(),
+                key: key.to_string(),
+            })?;
         let position = items.iter().position(|item| item.get(key) == Some(wanted));
         let delete = patch_item.get("$patch").and_then(Value::as_str) == Some("delete");
         match (position, delete) {
@@ -165,7 +190,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn deployment_patch(object: &mut Value, patch_body: Value) -> Result<(), String> {
+    fn deployment_patch(object: &mut Value, patch_body: Value) -> Result<(), PatchError> {
         let rt = builtins()
             .into_iter()
             .find(|rt| rt.kind == "Deployment")

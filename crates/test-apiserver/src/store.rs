@@ -514,119 +514,151 @@ impl Store {
         // Only objects being deleted, or with owners that may be gone, have follow-up work.
         let keys: Vec<ObjectKey> = self.follow_up.iter().cloned().collect();
         for key in keys {
-            let Some(object) = self.objects.get(&key).cloned() else {
-                continue;
-            };
-            let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
-            let is_namespace = key.0.is_empty() && key.1 == "namespaces";
-            let is_crd = key.0 == "apiextensions.k8s.io" && key.1 == "customresourcedefinitions";
-
-            if deleting && is_namespace && self.empty_namespace(&key.3) {
-                let spec_finalizers = object
-                    .pointer("/spec/finalizers")
-                    .and_then(Value::as_array)
-                    .is_some_and(|f| !f.is_empty());
-                if spec_finalizers {
-                    let mut updated = object.clone();
-                    updated["spec"]["finalizers"] = json!([]);
-                    let rt = self.type_for_key("", "namespaces").expect("namespaces");
-                    self.put(&rt, "", &key.3, updated, EventType::Modified, Some(object));
-                    changed = true;
-                    continue;
-                }
-            }
-            if deleting && is_crd && self.list_crd_objects(&object).is_empty() {
-                let cleanup = "customresourcecleanup.apiextensions.k8s.io";
-                if finalizers(&object).any(|f| f == cleanup) {
-                    let mut updated = object.clone();
-                    remove_finalizer(&mut updated, cleanup);
-                    let rt = self
-                        .type_for_key("apiextensions.k8s.io", "customresourcedefinitions")
-                        .expect("crds");
-                    self.put(&rt, "", &key.3, updated, EventType::Modified, Some(object));
-                    changed = true;
-                    continue;
-                }
-            }
-            if deleting && object.pointer("/metadata/finalizers").is_some() {
-                // Foreground deletion waits for dependents; orphaning releases them.
-                let uid = object["metadata"]["uid"].as_str().unwrap_or("").to_string();
-                if finalizers(&object).any(|f| f == "orphan") {
-                    self.release_dependents(&uid);
-                    let mut updated = object.clone();
-                    remove_finalizer(&mut updated, "orphan");
-                    self.replace(&key, updated, object);
-                    changed = true;
-                    continue;
-                }
-                if finalizers(&object).any(|f| f == "foregroundDeletion") {
-                    let dependents = self.dependents(&uid);
-                    if dependents.is_empty() {
-                        let mut updated = object.clone();
-                        remove_finalizer(&mut updated, "foregroundDeletion");
-                        self.replace(&key, updated, object);
-                    } else {
-                        for dependent in dependents {
-                            self.begin_delete(&dependent, None);
-                        }
-                    }
-                    changed = true;
-                    continue;
-                }
-            }
-            let namespace_done = !is_namespace
-                || object
-                    .pointer("/spec/finalizers")
-                    .and_then(Value::as_array)
-                    .is_none_or(Vec::is_empty);
-            if deleting && finalizers(&object).next().is_none() && namespace_done {
-                self.remove(&key);
-                changed = true;
-                continue;
-            }
-            if is_namespace && deleting {
-                let contents: Vec<ObjectKey> = self
-                    .objects
-                    .iter()
-                    .filter(|((_, _, ns, _), o)| {
-                        *ns == key.3 && o.pointer("/metadata/deletionTimestamp").is_none()
-                    })
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                for content in contents {
-                    self.begin_delete(&content, None);
-                    changed = true;
-                }
-            }
-            if is_crd && deleting {
-                for instance in self.list_crd_objects(&object) {
-                    if self
-                        .objects
-                        .get(&instance)
-                        .is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_none())
-                    {
-                        self.begin_delete(&instance, None);
-                        changed = true;
-                    }
-                }
-            }
-            // Background garbage collection: every owner is gone.
-            if let Some(owners) = object
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                && !owners.is_empty()
-                && !deleting
-                && owners.iter().all(|o| {
-                    o.get("uid")
-                        .and_then(Value::as_str)
-                        .is_some_and(|uid| !self.uids.contains(uid))
-                })
-            {
-                self.begin_delete(&key, None);
-                changed = true;
+            if let Some(object) = self.objects.get(&key).cloned() {
+                changed |= self.settle_object(&key, object);
             }
         }
         changed
+    }
+
+    /// One object's follow-up work, as the control plane's controllers do it; whether
+    /// anything changed.
+    fn settle_object(&mut self, key: &ObjectKey, object: Value) -> bool {
+        let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
+        let is_namespace = key.0.is_empty() && key.1 == "namespaces";
+        let is_crd = key.0 == "apiextensions.k8s.io" && key.1 == "customresourcedefinitions";
+        if deleting && self.release_finalizer(key, &object, is_namespace, is_crd) {
+            return true;
+        }
+        let mut changed = false;
+        let namespace_done = !is_namespace
+            || object
+                .pointer("/spec/finalizers")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty);
+        if deleting && finalizers(&object).next().is_none() && namespace_done {
+            self.remove(key);
+            return true;
+        }
+        if is_namespace && deleting {
+            let contents: Vec<ObjectKey> = self
+                .objects
+                .iter()
+                .filter(|((_, _, ns, _), o)| {
+                    *ns == key.3 && o.pointer("/metadata/deletionTimestamp").is_none()
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            for content in contents {
+                self.begin_delete(&content, None);
+                changed = true;
+            }
+        }
+        if is_crd && deleting {
+            for instance in self.list_crd_objects(&object) {
+                if self
+                    .objects
+                    .get(&instance)
+                    .is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_none())
+                {
+                    self.begin_delete(&instance, None);
+                    changed = true;
+                }
+            }
+        }
+        // Background garbage collection: every owner is gone.
+        if let Some(owners) = object
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            && !owners.is_empty()
+            && !deleting
+            && owners.iter().all(|o| {
+                o.get("uid")
+                    .and_then(Value::as_str)
+                    .is_some_and(|uid| !self.uids.contains(uid))
+            })
+        {
+            self.begin_delete(key, None);
+            changed = true;
+        }
+        changed
+    }
+
+    /// The finalizer of a deleting object that the control plane removes once its work is
+    /// done: an emptied namespace's, a CRD's cleanup once no instance is left, `orphan`
+    /// after releasing the dependents, `foregroundDeletion` once they are gone (deleting
+    /// them meanwhile). Whether it did anything.
+    fn release_finalizer(
+        &mut self,
+        key: &ObjectKey,
+        object: &Value,
+        is_namespace: bool,
+        is_crd: bool,
+    ) -> bool {
+        if is_namespace && self.empty_namespace(&key.3) {
+            let spec_finalizers = object
+                .pointer("/spec/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty());
+            if spec_finalizers {
+                let mut updated = object.clone();
+                updated["spec"]["finalizers"] = json!([]);
+                let rt = self.type_for_key("", "namespaces").expect("namespaces");
+                self.put(
+                    &rt,
+                    "",
+                    &key.3,
+                    updated,
+                    EventType::Modified,
+                    Some(object.clone()),
+                );
+                return true;
+            }
+        }
+        if is_crd && self.list_crd_objects(object).is_empty() {
+            let cleanup = "customresourcecleanup.apiextensions.k8s.io";
+            if finalizers(object).any(|f| f == cleanup) {
+                let mut updated = object.clone();
+                remove_finalizer(&mut updated, cleanup);
+                let rt = self
+                    .type_for_key("apiextensions.k8s.io", "customresourcedefinitions")
+                    .expect("crds");
+                self.put(
+                    &rt,
+                    "",
+                    &key.3,
+                    updated,
+                    EventType::Modified,
+                    Some(object.clone()),
+                );
+                return true;
+            }
+        }
+        if object.pointer("/metadata/finalizers").is_some() {
+            // Foreground deletion waits for dependents; orphaning releases them.
+            let uid = object["metadata"]["uid"].as_str().unwrap_or("").to_string();
+            if finalizers(object).any(|f| f == "orphan") {
+                self.release_dependents(&uid);
+                let mut updated = object.clone();
+                remove_finalizer(&mut updated, "orphan");
+                self.replace(key, updated, object.clone());
+                return true;
+            }
+            if finalizers(object).any(|f| f == "foregroundDeletion") {
+                let dependents = self.dependents(&uid);
+                if dependents.is_empty() {
+                    let mut updated = object.clone();
+                    remove_finalizer(&mut updated, "foregroundDeletion");
+                    self.replace(key, updated, object.clone());
+                } else {
+                    for dependent in dependents {
+                        self.begin_delete(&dependent, None);
+                    }
+                }
+                return true;
+            }
+        }
+        false
     }
 
     fn replace(&mut self, key: &ObjectKey, updated: Value, previous: Value) {

@@ -79,34 +79,7 @@ pub fn default_object(
                 }
             }
         }
-        ("", "Service") => {
-            let spec = &mut object["spec"];
-            if spec.get("type").is_none() {
-                spec["type"] = json!("ClusterIP");
-            }
-            if spec.get("sessionAffinity").is_none() {
-                spec["sessionAffinity"] = json!("None");
-            }
-            if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
-                for port in ports {
-                    if port.get("targetPort").is_none()
-                        && let Some(number) = port.get("port").cloned()
-                    {
-                        port["targetPort"] = number;
-                    }
-                }
-            }
-            let unset = spec.get("clusterIP").is_none_or(|ip| ip == "");
-            if spec["type"] != json!("ExternalName") && unset {
-                let previous = old.and_then(|o| o.pointer("/spec/clusterIP")).cloned();
-                let ip = previous.unwrap_or_else(|| json!(allocated_ip));
-                spec["clusterIPs"] = json!([ip.clone()]);
-                spec["clusterIP"] = ip;
-                spec["ipFamilies"] = json!(["IPv4"]);
-                spec["ipFamilyPolicy"] = json!("SingleStack");
-                spec["internalTrafficPolicy"] = json!("Cluster");
-            }
-        }
+        ("", "Service") => default_service(old, object, allocated_ip),
         ("apps", "Deployment") => {
             let spec = &mut object["spec"];
             if spec.get("replicas").is_none() {
@@ -123,29 +96,62 @@ pub fn default_object(
                     "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}});
             }
         }
-        ("batch", "Job") => {
-            let manual = object.pointer("/spec/manualSelector") == Some(&json!(true));
-            let uid = object.pointer("/metadata/uid").cloned();
-            if !manual
-                && object.pointer("/spec/selector").is_none()
-                && let Some(uid) = uid
+        ("batch", "Job") => default_job(object),
+        _ => {}
+    }
+}
+
+/// A Service's defaults, and its cluster IP: the one it had, else `allocated_ip`.
+fn default_service(old: Option<&Value>, object: &mut Value, allocated_ip: &str) {
+    let spec = &mut object["spec"];
+    if spec.get("type").is_none() {
+        spec["type"] = json!("ClusterIP");
+    }
+    if spec.get("sessionAffinity").is_none() {
+        spec["sessionAffinity"] = json!("None");
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for port in ports {
+            if port.get("targetPort").is_none()
+                && let Some(number) = port.get("port").cloned()
             {
-                let job_name = object["metadata"]["name"].clone();
-                object["spec"]["selector"] =
-                    json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
-                let labels = &mut object["spec"]["template"]["metadata"]["labels"];
-                labels["batch.kubernetes.io/controller-uid"] = uid.clone();
-                labels["batch.kubernetes.io/job-name"] = job_name.clone();
-                labels["controller-uid"] = uid;
-                labels["job-name"] = job_name;
-            }
-            for (field, default) in [("backoffLimit", 6), ("completions", 1), ("parallelism", 1)] {
-                if object.pointer(&format!("/spec/{field}")).is_none() {
-                    object["spec"][field] = json!(default);
-                }
+                port["targetPort"] = number;
             }
         }
-        _ => {}
+    }
+    let unset = spec.get("clusterIP").is_none_or(|ip| ip == "");
+    if spec["type"] != json!("ExternalName") && unset {
+        let previous = old.and_then(|o| o.pointer("/spec/clusterIP")).cloned();
+        let ip = previous.unwrap_or_else(|| json!(allocated_ip));
+        spec["clusterIPs"] = json!([ip.clone()]);
+        spec["clusterIP"] = ip;
+        spec["ipFamilies"] = json!(["IPv4"]);
+        spec["ipFamilyPolicy"] = json!("SingleStack");
+        spec["internalTrafficPolicy"] = json!("Cluster");
+    }
+}
+
+/// A Job's defaults, and the selector and labels the Job controller gives its Pods.
+fn default_job(object: &mut Value) {
+    let manual = object.pointer("/spec/manualSelector") == Some(&json!(true));
+    let uid = object.pointer("/metadata/uid").cloned();
+    if !manual
+        && object.pointer("/spec/selector").is_none()
+        && let Some(uid) = uid
+    {
+        let job_name = object["metadata"]["name"].clone();
+        object["spec"]["selector"] =
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+        let labels = &mut object["spec"]["template"]["metadata"]["labels"];
+        labels["batch.kubernetes.io/controller-uid"] = uid.clone();
+        labels["batch.kubernetes.io/job-name"] = job_name.clone();
+        labels["controller-uid"] = uid;
+        labels["job-name"] = job_name;
+    }
+    for (field, default) in [("backoffLimit", 6), ("completions", 1), ("parallelism", 1)] {
+        if object.pointer(&format!("/spec/{field}")).is_none() {
+            object["spec"][field] = json!(default);
+        }
     }
 }
 

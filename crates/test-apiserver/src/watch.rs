@@ -96,16 +96,176 @@ fn check_watch_options(query: &HashMap<String, String>, watch_list: bool) -> Res
 /// How late each resource's (plural's) events reach watchers.
 pub type Lag = Arc<Mutex<HashMap<String, Duration>>>;
 
+/// What a watch sends before it follows the store: the objects as they are (a watch from
+/// no version, or one asking for initial events), or the history since the version asked for
+/// (or, compacted away, a 410 `ERROR` event that ends the watch).
+struct Opening {
+    lines: Vec<Bytes>,
+    start_version: u64,
+    expired: bool,
+}
+
+fn opening(
+    store: &Store,
+    request: &Request,
+    route: &ResourceRoute,
+    filters: &Filters,
+) -> Result<Opening, ApiError> {
+    let requested = request
+        .query
+        .get("resourceVersion")
+        .map(String::as_str)
+        .unwrap_or("");
+    check_watch_options(&request.query, store.profile.watch_list)?;
+    let send_initial = request
+        .query
+        .get("sendInitialEvents")
+        .is_some_and(|v| v == "true");
+    let mut lines = Vec::new();
+    let mut expired = false;
+    if requested.is_empty() || requested == "0" || send_initial {
+        for object in store.list(&route.rt, route.namespace.as_deref()) {
+            let named = route.name.as_deref().is_none_or(|n| {
+                object.pointer("/metadata/name").and_then(Value::as_str) == Some(n)
+            });
+            if named && filters.matches(object) {
+                lines.push(line("ADDED", &present(&route.rt, object)));
+            }
+        }
+        if send_initial {
+            lines.push(line(
+                "BOOKMARK",
+                &json!({
+                    "apiVersion": route.rt.api_version(), "kind": route.rt.kind,
+                    "metadata": {
+                        "resourceVersion": store.resource_version.to_string(),
+                        "annotations": {"k8s.io/initial-events-end": "true"},
+                    },
+                }),
+            ));
+        }
+    } else {
+        let version: u64 = requested.parse().map_err(|_| {
+            ApiError::bad_request(format!("invalid resource version: {requested:?}"))
+        })?;
+        if version < store.compacted {
+            let error = ApiError::gone(version, store.compacted + 1);
+            lines.push(line("ERROR", &error.status()));
+            expired = true;
+        } else {
+            for event in store
+                .history
+                .iter()
+                .filter(|e| e.resource_version > version)
+            {
+                lines.extend(translate(event, route, filters));
+            }
+        }
+    }
+    Ok(Opening {
+        lines,
+        start_version: store.resource_version,
+        expired,
+    })
+}
+
+/// One open watch, from its opening on.
+struct Following {
+    opening: Opening,
+    sender: mpsc::Sender<Bytes>,
+    receiver: broadcast::Receiver<Arc<Event>>,
+    /// Changes when the server severs its connections.
+    ended: tokio::sync::watch::Receiver<u64>,
+    lag: Lag,
+    route: ResourceRoute,
+    filters: Filters,
+    timeout: Duration,
+    bookmarks: bool,
+}
+
+/// Sends the opening, then each matching event, until the timeout, the server ending its
+/// watches, or the client going away.
+async fn follow(following: Following) {
+    let Following {
+        opening,
+        sender,
+        mut receiver,
+        mut ended,
+        lag,
+        route,
+        filters,
+        timeout,
+        bookmarks,
+    } = following;
+    for bytes in opening.lines {
+        if sender.send(bytes).await.is_err() {
+            return;
+        }
+    }
+    if opening.expired {
+        return;
+    }
+    let start_version = opening.start_version;
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    ended.mark_unchanged();
+    // Bookmarks let a quiet watcher resume from a recent version after a restart.
+    let mut ticks = tokio::time::interval(Duration::from_secs(1));
+    ticks.tick().await;
+    let (mut latest, mut bookmarked) = (start_version, start_version);
+    loop {
+        tokio::select! {
+            _ = &mut deadline => return,
+            _ = ended.changed() => return,
+            _ = ticks.tick(), if bookmarks => {
+                if latest > bookmarked {
+                    bookmarked = latest;
+                    let bookmark = json!({
+                        "apiVersion": route.rt.api_version(), "kind": route.rt.kind,
+                        "metadata": {"resourceVersion": latest.to_string()},
+                    });
+                    if sender.send(line("BOOKMARK", &bookmark)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            received = receiver.recv() => match received {
+                Ok(event) => {
+                    if event.resource_version <= start_version {
+                        continue;
+                    }
+                    latest = latest.max(event.resource_version);
+                    if let Some(bytes) = translate(&event, &route, &filters) {
+                        let late = lag
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get(&route.rt.plural)
+                            .copied();
+                        if let Some(late) = late {
+                            tokio::time::sleep(late).await;
+                        }
+                        bookmarked = latest;
+                        if sender.send(bytes).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(_) => return,
+            },
+        }
+    }
+}
+
 pub fn start(
     store: &Mutex<Store>,
     events: &broadcast::Sender<Arc<Event>>,
-    mut ended: tokio::sync::watch::Receiver<u64>,
+    ended: tokio::sync::watch::Receiver<u64>,
     lag: Lag,
     request: &Request,
     route: &ResourceRoute,
 ) -> Result<Body, ApiError> {
     let filters = Filters::parse(&request.query, &route.rt.kind)?;
-    let (initial, mut receiver, start_version, expired) = {
+    let (opening, receiver) = {
         let store = store
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -116,59 +276,9 @@ pub fn start(
                 &attributes,
             )));
         }
+        // Subscribed under the lock: no write falls between the opening and the stream.
         let receiver = events.subscribe();
-        let requested = request
-            .query
-            .get("resourceVersion")
-            .map(String::as_str)
-            .unwrap_or("");
-        check_watch_options(&request.query, store.profile.watch_list)?;
-        let send_initial = request
-            .query
-            .get("sendInitialEvents")
-            .is_some_and(|v| v == "true");
-        let mut initial = Vec::new();
-        let mut expired = false;
-        if requested.is_empty() || requested == "0" || send_initial {
-            for object in store.list(&route.rt, route.namespace.as_deref()) {
-                let named = route.name.as_deref().is_none_or(|n| {
-                    object.pointer("/metadata/name").and_then(Value::as_str) == Some(n)
-                });
-                if named && filters.matches(object) {
-                    initial.push(line("ADDED", &present(&route.rt, object)));
-                }
-            }
-            if send_initial {
-                initial.push(line(
-                    "BOOKMARK",
-                    &json!({
-                        "apiVersion": route.rt.api_version(), "kind": route.rt.kind,
-                        "metadata": {
-                            "resourceVersion": store.resource_version.to_string(),
-                            "annotations": {"k8s.io/initial-events-end": "true"},
-                        },
-                    }),
-                ));
-            }
-        } else {
-            let version: u64 = requested.parse().map_err(|_| {
-                ApiError::bad_request(format!("invalid resource version: {requested:?}"))
-            })?;
-            if version < store.compacted {
-                let error = ApiError::gone(version, store.compacted + 1);
-                initial.push(line("ERROR", &error.status()));
-                expired = true;
-            } else {
-                for event in store
-                    .history
-                    .iter()
-                    .filter(|e| e.resource_version > version)
-                {
-                    initial.extend(translate(event, route, &filters));
-                }
-            }
-        }
-        (initial, receiver, store.resource_version, expired)
+        (opening(&store, request, route, &filters)?, receiver)
     };
     let timeout = request
         .query
@@ -179,66 +289,18 @@ pub fn start(
         .query
         .get("allowWatchBookmarks")
         .is_some_and(|b| b == "true");
-    let route = route.clone();
     let (sender, mut stream) = mpsc::channel::<Bytes>(256);
-    tokio::spawn(async move {
-        for bytes in initial {
-            if sender.send(bytes).await.is_err() {
-                return;
-            }
-        }
-        if expired {
-            return;
-        }
-        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
-        tokio::pin!(deadline);
-        ended.mark_unchanged();
-        // Bookmarks let a quiet watcher resume from a recent version after a restart.
-        let mut ticks = tokio::time::interval(Duration::from_secs(1));
-        ticks.tick().await;
-        let (mut latest, mut bookmarked) = (start_version, start_version);
-        loop {
-            tokio::select! {
-                _ = &mut deadline => return,
-                _ = ended.changed() => return,
-                _ = ticks.tick(), if bookmarks => {
-                    if latest > bookmarked {
-                        bookmarked = latest;
-                        let bookmark = json!({
-                            "apiVersion": route.rt.api_version(), "kind": route.rt.kind,
-                            "metadata": {"resourceVersion": latest.to_string()},
-                        });
-                        if sender.send(line("BOOKMARK", &bookmark)).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                received = receiver.recv() => match received {
-                    Ok(event) => {
-                        if event.resource_version <= start_version {
-                            continue;
-                        }
-                        latest = latest.max(event.resource_version);
-                        if let Some(bytes) = translate(&event, &route, &filters) {
-                            let late = lag
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .get(&route.rt.plural)
-                                .copied();
-                            if let Some(late) = late {
-                                tokio::time::sleep(late).await;
-                            }
-                            bookmarked = latest;
-                            if sender.send(bytes).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    Err(_) => return,
-                },
-            }
-        }
-    });
+    tokio::spawn(follow(Following {
+        opening,
+        sender,
+        receiver,
+        ended,
+        lag,
+        route: route.clone(),
+        filters,
+        timeout: Duration::from_secs(timeout),
+        bookmarks,
+    }));
     let frames = futures::stream::poll_fn(move |cx| {
         stream
             .poll_recv(cx)
