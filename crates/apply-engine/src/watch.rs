@@ -288,12 +288,14 @@ impl tower::Service<http::Request<kube::client::Body>> for Observed {
                 }
             }
             let response = client.send(request).await?;
-            if response.status().is_success() {
-                shared.reporter.heard(&shared.label);
-                if watching {
-                    shared.pace().opened(now());
-                    shared.reporter.opened(&shared.label);
-                }
+            // A refusal is an answer, but no sign that the watch works.
+            if !response.status().is_success() {
+                return Ok(response.map(BodyExt::boxed_unsync));
+            }
+            shared.reporter.heard(&shared.label);
+            if watching {
+                shared.pace().opened(now());
+                shared.reporter.opened(&shared.label);
             }
             Ok(response.map(|body| {
                 body.map_frame(move |frame| {

@@ -303,3 +303,80 @@ async fn a_server_that_ends_every_watch_at_once_is_asked_ever_less_often() {
     let opened = reported.times_of("opened").len();
     assert_eq!(opened, watches.len(), "every answered watch is reported");
 }
+
+type TestBody = UnsyncBoxBody<bytes::Bytes, std::convert::Infallible>;
+
+fn body_of(text: &'static str) -> TestBody {
+    http_body_util::Full::new(bytes::Bytes::from_static(text.as_bytes())).boxed_unsync()
+}
+
+/// An API server whose first two watch requests are refused with 503, and which then keeps
+/// the watch open after one bookmark.
+fn server_refusing_two_watches(requests: Arc<Recorded>) -> kube::Client {
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let requests = requests.clone();
+        async move {
+            let watching = is_watch(request.uri());
+            requests.push(if watching { "watch" } else { "list" });
+            let response = if !watching {
+                http::Response::new(body_of(
+                    r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]}"#,
+                ))
+            } else if requests.times_of("watch").len() <= 2 {
+                let mut refused = http::Response::new(body_of(
+                    r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"starting","reason":"ServiceUnavailable","code":503}"#,
+                ));
+                *refused.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+                refused
+            } else {
+                let bookmark = bytes::Bytes::from_static(
+                    b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"6\"}}}\n",
+                );
+                let frames = futures::stream::iter([Ok(http_body::Frame::data(bookmark))])
+                    .chain(futures::stream::pending());
+                http::Response::new(http_body_util::StreamBody::new(frames).boxed_unsync())
+            };
+            Ok::<_, std::convert::Infallible>(response)
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_watch_request_is_a_setback_and_the_next_answer_is_the_connection() {
+    let requests = Arc::new(Recorded::default());
+    let client = server_refusing_two_watches(requests.clone());
+    let reported = Arc::new(Recorded::default());
+    let events = watch(&client, "ConfigMap", reported.clone(), |client| {
+        watcher::watcher(Api::<ConfigMap>::all(client), watcher::Config::default())
+    });
+    let mut events = std::pin::pin!(events);
+    assert!(matches!(events.next().await, Some(Event::Init)));
+    assert!(matches!(events.next().await, Some(Event::InitDone)));
+    let more = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
+    assert!(more.is_err(), "no event: {more:?}");
+    assert_eq!(
+        requests.times_of("watch").len(),
+        3,
+        "{:?}",
+        requests.names()
+    );
+    let names = reported.names();
+    let after_list: Vec<&str> = names
+        .iter()
+        .skip_while(|name| *name != "listed")
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        after_list,
+        [
+            "listed",
+            "Refused(Some(503))",
+            "Refused(Some(503))",
+            "heard",
+            "opened",
+            "heard"
+        ],
+        "a refusal is neither heard nor a connection; the answer and its bookmark are"
+    );
+}
