@@ -250,6 +250,20 @@ async fn a_compacted_version_lists_again_from_scratch() {
     assert_eq!(recorded.names(), ["listed", "Expired", "listed"]);
 }
 
+/// A ConfigMap watch through [`watch`], once it has listed.
+async fn listed_config_maps(
+    client: &kube::Client,
+    reported: Arc<Recorded>,
+) -> BoxStream<'static, Event<ConfigMap>> {
+    let mut events = watch(client, "ConfigMap", reported, |client| {
+        watcher::watcher(Api::<ConfigMap>::all(client), watcher::Config::default())
+    })
+    .boxed();
+    assert!(matches!(events.next().await, Some(Event::Init)));
+    assert!(matches!(events.next().await, Some(Event::InitDone)));
+    events
+}
+
 /// An API server that ends every watch as soon as it has answered it.
 fn server_ending_every_watch(requests: Arc<Recorded>) -> kube::Client {
     let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
@@ -280,12 +294,7 @@ async fn a_server_that_ends_every_watch_at_once_is_asked_ever_less_often() {
     let requests = Arc::new(Recorded::default());
     let client = server_ending_every_watch(requests.clone());
     let reported = Arc::new(Recorded::default());
-    let events = watch(&client, "ConfigMap", reported.clone(), |client| {
-        watcher::watcher(Api::<ConfigMap>::all(client), watcher::Config::default())
-    });
-    let mut events = std::pin::pin!(events);
-    assert!(matches!(events.next().await, Some(Event::Init)));
-    assert!(matches!(events.next().await, Some(Event::InitDone)));
+    let mut events = listed_config_maps(&client, reported.clone()).await;
     // The watcher resumes after every end on its own; nothing more reaches the consumer.
     let more = tokio::time::timeout(Duration::from_secs(20), events.next()).await;
     assert!(more.is_err(), "no event: {more:?}");
@@ -347,12 +356,7 @@ async fn a_refused_watch_request_is_a_setback_and_the_next_answer_is_the_connect
     let requests = Arc::new(Recorded::default());
     let client = server_refusing_two_watches(requests.clone());
     let reported = Arc::new(Recorded::default());
-    let events = watch(&client, "ConfigMap", reported.clone(), |client| {
-        watcher::watcher(Api::<ConfigMap>::all(client), watcher::Config::default())
-    });
-    let mut events = std::pin::pin!(events);
-    assert!(matches!(events.next().await, Some(Event::Init)));
-    assert!(matches!(events.next().await, Some(Event::InitDone)));
+    let mut events = listed_config_maps(&client, reported.clone()).await;
     let more = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
     assert!(more.is_err(), "no event: {more:?}");
     assert_eq!(

@@ -603,15 +603,7 @@ impl Store {
             if spec_finalizers {
                 let mut updated = object.clone();
                 updated["spec"]["finalizers"] = json!([]);
-                let rt = self.type_for_key("", "namespaces").expect("namespaces");
-                self.put(
-                    &rt,
-                    "",
-                    &key.3,
-                    updated,
-                    EventType::Modified,
-                    Some(object.clone()),
-                );
+                self.replace(key, updated, object.clone());
                 return true;
             }
         }
@@ -620,17 +612,7 @@ impl Store {
             if finalizers(object).any(|f| f == cleanup) {
                 let mut updated = object.clone();
                 remove_finalizer(&mut updated, cleanup);
-                let rt = self
-                    .type_for_key("apiextensions.k8s.io", "customresourcedefinitions")
-                    .expect("crds");
-                self.put(
-                    &rt,
-                    "",
-                    &key.3,
-                    updated,
-                    EventType::Modified,
-                    Some(object.clone()),
-                );
+                self.replace(key, updated, object.clone());
                 return true;
             }
         }
