@@ -318,6 +318,10 @@ pub fn takeover_patch(live: &Value, own_manager: &str, overrides: &[String]) -> 
 }
 
 #[cfg(test)]
+#[path = "drift_selector_tests.rs"]
+mod selector_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::apply::normalize::LAST_APPLIED_ANNOTATION;

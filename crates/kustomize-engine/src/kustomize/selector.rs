@@ -193,6 +193,9 @@ enum Requirement {
     NotExists(String),
     In(String, Vec<String>),
     NotIn(String, Vec<String>),
+    /// `key>n`, `key<n`: the label is an integer above (below) n.
+    GreaterThan(String, i64),
+    LessThan(String, i64),
 }
 
 fn matches_all<'v>(requirements: &[Requirement], get: impl Fn(&str) -> Option<&'v str>) -> bool {
@@ -201,6 +204,12 @@ fn matches_all<'v>(requirements: &[Requirement], get: impl Fn(&str) -> Option<&'
         Requirement::NotExists(key) => get(key).is_none(),
         Requirement::In(key, values) => get(key).is_some_and(|v| values.iter().any(|x| x == v)),
         Requirement::NotIn(key, values) => get(key).is_none_or(|v| !values.iter().any(|x| x == v)),
+        Requirement::GreaterThan(key, bound) => get(key)
+            .and_then(|v| v.parse::<i64>().ok())
+            .is_some_and(|v| v > *bound),
+        Requirement::LessThan(key, bound) => get(key)
+            .and_then(|v| v.parse::<i64>().ok())
+            .is_some_and(|v| v < *bound),
     })
 }
 
@@ -240,10 +249,20 @@ fn parse_selector(text: &str) -> Result<Vec<Requirement>, SelectorError> {
             Requirement::NotIn(key.trim().to_string(), vec![value.trim().to_string()])
         } else if let Some((key, value)) = part.split_once("==").or_else(|| part.split_once('=')) {
             Requirement::In(key.trim().to_string(), vec![value.trim().to_string()])
-        } else if let Some((key, rest)) = split_set_operator(part, " notin ") {
-            Requirement::NotIn(key, parse_set(rest).ok_or_else(invalid)?)
-        } else if let Some((key, rest)) = split_set_operator(part, " in ") {
-            Requirement::In(key, parse_set(rest).ok_or_else(invalid)?)
+        } else if let Some((key, operator, set)) = set_based(part) {
+            let values = parse_set(set)
+                .filter(|values| !values.is_empty())
+                .ok_or_else(invalid)?;
+            match operator {
+                SetOperator::In => Requirement::In(key, values),
+                SetOperator::NotIn => Requirement::NotIn(key, values),
+            }
+        } else if let Some((key, bound)) = part.split_once('>') {
+            let bound = bound.trim().parse().map_err(|_| invalid())?;
+            Requirement::GreaterThan(key.trim().to_string(), bound)
+        } else if let Some((key, bound)) = part.split_once('<') {
+            let bound = bound.trim().parse().map_err(|_| invalid())?;
+            Requirement::LessThan(key.trim().to_string(), bound)
         } else if part
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
@@ -257,9 +276,24 @@ fn parse_selector(text: &str) -> Result<Vec<Requirement>, SelectorError> {
     Ok(requirements)
 }
 
-fn split_set_operator<'t>(part: &'t str, operator: &str) -> Option<(String, &'t str)> {
-    part.split_once(operator)
-        .map(|(k, rest)| (k.trim().to_string(), rest.trim()))
+enum SetOperator {
+    In,
+    NotIn,
+}
+
+/// `key in (a,b)`, `key notin(a)`: the key, the operator (a word of its own after the key,
+/// the set right after it or after spaces, as Kubernetes' selector lexer reads it) and the
+/// parenthesised set.
+fn set_based(part: &str) -> Option<(String, SetOperator, &str)> {
+    let (key, rest) = part.split_once(char::is_whitespace)?;
+    let rest = rest.trim_start();
+    let (operator, set) = match rest.strip_prefix("notin") {
+        Some(set) => (SetOperator::NotIn, set),
+        None => (SetOperator::In, rest.strip_prefix("in")?),
+    };
+    let set = set.trim();
+    set.starts_with('(')
+        .then(|| (key.to_string(), operator, set))
 }
 
 fn parse_set(text: &str) -> Option<Vec<String>> {
@@ -326,13 +360,20 @@ mod tests {
 
     #[test]
     fn label_selectors() {
-        let r = resource("x", json!({"tier": "web", "env": "prod"}));
+        let r = resource("x", json!({"tier": "web", "env": "prod", "replicas": "3"}));
         for (selector, expected) in [
             ("tier=web", true),
             ("tier==web,env=prod", true),
             ("tier!=web", false),
             ("tier in (web, api)", true),
+            ("tier in(web)", true),
+            ("tier  in  ( api )", false),
             ("env notin (prod)", false),
+            ("env notin(dev)", true),
+            ("replicas>2", true),
+            ("replicas > 3", false),
+            ("replicas<4", true),
+            ("tier>2", false),
             ("missing", false),
             ("!missing", true),
             ("tier,!env", false),
@@ -346,6 +387,19 @@ mod tests {
                 expected,
                 "{selector}"
             );
+        }
+    }
+
+    #[test]
+    fn label_selectors_kubernetes_refuses_are_errors() {
+        for selector in [
+            "tier in ()",
+            "tier in web",
+            "replicas>x",
+            "replicas<",
+            "a b",
+        ] {
+            assert!(LabelSelector::parse(selector).is_err(), "{selector}");
         }
     }
 }
