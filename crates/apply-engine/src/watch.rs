@@ -81,9 +81,10 @@ impl Setback {
                 refused(error)
             }
             watcher::Error::WatchError(status) if status.code == 410 => Setback::Expired,
-            watcher::Error::WatchError(_)
-            | watcher::Error::WatchFailed(_)
-            | watcher::Error::NoResourceVersion => Setback::Broke,
+            watcher::Error::WatchError(_) | watcher::Error::WatchFailed(_) => Setback::Broke,
+            // A list or an event without a version: the server is not serving the kind as
+            // it should, which is worth an outage's report.
+            watcher::Error::NoResourceVersion => Setback::Refused(None),
         }
     }
 
@@ -145,7 +146,14 @@ impl Pace {
                 }
                 self.backoff.next(RETRY_CAP)
             }
-            Setback::Expired => self.backoff.next(RETRY_CAP),
+            // The server answered, and history moved on: list again soon, whatever the
+            // back-off grew to while it was away.
+            Setback::Expired => {
+                if lived.is_some() {
+                    self.backoff.reset();
+                }
+                self.backoff.next(RETRY_CAP)
+            }
             Setback::NotServed | Setback::Refused(_) => {
                 after_failure(setback.status(), &mut self.backoff)
             }
@@ -288,8 +296,10 @@ impl tower::Service<http::Request<kube::client::Body>> for Observed {
                 }
             }
             let response = client.send(request).await?;
-            // A refusal is an answer, but no sign that the watch works.
-            if !response.status().is_success() {
+            // A refusal is an answer, but no sign that the watch works. Anything else kube
+            // reads as a stream, so it counts as one (and is paced as one).
+            let status = response.status();
+            if status.is_client_error() || status.is_server_error() {
                 return Ok(response.map(BodyExt::boxed_unsync));
             }
             shared.reporter.heard(&shared.label);

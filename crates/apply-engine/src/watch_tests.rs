@@ -85,7 +85,7 @@ fn setbacks_are_told_apart_by_request_and_status() {
         (WatchError(status(410)), Setback::Expired),
         (WatchError(status(500)), Setback::Broke),
         (WatchFailed(unreachable()), Setback::Broke),
-        (NoResourceVersion, Setback::Broke),
+        (NoResourceVersion, Setback::Refused(None)),
     ];
     for (error, expected) in rows {
         assert_eq!(Setback::of(&error), expected, "{error}");
@@ -93,7 +93,7 @@ fn setbacks_are_told_apart_by_request_and_status() {
 }
 
 #[test]
-fn only_watch_requests_are_paced() {
+fn watch_requests_are_told_from_the_rest() {
     let rows = [
         ("/api/v1/configmaps?&watch=true&resourceVersion=5", true),
         ("/api/v1/configmaps?watch=true", true),
@@ -135,6 +135,24 @@ fn streams_that_end_at_once_are_resumed_ever_more_slowly() {
         pace.before_watch(at + Duration::from_millis(10)) <= crate::retry::FIRST,
         "and the back-off started over"
     );
+}
+
+#[test]
+fn history_moving_on_after_an_outage_lists_again_soon() {
+    let start = Instant::now();
+    let mut pace = Pace::default();
+    for _ in 0..10 {
+        pace.after(Setback::Refused(None), start);
+    }
+    pace.opened(start);
+    let wait = pace.after(Setback::Expired, start);
+    assert!(wait <= crate::retry::FIRST, "{wait:?}");
+    // A 410 to the request itself, the server unheard since the outage, waits its turn.
+    let mut pace = Pace::default();
+    for _ in 0..10 {
+        pace.after(Setback::Refused(None), start);
+    }
+    assert!(pace.after(Setback::Expired, start) >= RETRY_CAP / 2);
 }
 
 #[test]
@@ -203,7 +221,7 @@ async fn a_list_that_keeps_failing_is_asked_ever_less_often() {
     assert_eq!(
         recorded.names(),
         [&refused, &refused, &refused, &refused, "listed"],
-        "Init is neither heard nor a connection"
+        "Init is not reported: only the failures and the finished list are"
     );
     // Waits of at least 100, 200 and 400 ms (the lower halves of the jittered steps) between
     // the four failures: 700 ms at least; reset each time, at most 600 ms.
@@ -383,4 +401,78 @@ async fn a_refused_watch_request_is_a_setback_and_the_next_answer_is_the_connect
         ],
         "a refusal is neither heard nor a connection; the answer and its bookmark are"
     );
+}
+
+/// An API server whose first watch finds history compacted — as a `410` answer
+/// (`as_answer`) or, as kube-apiserver does, an `ERROR` event in an answered stream — and
+/// which then keeps watches open.
+fn server_compacting_the_first_watch(requests: Arc<Recorded>, as_answer: bool) -> kube::Client {
+    const GONE: &str = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 5 (7)","reason":"Expired","code":410}"#;
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let requests = requests.clone();
+        async move {
+            let watching = is_watch(request.uri());
+            requests.push(if watching { "watch" } else { "list" });
+            let first_watch = watching && requests.times_of("watch").len() == 1;
+            let response = if !watching {
+                http::Response::new(body_of(
+                    r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]}"#,
+                ))
+            } else if first_watch && as_answer {
+                let mut gone = http::Response::new(body_of(GONE));
+                *gone.status_mut() = http::StatusCode::GONE;
+                gone
+            } else if first_watch {
+                http::Response::new(body_of(
+                    r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 5 (7)","reason":"Expired","code":410}}
+"#,
+                ))
+            } else {
+                http::Response::new(
+                    http_body_util::StreamBody::new(futures::stream::pending::<
+                        Result<http_body::Frame<bytes::Bytes>, std::convert::Infallible>,
+                    >())
+                    .boxed_unsync(),
+                )
+            };
+            Ok::<_, std::convert::Infallible>(response)
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_compacted_version_lists_again_through_the_real_watcher() {
+    for as_answer in [false, true] {
+        let requests = Arc::new(Recorded::default());
+        let client = server_compacting_the_first_watch(requests.clone(), as_answer);
+        let reported = Arc::new(Recorded::default());
+        let mut events = listed_config_maps(&client, reported.clone()).await;
+        let relisted = tokio::time::timeout(Duration::from_secs(10), async {
+            assert!(matches!(events.next().await, Some(Event::Init)));
+            assert!(matches!(events.next().await, Some(Event::InitDone)));
+        })
+        .await;
+        assert!(
+            relisted.is_ok(),
+            "as_answer={as_answer}: {:?}",
+            requests.names()
+        );
+        let more = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
+        assert!(
+            more.is_err(),
+            "no error and no event reaches the consumer: {more:?}"
+        );
+        assert_eq!(
+            requests.names(),
+            ["list", "watch", "list", "watch"],
+            "as_answer={as_answer}"
+        );
+        assert_eq!(
+            reported.names().iter().filter(|n| *n == "Expired").count(),
+            1,
+            "as_answer={as_answer}: {:?}",
+            reported.names()
+        );
+    }
 }

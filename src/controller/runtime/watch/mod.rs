@@ -197,7 +197,7 @@ impl Collector for WatchHealth {
         let restarts = ConstCounter::new(0u64);
         let mut family = encoder.encode_descriptor(
             "kustomize_controller_watch_restarts",
-            "Times a watch was started again, by reason (error, expired, closed).",
+            "Times a watch had to start again, by reason: error (each failed list or watch request, each broken stream), expired (history compacted: listed again), closed (the server ended the stream, counted when the next is answered).",
             None,
             restarts.metric_type(),
         )?;
