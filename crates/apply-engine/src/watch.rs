@@ -318,25 +318,6 @@ impl tower::Service<http::Request<kube::client::Body>> for Observed {
     }
 }
 
-/// For tests: a watch whose events are given, started again from the next script on a 410.
-#[cfg(test)]
-fn scripted<K: Send + 'static>(
-    scripts: Vec<Vec<Result<Event<K>, watcher::Error>>>,
-    reporter: Arc<dyn WatchReporter>,
-) -> impl Stream<Item = Event<K>> + Send {
-    let scripts = Mutex::new(scripts.into_iter());
-    let shared = Arc::new(Shared {
-        label: "ConfigMap".into(),
-        reporter,
-        pace: Mutex::default(),
-    });
-    let restart = move || {
-        let next = scripts.lock().unwrap().next().unwrap_or_default();
-        futures::stream::iter(next).boxed()
-    };
-    follow(restart, shared)
-}
-
 #[cfg(test)]
 #[path = "watch_tests.rs"]
 mod tests;

@@ -56,6 +56,24 @@ impl WatchReporter for Recorded {
     }
 }
 
+/// For tests: a watch whose events are given, started again from the next script on a 410.
+fn scripted<K: Send + 'static>(
+    scripts: Vec<Vec<Result<Event<K>, watcher::Error>>>,
+    reporter: Arc<dyn WatchReporter>,
+) -> impl Stream<Item = Event<K>> + Send {
+    let scripts = Mutex::new(scripts.into_iter());
+    let shared = Arc::new(Shared {
+        label: "ConfigMap".into(),
+        reporter,
+        pace: Mutex::default(),
+    });
+    let restart = move || {
+        let next = scripts.lock().unwrap().next().unwrap_or_default();
+        futures::stream::iter(next).boxed()
+    };
+    follow(restart, shared)
+}
+
 fn status(code: u16) -> Box<Status> {
     Status::failure("refused", "Reason").with_code(code).boxed()
 }
