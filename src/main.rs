@@ -383,6 +383,12 @@ fn run_options(
                 metrics.token_cache.clone(),
             )
             .map(std::sync::Arc::new),
+            build_cache: (args.build_cache_max_size > 0).then(|| {
+                std::sync::Arc::new(controller::build_cache::BuildCache::new(
+                    args.build_cache_max_size,
+                    metrics.build_cache.clone(),
+                ))
+            }),
             runtime_namespace: args.runtime_namespace.clone(),
             override_managers: args.override_managers.clone(),
             custom_apply_stage_kinds: args.custom_apply_stage_kinds.clone(),

@@ -206,6 +206,10 @@ pub struct RunArgs {
     /// The longest a credential is kept (at most 1h).
     #[arg(long, default_value = "1h", value_parser = duration)]
     pub token_cache_max_duration: std::time::Duration,
+    /// Bytes of built objects kept to reuse while a Kustomization's build inputs are
+    /// unchanged (no download, no build); 0 turns the build cache off.
+    #[arg(long, default_value_t = 32 << 20)]
+    pub build_cache_max_size: usize,
     /// A Flux flag this controller has no use for (source-controller's): accepted so Flux's
     /// Deployment args work, and reported as unused in the log.
     #[arg(long, hide = true)]

@@ -40,6 +40,9 @@ pub struct Options {
     /// The token cache (`--token-cache-max-size`, `--token-cache-max-duration`): credentials
     /// of secret-less identities kept across reconciles; `None` when turned off.
     pub token_cache: Option<Arc<crate::auth::cache::TokenCache>>,
+    /// The objects each Kustomization built last (`--build-cache-max-size`), reused while
+    /// the build's inputs are unchanged; `None` when turned off.
+    pub build_cache: Option<Arc<super::reconcile::build_cache::BuildCache>>,
     /// Where Google's STS, IAM Credentials, Kubernetes Engine API and metadata server are
     /// reached for remote clusters, when not Google's own (private endpoints, tests).
     pub google_endpoints: Option<crate::auth::gcp::GoogleEndpoints>,
@@ -119,6 +122,10 @@ impl Default for Options {
                 Default::default(),
             )
             .map(Arc::new),
+            build_cache: Some(Arc::new(super::reconcile::build_cache::BuildCache::new(
+                super::reconcile::build_cache::DEFAULT_CAPACITY,
+                Default::default(),
+            ))),
             default_kubeconfig_service_account: None,
             google_endpoints: None,
             azure_resource_manager: None,

@@ -22,8 +22,8 @@ mod key;
 mod reconcile;
 pub mod runtime;
 
+pub use reconcile::{build_cache, manifests, outcome, status};
 pub(crate) use reconcile::{cancel, deletion, dependencies, error, freshness, inputs, steps};
-pub use reconcile::{manifests, outcome, status};
 pub use runtime::{
     configs, events, identity, leader, metrics, ratelimit, remote, remote_identity, retry_after,
     runtime_metrics, watch,

@@ -3,6 +3,7 @@
 mod apiserver;
 mod apiserver_fidelity;
 mod apply;
+mod build_cache;
 mod cancellation;
 mod cel;
 mod cli;

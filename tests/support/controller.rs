@@ -138,6 +138,14 @@ impl Harness {
             )
             .map(Arc::new);
         }
+        // The build cache, counted in this controller's metrics (unless the test turned it off).
+        if options.reconcile.build_cache.is_some() {
+            options.reconcile.build_cache =
+                Some(Arc::new(controller::build_cache::BuildCache::new(
+                    controller::build_cache::DEFAULT_CAPACITY,
+                    metrics.build_cache.clone(),
+                )));
+        }
         let running = metrics.clone();
         let task = tokio::spawn(async move {
             controller::run(client, config, options, running, async {

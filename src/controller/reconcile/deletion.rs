@@ -54,7 +54,11 @@ fn plan(object: &Kustomization) -> Plan {
 
 /// Deletion: the policy decides what happens to the applied objects, then the finalizer goes.
 pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<(), ReconcileError> {
-    ctx.attempted.forget(&KustomizationKey::of(object));
+    let key = KustomizationKey::of(object);
+    ctx.attempted.forget(&key);
+    if let Some(cache) = &ctx.options.build_cache {
+        cache.forget(&key);
+    }
     match plan(object) {
         Plan::Nothing => return Ok(()),
         Plan::Release => {}

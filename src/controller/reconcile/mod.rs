@@ -11,10 +11,12 @@
 //! `freshness` (when a run is superseded). What feeds it (watches, leader election,
 //! clients, events, metrics) is in `runtime`.
 
+pub mod build_cache;
 pub(crate) mod cancel;
 pub(crate) mod deletion;
 pub(crate) mod dependencies;
 pub(crate) mod error;
+mod fetch_build;
 pub(crate) mod freshness;
 pub(crate) mod inputs;
 pub mod manifests;

@@ -4,11 +4,9 @@
 //! in order; `diff` reuses the build and the applier. Progress that is reported while the
 //! steps run (status writes, the prune event) goes through [`Progress`].
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::api::{Kustomization, KustomizationSpec, KustomizationStatus, ResourceInventory};
 use crate::apply::{Applier, ApplyOptions, IgnoreRules};
@@ -16,8 +14,6 @@ use crate::controller::KustomizationKey;
 use crate::controller::context::Context;
 use crate::controller::error::StepError;
 use crate::controller::events::{EventMeta, EventType};
-use crate::controller::inputs::{decryption_keys, variables};
-use crate::controller::manifests::{self, Inputs};
 use crate::controller::status::reason;
 use crate::health::{CelChecks, WaitOptions};
 use crate::inventory::{self, Holder};
@@ -193,77 +189,7 @@ pub(crate) async fn dependencies(
         .map_err(StepError::Dependency)
 }
 
-/// Built objects and their digest (what the history records).
-pub(crate) struct Built {
-    pub objects: Vec<Value>,
-    pub digest: String,
-}
-
-/// Fetch and build: downloads and extracts the artifact, then builds `spec.path` in it.
-pub(crate) async fn fetch_and_build(
-    object: &Kustomization,
-    ctx: &Context,
-    artifact: &Artifact,
-) -> Result<Built, StepError> {
-    let workspace = ctx.fetcher.fetch(artifact).await.map_err(|e| match e {
-        SourceError::ArtifactMissing { .. } => StepError::SourceNotReady(e),
-        other => StepError::Source(other),
-    })?;
-    let dir = workspace
-        .path(object.spec.path.as_deref().unwrap_or("./"))
-        .map_err(StepError::Source)?;
-    let started = Instant::now();
-    let built = build(object, ctx, workspace.root(), &dir).await?;
-    drop(workspace);
-    ctx.metrics.observe_build(started.elapsed());
-    Ok(built)
-}
-
-/// Build: generates, decrypts, builds and substitutes `dir` (inside `root`) as the
-/// Kustomization asks, with its decryption keys and post-build variables from the cluster.
-/// The digest is of the objects as `kustomize build` prints them.
-pub(crate) async fn build(
-    object: &Kustomization,
-    ctx: &Context,
-    root: &Path,
-    dir: &Path,
-) -> Result<Built, StepError> {
-    let keys = decryption_keys(object, ctx)
-        .await
-        .map_err(StepError::BuildInputs)?;
-    let variables = variables(object, ctx)
-        .await
-        .map_err(StepError::BuildInputs)?;
-    let (root, dir) = (root.to_path_buf(), dir.to_path_buf());
-    let spec: KustomizationSpec = object.spec.clone();
-    let strict_substitution = ctx.options.strict_substitution;
-    let remote = ctx.options.remote.clone();
-    let limits = ctx.options.build_limits;
-    tokio::task::spawn_blocking(move || {
-        let inputs = Inputs {
-            spec: &spec,
-            keys: keys.as_ref(),
-            variables: &variables,
-            remote,
-            strict_substitution,
-            limits,
-        };
-        let objects = manifests::build(&root, &dir, &inputs)?;
-        let digest = format!(
-            "sha256:{}",
-            hex::encode(Sha256::digest(
-                crate::kustomize::to_yaml(&objects).as_bytes()
-            ))
-        );
-        Ok(Built {
-            objects: objects.into_iter().map(Value::from).collect(),
-            digest,
-        })
-    })
-    .await
-    .map_err(StepError::BuildStopped)?
-    .map_err(StepError::Build)
-}
+pub(crate) use super::fetch_build::{build, fetch_and_build};
 
 /// Where and as whom a Kustomization applies, prunes and checks health.
 pub(crate) struct Target {

@@ -80,6 +80,8 @@ pub struct Metrics {
     pub requests: RestRequests,
     /// The token cache's `gotk_token_*` families.
     pub token_cache: crate::auth::cache::CacheMetrics,
+    /// The build cache's hits, misses and size (on `/metrics/extra`).
+    pub build_cache: crate::controller::reconcile::build_cache::BuildCacheMetrics,
     /// The length of the last page served: the next is written into a buffer that size.
     page_size: std::sync::atomic::AtomicUsize,
 }
@@ -183,6 +185,8 @@ impl Metrics {
             in_flight.clone(),
         );
         extra.register_collector(Box::new(watches.clone()));
+        let build_cache = crate::controller::reconcile::build_cache::BuildCacheMetrics::default();
+        build_cache.register(&mut extra);
         Metrics {
             registry,
             extra,
@@ -196,6 +200,7 @@ impl Metrics {
             runtime,
             requests,
             token_cache,
+            build_cache,
             page_size: Default::default(),
         }
     }

@@ -1,0 +1,236 @@
+//! The fetch-and-build step: the artifact downloaded and extracted, `spec.path` built in it
+//! with the Kustomization's decryption keys and post-build variables; or, when the build
+//! cache holds what this Kustomization built from the very same inputs, neither.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::api::{Kustomization, KustomizationSpec};
+use crate::controller::KustomizationKey;
+use crate::controller::build_cache::BuildFacts;
+use crate::controller::context::Context;
+use crate::controller::error::StepError;
+use crate::controller::inputs::{decryption_keys, variables};
+use crate::controller::manifests::{self, Inputs};
+use crate::source::{Artifact, SourceError};
+
+/// Built objects and their digest (what the history records).
+pub(crate) struct Built {
+    pub objects: Vec<Value>,
+    pub digest: String,
+}
+
+/// Fetch and build: downloads and extracts the artifact, then builds `spec.path` in it;
+/// or, when the build cache holds what this Kustomization built from the very same inputs,
+/// neither.
+pub(crate) async fn fetch_and_build(
+    object: &Kustomization,
+    ctx: &Context,
+    artifact: &Artifact,
+) -> Result<Built, StepError> {
+    let key = KustomizationKey::of(object);
+    let cache = ctx
+        .options
+        .build_cache
+        .as_deref()
+        .filter(|_| object.spec.decryption.is_none() && !artifact.digest.is_empty());
+    // The cache is keyed by what the build reads, so that is read first; a failure to read
+    // it is reported after the artifact's own, as Flux reports them.
+    let early = match cache {
+        Some(_) => Some(read_inputs(object, ctx).await),
+        None => None,
+    };
+    let cacheable = match &early {
+        Some(Ok(read)) => BuildFacts {
+            artifact_digest: &artifact.digest,
+            artifact_url: &artifact.url,
+            spec: &object.spec,
+            variables: &read.variables,
+            strict_substitution: ctx.options.strict_substitution,
+            limits: &ctx.options.build_limits,
+            remote_allowed: ctx.options.remote.is_some(),
+        }
+        .cacheable(),
+        _ => None,
+    };
+    if let (Some(cache), Some(inputs)) = (cache, cacheable)
+        && let Some((objects, digest)) = cache.get(&key, inputs)
+    {
+        return Ok(Built { objects, digest });
+    }
+    let workspace = ctx.fetcher.fetch(artifact).await.map_err(|e| match e {
+        SourceError::ArtifactMissing { .. } => StepError::SourceNotReady(e),
+        other => StepError::Source(other),
+    })?;
+    let dir = workspace
+        .path(object.spec.path.as_deref().unwrap_or("./"))
+        .map_err(StepError::Source)?;
+    let read = match early {
+        Some(read) => read?,
+        None => read_inputs(object, ctx).await?,
+    };
+    let started = Instant::now();
+    let (built, fetched_remote) = build_from(object, ctx, workspace.root(), &dir, read).await?;
+    drop(workspace);
+    ctx.metrics.observe_build(started.elapsed());
+    if let Some(cache) = ctx.options.build_cache.as_deref() {
+        match cacheable {
+            Some(inputs) if !fetched_remote => {
+                cache.put(&key, inputs, &built.objects, &built.digest)
+            }
+            _ => cache.forget(&key),
+        }
+    }
+    Ok(built)
+}
+
+/// What a build reads from the cluster: decryption keys and post-build variables.
+pub(crate) struct ReadInputs {
+    keys: Option<crate::sops::Keys>,
+    variables: std::collections::BTreeMap<String, String>,
+}
+
+async fn read_inputs(object: &Kustomization, ctx: &Context) -> Result<ReadInputs, StepError> {
+    Ok(ReadInputs {
+        keys: decryption_keys(object, ctx)
+            .await
+            .map_err(StepError::BuildInputs)?,
+        variables: variables(object, ctx)
+            .await
+            .map_err(StepError::BuildInputs)?,
+    })
+}
+
+/// Build: generates, decrypts, builds and substitutes `dir` (inside `root`) as the
+/// Kustomization asks, with its decryption keys and post-build variables from the cluster.
+/// The digest is of the objects as `kustomize build` prints them.
+pub(crate) async fn build(
+    object: &Kustomization,
+    ctx: &Context,
+    root: &Path,
+    dir: &Path,
+) -> Result<Built, StepError> {
+    let read = read_inputs(object, ctx).await?;
+    Ok(build_from(object, ctx, root, dir, read).await?.0)
+}
+
+/// Builds with inputs already read; also says whether the build fetched a remote base or
+/// file (what it read then is not among its inputs).
+async fn build_from(
+    object: &Kustomization,
+    ctx: &Context,
+    root: &Path,
+    dir: &Path,
+    read: ReadInputs,
+) -> Result<(Built, bool), StepError> {
+    let (root, dir) = (root.to_path_buf(), dir.to_path_buf());
+    let spec: KustomizationSpec = object.spec.clone();
+    let strict_substitution = ctx.options.strict_substitution;
+    let remote = ctx.options.remote.clone().map(RecordingFetcher::new);
+    let limits = ctx.options.build_limits;
+    tokio::task::spawn_blocking(move || {
+        let inputs = Inputs {
+            spec: &spec,
+            keys: read.keys.as_ref(),
+            variables: &read.variables,
+            remote: remote
+                .clone()
+                .map(|r| r as Arc<dyn crate::kustomize::RemoteFetcher>),
+            strict_substitution,
+            limits,
+        };
+        let objects = manifests::build(&root, &dir, &inputs)?;
+        let digest = format!(
+            "sha256:{}",
+            hex::encode(Sha256::digest(
+                crate::kustomize::to_yaml(&objects).as_bytes()
+            ))
+        );
+        let built = Built {
+            objects: objects.into_iter().map(Value::from).collect(),
+            digest,
+        };
+        Ok((built, remote.is_some_and(|r| r.fetched())))
+    })
+    .await
+    .map_err(StepError::BuildStopped)?
+    .map_err(StepError::Build)
+}
+
+/// A remote fetcher that remembers whether the build used it.
+#[derive(Debug)]
+struct RecordingFetcher {
+    inner: Arc<dyn crate::kustomize::RemoteFetcher>,
+    fetched: std::sync::atomic::AtomicBool,
+}
+
+impl RecordingFetcher {
+    fn new(inner: Arc<dyn crate::kustomize::RemoteFetcher>) -> Arc<RecordingFetcher> {
+        Arc::new(RecordingFetcher {
+            inner,
+            fetched: Default::default(),
+        })
+    }
+
+    fn fetched(&self) -> bool {
+        self.fetched.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl crate::kustomize::RemoteFetcher for RecordingFetcher {
+    fn fetch(&self, url: &str) -> Result<crate::kustomize::Remote, crate::kustomize::FetchError> {
+        self.fetched
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.inner.fetch(url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Serves one manifest for any URL.
+    #[derive(Debug)]
+    struct OneFile;
+
+    impl crate::kustomize::RemoteFetcher for OneFile {
+        fn fetch(&self, _: &str) -> Result<crate::kustomize::Remote, crate::kustomize::FetchError> {
+            Ok(crate::kustomize::Remote::File(
+                b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: remote\n".to_vec(),
+            ))
+        }
+    }
+
+    fn build_with(kustomization: &str, fetcher: &Arc<RecordingFetcher>) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("kustomization.yaml"), kustomization).unwrap();
+        std::fs::write(
+            dir.path().join("local.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\n",
+        )
+        .unwrap();
+        let options = crate::kustomize::BuildOptions {
+            remote: Some(fetcher.clone()),
+            ..Default::default()
+        };
+        crate::kustomize::build(dir.path(), dir.path(), &options).unwrap();
+    }
+
+    /// A build that read a remote file is not kept: what it read is not among its inputs.
+    #[test]
+    fn builds_that_fetch_remote_entries_are_told_apart() {
+        let local = RecordingFetcher::new(Arc::new(OneFile));
+        build_with("resources:\n- local.yaml\n", &local);
+        assert!(!local.fetched());
+        let remote = RecordingFetcher::new(Arc::new(OneFile));
+        build_with(
+            "resources:\n- local.yaml\n- https://example.com/remote.yaml\n",
+            &remote,
+        );
+        assert!(remote.fetched());
+    }
+}
