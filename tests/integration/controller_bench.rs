@@ -53,6 +53,8 @@ struct Tally<'a> {
     /// kube-apiserver does to an admin), and its reading at the last report.
     server: kube::Client,
     server_cpu: Option<f64>,
+    /// The controller's own `process_cpu_seconds_total` at the last report.
+    controller_cpu: f64,
     user: String,
     metrics: String,
     counted: BTreeMap<String, f64>,
@@ -69,22 +71,30 @@ impl<'a> Tally<'a> {
             log: server.map(|s| (s, s.requests().len())),
             server: admin.clone(),
             server_cpu: api_server_cpu(admin).await,
+            controller_cpu: 0.0,
             user: user.to_string(),
             metrics: metrics.to_string(),
             counted: BTreeMap::new(),
         };
-        tally.counted = tally.client_requests().await;
+        let (counted, cpu) = tally.client_requests().await;
+        (tally.counted, tally.controller_cpu) = (counted, cpu);
         tally
     }
 
-    /// `rest_client_requests_total` summed by method, once the controller serves metrics.
-    async fn client_requests(&self) -> BTreeMap<String, f64> {
+    /// `rest_client_requests_total` summed by method, and the controller's CPU seconds, once
+    /// the controller serves metrics.
+    async fn client_requests(&self) -> (BTreeMap<String, f64>, f64) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(text) = http_get_text(&self.metrics, "/metrics").await
                 && text.starts_with("HTTP/1.1 200")
             {
-                return requests_by_method(&text);
+                let cpu = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0.0);
+                return (requests_by_method(&text), cpu);
             }
             assert!(Instant::now() < deadline, "the controller serves /metrics");
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -93,7 +103,7 @@ impl<'a> Tally<'a> {
 
     async fn report(&mut self, phase: &str, count: usize, took: Duration) {
         let per = |n: f64| n / count as f64;
-        let counted = self.client_requests().await;
+        let (counted, controller_cpu) = self.client_requests().await;
         let spent: BTreeMap<&String, f64> = counted
             .iter()
             .map(|(method, n)| (method, n - self.counted.get(method).unwrap_or(&0.0)))
@@ -109,6 +119,12 @@ impl<'a> Tally<'a> {
             println!("bench-controller:   {method:<40} {:>8.2}", per(n));
         }
         self.counted = counted;
+        println!(
+            "bench-controller: {phase}: controller CPU {:.2} s ({:.2} ms per Kustomization)",
+            controller_cpu - self.controller_cpu,
+            per(controller_cpu - self.controller_cpu) * 1000.0
+        );
+        self.controller_cpu = controller_cpu;
         let cpu = api_server_cpu(&self.server).await;
         if let (Some(before), Some(after)) = (self.server_cpu, cpu) {
             println!(
