@@ -10,7 +10,8 @@
 //! `KUBEBUILDER_ASSETS`), where the controller's own `rest_client_requests_total` counts the
 //! requests; in process, the server's request log also splits them by verb and resource. The
 //! controller authenticates with its own ServiceAccount token, so its requests are told apart
-//! from the benchmark's. `BENCH_N` (default 100), `BENCH_CONCURRENT` (4),
+//! from the benchmark's. `BENCH_N` (default 100), `BENCH_CONCURRENT` (4), `BENCH_ARGS` (more
+//! controller flags),
 //! `BENCH_QPS`/`BENCH_BURST` (Flux's defaults 50/300; they apply where the server runs no API
 //! Priority and Fairness: in process unless `BENCH_APF=1`, never on a real server, as in
 //! Flux). A phase ends when a list of all the
@@ -263,20 +264,25 @@ async fn bench_controller() {
     cluster
         .create_source(SourceKind::GitRepository, &ns, "repo", Some(&first))
         .await;
+    // BENCH_ARGS: more flags for the controller (`--build-cache-max-size=0`).
+    let extra = std::env::var("BENCH_ARGS").unwrap_or_default();
+    let mut flags = vec![
+        format!("--concurrent={concurrent}"),
+        format!("--kube-api-qps={qps}"),
+        format!("--kube-api-burst={burst}"),
+        "--log-level=error".to_string(),
+    ];
+    flags.extend(extra.split_whitespace().map(str::to_string));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let mut controller = ControllerProcess::start_with_kubeconfig(
         &cluster.kubeconfig_with_token(&token),
         &ns,
-        &[
-            &format!("--concurrent={concurrent}"),
-            &format!("--kube-api-qps={qps}"),
-            &format!("--kube-api-burst={burst}"),
-            "--log-level=error",
-        ],
+        &flags,
     );
     let pid = controller.child.id().unwrap();
     println!(
         "bench-controller: {count} Kustomizations x 4 objects, --concurrent={concurrent} \
-         --kube-api-qps={qps} --kube-api-burst={burst}"
+         --kube-api-qps={qps} --kube-api-burst={burst} {extra}"
     );
     let api: Api<Kustomization> = Api::namespaced(cluster.client.clone(), &ns);
 
