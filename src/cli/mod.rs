@@ -208,7 +208,7 @@ pub struct RunArgs {
     pub token_cache_max_duration: std::time::Duration,
     /// Bytes of built objects kept to reuse while a Kustomization's build inputs are
     /// unchanged (no download, no build); 0 turns the build cache off.
-    #[arg(long, default_value_t = 32 << 20)]
+    #[arg(long, default_value_t = crate::controller::build_cache::DEFAULT_CAPACITY)]
     pub build_cache_max_size: usize,
     /// A Flux flag this controller has no use for (source-controller's): accepted so Flux's
     /// Deployment args work, and reported as unused in the log.

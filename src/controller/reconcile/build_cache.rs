@@ -103,8 +103,8 @@ impl BuildCacheMetrics {
 /// One Kustomization's last build.
 struct Entry {
     inputs: BuildInputs,
-    /// The objects, as a JSON array.
-    objects: Vec<u8>,
+    /// The objects, as a JSON array (shared, so that a hit parses it outside the lock).
+    objects: std::sync::Arc<[u8]>,
     digest: String,
     used: u64,
 }
@@ -150,16 +150,17 @@ impl BuildCache {
         let mut state = self.lock();
         state.clock += 1;
         let clock = state.clock;
-        let found = state
+        let kept = state
             .entries
             .get_mut(key)
             .filter(|entry| entry.inputs == inputs)
-            .and_then(|entry| {
+            .map(|entry| {
                 entry.used = clock;
-                let objects = serde_json::from_slice(&entry.objects).ok()?;
-                Some((objects, entry.digest.clone()))
+                (entry.objects.clone(), entry.digest.clone())
             });
         drop(state);
+        let found = kept
+            .and_then(|(objects, digest)| Some((serde_json::from_slice(&objects).ok()?, digest)));
         match &found {
             Some(_) => self.metrics.hits.inc(),
             None => self.metrics.misses.inc(),
@@ -179,6 +180,7 @@ impl BuildCache {
         let Ok(objects) = serde_json::to_vec(objects) else {
             return;
         };
+        let objects: std::sync::Arc<[u8]> = objects.into();
         let mut state = self.lock();
         if let Some(old) = state.entries.remove(key) {
             state.bytes -= old.objects.len();
