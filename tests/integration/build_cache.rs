@@ -10,7 +10,6 @@ use serde_json::json;
 
 use crate::support::cluster::wait_for;
 use crate::support::controller::Harness;
-use crate::support::repo_root;
 
 const SETTINGS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  greeting: ${greeting}\n  who: ${who}\n";
 const OTHER: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n";
@@ -166,21 +165,13 @@ async fn unchanged_inputs_reuse_the_last_build_and_any_change_builds_again() {
 #[tokio::test]
 async fn decrypting_builds_are_built_every_time() {
     let harness = Harness::start().await;
-    let ns = harness.cluster.namespace.clone();
-    let fixtures = repo_root().join("tests/fixtures/sops/flux/internal/controller/testdata/sops");
-    let encrypted = std::fs::read_to_string(fixtures.join("algorithms/age.yaml")).unwrap();
-    let key = std::fs::read_to_string(fixtures.join("keys/age.txt")).unwrap();
+    let encrypted = harness.age_encrypted_secret_and_keys().await;
     let artifact = harness.publish_files(
         "cache-sops",
         "main@sha1:5005",
         &[("secret.yaml", &encrypted)],
     );
     harness.source("repo", &artifact).await;
-    harness
-        .cluster
-        .apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sops-keys", "namespace": ns},
-            "stringData": {"age.agekey": key}}))
-        .await;
     harness
         .create_kustomization(
             "cached",

@@ -461,9 +461,7 @@ const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: se
 async fn sops_secrets_are_applied_decrypted() {
     let harness = Harness::start().await;
     let ns = harness.cluster.namespace.clone();
-    let fixtures = repo_root().join("tests/fixtures/sops/flux/internal/controller/testdata/sops");
-    let encrypted = std::fs::read_to_string(fixtures.join("algorithms/age.yaml")).unwrap();
-    let key = std::fs::read_to_string(fixtures.join("keys/age.txt")).unwrap();
+    let encrypted = harness.age_encrypted_secret_and_keys().await;
     let artifact = harness.publish_files(
         "sops",
         "main@sha1:5005",
@@ -473,11 +471,6 @@ async fn sops_secrets_are_applied_decrypted() {
         ],
     );
     harness.source("repo", &artifact).await;
-    harness
-        .cluster
-        .apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sops-keys", "namespace": ns},
-            "stringData": {"age.agekey": key}}))
-        .await;
     harness
         .create_kustomization(
             "secrets",

@@ -275,6 +275,21 @@ impl Harness {
             .publish_dir(&format!("{name}.tar.gz"), revision, dir.path())
     }
 
+    /// Flux's age-encrypted test Secret (`age`, `key: value`), and the Secret `sops-keys`
+    /// holding its age key, for `decryption.secretRef`.
+    pub async fn age_encrypted_secret_and_keys(&self) -> String {
+        let fixtures =
+            repo_root().join("tests/fixtures/sops/flux/internal/controller/testdata/sops");
+        let encrypted = std::fs::read_to_string(fixtures.join("algorithms/age.yaml")).unwrap();
+        let key = std::fs::read_to_string(fixtures.join("keys/age.txt")).unwrap();
+        self.cluster
+            .apply(&json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "sops-keys", "namespace": self.cluster.namespace},
+                "stringData": {"age.agekey": key}}))
+            .await;
+        encrypted
+    }
+
     pub async fn source(&self, name: &str, artifact: &Artifact) {
         let ns = self.cluster.namespace.clone();
         self.cluster
