@@ -1402,3 +1402,51 @@ async fn repeated_events_are_aggregated() {
         "retries bump one Event's count instead of creating new ones"
     );
 }
+
+/// As Flux's patcher (fluxcd/pkg `runtime/patch`): the status is written with merge patches
+/// of what changed, by `gotk-kustomize-controller`, so its managed fields entry is an
+/// `Update` of the status subresource.
+#[tokio::test]
+async fn the_status_is_written_as_flux_writes_it() {
+    let harness = Harness::start().await;
+    let artifact = harness.publish_files(
+        "status-writer",
+        "main@sha1:5a7e",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: written\n",
+        )],
+    );
+    harness.source("repo", &artifact).await;
+    harness.create_kustomization("writer", json!({})).await;
+    harness
+        .wait_ready("writer", "True", "ReconciliationSucceeded")
+        .await;
+    harness.request_reconcile("writer", "again").await;
+    harness.wait_handled("writer", "again").await;
+    let object = harness.kustomizations().get("writer").await.unwrap();
+    let entries: Vec<(String, String, String)> = object
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|entry| entry.manager.as_deref() == Some("gotk-kustomize-controller"))
+        .map(|entry| {
+            (
+                entry.operation.unwrap_or_default(),
+                entry.subresource.unwrap_or_default(),
+                serde_json::to_string(&entry.fields_v1).unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let (operation, subresource, fields) = &entries[0];
+    assert_eq!(
+        (operation.as_str(), subresource.as_str()),
+        ("Update", "status")
+    );
+    assert!(fields.contains("f:inventory"), "{fields}");
+    let status = object.status.unwrap();
+    assert_eq!(status.last_handled_reconcile_at.as_deref(), Some("again"));
+    assert!(status.conditions.iter().all(|c| c.type_ != "Reconciling"));
+}

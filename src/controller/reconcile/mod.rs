@@ -272,7 +272,7 @@ async fn reconcile_live(
     let conclusion = outcome::conclude(status, &facts, &result);
     // Written only now, at the end, so that `flux reconcile` waits for this outcome. Always
     // written: as in Flux, every reconciliation moves Ready's transition time and the history.
-    status::write(ctx, &object, &conclusion.status).await?;
+    pending.write(ctx, &object, &conclusion.status).await?;
     say(&conclusion.said);
     if let Some(event) = &conclusion.event {
         ctx.recorder.publish(

@@ -10,30 +10,60 @@ use crate::api::{Kustomization, KustomizationStatus, Snapshot};
 use crate::controller::KustomizationKey;
 use crate::controller::context::Context;
 
-/// Writes `status` on `object` (server-side apply of the status subresource, as the status
-/// manager).
+/// Writes `status` on `object`, as Flux's patcher does: a JSON merge patch of the status
+/// subresource, from `base` (what the server holds) to `status`, as the status manager;
+/// nothing when they are the same.
 pub(crate) async fn write(
     ctx: &Context,
     object: &Kustomization,
+    base: Option<&KustomizationStatus>,
     status: &KustomizationStatus,
 ) -> Result<(), kube::Error> {
     let namespace = object.metadata.namespace.as_deref().unwrap_or("");
     let name = object.metadata.name.as_deref().unwrap_or("");
+    let old = serde_json::to_value(base).map_err(kube::Error::SerdeError)?;
+    let new = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
+    let Some(patch) = merge_patch(&old, &new) else {
+        return Ok(());
+    };
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), namespace);
-    let body = json!({
-        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-        "status": status,
-    });
+    let params = PatchParams {
+        field_manager: Some(ctx.options.status_manager.clone()),
+        ..PatchParams::default()
+    };
     let written = api
-        .patch_status(
-            name,
-            &PatchParams::apply(&ctx.options.status_manager).force(),
-            &Patch::Apply(&body),
-        )
+        .patch_status(name, &params, &Patch::Merge(json!({"status": patch})))
         .await?;
     ctx.own_writes
         .record(&KustomizationKey::new(namespace, name), &written);
     Ok(())
+}
+
+/// The JSON merge patch (RFC 7386) that turns `old` into `new`: objects are patched key by
+/// key (a key `new` lacks is set to null), anything else is replaced whole; none when they
+/// are equal.
+fn merge_patch(old: &serde_json::Value, new: &serde_json::Value) -> Option<serde_json::Value> {
+    use serde_json::{Map, Value};
+    if old == new {
+        return None;
+    }
+    let (Value::Object(old), Value::Object(new)) = (old, new) else {
+        return Some(new.clone());
+    };
+    let mut patch = Map::new();
+    for (key, value) in new {
+        let changed = match old.get(key) {
+            Some(previous) => merge_patch(previous, value),
+            None => Some(value.clone()),
+        };
+        if let Some(changed) = changed {
+            patch.insert(key.clone(), changed);
+        }
+    }
+    for key in old.keys().filter(|key| !new.contains_key(*key)) {
+        patch.insert(key.clone(), Value::Null);
+    }
+    Some(Value::Object(patch))
 }
 
 pub const READY: &str = "Ready";
@@ -173,6 +203,89 @@ pub fn record_history(status: &mut KustomizationStatus, reconciled: &Reconciled<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// RFC 7386's own examples (appendix A) that a status can hold (no nulls in the target),
+    /// each read backwards: the patch from the original to the result.
+    #[test]
+    fn merge_patches_turn_the_old_status_into_the_new() {
+        let rows = [
+            (
+                json!({"a": "b"}),
+                json!({"a": "c"}),
+                Some(json!({"a": "c"})),
+            ),
+            (
+                json!({"a": "b"}),
+                json!({"a": "b", "b": "c"}),
+                Some(json!({"b": "c"})),
+            ),
+            (json!({"a": "b"}), json!({}), Some(json!({"a": null}))),
+            (
+                json!({"a": "b", "b": "c"}),
+                json!({"b": "c"}),
+                Some(json!({"a": null})),
+            ),
+            (
+                json!({"a": ["b"]}),
+                json!({"a": "c"}),
+                Some(json!({"a": "c"})),
+            ),
+            (
+                json!({"a": "c"}),
+                json!({"a": ["b"]}),
+                Some(json!({"a": ["b"]})),
+            ),
+            (
+                json!({"a": {"b": "c"}}),
+                json!({"a": {"b": "d"}}),
+                Some(json!({"a": {"b": "d"}})),
+            ),
+            (
+                json!({"a": [{"b": "c"}]}),
+                json!({"a": [1]}),
+                Some(json!({"a": [1]})),
+            ),
+            (
+                json!(["a", "b"]),
+                json!(["c", "d"]),
+                Some(json!(["c", "d"])),
+            ),
+            (json!({"a": "b"}), json!(["c"]), Some(json!(["c"]))),
+            (
+                json!({"e": null}),
+                json!({"a": 1}),
+                Some(json!({"a": 1, "e": null})),
+            ),
+            (
+                json!([1, 2]),
+                json!({"a": "b", "c": null}),
+                Some(json!({"a": "b", "c": null})),
+            ),
+            (
+                json!({}),
+                json!({"a": {"bb": {}}}),
+                Some(json!({"a": {"bb": {}}})),
+            ),
+            (json!({"a": {"b": "c"}}), json!({"a": {"b": "c"}}), None),
+        ];
+        for (old, new, want) in rows {
+            assert_eq!(merge_patch(&old, &new), want, "{old} -> {new}");
+            // Applied to the old value, the patch gives the new one (where it holds no null,
+            // which a merge patch cannot express).
+            if let Some(patch) = &want
+                && !new.to_string().contains("null")
+            {
+                let mut applied = old.clone();
+                json_patch::merge(&mut applied, patch);
+                assert_eq!(applied, new, "{old} + {patch}");
+            }
+        }
+        // A status that did not exist yet is written whole.
+        assert_eq!(
+            merge_patch(&serde_json::Value::Null, &json!({"observedGeneration": 1})),
+            Some(json!({"observedGeneration": 1}))
+        );
+    }
 
     #[test]
     fn conditions_keep_transition_times_and_order() {

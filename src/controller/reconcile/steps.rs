@@ -47,6 +47,9 @@ pub(crate) const PROGRESS_REPORT_DELAY: std::time::Duration = std::time::Duratio
 pub(crate) struct PendingProgress {
     long: std::sync::atomic::AtomicBool,
     latest: std::sync::Mutex<Option<KustomizationStatus>>,
+    /// The status this reconciliation last wrote, if it wrote one: what the server holds,
+    /// and what the next write is a patch from.
+    written: std::sync::Mutex<Option<KustomizationStatus>>,
 }
 
 impl PendingProgress {
@@ -55,14 +58,38 @@ impl PendingProgress {
         self.long.store(true, std::sync::atomic::Ordering::Relaxed);
         let latest = self.latest.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(status) = latest {
-            write_progress(ctx, object, &status).await;
+            self.write_progress(ctx, object, &status).await;
         }
     }
-}
 
-async fn write_progress(ctx: &Context, object: &Kustomization, status: &KustomizationStatus) {
-    if let Err(error) = crate::controller::status::write(ctx, object, status).await {
-        tracing::debug!(error = %error, "writing progress");
+    async fn write_progress(
+        &self,
+        ctx: &Context,
+        object: &Kustomization,
+        status: &KustomizationStatus,
+    ) {
+        if let Err(error) = self.write(ctx, object, status).await {
+            tracing::debug!(error = %error, "writing progress");
+        }
+    }
+
+    /// Writes `status`, as a patch from what the server holds: this reconciliation's last
+    /// write, else the status it started from.
+    pub async fn write(
+        &self,
+        ctx: &Context,
+        object: &Kustomization,
+        status: &KustomizationStatus,
+    ) -> Result<(), kube::Error> {
+        let base = self
+            .written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .or_else(|| object.status.clone());
+        crate::controller::status::write(ctx, object, base.as_ref(), status).await?;
+        *self.written.lock().unwrap_or_else(|e| e.into_inner()) = Some(status.clone());
+        Ok(())
     }
 }
 
@@ -96,7 +123,9 @@ impl Progress<'_> {
             }
         }
         if self.pending.long.load(std::sync::atomic::Ordering::Relaxed) {
-            write_progress(self.ctx, self.object, status).await;
+            self.pending
+                .write_progress(self.ctx, self.object, status)
+                .await;
         } else {
             *self
                 .pending
