@@ -27,9 +27,7 @@ use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use kube::runtime::watcher::{self, Event};
 
-#[cfg(doc)]
-use crate::retry::REFUSED_CAP;
-use crate::retry::{Backoff, RETRY_CAP, after_failure};
+use crate::retry::{Backoff, REFUSED_CAP, RETRY_CAP, after_failure};
 
 /// How long a watch stream must have been open to count as a working watch.
 pub const STABLE: Duration = Duration::from_secs(1);
@@ -85,16 +83,6 @@ impl Setback {
             // A list or an event without a version: the server is not serving the kind as
             // it should, which is worth an outage's report.
             watcher::Error::NoResourceVersion => Setback::Refused(None),
-        }
-    }
-
-    /// The API server's status code, if it answered.
-    pub fn status(self) -> Option<u16> {
-        match self {
-            Setback::Refused(status) => status,
-            Setback::NotServed => Some(404),
-            Setback::Expired => Some(410),
-            Setback::Broke => None,
         }
     }
 }
@@ -154,9 +142,8 @@ impl Pace {
                 }
                 self.backoff.next(RETRY_CAP)
             }
-            Setback::NotServed | Setback::Refused(_) => {
-                after_failure(setback.status(), &mut self.backoff)
-            }
+            Setback::NotServed => self.backoff.next(REFUSED_CAP),
+            Setback::Refused(status) => after_failure(status, &mut self.backoff),
         }
     }
 }

@@ -77,6 +77,7 @@ pub(crate) async fn fetch_and_build(
     let (built, fetched_remote) = build_from(object, ctx, workspace.root(), &dir, read).await?;
     drop(workspace);
     ctx.metrics.observe_build(started.elapsed());
+    // Any other build (one that now decrypts, say) leaves no entry behind.
     if let Some(cache) = ctx.options.build_cache.as_deref() {
         match cacheable {
             Some(inputs) if !fetched_remote => {
