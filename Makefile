@@ -4,7 +4,7 @@ BIN := target/release/kustomize-controller
 IMAGE ?= kustomize-controller:dev
 
 
-.PHONY: setup build test test-shared-server test-real fmt-check clippy crds bench bench-build bench-memory bench-apply bench-controller fuzz e2e image
+.PHONY: setup build test test-shared-server test-real fmt-check clippy crds bench bench-build bench-memory bench-apply bench-controller bench-server-cost fuzz e2e image
 
 # What the tests need besides cargo, inside the project (idempotent): a Python venv under
 # target/ with the Helm SDK for the chart tests, kubectl v1.37 (Kustomize v5.8.1), the
@@ -76,6 +76,10 @@ bench-controller:
 	BENCH_N=1000 $(CARGO) test --release --test integration controller_bench::bench_controller -- --ignored --nocapture
 	BENCH_N=10000 BENCH_QPS=1000 BENCH_BURST=2000 $(CARGO) test --release --test integration controller_bench::bench_controller -- --ignored --nocapture
 	BENCH_CHAIN=10 $(CARGO) test --release --test integration controller::bench_dependency_chain -- --ignored --nocapture
+
+# What each kind of request costs a real kube-apiserver in CPU (TEST_KUBECONFIG).
+bench-server-cost:
+	$(CARGO) test --release --test integration server_cost::server_cost_by_request_kind -- --ignored --nocapture
 
 # Fuzzing with libFuzzer needs a nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`);
 # 60 s per target. `make test` replays the committed corpus on stable.

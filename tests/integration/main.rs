@@ -31,6 +31,7 @@ mod parity;
 mod remote_bases;
 mod requests;
 mod restricted_rbac;
+mod server_cost;
 mod sops;
 mod sops_key_sources;
 mod source;
