@@ -14,14 +14,15 @@
 //! controller flags),
 //! `BENCH_QPS`/`BENCH_BURST` (Flux's defaults 50/300; they apply where the server runs no API
 //! Priority and Fairness: in process unless `BENCH_APF=1`, never on a real server, as in
-//! Flux). A phase ends when a list of all the
-//! Kustomizations shows it done; lists are N ms apart (at least 250 ms), so times are that
-//! coarse.
+//! Flux). A phase ends when the benchmark's watch of the Kustomizations shows it done (looked
+//! at up to ten times a second). Where the API server reports its CPU (a real one), the
+//! benchmark first measures its own requests without the controller (create, annotate,
+//! delete the fleet) and reports the controller's share of each phase apart.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kustomize_controller::api::Kustomization;
 use serde_json::json;
 
@@ -102,7 +103,9 @@ impl<'a> Tally<'a> {
         }
     }
 
-    async fn report(&mut self, phase: &str, count: usize, took: Duration) {
+    /// `own`: what the benchmark's own requests for the phase cost the API server, per
+    /// Kustomization, measured without the controller (`bench_alone`).
+    async fn report(&mut self, phase: &str, count: usize, took: Duration, own: Option<f64>) {
         let per = |n: f64| n / count as f64;
         let (counted, controller_cpu) = self.client_requests().await;
         let spent: BTreeMap<&String, f64> = counted
@@ -128,11 +131,18 @@ impl<'a> Tally<'a> {
         self.controller_cpu = controller_cpu;
         let cpu = api_server_cpu(&self.server).await;
         if let (Some(before), Some(after)) = (self.server_cpu, cpu) {
+            let total = per(after - before) * 1000.0;
             println!(
-                "bench-controller: {phase}: kube-apiserver CPU {:.1} s ({:.1} ms per Kustomization)",
+                "bench-controller: {phase}: kube-apiserver CPU {:.1} s ({total:.1} ms per Kustomization)",
                 after - before,
-                per(after - before) * 1000.0
             );
+            if let Some(own) = own {
+                println!(
+                    "bench-controller: {phase}:   of which the benchmark's own requests {own:.1} ms, \
+                     the controller's {:.1} ms per Kustomization",
+                    total - own
+                );
+            }
         }
         self.server_cpu = cpu;
         let Some((server, from)) = self.log else {
@@ -197,30 +207,128 @@ fn requests_by_method(page: &str) -> BTreeMap<String, f64> {
     by_method
 }
 
-/// Waits until `count` of a fleet of `fleet` Kustomizations hold `holds`.
-async fn wait_all(
-    api: &Api<Kustomization>,
-    fleet: usize,
-    count: usize,
-    what: &str,
-    holds: impl Fn(&Kustomization) -> bool,
-) {
-    // Listing every Kustomization takes the in-process server's one lock for as long as it
-    // serializes them (tens of MB at 10,000): polled every 250 ms, that was most of its time.
-    let pause = Duration::from_millis(fleet as u64).max(Duration::from_millis(250));
-    let deadline = Instant::now() + Duration::from_secs(3_600);
-    loop {
-        if let Ok(list) = api.list(&ListParams::default()).await
-            && list.items.iter().filter(|k| holds(k)).count() == count
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not all {count} Kustomizations {what}"
-        );
-        tokio::time::sleep(pause).await;
+/// What the benchmark knows of the fleet: a watch of the Kustomizations into a store. A
+/// phase's end is read off the store, not off lists: a list of 1,000 Kustomizations costs a
+/// kube-apiserver about half a second of CPU (`make bench-server-cost`), so polling with lists
+/// was most of the server CPU the benchmark used to report.
+struct Fleet {
+    store: kube::runtime::reflector::Store<Kustomization>,
+    changed: tokio::sync::watch::Receiver<u64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Fleet {
+    async fn watch(api: &Api<Kustomization>) -> Fleet {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, reflector, watcher};
+        let (store, writer) = reflector::store();
+        let (notify, changed) = tokio::sync::watch::channel(0u64);
+        let stream = reflector(writer, watcher(api.clone(), watcher::Config::default()))
+            .default_backoff()
+            .touched_objects();
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while stream.next().await.is_some() {
+                notify.send_modify(|n| *n += 1);
+            }
+        });
+        let fleet = Fleet {
+            store,
+            changed,
+            task,
+        };
+        fleet.store.wait_until_ready().await.unwrap();
+        fleet
     }
+
+    /// Waits until `count` Kustomizations of the store hold `holds`.
+    async fn wait_all(&mut self, count: usize, what: &str, holds: impl Fn(&Kustomization) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(3_600);
+        loop {
+            let state = self.store.state();
+            if state.len() >= count && state.iter().filter(|k| holds(k)).count() == count {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not all {count} Kustomizations {what}"
+            );
+            // Looked at again after the next change, at most ten times a second.
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.changed.changed()).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn wait_gone(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(3_600);
+        while !self.store.is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "not all Kustomizations were deleted"
+            );
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.changed.changed()).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What the API server spends on the benchmark's own requests, per Kustomization and in ms,
+/// with no controller running: creating the fleet, annotating each with `requestedAt`,
+/// deleting it (no finalizer, so at once), with the fleet's watch open as in the phases.
+/// `None` where the server tells no CPU.
+async fn bench_alone(
+    admin: &kube::Client,
+    api: &Api<Kustomization>,
+    fleet: &mut Fleet,
+    count: usize,
+    object: impl Fn(usize) -> Kustomization,
+) -> Option<[f64; 3]> {
+    let mut spent = [0.0; 3];
+    let mut last = api_server_cpu(admin).await?;
+    let mut mark = |slot: usize, now: f64| {
+        spent[slot] = (now - last) * 1000.0 / count as f64;
+        last = now;
+    };
+    for i in 0..count {
+        api.create(&Default::default(), &object(i)).await.unwrap();
+    }
+    fleet.wait_all(count, "were created", |_| true).await;
+    mark(0, api_server_cpu(admin).await?);
+    for i in 0..count {
+        api.patch(
+            &format!("app-{i}"),
+            &PatchParams::default(),
+            &requested("alone"),
+        )
+        .await
+        .unwrap();
+    }
+    fleet
+        .wait_all(count, "were annotated", |k| {
+            k.metadata.annotations.as_ref().is_some_and(|a| {
+                a.get("reconcile.fluxcd.io/requestedAt").map(String::as_str) == Some("alone")
+            })
+        })
+        .await;
+    mark(1, api_server_cpu(admin).await?);
+    for i in 0..count {
+        api.delete(&format!("app-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    fleet.wait_gone().await;
+    mark(2, api_server_cpu(admin).await?);
+    Some(spent)
+}
+
+fn requested(token: &str) -> Patch<serde_json::Value> {
+    Patch::Merge(json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": token}}}))
 }
 
 fn ready_at(object: &Kustomization, revision: &str) -> bool {
@@ -264,6 +372,27 @@ async fn bench_controller() {
     cluster
         .create_source(SourceKind::GitRepository, &ns, "repo", Some(&first))
         .await;
+    let api: Api<Kustomization> = Api::namespaced(cluster.client.clone(), &ns);
+    let kustomization = |i: usize| -> Kustomization {
+        serde_json::from_value(json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": format!("app-{i}"), "namespace": ns},
+            "spec": {"interval": "1h", "prune": true, "targetNamespace": ns, "namePrefix": format!("app-{i}-"),
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}},
+        }))
+        .unwrap()
+    };
+    let mut fleet = Fleet::watch(&api).await;
+    // The benchmark's own requests, measured before the controller starts.
+    let alone = bench_alone(&cluster.client, &api, &mut fleet, count, &kustomization).await;
+    if let Some([create, annotate, delete]) = alone {
+        println!(
+            "bench-controller: the benchmark alone costs the API server {create:.1} ms per \
+             Kustomization to create, {annotate:.1} ms to annotate, {delete:.1} ms to delete"
+        );
+    }
+    let own = |slot: usize| alone.map(|costs| costs[slot]);
+
     // BENCH_ARGS: more flags for the controller (`--build-cache-max-size=0`).
     let extra = std::env::var("BENCH_ARGS").unwrap_or_default();
     let mut flags = vec![
@@ -284,7 +413,6 @@ async fn bench_controller() {
         "bench-controller: {count} Kustomizations x 4 objects, --concurrent={concurrent} \
          --kube-api-qps={qps} --kube-api-burst={burst} {extra}"
     );
-    let api: Api<Kustomization> = Api::namespaced(cluster.client.clone(), &ns);
 
     let mut tally = Tally::start(
         cluster.server(),
@@ -297,20 +425,16 @@ async fn bench_controller() {
     // First apply.
     let started = Instant::now();
     for i in 0..count {
-        let object: Kustomization = serde_json::from_value(json!({
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-            "metadata": {"name": format!("app-{i}"), "namespace": ns},
-            "spec": {"interval": "1h", "prune": true, "targetNamespace": ns, "namePrefix": format!("app-{i}-"),
-                "sourceRef": {"kind": "GitRepository", "name": "repo"}},
-        }))
-        .unwrap();
-        api.create(&Default::default(), &object).await.unwrap();
+        api.create(&Default::default(), &kustomization(i))
+            .await
+            .unwrap();
     }
-    wait_all(&api, count, count, "became Ready", |k| {
-        ready_at(k, "main@sha1:1111")
-    })
-    .await;
-    tally.report("first apply", count, started.elapsed()).await;
+    fleet
+        .wait_all(count, "became Ready", |k| ready_at(k, "main@sha1:1111"))
+        .await;
+    tally
+        .report("first apply", count, started.elapsed(), own(0))
+        .await;
 
     // A no-change reconcile, requested.
     let started = Instant::now();
@@ -318,21 +442,22 @@ async fn bench_controller() {
         api.patch(
             &format!("app-{i}"),
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "bench-1"}}})),
+            &requested("bench-1"),
         )
         .await
         .unwrap();
     }
-    wait_all(&api, count, count, "handled the request", |k| {
-        k.status
-            .as_ref()
-            .and_then(|s| s.last_handled_reconcile_at.as_deref())
-            == Some("bench-1")
-            && ready_at(k, "main@sha1:1111")
-    })
-    .await;
+    fleet
+        .wait_all(count, "handled the request", |k| {
+            k.status
+                .as_ref()
+                .and_then(|s| s.last_handled_reconcile_at.as_deref())
+                == Some("bench-1")
+                && ready_at(k, "main@sha1:1111")
+        })
+        .await;
     tally
-        .report("no-change reconcile", count, started.elapsed())
+        .report("no-change reconcile", count, started.elapsed(), own(1))
         .await;
 
     // A new revision with the same manifests (a commit elsewhere in the repository): the
@@ -352,8 +477,12 @@ async fn bench_controller() {
         cluster
             .set_artifact(SourceKind::GitRepository, &ns, "repo", &artifact)
             .await;
-        wait_all(&api, count, count, phase, |k| ready_at(k, revision)).await;
-        tally.report(phase, count, started.elapsed()).await;
+        fleet
+            .wait_all(count, phase, |k| ready_at(k, revision))
+            .await;
+        tally
+            .report(phase, count, started.elapsed(), alone.map(|_| 0.0))
+            .await;
     }
 
     // Deletion: every Kustomization prunes its objects and goes.
@@ -363,8 +492,10 @@ async fn bench_controller() {
             .await
             .unwrap();
     }
-    wait_all(&api, count, 0, "were deleted", |_| true).await;
-    tally.report("deletion", count, started.elapsed()).await;
+    fleet.wait_gone().await;
+    tally
+        .report("deletion", count, started.elapsed(), own(2))
+        .await;
 
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let peak = status
