@@ -58,7 +58,8 @@ struct Tally<'a> {
     /// The controller's own `process_cpu_seconds_total` at the last report.
     controller_cpu: f64,
     user: String,
-    metrics: String,
+    /// Each controller process's metrics address (one per shard).
+    metrics: Vec<String>,
     counted: BTreeMap<String, f64>,
 }
 
@@ -67,7 +68,7 @@ impl<'a> Tally<'a> {
         server: Option<&'a TestApiServer>,
         admin: &kube::Client,
         user: &str,
-        metrics: &str,
+        metrics: Vec<String>,
     ) -> Tally<'a> {
         let mut tally = Tally {
             log: server.map(|s| (s, s.requests().len())),
@@ -75,7 +76,7 @@ impl<'a> Tally<'a> {
             server_cpu: api_server_cpu(admin).await,
             controller_cpu: 0.0,
             user: user.to_string(),
-            metrics: metrics.to_string(),
+            metrics,
             counted: BTreeMap::new(),
         };
         let (counted, cpu) = tally.client_requests().await;
@@ -83,24 +84,21 @@ impl<'a> Tally<'a> {
         tally
     }
 
-    /// `rest_client_requests_total` summed by method, and the controller's CPU seconds, once
-    /// the controller serves metrics.
+    /// `rest_client_requests_total` summed by method, and the controller's CPU seconds, over
+    /// every process (shard), once they serve metrics.
     async fn client_requests(&self) -> (BTreeMap<String, f64>, f64) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(text) = http_get_text(&self.metrics, "/metrics").await
-                && text.starts_with("HTTP/1.1 200")
-            {
-                let cpu = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(0.0);
-                return (requests_by_method(&text), cpu);
+        let (mut requests, mut cpu) = (BTreeMap::new(), 0.0);
+        for page in metric_pages(&self.metrics).await {
+            cpu += page
+                .lines()
+                .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0);
+            for (method, n) in requests_by_method(&page) {
+                *requests.entry(method).or_default() += n;
             }
-            assert!(Instant::now() < deadline, "the controller serves /metrics");
-            tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        (requests, cpu)
     }
 
     /// `own`: what the benchmark's own requests for the phase cost the API server, per
@@ -174,6 +172,35 @@ impl<'a> Tally<'a> {
         }
         self.log = Some((server, requests.len()));
     }
+}
+
+/// Each process's `/metrics` page, waiting (up to 30 s) until it serves one.
+async fn metric_pages(addresses: &[String]) -> Vec<String> {
+    let mut pages = Vec::new();
+    for address in addresses {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(text) = http_get_text(address, "/metrics").await
+                && text.starts_with("HTTP/1.1 200")
+            {
+                pages.push(text);
+                break;
+            }
+            assert!(Instant::now() < deadline, "the controller serves /metrics");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    pages
+}
+
+/// The Kustomizations a metrics page shows reconciled (Flux's per-object
+/// `gotk_reconcile_duration_seconds` series).
+fn reconciled_names(page: &str) -> std::collections::BTreeSet<String> {
+    page.lines()
+        .filter_map(|l| l.strip_prefix("gotk_reconcile_duration_seconds_count{"))
+        .filter_map(|labels| labels.split_once("name=\"").map(|(_, rest)| rest))
+        .filter_map(|rest| rest.split_once('"').map(|(name, _)| name.to_string()))
+        .collect()
 }
 
 /// The CPU seconds the API server has used, from its own `/metrics` (`None` where it serves
@@ -347,6 +374,9 @@ async fn bench_controller() {
     let concurrent = env_number("BENCH_CONCURRENT", 4);
     let qps = env_number("BENCH_QPS", 50);
     let burst = env_number("BENCH_BURST", 300);
+    // BENCH_SHARDS: Flux's sharding, one process per `sharding.fluxcd.io/key` value, each
+    // with its own Lease.
+    let shards = env_number("BENCH_SHARDS", 1).max(1);
     let cluster = TestCluster::start().await;
     // The controller limits itself only where the server runs no API Priority and Fairness
     // (as Flux): in process, APF is off unless BENCH_APF=1, so that BENCH_QPS applies and the
@@ -376,7 +406,8 @@ async fn bench_controller() {
     let kustomization = |i: usize| -> Kustomization {
         serde_json::from_value(json!({
             "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-            "metadata": {"name": format!("app-{i}"), "namespace": ns},
+            "metadata": {"name": format!("app-{i}"), "namespace": ns,
+                "labels": {"sharding.fluxcd.io/key": format!("shard{}", i % shards)}},
             "spec": {"interval": "1h", "prune": true, "targetNamespace": ns, "namePrefix": format!("app-{i}-"),
                 "sourceRef": {"kind": "GitRepository", "name": "repo"}},
         }))
@@ -402,23 +433,34 @@ async fn bench_controller() {
         "--log-level=error".to_string(),
     ];
     flags.extend(extra.split_whitespace().map(str::to_string));
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let mut controller = ControllerProcess::start_with_kubeconfig(
-        &cluster.kubeconfig_with_token(&token),
-        &ns,
-        &flags,
-    );
-    let pid = controller.child.id().unwrap();
+    let mut controllers: Vec<ControllerProcess> = (0..shards)
+        .map(|shard| {
+            let mut flags = flags.clone();
+            if shards > 1 {
+                flags.push(format!(
+                    "--watch-label-selector=sharding.fluxcd.io/key=shard{shard}"
+                ));
+                flags.push("--enable-leader-election".to_string());
+            }
+            let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+            ControllerProcess::start_with_kubeconfig(
+                &cluster.kubeconfig_with_token(&token),
+                &ns,
+                &flags,
+            )
+        })
+        .collect();
+    let pids: Vec<u32> = controllers.iter().map(|c| c.child.id().unwrap()).collect();
     println!(
-        "bench-controller: {count} Kustomizations x 4 objects, --concurrent={concurrent} \
-         --kube-api-qps={qps} --kube-api-burst={burst} {extra}"
+        "bench-controller: {count} Kustomizations x 4 objects, {shards} process(es), \
+         --concurrent={concurrent} --kube-api-qps={qps} --kube-api-burst={burst} {extra}"
     );
 
     let mut tally = Tally::start(
         cluster.server(),
         &cluster.client,
         &user,
-        &controller.metrics,
+        controllers.iter().map(|c| c.metrics.clone()).collect(),
     )
     .await;
 
@@ -485,6 +527,23 @@ async fn bench_controller() {
             .await;
     }
 
+    // Each Kustomization was reconciled by its own shard and by no other.
+    let pages = metric_pages(&tally.metrics).await;
+    let mut seen = std::collections::BTreeSet::new();
+    for (shard, page) in pages.iter().enumerate() {
+        let names = reconciled_names(page);
+        for name in &names {
+            let i: usize = name.trim_start_matches("app-").parse().unwrap();
+            assert_eq!(i % shards, shard, "{name} reconciled by shard{shard}");
+            assert!(seen.insert(name.clone()), "{name} reconciled by two shards");
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        count,
+        "every Kustomization reconciled by a shard"
+    );
+
     // Deletion: every Kustomization prunes its objects and goes.
     let started = Instant::now();
     for i in 0..count {
@@ -497,15 +556,17 @@ async fn bench_controller() {
         .report("deletion", count, started.elapsed(), own(2))
         .await;
 
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let peak = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .unwrap_or("VmHWM: ?")
-        .trim_start_matches("VmHWM:")
-        .trim()
-        .to_string();
-    let _ = controller.child.start_kill();
-    let _ = controller.child.wait().await;
-    println!("bench-controller: controller peak RSS {peak}");
+    for (shard, (pid, controller)) in pids.iter().zip(controllers.iter_mut()).enumerate() {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let peak = status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .unwrap_or("VmHWM: ?")
+            .trim_start_matches("VmHWM:")
+            .trim()
+            .to_string();
+        let _ = controller.child.start_kill();
+        let _ = controller.child.wait().await;
+        println!("bench-controller: controller (shard {shard}) peak RSS {peak}");
+    }
 }
