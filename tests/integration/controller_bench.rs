@@ -55,6 +55,9 @@ struct Tally<'a> {
     /// kube-apiserver does to an admin), and its reading at the last report.
     server: kube::Client,
     server_cpu: Option<f64>,
+    /// The API server's `apiserver_request_total` by verb and resource, every client's
+    /// (the controller-manager's reactions to the objects included), at the last report.
+    server_requests: BTreeMap<String, f64>,
     /// The controller's own `process_cpu_seconds_total` at the last report.
     controller_cpu: f64,
     user: String,
@@ -74,6 +77,7 @@ impl<'a> Tally<'a> {
             log: server.map(|s| (s, s.requests().len())),
             server: admin.clone(),
             server_cpu: api_server_cpu(admin).await,
+            server_requests: api_server_requests(admin).await,
             controller_cpu: 0.0,
             user: user.to_string(),
             metrics,
@@ -143,6 +147,14 @@ impl<'a> Tally<'a> {
             }
         }
         self.server_cpu = cpu;
+        let served = api_server_requests(&self.server).await;
+        for (kind, n) in &served {
+            let n = per(n - self.server_requests.get(kind).unwrap_or(&0.0));
+            if n >= 0.05 {
+                println!("bench-controller:   served to every client: {kind:<52} {n:>6.2}");
+            }
+        }
+        self.server_requests = served;
         let Some((server, from)) = self.log else {
             return;
         };
@@ -211,6 +223,47 @@ async fn api_server_cpu(admin: &kube::Client) -> Option<f64> {
     page.lines()
         .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// The API server's `apiserver_request_total` summed by verb, resource, subresource and
+/// dry-run, long-running watches left out (empty where it serves no metrics).
+async fn api_server_requests(admin: &kube::Client) -> BTreeMap<String, f64> {
+    let Ok(request) = http::Request::get("/metrics").body(Vec::new()) else {
+        return BTreeMap::new();
+    };
+    let page = admin.request_text(request).await.unwrap_or_default();
+    let mut served = BTreeMap::new();
+    for line in page.lines() {
+        let Some(labels) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split_once(&format!("{name}=\""))
+                .and_then(|(_, rest)| rest.split_once('"'))
+                .map_or("", |(value, _)| value)
+                .to_string()
+        };
+        let verb = label("verb");
+        if verb == "WATCH" {
+            continue;
+        }
+        let mut kind = format!("{verb} {}", label("resource"));
+        for (name, shown) in [("subresource", "/"), ("dry_run", " dry-run=")] {
+            let value = label(name);
+            if !value.is_empty() {
+                kind.push_str(shown);
+                kind.push_str(&value);
+            }
+        }
+        let value: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        *served.entry(kind).or_default() += value;
+    }
+    served
 }
 
 /// Sums `rest_client_requests_total` samples of a Prometheus text page by their method.

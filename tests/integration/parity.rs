@@ -174,7 +174,8 @@ async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
     let artifacts = crate::support::artifacts::ArtifactServer::start().await;
     let ns = cluster.namespace.clone();
     let dir = tempfile::tempdir().unwrap();
-    for shard in ["shard1", "shard2"] {
+    // "unsharded" carries no shard key: no shard may take it.
+    for shard in ["shard1", "shard2", "unsharded"] {
         let map = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {shard}-config\n");
         let source = dir.path().join(shard);
         std::fs::create_dir_all(&source).unwrap();
@@ -187,14 +188,14 @@ async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
             .apply(&json!({
                 "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
                 "metadata": {"name": shard, "namespace": ns,
-                    "labels": {"sharding.fluxcd.io/key": shard}},
+                    "labels": if shard == "unsharded" { json!({}) } else { json!({"sharding.fluxcd.io/key": shard}) }},
                 "spec": {"interval": "10m", "prune": true, "targetNamespace": ns,
                     "sourceRef": {"kind": "GitRepository", "name": shard}},
             }))
             .await;
     }
     let mut first = start_shard(&kubeconfig, &ns, "shard1");
-    let _second = start_shard(&kubeconfig, &ns, "shard2");
+    let second = start_shard(&kubeconfig, &ns, "shard2");
 
     // Both lead at once, each on the Lease Flux would name for its selector.
     let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), &ns);
@@ -233,6 +234,37 @@ async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
             "{shard} reconciles its own Kustomization"
         );
     }
+    // Each shard reconciled its own Kustomization and no other (Flux's per-object
+    // reconcile-duration series name what a process reconciled); neither took the one
+    // without a key.
+    for (shard, process) in [("shard1", &first), ("shard2", &second)] {
+        let reconciled = wait_for(Duration::from_secs(30), || async {
+            let page = http_get_text(&process.metrics, "/metrics").await?;
+            let names: Vec<String> = page
+                .lines()
+                .filter(|l| l.starts_with("gotk_reconcile_duration_seconds_count{"))
+                .filter_map(|l| l.split_once("name=\"")?.1.split_once('"'))
+                .map(|(name, _)| name.to_string())
+                .collect();
+            (!names.is_empty()).then_some(names)
+        })
+        .await;
+        assert_eq!(
+            reconciled.unwrap_or_default(),
+            [shard],
+            "what {shard} reconciled"
+        );
+    }
+    let kustomizations: Api<kustomize_controller::api::Kustomization> =
+        Api::namespaced(cluster.client.clone(), &ns);
+    let unsharded = kustomizations.get("unsharded").await.unwrap();
+    // The CRD's defaults give every new object `observedGeneration: -1`; nothing more.
+    let untouched = unsharded
+        .status
+        .as_ref()
+        .is_none_or(|s| s.conditions.is_empty() && s.observed_generation <= 0);
+    assert!(untouched, "no shard touched it: {:?}", unsharded.status);
+    assert!(maps.get_opt("unsharded-config").await.unwrap().is_none());
 
     // SIGTERM: the first shard finishes and gives its Lease up; the second keeps its own.
     first.terminate();
