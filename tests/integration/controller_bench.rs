@@ -217,7 +217,7 @@ fn reconciled_names(page: &str) -> std::collections::BTreeSet<String> {
 
 /// The CPU seconds the API server has used, from its own `/metrics` (`None` where it serves
 /// none: the in-process server).
-async fn api_server_cpu(admin: &kube::Client) -> Option<f64> {
+pub(crate) async fn api_server_cpu(admin: &kube::Client) -> Option<f64> {
     let request = http::Request::get("/metrics").body(Vec::new()).ok()?;
     let page = admin.request_text(request).await.ok()?;
     page.lines()

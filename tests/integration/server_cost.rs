@@ -13,18 +13,10 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
 
+use crate::controller_bench::api_server_cpu as server_cpu;
 use crate::support::cluster::TestCluster;
 
 const IN_FLIGHT: usize = 4;
-
-/// The API server's `process_cpu_seconds_total`, if it serves one.
-async fn server_cpu(client: &kube::Client) -> Option<f64> {
-    let request = http::Request::get("/metrics").body(Vec::new()).ok()?;
-    let page = client.request_text(request).await.ok()?;
-    page.lines()
-        .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
-        .and_then(|v| v.trim().parse().ok())
-}
 
 struct Meter {
     client: kube::Client,
@@ -56,6 +48,45 @@ impl Meter {
             used
         );
     }
+}
+
+/// A request body by the request's number.
+type Body<'a> = Box<dyn Fn(usize) -> Value + 'a>;
+
+impl Meter {
+    /// Measures `count` patches of the objects `name(i)`, of their status subresource when
+    /// `status`.
+    #[allow(clippy::too_many_arguments)]
+    async fn patch_each(
+        &self,
+        kind: &str,
+        count: usize,
+        api: &Api<DynamicObject>,
+        params: &PatchParams,
+        status: bool,
+        name: fn(usize) -> String,
+        body: impl Fn(usize) -> Patch<Value>,
+    ) {
+        self.measure(kind, count, |i| {
+            let patch = body(i);
+            async move {
+                if status {
+                    api.patch_status(&name(i), params, &patch).await.unwrap();
+                } else {
+                    api.patch(&name(i), params, &patch).await.unwrap();
+                }
+            }
+        })
+        .await;
+    }
+}
+
+fn kustomization_name(i: usize) -> String {
+    format!("cost-{i}")
+}
+
+fn config_map_name(i: usize) -> String {
+    format!("cost-{i}-app")
 }
 
 fn kustomization(ns: &str, i: usize) -> Value {
@@ -167,6 +198,11 @@ async fn server_cost_by_request_kind() {
         field_manager: Some("gotk-kustomize-controller".into()),
         ..Default::default()
     };
+    let merge = PatchParams::default();
+    let later_history = json!([{"digest": "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "firstReconciled": "2026-11-27T00:00:00Z", "lastReconciled": "2026-11-27T00:10:00Z",
+        "lastReconciledDuration": "1.2ms", "lastReconciledStatus": "ReconciliationSucceeded",
+        "totalReconciliations": 2, "metadata": {"revision": "main@sha1:1111"}}]);
 
     meter
         .measure("create Kustomization (the benchmark's)", count, |i| {
@@ -178,50 +214,49 @@ async fn server_cost_by_request_kind() {
             }
         })
         .await;
-    meter
-        .measure(
+    let kustomization_patches: [(&str, &PatchParams, bool, Body); 4] = [
+        (
             "merge-patch status, first (Ready, inventory, history)",
-            count,
-            |i| {
-                let (api, ns, pp) = (&kustomizations, &ns, &status_manager);
-                async move {
-                    api.patch_status(
-                        &format!("cost-{i}"),
-                        pp,
-                        &Patch::Merge(ready_status(ns, i, "a")),
-                    )
-                    .await
-                    .unwrap();
-                }
-            },
-        )
-        .await;
-    meter
-        .measure("merge-patch annotation requestedAt (the benchmark's)", count, |i| {
-            let api = &kustomizations;
-            async move {
-                let patch = json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "b"}}});
-                api.patch(&format!("cost-{i}"), &PatchParams::default(), &Patch::Merge(patch))
-                    .await
-                    .unwrap();
-            }
-        })
-        .await;
-    meter
-        .measure("merge-patch status, lastHandledReconcileAt and history", count, |i| {
-            let (api, pp) = (&kustomizations, &status_manager);
-            async move {
-                let patch = json!({"status": {"lastHandledReconcileAt": "b",
-                    "history": [{"digest": "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-                        "firstReconciled": "2026-11-27T00:00:00Z", "lastReconciled": "2026-11-27T00:10:00Z",
-                        "lastReconciledDuration": "1.2ms", "lastReconciledStatus": "ReconciliationSucceeded",
-                        "totalReconciliations": 2, "metadata": {"revision": "main@sha1:1111"}}]}});
-                api.patch_status(&format!("cost-{i}"), pp, &Patch::Merge(patch))
-                    .await
-                    .unwrap();
-            }
-        })
-        .await;
+            &status_manager,
+            true,
+            Box::new(|i| ready_status(&ns, i, "a")),
+        ),
+        (
+            "merge-patch annotation requestedAt (the benchmark's)",
+            &merge,
+            false,
+            Box::new(
+                |_| json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "b"}}}),
+            ),
+        ),
+        (
+            "merge-patch status, lastHandledReconcileAt and history",
+            &status_manager,
+            true,
+            Box::new(
+                |_| json!({"status": {"lastHandledReconcileAt": "b", "history": later_history}}),
+            ),
+        ),
+        (
+            "merge-patch status again, no watch of ours",
+            &status_manager,
+            true,
+            Box::new(|_| json!({"status": {"lastHandledReconcileAt": "c"}})),
+        ),
+    ];
+    for (kind, params, status, body) in &kustomization_patches {
+        meter
+            .patch_each(
+                kind,
+                count,
+                &kustomizations,
+                params,
+                *status,
+                kustomization_name,
+                |i| Patch::Merge(body(i)),
+            )
+            .await;
+    }
     let mut watch = kustomizations
         .watch(&kube::api::WatchParams::default(), "0")
         .await
@@ -229,46 +264,30 @@ async fn server_cost_by_request_kind() {
         .boxed();
     let drain = tokio::spawn(async move { while let Ok(Some(_)) = watch.try_next().await {} });
     meter
-        .measure(
+        .patch_each(
             "merge-patch status again, a Kustomization watch open",
             count,
-            |i| {
-                let (api, pp) = (&kustomizations, &status_manager);
-                async move {
-                    let patch = json!({"status": {"lastHandledReconcileAt": "c"}});
-                    api.patch_status(&format!("cost-{i}"), pp, &Patch::Merge(patch))
-                        .await
-                        .unwrap();
-                }
-            },
+            &kustomizations,
+            &status_manager,
+            true,
+            kustomization_name,
+            |_| Patch::Merge(json!({"status": {"lastHandledReconcileAt": "d"}})),
         )
         .await;
     drain.abort();
     meter
-        .measure("merge-patch status again, no watch of ours", count, |i| {
-            let (api, pp) = (&kustomizations, &status_manager);
-            async move {
-                let patch = json!({"status": {"lastHandledReconcileAt": "d"}});
-                api.patch_status(&format!("cost-{i}"), pp, &Patch::Merge(patch))
-                    .await
-                    .unwrap();
-            }
-        })
-        .await;
-    meter
-        .measure(
+        .patch_each(
             "server-side apply status (forced, whole status)",
             count,
+            &kustomizations,
+            &apply,
+            true,
+            kustomization_name,
             |i| {
-                let (api, ns, pp) = (&kustomizations, &ns, &apply);
-                async move {
-                    let mut status = ready_status(ns, i, "e");
-                    status["apiVersion"] = json!("kustomize.toolkit.fluxcd.io/v1");
-                    status["kind"] = json!("Kustomization");
-                    api.patch_status(&format!("cost-{i}"), pp, &Patch::Apply(status))
-                        .await
-                        .unwrap();
-                }
+                let mut status = ready_status(&ns, i, "e");
+                status["apiVersion"] = json!("kustomize.toolkit.fluxcd.io/v1");
+                status["kind"] = json!("Kustomization");
+                Patch::Apply(status)
             },
         )
         .await;
@@ -282,80 +301,33 @@ async fn server_cost_by_request_kind() {
             }
         })
         .await;
-    meter
-        .measure("server-side dry-run of an absent ConfigMap", count, |i| {
-            let (api, ns, pp) = (&config_maps, &ns, &dry_apply);
-            async move {
-                api.patch(
-                    &format!("cost-{i}-app"),
-                    pp,
-                    &Patch::Apply(config_map(ns, i, "one")),
-                )
-                .await
-                .unwrap();
-            }
-        })
-        .await;
-    meter
-        .measure("server-side apply creating a ConfigMap", count, |i| {
-            let (api, ns, pp) = (&config_maps, &ns, &apply);
-            async move {
-                api.patch(
-                    &format!("cost-{i}-app"),
-                    pp,
-                    &Patch::Apply(config_map(ns, i, "one")),
-                )
-                .await
-                .unwrap();
-            }
-        })
-        .await;
-    meter
-        .measure(
+    for (kind, params, value) in [
+        (
+            "server-side dry-run of an absent ConfigMap",
+            &dry_apply,
+            "one",
+        ),
+        ("server-side apply creating a ConfigMap", &apply, "one"),
+        (
             "server-side dry-run of an unchanged ConfigMap",
-            count,
-            |i| {
-                let (api, ns, pp) = (&config_maps, &ns, &dry_apply);
-                async move {
-                    api.patch(
-                        &format!("cost-{i}-app"),
-                        pp,
-                        &Patch::Apply(config_map(ns, i, "one")),
-                    )
-                    .await
-                    .unwrap();
-                }
-            },
-        )
-        .await;
-    meter
-        .measure("server-side apply of an unchanged ConfigMap", count, |i| {
-            let (api, ns, pp) = (&config_maps, &ns, &apply);
-            async move {
-                api.patch(
-                    &format!("cost-{i}-app"),
-                    pp,
-                    &Patch::Apply(config_map(ns, i, "one")),
-                )
-                .await
-                .unwrap();
-            }
-        })
-        .await;
-    meter
-        .measure("server-side apply changing a ConfigMap", count, |i| {
-            let (api, ns, pp) = (&config_maps, &ns, &apply);
-            async move {
-                api.patch(
-                    &format!("cost-{i}-app"),
-                    pp,
-                    &Patch::Apply(config_map(ns, i, "two")),
-                )
-                .await
-                .unwrap();
-            }
-        })
-        .await;
+            &dry_apply,
+            "one",
+        ),
+        ("server-side apply of an unchanged ConfigMap", &apply, "one"),
+        ("server-side apply changing a ConfigMap", &apply, "two"),
+    ] {
+        meter
+            .patch_each(
+                kind,
+                count,
+                &config_maps,
+                params,
+                false,
+                config_map_name,
+                |i| Patch::Apply(config_map(&ns, i, value)),
+            )
+            .await;
+    }
     meter
         .measure("get a ConfigMap", count, |i| {
             let api = &config_maps;
@@ -376,24 +348,24 @@ async fn server_cost_by_request_kind() {
             },
         )
         .await;
-    meter
-        .measure("delete a ConfigMap", count, |i| {
-            let api = &config_maps;
-            async move {
-                api.delete(&format!("cost-{i}-app"), &DeleteParams::default())
+    for (kind, api, name) in [
+        (
+            "delete a ConfigMap",
+            &config_maps,
+            config_map_name as fn(usize) -> String,
+        ),
+        (
+            "delete a Kustomization (no finalizer)",
+            &kustomizations,
+            kustomization_name,
+        ),
+    ] {
+        meter
+            .measure(kind, count, |i| async move {
+                api.delete(&name(i), &DeleteParams::default())
                     .await
                     .unwrap();
-            }
-        })
-        .await;
-    meter
-        .measure("delete a Kustomization (no finalizer)", count, |i| {
-            let api = &kustomizations;
-            async move {
-                api.delete(&format!("cost-{i}"), &DeleteParams::default())
-                    .await
-                    .unwrap();
-            }
-        })
-        .await;
+            })
+            .await;
+    }
 }
