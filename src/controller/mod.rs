@@ -210,8 +210,10 @@ fn queued(
 /// generation, the Kustomizations waiting on it (Ready false with DependencyNotReady and
 /// `dependsOn` naming it) run at once, so a chain converges in seconds. The poll stays as the
 /// fallback.
-fn released_dependents(
-    candidates: impl IntoIterator<Item = Arc<Kustomization>>,
+/// `candidates` is called only when `changed` is Ready: the store's copy of every
+/// Kustomization would otherwise be taken for every event of a fleet.
+fn released_dependents<C: IntoIterator<Item = Arc<Kustomization>>>(
+    candidates: impl FnOnce() -> C,
     changed: &Kustomization,
 ) -> Vec<ObjectRef<Kustomization>> {
     let Some(status) = changed.status.as_ref() else {
@@ -228,7 +230,7 @@ fn released_dependents(
     }
     let name = changed.metadata.name.as_deref().unwrap_or("");
     let namespace = changed.metadata.namespace.as_deref().unwrap_or("");
-    candidates
+    candidates()
         .into_iter()
         .filter(|k| {
             let own_namespace = k.metadata.namespace.as_deref().unwrap_or("");
@@ -437,6 +439,7 @@ fn kustomization_triggers(
     let (release, released) = futures::channel::mpsc::unbounded();
     let queue = context.metrics.runtime.queue.clone();
     let listing = queue.clone();
+    let mut anyone_depends = false;
     let kustomizations = watch::watch(
         client,
         watch::scoped::<Kustomization>(options.namespace.clone()),
@@ -458,7 +461,15 @@ fn kustomization_triggers(
     .applied_objects()
     .inspect(move |changed| {
         if let Ok(changed) = changed {
-            for dependent in released_dependents(store.state(), changed) {
+            // Until some Kustomization names a dependency (every one in the store came
+            // through here), nobody can be waiting: no scan of the store per event.
+            if !changed.spec.depends_on.is_empty() {
+                anyone_depends = true;
+            }
+            if !anyone_depends {
+                return;
+            }
+            for dependent in released_dependents(|| store.state(), changed) {
                 let _ = release.unbounded_send(dependent);
             }
         }
@@ -681,15 +692,15 @@ mod tests {
         };
         let infra = kustomization("infra", &[], Some(("True", status::reason::SUCCEEDED)));
         assert_eq!(
-            names(released_dependents(candidates.clone(), &infra)),
+            names(released_dependents(|| candidates.clone(), &infra)),
             ["web"]
         );
         let failing = kustomization("infra", &[], Some(("False", status::reason::BUILD_FAILED)));
-        assert!(released_dependents(candidates.clone(), &failing).is_empty());
+        assert!(released_dependents(|| candidates.clone(), &failing).is_empty());
         let mut stale = infra.clone();
         stale.metadata.generation = Some(3);
         assert!(
-            released_dependents(candidates, &stale).is_empty(),
+            released_dependents(|| candidates, &stale).is_empty(),
             "not ready for its current generation"
         );
     }
