@@ -98,6 +98,16 @@ fn duration(text: &str) -> Result<std::time::Duration, crate::api::ApiError> {
     crate::api::GoDuration::parse(text).map(|d| d.to_std())
 }
 
+/// `--prune-guard-threshold`: a threshold, or none (`off`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PruneGuardThreshold(pub Option<crate::controller::prune_guard::Threshold>);
+
+fn prune_guard_threshold(
+    text: &str,
+) -> Result<PruneGuardThreshold, crate::controller::prune_guard::ThresholdError> {
+    crate::controller::prune_guard::parse(text).map(PruneGuardThreshold)
+}
+
 /// `run`: the controller's flags, with Flux's names and defaults.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -210,6 +220,12 @@ pub struct RunArgs {
     /// unchanged (no download, no build); 0 turns the build cache off.
     #[arg(long, default_value_t = crate::controller::build_cache::DEFAULT_CAPACITY)]
     pub build_cache_max_size: usize,
+    /// Beyond Flux: the prune guard's cluster-wide threshold — a reconciliation that would
+    /// prune more than this share (`50%`) or count (`100`) of a Kustomization's inventory
+    /// prunes nothing until confirmed; `off` (the default) leaves it to each Kustomization's
+    /// `kustomize-controller.rs/prune-guard` annotation.
+    #[arg(long, default_value = "off", value_parser = prune_guard_threshold)]
+    pub prune_guard_threshold: PruneGuardThreshold,
     /// A Flux flag this controller has no use for (source-controller's): accepted so Flux's
     /// Deployment args work, and reported as unused in the log.
     #[arg(long, hide = true)]

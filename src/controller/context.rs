@@ -81,6 +81,12 @@ pub struct Options {
     pub cancel_health_on_new_revision: bool,
     /// The `ObjectLevelWorkloadIdentity` feature gate.
     pub object_level_workload_identity: bool,
+    /// Beyond Flux, the `PruneGuard` feature gate: the prune guard's annotations are read.
+    pub prune_guard: bool,
+    /// `--prune-guard-threshold`: the guard's threshold where a Kustomization sets none.
+    pub prune_guard_default: Option<super::prune_guard::Threshold>,
+    /// Beyond Flux, the `DriftWarnMode` feature gate: the drift-detection annotation is read.
+    pub drift_warn_mode: bool,
     /// What remote-cluster kubeconfigs may do.
     pub kubeconfig_allowances: super::remote::Allowances,
     /// notification-controller's address (`--events-addr`); events are forwarded there.
@@ -140,6 +146,9 @@ impl Default for Options {
             strict_substitution: true,
             allow_external_artifact: false,
             object_level_workload_identity: false,
+            prune_guard: true,
+            prune_guard_default: None,
+            drift_warn_mode: true,
             cancel_health_on_new_revision: false,
             additive_cel_dependency_check: false,
             group_change_log: false,

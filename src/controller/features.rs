@@ -23,6 +23,11 @@ pub enum Gate {
     DirectSourceFetch,
     MigrateAPIVersion,
     ObjectLevelWorkloadIdentity,
+    /// Beyond Flux: the prune guard (on; off ignores every Kustomization's guard).
+    PruneGuard,
+    /// Beyond Flux: drift detection without correction (on; off corrects drift everywhere,
+    /// as Flux).
+    DriftWarnMode,
 }
 
 /// What a gate does here.
@@ -32,10 +37,13 @@ pub enum Support {
     Honoured,
     /// It tunes a cache or read path of Flux's; behaviour here is the same either way.
     Equivalent,
+    /// This controller's own, which Flux does not have: it switches off what a
+    /// Kustomization opts into with this controller's annotations.
+    Own,
 }
 
 impl Gate {
-    pub const ALL: [Gate; 12] = [
+    pub const ALL: [Gate; 14] = [
         Gate::CacheSecretsAndConfigMaps,
         Gate::DisableStatusPollerCache,
         Gate::DisableFailFastBehavior,
@@ -48,6 +56,8 @@ impl Gate {
         Gate::DirectSourceFetch,
         Gate::MigrateAPIVersion,
         Gate::ObjectLevelWorkloadIdentity,
+        Gate::PruneGuard,
+        Gate::DriftWarnMode,
     ];
 
     pub fn name(self) -> &'static str {
@@ -64,14 +74,20 @@ impl Gate {
             Gate::DirectSourceFetch => "DirectSourceFetch",
             Gate::MigrateAPIVersion => "MigrateAPIVersion",
             Gate::ObjectLevelWorkloadIdentity => "ObjectLevelWorkloadIdentity",
+            Gate::PruneGuard => "PruneGuard",
+            Gate::DriftWarnMode => "DriftWarnMode",
         }
     }
 
-    /// Flux v1.9.4's default (`internal/features`).
+    /// Flux v1.9.4's default (`internal/features`); this controller's own gates are on (what
+    /// they switch is opted into per Kustomization).
     pub fn flux_default(self) -> bool {
         matches!(
             self,
-            Gate::DisableStatusPollerCache | Gate::StrictPostBuildSubstitutions
+            Gate::DisableStatusPollerCache
+                | Gate::StrictPostBuildSubstitutions
+                | Gate::PruneGuard
+                | Gate::DriftWarnMode
         )
     }
 
@@ -90,6 +106,7 @@ impl Gate {
             | Gate::ObjectLevelWorkloadIdentity => Support::Honoured,
             // Health polling keeps no cache: what this gate switches in Flux is how it reads.
             Gate::DisableStatusPollerCache => Support::Equivalent,
+            Gate::PruneGuard | Gate::DriftWarnMode => Support::Own,
         }
     }
 
@@ -184,7 +201,10 @@ mod tests {
         for gate in Gate::ALL {
             if !matches!(
                 gate,
-                Gate::StrictPostBuildSubstitutions | Gate::DisableStatusPollerCache
+                Gate::StrictPostBuildSubstitutions
+                    | Gate::DisableStatusPollerCache
+                    | Gate::PruneGuard
+                    | Gate::DriftWarnMode
             ) {
                 assert!(!gates.enabled(gate), "{} is off by default", gate.name());
             }

@@ -22,7 +22,7 @@ mod key;
 mod reconcile;
 pub mod runtime;
 
-pub use reconcile::{build_cache, manifests, outcome, status};
+pub use reconcile::{build_cache, drift_mode, manifests, outcome, prune_guard, status};
 pub(crate) use reconcile::{cancel, deletion, dependencies, error, freshness, inputs, steps};
 pub use runtime::{
     configs, events, identity, leader, metrics, ratelimit, remote, remote_identity, retry_after,
@@ -71,16 +71,14 @@ pub struct RunOptions {
 }
 
 /// What makes a Kustomization worth reconciling again: a new generation, a reconcile request,
-/// or deletion.
+/// or deletion; beyond Flux, a prune confirmation and a change of drift mode.
 fn trigger(object: &Kustomization) -> Option<u64> {
     let mut hasher = DefaultHasher::new();
     object.metadata.generation.hash(&mut hasher);
-    object
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(REQUESTED_AT))
-        .hash(&mut hasher);
+    let annotations = object.metadata.annotations.as_ref();
+    for key in [REQUESTED_AT, prune_guard::CONFIRM, drift_mode::MODE] {
+        annotations.and_then(|a| a.get(key)).hash(&mut hasher);
+    }
     object
         .metadata
         .deletion_timestamp

@@ -11,6 +11,7 @@ mod cloud_identity;
 mod controller;
 mod controller_bench;
 mod crd;
+mod drift_warn;
 mod finalize;
 mod flux;
 mod fuzz_corpus;
@@ -27,6 +28,7 @@ mod logs;
 mod metrics;
 mod outage;
 mod parity;
+mod prune_guard;
 #[cfg(feature = "remote-bases")]
 mod remote_bases;
 mod requests;

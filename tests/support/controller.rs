@@ -448,7 +448,11 @@ impl ControllerProcess {
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, kubeconfig_yaml).unwrap();
         let log = std::fs::File::create(dir.path().join("controller.log")).unwrap();
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+        // BENCH_CONTROLLER_BIN: another build of the controller (an earlier commit's) under
+        // the same harness, so a benchmark compares binaries measured the same way.
+        let binary = std::env::var_os("BENCH_CONTROLLER_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_kustomize-controller").into());
+        let child = tokio::process::Command::new(binary)
             .args(args)
             .env("KUBECONFIG", &kubeconfig)
             .env("RUNTIME_NAMESPACE", namespace)

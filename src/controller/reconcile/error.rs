@@ -4,8 +4,10 @@
 
 use crate::apply::{ApplyError, IgnoreRuleError};
 use crate::controller::dependencies::DependencyError;
+use crate::controller::drift_mode::ModeError;
 use crate::controller::inputs::InputError;
 use crate::controller::manifests::ManifestError;
+use crate::controller::prune_guard::{ThresholdError, Tripped};
 use crate::controller::remote::ClientError;
 use crate::controller::status::reason;
 use crate::health::HealthError;
@@ -64,6 +66,19 @@ pub enum StepError {
     Inventory(InventoryError),
     #[error("{0}")]
     StaleObjects(InventoryError),
+    /// Beyond Flux: the drift detection annotation is neither `warn` nor `correct`.
+    #[error("{0}")]
+    InvalidDriftMode(ModeError),
+    /// Beyond Flux: the prune guard's annotation is not a threshold.
+    #[error("{0}")]
+    InvalidPruneGuard(ThresholdError),
+    /// Beyond Flux: the prune guard stopped a prune; what was built is applied, and the
+    /// objects it would have deleted stay in the inventory.
+    #[error("{0}")]
+    PruneGuarded(Tripped),
+    /// Beyond Flux: the honoured confirmation could not be recorded, so nothing was pruned.
+    #[error("prune guard: recording the confirmation failed, nothing was pruned: {0}")]
+    PruneConfirmation(String),
     /// Stale objects whose deletion failed; they stay in the inventory.
     #[error("{}", .0.join("; "))]
     Prune(Vec<String>),
@@ -112,7 +127,12 @@ impl StepError {
             | StepError::InvalidIgnoreRule(_)
             | StepError::Apply(_)
             | StepError::Inventory(_) => reason::FAILED,
-            StepError::StaleObjects(_) | StepError::Prune(_) => reason::PRUNE_FAILED,
+            StepError::StaleObjects(_) | StepError::Prune(_) | StepError::PruneConfirmation(_) => {
+                reason::PRUNE_FAILED
+            }
+            StepError::InvalidPruneGuard(_) => reason::INVALID_PRUNE_GUARD,
+            StepError::InvalidDriftMode(_) => crate::controller::drift_mode::INVALID_DRIFT_MODE,
+            StepError::PruneGuarded(_) => reason::PRUNE_GUARDED,
             StepError::InvalidHealthExpression(_) => reason::INVALID_CEL,
             StepError::Health(_) => reason::HEALTH_CHECK_FAILED,
             StepError::HealthCheckCanceled { .. } | StepError::Interrupted => {
@@ -128,7 +148,10 @@ impl StepError {
             | StepError::ExternalArtifactDisabled { .. }
             | StepError::WorkloadIdentityDisabled
             | StepError::InvalidIgnoreRule(_)
-            | StepError::InvalidHealthExpression(_) => true,
+            | StepError::InvalidHealthExpression(_)
+            | StepError::InvalidPruneGuard(_)
+            | StepError::InvalidDriftMode(_)
+            | StepError::PruneGuarded(_) => true,
             StepError::Dependency(error) => error.is_invalid_expression(),
             _ => false,
         }

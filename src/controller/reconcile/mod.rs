@@ -15,12 +15,14 @@ pub mod build_cache;
 pub(crate) mod cancel;
 pub(crate) mod deletion;
 pub(crate) mod dependencies;
+pub mod drift_mode;
 pub(crate) mod error;
 mod fetch_build;
 pub(crate) mod freshness;
 pub(crate) mod inputs;
 pub mod manifests;
 pub mod outcome;
+pub mod prune_guard;
 pub mod status;
 pub(crate) mod steps;
 
@@ -349,6 +351,10 @@ async fn run_steps(
         pending,
     };
     let health_expressions = steps::health_expressions(object)?;
+    let guards = Guards {
+        prune: steps::prune_guard_threshold(object, ctx)?,
+        drift: steps::drift_mode(object, ctx)?,
+    };
     steps::identity(object, ctx)?;
     let (source, artifact) = steps::source(object, ctx).await?;
     let revision = artifact.revision.clone();
@@ -374,23 +380,14 @@ async fn run_steps(
     let target = steps::target(object, ctx).await.map_err(after_build)?;
     let applier = steps::applier(object, ctx, &target).map_err(after_build)?;
     let jobs_with_ttl = crate::health::jobs_with_ttl(&built.objects);
-    let (changes, old_inventory) = steps::apply(&progress, &applier, built.objects, status, &meta)
-        .await
-        .map_err(after_build)?;
-    if !changes.changes.is_empty() {
-        let output = changes.log_output(ctx.options.group_change_log);
-        tracing::info!(json.output = %output, %revision, "server-side apply completed");
-    }
-    let applied_summary = changes.summary();
-    if !applied_summary.is_empty() {
-        progress.event(
-            EventType::Normal,
-            reason::PROGRESSING,
-            &applied_summary,
-            &meta,
-        );
-    }
-    steps::inventory_and_prune(&progress, &target, &changes, &old_inventory, status, &meta)
+    let converging = Converging {
+        target: &target,
+        applier: &applier,
+        revision: &revision,
+        guards,
+        meta: &meta,
+    };
+    let (changes, applied_summary) = converge(&progress, &converging, built.objects, status)
         .await
         .map_err(after_build)?;
     let was_healthy = status::get(status, status::HEALTHY).is_some_and(|c| c.status == "True");
@@ -421,4 +418,75 @@ async fn run_steps(
         digest: digest.clone(),
         changes,
     })
+}
+
+/// Beyond Flux, what a Kustomization opted into with this controller's annotations.
+#[derive(Clone, Copy)]
+struct Guards {
+    prune: Option<prune_guard::Threshold>,
+    drift: drift_mode::Mode,
+}
+
+/// What [`converge`] works with.
+struct Converging<'a> {
+    target: &'a steps::Target,
+    applier: &'a crate::apply::Applier,
+    revision: &'a str,
+    guards: Guards,
+    meta: &'a EventMeta,
+}
+
+/// Apply, then inventory and prune, announcing what the apply changed; or, in drift warn
+/// mode for what was already applied, only detect drift. The change set (for the health
+/// checks) and the apply's summary come back.
+async fn converge(
+    progress: &Progress<'_>,
+    converging: &Converging<'_>,
+    objects: Vec<serde_json::Value>,
+    status: &mut KustomizationStatus,
+) -> Result<(crate::objects::ChangeSet, String), crate::controller::error::StepError> {
+    let (object, ctx) = (progress.object, progress.ctx);
+    let Converging {
+        target,
+        applier,
+        revision,
+        guards,
+        meta,
+    } = converging;
+    let last_applied = object
+        .status
+        .as_ref()
+        .and_then(|s| s.last_applied_revision.as_deref());
+    let observed = object.status.as_ref().map_or(0, |s| s.observed_generation);
+    let generation = object.metadata.generation;
+    if drift_mode::detects_only(guards.drift, revision, last_applied, generation, observed) {
+        let changes = steps::detect_drift(progress, applier, objects, status, meta).await?;
+        return Ok((changes, String::new()));
+    }
+    let (changes, old_inventory) = steps::apply(progress, applier, objects, status, meta).await?;
+    if !changes.changes.is_empty() {
+        let output = changes.log_output(ctx.options.group_change_log);
+        tracing::info!(json.output = %output, %revision, "server-side apply completed");
+    }
+    let applied_summary = changes.summary();
+    if !applied_summary.is_empty() {
+        progress.event(
+            EventType::Normal,
+            reason::PROGRESSING,
+            &applied_summary,
+            meta,
+        );
+    }
+    steps::applied_without_drift(progress, guards.drift, status);
+    steps::inventory_and_prune(
+        progress,
+        target,
+        &changes,
+        &old_inventory,
+        status,
+        guards.prune,
+        meta,
+    )
+    .await?;
+    Ok((changes, applied_summary))
 }

@@ -87,6 +87,10 @@ pub mod reason {
     pub const HEALTH_SUCCEEDED: &str = "Succeeded";
     pub const FEATURE_GATE_DISABLED: &str = "FeatureGateDisabled";
     pub const HEALTH_CHECK_CANCELED: &str = "HealthCheckCanceled";
+    /// Beyond Flux: the prune guard stopped a prune (see `prune_guard`).
+    pub const PRUNE_GUARDED: &str = "PruneGuarded";
+    /// Beyond Flux: the prune guard's annotation is not a threshold.
+    pub const INVALID_PRUNE_GUARD: &str = "InvalidPruneGuard";
 }
 
 /// Condition messages are capped, as Flux caps them, so a huge error cannot bloat the object.

@@ -72,6 +72,8 @@ pub struct Metrics {
     apply: Histogram,
     objects: Family<ActionLabels, Counter>,
     in_flight: Gauge,
+    /// Objects found drifted by a Kustomization in drift warn mode.
+    drifted: Family<ObjectLabels, Gauge>,
     /// Every watch the controller keeps.
     pub watches: Arc<WatchHealth>,
     /// controller-runtime's reconcile and work-queue metrics.
@@ -184,6 +186,12 @@ impl Metrics {
             "Reconciliations running now.",
             in_flight.clone(),
         );
+        let drifted = Family::<ObjectLabels, Gauge>::default();
+        extra.register(
+            "kustomize_controller_drifted_objects",
+            "Objects that differ from what a Kustomization in drift warn mode would apply, as its last reconciliation found them.",
+            drifted.clone(),
+        );
         extra.register_collector(Box::new(watches.clone()));
         let build_cache = crate::controller::reconcile::build_cache::BuildCacheMetrics::default();
         build_cache.register(&mut extra);
@@ -196,6 +204,7 @@ impl Metrics {
             apply,
             objects,
             in_flight,
+            drifted,
             watches,
             runtime,
             requests,
@@ -240,9 +249,24 @@ impl Metrics {
         InFlight(&self.in_flight)
     }
 
+    /// How many objects a Kustomization in drift warn mode found drifted; `None` (it corrects
+    /// drift) removes its series.
+    pub fn set_drifted(&self, object: &Kustomization, count: Option<usize>) {
+        match count {
+            Some(count) => {
+                let count = i64::try_from(count).unwrap_or(i64::MAX);
+                self.drifted.get_or_create(&labels(object)).set(count);
+            }
+            None => {
+                self.drifted.remove(&labels(object));
+            }
+        }
+    }
+
     /// A deleted Kustomization's series go, as Flux deletes them once its finalizer is off.
     pub fn forget(&self, object: &Kustomization) {
         self.duration.remove(&labels(object));
+        self.drifted.remove(&labels(object));
     }
 
     /// The Prometheus text page. A fleet's per-object series make it megabytes (about 2.8 MB

@@ -9,8 +9,8 @@
 //! when the whole stage validated are the writes made (up to `--concurrent-ssa` at once), so
 //! one invalid object applies nothing of its stage. After the definition and class stages it
 //! waits until CRDs are established and namespaces active. Beyond Flux, an object whose
-//! applied digest and live resourceVersion are unchanged since our last apply is not even
-//! dry-run (`AppliedCache`). [`Applier::plan`] validates the same way and writes nothing:
+//! applied digest and live resourceVersion are unchanged since our last apply (or a plan
+//! that found it unchanged) is not even dry-run (`AppliedCache`). [`Applier::plan`] validates the same way and writes nothing:
 //! `diff` shows what an apply would do. Object identities, change sets, policies and
 //! discovery come from [`crate::objects`].
 

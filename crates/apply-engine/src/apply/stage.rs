@@ -397,18 +397,18 @@ impl Applier {
                 return Ok(decided);
             }
             decide::Verdict::Unchanged => {
-                if mode == Mode::Apply {
-                    let managed = live_view
-                        .pointer("/metadata/managedFields")
-                        .unwrap_or(&Value::Null);
-                    self.cache.put(
-                        reference.clone(),
-                        applied_digest,
-                        live_version,
-                        managed,
-                        &self.options.field_manager,
-                    );
-                }
+                // An apply of it would change nothing, so a plan may remember it as an apply
+                // would: drift warn mode plans every interval.
+                let managed = live_view
+                    .pointer("/metadata/managedFields")
+                    .unwrap_or(&Value::Null);
+                self.cache.put(
+                    reference.clone(),
+                    applied_digest,
+                    live_version,
+                    managed,
+                    &self.options.field_manager,
+                );
                 return Ok(Decided::no_write(reference, Action::Unchanged));
             }
             decide::Verdict::Configure => {}

@@ -20,6 +20,12 @@ use crate::inventory::{self, Holder};
 use crate::objects::{Action, ChangeSet, KindCache, ObjectRef, Owner};
 use crate::source::{Artifact, SourceError, SourceObject};
 
+mod guards;
+mod prune;
+
+pub(crate) use guards::{applied_without_drift, detect_drift, drift_mode, prune_guard_threshold};
+pub(crate) use prune::inventory_and_prune;
+
 /// What a progress report is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Step {
@@ -399,48 +405,6 @@ async fn keep_partially_applied(
     if let Err(error) = store_inventory(object, ctx, status, &kept).await {
         tracing::error!(error = %error, "keeping the partially applied inventory");
     }
-}
-
-/// Inventory and prune: the new inventory from the change set; with `spec.prune`, objects
-/// that left it are deleted (those whose deletion failed stay in it, and fail the step
-/// after the inventory is stored).
-pub(crate) async fn inventory_and_prune(
-    progress: &Progress<'_>,
-    target: &Target,
-    changes: &ChangeSet,
-    old_inventory: &ResourceInventory,
-    status: &mut KustomizationStatus,
-    meta: &EventMeta,
-) -> Result<(), StepError> {
-    let (object, ctx) = (progress.object, progress.ctx);
-    let mut new_inventory = inventory::from_change_set(changes).map_err(StepError::Inventory)?;
-    let mut survivors_errors = Vec::new();
-    if object.spec.prune {
-        let stale =
-            inventory::stale(old_inventory, &new_inventory).map_err(StepError::StaleObjects)?;
-        if !stale.is_empty() {
-            let owned = object.spec.kube_config.is_none().then_some(&ctx.owned);
-            let outcome =
-                inventory::prune_with(&target.client, &target.kinds, owned, &stale, &target.owner)
-                    .await;
-            if !outcome.survivors.is_empty() {
-                inventory::keep_survivors(&mut new_inventory, &outcome.survivors)
-                    .map_err(StepError::StaleObjects)?;
-                survivors_errors = outcome.errors;
-            }
-            ctx.metrics.observe_apply(Duration::ZERO, &outcome.deleted);
-            let summary = outcome.deleted.summary();
-            if !summary.is_empty() {
-                tracing::info!("garbage collection completed: {summary}");
-                progress.event(EventType::Normal, reason::PROGRESSING, &summary, meta);
-            }
-        }
-    }
-    store_inventory(object, ctx, status, &new_inventory).await?;
-    if !survivors_errors.is_empty() {
-        return Err(StepError::Prune(survivors_errors));
-    }
-    Ok(())
 }
 
 /// The objects whose health is checked: with `spec.wait` every applied object (but a

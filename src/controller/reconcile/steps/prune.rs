@@ -1,0 +1,116 @@
+//! Inventory and prune: the new inventory from what was applied, the objects that left it
+//! deleted, unless the prune guard stops that.
+
+use std::time::Duration;
+
+use super::guards::annotation;
+use super::{EventMeta, EventType, Progress, Target, store_inventory};
+use crate::api::{Kustomization, KustomizationStatus, ResourceInventory};
+use crate::controller::KustomizationKey;
+use crate::controller::context::Context;
+use crate::controller::error::StepError;
+use crate::controller::prune_guard;
+use crate::controller::status::reason;
+use crate::inventory;
+use crate::objects::{ChangeSet, ObjectRef};
+
+/// Inventory and prune: the new inventory from the change set; with `spec.prune`, objects
+/// that left it are deleted (those whose deletion failed stay in it, and fail the step
+/// after the inventory is stored). Beyond Flux, a prune over the guard's `threshold` is not
+/// made: its objects stay in the inventory, and the step fails with the guard's reason.
+pub(crate) async fn inventory_and_prune(
+    progress: &Progress<'_>,
+    target: &Target,
+    changes: &ChangeSet,
+    old_inventory: &ResourceInventory,
+    status: &mut KustomizationStatus,
+    threshold: Option<prune_guard::Threshold>,
+    meta: &EventMeta,
+) -> Result<(), StepError> {
+    let (object, ctx) = (progress.object, progress.ctx);
+    let mut new_inventory = inventory::from_change_set(changes).map_err(StepError::Inventory)?;
+    let mut failure = None;
+    if object.spec.prune {
+        let stale =
+            inventory::stale(old_inventory, &new_inventory).map_err(StepError::StaleObjects)?;
+        let guard = prune_guard::Guard {
+            threshold,
+            confirmation: annotation(object, prune_guard::CONFIRM),
+            honoured: annotation(object, prune_guard::HONOURED),
+        };
+        match prune_guard::judge(&guard, old_inventory.entries.len(), stale.len()) {
+            prune_guard::Judgement::Proceed => {}
+            prune_guard::Judgement::Confirmed { value } => {
+                // Recorded before the prune: a crash in between asks for a new confirmation
+                // rather than letting one value through twice.
+                honour_confirmation(object, ctx, &value).await?;
+            }
+            prune_guard::Judgement::Tripped(tripped) => {
+                inventory::keep_survivors(&mut new_inventory, &stale)
+                    .map_err(StepError::StaleObjects)?;
+                store_inventory(object, ctx, status, &new_inventory).await?;
+                return Err(StepError::PruneGuarded(tripped));
+            }
+        }
+        if !stale.is_empty() {
+            failure = prune(progress, target, &stale, &mut new_inventory, meta).await?;
+        }
+    }
+    store_inventory(object, ctx, status, &new_inventory).await?;
+    match failure {
+        Some(errors) => Err(StepError::Prune(errors)),
+        None => Ok(()),
+    }
+}
+
+/// Deletes the stale objects; those whose deletion failed stay in `new_inventory`, and their
+/// errors come back.
+async fn prune(
+    progress: &Progress<'_>,
+    target: &Target,
+    stale: &[ObjectRef],
+    new_inventory: &mut ResourceInventory,
+    meta: &EventMeta,
+) -> Result<Option<Vec<String>>, StepError> {
+    let (object, ctx) = (progress.object, progress.ctx);
+    let owned = object.spec.kube_config.is_none().then_some(&ctx.owned);
+    let outcome =
+        inventory::prune_with(&target.client, &target.kinds, owned, stale, &target.owner).await;
+    let mut failure = None;
+    if !outcome.survivors.is_empty() {
+        inventory::keep_survivors(new_inventory, &outcome.survivors)
+            .map_err(StepError::StaleObjects)?;
+        failure = Some(outcome.errors);
+    }
+    ctx.metrics.observe_apply(Duration::ZERO, &outcome.deleted);
+    let summary = outcome.deleted.summary();
+    if !summary.is_empty() {
+        tracing::info!("garbage collection completed: {summary}");
+        progress.event(EventType::Normal, reason::PROGRESSING, &summary, meta);
+    }
+    Ok(failure)
+}
+
+/// Records on the Kustomization the confirmation value a guarded prune honours.
+async fn honour_confirmation(
+    object: &Kustomization,
+    ctx: &Context,
+    value: &str,
+) -> Result<(), StepError> {
+    let namespace = object.metadata.namespace.as_deref().unwrap_or("");
+    let name = object.metadata.name.as_deref().unwrap_or("");
+    let api: kube::Api<Kustomization> = kube::Api::namespaced(ctx.client.clone(), namespace);
+    let patch = serde_json::json!({"metadata": {"annotations": {prune_guard::HONOURED: value}}});
+    let patched = api
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .map_err(|error| StepError::PruneConfirmation(error.to_string()))?;
+    tracing::info!(confirmation = %value, "prune guard: confirmed prune proceeds");
+    ctx.own_writes
+        .record(&KustomizationKey::of(&patched), &patched);
+    Ok(())
+}
