@@ -10,13 +10,14 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::support::cluster::wait_for;
-use crate::support::controller::Harness;
+use crate::support::controller::{Harness, controller_kubeconfig};
 
 const MODE: &str = "kustomize-controller.rs/drift-detection";
 
 fn manifests(extra: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  k: from-git\n  extra: \"{extra}\"\n---\n\
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  k: from-git\n  tuned: from-git\n  extra: \"{extra}\"\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: once\n  annotations:\n    kustomize.toolkit.fluxcd.io/ssa: IfNotPresent\ndata:\n  k: v\n---\n\
          apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\ndata:\n  k: v\n---\n\
          apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\nstringData:\n  token: from-git-secret\n"
     )
@@ -60,10 +61,19 @@ fn drifted_gauge(harness: &Harness, name: &str) -> Option<String> {
         .map(|line| line.rsplit(' ').next().unwrap_or("").to_string())
 }
 
+/// Edits `data.k` of `settings`, its ignored `data.tuned`, the `IfNotPresent` ConfigMap and
+/// the Secret's value.
 async fn edit_by_hand(harness: &Harness) {
     let maps = harness.config_maps();
     maps.patch(
         "settings",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "by-hand", "tuned": "by-hand"}})),
+    )
+    .await
+    .unwrap();
+    maps.patch(
+        "once",
         &PatchParams::default(),
         &Patch::Merge(json!({"data": {"k": "by-hand"}})),
     )
@@ -81,6 +91,37 @@ async fn edit_by_hand(harness: &Harness) {
         .unwrap();
 }
 
+/// What `kustomize-controller diff` prints for the Kustomization `name` and `manifests`.
+async fn local_diff(harness: &Harness, name: &str, manifests: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, controller_kubeconfig(&harness.cluster).await).unwrap();
+    let local = dir.path().join("local");
+    std::fs::create_dir(&local).unwrap();
+    std::fs::write(local.join("all.yaml"), manifests).unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+        .args([
+            "diff",
+            "-k",
+            name,
+            "-n",
+            &harness.cluster.namespace,
+            "--path",
+        ])
+        .arg(&local)
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "differences exit 1: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 async fn data_k(harness: &Harness) -> String {
     let map: ConfigMap = harness.config_maps().get("settings").await.unwrap();
     map.data.unwrap_or_default()["k"].clone()
@@ -92,7 +133,9 @@ async fn warn_mode_reports_drift_corrects_nothing_and_switching_it_off_corrects_
     let ns = harness.cluster.namespace.clone();
     let v1 = harness.publish_files("warn-1", "main@sha1:1111", &[("all.yaml", &manifests("1"))]);
     harness.source("repo", &v1).await;
-    harness.create_kustomization("watched", json!({})).await;
+    // spec.ignore and the ssa annotation apply as usual: what they leave out is no drift.
+    let ignore = json!({"ignore": [{"paths": ["/data/tuned"], "target": {"kind": "ConfigMap", "name": "settings"}}]});
+    harness.create_kustomization("watched", ignore).await;
     set_mode(&harness, "watched", Some("warn")).await;
     let applied = harness
         .wait_ready("watched", "True", "ReconciliationSucceeded")
@@ -172,6 +215,10 @@ async fn warn_mode_reports_drift_corrects_nothing_and_switching_it_off_corrects_
         text.contains(&format!("Secret/{ns}/token drifted\n  replace /data/token")),
         "{text}"
     );
+    assert!(
+        !text.contains("/data/tuned") && !text.contains("/once"),
+        "{text}"
+    );
     for secret in [
         "hand-made-secret",
         "from-git-secret",
@@ -183,6 +230,17 @@ async fn warn_mode_reports_drift_corrects_nothing_and_switching_it_off_corrects_
             "a Secret's value in the event: {text}"
         );
     }
+
+    // `diff` shows the same drift locally, from the same manifests.
+    let shown = local_diff(&harness, "watched", &manifests("1")).await;
+    for line in [
+        format!("► ConfigMap/{ns}/other created"),
+        format!("► ConfigMap/{ns}/settings drifted"),
+        format!("► Secret/{ns}/token drifted"),
+    ] {
+        assert!(shown.contains(&line), "{line} in {shown}");
+    }
+    assert_eq!(shown.matches("► ").count(), 3, "{shown}");
 
     // A new revision is the GitOps change: it applies, and nothing is left drifted.
     let v2 = harness.publish_files("warn-2", "main@sha1:2222", &[("all.yaml", &manifests("2"))]);

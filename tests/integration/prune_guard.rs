@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::support::cluster::wait_for;
@@ -133,6 +134,25 @@ async fn the_guard_stops_a_prune_of_most_of_a_thousand_objects_until_confirmed_o
     assert!(
         read < 20.0,
         "the guard judges from the inventories, not by reading the objects: {read} GETs"
+    );
+
+    let events: Api<Event> =
+        Api::namespaced(harness.cluster.client.clone(), &harness.cluster.namespace);
+    let event = wait_for(Duration::from_secs(10), || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find(|e| {
+            e.involved_object.name.as_deref() == Some("fleet")
+                && e.reason.as_deref() == Some("PruneGuarded")
+        })
+    })
+    .await
+    .expect("a PruneGuarded event");
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert!(
+        event
+            .message
+            .unwrap_or_default()
+            .contains("would delete 990 of the 1000 objects")
     );
 
     // A confirmation lets this prune through once, and is recorded.
