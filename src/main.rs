@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
