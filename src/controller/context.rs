@@ -266,6 +266,14 @@ impl Context {
         &self,
         store: kube::runtime::reflector::Store<crate::api::Kustomization>,
     ) {
+        // The applied-object watches keep only the objects of the Kustomizations this
+        // controller reconciles: a shard's watches see every shard's objects.
+        let kustomizations = store.clone();
+        self.owned
+            .keep_only(Arc::new(move |namespace: &str, name: &str| {
+                let reference = kube::runtime::reflector::ObjectRef::new(name).within(namespace);
+                kustomizations.get(&reference).is_some()
+            }));
         let _ = self.kustomizations.set(store);
     }
 

@@ -310,6 +310,27 @@ async fn write_in_order(client: kube::Client, mut jobs: tokio::sync::mpsc::Recei
     }
 }
 
+/// How many recent Events each writer remembers for aggregation: client-go's correlator
+/// keeps 4,096 (`maxLruCacheEntries`), shared here by the writers.
+const RECENT_PER_WRITER: usize = 4096 / WRITERS;
+
+/// Keeps the newer half of `written` once it holds `limit` Events or more, as an LRU cache
+/// forgets its least recently used: a repeat of a forgotten one is a new Event.
+fn forget_oldest(
+    written: &mut std::collections::HashMap<String, (String, i32, std::time::Instant)>,
+    limit: usize,
+) {
+    if written.len() < limit {
+        return;
+    }
+    let mut times: Vec<std::time::Instant> = written.values().map(|(_, _, at)| *at).collect();
+    let keep = limit / 2;
+    let cut = times.len() - keep;
+    let (_, oldest_kept, _) = times.select_nth_unstable(cut);
+    let oldest_kept = *oldest_kept;
+    written.retain(|_, (_, _, at)| *at >= oldest_kept);
+}
+
 /// Events written lately: by key, the Event's name, its count and when it was last written.
 #[derive(Default)]
 struct Recent {
@@ -331,7 +352,8 @@ impl Recent {
         if self.written.len() >= self.sweep_at.max(64) {
             self.written
                 .retain(|_, (_, _, at)| at.elapsed() < AGGREGATION_WINDOW);
-            self.sweep_at = self.written.len() * 2 + 64;
+            forget_oldest(&mut self.written, RECENT_PER_WRITER);
+            self.sweep_at = (self.written.len() * 2 + 64).min(RECENT_PER_WRITER);
         }
         let repeat = self
             .written
@@ -397,6 +419,25 @@ async fn forward(http: reqwest::Client, address: String, body: Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_correlator_forgets_its_oldest_events_beyond_client_gos_bound() {
+        let start = std::time::Instant::now();
+        let mut written: std::collections::HashMap<String, (String, i32, std::time::Instant)> = (0
+            ..10u64)
+            .map(|i| {
+                let at = start + Duration::from_secs(i);
+                (format!("key-{i}"), (format!("event-{i}"), 1, at))
+            })
+            .collect();
+        forget_oldest(&mut written, 11);
+        assert_eq!(written.len(), 10, "under the bound nothing goes");
+        forget_oldest(&mut written, 10);
+        let mut kept: Vec<&str> = written.keys().map(String::as_str).collect();
+        kept.sort();
+        assert_eq!(kept, ["key-5", "key-6", "key-7", "key-8", "key-9"]);
+        assert_eq!(RECENT_PER_WRITER * WRITERS, 4096);
+    }
 
     #[test]
     fn metadata_is_prefixed_with_the_api_group_and_carries_event_annotations() {

@@ -58,7 +58,9 @@ pub fn prometheus_text(open_metrics: &str) -> String {
         out.push_str(&format!("# TYPE {} {}\n", family.name, family.kind));
         let mut samples: Vec<Sample> = family.samples.iter().map(|l| Sample::parse(l)).collect();
         // By series, then (in a histogram) buckets by bound, then sum, then count.
-        samples.sort_by_cached_key(|s| (s.series_labels(), s.rank(), Bound(s.bound)));
+        samples.sort_by(|a, b| {
+            (&a.labels, a.rank(), Bound(a.bound)).cmp(&(&b.labels, b.rank(), Bound(b.bound)))
+        });
         for sample in samples {
             sample.write(&mut out);
         }
@@ -87,11 +89,13 @@ impl Ord for Bound {
     }
 }
 
-/// A sample line, taken apart.
+/// A sample line, taken apart, borrowing from the page: a fleet's page holds tens of
+/// thousands of samples, sorted family by family.
 struct Sample<'a> {
     name: &'a str,
-    /// Labels other than `le`, as written (`a="x",b="y"`).
-    labels: Vec<&'a str>,
+    /// Labels other than `le`, as written (`a="x",b="y"`): the page's own text when `le` is
+    /// last (as `prometheus_client` writes it), else joined anew.
+    labels: std::borrow::Cow<'a, str>,
     /// A histogram bucket's bound.
     bound: Option<f64>,
     value: &'a str,
@@ -104,31 +108,40 @@ impl<'a> Sample<'a> {
             Some((name, labels)) => (name, labels.strip_suffix('}').unwrap_or(labels)),
             None => (series, ""),
         };
-        let mut bound = None;
-        let mut kept = Vec::new();
-        for label in split_labels(labels) {
-            match label.strip_prefix("le=\"") {
-                Some(quoted) => {
-                    let text = quoted.strip_suffix('"').unwrap_or(quoted);
-                    bound = Some(if text == "+Inf" {
-                        f64::INFINITY
-                    } else {
-                        text.parse().unwrap_or(f64::NAN)
-                    });
-                }
-                None => kept.push(label),
-            }
-        }
+        let pairs = split_labels(labels);
+        let Some(at) = pairs.iter().position(|pair| pair.starts_with("le=\"")) else {
+            return Sample {
+                name,
+                labels: labels.into(),
+                bound: None,
+                value,
+            };
+        };
+        let quoted = &pairs[at]["le=\"".len()..];
+        let text = quoted.strip_suffix('"').unwrap_or(quoted);
+        let bound = Some(if text == "+Inf" {
+            f64::INFINITY
+        } else {
+            text.parse().unwrap_or(f64::NAN)
+        });
+        let labels = if at + 1 == pairs.len() {
+            // `le` last: the labels before it, without the comma.
+            let end = labels.len() - pairs[at].len();
+            labels[..end]
+                .strip_suffix(',')
+                .unwrap_or(&labels[..end])
+                .into()
+        } else {
+            let mut kept = pairs;
+            kept.remove(at);
+            kept.join(",").into()
+        };
         Sample {
             name,
-            labels: kept,
+            labels,
             bound,
             value,
         }
-    }
-
-    fn series_labels(&self) -> String {
-        self.labels.join(",")
     }
 
     /// Within a histogram series: buckets, then the sum, then the count.
@@ -144,13 +157,17 @@ impl<'a> Sample<'a> {
 
     fn write(&self, out: &mut String) {
         out.push_str(self.name);
-        let mut labels: Vec<String> = self.labels.iter().map(|l| l.to_string()).collect();
-        if let Some(bound) = self.bound {
-            labels.push(format!("le=\"{}\"", go_float(bound)));
-        }
-        if !labels.is_empty() {
+        if !self.labels.is_empty() || self.bound.is_some() {
             out.push('{');
-            out.push_str(&labels.join(","));
+            out.push_str(&self.labels);
+            if let Some(bound) = self.bound {
+                if !self.labels.is_empty() {
+                    out.push(',');
+                }
+                out.push_str("le=\"");
+                out.push_str(&go_float(bound));
+                out.push('"');
+            }
             out.push('}');
         }
         out.push(' ');
@@ -305,6 +322,46 @@ mod tests {
              # TYPE workqueue_adds_total counter\n\
              workqueue_adds_total{controller=\"kustomization\",name=\"kustomization\"} 3\n\
              workqueue_adds_total{controller=\"other\",name=\"other\"} 0\n"
+        );
+    }
+
+    #[test]
+    fn series_sort_by_their_labels_with_le_last_or_alone() {
+        let open_metrics = "# HELP d Duration.\n\
+            # TYPE d histogram\n\
+            d_bucket{name=\"b\",le=\"1.0\"} 1\n\
+            d_bucket{name=\"a\",le=\"+Inf\"} 2\n\
+            d_bucket{name=\"a\",le=\"1.0\"} 1\n\
+            d_count{name=\"a\"} 2\n\
+            d_sum{name=\"a\"} 3\n\
+            d_bucket{name=\"b\",le=\"+Inf\"} 1\n\
+            d_sum{name=\"b\"} 0.5\n\
+            d_count{name=\"b\"} 1\n\
+            # HELP u Unlabelled.\n\
+            # TYPE u histogram\n\
+            u_bucket{le=\"+Inf\"} 0\n\
+            u_bucket{le=\"1.0\"} 0\n\
+            u_sum 0\n\
+            u_count 0\n\
+            # EOF\n";
+        assert_eq!(
+            prometheus_text(open_metrics),
+            "# HELP d Duration\n\
+             # TYPE d histogram\n\
+             d_bucket{name=\"a\",le=\"1\"} 1\n\
+             d_bucket{name=\"a\",le=\"+Inf\"} 2\n\
+             d_sum{name=\"a\"} 3\n\
+             d_count{name=\"a\"} 2\n\
+             d_bucket{name=\"b\",le=\"1\"} 1\n\
+             d_bucket{name=\"b\",le=\"+Inf\"} 1\n\
+             d_sum{name=\"b\"} 0.5\n\
+             d_count{name=\"b\"} 1\n\
+             # HELP u Unlabelled\n\
+             # TYPE u histogram\n\
+             u_bucket{le=\"1\"} 0\n\
+             u_bucket{le=\"+Inf\"} 0\n\
+             u_sum 0\n\
+             u_count 0\n"
         );
     }
 }

@@ -89,8 +89,14 @@ struct Vouched {
     until: Instant,
 }
 
+/// Whether to keep the objects of the Kustomization (namespace, name): a controller keeps
+/// only those of the Kustomizations it reconciles (a shard's own, those of its namespace).
+pub type Keep = Arc<dyn Fn(&str, &str) -> bool + Send + Sync>;
+
 #[derive(Default)]
 struct OwnedState {
+    /// Without it, every watched object is kept.
+    keep: Option<Keep>,
     watched: HashSet<(String, String)>,
     kinds: HashMap<(String, String), Kind>,
     vouched: HashMap<Slot, Vouched>,
@@ -227,6 +233,14 @@ impl OwnedObjects {
         self
     }
 
+    /// From now on only the objects whose owner `keep` accepts are kept (the labels
+    /// [`NAME_LABEL`] and [`NAMESPACE_LABEL`] name it); another owner's objects are
+    /// [`Seen::Absent`], which only costs a dry-run or a read. A shard's watches see every
+    /// shard's objects; without this each would hold them all.
+    pub fn keep_only(&self, keep: Keep) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).keep = Some(keep);
+    }
+
     /// Starts watching a kind's owned objects, once per kind; the watch lives as long as the
     /// runtime.
     pub fn watch(&self, served: &Served) {
@@ -333,7 +347,12 @@ async fn follow(
             }
             _ => None,
         };
-        apply(state.kinds.entry(id.clone()).or_default(), event);
+        let keep = state.keep.clone();
+        apply(
+            state.kinds.entry(id.clone()).or_default(),
+            event,
+            keep.as_ref(),
+        );
         drop(state);
         if let Some((version, followed_up)) = delivered {
             reporter.delivered(&label, version.as_deref(), followed_up);
@@ -353,17 +372,36 @@ impl WatchReporter for Unreported {
     fn set_back(&self, _: &str, _: crate::watch::Setback, _: &dyn std::fmt::Display) {}
 }
 
-fn apply(kind: &mut Kind, event: Event<PartialObjectMeta<DynamicObject>>) {
+/// Whether `keep` accepts the owner the object's labels name.
+fn kept_by(keep: Option<&Keep>, object: &PartialObjectMeta<DynamicObject>) -> bool {
+    let Some(keep) = keep else {
+        return true;
+    };
+    let label = |key: &str| {
+        object
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get(key))
+            .map_or("", String::as_str)
+    };
+    keep(label(NAMESPACE_LABEL), label(NAME_LABEL))
+}
+
+fn apply(kind: &mut Kind, event: Event<PartialObjectMeta<DynamicObject>>, keep: Option<&Keep>) {
     match event {
-        Event::Apply(object) => {
+        Event::Apply(object) if kept_by(keep, &object) => {
             kind.objects.insert(key_of(&object), Kept::of(&object));
         }
-        Event::Delete(object) => {
+        // Another owner's now (its Kustomization moved to another shard): forgotten.
+        Event::Apply(object) | Event::Delete(object) => {
             kind.objects.remove(&key_of(&object));
         }
         Event::Init => kind.relisting = Some(HashMap::new()),
         Event::InitApply(object) => {
-            if let Some(relisting) = &mut kind.relisting {
+            if let Some(relisting) = &mut kind.relisting
+                && kept_by(keep, &object)
+            {
                 relisting.insert(key_of(&object), Kept::of(&object));
             }
         }
@@ -407,9 +445,9 @@ mod tests {
         assert!(follow_ups.try_recv().is_err(), "once per vouching");
         // Already changed when vouched for: the owner runs again at once.
         let mut listed = Kind::default();
-        apply(&mut listed, Event::Init);
-        apply(&mut listed, Event::InitApply(object("a", "8")));
-        apply(&mut listed, Event::InitDone);
+        apply(&mut listed, Event::Init, None);
+        apply(&mut listed, Event::InitApply(object("a", "8")), None);
+        apply(&mut listed, Event::InitDone, None);
         state.kinds.insert(kind, listed);
         state.vouch(slot, "5", owner.clone());
         assert_eq!(follow_ups.try_recv().unwrap(), owner);
@@ -418,10 +456,10 @@ mod tests {
     #[test]
     fn a_kind_is_known_once_listed_and_keeps_only_policy_metadata() {
         let mut kind = Kind::default();
-        apply(&mut kind, Event::Init);
-        apply(&mut kind, Event::InitApply(object("a", "5")));
+        apply(&mut kind, Event::Init, None);
+        apply(&mut kind, Event::InitApply(object("a", "5")), None);
         assert!(!kind.listed);
-        apply(&mut kind, Event::InitDone);
+        apply(&mut kind, Event::InitDone, None);
         assert!(kind.listed);
         let kept = kind.objects[&("apps".to_string(), "a".to_string())].to_value();
         assert_eq!(kept["metadata"]["resourceVersion"], "5");
@@ -429,16 +467,62 @@ mod tests {
             kept["metadata"]["annotations"],
             json!({SSA_ANNOTATION: "Merge"})
         );
-        apply(&mut kind, Event::Apply(object("b", "6")));
-        apply(&mut kind, Event::Delete(object("a", "7")));
+        apply(&mut kind, Event::Apply(object("b", "6")), None);
+        apply(&mut kind, Event::Delete(object("a", "7")), None);
         assert_eq!(kind.objects.len(), 1);
         // A relist forgets what went away meanwhile.
-        apply(&mut kind, Event::Init);
-        apply(&mut kind, Event::InitApply(object("c", "9")));
-        apply(&mut kind, Event::InitDone);
+        apply(&mut kind, Event::Init, None);
+        apply(&mut kind, Event::InitApply(object("c", "9")), None);
+        apply(&mut kind, Event::InitDone, None);
         assert_eq!(
             kind.objects.keys().cloned().collect::<Vec<_>>(),
             vec![("apps".to_string(), "c".to_string())]
         );
+    }
+
+    #[test]
+    fn only_the_objects_of_kept_owners_are_kept() {
+        let owned_by = |name: &str, owner: &str| -> PartialObjectMeta<DynamicObject> {
+            serde_json::from_value(json!({"apiVersion": "meta.k8s.io/v1",
+                "kind": "PartialObjectMetadata", "metadata": {"name": name, "namespace": "apps",
+                "resourceVersion": "1",
+                "labels": {NAME_LABEL: owner, NAMESPACE_LABEL: "flux-system"}}}))
+            .unwrap()
+        };
+        let keep: Keep = Arc::new(|namespace, name| namespace == "flux-system" && name == "ours");
+        let mut kind = Kind::default();
+        apply(&mut kind, Event::Init, Some(&keep));
+        apply(
+            &mut kind,
+            Event::InitApply(owned_by("a", "ours")),
+            Some(&keep),
+        );
+        apply(
+            &mut kind,
+            Event::InitApply(owned_by("b", "theirs")),
+            Some(&keep),
+        );
+        apply(&mut kind, Event::InitDone, Some(&keep));
+        apply(
+            &mut kind,
+            Event::Apply(owned_by("c", "theirs")),
+            Some(&keep),
+        );
+        apply(&mut kind, Event::Apply(owned_by("d", "ours")), Some(&keep));
+        let mut names: Vec<&str> = kind.objects.keys().map(|(_, n)| n.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["a", "d"]);
+        // An object whose owner is no longer kept is forgotten.
+        apply(
+            &mut kind,
+            Event::Apply(owned_by("a", "theirs")),
+            Some(&keep),
+        );
+        assert!(
+            !kind
+                .objects
+                .contains_key(&("apps".to_string(), "a".to_string()))
+        );
+        assert_eq!(kind.objects.len(), 1);
     }
 }
