@@ -451,6 +451,7 @@ impl ControllerProcess {
         // BENCH_CONTROLLER_BIN: another build of the controller (an earlier commit's) under
         // the same harness, so a benchmark compares binaries measured the same way.
         let binary = std::env::var_os("BENCH_CONTROLLER_BIN")
+            .filter(|path| !path.is_empty())
             .unwrap_or_else(|| env!("CARGO_BIN_EXE_kustomize-controller").into());
         let child = tokio::process::Command::new(binary)
             .args(args)

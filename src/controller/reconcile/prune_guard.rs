@@ -258,6 +258,14 @@ mod tests {
     }
 
     #[test]
+    fn every_annotation_of_this_controller_has_its_one_prefix() {
+        let mode = crate::controller::drift_mode::MODE;
+        for key in [GUARD, CONFIRM, HONOURED, mode] {
+            assert!(key.starts_with(PREFIX), "{key}");
+        }
+    }
+
+    #[test]
     fn a_tripped_guard_says_how_many_and_how_to_confirm() {
         let message = Tripped {
             stale: 950,
