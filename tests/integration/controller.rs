@@ -1073,7 +1073,6 @@ async fn dependency_chains_and_ready_expressions() {
 #[tokio::test]
 async fn the_diff_command_masks_secret_values() {
     let harness = Harness::start().await;
-    let kubeconfig_yaml = controller_kubeconfig(&harness.cluster).await;
     let ns = harness.cluster.namespace.clone();
     let secret = |token: &str, password: &str| {
         format!(
@@ -1090,19 +1089,10 @@ async fn the_diff_command_masks_secret_values() {
     harness
         .wait_ready("creds", "True", "ReconciliationSucceeded")
         .await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, &kubeconfig_yaml).unwrap();
-    let local = dir.path().join("local");
-    std::fs::create_dir(&local).unwrap();
-    std::fs::write(local.join("secret.yaml"), secret("t0ken-two", "same-pass")).unwrap();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
-        .args(["diff", "-k", "creds", "-n", &ns, "--path"])
-        .arg(&local)
-        .env("KUBECONFIG", &kubeconfig)
-        .output()
-        .await
-        .unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let secret_file = local.path().join("secret.yaml");
+    std::fs::write(secret_file, secret("t0ken-two", "same-pass")).unwrap();
+    let output = harness.diff("creds", local.path()).await;
     assert_eq!(
         output.status.code(),
         Some(1),
@@ -1126,7 +1116,6 @@ async fn the_diff_command_masks_secret_values() {
 #[tokio::test]
 async fn the_diff_command_previews_changes() {
     let harness = Harness::start().await;
-    let kubeconfig_yaml = controller_kubeconfig(&harness.cluster).await;
     let ns = harness.cluster.namespace.clone();
     let v1 = harness.publish("v1", "main@sha1:1d1f");
     harness.source("repo", &v1).await;
@@ -1139,22 +1128,10 @@ async fn the_diff_command_previews_changes() {
     harness
         .wait_ready("app", "True", "ReconciliationSucceeded")
         .await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, &kubeconfig_yaml).unwrap();
     let diff = |fixture: &str| {
-        let kubeconfig = kubeconfig.clone();
-        let ns = ns.clone();
         let path = repo_root().join("tests/fixtures/controller").join(fixture);
-        async move {
-            tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
-                .args(["diff", "-k", "app", "-n", &ns, "--path"])
-                .arg(path)
-                .env("KUBECONFIG", kubeconfig)
-                .output()
-                .await
-                .unwrap()
-        }
+        let harness = &harness;
+        async move { harness.diff("app", &path).await }
     };
     let same = diff("v1").await;
     assert!(

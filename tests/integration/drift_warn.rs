@@ -10,7 +10,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::support::cluster::wait_for;
-use crate::support::controller::{Harness, controller_kubeconfig};
+use crate::support::controller::Harness;
 
 const MODE: &str = "kustomize-controller.rs/drift-detection";
 
@@ -105,26 +105,9 @@ async fn edit_by_hand(harness: &Harness) {
 
 /// What `kustomize-controller diff` prints for the Kustomization `name` and `manifests`.
 async fn local_diff(harness: &Harness, name: &str, manifests: &str) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, controller_kubeconfig(&harness.cluster).await).unwrap();
-    let local = dir.path().join("local");
-    std::fs::create_dir(&local).unwrap();
-    std::fs::write(local.join("all.yaml"), manifests).unwrap();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
-        .args([
-            "diff",
-            "-k",
-            name,
-            "-n",
-            &harness.cluster.namespace,
-            "--path",
-        ])
-        .arg(&local)
-        .env("KUBECONFIG", &kubeconfig)
-        .output()
-        .await
-        .unwrap();
+    let local = tempfile::tempdir().unwrap();
+    std::fs::write(local.path().join("all.yaml"), manifests).unwrap();
+    let output = harness.diff(name, local.path()).await;
     assert_eq!(
         output.status.code(),
         Some(1),
@@ -132,6 +115,15 @@ async fn local_diff(harness: &Harness, name: &str, manifests: &str) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Waits until `data.k` of `settings` is back to what the source says.
+async fn drift_corrected(harness: &Harness) -> bool {
+    wait_for(Duration::from_secs(30), || async {
+        (data_k(harness).await == "from-git").then_some(())
+    })
+    .await
+    .is_some()
 }
 
 async fn data_k(harness: &Harness) -> String {
@@ -285,12 +277,8 @@ async fn warn_mode_reports_drift_corrects_nothing_and_switching_it_off_corrects_
     harness.wait_handled("watched", "look-2").await;
     assert_eq!(data_k(&harness).await, "by-hand");
     set_mode(&harness, "watched", None).await;
-    let fixed = wait_for(Duration::from_secs(30), || async {
-        (data_k(&harness).await == "from-git").then_some(())
-    })
-    .await;
     assert!(
-        fixed.is_some(),
+        drift_corrected(&harness).await,
         "switching warn mode off corrects the drift"
     );
     let cleared = wait_for(Duration::from_secs(30), || async {
@@ -318,12 +306,8 @@ async fn an_unknown_drift_mode_stalls_and_the_gate_turns_warn_mode_off() {
     edit_by_hand(&harness).await;
     harness.request_reconcile("gated", "look").await;
     harness.wait_handled("gated", "look").await;
-    let fixed = wait_for(Duration::from_secs(30), || async {
-        (data_k(&harness).await == "from-git").then_some(())
-    })
-    .await;
     assert!(
-        fixed.is_some(),
+        drift_corrected(&harness).await,
         "with the gate off, drift is corrected as in Flux"
     );
     let object = harness.kustomizations().get("gated").await.unwrap();

@@ -290,6 +290,22 @@ impl Harness {
         encrypted
     }
 
+    /// Runs `kustomize-controller diff` for the Kustomization `name` against the local
+    /// directory `path`, as the controller's identity.
+    pub async fn diff(&self, name: &str, path: &std::path::Path) -> std::process::Output {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, controller_kubeconfig(&self.cluster).await).unwrap();
+        let namespace = &self.cluster.namespace;
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+            .args(["diff", "-k", name, "-n", namespace, "--path"])
+            .arg(path)
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .await
+            .unwrap()
+    }
+
     pub async fn source(&self, name: &str, artifact: &Artifact) {
         let ns = self.cluster.namespace.clone();
         self.cluster

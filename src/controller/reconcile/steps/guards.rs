@@ -56,23 +56,13 @@ pub(crate) async fn detect_drift(
     status: &mut KustomizationStatus,
     meta: &EventMeta,
 ) -> Result<ChangeSet, StepError> {
-    let (object, ctx) = (progress.object, progress.ctx);
     let planned = applier.plan(objects).await.map_err(StepError::Apply)?;
     let report = drift_mode::report(&planned);
-    let (value, reason, message) = report.condition();
-    crate::controller::status::set(
-        status,
-        drift_mode::DRIFTED,
-        value,
-        reason,
-        &message,
-        object.metadata.generation,
-    );
+    let message = report_drift(progress, &report, status);
     if let Some(text) = report.event_message() {
         tracing::info!("{message}");
         progress.event(EventType::Warning, drift_mode::DRIFT_DETECTED, &text, meta);
     }
-    ctx.metrics.set_drifted(object, Some(report.drifted.len()));
     let changes = planned
         .into_iter()
         .map(|planned| {
@@ -98,21 +88,32 @@ pub(crate) fn applied_without_drift(
     let (object, ctx) = (progress.object, progress.ctx);
     match mode {
         Mode::Warn => {
-            let (value, reason, message) = drift_mode::DriftReport::default().condition();
-            let generation = object.metadata.generation;
-            crate::controller::status::set(
-                status,
-                drift_mode::DRIFTED,
-                value,
-                reason,
-                &message,
-                generation,
-            );
-            ctx.metrics.set_drifted(object, Some(0));
+            report_drift(progress, &drift_mode::DriftReport::default(), status);
         }
         Mode::Correct => {
             crate::controller::status::remove(status, drift_mode::DRIFTED);
             ctx.metrics.set_drifted(object, None);
         }
     }
+}
+
+/// The `Drifted` condition and the gauge for `report`; the condition's message comes back.
+fn report_drift(
+    progress: &Progress<'_>,
+    report: &drift_mode::DriftReport,
+    status: &mut KustomizationStatus,
+) -> String {
+    let (object, ctx) = (progress.object, progress.ctx);
+    let (value, reason, message) = report.condition();
+    let generation = object.metadata.generation;
+    crate::controller::status::set(
+        status,
+        drift_mode::DRIFTED,
+        value,
+        reason,
+        &message,
+        generation,
+    );
+    ctx.metrics.set_drifted(object, Some(report.drifted.len()));
+    message
 }
