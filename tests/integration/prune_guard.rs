@@ -228,7 +228,11 @@ async fn the_flag_sets_a_default_the_annotation_overrides_and_a_bad_one_stalls()
     let invalid = harness
         .wait_ready("small", "False", "InvalidPruneGuard")
         .await;
-    assert!(crate::support::controller::ready_message(&invalid).contains("\"most\""));
+    let message = crate::support::controller::ready_message(&invalid);
+    assert!(
+        message.contains("\"most\"") && message.contains(prune_guard::GUARD),
+        "the error names the annotation and its value: {message}"
+    );
 }
 
 #[tokio::test]

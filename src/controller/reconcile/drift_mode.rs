@@ -22,8 +22,6 @@ pub const MODE: &str = "kustomize-controller.rs/drift-detection";
 pub const DRIFTED: &str = "Drifted";
 pub const DRIFT_DETECTED: &str = "DriftDetected";
 pub const NO_DRIFT_DETECTED: &str = "NoDriftDetected";
-/// The reason a mode annotation that is neither `warn` nor `correct` stalls with.
-pub const INVALID_DRIFT_MODE: &str = "InvalidDriftDetectionMode";
 
 /// How many objects the condition names, and how many field changes an event shows for one
 /// object, before it says how many more there are.

@@ -70,15 +70,18 @@ pub enum StepError {
     #[error("{0}")]
     InvalidDriftMode(ModeError),
     /// Beyond Flux: the prune guard's annotation is not a threshold.
-    #[error("{0}")]
+    #[error("annotation {key}: {0}", key = crate::controller::prune_guard::GUARD)]
     InvalidPruneGuard(ThresholdError),
     /// Beyond Flux: the prune guard stopped a prune; what was built is applied, and the
     /// objects it would have deleted stay in the inventory.
     #[error("{0}")]
     PruneGuarded(Tripped),
     /// Beyond Flux: the honoured confirmation could not be recorded, so nothing was pruned.
-    #[error("prune guard: recording the confirmation failed, nothing was pruned: {0}")]
-    PruneConfirmation(String),
+    #[error(
+        "prune guard: recording the confirmation in annotation {key} failed, nothing was pruned: {0}",
+        key = crate::controller::prune_guard::HONOURED
+    )]
+    PruneConfirmation(kube::Error),
     /// Stale objects whose deletion failed; they stay in the inventory.
     #[error("{}", .0.join("; "))]
     Prune(Vec<String>),
@@ -131,7 +134,7 @@ impl StepError {
                 reason::PRUNE_FAILED
             }
             StepError::InvalidPruneGuard(_) => reason::INVALID_PRUNE_GUARD,
-            StepError::InvalidDriftMode(_) => crate::controller::drift_mode::INVALID_DRIFT_MODE,
+            StepError::InvalidDriftMode(_) => reason::INVALID_DRIFT_MODE,
             StepError::PruneGuarded(_) => reason::PRUNE_GUARDED,
             StepError::InvalidHealthExpression(_) => reason::INVALID_CEL,
             StepError::Health(_) => reason::HEALTH_CHECK_FAILED,

@@ -91,6 +91,8 @@ pub mod reason {
     pub const PRUNE_GUARDED: &str = "PruneGuarded";
     /// Beyond Flux: the prune guard's annotation is not a threshold.
     pub const INVALID_PRUNE_GUARD: &str = "InvalidPruneGuard";
+    /// Beyond Flux: the drift detection annotation is neither `warn` nor `correct`.
+    pub const INVALID_DRIFT_MODE: &str = "InvalidDriftDetectionMode";
 }
 
 /// Condition messages are capped, as Flux caps them, so a huge error cannot bloat the object.

@@ -323,8 +323,12 @@ fn forget_oldest(
     if written.len() < limit {
         return;
     }
-    let mut times: Vec<std::time::Instant> = written.values().map(|(_, _, at)| *at).collect();
     let keep = limit / 2;
+    if keep == 0 {
+        written.clear();
+        return;
+    }
+    let mut times: Vec<std::time::Instant> = written.values().map(|(_, _, at)| *at).collect();
     let cut = times.len() - keep;
     let (_, oldest_kept, _) = times.select_nth_unstable(cut);
     let oldest_kept = *oldest_kept;
@@ -433,6 +437,12 @@ mod tests {
         forget_oldest(&mut written, 11);
         assert_eq!(written.len(), 10, "under the bound nothing goes");
         forget_oldest(&mut written, 10);
+        let mut one = written.clone();
+        forget_oldest(&mut one, 1);
+        assert!(
+            one.is_empty(),
+            "a bound of one keeps nothing, and does not panic"
+        );
         let mut kept: Vec<&str> = written.keys().map(String::as_str).collect();
         kept.sort();
         assert_eq!(kept, ["key-5", "key-6", "key-7", "key-8", "key-9"]);

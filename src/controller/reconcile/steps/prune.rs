@@ -108,7 +108,7 @@ async fn honour_confirmation(
             &kube::api::Patch::Merge(patch),
         )
         .await
-        .map_err(|error| StepError::PruneConfirmation(error.to_string()))?;
+        .map_err(StepError::PruneConfirmation)?;
     tracing::info!(confirmation = %value, "prune guard: confirmed prune proceeds");
     ctx.own_writes
         .record(&KustomizationKey::of(&patched), &patched);
