@@ -4,6 +4,8 @@
 //! and histogram bounds) are Go's shortest `%g` (`1`, `0.005`, `1e-08`, `1.8e+19`), and there
 //! is no `# EOF`. A dashboard that matches `le="1"` or a family name finds the same text.
 
+use crate::controller::runtime::object_histograms::ObjectHistograms;
+
 /// A metric family of the page.
 struct Family<'a> {
     name: String,
@@ -12,10 +14,39 @@ struct Family<'a> {
     samples: Vec<&'a str>,
 }
 
+/// Where a family of the page comes from.
+enum Source<'a> {
+    Parsed(Family<'a>),
+    /// Written in expfmt's form and order by its owner.
+    Direct(&'a ObjectHistograms),
+}
+
+impl Source<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Source::Parsed(family) => &family.name,
+            Source::Direct(family) => family.name(),
+        }
+    }
+}
+
 /// Converts `prometheus_client`'s OpenMetrics text to Prometheus text 0.0.4 as expfmt writes
 /// it: families sorted by name, series sorted by their labels, a histogram's buckets (with
-/// `le` last) before its sum and count.
-pub fn prometheus_text(open_metrics: &str) -> String {
+/// `le` last) before its sum and count. The `direct` families join the page in their place.
+pub fn prometheus_text(open_metrics: &str, direct: &[&ObjectHistograms]) -> String {
+    prometheus_text_into(
+        open_metrics,
+        direct,
+        String::with_capacity(open_metrics.len()),
+    )
+}
+
+/// [`prometheus_text`] written into `out`.
+pub fn prometheus_text_into(
+    open_metrics: &str,
+    direct: &[&ObjectHistograms],
+    mut out: String,
+) -> String {
     let mut families: Vec<Family> = Vec::new();
     // HELP comes before TYPE; a counter's name is only known to need `_total` at TYPE.
     let mut help: Option<&str> = None;
@@ -49,9 +80,20 @@ pub fn prometheus_text(open_metrics: &str) -> String {
             family.samples.push(line);
         }
     }
-    families.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut out = String::with_capacity(open_metrics.len());
+    let mut families: Vec<Source> = families
+        .into_iter()
+        .map(Source::Parsed)
+        .chain(direct.iter().map(|family| Source::Direct(family)))
+        .collect();
+    families.sort_by(|a, b| a.name().cmp(b.name()));
     for family in &families {
+        let family = match family {
+            Source::Parsed(family) => family,
+            Source::Direct(family) => {
+                family.write(&mut out);
+                continue;
+            }
+        };
         if let Some(text) = family.help {
             out.push_str(&format!("# HELP {} {text}\n", family.name));
         }
@@ -310,7 +352,7 @@ mod tests {
             t_bucket{le=\"+Inf\",controller=\"kustomization\"} 1\n\
             # EOF\n";
         assert_eq!(
-            prometheus_text(open_metrics),
+            prometheus_text(open_metrics, &[]),
             "# HELP t Length of time.\n\
              # TYPE t histogram\n\
              t_bucket{controller=\"kustomization\",le=\"1e-08\"} 0\n\
@@ -345,7 +387,7 @@ mod tests {
             u_count 0\n\
             # EOF\n";
         assert_eq!(
-            prometheus_text(open_metrics),
+            prometheus_text(open_metrics, &[]),
             "# HELP d Duration\n\
              # TYPE d histogram\n\
              d_bucket{name=\"a\",le=\"1\"} 1\n\

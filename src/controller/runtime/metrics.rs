@@ -26,6 +26,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
 use crate::api::Kustomization;
+use crate::controller::runtime::object_histograms::{ObjectHistograms, ObjectKey};
 use crate::controller::runtime_metrics::{ControllerRuntime, RestRequests};
 use crate::controller::watch::WatchHealth;
 
@@ -66,7 +67,7 @@ pub struct Metrics {
     registry: Registry,
     /// What only this controller measures, on `/metrics/extra`.
     extra: Registry,
-    duration: Family<ObjectLabels, Histogram>,
+    duration: ObjectHistograms,
     leader: Family<LeaseLabels, Gauge>,
     build: Histogram,
     apply: Histogram,
@@ -86,6 +87,19 @@ pub struct Metrics {
     pub build_cache: crate::controller::reconcile::build_cache::BuildCacheMetrics,
     /// The length of the last page served: the next is written into a buffer that size.
     page_size: std::sync::atomic::AtomicUsize,
+}
+
+fn key(object: &Kustomization) -> ObjectKey {
+    ObjectKey {
+        kind: "Kustomization".into(),
+        name: object.metadata.name.as_deref().unwrap_or_default().into(),
+        namespace: object
+            .metadata
+            .namespace
+            .as_deref()
+            .unwrap_or_default()
+            .into(),
+    }
 }
 
 fn labels(object: &Kustomization) -> ObjectLabels {
@@ -138,13 +152,11 @@ impl Metrics {
     pub fn with_watch_grace(watches: WatchHealth) -> Metrics {
         let watches = Arc::new(watches);
         let mut registry = Registry::default();
-        let duration = Family::<ObjectLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new(RECONCILE_DURATION_BUCKETS)
-        });
-        registry.register(
+        // Written into the page by `encode`, not through the registry: it is most of the page.
+        let duration = ObjectHistograms::new(
             "gotk_reconcile_duration_seconds",
             "The duration in seconds of a GitOps Toolkit resource reconciliation.",
-            duration.clone(),
+            &RECONCILE_DURATION_BUCKETS,
         );
         let leader = Family::<LeaseLabels, Gauge>::default();
         registry.register(
@@ -215,9 +227,7 @@ impl Metrics {
     }
 
     pub fn observe_reconcile(&self, object: &Kustomization, elapsed: Duration) {
-        self.duration
-            .get_or_create(&labels(object))
-            .observe(elapsed.as_secs_f64());
+        self.duration.observe(key(object), elapsed.as_secs_f64());
     }
 
     /// `leader_election_master_status` for the Lease `name`: 0 from the start of the election
@@ -265,27 +275,31 @@ impl Metrics {
 
     /// A deleted Kustomization's series go, as Flux deletes them once its finalizer is off.
     pub fn forget(&self, object: &Kustomization) {
-        self.duration.remove(&labels(object));
+        self.duration.remove(&key(object));
         self.drifted.remove(&labels(object));
     }
 
     /// The Prometheus text page. A fleet's per-object series make it megabytes (about 2.8 MB
-    /// for 1,000 Kustomizations), so it is written into a buffer of the last page's size
-    /// rather than one that doubles its way there.
+    /// for 1,000 Kustomizations): they are written straight into a buffer of the last page's
+    /// size rather than one that doubles its way there; the rest of the page is small.
     pub fn encode(&self) -> String {
-        let last = self.page_size.load(Ordering::Relaxed);
-        let mut text = String::with_capacity(last + last / 16);
+        let mut text = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
-        let text = crate::controller::exposition::prometheus_text(&text);
-        self.page_size.store(text.len(), Ordering::Relaxed);
-        text
+        let last = self.page_size.load(Ordering::Relaxed);
+        let page = crate::controller::exposition::prometheus_text_into(
+            &text,
+            &[&self.duration],
+            String::with_capacity(last + last / 16),
+        );
+        self.page_size.store(page.len(), Ordering::Relaxed);
+        page
     }
 
     /// The `/metrics/extra` page: what this controller measures beyond Flux.
     pub fn encode_extra(&self) -> String {
         let mut text = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.extra);
-        crate::controller::exposition::prometheus_text(&text)
+        crate::controller::exposition::prometheus_text(&text, &[])
     }
 }
 

@@ -2,7 +2,8 @@
 //! health record) and the config caches (`configs`), leader election (`leader`), the API
 //! clients every reconcile uses (`ratelimit`, `retry_after`, `remote`, `remote_identity`,
 //! `identity`), the work queue (`work_queue`), Kubernetes Events (`events`) and the metrics
-//! and probes (`metrics`, `runtime_metrics`, `process_metrics`, `exposition`). The decisions
+//! and probes (`metrics`, `object_histograms`, `runtime_metrics`, `process_metrics`,
+//! `exposition`). The decisions
 //! live in `reconcile`; nothing here decides a Kustomization's outcome.
 
 pub mod configs;
@@ -11,6 +12,7 @@ pub(crate) mod exposition;
 pub mod identity;
 pub mod leader;
 pub mod metrics;
+pub(crate) mod object_histograms;
 pub(crate) mod process_metrics;
 pub mod ratelimit;
 pub mod remote;
