@@ -438,9 +438,9 @@ fn kustomization_triggers(
     let queue = context.metrics.runtime.queue.clone();
     let listing = queue.clone();
     let mut anyone_depends = false;
-    let kustomizations = watch::watch(
+    let kustomizations = watch::watch_kustomizations(
         client,
-        watch::scoped::<Kustomization>(options.namespace.clone()),
+        options.namespace.clone(),
         WatchConfig {
             kind: "Kustomization".into(),
             label_selector: options.label_selector.clone(),

@@ -20,11 +20,16 @@ impl OwnWrites {
     /// Remembers the resourceVersion one of our writes produced.
     pub fn record(&self, key: &KustomizationKey, object: &Kustomization) {
         if let Some(version) = &object.metadata.resource_version {
-            self.0
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key.clone(), version.clone());
+            self.record_version(key, version);
         }
+    }
+
+    /// Remembers `version`, the resourceVersion one of our writes produced.
+    pub fn record_version(&self, key: &KustomizationKey, version: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.clone(), version.to_string());
     }
 
     /// Forgets a Kustomization that is gone (or no longer ours to write).

@@ -3,7 +3,8 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::Resource;
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::api::{Kustomization, KustomizationStatus, Snapshot};
@@ -26,17 +27,39 @@ pub(crate) async fn write(
     let Some(patch) = merge_patch(&old, &new) else {
         return Ok(());
     };
-    let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), namespace);
     let params = PatchParams {
         field_manager: Some(ctx.options.status_manager.clone()),
         ..PatchParams::default()
     };
-    let written = api
-        .patch_status(name, &params, &Patch::Merge(json!({"status": patch})))
-        .await?;
-    ctx.own_writes
-        .record(&KustomizationKey::new(namespace, name), &written);
+    // The answer is the whole Kustomization, managed fields and all; only its
+    // resourceVersion is read, and nothing else of it is parsed into memory.
+    let mut request = kube::core::Request::new(Kustomization::url_path(&(), Some(namespace)))
+        .patch_subresource(
+            "status",
+            name,
+            &params,
+            &Patch::Merge(json!({"status": patch})),
+        )
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("patch_status");
+    let written: Written = ctx.client.request(request).await?;
+    if let Some(version) = written.metadata.resource_version {
+        ctx.own_writes
+            .record_version(&KustomizationKey::new(namespace, name), &version);
+    }
     Ok(())
+}
+
+/// What a status write's answer is read for.
+#[derive(serde::Deserialize)]
+struct Written {
+    metadata: WrittenMetadata,
+}
+
+#[derive(serde::Deserialize)]
+struct WrittenMetadata {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
 }
 
 /// The JSON merge patch (RFC 7386) that turns `old` into `new`: objects are patched key by

@@ -26,9 +26,10 @@ pub enum SsaPolicy {
 
 /// The value of a label or annotation, compared case-insensitively as Flux does.
 pub fn metadata_value<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    let metadata = object.get("metadata")?;
     ["annotations", "labels"].into_iter().find_map(|map| {
-        object
-            .pointer(&format!("/metadata/{map}"))
+        metadata
+            .get(map)
             .and_then(Value::as_object)
             .and_then(|m| m.get(key))
             .and_then(Value::as_str)

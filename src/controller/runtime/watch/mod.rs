@@ -13,6 +13,9 @@
 //! seconds since the API server was last heard from).
 
 mod health;
+mod lean;
+
+pub use lean::LeanKustomization;
 
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
@@ -251,6 +254,28 @@ where
         watcher::watcher(api(client), watcher_config.clone())
     })
     .map(|event: Event<K>| event.modify(|object| object.meta_mut().managed_fields = None))
+}
+
+/// Watches Kustomizations as [`watch`] does, parsing them without their managed fields.
+pub fn watch_kustomizations(
+    client: &kube::Client,
+    namespace: Option<String>,
+    config: WatchConfig,
+    health: Arc<WatchHealth>,
+) -> impl Stream<Item = Event<crate::api::Kustomization>> + Send + 'static + use<> {
+    watch(
+        client,
+        scoped::<LeanKustomization>(namespace),
+        config,
+        health,
+    )
+    .map(|event| match event {
+        Event::Apply(LeanKustomization(object)) => Event::Apply(object),
+        Event::Delete(LeanKustomization(object)) => Event::Delete(object),
+        Event::Init => Event::Init,
+        Event::InitApply(LeanKustomization(object)) => Event::InitApply(object),
+        Event::InitDone => Event::InitDone,
+    })
 }
 
 /// The API of a namespaced kind in `namespace` (all namespaces: none), on the client a
