@@ -12,6 +12,7 @@
 //! controller authenticates with its own ServiceAccount token, so its requests are told apart
 //! from the benchmark's. `BENCH_N` (default 100), `BENCH_CONCURRENT` (4), `BENCH_ARGS` (more
 //! controller flags),
+//! `BENCH_CPUS` (1: the async runtime's workers, one per CPU of the Deployment's limit),
 //! `BENCH_QPS`/`BENCH_BURST` (Flux's defaults 50/300; they apply where the server runs no API
 //! Priority and Fairness: in process unless `BENCH_APF=1`, never on a real server, as in
 //! Flux). A phase ends when the benchmark's watch of the Kustomizations shows it done (looked
@@ -477,6 +478,10 @@ async fn bench_controller() {
     }
     let own = |slot: usize| alone.map(|costs| costs[slot]);
 
+    // BENCH_CPUS: the async runtime's worker threads. The runtime starts one per CPU the
+    // process may use, which in a Pod is its CPU limit: 1 in Flux's Deployment and in ours
+    // (`config/manager/deployment.yaml`, the chart's values), whatever the machine has.
+    let cpus = env_number("BENCH_CPUS", 1).max(1);
     // BENCH_ARGS: more flags for the controller (`--build-cache-max-size=0`).
     let extra = std::env::var("BENCH_ARGS").unwrap_or_default();
     let mut flags = vec![
@@ -496,17 +501,19 @@ async fn bench_controller() {
                 flags.push("--enable-leader-election".to_string());
             }
             let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-            ControllerProcess::start_with_kubeconfig(
+            ControllerProcess::start_with_kubeconfig_and_env(
                 &cluster.kubeconfig_with_token(&token),
                 &ns,
                 &flags,
+                &[("TOKIO_WORKER_THREADS", cpus.to_string())],
             )
         })
         .collect();
     let pids: Vec<u32> = controllers.iter().map(|c| c.child.id().unwrap()).collect();
     println!(
         "bench-controller: {count} Kustomizations x 4 objects, {shards} process(es), \
-         --concurrent={concurrent} --kube-api-qps={qps} --kube-api-burst={burst} {extra}"
+         --concurrent={concurrent} --kube-api-qps={qps} --kube-api-burst={burst} {extra}, \
+         {cpus} runtime worker(s)"
     );
 
     let mut tally = Tally::start(

@@ -425,6 +425,16 @@ impl ControllerProcess {
         namespace: &str,
         args: &[&str],
     ) -> ControllerProcess {
+        ControllerProcess::start_with_kubeconfig_and_env(kubeconfig_yaml, namespace, args, &[])
+    }
+
+    /// [`ControllerProcess::start_with_kubeconfig`] with more environment variables.
+    pub fn start_with_kubeconfig_and_env(
+        kubeconfig_yaml: &str,
+        namespace: &str,
+        args: &[&str],
+        env: &[(&str, String)],
+    ) -> ControllerProcess {
         let (metrics, health) = (super::free_address(), super::free_address());
         // Later flags override earlier ones (as with Flux's pflag): `args` may change these.
         let mut all = vec![
@@ -435,7 +445,7 @@ impl ControllerProcess {
             format!("--health-addr={health}"),
         ];
         all.extend(args.iter().map(|a| a.to_string()));
-        ControllerProcess::spawn(kubeconfig_yaml, namespace, &all, metrics, health)
+        ControllerProcess::spawn(kubeconfig_yaml, namespace, &all, env, metrics, health)
     }
 
     /// Starts the binary as a Pod's container runs it: `args` exactly as a Deployment gives
@@ -450,13 +460,14 @@ impl ControllerProcess {
         let mut all = args.to_vec();
         all.push(format!("--metrics-addr={metrics}"));
         all.push(format!("--health-addr={health}"));
-        ControllerProcess::spawn(kubeconfig_yaml, namespace, &all, metrics, health)
+        ControllerProcess::spawn(kubeconfig_yaml, namespace, &all, &[], metrics, health)
     }
 
     fn spawn(
         kubeconfig_yaml: &str,
         namespace: &str,
         args: &[String],
+        env: &[(&str, String)],
         metrics: String,
         health: String,
     ) -> ControllerProcess {
@@ -473,6 +484,7 @@ impl ControllerProcess {
             .args(args)
             .env("KUBECONFIG", &kubeconfig)
             .env("RUNTIME_NAMESPACE", namespace)
+            .envs(env.iter().map(|(name, value)| (name, value)))
             .stdout(std::process::Stdio::null())
             .stderr(log)
             .kill_on_drop(true)
