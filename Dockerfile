@@ -3,8 +3,8 @@
 ARG RUST_VERSION=1.95
 
 FROM rust:${RUST_VERSION}-alpine AS builder
-# cmake, perl and a C toolchain build aws-lc, the TLS crypto behind remote bases over https.
-RUN apk add --no-cache musl-dev build-base cmake perl
+# A C toolchain builds ring, the crypto behind every TLS connection (rustls).
+RUN apk add --no-cache musl-dev build-base
 WORKDIR /src
 # Dependencies first, so that source edits reuse the cached dependency layer.
 COPY Cargo.toml Cargo.lock ./

@@ -26,7 +26,7 @@
 pub use apply_engine::{apply, objects, retry};
 pub use flux_api::api;
 pub use kustomize_engine::{json, kustomize, value, yaml};
-pub use sops_decrypt::{auth, report, sops};
+pub use sops_decrypt::{auth, report, sops, tls};
 
 pub mod cli;
 pub mod controller;

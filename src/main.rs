@@ -40,6 +40,7 @@ fn arguments() -> Vec<std::ffi::OsString> {
 }
 
 fn main() -> ExitCode {
+    kustomize_controller::tls::use_ring();
     let cli = Cli::parse_from(arguments());
     init_logging(cli.log_level, cli.log_encoding);
     match run(cli.command) {

@@ -41,6 +41,7 @@ pub fn checkout(
     timeout: Duration,
     limits: &Limits,
 ) -> Result<Checkout, RemoteError> {
+    crate::tls::use_ring();
     let fail = |message: String| RemoteError::Fetch {
         url: repo.to_string(),
         message,

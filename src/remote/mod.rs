@@ -169,6 +169,7 @@ fn download(url: &str, limits: &Limits) -> Result<Vec<u8>, RemoteError> {
         url: url.to_string(),
         message,
     };
+    crate::tls::use_ring();
     let client = reqwest::blocking::Client::builder()
         .timeout(limits.default_timeout)
         .build()

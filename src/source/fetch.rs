@@ -143,6 +143,7 @@ enum Attempt {
 
 impl Fetcher {
     pub fn new(options: FetcherOptions) -> Result<Fetcher, SourceError> {
+        crate::tls::use_ring();
         let client = reqwest::Client::builder()
             .timeout(options.timeout)
             .build()

@@ -322,6 +322,7 @@ fn vault_transit_keys_open_with_the_secret_token_or_the_environment() {
 }
 
 pub(crate) fn kms_call(server: &str, target: &str, body: Value) -> Value {
+    kustomize_controller::tls::use_ring();
     let answer = reqwest::blocking::Client::new()
         .post(format!("{server}/"))
         .header("Content-Type", "application/x-amz-json-1.1")

@@ -6,6 +6,7 @@
 //! - [`auth`]: who the controller (or a Kubernetes ServiceAccount) is to AWS, Google Cloud
 //!   and Azure, as fluxcd/pkg `auth` obtains it, and the token cache.
 //! - [`report`]: error texts with their cause chain.
+//! - [`tls`]: the crypto provider every HTTP client's TLS uses (ring).
 //!
 //! Values and YAML are the build engine's (`kustomize-engine`).
 
@@ -18,3 +19,4 @@ pub(crate) use kustomize_engine::{kustomize, value, yaml};
 pub mod auth;
 pub mod report;
 pub mod sops;
+pub mod tls;

@@ -121,6 +121,7 @@ impl Recorder {
     /// A recorder writing Events with `client`, which should not share the reconcilers'
     /// rate limiter (see `ratelimit::RateLimit::twin`).
     pub fn new(client: kube::Client, component: &str) -> Recorder {
+        crate::tls::use_ring();
         Recorder {
             client,
             component: component.to_string(),
@@ -603,6 +604,7 @@ mod tests {
             }
             answered
         });
+        crate::tls::use_ring();
         let http = reqwest::Client::new();
         forward(http.clone(), address.clone(), b"{}".to_vec()).await;
         forward(http, address, b"{}".to_vec()).await;

@@ -239,6 +239,7 @@ async fn an_eks_cluster_is_reached_with_a_presigned_sts_token() {
     let moto = moto();
     let moto_url = moto.url.clone();
     let arn = tokio::task::spawn_blocking(move || {
+        kustomize_controller::tls::use_ring();
         let answer = reqwest::blocking::Client::new()
             .post(format!("{moto_url}/clusters"))
             .header(
@@ -303,6 +304,7 @@ async fn an_eks_cluster_is_reached_with_a_presigned_sts_token() {
     // What EKS's authenticator does with it: send it to STS with the cluster's name (moto's
     // STS answers it; it does not check signatures).
     let (status, identity) = tokio::task::spawn_blocking(move || {
+        kustomize_controller::tls::use_ring();
         let answer = reqwest::blocking::Client::new()
             .get(presigned)
             .header("x-k8s-aws-id", "fleet")

@@ -183,6 +183,7 @@ impl Http {
 }
 
 fn client() -> Result<Client, ServiceError> {
+    crate::tls::use_ring();
     Client::builder()
         .timeout(TIMEOUT)
         .connect_timeout(CONNECT_TIMEOUT)
