@@ -6,8 +6,10 @@ FROM rust:${RUST_VERSION}-alpine AS builder
 # A C toolchain builds ring, the crypto behind every TLS connection (rustls).
 RUN apk add --no-cache musl-dev build-base
 WORKDIR /src
-# Dependencies first, so that source edits reuse the cached dependency layer.
+# Dependencies first, so that source edits reuse the cached dependency layer. The workspace's
+# library crates come with them: the manifest names them, and cargo loads every member.
 COPY Cargo.toml Cargo.lock ./
+COPY crates ./crates
 # The manifest names an integration-test target; its stub stays for the real build too.
 RUN mkdir src && echo 'fn main() {}' > src/main.rs && echo '' > src/lib.rs \
     && mkdir -p tests/integration && echo '' > tests/integration/main.rs \
