@@ -12,7 +12,8 @@
 //! controller authenticates with its own ServiceAccount token, so its requests are told apart
 //! from the benchmark's. `BENCH_N` (default 100), `BENCH_CONCURRENT` (4), `BENCH_ARGS` (more
 //! controller flags),
-//! `BENCH_CPUS` (1: the async runtime's workers, one per CPU of the Deployment's limit),
+//! `BENCH_INTERVAL` (seconds: the fleet's interval and a phase for one no-change interval
+//! cycle), `BENCH_CPUS` (1: the async runtime's workers, one per CPU of the Deployment's limit),
 //! `BENCH_QPS`/`BENCH_BURST` (Flux's defaults 50/300; they apply where the server runs no API
 //! Priority and Fairness: in process unless `BENCH_APF=1`, never on a real server, as in
 //! Flux). A phase ends when the benchmark's watch of the Kustomizations shows it done (looked
@@ -185,6 +186,71 @@ impl<'a> Tally<'a> {
         }
         self.log = Some((server, requests.len()));
     }
+}
+
+/// How many times a Kustomization was reconciled, by its status history.
+fn reconciliations(k: &Kustomization) -> i64 {
+    k.status.as_ref().map_or(0, |status| {
+        status
+            .history
+            .iter()
+            .map(|snapshot| snapshot.total_reconciliations)
+            .sum()
+    })
+}
+
+/// A no-change interval cycle: nothing is asked of the fleet; each Kustomization is
+/// reconciled again when its interval (`every`, with Flux's default jitter of 5%) runs out
+/// after its last reconciliation. The controller idles until the first is due, which is
+/// reported apart (the status history's `lastReconciled` says when that is), then the phase
+/// lasts until every Kustomization's history counts one more reconciliation.
+async fn interval_cycle(fleet: &mut Fleet, tally: &mut Tally<'_>, count: usize, every: Duration) {
+    let state = fleet.store.state();
+    let before: BTreeMap<String, i64> = state
+        .iter()
+        .map(|k| {
+            (
+                k.metadata.name.clone().unwrap_or_default(),
+                reconciliations(k),
+            )
+        })
+        .collect();
+    let earliest = state
+        .iter()
+        .filter_map(|k| {
+            k.status
+                .as_ref()?
+                .history
+                .iter()
+                .map(|s| s.last_reconciled.0)
+                .max()
+        })
+        .min()
+        .expect("a reconciled fleet");
+    let idle = Instant::now();
+    let lead = every.mul_f64(0.95).saturating_sub(Duration::from_secs(2));
+    let due = earliest + jiff::SignedDuration::try_from(lead).expect("a short interval");
+    if let Ok(wait) = Duration::try_from(due.duration_since(jiff::Timestamp::now())) {
+        tokio::time::sleep(wait).await;
+    }
+    tally
+        .report(
+            "idle until the interval is due",
+            count,
+            idle.elapsed(),
+            Some(0.0),
+        )
+        .await;
+    let started = Instant::now();
+    fleet
+        .wait_all(count, "were reconciled on their interval", |k| {
+            let name = k.metadata.name.as_deref().unwrap_or_default();
+            reconciliations(k) > before.get(name).copied().unwrap_or(i64::MAX)
+        })
+        .await;
+    tally
+        .report("interval cycle", count, started.elapsed(), Some(0.0))
+        .await;
 }
 
 /// Each process's `/metrics` page, waiting (up to 30 s) until it serves one.
@@ -457,12 +523,20 @@ async fn bench_controller() {
         .create_source(SourceKind::GitRepository, &ns, "repo", Some(&first))
         .await;
     let api: Api<Kustomization> = Api::namespaced(cluster.client.clone(), &ns);
+    // BENCH_INTERVAL (seconds): the fleet's interval (else 1h), and a phase after the new
+    // revision that waits for one interval cycle (see `interval_cycle`). It must be longer than
+    // the phases before it take, or timers fire during them.
+    let cycle = std::env::var("BENCH_INTERVAL")
+        .ok()
+        .and_then(|seconds| seconds.parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let interval = cycle.map_or("1h".to_string(), |every| format!("{}s", every.as_secs()));
     let kustomization = |i: usize| -> Kustomization {
         serde_json::from_value(json!({
             "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
             "metadata": {"name": format!("app-{i}"), "namespace": ns,
                 "labels": {"sharding.fluxcd.io/key": format!("shard{}", i % shards)}},
-            "spec": {"interval": "1h", "prune": true, "targetNamespace": ns, "namePrefix": format!("app-{i}-"),
+            "spec": {"interval": interval, "prune": true, "targetNamespace": ns, "namePrefix": format!("app-{i}-"),
                 "sourceRef": {"kind": "GitRepository", "name": "repo"}},
         }))
         .unwrap()
@@ -585,6 +659,10 @@ async fn bench_controller() {
         tally
             .report(phase, count, started.elapsed(), alone.map(|_| 0.0))
             .await;
+    }
+
+    if let Some(every) = cycle {
+        interval_cycle(&mut fleet, &mut tally, count, every).await;
     }
 
     // Each Kustomization was reconciled by its own shard and by no other.
