@@ -31,4 +31,18 @@ mod tests {
             .build()
             .expect("a client without a provider of its own builds");
     }
+
+    /// What the README's "Differences from Flux" says: Go's TLS verifies ECDSA over P-521,
+    /// ring does not.
+    #[test]
+    fn ring_verifies_ecdsa_over_p256_and_p384_only() {
+        use rustls::SignatureScheme;
+        let schemes = rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes();
+        assert!(schemes.contains(&SignatureScheme::ECDSA_NISTP256_SHA256));
+        assert!(schemes.contains(&SignatureScheme::ECDSA_NISTP384_SHA384));
+        assert!(schemes.contains(&SignatureScheme::RSA_PSS_SHA256));
+        assert!(!schemes.contains(&SignatureScheme::ECDSA_NISTP521_SHA512));
+    }
 }
