@@ -7,7 +7,7 @@
 //! times over while it was written; written from here, the page is held once.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 use crate::controller::exposition::go_float;
 
@@ -32,7 +32,9 @@ pub struct ObjectHistograms {
     name: &'static str,
     help: &'static str,
     bounds: &'static [f64],
-    series: Mutex<BTreeMap<ObjectKey, Series>>,
+    /// A scrape reads the map while reconciliations observe their own series: only adding or
+    /// removing a series waits for a scrape to finish.
+    series: RwLock<BTreeMap<ObjectKey, Mutex<Series>>>,
 }
 
 impl ObjectHistograms {
@@ -41,7 +43,7 @@ impl ObjectHistograms {
             name,
             help,
             bounds,
-            series: Mutex::default(),
+            series: RwLock::default(),
         }
     }
 
@@ -50,12 +52,6 @@ impl ObjectHistograms {
     }
 
     pub fn observe(&self, key: ObjectKey, value: f64) {
-        let slots = self.bounds.len() + 1;
-        let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        let series = series.entry(key).or_insert_with(|| Series {
-            buckets: vec![0; slots].into_boxed_slice(),
-            ..Series::default()
-        });
         // As client_golang and prometheus_client: the first bucket whose bound is at least
         // the value; NaN lands in `+Inf` only.
         let at = self
@@ -63,14 +59,34 @@ impl ObjectHistograms {
             .iter()
             .position(|bound| value <= *bound)
             .unwrap_or(self.bounds.len());
-        series.buckets[at] += 1;
-        series.sum += value;
-        series.count += 1;
+        let record = |series: &Mutex<Series>| {
+            let mut series = series.lock().unwrap_or_else(|e| e.into_inner());
+            series.buckets[at] += 1;
+            series.sum += value;
+            series.count += 1;
+        };
+        if let Some(series) = self
+            .series
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            record(series);
+            return;
+        }
+        let slots = self.bounds.len() + 1;
+        let mut map = self.series.write().unwrap_or_else(|e| e.into_inner());
+        record(map.entry(key).or_insert_with(|| {
+            Mutex::new(Series {
+                buckets: vec![0; slots].into_boxed_slice(),
+                ..Series::default()
+            })
+        }));
     }
 
     pub fn remove(&self, key: &ObjectKey) {
         self.series
-            .lock()
+            .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
     }
@@ -79,7 +95,7 @@ impl ObjectHistograms {
     /// series' cumulative buckets, sum and count; nothing while it has no series.
     pub fn write(&self, out: &mut String) {
         use std::fmt::Write;
-        let series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        let series = self.series.read().unwrap_or_else(|e| e.into_inner());
         if series.is_empty() {
             return;
         }
@@ -93,19 +109,23 @@ impl ObjectHistograms {
             .chain(std::iter::once("+Inf".to_string()))
             .collect();
         for (key, series) in series.iter() {
+            let series = series.lock().unwrap_or_else(|e| e.into_inner());
             let labels = format!(
                 "kind=\"{}\",name=\"{}\",namespace=\"{}\"",
                 escape(&key.kind),
                 escape(&key.name),
                 escape(&key.namespace)
             );
+            // Counts are written as expfmt writes them, as Go floats: a million is `1e+06`.
             let mut cumulative = 0;
             for (bound, count) in bounds.iter().zip(series.buckets.iter()) {
                 cumulative += count;
-                let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+                let count = go_float(cumulative as f64);
+                let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {count}");
             }
             let _ = writeln!(out, "{name}_sum{{{labels}}} {}", go_float(series.sum));
-            let _ = writeln!(out, "{name}_count{{{labels}}} {}", series.count);
+            let count = go_float(series.count as f64);
+            let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
         }
     }
 }
@@ -190,6 +210,32 @@ mod tests {
             "{direct}"
         );
         assert_eq!(written_directly(&[]), through_the_registry(&[]));
+    }
+
+    #[test]
+    fn a_million_observations_read_as_expfmt_writes_them() {
+        let family = ObjectHistograms::new("the_seconds", "What is measured.", &BOUNDS);
+        let key = ObjectKey {
+            kind: "Kustomization".into(),
+            name: "busy".into(),
+            namespace: "default".into(),
+        };
+        for _ in 0..1_000_000 {
+            family.observe(key.clone(), 0.0);
+        }
+        let mut page = String::new();
+        family.write(&mut page);
+        let labels = "kind=\"Kustomization\",name=\"busy\",namespace=\"default\"";
+        assert!(
+            page.contains(&format!(
+                "the_seconds_bucket{{{labels},le=\"0.01\"}} 1e+06\n"
+            )),
+            "{page}"
+        );
+        assert!(
+            page.contains(&format!("the_seconds_count{{{labels}}} 1e+06\n")),
+            "{page}"
+        );
     }
 
     #[test]
