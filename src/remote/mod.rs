@@ -169,8 +169,7 @@ fn download(url: &str, limits: &Limits) -> Result<Vec<u8>, RemoteError> {
         url: url.to_string(),
         message,
     };
-    crate::tls::use_ring();
-    let client = reqwest::blocking::Client::builder()
+    let client = crate::tls::blocking_client_builder()
         .timeout(limits.default_timeout)
         .build()
         .map_err(|e| fail(crate::report::cause_chain(&e)))?;

@@ -143,8 +143,7 @@ enum Attempt {
 
 impl Fetcher {
     pub fn new(options: FetcherOptions) -> Result<Fetcher, SourceError> {
-        crate::tls::use_ring();
-        let client = reqwest::Client::builder()
+        let client = crate::tls::client_builder()
             .timeout(options.timeout)
             .build()
             .map_err(|e| SourceError::Client(e.to_string()))?;

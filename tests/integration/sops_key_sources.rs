@@ -322,8 +322,9 @@ fn vault_transit_keys_open_with_the_secret_token_or_the_environment() {
 }
 
 pub(crate) fn kms_call(server: &str, target: &str, body: Value) -> Value {
-    kustomize_controller::tls::use_ring();
-    let answer = reqwest::blocking::Client::new()
+    let answer = kustomize_controller::tls::blocking_client_builder()
+        .build()
+        .unwrap()
         .post(format!("{server}/"))
         .header("Content-Type", "application/x-amz-json-1.1")
         .header("X-Amz-Target", format!("TrentService.{target}"))

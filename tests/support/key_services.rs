@@ -193,8 +193,9 @@ impl Server {
 
 /// Vault's HTTP API at `url` as the root token, for setting a dev server up. Blocking.
 fn vault_call(url: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
-    kustomize_controller::tls::use_ring();
-    let answer = reqwest::blocking::Client::new()
+    let answer = kustomize_controller::tls::blocking_client_builder()
+        .build()
+        .unwrap()
         .post(format!("{url}/v1/{path}"))
         .header("X-Vault-Token", "root")
         .json(&body)

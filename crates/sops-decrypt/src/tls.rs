@@ -5,6 +5,21 @@
 //! provider, which [`use_ring`] installs before the first client is built. kube's client
 //! finds ring the same way.
 
+/// A reqwest client builder whose TLS is rustls over ring. The only way to build a client
+/// (`clippy.toml` refuses reqwest's own constructors elsewhere).
+#[allow(clippy::disallowed_methods)]
+pub fn client_builder() -> reqwest::ClientBuilder {
+    use_ring();
+    reqwest::Client::builder()
+}
+
+/// [`client_builder`] for a blocking client.
+#[allow(clippy::disallowed_methods)]
+pub fn blocking_client_builder() -> reqwest::blocking::ClientBuilder {
+    use_ring();
+    reqwest::blocking::Client::builder()
+}
+
 /// Installs ring as the process's rustls provider, unless one is installed already.
 pub fn use_ring() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
@@ -18,18 +33,22 @@ pub fn use_ring() {
 mod tests {
     #[test]
     fn clients_build_over_ring() {
-        super::use_ring();
-        super::use_ring();
-        let provider = rustls::crypto::CryptoProvider::get_default().expect("installed");
-        assert!(
-            provider
-                .cipher_suites
-                .iter()
-                .any(|suite| suite.suite() == rustls::CipherSuite::TLS13_AES_128_GCM_SHA256)
-        );
-        reqwest::blocking::Client::builder()
+        super::blocking_client_builder()
             .build()
             .expect("a client without a provider of its own builds");
+        super::use_ring();
+        let installed = rustls::crypto::CryptoProvider::get_default().expect("installed");
+        let ring = rustls::crypto::ring::default_provider();
+        let suites = |p: &rustls::crypto::CryptoProvider| -> Vec<_> {
+            p.cipher_suites.iter().map(|s| s.suite()).collect()
+        };
+        let groups = |p: &rustls::crypto::CryptoProvider| -> Vec<_> {
+            p.kx_groups.iter().map(|g| g.name()).collect()
+        };
+        assert_eq!(suites(installed), suites(&ring));
+        assert_eq!(groups(installed), groups(&ring));
+        // aws-lc's provider offers a post-quantum hybrid group; ring's does not.
+        assert!(!groups(installed).contains(&rustls::NamedGroup::X25519MLKEM768));
     }
 
     /// What the README's "Differences from Flux" says: Go's TLS verifies ECDSA over P-521,

@@ -121,12 +121,11 @@ impl Recorder {
     /// A recorder writing Events with `client`, which should not share the reconcilers'
     /// rate limiter (see `ratelimit::RateLimit::twin`).
     pub fn new(client: kube::Client, component: &str) -> Recorder {
-        crate::tls::use_ring();
         Recorder {
             client,
             component: component.to_string(),
             events_addr: None,
-            http: reqwest::Client::builder()
+            http: crate::tls::client_builder()
                 .timeout(std::time::Duration::from_secs(5))
                 .build()
                 .unwrap_or_default(),
@@ -604,8 +603,7 @@ mod tests {
             }
             answered
         });
-        crate::tls::use_ring();
-        let http = reqwest::Client::new();
+        let http = crate::tls::client_builder().build().unwrap();
         forward(http.clone(), address.clone(), b"{}".to_vec()).await;
         forward(http, address, b"{}".to_vec()).await;
         let answered = server.await.unwrap();

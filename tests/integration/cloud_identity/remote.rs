@@ -239,8 +239,9 @@ async fn an_eks_cluster_is_reached_with_a_presigned_sts_token() {
     let moto = moto();
     let moto_url = moto.url.clone();
     let arn = tokio::task::spawn_blocking(move || {
-        kustomize_controller::tls::use_ring();
-        let answer = reqwest::blocking::Client::new()
+        let answer = kustomize_controller::tls::blocking_client_builder()
+            .build()
+            .unwrap()
             .post(format!("{moto_url}/clusters"))
             .header(
                 "Authorization",
@@ -304,8 +305,9 @@ async fn an_eks_cluster_is_reached_with_a_presigned_sts_token() {
     // What EKS's authenticator does with it: send it to STS with the cluster's name (moto's
     // STS answers it; it does not check signatures).
     let (status, identity) = tokio::task::spawn_blocking(move || {
-        kustomize_controller::tls::use_ring();
-        let answer = reqwest::blocking::Client::new()
+        let answer = kustomize_controller::tls::blocking_client_builder()
+            .build()
+            .unwrap()
             .get(presigned)
             .header("x-k8s-aws-id", "fleet")
             // moto's server picks the service from an Authorization header's scope, which a

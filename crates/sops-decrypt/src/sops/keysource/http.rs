@@ -183,8 +183,7 @@ impl Http {
 }
 
 fn client() -> Result<Client, ServiceError> {
-    crate::tls::use_ring();
-    Client::builder()
+    crate::tls::blocking_client_builder()
         .timeout(TIMEOUT)
         .connect_timeout(CONNECT_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
