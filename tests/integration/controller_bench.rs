@@ -12,6 +12,7 @@
 //! controller authenticates with its own ServiceAccount token, so its requests are told apart
 //! from the benchmark's. `BENCH_N` (default 100), `BENCH_CONCURRENT` (4), `BENCH_ARGS` (more
 //! controller flags),
+//! `BENCH_SPREAD` (seconds over which the requested no-change reconciles are asked),
 //! `BENCH_INTERVAL` (seconds: the fleet's interval and a phase for one no-change interval
 //! cycle), `BENCH_CPUS` (1: the async runtime's workers, one per CPU of the Deployment's limit),
 //! `BENCH_QPS`/`BENCH_BURST` (Flux's defaults 50/300; they apply where the server runs no API
@@ -614,9 +615,12 @@ async fn bench_controller() {
         .report("first apply", count, started.elapsed(), own(0))
         .await;
 
-    // A no-change reconcile, requested.
+    // A no-change reconcile, requested. BENCH_SPREAD (seconds): the requests paced evenly over
+    // that long rather than sent at once, to compare with an interval cycle's rate.
+    let spread = Duration::from_secs(env_number("BENCH_SPREAD", 0) as u64);
     let started = Instant::now();
     for i in 0..count {
+        tokio::time::sleep_until((started + spread.mul_f64(i as f64 / count as f64)).into()).await;
         api.patch(
             &format!("app-{i}"),
             &PatchParams::default(),
