@@ -529,10 +529,9 @@ async fn bench_controller() {
     // BENCH_INTERVAL (seconds): the fleet's interval (else 1h), and a phase after the new
     // revision that waits for one interval cycle (see `interval_cycle`). It must be longer than
     // the phases before it take, or timers fire during them.
-    let cycle = std::env::var("BENCH_INTERVAL")
-        .ok()
-        .and_then(|seconds| seconds.parse::<u64>().ok())
-        .map(Duration::from_secs);
+    let cycle = Some(env_number("BENCH_INTERVAL", 0))
+        .filter(|seconds| *seconds > 0)
+        .map(|seconds| Duration::from_secs(seconds as u64));
     let interval = cycle.map_or("1h".to_string(), |every| format!("{}s", every.as_secs()));
     let kustomization = |i: usize| -> Kustomization {
         serde_json::from_value(json!({

@@ -32,16 +32,12 @@ impl Source<'_> {
 
 /// Converts `prometheus_client`'s OpenMetrics text to Prometheus text 0.0.4 as expfmt writes
 /// it: families sorted by name, series sorted by their labels, a histogram's buckets (with
-/// `le` last) before its sum and count. The `direct` families join the page in their place.
-pub fn prometheus_text(open_metrics: &str, direct: &[&ObjectHistograms]) -> String {
-    prometheus_text_into(
-        open_metrics,
-        direct,
-        String::with_capacity(open_metrics.len()),
-    )
+/// `le` last) before its sum and count.
+pub fn prometheus_text(open_metrics: &str) -> String {
+    prometheus_text_into(open_metrics, &[], String::with_capacity(open_metrics.len()))
 }
 
-/// [`prometheus_text`] written into `out`.
+/// [`prometheus_text`] written into `out`, with the `direct` families in their place.
 pub fn prometheus_text_into(
     open_metrics: &str,
     direct: &[&ObjectHistograms],
@@ -352,7 +348,7 @@ mod tests {
             t_bucket{le=\"+Inf\",controller=\"kustomization\"} 1\n\
             # EOF\n";
         assert_eq!(
-            prometheus_text(open_metrics, &[]),
+            prometheus_text(open_metrics),
             "# HELP t Length of time.\n\
              # TYPE t histogram\n\
              t_bucket{controller=\"kustomization\",le=\"1e-08\"} 0\n\
@@ -387,7 +383,7 @@ mod tests {
             u_count 0\n\
             # EOF\n";
         assert_eq!(
-            prometheus_text(open_metrics, &[]),
+            prometheus_text(open_metrics),
             "# HELP d Duration\n\
              # TYPE d histogram\n\
              d_bucket{name=\"a\",le=\"1\"} 1\n\

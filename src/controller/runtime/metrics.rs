@@ -299,7 +299,7 @@ impl Metrics {
     pub fn encode_extra(&self) -> String {
         let mut text = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.extra);
-        crate::controller::exposition::prometheus_text(&text, &[])
+        crate::controller::exposition::prometheus_text(&text)
     }
 }
 

@@ -173,7 +173,7 @@ mod tests {
         }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        crate::controller::exposition::prometheus_text(&text, &[])
+        crate::controller::exposition::prometheus_text(&text)
     }
 
     fn written_directly(observed: &[(&str, &str, f64)]) -> String {
@@ -186,7 +186,7 @@ mod tests {
             };
             family.observe(key, *value);
         }
-        crate::controller::exposition::prometheus_text("", &[&family])
+        crate::controller::exposition::prometheus_text_into("", &[&family], String::new())
     }
 
     #[test]
