@@ -272,32 +272,44 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         .max_blocking_threads(blocking_threads)
         .build()
         .context("starting the async runtime")?;
+    // The controller runs as a task on the runtime's workers, not on the thread `block_on`
+    // parks: under a CPU limit of 1 (Flux's Deployment, ours) the runtime has one worker, and a
+    // controller stream polled on the main thread would hand every reconciliation, request
+    // and watch event across two threads, each hand-over a futex wake and a context switch.
     runtime.block_on(async move {
-        let config = kube::Config::infer()
+        tokio::spawn(serve(args, gates))
             .await
-            .context("finding the cluster (in-cluster config or KUBECONFIG)")?;
-        let metrics = std::sync::Arc::new(controller::metrics::Metrics::new());
-        let (client, rate_limit) = connect(&config, &args, &metrics).await?;
-        serve_metrics_and_probes(&args, &metrics);
-        let options = run_options(&args, &gates, &metrics, rate_limit);
-        let signalled = watch_for_shutdown();
-        tracing::info!(logger = "setup", "starting manager");
-        let leading = match elect(&args, &client, &metrics, signalled.clone()).await {
-            Election::Off => None,
-            Election::Leading(leading) => Some(leading),
-            Election::StoppedWaiting => return Ok(()),
-        };
-        let outcome = run_until_stopped(client, config, options, metrics.clone(), signalled).await;
-        if let Some(leading) = leading {
-            give_up(*leading, &metrics, args.leader_election_release_on_cancel).await;
-        }
-        match outcome {
-            Ok(true) => Ok(()),
-            // As Flux's main after its manager failed: exit 1.
-            Ok(false) => std::process::exit(1),
-            Err(error) => Err(anyhow::anyhow!(error)),
-        }
+            .context("the controller task ended abnormally")?
     })
+}
+
+/// The controller process once its flags are checked: the API client, `/metrics` and the
+/// probes, leader election, then the reconcilers until a signal stops them.
+async fn serve(args: RunArgs, gates: controller::FeatureGates) -> anyhow::Result<()> {
+    let config = kube::Config::infer()
+        .await
+        .context("finding the cluster (in-cluster config or KUBECONFIG)")?;
+    let metrics = std::sync::Arc::new(controller::metrics::Metrics::new());
+    let (client, rate_limit) = connect(&config, &args, &metrics).await?;
+    serve_metrics_and_probes(&args, &metrics);
+    let options = run_options(&args, &gates, &metrics, rate_limit);
+    let signalled = watch_for_shutdown();
+    tracing::info!(logger = "setup", "starting manager");
+    let leading = match elect(&args, &client, &metrics, signalled.clone()).await {
+        Election::Off => None,
+        Election::Leading(leading) => Some(leading),
+        Election::StoppedWaiting => return Ok(()),
+    };
+    let outcome = run_until_stopped(client, config, options, metrics.clone(), signalled).await;
+    if let Some(leading) = leading {
+        give_up(*leading, &metrics, args.leader_election_release_on_cancel).await;
+    }
+    match outcome {
+        Ok(true) => Ok(()),
+        // As Flux's main after its manager failed: exit 1.
+        Ok(false) => std::process::exit(1),
+        Err(error) => Err(anyhow::anyhow!(error)),
+    }
 }
 
 /// The controller's API client: rate-limited on the client side only when the API server
