@@ -34,53 +34,75 @@ const JSON_FIELD: &str = "json.";
 /// Only this crate's spans carry Flux's keys.
 const OWN_TARGET: &str = "kustomize_controller";
 
-/// Fields in the order they were recorded.
+/// A span's fields in the order they were recorded, written out once, when the span is
+/// made, for the layer's encoding (see [`Collector`]): every line in the span copies them.
 #[derive(Clone, Debug, Default)]
-pub struct SpanFields(Vec<(String, Value)>);
+pub struct SpanFields(String);
 
-/// Collects an event's or a span's fields.
-#[derive(Default)]
+/// Collects an event's or a span's fields, writing each as the encoding writes a field
+/// after the message: `,"key":value` in JSON, `, "key": value` on the console (whose
+/// first separator the line drops).
 struct Collector {
+    encoding: Encoding,
     message: Option<String>,
     logger: Option<String>,
-    fields: Vec<(String, Value)>,
+    fields: String,
 }
 
 impl Collector {
-    fn push(&mut self, field: &Field, value: Value) {
-        let name = field.name();
-        match name {
-            "message" => {
-                self.message = Some(match value {
-                    Value::String(text) => text,
-                    other => other.to_string(),
-                })
-            }
-            "logger" => {
-                self.logger = Some(match value {
-                    Value::String(text) => text,
-                    other => other.to_string(),
-                })
-            }
-            _ => match name.strip_prefix(JSON_FIELD) {
+    fn new(encoding: Encoding) -> Collector {
+        Collector {
+            encoding,
+            message: None,
+            logger: None,
+            fields: String::new(),
+        }
+    }
+
+    /// Starts the field `key`; its value is written next.
+    fn key(&mut self, key: &str) {
+        let spaced = self.encoding == Encoding::Console;
+        self.fields.push_str(if spaced { ", " } else { "," });
+        push_json_string(&mut self.fields, key);
+        self.fields.push_str(if spaced { ": " } else { ":" });
+    }
+
+    /// A field with a string value: the message, the logger, JSON text or a plain string.
+    fn push_str(&mut self, field: &Field, text: &str) {
+        match field.name() {
+            "message" => self.message = Some(text.to_string()),
+            "logger" => self.logger = Some(text.to_string()),
+            name => match name.strip_prefix(JSON_FIELD) {
                 Some(key) => {
-                    let value = match value {
-                        Value::String(text) => {
-                            serde_json::from_str(&text).unwrap_or(Value::String(text))
-                        }
-                        other => other,
-                    };
-                    self.fields.push((key.to_string(), value));
+                    let value = serde_json::from_str(text)
+                        .unwrap_or_else(|_| Value::String(text.to_string()));
+                    self.push_value(key, &value);
                 }
-                None => self.fields.push((name.to_string(), value)),
+                None => {
+                    self.key(name);
+                    push_json_string(&mut self.fields, text);
+                }
             },
         }
+    }
+
+    /// A field whose value is not a string.
+    fn push(&mut self, field: &Field, value: Value) {
+        match field.name() {
+            "message" | "logger" => self.push_str(field, &value.to_string()),
+            name => self.push_value(name.strip_prefix(JSON_FIELD).unwrap_or(name), &value),
+        }
+    }
+
+    fn push_value(&mut self, key: &str, value: &Value) {
+        self.key(key);
+        push_json(&mut self.fields, value, self.encoding == Encoding::Console);
     }
 }
 
 impl Visit for Collector {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.push(field, Value::String(value.to_string()));
+        self.push_str(field, value);
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
         self.push(field, Value::from(value));
@@ -95,10 +117,10 @@ impl Visit for Collector {
         self.push(field, Value::Bool(value));
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.push(field, Value::String(value.to_string()));
+        self.push_str(field, &value.to_string());
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.push(field, Value::String(format!("{value:?}")));
+        self.push_str(field, &format!("{value:?}"));
     }
 }
 
@@ -129,7 +151,7 @@ where
             return;
         }
         let Some(span) = ctx.span(id) else { return };
-        let mut collector = Collector::default();
+        let mut collector = Collector::new(self.encoding);
         attributes.record(&mut collector);
         span.extensions_mut().insert(SpanFields(collector.fields));
     }
@@ -143,24 +165,24 @@ where
         let Some(span) = ctx.span(id) else { return };
         let mut extensions = span.extensions_mut();
         if let Some(fields) = extensions.get_mut::<SpanFields>() {
-            let mut collector = Collector::default();
+            let mut collector = Collector::new(self.encoding);
             values.record(&mut collector);
-            fields.0.append(&mut collector.fields);
+            fields.0.push_str(&collector.fields);
         }
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        let mut collector = Collector::default();
+        let mut collector = Collector::new(self.encoding);
         event.record(&mut collector);
-        let mut fields = Vec::new();
+        let mut fields = String::new();
         if let Some(scope) = ctx.event_scope(event) {
             for span in scope.from_root() {
                 if let Some(own) = span.extensions().get::<SpanFields>() {
-                    fields.extend(own.0.iter().cloned());
+                    fields.push_str(&own.0);
                 }
             }
         }
-        fields.append(&mut collector.fields);
+        fields.push_str(&collector.fields);
         let logger = collector.logger.or_else(|| {
             // Lines of other crates (kube's client and runtime) are named for the crate, as
             // zap names the loggers of controller-runtime's parts.
@@ -191,7 +213,8 @@ pub struct Line<'a> {
     pub time: String,
     pub logger: Option<&'a str>,
     pub message: &'a str,
-    pub fields: &'a [(String, Value)],
+    /// The fields, each after its separator, as [`Collector`] writes them for the encoding.
+    pub fields: &'a str,
 }
 
 impl Line<'_> {
@@ -208,12 +231,7 @@ impl Line<'_> {
         }
         out.push_str(",\"msg\":");
         push_json_string(&mut out, self.message);
-        for (key, value) in self.fields {
-            out.push(',');
-            push_json_string(&mut out, key);
-            out.push(':');
-            push_json(&mut out, value, false);
-        }
+        out.push_str(self.fields);
         out.push_str("}\n");
         out
     }
@@ -233,14 +251,7 @@ impl Line<'_> {
         out.push_str(self.message);
         if !self.fields.is_empty() {
             out.push_str("\t{");
-            for (index, (key, value)) in self.fields.iter().enumerate() {
-                if index > 0 {
-                    out.push_str(", ");
-                }
-                push_json_string(&mut out, key);
-                out.push_str(": ");
-                push_json(&mut out, value, true);
-            }
+            out.push_str(self.fields.strip_prefix(", ").unwrap_or(self.fields));
             out.push('}');
         }
         out.push('\n');
@@ -271,14 +282,37 @@ fn capital(level: Level) -> &'static str {
 
 /// Now, as zap's ISO 8601 encoder writes it in UTC: `2026-11-26T15:45:22.123Z`.
 pub fn timestamp() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
+    iso8601_millis(k8s_openapi::jiff::Timestamp::now())
+}
+
+fn iso8601_millis(at: k8s_openapi::jiff::Timestamp) -> String {
+    let now = at.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC).datetime();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        now.year(),
+        now.month(),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second(),
+        now.subsec_nanosecond() / 1_000_000
+    )
 }
 
 fn push_json_string(out: &mut String, text: &str) {
-    // Serialising a string cannot fail.
-    out.push_str(&serde_json::to_string(text).unwrap_or_default());
+    // What JSON needs escaped is rare in a log line's keys and values: those without it are
+    // copied as they are, the others escaped as serde_json escapes them.
+    if text
+        .bytes()
+        .all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\')
+    {
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    } else {
+        // Serialising a string cannot fail.
+        out.push_str(&serde_json::to_string(text).unwrap_or_default());
+    }
 }
 
 /// JSON text of `value`; `spaced` as zap's console encoder writes nested objects and arrays.
@@ -403,6 +437,41 @@ mod tests {
         assert_eq!(time.len(), "2026-11-26T15:45:22.123Z".len(), "{time}");
         assert!(time.ends_with('Z') && time.as_bytes()[10] == b'T', "{time}");
         assert_eq!(&time[19..20], ".");
+    }
+
+    #[test]
+    fn timestamps_are_written_as_strftime_writes_them() {
+        for text in [
+            "2026-11-26T15:45:22.123456789Z",
+            "2026-01-02T03:04:05Z",
+            "1999-12-31T23:59:59.999999Z",
+            "2030-06-07T08:09:10.001Z",
+        ] {
+            let at: k8s_openapi::jiff::Timestamp = text.parse().unwrap();
+            assert_eq!(
+                iso8601_millis(at),
+                at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        for text in [
+            "plain",
+            "",
+            "quote \" inside",
+            "back\\slash",
+            "new\nline\ttab",
+            "bell \u{7}",
+            "unicode é ✓ \u{2028}",
+            "del \u{7f}",
+        ] {
+            let mut out = String::new();
+            push_json_string(&mut out, text);
+            assert_eq!(out, serde_json::to_string(text).unwrap(), "{text:?}");
+        }
     }
 
     #[test]

@@ -52,6 +52,28 @@ async fn send(
     )
 }
 
+/// A raw request's status and JSON body, with an `Accept` of its own.
+async fn send_accepting(
+    cluster: &TestCluster,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    accept: &str,
+    body: &Value,
+) -> (u16, Value) {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .header("accept", accept)
+        .body(serde_json::to_vec(body).unwrap())
+        .unwrap();
+    let response = cluster.client.send(request.map(Into::into)).await.unwrap();
+    let code = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
 fn deployment_with_typo(name: &str) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
         "spec": {"replica": 2, "selector": {"matchLabels": {"app": name}},
@@ -222,6 +244,90 @@ async fn an_unknown_dry_run_value_fails_validation_and_writes_nothing() {
     );
     let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), ns);
     assert!(api.get_opt("dry").await.unwrap().is_none());
+}
+
+/// A client that reads only an answer's metadata (the controller's status writes) asks for
+/// it alone, as client-go's metadata client does, and gets a `PartialObjectMetadata` from
+/// every verb that answers with an object; a failure is still a `Status`.
+#[tokio::test]
+async fn writes_answer_with_the_metadata_alone_when_asked() {
+    const METADATA_ONLY: &str =
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let path = format!("/api/v1/namespaces/{ns}/configmaps");
+    let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "meta"}, "data": {"key": "one"}});
+    let (code, created) = send_accepting(
+        &cluster,
+        "POST",
+        &path,
+        "application/json",
+        METADATA_ONLY,
+        &config_map,
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    let patch = json!({"data": {"key": "two"}});
+    let (code, patched) = send_accepting(
+        &cluster,
+        "PATCH",
+        &format!("{path}/meta"),
+        "application/merge-patch+json",
+        METADATA_ONLY,
+        &patch,
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    for answer in [&created, &patched] {
+        assert_eq!(
+            (
+                &answer["apiVersion"],
+                &answer["kind"],
+                &answer["metadata"]["name"]
+            ),
+            (
+                &json!("meta.k8s.io/v1"),
+                &json!("PartialObjectMetadata"),
+                &json!("meta")
+            ),
+            "{answer}"
+        );
+        assert!(answer.get("data").is_none(), "{answer}");
+        assert!(
+            answer["metadata"]["resourceVersion"].is_string(),
+            "{answer}"
+        );
+    }
+    let (code, whole) = send_accepting(
+        &cluster,
+        "PATCH",
+        &format!("{path}/meta"),
+        "application/merge-patch+json",
+        "application/json",
+        &patch,
+    )
+    .await;
+    assert_eq!(
+        (code, &whole["kind"]),
+        (200, &json!("ConfigMap")),
+        "{whole}"
+    );
+    assert_eq!(whole["data"]["key"], "two");
+    let (code, missing) = send_accepting(
+        &cluster,
+        "PATCH",
+        &format!("{path}/absent"),
+        "application/merge-patch+json",
+        METADATA_ONLY,
+        &patch,
+    )
+    .await;
+    assert_eq!(
+        (code, &missing["kind"], &missing["reason"]),
+        (404, &json!("Status"), &json!("NotFound")),
+        "{missing}"
+    );
 }
 
 #[tokio::test]

@@ -590,6 +590,11 @@ impl TestApiServer {
                 body,
                 warnings,
             }) => {
+                let body = if wants_metadata_only(&request.accept) {
+                    as_partial_object_metadata(body)
+                } else {
+                    body
+                };
                 let mut response = json_response(code, &body);
                 for warning in warnings {
                     // RFC 7234 `299 - "text"`, as kube-apiserver writes a warning.
@@ -652,6 +657,34 @@ async fn read_request(request: hyper::Request<Incoming>) -> Result<Request, ApiE
         credentials,
         body,
     })
+}
+
+/// Whether the client asked for an object's metadata alone (`Accept:
+/// application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`), which kube-apiserver
+/// honours on every verb that answers with an object. Lists ask for
+/// `PartialObjectMetadataList`, answered by the list handler.
+fn wants_metadata_only(accept: &str) -> bool {
+    accept.split(',').next().is_some_and(|first| {
+        first
+            .split(';')
+            .any(|parameter| parameter.trim() == "as=PartialObjectMetadata")
+    })
+}
+
+/// An object answer as kube-apiserver transforms it for a metadata-only client; a `Status`
+/// (and any answer without metadata) is left as it is.
+fn as_partial_object_metadata(body: Value) -> Value {
+    let is_status = body.get("kind").and_then(Value::as_str) == Some("Status");
+    match body {
+        Value::Object(mut object) if !is_status && object.contains_key("metadata") => {
+            serde_json::json!({
+                "apiVersion": "meta.k8s.io/v1",
+                "kind": "PartialObjectMetadata",
+                "metadata": object.remove("metadata"),
+            })
+        }
+        body => body,
+    }
 }
 
 fn json_response(code: u16, body: &Value) -> hyper::Response<Body> {

@@ -26,6 +26,7 @@ pub mod prune_guard;
 pub mod status;
 pub(crate) mod steps;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -188,11 +189,11 @@ fn say(said: &outcome::Said) {
 
 /// Finalizer: ours is on the object before anything is applied, so deletion can clean up.
 /// The object as it is after that.
-async fn ensure_finalizer(
-    object: Kustomization,
+async fn ensure_finalizer<'a>(
+    object: Cow<'a, Kustomization>,
     api: &Api<Kustomization>,
     ctx: &Context,
-) -> Result<Kustomization, ReconcileError> {
+) -> Result<Cow<'a, Kustomization>, ReconcileError> {
     if object
         .metadata
         .finalizers
@@ -214,7 +215,7 @@ async fn ensure_finalizer(
         .await?;
     ctx.own_writes
         .record(&KustomizationKey::of(&patched), &patched);
-    Ok(patched)
+    Ok(Cow::Owned(patched))
 }
 
 async fn reconcile_live(
@@ -230,14 +231,15 @@ async fn reconcile_live(
         .own_writes
         .includes_ours(&KustomizationKey::of(cached), cached)
     {
-        cached.clone()
+        Cow::Borrowed(cached)
     } else {
         match api.get_opt(&name).await? {
-            Some(object) => object,
+            Some(object) => Cow::Owned(object),
             None => return Ok(ReconcileResult::Success),
         }
     };
     let object = ensure_finalizer(object, &api, ctx).await?;
+    let object = object.as_ref();
     let suspended = object.spec.suspend == Some(true);
     if suspended {
         tracing::info!("Reconciliation is suspended for this object");

@@ -5,42 +5,40 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::{Patch, PatchParams};
-use serde_json::json;
 
 use crate::api::{Kustomization, KustomizationStatus, Snapshot};
 use crate::controller::KustomizationKey;
 use crate::controller::context::Context;
 
-/// Writes `status` on `object`, as Flux's patcher does: a JSON merge patch of the status
+/// Writes a status on `object`, as Flux's patcher does: a JSON merge patch of the status
 /// subresource, from `base` (what the server holds) to `status`, as the status manager;
-/// nothing when they are the same.
+/// nothing when they are the same. Both come as their JSON text (`null` for none): a
+/// reconciliation keeps what it last wrote that way, and the patch is worked out on the text.
 pub(crate) async fn write(
     ctx: &Context,
     object: &Kustomization,
-    base: Option<&KustomizationStatus>,
-    status: &KustomizationStatus,
+    base: &str,
+    status: &str,
 ) -> Result<(), kube::Error> {
     let namespace = object.metadata.namespace.as_deref().unwrap_or("");
     let name = object.metadata.name.as_deref().unwrap_or("");
-    let old = serde_json::to_value(base).map_err(kube::Error::SerdeError)?;
-    let new = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
-    let Some(patch) = merge_patch(&old, &new) else {
+    let Some(patch) = status_patch(base, status).map_err(kube::Error::SerdeError)? else {
         return Ok(());
     };
+    let patch = serde_json::value::RawValue::from_string(patch).map_err(kube::Error::SerdeError)?;
     let params = PatchParams {
         field_manager: Some(ctx.options.status_manager.clone()),
         ..PatchParams::default()
     };
-    // The answer is the whole Kustomization, managed fields and all; only its
-    // resourceVersion is read, and nothing else of it is parsed into memory.
+    // Only the answer's resourceVersion is read: it is asked for as metadata alone (the
+    // server then sends neither spec nor status back), else the whole Kustomization.
     let mut request = kube::core::Request::new(Kustomization::url_path(&(), Some(namespace)))
-        .patch_subresource(
-            "status",
-            name,
-            &params,
-            &Patch::Merge(json!({"status": patch})),
-        )
+        .patch_subresource("status", name, &params, &Patch::Merge(&patch))
         .map_err(kube::Error::BuildRequest)?;
+    request.headers_mut().insert(
+        http::header::ACCEPT,
+        http::HeaderValue::from_static(METADATA_ONLY),
+    );
     request.extensions_mut().insert("patch_status");
     let written: Written = ctx.client.request(request).await?;
     if let Some(version) = written.metadata.resource_version {
@@ -49,6 +47,12 @@ pub(crate) async fn write(
     }
     Ok(())
 }
+
+/// The `Accept` of a request whose answer is read for its metadata alone: kube-apiserver
+/// then answers with a `PartialObjectMetadata`, as it does client-go's metadata client;
+/// plain JSON, the whole object, where it cannot.
+const METADATA_ONLY: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 
 /// What a status write's answer is read for.
 #[derive(serde::Deserialize)]
@@ -60,6 +64,60 @@ struct Written {
 struct WrittenMetadata {
     #[serde(rename = "resourceVersion")]
     resource_version: Option<String>,
+}
+
+/// The body of the status write that turns the status `old` into `new` (both JSON text):
+/// `{"status": <the merge patch>}`, none when they are equal. The status's fields are
+/// compared as text, so a reconciliation that changed one field (its history, on every
+/// no-change reconciliation) builds no JSON tree; a changed field that is an object on both
+/// sides is patched key by key, as [`merge_patch`] does.
+fn status_patch(old: &str, new: &str) -> serde_json::Result<Option<String>> {
+    use serde_json::value::RawValue;
+    use std::collections::BTreeMap;
+    if old == new {
+        return Ok(None);
+    }
+    let new_fields: Option<BTreeMap<String, &RawValue>> = serde_json::from_str(new)?;
+    let old_fields: Option<BTreeMap<String, &RawValue>> = serde_json::from_str(old)?;
+    let (Some(new_fields), Some(old_fields)) = (new_fields, old_fields) else {
+        return Ok(Some(format!("{{\"status\":{new}}}")));
+    };
+    let is_object = |value: &RawValue| value.get().starts_with('{');
+    let mut patch = String::with_capacity(new.len() / 2 + 16);
+    patch.push_str("{\"status\":{");
+    let field = |patch: &mut String, key: &str, value: &str| -> serde_json::Result<()> {
+        if !patch.ends_with('{') {
+            patch.push(',');
+        }
+        patch.push_str(&serde_json::to_string(key)?);
+        patch.push(':');
+        patch.push_str(value);
+        Ok(())
+    };
+    for (key, value) in &new_fields {
+        match old_fields.get(key) {
+            Some(previous) if previous.get() == value.get() => {}
+            Some(previous) if is_object(previous) && is_object(value) => {
+                let previous: serde_json::Value = serde_json::from_str(previous.get())?;
+                let value: serde_json::Value = serde_json::from_str(value.get())?;
+                if let Some(changed) = merge_patch(&previous, &value) {
+                    field(&mut patch, key, &changed.to_string())?;
+                }
+            }
+            _ => field(&mut patch, key, value.get())?,
+        }
+    }
+    for key in old_fields
+        .keys()
+        .filter(|key| !new_fields.contains_key(*key))
+    {
+        field(&mut patch, key, "null")?;
+    }
+    if patch.ends_with('{') {
+        return Ok(None);
+    }
+    patch.push_str("}}");
+    Ok(Some(patch))
 }
 
 /// The JSON merge patch (RFC 7386) that turns `old` into `new`: objects are patched key by
@@ -232,6 +290,76 @@ pub fn record_history(status: &mut KustomizationStatus, reconciled: &Reconciled<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// A status as a reconciliation of two objects leaves it.
+    fn applied_status() -> KustomizationStatus {
+        serde_json::from_value(json!({
+            "observedGeneration": 2,
+            "lastAppliedRevision": "main@sha1:1111",
+            "lastAttemptedRevision": "main@sha1:1111",
+            "conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+                "message": "Applied revision: main@sha1:1111", "observedGeneration": 2,
+                "lastTransitionTime": "2026-11-27T00:00:00Z"}],
+            "inventory": {"entries": [{"id": "apps_a_apps_Deployment", "v": "v1"},
+                {"id": "apps_a__Service", "v": "v1"}]},
+            "history": [{"digest": "sha256:aa", "firstReconciled": "2026-11-27T00:00:00Z",
+                "lastReconciled": "2026-11-27T00:00:00Z", "lastReconciledDuration": "12ms",
+                "lastReconciledStatus": "ReconciliationSucceeded", "totalReconciliations": 1,
+                "metadata": {"revision": "main@sha1:1111"}}],
+        }))
+        .unwrap()
+    }
+
+    /// The status write's body, worked out on the JSON text, is `{"status": …}` around the
+    /// merge patch of the two statuses' JSON trees (or nothing, as that gives nothing), and
+    /// applied to the old status it gives the new one.
+    #[test]
+    fn status_patches_are_the_merge_patch_of_the_two_statuses() {
+        let base = applied_status();
+        let changes: [(&str, fn(&mut KustomizationStatus)); 9] = [
+            ("nothing", |_| {}),
+            ("a no-change reconciliation's history", |s| {
+                s.history[0].last_reconciled = s.history[0].first_reconciled.clone();
+                s.history[0].total_reconciliations = 2;
+                s.history[0].last_reconciled_duration = "1ms".into();
+            }),
+            ("a handled request", |s| {
+                s.last_handled_reconcile_at = Some("now".into())
+            }),
+            ("a field dropped", |s| s.last_applied_revision = None),
+            ("an object pruned from the inventory", |s| {
+                s.inventory.as_mut().unwrap().entries.pop();
+            }),
+            ("the inventory dropped", |s| s.inventory = None),
+            ("conditions and generation", |s| {
+                s.observed_generation = 3;
+                s.conditions[0].status = "False".into();
+            }),
+            ("the history emptied", |s| s.history.clear()),
+            ("everything reset", |s| *s = KustomizationStatus::default()),
+        ];
+        for (what, change) in changes {
+            let mut new = base.clone();
+            change(&mut new);
+            for old in [Some(&base), None] {
+                let old_text = serde_json::to_string(&old).unwrap();
+                let new_text = serde_json::to_string(&new).unwrap();
+                let body = status_patch(&old_text, &new_text).unwrap();
+                let old_tree = serde_json::to_value(old).unwrap();
+                let new_tree = serde_json::to_value(&new).unwrap();
+                let want = merge_patch(&old_tree, &new_tree).map(|patch| json!({"status": patch}));
+                let body: Option<serde_json::Value> =
+                    body.map(|body| serde_json::from_str(&body).unwrap());
+                assert_eq!(body, want, "{what}, from {old_text}");
+                if let Some(body) = body {
+                    let mut applied = json!({"status": old_tree});
+                    json_patch::merge(&mut applied, &body);
+                    assert_eq!(applied["status"], new_tree, "{what}: {body}");
+                }
+            }
+        }
+    }
 
     /// RFC 7386's own examples (appendix A) that a status can hold (no nulls in the target),
     /// each read backwards: the patch from the original to the result.

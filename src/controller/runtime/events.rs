@@ -113,7 +113,9 @@ struct Recorded {
     namespace: String,
     /// Object, reason and message: what makes two Events repeats of one another.
     key: String,
-    event: Event,
+    /// The Event's name and the Event as JSON, the body of its create.
+    name: String,
+    event: Vec<u8>,
     now: String,
 }
 
@@ -203,13 +205,18 @@ impl Recorder {
             let body = serde_json::to_vec(&payload).unwrap_or_default();
             tokio::spawn(forward(self.http.clone(), address.clone(), body));
         }
-        let Ok(event) = serde_json::from_value::<Event>(event) else {
+        let event_name = event["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let Ok(event) = serde_json::to_vec(&event) else {
             return;
         };
         let key = format!("{namespace}/{name}/{reason}/{note}");
         let job = Job::Record(Box::new(Recorded {
             namespace,
             key,
+            name: event_name,
             event,
             now,
         }));
@@ -348,6 +355,7 @@ impl Recent {
         let Recorded {
             namespace,
             key,
+            name,
             event,
             now,
         } = recorded;
@@ -376,12 +384,22 @@ impl Recent {
                 return;
             }
         }
-        match api.create(&PostParams::default(), &event).await {
-            Ok(created) => {
-                if let Some(event_name) = created.metadata.name {
-                    self.written
-                        .insert(key, (event_name, 1, std::time::Instant::now()));
-                }
+        // The answer is the Event as written, under the name it was given: nothing of it
+        // is read.
+        let created = kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/events"))
+            .create(&PostParams::default(), event)
+            .map_err(kube::Error::BuildRequest);
+        let created = match created {
+            Ok(mut request) => {
+                request.extensions_mut().insert("create");
+                client.request::<serde::de::IgnoredAny>(request).await
+            }
+            Err(error) => Err(error),
+        };
+        match created {
+            Ok(_) => {
+                self.written
+                    .insert(key, (name, 1, std::time::Instant::now()));
             }
             Err(error) => tracing::debug!(error = %error, "recording an event failed"),
         }

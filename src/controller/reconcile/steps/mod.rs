@@ -53,9 +53,9 @@ pub(crate) const PROGRESS_REPORT_DELAY: std::time::Duration = std::time::Duratio
 pub(crate) struct PendingProgress {
     long: std::sync::atomic::AtomicBool,
     latest: std::sync::Mutex<Option<KustomizationStatus>>,
-    /// The status this reconciliation last wrote, if it wrote one: what the server holds,
-    /// and what the next write is a patch from.
-    written: std::sync::Mutex<Option<KustomizationStatus>>,
+    /// The status this reconciliation last wrote, as JSON, if it wrote one: what the server
+    /// holds, and what the next write is a patch from.
+    written: std::sync::Mutex<Option<String>>,
 }
 
 impl PendingProgress {
@@ -80,22 +80,29 @@ impl PendingProgress {
     }
 
     /// Writes `status`, as a patch from what the server holds: this reconciliation's last
-    /// write, else the status it started from.
+    /// write, else the status it started from. What was written is kept as its JSON text,
+    /// the form the next patch is worked out from.
     pub async fn write(
         &self,
         ctx: &Context,
         object: &Kustomization,
         status: &KustomizationStatus,
     ) -> Result<(), kube::Error> {
-        let base = self
+        let status = serde_json::to_string(status).map_err(kube::Error::SerdeError)?;
+        let written = self
             .written
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .or_else(|| object.status.clone());
-        crate::controller::status::write(ctx, object, base.as_ref(), status).await?;
-        *self.written.lock().unwrap_or_else(|e| e.into_inner()) = Some(status.clone());
-        Ok(())
+            .take();
+        let base = match written {
+            Some(text) => text,
+            None => serde_json::to_string(&object.status).map_err(kube::Error::SerdeError)?,
+        };
+        let result = crate::controller::status::write(ctx, object, &base, &status).await;
+        // A failed write leaves the server holding the base.
+        *self.written.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(if result.is_ok() { status } else { base });
+        result
     }
 }
 
