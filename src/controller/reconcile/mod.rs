@@ -250,14 +250,14 @@ async fn reconcile_live(
     // The conditions change once the reconciliation proper begins (`Fetching manifests for
     // revision …`, written then if it runs long), else only with the outcome.
     let mut status = object.status.clone().unwrap_or_default();
-    let key = KustomizationKey::of(&object);
+    let key = KustomizationKey::of(object);
     ctx.attempted.start(&key);
     let pending = steps::PendingProgress::default();
     let result = steps::reporting_when_long(
-        run_steps(&object, ctx, &mut status, &pending),
+        run_steps(object, ctx, &mut status, &pending),
         &pending,
         ctx,
-        &object,
+        object,
     )
     .await;
     let run_again = ctx.attempted.finish(&key);
@@ -272,15 +272,15 @@ async fn reconcile_live(
         tracing::info!("Reconciliation interrupted: the controller is stopping");
         return Ok(ReconcileResult::Success);
     }
-    let facts = facts_of(&object, ctx, generation, started.elapsed());
+    let facts = facts_of(object, ctx, generation, started.elapsed());
     let conclusion = outcome::conclude(status, &facts, &result);
     // Written only now, at the end, so that `flux reconcile` waits for this outcome. Always
     // written: as in Flux, every reconciliation moves Ready's transition time and the history.
-    pending.write(ctx, &object, &conclusion.status).await?;
+    pending.write(ctx, object, &conclusion.status).await?;
     say(&conclusion.said);
     if let Some(event) = &conclusion.event {
         ctx.recorder.publish(
-            &object,
+            object,
             event.type_,
             event.reason,
             &event.message,

@@ -317,7 +317,8 @@ mod tests {
     #[test]
     fn status_patches_are_the_merge_patch_of_the_two_statuses() {
         let base = applied_status();
-        let changes: [(&str, fn(&mut KustomizationStatus)); 9] = [
+        type Change = (&'static str, fn(&mut KustomizationStatus));
+        let changes: [Change; 9] = [
             ("nothing", |_| {}),
             ("a no-change reconciliation's history", |s| {
                 s.history[0].last_reconciled = s.history[0].first_reconciled.clone();
