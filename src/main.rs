@@ -277,9 +277,12 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
     // controller stream polled on the main thread would hand every reconciliation, request
     // and watch event across two threads, each hand-over a futex wake and a context switch.
     runtime.block_on(async move {
-        tokio::spawn(serve(args, gates))
-            .await
-            .context("the controller task ended abnormally")?
+        match tokio::spawn(serve(args, gates)).await {
+            Ok(outcome) => outcome,
+            // A panic ends the process as it would have on the main thread (exit code 101).
+            Err(ended) if ended.is_panic() => std::panic::resume_unwind(ended.into_panic()),
+            Err(ended) => Err(ended).context("the controller task ended abnormally"),
+        }
     })
 }
 

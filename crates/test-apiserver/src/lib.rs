@@ -659,24 +659,28 @@ async fn read_request(request: hyper::Request<Incoming>) -> Result<Request, ApiE
     })
 }
 
-/// Whether the client asked for an object's metadata alone (`Accept:
+/// Whether the client asked first for an object's metadata alone (`Accept:
 /// application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`), which kube-apiserver
-/// honours on every verb that answers with an object. Lists ask for
-/// `PartialObjectMetadataList`, answered by the list handler.
+/// honours on the verbs that answer with one object (get, create, update, patch, delete).
+/// Lists ask for `PartialObjectMetadataList`, answered by the list handler. Not modelled: a
+/// watch's events transformed, a list asked for as one object refused (406), `q` weights,
+/// `meta.k8s.io/v1beta1`.
 fn wants_metadata_only(accept: &str) -> bool {
     accept.split(',').next().is_some_and(|first| {
-        first
-            .split(';')
-            .any(|parameter| parameter.trim() == "as=PartialObjectMetadata")
+        let parameters: Vec<&str> = first.split(';').map(str::trim).collect();
+        parameters.contains(&"as=PartialObjectMetadata")
+            && parameters.contains(&"g=meta.k8s.io")
+            && parameters.contains(&"v=v1")
     })
 }
 
-/// An object answer as kube-apiserver transforms it for a metadata-only client; a `Status`
-/// (and any answer without metadata) is left as it is.
+/// An object answer as kube-apiserver transforms it for a metadata-only client; a `Status`,
+/// a list and any answer without metadata are left as they are.
 fn as_partial_object_metadata(body: Value) -> Value {
-    let is_status = body.get("kind").and_then(Value::as_str) == Some("Status");
+    let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
+    let transformed = kind != "Status" && !kind.ends_with("List");
     match body {
-        Value::Object(mut object) if !is_status && object.contains_key("metadata") => {
+        Value::Object(mut object) if transformed && object.contains_key("metadata") => {
             serde_json::json!({
                 "apiVersion": "meta.k8s.io/v1",
                 "kind": "PartialObjectMetadata",

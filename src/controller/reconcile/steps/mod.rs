@@ -89,20 +89,19 @@ impl PendingProgress {
         status: &KustomizationStatus,
     ) -> Result<(), kube::Error> {
         let status = serde_json::to_string(status).map_err(kube::Error::SerdeError)?;
+        // Copied, not taken: a write dropped while under way leaves the base where it was.
         let written = self
             .written
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .take();
+            .clone();
         let base = match written {
             Some(text) => text,
             None => serde_json::to_string(&object.status).map_err(kube::Error::SerdeError)?,
         };
-        let result = crate::controller::status::write(ctx, object, &base, &status).await;
-        // A failed write leaves the server holding the base.
-        *self.written.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some(if result.is_ok() { status } else { base });
-        result
+        crate::controller::status::write(ctx, object, &base, &status).await?;
+        *self.written.lock().unwrap_or_else(|e| e.into_inner()) = Some(status);
+        Ok(())
     }
 }
 
