@@ -378,9 +378,19 @@ impl Harness {
             .await
             .expect("the barrier is written");
         let version = written.metadata.resource_version;
+        // The watch is cluster-wide: on a shared server another test's change may follow the
+        // barrier before the report is read. A watch delivers in resource-version order, and
+        // both servers number their writes (etcd's revision, the test server's counter), so a
+        // later version means the barrier went by.
+        let number = |version: Option<&str>| version.and_then(|v| v.parse::<u64>().ok());
+        let barrier = number(version.as_deref());
         let synced = wait_for(Duration::from_secs(30), || async {
             let report = self.watch_report(APPLIED_CONFIGMAPS)?;
-            (report.last_version == version).then_some(())
+            let passed = match (number(report.last_version.as_deref()), barrier) {
+                (Some(last), Some(barrier)) => last >= barrier,
+                _ => report.last_version == version,
+            };
+            passed.then_some(())
         })
         .await;
         assert!(
