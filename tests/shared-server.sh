@@ -7,12 +7,14 @@ CARGO=${CARGO:-cargo}
 workdir=$(mktemp -d)
 kubeconfig="$workdir/kubeconfig"
 cleanup() {
-  [ -n "${server_pid:-}" ] && kill "$server_pid" 2>/dev/null || true
+  # The server runs in its own process group (cargo and the test binary it starts): killing
+  # cargo alone left the test binary serving, orphaned, after every run.
+  [ -n "${server_pid:-}" ] && kill -- "-$server_pid" 2>/dev/null || true
   rm -rf "$workdir"
 }
 trap cleanup EXIT
 $CARGO test --quiet --test integration --no-run
-KC_TESTSERVER_KUBECONFIG="$kubeconfig" $CARGO test --quiet --test integration \
+KC_TESTSERVER_KUBECONFIG="$kubeconfig" setsid $CARGO test --quiet --test integration \
   serve_test_apiserver -- --ignored --exact apiserver::serve_test_apiserver >"$workdir/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 300); do
