@@ -384,26 +384,26 @@ impl Recent {
                 return;
             }
         }
-        // The answer is the Event as written, under the name it was given: nothing of it
-        // is read.
-        let created = kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/events"))
-            .create(&PostParams::default(), event)
-            .map_err(kube::Error::BuildRequest);
-        let created = match created {
-            Ok(mut request) => {
-                request.extensions_mut().insert("create");
-                client.request::<serde::de::IgnoredAny>(request).await
-            }
-            Err(error) => Err(error),
-        };
-        match created {
-            Ok(_) => {
+        match create(client, &namespace, event).await {
+            Ok(()) => {
                 self.written
                     .insert(key, (name, 1, std::time::Instant::now()));
             }
             Err(error) => tracing::debug!(error = %error, "recording an event failed"),
         }
     }
+}
+
+/// Creates the Event whose JSON is `body` in `namespace`. The answer is the Event as written,
+/// under the name it was given: nothing of it is read.
+async fn create(client: &kube::Client, namespace: &str, body: Vec<u8>) -> Result<(), kube::Error> {
+    use kube::Resource;
+    let mut request = kube::core::Request::new(Event::url_path(&(), Some(namespace)))
+        .create(&PostParams::default(), body)
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("create");
+    client.request::<serde::de::IgnoredAny>(request).await?;
+    Ok(())
 }
 
 /// POSTs an event to notification-controller, retrying connection failures and server errors
