@@ -402,8 +402,8 @@ impl Applier {
                 .zip(watched)
                 .enumerate()
                 .map(|(index, (object, watched))| {
-                    if watched == Watched::Unmoved {
-                        return (index, object, Prefetched::Unmoved);
+                    if let Watched::Unmoved(reference) = watched {
+                        return (index, object, Prefetched::Unmoved(reference));
                     }
                     let mut reference = ObjectRef::of(&object);
                     let mut live = prefetched.remove(&reference);

@@ -65,8 +65,9 @@ impl Decided {
 
 /// What is known of an object before its validation.
 pub(super) enum Prefetched {
-    /// The owned-object watch shows it as our last apply left it: nothing to read or dry-run.
-    Unmoved,
+    /// The owned-object watch shows it, under this key, as our last apply left it: nothing
+    /// to read or dry-run.
+    Unmoved(ObjectRef),
     /// Read with its kind's list.
     Live(Value),
     /// Not read yet.
@@ -75,8 +76,6 @@ pub(super) enum Prefetched {
 
 /// What reading an object found.
 enum Read {
-    /// The prefetch saw it unchanged since our last apply.
-    Unmoved,
     /// It does not exist (its dry-run validated the create).
     Absent,
     /// It exists; a dry-run made before the read, when one was.
@@ -209,6 +208,15 @@ impl Applier {
         prefetched: Prefetched,
         mode: Mode,
     ) -> Result<Decided, ApplyError> {
+        // Found by the key `api_for` gives it, so neither its kind nor its scope need asking.
+        if let Prefetched::Unmoved(reference) = prefetched {
+            let action = if decide::skipped_as_built(&object) {
+                Action::Skipped
+            } else {
+                Action::Unchanged
+            };
+            return Ok(Decided::no_write(reference, action));
+        }
         let (api, reference) = match self.api_for(&mut object).await {
             Ok(found) => found,
             Err(ApplyError::UnknownKind { .. }) if mode == Mode::Plan => {
@@ -220,11 +228,14 @@ impl Applier {
         if decide::skipped_as_built(&object) {
             return Ok(Decided::no_write(reference, Action::Skipped));
         }
+        let prefetched = match prefetched {
+            Prefetched::Live(live) => Some(live),
+            Prefetched::Unmoved(_) | Prefetched::Unread => None,
+        };
         let (live, early_dry_run) = match self
             .read_live(&api, &reference, &mut object, prefetched, policy)
             .await?
         {
-            Read::Unmoved => return Ok(Decided::no_write(reference, Action::Unchanged)),
             Read::Absent => return Ok(Decided::created(mode, api, reference, object)),
             Read::Live {
                 live,
@@ -300,21 +311,20 @@ impl Applier {
         })
     }
 
-    /// Reads the live object, unless the prefetch settled it; a dry-run first tells a new
+    /// Reads the live object, unless the prefetch read it; a dry-run first tells a new
     /// object without a read (an existing one's dry-run is kept for the comparison).
     async fn read_live(
         &self,
         api: &Api<DynamicObject>,
         reference: &ObjectRef,
         object: &mut Value,
-        prefetched: Prefetched,
+        prefetched: Option<Value>,
         policy: SsaPolicy,
     ) -> Result<Read, ApplyError> {
         let mut early_dry_run = None;
         let live = match prefetched {
-            Prefetched::Unmoved => return Ok(Read::Unmoved),
-            Prefetched::Live(live) => Some(live),
-            Prefetched::Unread => {
+            Some(live) => Some(live),
+            None => {
                 if self.may_dry_run_first(reference, object, policy) {
                     match self.dry_run(api, reference, object).await {
                         Ok(result) if !exists(&result) => return Ok(Read::Absent),
@@ -686,7 +696,7 @@ impl Applier {
                 let owner = (self.owner.namespace.clone(), self.owner.name.clone());
                 owned.vouch(&reference, &served, &cached_version, owner);
             }
-            Watched::Unmoved
+            Watched::Unmoved(reference)
         } else {
             unsure()
         }
@@ -694,9 +704,10 @@ impl Applier {
 }
 
 /// What the owned-object watches tell of an object about to be applied.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Watched {
-    Unmoved,
+    /// As our last apply left it, under this key.
+    Unmoved(ObjectRef),
     Absent,
     Unsure,
 }
