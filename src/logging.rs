@@ -9,7 +9,9 @@
 //! ([`SpanFields`]); an event collects its own, and [`ZapLayer`] writes the line in one write
 //! to the writer it was given. Two conventions carry what tracing's field model lacks:
 //! a field named `logger` becomes the zap logger name, and a field named `json.<key>` whose
-//! value is JSON text is written under `<key>` as JSON (an object, as zap writes a Go map).
+//! value is JSON text is written under `<key>` as JSON (an object, as zap writes a Go map):
+//! as it is on a JSON line, so its producer writes it compact with sorted keys, as Go's
+//! encoder writes a map.
 //! Spans of other crates (kube's runtime has its own) add nothing: their keys are not Flux's.
 
 use std::fmt::Write as _;
@@ -73,6 +75,15 @@ impl Collector {
             "message" => self.message = Some(text.to_string()),
             "logger" => self.logger = Some(text.to_string()),
             name => match name.strip_prefix(JSON_FIELD) {
+                // Valid JSON text is written as it is on a JSON line (producers write it
+                // compact); the console spaces it out, so it is parsed there.
+                Some(key) if self.encoding == Encoding::Json => {
+                    self.key(key);
+                    match serde_json::from_str::<&serde_json::value::RawValue>(text) {
+                        Ok(raw) => self.fields.push_str(raw.get()),
+                        Err(_) => push_json_string(&mut self.fields, text),
+                    }
+                }
                 Some(key) => {
                     let value = serde_json::from_str(text)
                         .unwrap_or_else(|_| Value::String(text.to_string()));
@@ -403,7 +414,7 @@ mod tests {
         let span = tracing::error_span!(
             "reconcile",
             controller = "kustomization",
-            json.Kustomization = r#"{"namespace":"apps","name":"podinfo"}"#,
+            json.Kustomization = r#"{"name":"podinfo","namespace":"apps"}"#,
             namespace = "apps",
             name = "podinfo",
             reconcileID = "7d0c1a3e-0000-4000-8000-000000000000",
