@@ -1380,6 +1380,76 @@ async fn repeated_events_are_aggregated() {
     );
 }
 
+/// As client-go's event correlator for Flux: once a Kustomization has had ten "Reconciliation
+/// finished" Events with different messages (their durations differ), the next ones are one
+/// combined Event, whose count they raise; and of its Events only a burst of 25 is written
+/// (client-go's spam filter lets one more through every five minutes).
+#[tokio::test]
+async fn many_reconciliations_are_combined_and_throttled_as_client_go_does() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let v1 = harness.publish("v1", "main@sha1:fade");
+    harness.source("repo", &v1).await;
+    harness.create_kustomization("busy", json!({})).await;
+    harness
+        .wait_ready("busy", "True", "ReconciliationSucceeded")
+        .await;
+    for i in 0..30 {
+        let token = format!("request-{i}");
+        harness.request_reconcile("busy", &token).await;
+        harness.wait_handled("busy", &token).await;
+    }
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(harness.cluster.client.clone(), &ns);
+    let combined_prefix = "(combined from similar events): Reconciliation finished in ";
+    // Events are written after the reconciliations: wait until the burst is all there.
+    let written = wait_for(Duration::from_secs(30), || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        let busy: Vec<_> = list
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some("busy"))
+            .collect();
+        let total: i32 = busy.iter().map(|e| e.count.unwrap_or(1)).sum();
+        (total >= 25).then_some(busy)
+    })
+    .await
+    .expect("the Kustomization's first 25 Events are written");
+    let total: i32 = written.iter().map(|e| e.count.unwrap_or(1)).sum();
+    assert!(
+        total <= 26,
+        "beyond the burst of 25 the spam filter drops an object's Events: {total} written"
+    );
+    let message = |e: &k8s_openapi::api::core::v1::Event| e.message.clone().unwrap_or_default();
+    let combined: Vec<_> = written
+        .iter()
+        .filter(|e| message(e).starts_with(combined_prefix))
+        .collect();
+    assert_eq!(combined.len(), 1, "one combined Event: {written:#?}");
+    let combined = combined[0];
+    assert!(
+        combined.count.unwrap_or(1) >= 2,
+        "later reconciliations raise its count: {combined:?}"
+    );
+    assert_eq!(combined.reason.as_deref(), Some("ReconciliationSucceeded"));
+    assert_eq!(combined.type_.as_deref(), Some("Normal"));
+    assert!(
+        combined.metadata.annotations.is_none(),
+        "client-go's combined Event carries no annotations"
+    );
+    let separate = written
+        .iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("ReconciliationSucceeded")
+                && !message(e).starts_with(combined_prefix)
+        })
+        .count();
+    assert!(
+        separate <= 9,
+        "nine messages of a reason are written apart before they are combined: {separate}"
+    );
+}
+
 /// As Flux's patcher (fluxcd/pkg `runtime/patch`): the status is written with merge patches
 /// of what changed, by `gotk-kustomize-controller`, so its managed fields entry is an
 /// `Update` of the status subresource.

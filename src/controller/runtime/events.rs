@@ -9,15 +9,21 @@
 //! the Events with a client of its own (its own rate limiter), so a fleet's Events never hold
 //! up, or queue behind, the requests that make Kustomizations Ready. Each Kustomization's
 //! Events go to one writer, in the order they were published; a few writers share the
-//! Kustomizations, so one slow answer does not hold up everyone's Events.
+//! Kustomizations, so one slow answer does not hold up everyone's Events. Each writer
+//! correlates its Events as client-go's recorder does for Flux (`event_correlator`): a repeat
+//! patches the earlier Event's count, a reason with many messages becomes one combined
+//! Event, and an object's Events beyond a burst are let through one per five minutes; what
+//! is forwarded to notification-controller is not correlated, as in Flux.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
+use serde::Serialize;
 use serde_json::json;
 
+use super::event_correlator::{COMBINED_PREFIX, Correlated, Correlator, EventFacts};
 use crate::api::Kustomization;
 
 /// The API group event metadata keys are prefixed with.
@@ -76,6 +82,16 @@ pub enum EventType {
     Warning,
 }
 
+impl EventType {
+    /// The Event's `type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
 pub struct Recorder {
     component: String,
     /// notification-controller's address (`--events-addr`).
@@ -96,9 +112,6 @@ const WRITERS: usize = 4;
 /// broadcaster drops them when its queue of 1,000 is full.
 const QUEUE: usize = 256;
 
-/// How long a repeated event updates the earlier one instead of creating a new one.
-const AGGREGATION_WINDOW: std::time::Duration = std::time::Duration::from_secs(10 * 60);
-
 /// Event messages are bounded like condition messages.
 const MAX_NOTE: usize = 1024 * 8;
 
@@ -111,12 +124,88 @@ enum Job {
 
 struct Recorded {
     namespace: String,
-    /// Object, reason and message: what makes two Events repeats of one another.
-    key: String,
+    /// The involved Kustomization's name, uid and resourceVersion.
+    object: String,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    event_type: EventType,
+    reason: String,
+    message: String,
     /// The Event's name and the Event as JSON, the body of its create.
     name: String,
     event: Vec<u8>,
     now: String,
+}
+
+/// `note` cut to [`MAX_NOTE`] bytes, at a character boundary.
+fn bounded(note: &str) -> &str {
+    let mut end = note.len().min(MAX_NOTE);
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    &note[..end]
+}
+
+/// The Kustomization an Event is about; an absent uid or resourceVersion is left out, as
+/// client-go's `ObjectReference` leaves it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InvolvedObject<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    namespace: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: Option<&'a str>,
+}
+
+/// A core/v1 Event as client-go's recorder makes it, serialized straight from borrowed parts.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CoreEvent<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    metadata: EventObjectMeta<'a>,
+    involved_object: &'a InvolvedObject<'a>,
+    reason: &'a str,
+    message: &'a str,
+    #[serde(rename = "type")]
+    type_: &'a str,
+    source: EventSource<'a>,
+    reporting_component: &'a str,
+    first_timestamp: &'a str,
+    last_timestamp: &'a str,
+    count: i32,
+}
+
+#[derive(Serialize)]
+struct EventObjectMeta<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    annotations: &'a BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct EventSource<'a> {
+    component: &'a str,
+}
+
+/// The event as notification-controller receives it (fluxcd/pkg `event.Event`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Forwarded<'a> {
+    involved_object: &'a InvolvedObject<'a>,
+    severity: &'a str,
+    timestamp: &'a str,
+    message: &'a str,
+    reason: &'a str,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    metadata: &'a BTreeMap<String, String>,
+    reporting_controller: &'a str,
+    reporting_instance: &'a str,
 }
 
 impl Recorder {
@@ -142,35 +231,6 @@ impl Recorder {
         self
     }
 
-    /// The event as notification-controller receives it.
-    fn forwarded(
-        &self,
-        object: &Kustomization,
-        event_type: EventType,
-        reason: &str,
-        note: &str,
-        metadata: &BTreeMap<String, String>,
-        now: &str,
-    ) -> serde_json::Value {
-        let mut event = json!({
-            "involvedObject": {
-                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-                "namespace": object.metadata.namespace, "name": object.metadata.name,
-                "uid": object.metadata.uid, "resourceVersion": object.metadata.resource_version,
-            },
-            "severity": match event_type { EventType::Normal => "info", EventType::Warning => "error" },
-            "timestamp": now,
-            "message": note,
-            "reason": reason,
-            "reportingController": self.component,
-            "reportingInstance": self.instance,
-        });
-        if !metadata.is_empty() {
-            event["metadata"] = json!(metadata);
-        }
-        event
-    }
-
     /// Records an event: queued for its Kustomization's writer (which writes them in the
     /// order they were published) and forwarded to notification-controller; neither holds up the caller,
     /// as neither does in Flux. Must be called within the tokio runtime.
@@ -183,39 +243,28 @@ impl Recorder {
         meta: &EventMeta,
     ) {
         let metadata = meta.annotations(object);
-        let namespace = object.metadata.namespace.clone().unwrap_or_default();
-        let name = object.metadata.name.clone().unwrap_or_default();
-        let mut note = note.to_string();
-        if note.len() > MAX_NOTE {
-            let mut end = MAX_NOTE;
-            while !note.is_char_boundary(end) {
-                end -= 1;
-            }
-            note.truncate(end);
-        }
+        let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
+        let name = object.metadata.name.as_deref().unwrap_or_default();
+        let note = bounded(note);
         let now = k8s_openapi::jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
-        let mut event = self.event(object, event_type, reason, &note, &now);
-        if !metadata.is_empty() {
-            event["metadata"]["annotations"] = json!(metadata);
-        }
-        if let Some(address) = &self.events_addr {
-            let payload = self.forwarded(object, event_type, reason, &note, &metadata, &now);
-            let body = serde_json::to_vec(&payload).unwrap_or_default();
+        let (event_name, event, forwarded) =
+            self.bodies(object, event_type, reason, note, &metadata, &now);
+        if let (Some(address), Some(body)) = (&self.events_addr, forwarded) {
             tokio::spawn(forward(self.http.clone(), address.clone(), body));
         }
-        let event_name = event["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let Ok(event) = serde_json::to_vec(&event) else {
+        let Some(event) = event else {
             return;
         };
-        let key = format!("{namespace}/{name}/{reason}/{note}");
         let job = Job::Record(Box::new(Recorded {
-            namespace,
-            key,
+            namespace: namespace.to_string(),
+            object: name.to_string(),
+            uid: object.metadata.uid.clone(),
+            resource_version: object.metadata.resource_version.clone(),
+            event_type,
+            reason: reason.to_string(),
+            message: note.to_string(),
             name: event_name,
             event,
             now,
@@ -225,11 +274,7 @@ impl Recorder {
         let writer = {
             use std::hash::{Hash, Hasher};
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            (
-                object.metadata.namespace.as_deref(),
-                object.metadata.name.as_deref(),
-            )
-                .hash(&mut hasher);
+            (namespace, name).hash(&mut hasher);
             hasher.finish() as usize % queues.len()
         };
         if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) = queues[writer].try_send(job) {
@@ -241,38 +286,72 @@ impl Recorder {
         }
     }
 
-    /// The core/v1 Event about `object`, as client-go's recorder makes it.
-    fn event(
+    /// The Event's name, the core/v1 Event as client-go's recorder makes it, and (with
+    /// `--events-addr`) the event as notification-controller receives it, both as JSON.
+    fn bodies(
         &self,
         object: &Kustomization,
         event_type: EventType,
         reason: &str,
         note: &str,
+        metadata: &BTreeMap<String, String>,
         now: &str,
-    ) -> serde_json::Value {
+    ) -> (String, Option<Vec<u8>>, Option<Vec<u8>>) {
         let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
         let name = object.metadata.name.as_deref().unwrap_or_default();
+        let involved = InvolvedObject {
+            api_version: "kustomize.toolkit.fluxcd.io/v1",
+            kind: "Kustomization",
+            namespace,
+            name,
+            uid: object.metadata.uid.as_deref(),
+            resource_version: object.metadata.resource_version.as_deref(),
+        };
+        let forwarded = self.events_addr.as_ref().and_then(|_| {
+            serde_json::to_vec(&Forwarded {
+                involved_object: &involved,
+                severity: match event_type {
+                    EventType::Normal => "info",
+                    EventType::Warning => "error",
+                },
+                timestamp: now,
+                message: note,
+                reason,
+                metadata,
+                reporting_controller: &self.component,
+                reporting_instance: &self.instance,
+            })
+            .ok()
+        });
         // client-go's recorder names events `<object>.<unix nanoseconds in hex>`, so that
         // listing them (sorted by name, as etcd keys are) lists them in the order they
         // happened; Flux's tests and users read them that way.
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        json!({
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": format!("{name}.{nanos:x}"), "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-                "name": name, "namespace": namespace,
-                "uid": object.metadata.uid, "resourceVersion": object.metadata.resource_version,
+        let event_name = format!("{name}.{nanos:x}");
+        let event = serde_json::to_vec(&CoreEvent {
+            api_version: "v1",
+            kind: "Event",
+            metadata: EventObjectMeta {
+                name: &event_name,
+                namespace,
+                annotations: metadata,
             },
-            "reason": reason,
-            "message": note,
-            "type": match event_type { EventType::Normal => "Normal", EventType::Warning => "Warning" },
-            "source": {"component": self.component},
-            "reportingComponent": self.component,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            involved_object: &involved,
+            reason,
+            message: note,
+            type_: event_type.as_str(),
+            source: EventSource {
+                component: &self.component,
+            },
+            reporting_component: &self.component,
+            first_timestamp: now,
+            last_timestamp: now,
+            count: 1,
         })
+        .ok();
+        (event_name, event, forwarded)
     }
 
     /// Waits (at most `within`) until every event published so far is written.
@@ -294,7 +373,12 @@ impl Recorder {
             (0..WRITERS)
                 .map(|_| {
                     let (sender, jobs) = tokio::sync::mpsc::channel(QUEUE);
-                    tokio::spawn(write_in_order(self.client.clone(), jobs));
+                    let writer = Writer {
+                        client: self.client.clone(),
+                        component: self.component.clone(),
+                        correlator: Correlator::new(CORRELATED_PER_WRITER),
+                    };
+                    tokio::spawn(writer.write_in_order(jobs));
                     sender
                 })
                 .collect()
@@ -302,96 +386,112 @@ impl Recorder {
     }
 }
 
-/// A writer task: one Event at a time, in order; a repeat within the aggregation window
-/// bumps the earlier Event's count instead of creating another, as Kubernetes' event
-/// correlator does for Flux. Ends when the recorder is dropped.
-async fn write_in_order(client: kube::Client, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
-    let mut recent = Recent::default();
-    while let Some(job) = jobs.recv().await {
-        match job {
-            Job::Record(recorded) => recent.write(&client, *recorded).await,
-            Job::Flush(done) => {
-                let _ = done.send(());
+/// How many keys each writer's correlator remembers per step: client-go's correlator
+/// keeps 4,096 (`maxLruCacheEntries`), shared here by the writers.
+const CORRELATED_PER_WRITER: usize = 4096 / WRITERS;
+
+/// A writer task's state: its Events' correlator and what it writes with.
+struct Writer {
+    client: kube::Client,
+    component: String,
+    correlator: Correlator,
+}
+
+impl Writer {
+    /// Writes one Event at a time, in order, as the correlator decides (see
+    /// [`event_correlator`](super::event_correlator)). Ends when the recorder is dropped.
+    async fn write_in_order(mut self, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
+        while let Some(job) = jobs.recv().await {
+            match job {
+                Job::Record(recorded) => self.write(*recorded).await,
+                Job::Flush(done) => {
+                    let _ = done.send(());
+                }
             }
         }
     }
-}
 
-/// How many recent Events each writer remembers for aggregation: client-go's correlator
-/// keeps 4,096 (`maxLruCacheEntries`), shared here by the writers.
-const RECENT_PER_WRITER: usize = 4096 / WRITERS;
-
-/// Keeps the newer half of `written` once it holds `limit` Events or more, as an LRU cache
-/// forgets its least recently used: a repeat of a forgotten one is a new Event.
-fn forget_oldest(
-    written: &mut std::collections::HashMap<String, (String, i32, std::time::Instant)>,
-    limit: usize,
-) {
-    if written.len() < limit {
-        return;
-    }
-    let keep = limit / 2;
-    if keep == 0 {
-        written.clear();
-        return;
-    }
-    let mut times: Vec<std::time::Instant> = written.values().map(|(_, _, at)| *at).collect();
-    let cut = times.len() - keep;
-    let (_, oldest_kept, _) = times.select_nth_unstable(cut);
-    let oldest_kept = *oldest_kept;
-    written.retain(|_, (_, _, at)| *at >= oldest_kept);
-}
-
-/// Events written lately: by key, the Event's name, its count and when it was last written.
-#[derive(Default)]
-struct Recent {
-    written: std::collections::HashMap<String, (String, i32, std::time::Instant)>,
-    /// The size of `written` at which expired entries are swept next.
-    sweep_at: usize,
-}
-
-impl Recent {
-    async fn write(&mut self, client: &kube::Client, recorded: Recorded) {
-        let Recorded {
-            namespace,
-            key,
-            name,
-            event,
-            now,
-        } = recorded;
-        let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
-        // Swept when it has grown, not on every event: a fleet records thousands.
-        if self.written.len() >= self.sweep_at.max(64) {
-            self.written
-                .retain(|_, (_, _, at)| at.elapsed() < AGGREGATION_WINDOW);
-            forget_oldest(&mut self.written, RECENT_PER_WRITER);
-            self.sweep_at = (self.written.len() * 2 + 64).min(RECENT_PER_WRITER);
-        }
-        let repeat = self
-            .written
-            .get(&key)
-            .filter(|(_, _, at)| at.elapsed() < AGGREGATION_WINDOW)
-            .cloned();
-        if let Some((event_name, count, _)) = repeat {
-            let patch = json!({"count": count + 1, "lastTimestamp": now});
-            if api
-                .patch(&event_name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .is_ok()
-            {
-                self.written
-                    .insert(key, (event_name, count + 1, std::time::Instant::now()));
+    async fn write(&mut self, recorded: Recorded) {
+        let facts = EventFacts {
+            namespace: &recorded.namespace,
+            name: &recorded.object,
+            uid: recorded.uid.as_deref().unwrap_or_default(),
+            event_type: recorded.event_type.as_str(),
+            reason: &recorded.reason,
+            message: &recorded.message,
+        };
+        let created = match self.correlator.correlate(&facts, std::time::Instant::now()) {
+            Correlated::Skip => {
+                tracing::debug!(
+                    kustomization = %recorded.object,
+                    reason = %recorded.reason,
+                    "an event was dropped by the event spam filter"
+                );
                 return;
             }
-        }
-        match create(client, &namespace, event).await {
-            Ok(()) => {
-                self.written
-                    .insert(key, (name, 1, std::time::Instant::now()));
+            Correlated::Patch {
+                name,
+                count,
+                combined,
+            } => {
+                let message = if combined {
+                    format!("{COMBINED_PREFIX}{}", recorded.message)
+                } else {
+                    recorded.message.clone()
+                };
+                let patch =
+                    json!({"count": count, "lastTimestamp": recorded.now, "message": message});
+                match patch_event(&self.client, &recorded.namespace, &name, &patch).await {
+                    Ok(()) => {
+                        self.correlator.written(&facts, combined, &name, count);
+                        return;
+                    }
+                    // Deleted meanwhile (Events expire): created anew, as client-go does.
+                    Err(kube::Error::Api(status)) if status.code == 404 => combined,
+                    Err(error) => {
+                        tracing::debug!(error = %error, "recording an event failed");
+                        return;
+                    }
+                }
             }
+            Correlated::Create { combined } => combined,
+        };
+        let (name, body) = if created {
+            combined_event(&recorded, &self.component)
+        } else {
+            (recorded.name.clone(), recorded.event.clone())
+        };
+        match create(&self.client, &recorded.namespace, body).await {
+            Ok(()) => self.correlator.written(&facts, created, &name, 1),
             Err(error) => tracing::debug!(error = %error, "recording an event failed"),
         }
     }
+}
+
+/// The Event client-go's aggregator makes of a recorded one it combines: a new name, the
+/// message prefixed, and neither the annotations nor the reporting controller.
+fn combined_event(recorded: &Recorded, component: &str) -> (String, Vec<u8>) {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let name = format!("{}.{nanos:x}", recorded.object);
+    let message = format!("{COMBINED_PREFIX}{}", recorded.message);
+    let event = json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": recorded.namespace},
+        "involvedObject": InvolvedObject {
+            api_version: "kustomize.toolkit.fluxcd.io/v1",
+            kind: "Kustomization",
+            namespace: &recorded.namespace,
+            name: &recorded.object,
+            uid: recorded.uid.as_deref(),
+            resource_version: recorded.resource_version.as_deref(),
+        },
+        "reason": recorded.reason, "message": message, "type": recorded.event_type.as_str(),
+        "source": {"component": component},
+        "firstTimestamp": recorded.now, "lastTimestamp": recorded.now, "count": 1,
+    });
+    (name, serde_json::to_vec(&event).unwrap_or_default())
 }
 
 /// Creates the Event whose JSON is `body` in `namespace`. The answer is the Event as written,
@@ -402,6 +502,23 @@ async fn create(client: &kube::Client, namespace: &str, body: Vec<u8>) -> Result
         .create(&PostParams::default(), body)
         .map_err(kube::Error::BuildRequest)?;
     request.extensions_mut().insert("create");
+    client.request::<serde::de::IgnoredAny>(request).await?;
+    Ok(())
+}
+
+/// Patches the Event `name` as client-go's event sink does (a strategic merge patch of its
+/// count, last timestamp and message); the answer is not read.
+async fn patch_event(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<(), kube::Error> {
+    use kube::Resource;
+    let mut request = kube::core::Request::new(Event::url_path(&(), Some(namespace)))
+        .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("patch");
     client.request::<serde::de::IgnoredAny>(request).await?;
     Ok(())
 }
@@ -441,31 +558,6 @@ async fn forward(http: reqwest::Client, address: String, body: Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_correlator_forgets_its_oldest_events_beyond_client_gos_bound() {
-        let start = std::time::Instant::now();
-        let mut written: std::collections::HashMap<String, (String, i32, std::time::Instant)> = (0
-            ..10u64)
-            .map(|i| {
-                let at = start + Duration::from_secs(i);
-                (format!("key-{i}"), (format!("event-{i}"), 1, at))
-            })
-            .collect();
-        forget_oldest(&mut written, 11);
-        assert_eq!(written.len(), 10, "under the bound nothing goes");
-        forget_oldest(&mut written, 10);
-        let mut one = written.clone();
-        forget_oldest(&mut one, 1);
-        assert!(
-            one.is_empty(),
-            "a bound of one keeps nothing, and does not panic"
-        );
-        let mut kept: Vec<&str> = written.keys().map(String::as_str).collect();
-        kept.sort();
-        assert_eq!(kept, ["key-5", "key-6", "key-7", "key-8", "key-9"]);
-        assert_eq!(RECENT_PER_WRITER * WRITERS, 4096);
-    }
 
     #[test]
     fn metadata_is_prefixed_with_the_api_group_and_carries_event_annotations() {
@@ -588,6 +680,64 @@ mod tests {
             seen[2].starts_with("PATCH /api/v1/namespaces/apps/events/apps.")
                 && seen[2].ends_with("count 2"),
             "{seen:?}"
+        );
+    }
+
+    /// The Event is client-go's recorder's, annotated with the event metadata; what the
+    /// Kustomization lacks (a resourceVersion) is left out rather than sent as null, and
+    /// notification-controller's copy carries the same metadata.
+    #[tokio::test]
+    async fn event_bodies_are_client_gos_event_and_flux_event() {
+        let (client, _open, _seen) = gated_client();
+        let recorder = Recorder::new(client, "kustomize-controller")
+            .with_events_addr(Some("http://127.0.0.1:1/".into()));
+        let object = kustomization("apps");
+        let meta = EventMeta::of(Some("main@sha1:abc"), None);
+        let metadata = meta.annotations(&object);
+        let now = "2026-11-27T14:00:00Z";
+        let (name, event, forwarded) = recorder.bodies(
+            &object,
+            EventType::Warning,
+            "HealthCheckFailed",
+            "late",
+            &metadata,
+            now,
+        );
+        let event: serde_json::Value = serde_json::from_slice(&event.unwrap()).unwrap();
+        assert!(name.starts_with("apps."), "{name}");
+        assert_eq!(
+            event,
+            json!({
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": name, "namespace": "apps", "annotations": {
+                    "kustomize.toolkit.fluxcd.io/revision": "main@sha1:abc"}},
+                "involvedObject": {"apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+                    "kind": "Kustomization", "namespace": "apps", "name": "apps", "uid": "u-1"},
+                "reason": "HealthCheckFailed", "message": "late", "type": "Warning",
+                "source": {"component": "kustomize-controller"},
+                "reportingComponent": "kustomize-controller",
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            })
+        );
+        let forwarded: serde_json::Value = serde_json::from_slice(&forwarded.unwrap()).unwrap();
+        assert_eq!(forwarded["severity"], "error");
+        assert_eq!(forwarded["involvedObject"], event["involvedObject"]);
+        assert_eq!(
+            forwarded["metadata"],
+            json!({"kustomize.toolkit.fluxcd.io/revision": "main@sha1:abc"})
+        );
+        assert_eq!(forwarded["reportingController"], "kustomize-controller");
+        let without: Vec<u8> = recorder
+            .bodies(&object, EventType::Normal, "r", "n", &BTreeMap::new(), now)
+            .1
+            .unwrap();
+        let without: serde_json::Value = serde_json::from_slice(&without).unwrap();
+        assert!(without["metadata"].get("annotations").is_none());
+        let long = format!("a{}", "é".repeat(MAX_NOTE));
+        assert_eq!(
+            bounded(&long).len(),
+            MAX_NOTE - 1,
+            "cut at a character boundary"
         );
     }
 

@@ -7,6 +7,7 @@
 //! live in `reconcile`; nothing here decides a Kustomization's outcome.
 
 pub mod configs;
+pub(crate) mod event_correlator;
 pub mod events;
 pub(crate) mod exposition;
 pub mod identity;
