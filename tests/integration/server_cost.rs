@@ -301,6 +301,23 @@ async fn server_cost_by_request_kind() {
             }
         })
         .await;
+    // A repeat, as client-go's correlator writes it: a strategic merge patch of the count.
+    meter
+        .measure("patch an Event's count", count, |i| {
+            let api = &events;
+            async move {
+                let patch = json!({"count": 2, "lastTimestamp": "2026-11-27T00:01:30Z",
+                    "message": "(combined from similar events): Reconciliation finished in 13ms, next run in 1h0m0s"});
+                api.patch(
+                    &format!("cost-{i}.{:x}", 1),
+                    &PatchParams::default(),
+                    &Patch::Strategic(patch),
+                )
+                .await
+                .unwrap();
+            }
+        })
+        .await;
     for (kind, params, value) in [
         (
             "server-side dry-run of an absent ConfigMap",

@@ -66,10 +66,10 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn try_accept(&mut self, now: Instant) -> bool {
+    fn try_accept(&mut self, now: Instant, burst: f64) -> bool {
         let refilled =
             now.saturating_duration_since(self.at).as_secs_f64() / SPAM_REFILL.as_secs_f64();
-        self.tokens = (self.tokens + refilled).min(SPAM_BURST);
+        self.tokens = (self.tokens + refilled).min(burst);
         self.at = now.max(self.at);
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
@@ -151,6 +151,8 @@ fn digest(parts: &[&str]) -> u64 {
 /// client-go's `EventCorrelator`, for the Events of the objects one writer writes.
 #[derive(Debug)]
 pub struct Correlator {
+    /// The spam filter's burst ([`SPAM_BURST`]).
+    burst: f64,
     spam: Bounded<Bucket>,
     aggregates: Bounded<Aggregate>,
     observed: Bounded<Observed>,
@@ -160,6 +162,7 @@ impl Correlator {
     /// A correlator remembering at most `capacity` keys in each step (client-go: 4,096).
     pub fn new(capacity: usize) -> Correlator {
         Correlator {
+            burst: SPAM_BURST,
             spam: Bounded::new(capacity),
             aggregates: Bounded::new(capacity),
             observed: Bounded::new(capacity),
@@ -255,13 +258,13 @@ impl Correlator {
     /// The spam filter's verdict (`EventSourceObjectSpamFilter.Filter`).
     fn accept(&mut self, key: u64, now: Instant) -> bool {
         match self.spam.get_mut(key) {
-            Some(bucket) => bucket.try_accept(now),
+            Some(bucket) => bucket.try_accept(now, self.burst),
             None => {
                 let mut bucket = Bucket {
-                    tokens: SPAM_BURST,
+                    tokens: self.burst,
                     at: now,
                 };
-                let accepted = bucket.try_accept(now);
+                let accepted = bucket.try_accept(now, self.burst);
                 self.spam.insert(key, bucket);
                 accepted
             }
@@ -311,6 +314,177 @@ mod tests {
             } => correlator.written(event, *combined, name, *count),
         }
         decided
+    }
+
+    /// Plays `prior` then `new` as client-go's tests do with their `SimpleIntervalClock`,
+    /// which moves on by `interval` at each reading: three per Event (the test's, the
+    /// aggregator's, the spam filter's). Each Event not skipped is written.
+    fn played(
+        correlator: &mut Correlator,
+        prior: &[EventFacts<'_>],
+        new: &EventFacts<'_>,
+        interval: Duration,
+    ) -> Correlated {
+        let mut now = Instant::now();
+        let mut names = 0;
+        for event in prior {
+            now += interval * 3;
+            record(correlator, event, now, &mut names);
+        }
+        now += interval * 3;
+        correlator.correlate(new, now)
+    }
+
+    /// client-go's TestEventCorrelator (tools/record/events_cache_test.go), its scenarios by
+    /// name; "events-from-different-containers-do-not-aggregate" has no counterpart (a
+    /// Kustomization's Events have no field path).
+    #[test]
+    fn client_gos_correlator_scenarios() {
+        let object = |name: &'static str| EventFacts {
+            namespace: "my-ns",
+            name,
+            uid: "C934D34AFB20242",
+            event_type: "Normal",
+            reason: "",
+            message: "",
+        };
+        let with = |reason: &'static str, message: &'static str| EventFacts {
+            reason,
+            message,
+            ..object("my-pod")
+        };
+        let first = with("first", "i am first");
+        let duplicate = with("duplicate", "me again");
+        let unique = with("unique", "snowflake");
+        let similar = with("similar", "similar message");
+        let similar_messages: Vec<String> = (0..AGGREGATE_MAX_EVENTS)
+            .map(|i| format!("similar message-{i}-similar message"))
+            .collect();
+        let similar_prior = |n: usize| -> Vec<EventFacts<'_>> {
+            similar_messages[..n]
+                .iter()
+                .map(|message| EventFacts { message, ..similar })
+                .collect()
+        };
+        let unique_names: Vec<(String, String, String, String)> = (0..30)
+            .map(|i| {
+                (
+                    format!("reason-{i}"),
+                    format!("message-{i}"),
+                    format!("pod-{i}"),
+                    format!("ns-{i}"),
+                )
+            })
+            .collect();
+        let unique_prior: Vec<EventFacts<'_>> = unique_names
+            .iter()
+            .map(|(reason, message, name, namespace)| EventFacts {
+                namespace,
+                name,
+                uid: "C934D34AFB20242",
+                event_type: "Normal",
+                reason,
+                message,
+            })
+            .collect();
+        let seconds = Duration::from_secs;
+        let created = Correlated::Create { combined: false };
+        let patched = |count: i32, combined: bool| Correlated::Patch {
+            name: if combined { "e10" } else { "e1" }.into(),
+            count,
+            combined,
+        };
+        let scenarios: Vec<(
+            &str,
+            Vec<EventFacts<'_>>,
+            EventFacts<'_>,
+            Duration,
+            Correlated,
+        )> = vec![
+            (
+                "create-a-single-event",
+                vec![],
+                first,
+                seconds(5),
+                created.clone(),
+            ),
+            (
+                "the-same-event-should-just-count",
+                vec![duplicate],
+                duplicate,
+                seconds(5),
+                patched(2, false),
+            ),
+            (
+                "the-same-event-should-just-count-even-if-more-than-aggregate",
+                vec![duplicate; AGGREGATE_MAX_EVENTS],
+                duplicate,
+                seconds(30),
+                patched(11, false),
+            ),
+            (
+                "the-same-event-is-spam-if-happens-too-frequently",
+                vec![duplicate; SPAM_BURST as usize + 1],
+                duplicate,
+                seconds(1),
+                Correlated::Skip,
+            ),
+            (
+                "create-many-unique-events",
+                unique_prior,
+                unique,
+                seconds(5),
+                created.clone(),
+            ),
+            (
+                "similar-events-should-aggregate-event",
+                similar_prior(AGGREGATE_MAX_EVENTS - 1),
+                similar,
+                seconds(5),
+                Correlated::Create { combined: true },
+            ),
+            (
+                "similar-events-many-times-should-count-the-aggregate",
+                similar_prior(AGGREGATE_MAX_EVENTS),
+                similar,
+                seconds(5),
+                patched(2, true),
+            ),
+            (
+                "similar-events-whose-interval-is-greater-than-aggregate-interval-do-not-aggregate",
+                similar_prior(AGGREGATE_MAX_EVENTS - 1),
+                similar,
+                AGGREGATE_INTERVAL,
+                created,
+            ),
+        ];
+        for (scenario, prior, new, interval, expected) in scenarios {
+            let mut correlator = Correlator::new(4096);
+            assert_eq!(
+                played(&mut correlator, &prior, &new, interval),
+                expected,
+                "{scenario}"
+            );
+        }
+    }
+
+    /// client-go's TestEventSpamFilter with its default key: with a burst of one, an Event of
+    /// another reason about the same object a second later is spam.
+    #[test]
+    fn client_gos_spam_filter_keys_on_the_object_and_type_not_the_reason() {
+        let mut correlator = Correlator::new(4096);
+        correlator.burst = 1.0;
+        let original = facts("original", "i am first");
+        let different_reason = facts("duplicate", "me again");
+        assert_eq!(
+            played(
+                &mut correlator,
+                &[original],
+                &different_reason,
+                Duration::from_secs(1)
+            ),
+            Correlated::Skip
+        );
     }
 
     #[test]
