@@ -13,6 +13,7 @@
 //! from the benchmark's. `BENCH_N` (default 100), `BENCH_CONCURRENT` (4), `BENCH_ARGS` (more
 //! controller flags),
 //! `BENCH_SPREAD` (seconds over which the requested no-change reconciles are asked),
+//! `BENCH_REQUESTS` (rounds of them, default 1: the first and last reported apart),
 //! `BENCH_INTERVAL` (seconds: the fleet's interval and a phase for one no-change interval
 //! cycle), `BENCH_CPUS` (1: the async runtime's workers, one per CPU of the Deployment's limit),
 //! `BENCH_QPS`/`BENCH_BURST` (Flux's defaults 50/300; they apply where the server runs no API
