@@ -50,10 +50,12 @@ pub enum Correlated {
     Skip,
     /// A new Event: the one recorded, or (`combined`) the combined one.
     Create { combined: bool },
-    /// Patch the Event `name` to `count`, with this message (combined or not).
+    /// Patch the Event `name` to `count`, with this message (combined or not); first written
+    /// at `first_timestamp` (what recreates it, should it be gone).
     Patch {
         name: String,
         count: i32,
+        first_timestamp: String,
         combined: bool,
     },
 }
@@ -87,11 +89,12 @@ struct Aggregate {
     last: Instant,
 }
 
-/// An Event written before: its name and count.
+/// An Event written before: its name, count and first timestamp.
 #[derive(Clone, Debug)]
 struct Observed {
     name: String,
     count: i32,
+    first_timestamp: String,
 }
 
 /// A map that forgets its least recently used half when it reaches its capacity.
@@ -194,6 +197,7 @@ impl Correlator {
                 Correlated::Patch {
                     name: observed.name.clone(),
                     count: observed.count,
+                    first_timestamp: observed.first_timestamp.clone(),
                     combined,
                 }
             }
@@ -205,9 +209,16 @@ impl Correlator {
         decision
     }
 
-    /// Remembers what the server answered for a written Event (`UpdateState`): its name and
-    /// count, under the key it was correlated by.
-    pub fn written(&mut self, event: &EventFacts<'_>, combined: bool, name: &str, count: i32) {
+    /// Remembers what the server answered for a written Event (`UpdateState`): its name,
+    /// count and first timestamp, under the key it was correlated by.
+    pub fn written(
+        &mut self,
+        event: &EventFacts<'_>,
+        combined: bool,
+        name: &str,
+        count: i32,
+        first_timestamp: &str,
+    ) {
         let EventFacts {
             namespace,
             name: object,
@@ -226,6 +237,7 @@ impl Correlator {
             Observed {
                 name: name.to_string(),
                 count,
+                first_timestamp: first_timestamp.to_string(),
             },
         );
     }
@@ -305,13 +317,14 @@ mod tests {
             Correlated::Skip => {}
             Correlated::Create { combined } => {
                 *next_name += 1;
-                correlator.written(event, *combined, &format!("e{next_name}"), 1);
+                correlator.written(event, *combined, &format!("e{next_name}"), 1, "t0");
             }
             Correlated::Patch {
                 name,
                 count,
+                first_timestamp,
                 combined,
-            } => correlator.written(event, *combined, name, *count),
+            } => correlator.written(event, *combined, name, *count, first_timestamp),
         }
         decided
     }
@@ -392,6 +405,7 @@ mod tests {
         let patched = |count: i32, combined: bool| Correlated::Patch {
             name: if combined { "e10" } else { "e1" }.into(),
             count,
+            first_timestamp: "t0".into(),
             combined,
         };
         let scenarios: Vec<(
@@ -503,6 +517,7 @@ mod tests {
             Correlated::Patch {
                 name: "e1".into(),
                 count: 2,
+                first_timestamp: "t0".into(),
                 combined: false
             }
         );
@@ -544,6 +559,7 @@ mod tests {
             Correlated::Patch {
                 name: "e10".into(),
                 count: 2,
+                first_timestamp: "t0".into(),
                 combined: true
             }
         );
@@ -552,6 +568,7 @@ mod tests {
             Correlated::Patch {
                 name: "e10".into(),
                 count: 3,
+                first_timestamp: "t0".into(),
                 combined: true
             }
         );

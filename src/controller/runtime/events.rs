@@ -131,6 +131,8 @@ struct Recorded {
     event_type: EventType,
     reason: String,
     message: String,
+    /// The event metadata, kept to write the Event again should it be gone.
+    annotations: BTreeMap<String, String>,
     /// The Event's name and the Event as JSON, the body of its create.
     name: String,
     event: Vec<u8>,
@@ -174,7 +176,8 @@ struct CoreEvent<'a> {
     #[serde(rename = "type")]
     type_: &'a str,
     source: EventSource<'a>,
-    reporting_component: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reporting_component: Option<&'a str>,
     first_timestamp: &'a str,
     last_timestamp: &'a str,
     count: i32,
@@ -265,6 +268,7 @@ impl Recorder {
             event_type,
             reason: reason.to_string(),
             message: note.to_string(),
+            annotations: metadata,
             name: event_name,
             event,
             now,
@@ -323,13 +327,7 @@ impl Recorder {
             })
             .ok()
         });
-        // client-go's recorder names events `<object>.<unix nanoseconds in hex>`, so that
-        // listing them (sorted by name, as etcd keys are) lists them in the order they
-        // happened; Flux's tests and users read them that way.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let event_name = format!("{name}.{nanos:x}");
+        let event_name = event_name(name);
         let event = serde_json::to_vec(&CoreEvent {
             api_version: "v1",
             kind: "Event",
@@ -345,7 +343,7 @@ impl Recorder {
             source: EventSource {
                 component: &self.component,
             },
-            reporting_component: &self.component,
+            reporting_component: Some(&self.component),
             first_timestamp: now,
             last_timestamp: now,
             count: 1,
@@ -420,7 +418,10 @@ impl Writer {
             reason: &recorded.reason,
             message: &recorded.message,
         };
-        let created = match self.correlator.correlate(&facts, std::time::Instant::now()) {
+        let (combined, name, body, count, first_timestamp) = match self
+            .correlator
+            .correlate(&facts, std::time::Instant::now())
+        {
             Correlated::Skip => {
                 tracing::debug!(
                     kustomization = %recorded.object,
@@ -432,66 +433,121 @@ impl Writer {
             Correlated::Patch {
                 name,
                 count,
+                first_timestamp,
                 combined,
             } => {
-                let message = if combined {
-                    format!("{COMBINED_PREFIX}{}", recorded.message)
-                } else {
-                    recorded.message.clone()
-                };
+                let message = message_of(&recorded, combined);
                 let patch =
                     json!({"count": count, "lastTimestamp": recorded.now, "message": message});
                 match patch_event(&self.client, &recorded.namespace, &name, &patch).await {
                     Ok(()) => {
-                        self.correlator.written(&facts, combined, &name, count);
+                        self.correlator
+                            .written(&facts, combined, &name, count, &first_timestamp);
                         return;
                     }
-                    // Deleted meanwhile (Events expire): created anew, as client-go does.
-                    Err(kube::Error::Api(status)) if status.code == 404 => combined,
+                    // Gone meanwhile (Events expire): written again under its name, with
+                    // its count, as client-go does.
+                    Err(kube::Error::Api(status)) if status.code == 404 => {
+                        let body = event_body(
+                            &recorded,
+                            &self.component,
+                            &name,
+                            count,
+                            &first_timestamp,
+                            combined,
+                        );
+                        (combined, name, body, count, first_timestamp)
+                    }
                     Err(error) => {
                         tracing::debug!(error = %error, "recording an event failed");
                         return;
                     }
                 }
             }
-            Correlated::Create { combined } => combined,
-        };
-        let (name, body) = if created {
-            combined_event(&recorded, &self.component)
-        } else {
-            (recorded.name.clone(), recorded.event.clone())
+            Correlated::Create { combined: true } => {
+                let name = event_name(&recorded.object);
+                let body = event_body(&recorded, &self.component, &name, 1, &recorded.now, true);
+                (true, name, body, 1, recorded.now.clone())
+            }
+            Correlated::Create { combined: false } => (
+                false,
+                recorded.name.clone(),
+                recorded.event.clone(),
+                1,
+                recorded.now.clone(),
+            ),
         };
         match create(&self.client, &recorded.namespace, body).await {
-            Ok(()) => self.correlator.written(&facts, created, &name, 1),
+            Ok(()) => self
+                .correlator
+                .written(&facts, combined, &name, count, &first_timestamp),
             Err(error) => tracing::debug!(error = %error, "recording an event failed"),
         }
     }
 }
 
-/// The Event client-go's aggregator makes of a recorded one it combines: a new name, the
-/// message prefixed, and neither the annotations nor the reporting controller.
-fn combined_event(recorded: &Recorded, component: &str) -> (String, Vec<u8>) {
+/// client-go's recorder names events `<object>.<unix nanoseconds in hex>`, so that listing
+/// them (sorted by name, as etcd keys are) lists them in the order they happened; Flux's
+/// tests and users read them that way.
+fn event_name(object: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let name = format!("{}.{nanos:x}", recorded.object);
-    let message = format!("{COMBINED_PREFIX}{}", recorded.message);
-    let event = json!({
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": name, "namespace": recorded.namespace},
-        "involvedObject": InvolvedObject {
-            api_version: "kustomize.toolkit.fluxcd.io/v1",
-            kind: "Kustomization",
+    format!("{object}.{nanos:x}")
+}
+
+/// The message of a recorded event as written: prefixed when it is combined.
+fn message_of(recorded: &Recorded, combined: bool) -> std::borrow::Cow<'_, str> {
+    if combined {
+        format!("{COMBINED_PREFIX}{}", recorded.message).into()
+    } else {
+        recorded.message.as_str().into()
+    }
+}
+
+/// A recorded event as an Event named `name` with `count` and `first_timestamp`; a combined
+/// one as client-go's aggregator makes it: the message prefixed, and neither the annotations
+/// nor the reporting controller.
+fn event_body(
+    recorded: &Recorded,
+    component: &str,
+    name: &str,
+    count: i32,
+    first_timestamp: &str,
+    combined: bool,
+) -> Vec<u8> {
+    let none = BTreeMap::new();
+    let involved = InvolvedObject {
+        api_version: "kustomize.toolkit.fluxcd.io/v1",
+        kind: "Kustomization",
+        namespace: &recorded.namespace,
+        name: &recorded.object,
+        uid: recorded.uid.as_deref(),
+        resource_version: recorded.resource_version.as_deref(),
+    };
+    serde_json::to_vec(&CoreEvent {
+        api_version: "v1",
+        kind: "Event",
+        metadata: EventObjectMeta {
+            name,
             namespace: &recorded.namespace,
-            name: &recorded.object,
-            uid: recorded.uid.as_deref(),
-            resource_version: recorded.resource_version.as_deref(),
+            annotations: if combined {
+                &none
+            } else {
+                &recorded.annotations
+            },
         },
-        "reason": recorded.reason, "message": message, "type": recorded.event_type.as_str(),
-        "source": {"component": component},
-        "firstTimestamp": recorded.now, "lastTimestamp": recorded.now, "count": 1,
-    });
-    (name, serde_json::to_vec(&event).unwrap_or_default())
+        involved_object: &involved,
+        reason: &recorded.reason,
+        message: &message_of(recorded, combined),
+        type_: recorded.event_type.as_str(),
+        source: EventSource { component },
+        reporting_component: (!combined).then_some(component),
+        first_timestamp,
+        last_timestamp: &recorded.now,
+        count,
+    })
+    .unwrap_or_default()
 }
 
 /// Creates the Event whose JSON is `body` in `namespace`. The answer is the Event as written,
@@ -556,229 +612,5 @@ async fn forward(http: reqwest::Client, address: String, body: Vec<u8>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metadata_is_prefixed_with_the_api_group_and_carries_event_annotations() {
-        let object: Kustomization = serde_json::from_value(json!({
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-            "metadata": {"name": "apps", "namespace": "flux-system", "annotations": {
-                "event.toolkit.fluxcd.io/cluster": "prod", "other.io/x": "no"}},
-            "spec": {"interval": "5m", "prune": true,
-                "sourceRef": {"kind": "GitRepository", "name": "r"}},
-        }))
-        .unwrap();
-        let meta = EventMeta {
-            commit_status: true,
-            ..EventMeta::of(Some("main@sha1:abc"), Some("v1@sha1:def"))
-        };
-        let expected: BTreeMap<String, String> = [
-            ("event.toolkit.fluxcd.io/cluster", "prod"),
-            ("kustomize.toolkit.fluxcd.io/commit_status", "update"),
-            ("kustomize.toolkit.fluxcd.io/originRevision", "v1@sha1:def"),
-            ("kustomize.toolkit.fluxcd.io/revision", "main@sha1:abc"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        assert_eq!(meta.annotations(&object), expected);
-        assert_eq!(
-            EventMeta::default().annotations(&object).len(),
-            1,
-            "only the object's event annotations"
-        );
-    }
-
-    fn kustomization(name: &str) -> Kustomization {
-        serde_json::from_value(json!({
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-            "metadata": {"name": name, "namespace": "apps", "uid": "u-1"},
-            "spec": {"interval": "5m", "prune": true,
-                "sourceRef": {"kind": "GitRepository", "name": "r"}},
-        }))
-        .unwrap()
-    }
-
-    /// A client whose API server answers nothing until `open` is sent, then records each
-    /// request (method, path and Event reason or patched count) and echoes its body.
-    fn gated_client() -> (
-        kube::Client,
-        tokio::sync::watch::Sender<bool>,
-        std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    ) {
-        use http_body_util::BodyExt;
-        let (open, gate) = tokio::sync::watch::channel(false);
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let log = seen.clone();
-        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-            let mut gate = gate.clone();
-            let log = log.clone();
-            async move {
-                let _ = gate.wait_for(|open| *open).await;
-                let method = request.method().to_string();
-                let path = request.uri().path().to_string();
-                let body = request.into_body().collect().await?.to_bytes();
-                let mut sent: serde_json::Value = serde_json::from_slice(&body)?;
-                let what = sent["reason"]
-                    .as_str()
-                    .map_or_else(|| format!("count {}", sent["count"]), str::to_string);
-                log.lock().unwrap().push(format!("{method} {path} {what}"));
-                if method == "PATCH" {
-                    sent = json!({"apiVersion": "v1", "kind": "Event",
-                        "metadata": {"name": path.rsplit('/').next()},
-                        "involvedObject": {}});
-                }
-                let reply = http::Response::builder()
-                    .status(if method == "POST" { 201 } else { 200 })
-                    .header("content-type", "application/json")
-                    .body(http_body_util::Full::<hyper::body::Bytes>::from(
-                        serde_json::to_vec(&sent)?,
-                    ))?;
-                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(reply)
-            }
-        });
-        (kube::Client::new(service, "default"), open, seen)
-    }
-
-    /// As client-go's recorder for Flux: publishing does not wait for the API server, a
-    /// Kustomization's Events are written in the order they were published, and a repeat of
-    /// the same event bumps the first one's count.
-    #[tokio::test]
-    async fn events_are_queued_written_in_order_and_repeats_counted() {
-        let (client, open, seen) = gated_client();
-        let recorder = Recorder::new(client, "kustomize-controller");
-        let object = kustomization("apps");
-        let meta = EventMeta::default();
-        recorder.publish(&object, EventType::Normal, "Progressing", "created", &meta);
-        recorder.publish(
-            &object,
-            EventType::Warning,
-            "HealthCheckFailed",
-            "late",
-            &meta,
-        );
-        recorder.publish(&object, EventType::Normal, "Progressing", "created", &meta);
-        let other = kustomization("web");
-        recorder.publish(&other, EventType::Normal, "Other", "web's", &meta);
-        // Publishing returned; the gated server has answered nothing yet.
-        assert!(
-            seen.lock().unwrap().is_empty(),
-            "publish returned while the API server had answered nothing"
-        );
-        open.send(true).unwrap();
-        recorder.flush(Duration::from_secs(5)).await;
-        let all = seen.lock().unwrap().clone();
-        assert_eq!(all.len(), 4, "flushed every writer: {all:?}");
-        let seen: Vec<_> = all.into_iter().filter(|s| !s.contains("Other")).collect();
-        assert_eq!(seen[0], "POST /api/v1/namespaces/apps/events Progressing");
-        assert_eq!(
-            seen[1],
-            "POST /api/v1/namespaces/apps/events HealthCheckFailed"
-        );
-        assert!(
-            seen[2].starts_with("PATCH /api/v1/namespaces/apps/events/apps.")
-                && seen[2].ends_with("count 2"),
-            "{seen:?}"
-        );
-    }
-
-    /// The Event is client-go's recorder's, annotated with the event metadata; what the
-    /// Kustomization lacks (a resourceVersion) is left out rather than sent as null, and
-    /// notification-controller's copy carries the same metadata.
-    #[tokio::test]
-    async fn event_bodies_are_client_gos_event_and_flux_event() {
-        let (client, _open, _seen) = gated_client();
-        let recorder = Recorder::new(client, "kustomize-controller")
-            .with_events_addr(Some("http://127.0.0.1:1/".into()));
-        let object = kustomization("apps");
-        let meta = EventMeta::of(Some("main@sha1:abc"), None);
-        let metadata = meta.annotations(&object);
-        let now = "2026-11-27T14:00:00Z";
-        let (name, event, forwarded) = recorder.bodies(
-            &object,
-            EventType::Warning,
-            "HealthCheckFailed",
-            "late",
-            &metadata,
-            now,
-        );
-        let event: serde_json::Value = serde_json::from_slice(&event.unwrap()).unwrap();
-        assert!(name.starts_with("apps."), "{name}");
-        assert_eq!(
-            event,
-            json!({
-                "apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": name, "namespace": "apps", "annotations": {
-                    "kustomize.toolkit.fluxcd.io/revision": "main@sha1:abc"}},
-                "involvedObject": {"apiVersion": "kustomize.toolkit.fluxcd.io/v1",
-                    "kind": "Kustomization", "namespace": "apps", "name": "apps", "uid": "u-1"},
-                "reason": "HealthCheckFailed", "message": "late", "type": "Warning",
-                "source": {"component": "kustomize-controller"},
-                "reportingComponent": "kustomize-controller",
-                "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-            })
-        );
-        let forwarded: serde_json::Value = serde_json::from_slice(&forwarded.unwrap()).unwrap();
-        assert_eq!(forwarded["severity"], "error");
-        assert_eq!(forwarded["involvedObject"], event["involvedObject"]);
-        assert_eq!(
-            forwarded["metadata"],
-            json!({"kustomize.toolkit.fluxcd.io/revision": "main@sha1:abc"})
-        );
-        assert_eq!(forwarded["reportingController"], "kustomize-controller");
-        let without: Vec<u8> = recorder
-            .bodies(&object, EventType::Normal, "r", "n", &BTreeMap::new(), now)
-            .1
-            .unwrap();
-        let without: serde_json::Value = serde_json::from_slice(&without).unwrap();
-        assert!(without["metadata"].get("annotations").is_none());
-        let long = format!("a{}", "é".repeat(MAX_NOTE));
-        assert_eq!(
-            bounded(&long).len(),
-            MAX_NOTE - 1,
-            "cut at a character boundary"
-        );
-    }
-
-    /// notification-controller answering 503 (restarting) gets the event again; a 4xx is
-    /// not retried.
-    #[tokio::test]
-    async fn forwarding_retries_server_errors_and_stops_on_success() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = format!("http://{}/", listener.local_addr().unwrap());
-        let server = tokio::spawn(async move {
-            let mut answered = Vec::new();
-            let statuses = [
-                "503 Service Unavailable",
-                "202 Accepted",
-                "400 Bad Request",
-                "500 retried a 400",
-            ];
-            for status in statuses {
-                let Ok(Ok((mut stream, _))) =
-                    tokio::time::timeout(Duration::from_secs(3), listener.accept()).await
-                else {
-                    break;
-                };
-                let mut buffer = vec![0u8; 4096];
-                let _ = stream.read(&mut buffer).await;
-                let reply =
-                    format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-                let _ = stream.write_all(reply.as_bytes()).await;
-                answered.push(status);
-            }
-            answered
-        });
-        let http = crate::tls::client_builder().build().unwrap();
-        forward(http.clone(), address.clone(), b"{}".to_vec()).await;
-        forward(http, address, b"{}".to_vec()).await;
-        let answered = server.await.unwrap();
-        assert_eq!(
-            answered,
-            ["503 Service Unavailable", "202 Accepted", "400 Bad Request"],
-            "one retry after the 503, none after the 400"
-        );
-    }
-}
+#[path = "events_tests.rs"]
+mod tests;
