@@ -133,10 +133,49 @@ struct Recorded {
     message: String,
     /// The event metadata, kept to write the Event again should it be gone.
     annotations: BTreeMap<String, String>,
-    /// The Event's name and the Event as JSON, the body of its create.
+    /// The Event's name, given when it is recorded, as client-go's recorder names it.
     name: String,
-    event: Vec<u8>,
     now: String,
+}
+
+impl Recorded {
+    /// An event about `object`, recorded now: its message bounded, its metadata as Flux
+    /// writes it, its Event's name given.
+    fn of(
+        object: &Kustomization,
+        event_type: EventType,
+        reason: &str,
+        note: &str,
+        meta: &EventMeta,
+    ) -> Recorded {
+        let name = object.metadata.name.clone().unwrap_or_default();
+        Recorded {
+            namespace: object.metadata.namespace.clone().unwrap_or_default(),
+            name: event_name(&name),
+            object: name,
+            uid: object.metadata.uid.clone(),
+            resource_version: object.metadata.resource_version.clone(),
+            event_type,
+            reason: reason.to_string(),
+            message: bounded(note).to_string(),
+            annotations: meta.annotations(object),
+            now: k8s_openapi::jiff::Timestamp::now()
+                .strftime("%Y-%m-%dT%H:%M:%SZ")
+                .to_string(),
+        }
+    }
+
+    /// The Kustomization the event is about.
+    fn involved(&self) -> InvolvedObject<'_> {
+        InvolvedObject {
+            api_version: "kustomize.toolkit.fluxcd.io/v1",
+            kind: "Kustomization",
+            namespace: &self.namespace,
+            name: &self.object,
+            uid: self.uid.as_deref(),
+            resource_version: self.resource_version.as_deref(),
+        }
+    }
 }
 
 /// `note` cut to [`MAX_NOTE`] bytes, at a character boundary.
@@ -245,40 +284,18 @@ impl Recorder {
         note: &str,
         meta: &EventMeta,
     ) {
-        let metadata = meta.annotations(object);
-        let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
-        let name = object.metadata.name.as_deref().unwrap_or_default();
-        let note = bounded(note);
-        let now = k8s_openapi::jiff::Timestamp::now()
-            .strftime("%Y-%m-%dT%H:%M:%SZ")
-            .to_string();
-        let (event_name, event, forwarded) =
-            self.bodies(object, event_type, reason, note, &metadata, &now);
-        if let (Some(address), Some(body)) = (&self.events_addr, forwarded) {
+        let recorded = Recorded::of(object, event_type, reason, note, meta);
+        if let (Some(address), Some(body)) = (&self.events_addr, self.forwarded(&recorded)) {
             tokio::spawn(forward(self.http.clone(), address.clone(), body));
         }
-        let Some(event) = event else {
-            return;
-        };
-        let job = Job::Record(Box::new(Recorded {
-            namespace: namespace.to_string(),
-            object: name.to_string(),
-            uid: object.metadata.uid.clone(),
-            resource_version: object.metadata.resource_version.clone(),
-            event_type,
-            reason: reason.to_string(),
-            message: note.to_string(),
-            annotations: metadata,
-            name: event_name,
-            event,
-            now,
-        }));
+        let (namespace, name) = (recorded.namespace.clone(), recorded.object.clone());
+        let job = Job::Record(Box::new(recorded));
         let queues = self.queues();
         // One writer per Kustomization keeps its Events in the order they were published.
         let writer = {
             use std::hash::{Hash, Hasher};
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            (namespace, name).hash(&mut hasher);
+            (namespace.as_str(), name.as_str()).hash(&mut hasher);
             hasher.finish() as usize % queues.len()
         };
         if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) = queues[writer].try_send(job) {
@@ -290,66 +307,22 @@ impl Recorder {
         }
     }
 
-    /// The Event's name, the core/v1 Event as client-go's recorder makes it, and (with
-    /// `--events-addr`) the event as notification-controller receives it, both as JSON.
-    fn bodies(
-        &self,
-        object: &Kustomization,
-        event_type: EventType,
-        reason: &str,
-        note: &str,
-        metadata: &BTreeMap<String, String>,
-        now: &str,
-    ) -> (String, Option<Vec<u8>>, Option<Vec<u8>>) {
-        let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
-        let name = object.metadata.name.as_deref().unwrap_or_default();
-        let involved = InvolvedObject {
-            api_version: "kustomize.toolkit.fluxcd.io/v1",
-            kind: "Kustomization",
-            namespace,
-            name,
-            uid: object.metadata.uid.as_deref(),
-            resource_version: object.metadata.resource_version.as_deref(),
-        };
-        let forwarded = self.events_addr.as_ref().and_then(|_| {
-            serde_json::to_vec(&Forwarded {
-                involved_object: &involved,
-                severity: match event_type {
-                    EventType::Normal => "info",
-                    EventType::Warning => "error",
-                },
-                timestamp: now,
-                message: note,
-                reason,
-                metadata,
-                reporting_controller: &self.component,
-                reporting_instance: &self.instance,
-            })
-            .ok()
-        });
-        let event_name = event_name(name);
-        let event = serde_json::to_vec(&CoreEvent {
-            api_version: "v1",
-            kind: "Event",
-            metadata: EventObjectMeta {
-                name: &event_name,
-                namespace,
-                annotations: metadata,
+    /// The event as notification-controller receives it, as JSON.
+    fn forwarded(&self, recorded: &Recorded) -> Option<Vec<u8>> {
+        serde_json::to_vec(&Forwarded {
+            involved_object: &recorded.involved(),
+            severity: match recorded.event_type {
+                EventType::Normal => "info",
+                EventType::Warning => "error",
             },
-            involved_object: &involved,
-            reason,
-            message: note,
-            type_: event_type.as_str(),
-            source: EventSource {
-                component: &self.component,
-            },
-            reporting_component: Some(&self.component),
-            first_timestamp: now,
-            last_timestamp: now,
-            count: 1,
+            timestamp: &recorded.now,
+            message: &recorded.message,
+            reason: &recorded.reason,
+            metadata: &recorded.annotations,
+            reporting_controller: &self.component,
+            reporting_instance: &self.instance,
         })
-        .ok();
-        (event_name, event, forwarded)
+        .ok()
     }
 
     /// Waits (at most `within`) until every event published so far is written.
@@ -469,13 +442,11 @@ impl Writer {
                 let body = event_body(&recorded, &self.component, &name, 1, &recorded.now, true);
                 (true, name, body, 1, recorded.now.clone())
             }
-            Correlated::Create { combined: false } => (
-                false,
-                recorded.name.clone(),
-                recorded.event.clone(),
-                1,
-                recorded.now.clone(),
-            ),
+            Correlated::Create { combined: false } => {
+                let name = recorded.name.clone();
+                let body = event_body(&recorded, &self.component, &name, 1, &recorded.now, false);
+                (false, name, body, 1, recorded.now.clone())
+            }
         };
         match create(&self.client, &recorded.namespace, body).await {
             Ok(()) => self
@@ -517,14 +488,6 @@ fn event_body(
     combined: bool,
 ) -> Vec<u8> {
     let none = BTreeMap::new();
-    let involved = InvolvedObject {
-        api_version: "kustomize.toolkit.fluxcd.io/v1",
-        kind: "Kustomization",
-        namespace: &recorded.namespace,
-        name: &recorded.object,
-        uid: recorded.uid.as_deref(),
-        resource_version: recorded.resource_version.as_deref(),
-    };
     serde_json::to_vec(&CoreEvent {
         api_version: "v1",
         kind: "Event",
@@ -537,7 +500,7 @@ fn event_body(
                 &recorded.annotations
             },
         },
-        involved_object: &involved,
+        involved_object: &recorded.involved(),
         reason: &recorded.reason,
         message: &message_of(recorded, combined),
         type_: recorded.event_type.as_str(),

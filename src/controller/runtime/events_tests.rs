@@ -42,6 +42,21 @@ fn kustomization(name: &str) -> Kustomization {
     .unwrap()
 }
 
+type Reply = Result<
+    http::Response<http_body_util::Full<hyper::body::Bytes>>,
+    Box<dyn std::error::Error + Send + Sync>,
+>;
+
+/// An API server's answer: `body` as JSON with `status`.
+fn json_reply(status: u16, body: &serde_json::Value) -> Reply {
+    Ok(http::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::<hyper::body::Bytes>::from(
+            serde_json::to_vec(body)?,
+        ))?)
+}
+
 /// A client whose API server answers nothing until `open` is sent, then records each
 /// request (method, path and Event reason or patched count) and echoes its body.
 fn gated_client() -> (
@@ -71,13 +86,7 @@ fn gated_client() -> (
                     "metadata": {"name": path.rsplit('/').next()},
                     "involvedObject": {}});
             }
-            let reply = http::Response::builder()
-                .status(if method == "POST" { 201 } else { 200 })
-                .header("content-type", "application/json")
-                .body(http_body_util::Full::<hyper::body::Bytes>::from(
-                    serde_json::to_vec(&sent)?,
-                ))?;
-            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(reply)
+            json_reply(if method == "POST" { 201 } else { 200 }, &sent)
         }
     });
     (kube::Client::new(service, "default"), open, seen)
@@ -135,17 +144,19 @@ async fn event_bodies_are_client_gos_event_and_flux_event() {
         .with_events_addr(Some("http://127.0.0.1:1/".into()));
     let object = kustomization("apps");
     let meta = EventMeta::of(Some("main@sha1:abc"), None);
-    let metadata = meta.annotations(&object);
     let now = "2026-11-27T14:00:00Z";
-    let (name, event, forwarded) = recorder.bodies(
+    let mut recorded = Recorded::of(
         &object,
         EventType::Warning,
         "HealthCheckFailed",
         "late",
-        &metadata,
-        now,
+        &meta,
     );
-    let event: serde_json::Value = serde_json::from_slice(&event.unwrap()).unwrap();
+    recorded.now = now.into();
+    let name = recorded.name.clone();
+    let event = event_body(&recorded, "kustomize-controller", &name, 1, now, false);
+    let forwarded = recorder.forwarded(&recorded);
+    let event: serde_json::Value = serde_json::from_slice(&event).unwrap();
     assert!(name.starts_with("apps."), "{name}");
     assert_eq!(
         event,
@@ -169,10 +180,8 @@ async fn event_bodies_are_client_gos_event_and_flux_event() {
         json!({"kustomize.toolkit.fluxcd.io/revision": "main@sha1:abc"})
     );
     assert_eq!(forwarded["reportingController"], "kustomize-controller");
-    let without: Vec<u8> = recorder
-        .bodies(&object, EventType::Normal, "r", "n", &BTreeMap::new(), now)
-        .1
-        .unwrap();
+    let plain = Recorded::of(&object, EventType::Normal, "r", "n", &EventMeta::default());
+    let without = event_body(&plain, "kustomize-controller", &plain.name, 1, now, false);
     let without: serde_json::Value = serde_json::from_slice(&without).unwrap();
     assert!(without["metadata"].get("annotations").is_none());
     let long = format!("a{}", "é".repeat(MAX_NOTE));
@@ -201,7 +210,6 @@ fn a_combined_event_is_client_gos_aggregate() {
         )]
         .into(),
         name: "apps.1".into(),
-        event: Vec::new(),
         now: "2026-11-27T14:00:00Z".into(),
     };
     let body = |combined| -> serde_json::Value {
@@ -258,13 +266,7 @@ async fn a_repeat_of_an_expired_event_is_written_again_with_its_count() {
                 log.lock().unwrap().push(sent.clone());
                 (201, sent)
             };
-            let reply = http::Response::builder()
-                .status(status)
-                .header("content-type", "application/json")
-                .body(http_body_util::Full::<hyper::body::Bytes>::from(
-                    serde_json::to_vec(&reply)?,
-                ))?;
-            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(reply)
+            json_reply(status, &reply)
         }
     });
     let recorder = Recorder::new(
