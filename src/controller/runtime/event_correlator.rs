@@ -124,6 +124,23 @@ impl<V> Bounded<V> {
     }
 
     fn insert(&mut self, key: u64, value: V) {
+        self.make_room_for(key);
+        self.tick += 1;
+        self.entries.insert(key, (value, self.tick));
+    }
+
+    /// The value under `key`, made first if there is none.
+    fn get_or_insert_with(&mut self, key: u64, make: impl FnOnce() -> V) -> &mut V {
+        self.make_room_for(key);
+        self.tick += 1;
+        let tick = self.tick;
+        let (value, used) = self.entries.entry(key).or_insert_with(|| (make(), tick));
+        *used = tick;
+        value
+    }
+
+    /// Forgets the least recently used half when a new `key` would pass the capacity.
+    fn make_room_for(&mut self, key: u64) {
         if self.entries.len() >= self.capacity && !self.entries.contains_key(&key) {
             let keep = self.capacity / 2;
             let mut uses: Vec<u64> = self.entries.values().map(|(_, used)| *used).collect();
@@ -135,13 +152,42 @@ impl<V> Bounded<V> {
             };
             self.entries.retain(|_, (_, used)| *used >= oldest_kept);
         }
-        self.tick += 1;
-        self.entries.insert(key, (value, self.tick));
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
         self.entries.len()
+    }
+}
+
+/// The keys client-go joins into strings for an Event: its object and type (the spam
+/// filter's), with its reason (the aggregator's), with its message too (the observer's).
+struct Keys {
+    object: u64,
+    aggregate: u64,
+    event: u64,
+}
+
+impl Keys {
+    fn of(event: &EventFacts<'_>) -> Keys {
+        let EventFacts {
+            namespace,
+            name,
+            uid,
+            event_type,
+            reason,
+            message,
+        } = *event;
+        Keys {
+            object: digest(&[namespace, name, uid, event_type]),
+            aggregate: digest(&[namespace, name, uid, event_type, reason]),
+            event: digest(&[namespace, name, uid, event_type, reason, message]),
+        }
+    }
+
+    /// What a written Event is observed under: a combined one under its aggregate's key.
+    fn observed(&self, combined: bool) -> u64 {
+        if combined { self.aggregate } else { self.event }
     }
 }
 
@@ -175,22 +221,9 @@ impl Correlator {
     /// Decides what to write for an Event recorded at `now`. What it observes is
     /// remembered even when the spam filter then drops the Event, as in client-go.
     pub fn correlate(&mut self, event: &EventFacts<'_>, now: Instant) -> Correlated {
-        let EventFacts {
-            namespace,
-            name,
-            uid,
-            event_type,
-            reason,
-            message,
-        } = *event;
-        let object = [namespace, name, uid, event_type];
-        let aggregate_key = digest(&[namespace, name, uid, event_type, reason]);
-        let combined = self.aggregate(aggregate_key, digest(&[message]), now);
-        let observed_key = if combined {
-            aggregate_key
-        } else {
-            digest(&[namespace, name, uid, event_type, reason, message])
-        };
+        let keys = Keys::of(event);
+        let combined = self.aggregate(keys.aggregate, digest(&[event.message]), now);
+        let observed_key = keys.observed(combined);
         let decision = match self.observed.get_mut(observed_key) {
             Some(observed) => {
                 observed.count += 1;
@@ -203,7 +236,7 @@ impl Correlator {
             }
             None => Correlated::Create { combined },
         };
-        if !self.accept(digest(&object), now) {
+        if !self.accept(keys.object, now) {
             return Correlated::Skip;
         }
         decision
@@ -219,21 +252,8 @@ impl Correlator {
         count: i32,
         first_timestamp: &str,
     ) {
-        let EventFacts {
-            namespace,
-            name: object,
-            uid,
-            event_type,
-            reason,
-            message,
-        } = *event;
-        let key = if combined {
-            digest(&[namespace, object, uid, event_type, reason])
-        } else {
-            digest(&[namespace, object, uid, event_type, reason, message])
-        };
         self.observed.insert(
-            key,
+            Keys::of(event).observed(combined),
             Observed {
                 name: name.to_string(),
                 count,
@@ -245,15 +265,13 @@ impl Correlator {
     /// Whether the Event is combined (`EventAggregate`): its message joins the aggregate's
     /// distinct messages, and once they number [`AGGREGATE_MAX_EVENTS`] one is let go.
     fn aggregate(&mut self, key: u64, message: u64, now: Instant) -> bool {
-        let mut aggregate = self
-            .aggregates
-            .get_mut(key)
-            .filter(|a| now.saturating_duration_since(a.last) <= AGGREGATE_INTERVAL)
-            .cloned()
-            .unwrap_or(Aggregate {
-                messages: Vec::new(),
-                last: now,
-            });
+        let aggregate = self.aggregates.get_or_insert_with(key, || Aggregate {
+            messages: Vec::new(),
+            last: now,
+        });
+        if now.saturating_duration_since(aggregate.last) > AGGREGATE_INTERVAL {
+            aggregate.messages.clear();
+        }
         if !aggregate.messages.contains(&message) {
             aggregate.messages.push(message);
         }
@@ -263,24 +281,19 @@ impl Correlator {
             // client-go pops any one; the set stays one short of the threshold.
             aggregate.messages.remove(0);
         }
-        self.aggregates.insert(key, aggregate);
         combined
     }
 
-    /// The spam filter's verdict (`EventSourceObjectSpamFilter.Filter`).
+    /// The spam filter's verdict (`EventSourceObjectSpamFilter.Filter`): a bucket per
+    /// object and type, full at first.
     fn accept(&mut self, key: u64, now: Instant) -> bool {
-        match self.spam.get_mut(key) {
-            Some(bucket) => bucket.try_accept(now, self.burst),
-            None => {
-                let mut bucket = Bucket {
-                    tokens: self.burst,
-                    at: now,
-                };
-                let accepted = bucket.try_accept(now, self.burst);
-                self.spam.insert(key, bucket);
-                accepted
-            }
-        }
+        let burst = self.burst;
+        self.spam
+            .get_or_insert_with(key, || Bucket {
+                tokens: burst,
+                at: now,
+            })
+            .try_accept(now, burst)
     }
 
     /// How many keys each step remembers.
