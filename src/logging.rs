@@ -552,6 +552,23 @@ mod tests {
         );
     }
 
+    /// A `json.*` field whose text is not JSON is written as a string, on both encodings,
+    /// and JSON text on the console is spaced out as zap's console encoder writes it.
+    #[test]
+    fn json_fields_that_are_not_json_are_written_as_strings() {
+        let emit = || tracing::info!(json.output = "not {json", json.list = "[1,2]", "x");
+        let json = logged(Encoding::Json, emit);
+        assert!(
+            json.contains("\"output\":\"not {json\",\"list\":[1,2]}"),
+            "{json}"
+        );
+        let console = logged(Encoding::Console, emit);
+        assert!(
+            console.contains("\"output\": \"not {json\", \"list\": [1, 2]}"),
+            "{console}"
+        );
+    }
+
     #[test]
     fn fields_recorded_on_a_span_later_are_written_too() {
         let text = logged(Encoding::Json, || {
