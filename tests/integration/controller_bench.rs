@@ -659,16 +659,16 @@ async fn bench_controller() {
     let mut started = Instant::now();
     for round in 1..=rounds {
         request_all(&api, &mut fleet, count, spread, &format!("bench-{round}")).await;
-        let phase = match round {
-            1 => "no-change reconcile".to_string(),
-            last if last == rounds => format!("no-change reconcile, request {last} of each"),
-            last if last + 1 < rounds => continue,
-            last => format!("no-change reconciles, requests 2 to {last} of each"),
-        };
-        let rounds_in_phase = match round {
-            1 => 1,
-            last if last == rounds => 1,
-            last => last - 1,
+        // The phase a round ends, and how many rounds it took.
+        let (phase, rounds_in_phase) = if round == 1 {
+            ("no-change reconcile".to_string(), 1)
+        } else if round == rounds {
+            (format!("no-change reconcile, request {round} of each"), 1)
+        } else if round + 1 == rounds {
+            let phase = format!("no-change reconciles, requests 2 to {round} of each");
+            (phase, round - 1)
+        } else {
+            continue;
         };
         let own = own(1).map(|per_round| per_round * rounds_in_phase as f64);
         tally.report(&phase, count, started.elapsed(), own).await;
