@@ -177,8 +177,11 @@ async fn release(object: &Kustomization, ctx: &Context) -> Result<(), ReconcileE
         .cloned()
         .collect();
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.metadata.resource_version}});
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-        .await?;
+    let params = PatchParams {
+        field_manager: Some(ctx.options.status_manager.clone()),
+        ..PatchParams::default()
+    };
+    api.patch(&name, &params, &Patch::Merge(patch)).await?;
     ctx.forget(&KustomizationKey::of(object));
     // As Flux's finalizer: the object's token cache series go with it.
     if let Some(cache) = &ctx.options.token_cache {

@@ -206,10 +206,15 @@ async fn ensure_finalizer<'a>(
     let mut finalizers = object.metadata.finalizers.clone().unwrap_or_default();
     finalizers.push(FINALIZER.to_string());
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.metadata.resource_version}});
+    // Flux's patcher writes the finalizer as it writes the status, as the status manager.
+    let params = PatchParams {
+        field_manager: Some(ctx.options.status_manager.clone()),
+        ..PatchParams::default()
+    };
     let patched = api
         .patch(
             object.metadata.name.as_deref().unwrap_or(""),
-            &PatchParams::default(),
+            &params,
             &Patch::Merge(patch),
         )
         .await?;

@@ -1,7 +1,7 @@
 //! What feeds the reconcile and carries its results out: the watches (`watch`, with their
 //! health record) and the config caches (`configs`), leader election (`leader`), the API
 //! clients every reconcile uses (`ratelimit`, `retry_after`, `remote`, `remote_identity`,
-//! `identity`), the work queue (`work_queue`), Kubernetes Events (`events`) and the metrics
+//! `identity`, `user_agent`), the work queue (`work_queue`), Kubernetes Events (`events`) and the metrics
 //! and probes (`metrics`, `object_histograms`, `runtime_metrics`, `process_metrics`,
 //! `exposition`). The decisions
 //! live in `reconcile`; nothing here decides a Kustomization's outcome.
@@ -20,5 +20,6 @@ pub mod remote;
 pub mod remote_identity;
 pub mod retry_after;
 pub mod runtime_metrics;
+pub(crate) mod user_agent;
 pub mod watch;
 pub(crate) mod work_queue;

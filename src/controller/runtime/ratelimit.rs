@@ -189,7 +189,8 @@ pub struct ClientLayers<'a> {
 }
 
 /// A client for `config` behind the shared limiter (or without one), counting its requests
-/// when asked, retrying throttled requests as client-go does ([`crate::controller::retry_after`]).
+/// when asked, retrying throttled requests as client-go does ([`crate::controller::retry_after`]),
+/// and naming itself with client-go's agent ([`super::user_agent`]).
 pub fn client(config: kube::Config, layers: ClientLayers<'_>) -> Result<kube::Client, kube::Error> {
     let host = config
         .cluster_url
@@ -198,6 +199,9 @@ pub fn client(config: kube::Config, layers: ClientLayers<'_>) -> Result<kube::Cl
         .unwrap_or_default();
     let mut config = config;
     config.default_retry = false;
+    config
+        .headers
+        .push((http::header::USER_AGENT, super::user_agent::user_agent()));
     let builder = kube::client::ClientBuilder::try_from(config)?;
     let counted = tower::layer::util::Stack::new(
         tower::util::option_layer(layers.limit.cloned()),

@@ -557,12 +557,13 @@ impl Applier {
             message,
         };
         let patch = serde_json::from_value(patch).map_err(|e| failure(e.to_string()))?;
+        // As Flux's manager sends these: under the apply's field manager.
+        let params = PatchParams {
+            field_manager: Some(self.options.field_manager.clone()),
+            ..PatchParams::default()
+        };
         let patched = api
-            .patch(
-                &reference.name,
-                &PatchParams::default(),
-                &Patch::<Value>::Json(patch),
-            )
+            .patch(&reference.name, &params, &Patch::<Value>::Json(patch))
             .await
             .map_err(|error| failure(api_error_parts(&error).1))?;
         Ok(serde_json::to_value(&patched).unwrap_or_default())

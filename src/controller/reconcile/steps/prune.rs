@@ -101,12 +101,12 @@ async fn honour_confirmation(
     let name = object.metadata.name.as_deref().unwrap_or("");
     let api: kube::Api<Kustomization> = kube::Api::namespaced(ctx.client.clone(), namespace);
     let patch = serde_json::json!({"metadata": {"annotations": {prune_guard::HONOURED: value}}});
+    let params = kube::api::PatchParams {
+        field_manager: Some(ctx.options.status_manager.clone()),
+        ..kube::api::PatchParams::default()
+    };
     let patched = api
-        .patch(
-            name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(patch),
-        )
+        .patch(name, &params, &kube::api::Patch::Merge(patch))
         .await
         .map_err(StepError::PruneConfirmation)?;
     tracing::info!(confirmation = %value, "prune guard: confirmed prune proceeds");
