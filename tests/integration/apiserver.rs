@@ -438,7 +438,13 @@ async fn generation_follows_spec_changes_and_status_is_a_subresource() {
         .patch("web", &params, &Patch::Apply(&sneaky))
         .await
         .unwrap();
-    assert_eq!(ignored.status.unwrap().ready_replicas, Some(1));
+    // Not "equals the status written above": on a real cluster the deployment controller
+    // may have written its own status (no Pods run there) in between.
+    assert_ne!(
+        ignored.status.and_then(|s| s.ready_replicas),
+        Some(7),
+        "status sent to the main resource is ignored"
+    );
 }
 
 #[tokio::test]

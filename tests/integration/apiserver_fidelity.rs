@@ -688,19 +688,15 @@ async fn every_namespace_gets_a_default_service_account_and_the_root_ca() {
         data["ca.crt"].starts_with("-----BEGIN CERTIFICATE-----"),
         "{data:?}"
     );
-    let annotations = bundle.metadata.annotations.unwrap_or_default();
+    let annotations = bundle.metadata.annotations.clone().unwrap_or_default();
     assert!(
         annotations["kubernetes.io/description"].starts_with("Contains a CA bundle"),
         "{annotations:?}"
     );
-    let managers: Vec<String> = bundle
-        .metadata
-        .managed_fields
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|entry| entry.manager)
-        .collect();
-    assert_eq!(managers, ["kube-controller-manager"]);
+    assert_eq!(
+        crate::support::field_managers(&bundle.metadata),
+        ["kube-controller-manager"]
+    );
     let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
         Api::namespaced(cluster.client.clone(), ns);
     let account = wait_for(Duration::from_secs(30), || async {

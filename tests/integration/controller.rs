@@ -1517,8 +1517,7 @@ async fn the_status_is_written_as_flux_writes_it() {
             .items
             .into_iter()
             .filter(|e| e.involved_object.name.as_deref() == Some("writer"))
-            .flat_map(|e| e.metadata.managed_fields.unwrap_or_default())
-            .filter_map(|entry| entry.manager)
+            .flat_map(|e| crate::support::field_managers(&e.metadata))
             .collect();
         (!managers.is_empty()).then_some(managers)
     })

@@ -221,14 +221,10 @@ async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
         // client-go's lock writes the Lease without a field manager, so the server names
         // the writer by the agent's first word, the binary's name.
         let lease = leases.get(lease).await.unwrap();
-        let managers: Vec<_> = lease
-            .metadata
-            .managed_fields
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|entry| entry.manager)
-            .collect();
-        assert_eq!(managers, ["kustomize-controller"]);
+        assert_eq!(
+            crate::support::field_managers(&lease.metadata),
+            ["kustomize-controller"]
+        );
     }
     let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(cluster.client.clone(), &ns);

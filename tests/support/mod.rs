@@ -70,6 +70,18 @@ pub async fn http_get_text(address: &str, path: &str) -> Option<String> {
     Some(text)
 }
 
+/// The managers an object's managed fields name, in their order.
+pub fn field_managers(
+    metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Vec<String> {
+    metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|entry| entry.manager.clone())
+        .collect()
+}
+
 pub use test_apiserver as apiserver;
 pub mod artifacts;
 pub mod cleanup;
