@@ -14,25 +14,20 @@ use http::HeaderValue;
 /// controller has none of: "unknown", as client-go writes an unset commit.
 pub fn user_agent() -> HeaderValue {
     let command = std::env::args_os().next().unwrap_or_default();
-    let text = agent_text(
-        &Path::new(&command)
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy(),
-        env!("CARGO_PKG_VERSION"),
-        std::env::consts::OS,
-        std::env::consts::ARCH,
-    );
-    // A command name with bytes a header may not carry gets client-go's word for "none".
-    HeaderValue::from_str(&text).unwrap_or_else(|_| {
-        HeaderValue::from_str(&agent_text(
-            "",
+    let command = Path::new(&command).file_name().unwrap_or_default();
+    let agent = |command: &str| {
+        let text = agent_text(
+            command,
             env!("CARGO_PKG_VERSION"),
             std::env::consts::OS,
             std::env::consts::ARCH,
-        ))
-        .expect("an ASCII agent")
-    })
+        );
+        HeaderValue::from_str(&text)
+    };
+    // A command name with bytes a header may not carry gets client-go's word for "none".
+    agent(&command.to_string_lossy())
+        .or_else(|_| agent(""))
+        .expect("an agent of ASCII words")
 }
 
 fn agent_text(command: &str, version: &str, os: &str, arch: &str) -> String {
