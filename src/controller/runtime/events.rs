@@ -437,15 +437,22 @@ impl Writer {
                     }
                 }
             }
-            Correlated::Create { combined: true } => {
-                let name = event_name(&recorded.object);
-                let body = event_body(&recorded, &self.component, &name, 1, &recorded.now, true);
-                (true, name, body, 1, recorded.now.clone())
-            }
-            Correlated::Create { combined: false } => {
-                let name = recorded.name.clone();
-                let body = event_body(&recorded, &self.component, &name, 1, &recorded.now, false);
-                (false, name, body, 1, recorded.now.clone())
+            Correlated::Create { combined } => {
+                // A combined Event is a new one (client-go's aggregator names it anew).
+                let name = if combined {
+                    event_name(&recorded.object)
+                } else {
+                    recorded.name.clone()
+                };
+                let body = event_body(
+                    &recorded,
+                    &self.component,
+                    &name,
+                    1,
+                    &recorded.now,
+                    combined,
+                );
+                (combined, name, body, 1, recorded.now.clone())
             }
         };
         match create(&self.client, &recorded.namespace, body).await {
