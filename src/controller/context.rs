@@ -100,6 +100,15 @@ pub struct Options {
 }
 
 impl Options {
+    /// The parameters of the writes Flux's patcher makes to a Kustomization (its status, its
+    /// finalizer, its annotations): merge patches by the status manager.
+    pub fn status_writes(&self) -> kube::api::PatchParams {
+        kube::api::PatchParams {
+            field_manager: Some(self.status_manager.clone()),
+            ..kube::api::PatchParams::default()
+        }
+    }
+
     /// The layers every client the controller makes wears.
     pub fn client_layers(&self) -> super::ratelimit::ClientLayers<'_> {
         super::ratelimit::ClientLayers {

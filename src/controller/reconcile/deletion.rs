@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use serde_json::json;
 
 use crate::api::{DeletionPolicy, Kustomization};
@@ -177,11 +177,8 @@ async fn release(object: &Kustomization, ctx: &Context) -> Result<(), ReconcileE
         .cloned()
         .collect();
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.metadata.resource_version}});
-    let params = PatchParams {
-        field_manager: Some(ctx.options.status_manager.clone()),
-        ..PatchParams::default()
-    };
-    api.patch(&name, &params, &Patch::Merge(patch)).await?;
+    api.patch(&name, &ctx.options.status_writes(), &Patch::Merge(patch))
+        .await?;
     ctx.forget(&KustomizationKey::of(object));
     // As Flux's finalizer: the object's token cache series go with it.
     if let Some(cache) = &ctx.options.token_cache {

@@ -30,7 +30,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use serde_json::json;
 use tracing::Instrument;
@@ -207,10 +207,7 @@ async fn ensure_finalizer<'a>(
     finalizers.push(FINALIZER.to_string());
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.metadata.resource_version}});
     // Flux's patcher writes the finalizer as it writes the status, as the status manager.
-    let params = PatchParams {
-        field_manager: Some(ctx.options.status_manager.clone()),
-        ..PatchParams::default()
-    };
+    let params = ctx.options.status_writes();
     let patched = api
         .patch(
             object.metadata.name.as_deref().unwrap_or(""),

@@ -4,7 +4,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 
 use crate::api::{Kustomization, KustomizationStatus, Snapshot};
 use crate::controller::KustomizationKey;
@@ -26,10 +26,7 @@ pub(crate) async fn write(
         return Ok(());
     };
     let patch = serde_json::value::RawValue::from_string(patch).map_err(kube::Error::SerdeError)?;
-    let params = PatchParams {
-        field_manager: Some(ctx.options.status_manager.clone()),
-        ..PatchParams::default()
-    };
+    let params = ctx.options.status_writes();
     // Only the answer's resourceVersion is read: it is asked for as metadata alone (the
     // server then sends neither spec nor status back), else the whole Kustomization.
     let mut request = kube::core::Request::new(Kustomization::url_path(&(), Some(namespace)))

@@ -101,10 +101,7 @@ async fn honour_confirmation(
     let name = object.metadata.name.as_deref().unwrap_or("");
     let api: kube::Api<Kustomization> = kube::Api::namespaced(ctx.client.clone(), namespace);
     let patch = serde_json::json!({"metadata": {"annotations": {prune_guard::HONOURED: value}}});
-    let params = kube::api::PatchParams {
-        field_manager: Some(ctx.options.status_manager.clone()),
-        ..kube::api::PatchParams::default()
-    };
+    let params = ctx.options.status_writes();
     let patched = api
         .patch(name, &params, &kube::api::Patch::Merge(patch))
         .await
