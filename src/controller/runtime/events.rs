@@ -285,22 +285,23 @@ impl Recorder {
         meta: &EventMeta,
     ) {
         let recorded = Recorded::of(object, event_type, reason, note, meta);
-        if let (Some(address), Some(body)) = (&self.events_addr, self.forwarded(&recorded)) {
+        if let Some(address) = &self.events_addr
+            && let Some(body) = self.forwarded(&recorded)
+        {
             tokio::spawn(forward(self.http.clone(), address.clone(), body));
         }
-        let (namespace, name) = (recorded.namespace.clone(), recorded.object.clone());
-        let job = Job::Record(Box::new(recorded));
         let queues = self.queues();
         // One writer per Kustomization keeps its Events in the order they were published.
         let writer = {
             use std::hash::{Hash, Hasher};
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            (namespace.as_str(), name.as_str()).hash(&mut hasher);
+            (recorded.namespace.as_str(), recorded.object.as_str()).hash(&mut hasher);
             hasher.finish() as usize % queues.len()
         };
+        let job = Job::Record(Box::new(recorded));
         if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) = queues[writer].try_send(job) {
             tracing::error!(
-                kustomization = %name,
+                kustomization = object.metadata.name.as_deref().unwrap_or_default(),
                 reason,
                 "{QUEUE} events are waiting for this one's writer; it is dropped"
             );
