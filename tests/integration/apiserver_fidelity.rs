@@ -246,9 +246,10 @@ async fn an_unknown_dry_run_value_fails_validation_and_writes_nothing() {
     assert!(api.get_opt("dry").await.unwrap().is_none());
 }
 
-/// A client that reads only an answer's metadata (the controller's status writes) asks for
-/// it alone, as client-go's metadata client does, and gets a `PartialObjectMetadata` from
-/// every verb that answers with an object; a failure is still a `Status`.
+/// A client that reads only an answer's metadata (the controller's status writes and
+/// applies) asks for it alone, as client-go's metadata client does, and gets a
+/// `PartialObjectMetadata` from every verb that answers with an object; a failure is still a
+/// `Status`.
 #[tokio::test]
 async fn writes_answer_with_the_metadata_alone_when_asked() {
     const METADATA_ONLY: &str =
@@ -279,7 +280,30 @@ async fn writes_answer_with_the_metadata_alone_when_asked() {
     )
     .await;
     assert_eq!(code, 200, "{patched}");
-    for answer in [&created, &patched] {
+    // The apply engine's writes: a server-side apply asking for metadata alone (kube's
+    // `patch_metadata`, no fallback type), whose answer must still carry what the applied
+    // cache keeps, the resourceVersion and the managed fields.
+    let apply_path = format!("{path}/meta?fieldManager=kustomize-controller&force=true");
+    let (code, applied) = send_accepting(
+        &cluster,
+        "PATCH",
+        &apply_path,
+        "application/apply-patch+yaml",
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "meta", "namespace": ns}, "data": {"key": "applied"}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{applied}");
+    let managers: Vec<&str> = applied["metadata"]["managedFields"]
+        .as_array()
+        .unwrap_or_else(|| panic!("managed fields in {applied}"))
+        .iter()
+        .filter(|entry| entry["operation"] == "Apply")
+        .filter_map(|entry| entry["manager"].as_str())
+        .collect();
+    assert_eq!(managers, ["kustomize-controller"], "{applied}");
+    for answer in [&created, &patched, &applied] {
         assert_eq!(
             (
                 &answer["apiVersion"],
@@ -313,7 +337,10 @@ async fn writes_answer_with_the_metadata_alone_when_asked() {
         (200, &json!("ConfigMap")),
         "{whole}"
     );
-    assert_eq!(whole["data"]["key"], "two");
+    assert_eq!(
+        whole["data"]["key"], "two",
+        "the apply wrote before this patch"
+    );
     let (code, missing) = send_accepting(
         &cluster,
         "PATCH",

@@ -399,6 +399,100 @@ async fn server_cost_by_request_kind() {
                 .await;
         }
     }
+    // A status write as a merge patch (what Flux's patcher sends) against a replacement of
+    // the whole object at the resourceVersion last seen (what a controller holding the
+    // watched object could send instead), alternating, twice, with a Kustomization watch open
+    // as the controller's is.
+    let mut watch = kustomizations
+        .watch(&kube::api::WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let drain = tokio::spawn(async move { while let Ok(Some(_)) = watch.try_next().await {} });
+    for round in 0..2 {
+        let handled = format!("g{round}");
+        meter
+            .measure("merge-patch status, history (A/B)", count, |i| {
+                let (api, status, handled) = (&kustomizations, &status_manager, &handled);
+                let history = later_history.clone();
+                async move {
+                    let patch =
+                        json!({"status": {"lastHandledReconcileAt": handled, "history": history}});
+                    api.patch_status(&kustomization_name(i), status, &Patch::Merge(patch))
+                        .await
+                        .unwrap();
+                }
+            })
+            .await;
+        let mut current: std::collections::HashMap<String, DynamicObject> = kustomizations
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|o| (o.metadata.name.clone().unwrap_or_default(), o))
+            .collect();
+        let replaced: Vec<DynamicObject> = (0..count)
+            .map(|i| {
+                let mut object = current.remove(&kustomization_name(i)).unwrap();
+                object.metadata.managed_fields = None;
+                object.data["status"]["lastHandledReconcileAt"] = json!(format!("h{round}"));
+                object.data["status"]["history"] = later_history.clone();
+                object
+            })
+            .collect();
+        let replace = PostParams {
+            field_manager: Some("gotk-kustomize-controller".into()),
+            ..Default::default()
+        };
+        meter
+            .measure(
+                "update status (PUT at the seen resourceVersion), history (A/B)",
+                count,
+                |i| {
+                    let (api, replace, object) = (&kustomizations, &replace, &replaced[i]);
+                    async move {
+                        api.replace_status(&kustomization_name(i), replace, object)
+                            .await
+                            .unwrap();
+                    }
+                },
+            )
+            .await;
+    }
+    drain.abort();
+    // What an apply's answer costs when only its metadata is read: a large object (a 64 KiB
+    // ConfigMap, as dashboards are) changed by each apply, answered whole or as
+    // PartialObjectMetadata, alternating, twice.
+    let large = |i: usize, round: usize| {
+        let mut body = config_map(&ns, i, &format!("{round}{}", "x".repeat(64 * 1024)));
+        body["metadata"]["name"] = json!(format!("cost-{i}-large"));
+        Patch::Apply(body)
+    };
+    let mut round = 0;
+    for _ in 0..2 {
+        for metadata_only in [false, true] {
+            round += 1;
+            let kind = if metadata_only {
+                "server-side apply changing a 64 KiB ConfigMap, metadata answer"
+            } else {
+                "server-side apply changing a 64 KiB ConfigMap, whole answer"
+            };
+            meter
+                .measure(kind, count, |i| {
+                    let (api, params, patch) = (&config_maps, &apply, large(i, round));
+                    let name = format!("cost-{i}-large");
+                    async move {
+                        if metadata_only {
+                            api.patch_metadata(&name, params, &patch).await.unwrap();
+                        } else {
+                            api.patch(&name, params, &patch).await.unwrap();
+                        }
+                    }
+                })
+                .await;
+        }
+    }
     meter
         .measure("get a ConfigMap", count, |i| {
             let api = &config_maps;
