@@ -4,7 +4,9 @@
 //! idle cost (controller-manager, leases) is measured first and taken off each batch, so a
 //! figure is what the requests themselves cost. Needs a real API server (`TEST_KUBECONFIG`);
 //! in process it says so and returns. `BENCH_N` requests per kind (default 1,000), 4 at a time
-//! as the controller's `--concurrent` default sends them.
+//! as the controller's `--concurrent` default sends them. Two ways of one request are compared
+//! in alternating batches (`Meter::alternate`), each with its mean and standard error: the
+//! server's load drifts between batches by more than most differences between ways.
 
 use std::time::{Duration, Instant};
 
@@ -27,7 +29,7 @@ struct Meter {
 impl Meter {
     /// Runs `count` requests made by `request(i)`, `IN_FLIGHT` at a time, and prints the
     /// server's CPU per request beyond its idle cost.
-    async fn measure<F, Fut>(&self, kind: &str, count: usize, request: F)
+    async fn measure<F, Fut>(&self, kind: &str, count: usize, request: F) -> f64
     where
         F: Fn(usize) -> Fut,
         Fut: std::future::Future<Output = ()>,
@@ -42,11 +44,40 @@ impl Meter {
         let took = started.elapsed().as_secs_f64();
         let used = server_cpu(&self.client).await.unwrap() - before;
         let own = used - self.idle * took;
+        let per_request = own * 1000.0 / count as f64;
         println!(
-            "server-cost: {kind:<58} {:>6.2} ms per request ({:>5.1} s CPU, {took:>5.1} s)",
-            own * 1000.0 / count as f64,
-            used
+            "server-cost: {kind:<58} {per_request:>6.2} ms per request ({used:>5.1} s CPU, {took:>5.1} s)"
         );
+        per_request
+    }
+}
+
+impl Meter {
+    /// Measures two ways of a request (`request(i, round, second)`) in `rounds` alternating
+    /// batches each, and prints each way's mean per request and its standard error.
+    async fn alternate<F, Fut>(&self, ways: [&str; 2], rounds: usize, count: usize, request: F)
+    where
+        F: Fn(usize, usize, bool) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let mut costs: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        for round in 0..rounds {
+            for (way, second) in [(ways[0], false), (ways[1], true)] {
+                let cost = self
+                    .measure(way, count, |i| request(i, round, second))
+                    .await;
+                costs[usize::from(second)].push(cost);
+            }
+        }
+        for (way, costs) in ways.iter().zip(&costs) {
+            let n = costs.len() as f64;
+            let mean = costs.iter().sum::<f64>() / n;
+            let variance = costs.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / (n - 1.0);
+            println!(
+                "server-cost: {way:<58} {mean:>6.2} ms mean of {rounds}, standard error {:.2} ms",
+                (variance / n).sqrt()
+            );
+        }
     }
 }
 
@@ -401,98 +432,155 @@ async fn server_cost_by_request_kind() {
     }
     // A status write as a merge patch (what Flux's patcher sends) against a replacement of
     // the whole object at the resourceVersion last seen (what a controller holding the
-    // watched object could send instead), alternating, twice, with a Kustomization watch open
-    // as the controller's is.
+    // watched object could send instead; each write's answer is the next one's object),
+    // alternating, with a Kustomization watch open as the controller's is.
     let mut watch = kustomizations
         .watch(&kube::api::WatchParams::default(), "0")
         .await
         .unwrap()
         .boxed();
     let drain = tokio::spawn(async move { while let Ok(Some(_)) = watch.try_next().await {} });
-    for round in 0..2 {
-        let handled = format!("g{round}");
-        meter
-            .measure("merge-patch status, history (A/B)", count, |i| {
-                let (api, status, handled) = (&kustomizations, &status_manager, &handled);
+    let seen: std::sync::Mutex<std::collections::HashMap<String, DynamicObject>> =
+        std::sync::Mutex::new(
+            kustomizations
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .map(|o| (o.metadata.name.clone().unwrap_or_default(), o))
+                .collect(),
+        );
+    let replace = PostParams {
+        field_manager: Some("gotk-kustomize-controller".into()),
+        ..Default::default()
+    };
+    meter
+        .alternate(
+            [
+                "merge-patch status, history",
+                "update status (PUT at the seen resourceVersion), history",
+            ],
+            6,
+            count,
+            |i, round, put| {
+                let (api, seen, replace, status_manager) =
+                    (&kustomizations, &seen, &replace, &status_manager);
+                let handled = json!(format!("g{round}{put}"));
                 let history = later_history.clone();
+                let name = kustomization_name(i);
                 async move {
-                    let patch =
-                        json!({"status": {"lastHandledReconcileAt": handled, "history": history}});
-                    api.patch_status(&kustomization_name(i), status, &Patch::Merge(patch))
+                    let written = if put {
+                        let mut object = seen.lock().unwrap().remove(&name).unwrap();
+                        object.metadata.managed_fields = None;
+                        object.data["status"]["lastHandledReconcileAt"] = handled;
+                        object.data["status"]["history"] = history;
+                        api.replace_status(&name, replace, &object).await.unwrap()
+                    } else {
+                        let patch = json!({"status": {"lastHandledReconcileAt": handled, "history": history}});
+                        api.patch_status(&name, status_manager, &Patch::Merge(patch))
+                            .await
+                            .unwrap()
+                    };
+                    seen.lock().unwrap().insert(name, written);
+                }
+            },
+        )
+        .await;
+    drain.abort();
+    // What an apply's answer costs when only its metadata is read: a large object (a 64 KiB
+    // ConfigMap of 512 keys, as dashboards are) changed by each apply, answered whole or as
+    // PartialObjectMetadata, alternating; a quarter of the batch size, as each change keeps
+    // its 64 KiB in etcd's history until compaction.
+    let large_count = count.div_ceil(4);
+    let large = |i: usize, round: usize| {
+        let data: serde_json::Map<String, Value> = (0..512)
+            .map(|key| {
+                (
+                    format!("key-{key}"),
+                    json!(format!("{round}{}", "x".repeat(127))),
+                )
+            })
+            .collect();
+        let mut body = config_map(&ns, i, "");
+        body["metadata"]["name"] = json!(format!("cost-{i}-large"));
+        body["data"] = Value::Object(data);
+        Patch::Apply(body)
+    };
+    meter
+        .measure(
+            "server-side apply creating a 64 KiB ConfigMap",
+            large_count,
+            |i| {
+                let (api, params, patch) = (&config_maps, &apply, large(i, 99));
+                async move {
+                    api.patch(&format!("cost-{i}-large"), params, &patch)
                         .await
                         .unwrap();
                 }
-            })
-            .await;
-        let mut current: std::collections::HashMap<String, DynamicObject> = kustomizations
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|o| (o.metadata.name.clone().unwrap_or_default(), o))
-            .collect();
-        let replaced: Vec<DynamicObject> = (0..count)
-            .map(|i| {
-                let mut object = current.remove(&kustomization_name(i)).unwrap();
-                object.metadata.managed_fields = None;
-                object.data["status"]["lastHandledReconcileAt"] = json!(format!("h{round}"));
-                object.data["status"]["history"] = later_history.clone();
-                object
-            })
-            .collect();
-        let replace = PostParams {
-            field_manager: Some("gotk-kustomize-controller".into()),
-            ..Default::default()
-        };
-        meter
-            .measure(
-                "update status (PUT at the seen resourceVersion), history (A/B)",
-                count,
-                |i| {
-                    let (api, replace, object) = (&kustomizations, &replace, &replaced[i]);
-                    async move {
-                        api.replace_status(&kustomization_name(i), replace, object)
-                            .await
-                            .unwrap();
+            },
+        )
+        .await;
+    meter
+        .alternate(
+            [
+                "server-side apply changing a 64 KiB ConfigMap, whole answer",
+                "server-side apply changing a 64 KiB ConfigMap, metadata answer",
+            ],
+            4,
+            large_count,
+            |i, round, metadata_only| {
+                let (api, params) = (&config_maps, &apply);
+                let patch = large(i, 2 * round + usize::from(metadata_only));
+                let name = format!("cost-{i}-large");
+                async move {
+                    if metadata_only {
+                        api.patch_metadata(&name, params, &patch).await.unwrap();
+                    } else {
+                        api.patch(&name, params, &patch).await.unwrap();
                     }
-                },
-            )
-            .await;
-    }
-    drain.abort();
-    // What an apply's answer costs when only its metadata is read: a large object (a 64 KiB
-    // ConfigMap, as dashboards are) changed by each apply, answered whole or as
-    // PartialObjectMetadata, alternating, twice.
-    let large = |i: usize, round: usize| {
-        let mut body = config_map(&ns, i, &format!("{round}{}", "x".repeat(64 * 1024)));
-        body["metadata"]["name"] = json!(format!("cost-{i}-large"));
-        Patch::Apply(body)
-    };
-    let mut round = 0;
-    for _ in 0..2 {
-        for metadata_only in [false, true] {
-            round += 1;
-            let kind = if metadata_only {
-                "server-side apply changing a 64 KiB ConfigMap, metadata answer"
-            } else {
-                "server-side apply changing a 64 KiB ConfigMap, whole answer"
-            };
-            meter
-                .measure(kind, count, |i| {
-                    let (api, params, patch) = (&config_maps, &apply, large(i, round));
-                    let name = format!("cost-{i}-large");
-                    async move {
-                        if metadata_only {
-                            api.patch_metadata(&name, params, &patch).await.unwrap();
-                        } else {
-                            api.patch(&name, params, &patch).await.unwrap();
-                        }
+                }
+            },
+        )
+        .await;
+    // The same for the status write, which the controller reads for its resourceVersion
+    // alone, as the controller asks for it (`PartialObjectMetadata`, JSON as fallback).
+    meter
+        .alternate(
+            [
+                "merge-patch status, history, whole answer",
+                "merge-patch status, history, metadata answer",
+            ],
+            6,
+            count,
+            |i, round, metadata_only| {
+                let client = client.clone();
+                let url = kustomizations.resource_url().to_string();
+                let status_manager = status_manager.clone();
+                let patch = json!({"status": {"lastHandledReconcileAt": format!("m{round}{metadata_only}"),
+                    "history": later_history}});
+                async move {
+                    let mut request = kube::core::Request::new(url)
+                        .patch_subresource(
+                            "status",
+                            &kustomization_name(i),
+                            &status_manager,
+                            &Patch::Merge(patch),
+                        )
+                        .unwrap();
+                    if metadata_only {
+                        request.headers_mut().insert(
+                            http::header::ACCEPT,
+                            http::HeaderValue::from_static(
+                                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+                            ),
+                        );
                     }
-                })
-                .await;
-        }
-    }
+                    client.request::<Value>(request).await.unwrap();
+                }
+            },
+        )
+        .await;
     meter
         .measure("get a ConfigMap", count, |i| {
             let api = &config_maps;
