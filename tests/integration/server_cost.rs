@@ -15,7 +15,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
 
-use crate::controller_bench::api_server_cpu as server_cpu;
+use crate::controller_bench::{api_server_cpu as server_cpu, until_no_namespace_terminates};
 use crate::support::cluster::TestCluster;
 
 const IN_FLIGHT: usize = 4;
@@ -187,6 +187,7 @@ async fn server_cost_by_request_kind() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(1_000usize);
     let ns = cluster.namespace.clone();
+    until_no_namespace_terminates(&client).await;
     let idle_before = server_cpu(&client).await.unwrap();
     let idle_for = Duration::from_secs(10);
     let started = Instant::now();
