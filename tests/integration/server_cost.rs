@@ -112,6 +112,17 @@ impl Meter {
     }
 }
 
+/// A watch of every Kustomization, read and dropped until the task is aborted: what the
+/// controller's own watch costs the server for each write.
+async fn watching(kustomizations: &Api<DynamicObject>) -> tokio::task::JoinHandle<()> {
+    let mut watch = kustomizations
+        .watch(&kube::api::WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    tokio::spawn(async move { while let Ok(Some(_)) = watch.try_next().await {} })
+}
+
 fn kustomization_name(i: usize) -> String {
     format!("cost-{i}")
 }
@@ -295,12 +306,7 @@ async fn server_cost_by_request_kind() {
             )
             .await;
     }
-    let mut watch = kustomizations
-        .watch(&kube::api::WatchParams::default(), "0")
-        .await
-        .unwrap()
-        .boxed();
-    let drain = tokio::spawn(async move { while let Ok(Some(_)) = watch.try_next().await {} });
+    let drain = watching(&kustomizations).await;
     meter
         .patch_each(
             "merge-patch status again, a Kustomization watch open",
@@ -435,12 +441,7 @@ async fn server_cost_by_request_kind() {
     // the whole object at the resourceVersion last seen (what a controller holding the
     // watched object could send instead; each write's answer is the next one's object),
     // alternating, with a Kustomization watch open as the controller's is.
-    let mut watch = kustomizations
-        .watch(&kube::api::WatchParams::default(), "0")
-        .await
-        .unwrap()
-        .boxed();
-    let drain = tokio::spawn(async move { while let Ok(Some(_)) = watch.try_next().await {} });
+    let drain = watching(&kustomizations).await;
     let seen: std::sync::Mutex<std::collections::HashMap<String, DynamicObject>> =
         std::sync::Mutex::new(
             kustomizations
