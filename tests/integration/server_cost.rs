@@ -241,8 +241,6 @@ async fn server_cost_by_request_kind() {
         .force()
         .validation_ignore();
     let dry_apply = apply.clone().dry_run();
-    let flux_apply = PatchParams::apply("kustomize-controller").force();
-    let flux_dry_apply = flux_apply.clone().dry_run();
     let status_manager = PatchParams {
         field_manager: Some("gotk-kustomize-controller".into()),
         ..Default::default()
@@ -389,200 +387,20 @@ async fn server_cost_by_request_kind() {
             )
             .await;
     }
-    // What the strict second reading of an apply body that Warn asks for (it only looks for
-    // duplicate keys) costs the server: the same dry-runs and creates on fresh names, as Flux
-    // sends them and as the controller does, alternating, twice; and a status merge patch
-    // both ways, which the controller sends at the default.
-    for round in 0..2 {
-        for (directive, dry, create) in [
-            ("Warn (default)", &flux_dry_apply, &flux_apply),
-            ("Ignore", &dry_apply, &apply),
-        ] {
-            let set = format!("{round}{}", &directive[..1].to_lowercase());
-            for (verb, params) in [("dry-run of an absent", dry), ("apply creating a", create)] {
-                let kind = format!("server-side {verb} ConfigMap, fieldValidation={directive}");
-                meter
-                    .measure(&kind, count, |i| {
-                        let (api, ns, set) = (&config_maps, &ns, &set);
-                        async move {
-                            let mut body = config_map(ns, i, "one");
-                            body["metadata"]["name"] = json!(format!("cost-{i}-{set}"));
-                            api.patch(&format!("cost-{i}-{set}"), params, &Patch::Apply(body))
-                                .await
-                                .unwrap();
-                        }
-                    })
-                    .await;
-            }
-            let status = PatchParams {
-                field_validation: apply
-                    .field_validation
-                    .clone()
-                    .filter(|_| directive == "Ignore"),
-                ..status_manager.clone()
-            };
-            let kind = format!("merge-patch status, history, fieldValidation={directive}");
-            let handled = format!("f{set}");
-            meter
-                .measure(&kind, count, |i| {
-                    let (api, status, handled) = (&kustomizations, &status, &handled);
-                    let history = later_history.clone();
-                    async move {
-                        let patch = json!({"status": {"lastHandledReconcileAt": handled, "history": history}});
-                        api.patch_status(&kustomization_name(i), status, &Patch::Merge(patch))
-                            .await
-                            .unwrap();
-                    }
-                })
-                .await;
-        }
-    }
-    // A status write as a merge patch (what Flux's patcher sends) against a replacement of
-    // the whole object at the resourceVersion last seen (what a controller holding the
-    // watched object could send instead; each write's answer is the next one's object),
-    // alternating, with a Kustomization watch open as the controller's is.
-    let drain = watching(&kustomizations).await;
-    let seen: std::sync::Mutex<std::collections::HashMap<String, DynamicObject>> =
-        std::sync::Mutex::new(
-            kustomizations
-                .list(&ListParams::default())
-                .await
-                .unwrap()
-                .items
-                .into_iter()
-                .map(|o| (o.metadata.name.clone().unwrap_or_default(), o))
-                .collect(),
-        );
-    let replace = PostParams {
-        field_manager: Some("gotk-kustomize-controller".into()),
-        ..Default::default()
+    let compared = Compared {
+        meter: &meter,
+        count,
+        ns: &ns,
+        client: &client,
+        kustomizations: &kustomizations,
+        config_maps: &config_maps,
+        apply: &apply,
+        status_manager: &status_manager,
+        later_history: &later_history,
     };
-    meter
-        .alternate(
-            [
-                "merge-patch status, history",
-                "update status (PUT at the seen resourceVersion), history",
-            ],
-            6,
-            count,
-            |i, round, put| {
-                let (api, seen, replace, status_manager) =
-                    (&kustomizations, &seen, &replace, &status_manager);
-                let handled = json!(format!("g{round}{put}"));
-                let history = later_history.clone();
-                let name = kustomization_name(i);
-                async move {
-                    let written = if put {
-                        let mut object = seen.lock().unwrap().remove(&name).unwrap();
-                        object.metadata.managed_fields = None;
-                        object.data["status"]["lastHandledReconcileAt"] = handled;
-                        object.data["status"]["history"] = history;
-                        api.replace_status(&name, replace, &object).await.unwrap()
-                    } else {
-                        let patch = json!({"status": {"lastHandledReconcileAt": handled, "history": history}});
-                        api.patch_status(&name, status_manager, &Patch::Merge(patch))
-                            .await
-                            .unwrap()
-                    };
-                    seen.lock().unwrap().insert(name, written);
-                }
-            },
-        )
-        .await;
-    drain.abort();
-    // What an apply's answer costs when only its metadata is read: a large object (a 64 KiB
-    // ConfigMap of 512 keys, as dashboards are) changed by each apply, answered whole or as
-    // PartialObjectMetadata, alternating; a quarter of the batch size, as each change keeps
-    // its 64 KiB in etcd's history until compaction.
-    let large_count = count.div_ceil(4);
-    let large = |i: usize, round: usize| {
-        let data: serde_json::Map<String, Value> = (0..512)
-            .map(|key| {
-                (
-                    format!("key-{key}"),
-                    json!(format!("{round}{}", "x".repeat(127))),
-                )
-            })
-            .collect();
-        let mut body = config_map(&ns, i, "");
-        body["metadata"]["name"] = json!(format!("cost-{i}-large"));
-        body["data"] = Value::Object(data);
-        Patch::Apply(body)
-    };
-    meter
-        .measure(
-            "server-side apply creating a 64 KiB ConfigMap",
-            large_count,
-            |i| {
-                let (api, params, patch) = (&config_maps, &apply, large(i, 99));
-                async move {
-                    api.patch(&format!("cost-{i}-large"), params, &patch)
-                        .await
-                        .unwrap();
-                }
-            },
-        )
-        .await;
-    meter
-        .alternate(
-            [
-                "server-side apply changing a 64 KiB ConfigMap, whole answer",
-                "server-side apply changing a 64 KiB ConfigMap, metadata answer",
-            ],
-            4,
-            large_count,
-            |i, round, metadata_only| {
-                let (api, params) = (&config_maps, &apply);
-                let patch = large(i, 2 * round + usize::from(metadata_only));
-                let name = format!("cost-{i}-large");
-                async move {
-                    if metadata_only {
-                        api.patch_metadata(&name, params, &patch).await.unwrap();
-                    } else {
-                        api.patch(&name, params, &patch).await.unwrap();
-                    }
-                }
-            },
-        )
-        .await;
-    // The same for the status write, which the controller reads for its resourceVersion
-    // alone, as the controller asks for it (`PartialObjectMetadata`, JSON as fallback).
-    meter
-        .alternate(
-            [
-                "merge-patch status, history, whole answer",
-                "merge-patch status, history, metadata answer",
-            ],
-            6,
-            count,
-            |i, round, metadata_only| {
-                let client = client.clone();
-                let url = kustomizations.resource_url().to_string();
-                let status_manager = status_manager.clone();
-                let patch = json!({"status": {"lastHandledReconcileAt": format!("m{round}{metadata_only}"),
-                    "history": later_history}});
-                async move {
-                    let mut request = kube::core::Request::new(url)
-                        .patch_subresource(
-                            "status",
-                            &kustomization_name(i),
-                            &status_manager,
-                            &Patch::Merge(patch),
-                        )
-                        .unwrap();
-                    if metadata_only {
-                        request.headers_mut().insert(
-                            http::header::ACCEPT,
-                            http::HeaderValue::from_static(
-                                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
-                            ),
-                        );
-                    }
-                    client.request::<Value>(request).await.unwrap();
-                }
-            },
-        )
-        .await;
+    compared.field_validation().await;
+    compared.status_put().await;
+    compared.metadata_answers().await;
     meter
         .measure("get a ConfigMap", count, |i| {
             let api = &config_maps;
@@ -621,6 +439,232 @@ async fn server_cost_by_request_kind() {
                     .await
                     .unwrap();
             })
+            .await;
+    }
+}
+
+/// What the comparisons of two ways of one request share: the batch size, the test's
+/// namespace and APIs, the controller's apply and status-write parameters, a later history.
+struct Compared<'a> {
+    meter: &'a Meter,
+    count: usize,
+    ns: &'a str,
+    client: &'a kube::Client,
+    kustomizations: &'a Api<DynamicObject>,
+    config_maps: &'a Api<DynamicObject>,
+    /// As the controller applies (apply-engine's `apply_params`).
+    apply: &'a PatchParams,
+    status_manager: &'a PatchParams,
+    later_history: &'a Value,
+}
+
+impl Compared<'_> {
+    /// What the strict second reading of an apply body that Warn (Flux's default) asks for
+    /// costs the server (it only looks for duplicate keys): dry-runs and creates of fresh
+    /// ConfigMaps, and a status merge patch, as Flux sends them and with Ignore.
+    async fn field_validation(&self) {
+        let flux_apply = PatchParams::apply("kustomize-controller").force();
+        let ways = |row: &str| {
+            [
+                format!("{row}, fieldValidation=Warn (default)"),
+                format!("{row}, fieldValidation=Ignore"),
+            ]
+        };
+        for (row, dry_run) in [
+            ("server-side dry-run of an absent ConfigMap", true),
+            ("server-side apply creating a ConfigMap", false),
+        ] {
+            let [warn, ignore] = ways(row);
+            self.meter
+                .alternate([&warn, &ignore], 2, self.count, |i, round, ignoring| {
+                    let params = if ignoring { self.apply } else { &flux_apply };
+                    let params = if dry_run {
+                        params.clone().dry_run()
+                    } else {
+                        params.clone()
+                    };
+                    let name = format!("cost-{i}-{round}{}", if ignoring { "i" } else { "w" });
+                    let mut body = config_map(self.ns, i, "one");
+                    body["metadata"]["name"] = json!(name);
+                    async move {
+                        self.config_maps
+                            .patch(&name, &params, &Patch::Apply(body))
+                            .await
+                            .unwrap();
+                    }
+                })
+                .await;
+        }
+        let [warn, ignore] = ways("merge-patch status, history");
+        let status_ignoring = PatchParams {
+            field_validation: self.apply.field_validation.clone(),
+            ..self.status_manager.clone()
+        };
+        self.meter
+            .alternate([&warn, &ignore], 2, self.count, |i, round, ignoring| {
+                let params = if ignoring {
+                    &status_ignoring
+                } else {
+                    self.status_manager
+                };
+                let patch = json!({"status": {"lastHandledReconcileAt": format!("f{round}{ignoring}"),
+                    "history": self.later_history}});
+                async move {
+                    self.kustomizations
+                        .patch_status(&kustomization_name(i), params, &Patch::Merge(patch))
+                        .await
+                        .unwrap();
+                }
+            })
+            .await;
+    }
+
+    /// A status write as a merge patch (what Flux's patcher sends) against a replacement of
+    /// the whole object at the resourceVersion last seen (what a controller holding the
+    /// watched object could send instead; each write's answer is the next one's object),
+    /// with a Kustomization watch open as the controller's is.
+    async fn status_put(&self) {
+        let drain = watching(self.kustomizations).await;
+        let seen: std::sync::Mutex<std::collections::HashMap<String, DynamicObject>> =
+            std::sync::Mutex::new(
+                self.kustomizations
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .into_iter()
+                    .map(|o| (o.metadata.name.clone().unwrap_or_default(), o))
+                    .collect(),
+            );
+        let replace = PostParams {
+            field_manager: self.status_manager.field_manager.clone(),
+            ..Default::default()
+        };
+        self.meter
+            .alternate(
+                [
+                    "merge-patch status, history",
+                    "update status (PUT at the seen resourceVersion), history",
+                ],
+                6,
+                self.count,
+                |i, round, put| {
+                    let (api, seen, replace) = (self.kustomizations, &seen, &replace);
+                    let handled = json!(format!("g{round}{put}"));
+                    let history = self.later_history.clone();
+                    let name = kustomization_name(i);
+                    async move {
+                        let written = if put {
+                            let mut object = seen.lock().unwrap().remove(&name).unwrap();
+                            object.metadata.managed_fields = None;
+                            object.data["status"]["lastHandledReconcileAt"] = handled;
+                            object.data["status"]["history"] = history;
+                            api.replace_status(&name, replace, &object).await.unwrap()
+                        } else {
+                            let patch = json!({"status": {"lastHandledReconcileAt": handled, "history": history}});
+                            api.patch_status(&name, self.status_manager, &Patch::Merge(patch))
+                                .await
+                                .unwrap()
+                        };
+                        seen.lock().unwrap().insert(name, written);
+                    }
+                },
+            )
+            .await;
+        drain.abort();
+    }
+
+    /// What an answer costs when only its metadata is read, answered whole or as
+    /// `PartialObjectMetadata`: the apply of a large object (a 64 KiB ConfigMap of 512 keys,
+    /// as dashboards are; a quarter of the batch size, as each change keeps its 64 KiB in
+    /// etcd's history until compaction) and the status write.
+    async fn metadata_answers(&self) {
+        let large_count = self.count.div_ceil(4);
+        let large = |i: usize, round: usize| {
+            let data: serde_json::Map<String, Value> = (0..512)
+                .map(|key| {
+                    (
+                        format!("key-{key}"),
+                        json!(format!("{round}{}", "x".repeat(127))),
+                    )
+                })
+                .collect();
+            let mut body = config_map(self.ns, i, "");
+            body["metadata"]["name"] = json!(format!("cost-{i}-large"));
+            body["data"] = Value::Object(data);
+            Patch::Apply(body)
+        };
+        self.meter
+            .measure(
+                "server-side apply creating a 64 KiB ConfigMap",
+                large_count,
+                |i| {
+                    let patch = large(i, 99);
+                    async move {
+                        self.config_maps
+                            .patch(&format!("cost-{i}-large"), self.apply, &patch)
+                            .await
+                            .unwrap();
+                    }
+                },
+            )
+            .await;
+        self.meter
+            .alternate(
+                [
+                    "server-side apply changing a 64 KiB ConfigMap, whole answer",
+                    "server-side apply changing a 64 KiB ConfigMap, metadata answer",
+                ],
+                4,
+                large_count,
+                |i, round, metadata_only| {
+                    let (api, params) = (self.config_maps, self.apply);
+                    let patch = large(i, 2 * round + usize::from(metadata_only));
+                    let name = format!("cost-{i}-large");
+                    async move {
+                        if metadata_only {
+                            api.patch_metadata(&name, params, &patch).await.unwrap();
+                        } else {
+                            api.patch(&name, params, &patch).await.unwrap();
+                        }
+                    }
+                },
+            )
+            .await;
+        // The status write as the controller asks for it (JSON as fallback).
+        self.meter
+            .alternate(
+                [
+                    "merge-patch status, history, whole answer",
+                    "merge-patch status, history, metadata answer",
+                ],
+                6,
+                self.count,
+                |i, round, metadata_only| {
+                    let url = self.kustomizations.resource_url().to_string();
+                    let patch = json!({"status": {"lastHandledReconcileAt": format!("m{round}{metadata_only}"),
+                        "history": self.later_history}});
+                    async move {
+                        let mut request = kube::core::Request::new(url)
+                            .patch_subresource(
+                                "status",
+                                &kustomization_name(i),
+                                self.status_manager,
+                                &Patch::Merge(patch),
+                            )
+                            .unwrap();
+                        if metadata_only {
+                            request.headers_mut().insert(
+                                http::header::ACCEPT,
+                                http::HeaderValue::from_static(
+                                    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+                                ),
+                            );
+                        }
+                        self.client.request::<Value>(request).await.unwrap();
+                    }
+                },
+            )
             .await;
     }
 }
