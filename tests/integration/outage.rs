@@ -557,3 +557,124 @@ async fn the_leading_process_exits_when_it_cannot_renew() {
         "not a line per failed request: {log}"
     );
 }
+
+/// A TCP relay to the API server that refuses connections (nothing listens on its port)
+/// until opened, so an outage can be made in front of any server, the in-process one or a
+/// real one.
+struct Relay {
+    address: String,
+    upstream: String,
+    serving: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Relay {
+    fn refusing(upstream: &str) -> Relay {
+        Relay {
+            address: crate::support::free_address(),
+            upstream: upstream.to_string(),
+            serving: None,
+        }
+    }
+
+    /// Listens on the relay's address and passes each connection to the API server.
+    async fn open(&mut self) {
+        let listener = tokio::net::TcpListener::bind(&self.address)
+            .await
+            .expect("the relay's port is still free");
+        let upstream = self.upstream.clone();
+        self.serving = Some(tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        }));
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        if let Some(serving) = self.serving.take() {
+            serving.abort();
+        }
+    }
+}
+
+/// As Flux's event recorder (client-go's broadcaster): an Event recorded while the API
+/// server cannot be reached is held, tried again, and written once the server can be
+/// reached, once.
+#[tokio::test]
+async fn an_event_recorded_while_the_api_server_is_unreachable_is_written_once_it_is_back() {
+    use k8s_openapi::api::core::v1::Event;
+    use kustomize_controller::controller::events::{EventMeta, EventType, Recorder};
+    use kustomize_controller::controller::ratelimit::{ClientLayers, client};
+    use kustomize_controller::controller::runtime_metrics::RestRequests;
+    let cluster = crate::support::cluster::TestCluster::start().await;
+    let server_url = cluster.server_url();
+    let upstream = server_url.trim_start_matches("https://");
+    let mut relay = Relay::refusing(upstream);
+    let mut config = cluster.config();
+    config.cluster_url = format!("https://{}", relay.address).parse().unwrap();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let requests = RestRequests::register(&mut registry);
+    let layers = ClientLayers {
+        limit: None,
+        requests: Some(&requests),
+    };
+    let recorder = Recorder::new(client(config, layers).unwrap(), "kustomize-controller")
+        .with_retry_pause(Duration::from_millis(200));
+    let object: Kustomization = serde_json::from_value(json!({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": "unreachable", "namespace": cluster.namespace, "uid": "u-1"},
+        "spec": {"interval": "5m", "prune": true,
+            "sourceRef": {"kind": "GitRepository", "name": "repo"}},
+    }))
+    .unwrap();
+    let message = "Reconciliation finished in 5ms, next run in 5m";
+    recorder.publish(
+        &object,
+        EventType::Normal,
+        "ReconciliationSucceeded",
+        message,
+        &EventMeta::default(),
+    );
+    let unreached = || {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text.lines()
+            .filter(|line| line.contains("code=\"<error>\""))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let tried = wait_for(Duration::from_secs(10), || async {
+        (unreached() >= 2.0).then_some(())
+    })
+    .await;
+    assert!(tried.is_some(), "the Event was tried again while refused");
+    relay.open().await;
+    let events: Api<Event> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let ours = || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        let ours: Vec<Event> = list
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some("unreachable"))
+            .collect();
+        (!ours.is_empty()).then_some(ours)
+    };
+    wait_for(Duration::from_secs(10), ours)
+        .await
+        .expect("the Event is written once the API server can be reached");
+    recorder.flush(Duration::from_secs(5)).await;
+    let written = ours().await.unwrap();
+    assert_eq!(written.len(), 1, "written once: {written:?}");
+    assert_eq!(written[0].message.as_deref(), Some(message));
+    assert_eq!(written[0].count, Some(1));
+    assert_eq!(
+        written[0].reason.as_deref(),
+        Some("ReconciliationSucceeded")
+    );
+}

@@ -13,7 +13,9 @@
 //! correlates its Events as client-go's recorder does for Flux (`event_correlator`): a repeat
 //! patches the earlier Event's count, a reason with many messages becomes one combined
 //! Event, and an object's Events beyond a burst are let through one per five minutes; what
-//! is forwarded to notification-controller is not correlated, as in Flux.
+//! is forwarded to notification-controller is not correlated, as in Flux. An Event the API
+//! server could not be reached for is tried again, up to 12 times, 10 s apart; one it
+//! refused is dropped (`event_retry`), and its writer goes on with the next.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,6 +26,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::event_correlator::{COMBINED_PREFIX, Correlated, Correlator, EventFacts};
+use super::event_retry::{AfterFailure, GIVEN_UP, RETRYING, after_failure, pause_after};
 use crate::api::Kustomization;
 
 /// The API group event metadata keys are prefixed with.
@@ -103,6 +106,8 @@ pub struct Recorder {
     client: kube::Client,
     /// The queues to the writer tasks, started with the first event.
     queues: std::sync::OnceLock<Vec<tokio::sync::mpsc::Sender<Job>>>,
+    /// The pause between tries of an Event the API server was not reached for.
+    retry_pause: Duration,
 }
 
 /// How many tasks write Events.
@@ -264,7 +269,15 @@ impl Recorder {
                 .unwrap_or_default(),
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| component.to_string()),
             queues: std::sync::OnceLock::new(),
+            retry_pause: super::event_retry::PAUSE,
         }
+    }
+
+    /// Pauses `pause` between tries of an Event the API server was not reached for (10 s
+    /// unless told), as client-go's `WithSleepDuration`; tests shorten it.
+    pub fn with_retry_pause(mut self, pause: Duration) -> Recorder {
+        self.retry_pause = pause;
+        self
     }
 
     /// Forwards every event to notification-controller at `address` too.
@@ -349,6 +362,7 @@ impl Recorder {
                         client: self.client.clone(),
                         component: self.component.clone(),
                         correlator: Correlator::new(CORRELATED_PER_WRITER),
+                        retry_pause: self.retry_pause,
                     };
                     tokio::spawn(writer.write_in_order(jobs));
                     sender
@@ -367,6 +381,8 @@ struct Writer {
     client: kube::Client,
     component: String,
     correlator: Correlator,
+    /// The pause between tries of an Event the server was not reached for.
+    retry_pause: Duration,
 }
 
 impl Writer {
@@ -392,10 +408,7 @@ impl Writer {
             reason: &recorded.reason,
             message: &recorded.message,
         };
-        let (combined, name, body, count, first_timestamp) = match self
-            .correlator
-            .correlate(&facts, std::time::Instant::now())
-        {
+        let write = match self.correlator.correlate(&facts, std::time::Instant::now()) {
             Correlated::Skip => {
                 tracing::debug!(
                     kustomization = %recorded.object,
@@ -409,60 +422,112 @@ impl Writer {
                 count,
                 first_timestamp,
                 combined,
-            } => {
-                let message = message_of(&recorded, combined);
-                let patch =
-                    json!({"count": count, "lastTimestamp": recorded.now, "message": message});
-                match patch_event(&self.client, &recorded.namespace, &name, &patch).await {
-                    Ok(()) => {
-                        self.correlator
-                            .written(&facts, combined, &name, count, &first_timestamp);
-                        return;
-                    }
-                    // Gone meanwhile (Events expire): written again under its name, with
-                    // its count, as client-go does.
-                    Err(kube::Error::Api(status)) if status.code == 404 => {
-                        let body = event_body(
-                            &recorded,
-                            &self.component,
-                            &name,
-                            count,
-                            &first_timestamp,
-                            combined,
-                        );
-                        (combined, name, body, count, first_timestamp)
-                    }
-                    Err(error) => {
-                        tracing::debug!(error = %error, "recording an event failed");
-                        return;
-                    }
-                }
-            }
-            Correlated::Create { combined } => {
-                // A combined Event is a new one (client-go's aggregator names it anew).
-                let name = if combined {
+            } => Write {
+                combined,
+                name,
+                count,
+                first_timestamp,
+                patch: true,
+            },
+            // A combined Event is a new one (client-go's aggregator names it anew).
+            Correlated::Create { combined } => Write {
+                combined,
+                name: if combined {
                     event_name(&recorded.object)
                 } else {
                     recorded.name.clone()
-                };
-                let body = event_body(
-                    &recorded,
-                    &self.component,
-                    &name,
-                    1,
-                    &recorded.now,
-                    combined,
-                );
-                (combined, name, body, 1, recorded.now.clone())
-            }
+                },
+                count: 1,
+                first_timestamp: recorded.now.clone(),
+                patch: false,
+            },
         };
-        match create(&self.client, &recorded.namespace, body).await {
-            Ok(()) => self
-                .correlator
-                .written(&facts, combined, &name, count, &first_timestamp),
-            Err(error) => tracing::debug!(error = %error, "recording an event failed"),
+        if self.deliver(&recorded, &write).await {
+            self.correlator.written(
+                &facts,
+                write.combined,
+                &write.name,
+                write.count,
+                &write.first_timestamp,
+            );
         }
     }
+
+    /// Tries `write` until it is written (true), refused, or its tries are spent, as
+    /// client-go's `recordToSink` (see [`super::event_retry`]); logs each failure as it does.
+    async fn deliver(&self, recorded: &Recorded, write: &Write) -> bool {
+        let mut tries = 0;
+        loop {
+            let Err(error) = self.attempt(recorded, write).await else {
+                return true;
+            };
+            let event = || String::from_utf8(self.body(recorded, write)).unwrap_or_default();
+            match after_failure(&error) {
+                AfterFailure::Abandon { quiet, why } => {
+                    if quiet {
+                        tracing::debug!(logger = "runtime", json.event = %event(),
+                            error = %error, "{}", why.message());
+                    } else {
+                        tracing::error!(logger = "runtime", json.event = %event(),
+                            error = %error, "{}", why.message());
+                    }
+                    return false;
+                }
+                AfterFailure::Retry => {
+                    tracing::error!(logger = "runtime", json.event = %event(),
+                        error = %error, "{RETRYING}");
+                }
+            }
+            tries += 1;
+            let Some(pause) = pause_after(tries, self.retry_pause, fastrand::f64()) else {
+                tracing::error!(logger = "runtime", json.event = %event(), "{GIVEN_UP}");
+                return false;
+            };
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// One try of `write`: the count patch (an Event gone meanwhile, as Events expire, is
+    /// written again under its name with its count, as client-go does), or the create.
+    async fn attempt(&self, recorded: &Recorded, write: &Write) -> Result<(), kube::Error> {
+        if write.patch {
+            let message = message_of(recorded, write.combined);
+            let patch =
+                json!({"count": write.count, "lastTimestamp": recorded.now, "message": message});
+            match patch_event(&self.client, &recorded.namespace, &write.name, &patch).await {
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                done => return done,
+            }
+        }
+        create(
+            &self.client,
+            &recorded.namespace,
+            self.body(recorded, write),
+        )
+        .await
+    }
+
+    /// The Event `write` creates (or would, for a patch).
+    fn body(&self, recorded: &Recorded, write: &Write) -> Vec<u8> {
+        event_body(
+            recorded,
+            &self.component,
+            &write.name,
+            write.count,
+            &write.first_timestamp,
+            write.combined,
+        )
+    }
+}
+
+/// A correlated Event to write: a new one, or a count patch of an earlier one.
+struct Write {
+    combined: bool,
+    name: String,
+    count: i32,
+    first_timestamp: String,
+    /// Patch the Event `name`'s count rather than create it.
+    patch: bool,
 }
 
 /// client-go's recorder names events `<object>.<unix nanoseconds in hex>`, so that listing

@@ -340,3 +340,88 @@ async fn forwarding_retries_server_errors_and_stops_on_success() {
         "one retry after the 503, none after the 400"
     );
 }
+
+/// A client whose API server is out of reach for the first `unreached` requests (the
+/// connection refused), then answers each as `answer` says (status; a 2xx echoes the body);
+/// `calls` counts every request.
+fn flaky_client(
+    unreached: usize,
+    answer: u16,
+) -> (kube::Client, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use http_body_util::BodyExt;
+    let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = calls.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let log = log.clone();
+        async move {
+            let body = request.into_body().collect().await?.to_bytes();
+            let sent: serde_json::Value = serde_json::from_slice(&body)?;
+            let call = {
+                let mut calls = log.lock().unwrap();
+                calls.push(sent["reason"].as_str().unwrap_or_default().to_string());
+                calls.len()
+            };
+            if call <= unreached {
+                let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+                return Err(Box::new(refused) as Box<dyn std::error::Error + Send + Sync>);
+            }
+            if answer < 300 {
+                return json_reply(answer, &sent);
+            }
+            json_reply(
+                answer,
+                &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "reason": "Invalid", "code": answer, "message": "refused"}),
+            )
+        }
+    });
+    (kube::Client::new(service, "default"), calls)
+}
+
+/// As client-go's broadcaster: an Event the server could not be reached for is held and
+/// tried again (the Events after it wait, in order), twelve tries at most, 10 s apart after
+/// a random first pause; then the writer goes on.
+#[tokio::test(start_paused = true)]
+async fn an_event_is_tried_again_while_the_server_is_out_of_reach() {
+    let object = kustomization("apps");
+    let meta = EventMeta::default();
+    let (client, calls) = flaky_client(2, 201);
+    let recorder = Recorder::new(client, "kustomize-controller");
+    let started = tokio::time::Instant::now();
+    recorder.publish(&object, EventType::Normal, "First", "one", &meta);
+    recorder.publish(&object, EventType::Normal, "Second", "two", &meta);
+    recorder.flush(Duration::from_secs(60)).await;
+    assert_eq!(
+        *calls.lock().unwrap(),
+        ["First", "First", "First", "Second"],
+        "the first Event tried until written, the second after it"
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(10) && waited <= Duration::from_secs(20),
+        "a random pause below 10 s, then 10 s: {waited:?}"
+    );
+
+    let (client, calls) = flaky_client(usize::MAX, 201);
+    let recorder = Recorder::new(client, "kustomize-controller");
+    recorder.publish(&object, EventType::Normal, "Lost", "one", &meta);
+    recorder.flush(Duration::from_secs(300)).await;
+    assert_eq!(
+        calls.lock().unwrap().len(),
+        12,
+        "client-go's maxTriesPerEvent"
+    );
+}
+
+/// An Event the server refused is not sent again: it would be refused the same way.
+#[tokio::test(start_paused = true)]
+async fn an_event_the_server_refused_is_not_tried_again() {
+    let object = kustomization("apps");
+    let meta = EventMeta::default();
+    let (client, calls) = flaky_client(0, 422);
+    let recorder = Recorder::new(client, "kustomize-controller");
+    recorder.publish(&object, EventType::Normal, "Refused", "one", &meta);
+    recorder.publish(&object, EventType::Normal, "Next", "two", &meta);
+    recorder.flush(Duration::from_secs(300)).await;
+    assert_eq!(*calls.lock().unwrap(), ["Refused", "Next"]);
+}

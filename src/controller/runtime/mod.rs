@@ -1,13 +1,14 @@
 //! What feeds the reconcile and carries its results out: the watches (`watch`, with their
 //! health record) and the config caches (`configs`), leader election (`leader`), the API
 //! clients every reconcile uses (`ratelimit`, `retry_after`, `remote`, `remote_identity`,
-//! `identity`, `user_agent`), the work queue (`work_queue`), Kubernetes Events (`events`) and
-//! the metrics and probes (`metrics`, `object_histograms`, `runtime_metrics`,
-//! `process_metrics`, `exposition`). The decisions live in `reconcile`; nothing here decides a
-//! Kustomization's outcome.
+//! `identity`, `user_agent`), the work queue (`work_queue`), Kubernetes Events (`events`,
+//! correlated by `event_correlator`, retried by `event_retry`) and the metrics and probes
+//! (`metrics`, `object_histograms`, `runtime_metrics`, `process_metrics`, `exposition`). The
+//! decisions live in `reconcile`; nothing here decides a Kustomization's outcome.
 
 pub mod configs;
 pub(crate) mod event_correlator;
+pub mod event_retry;
 pub mod events;
 pub(crate) mod exposition;
 pub mod identity;

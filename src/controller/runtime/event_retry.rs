@@ -1,0 +1,199 @@
+//! What the event writer does after writing an Event failed, as client-go's broadcaster
+//! decides it for Flux (`tools/record` `recordToSink` and `recordEvent`): an answer from the
+//! API server (any status) or a request that cannot be built is final — the Event is
+//! abandoned, since it would be refused the same way again; a failure to reach the server
+//! (refused, reset, timed out, an answer that is not HTTP) holds the Event and tries again,
+//! 12 tries in all, the first pause drawn at random below the pause (so that recorders do not
+//! all come back at once after an outage) and the next ones the whole pause (10 s).
+//!
+//! Throttling answers (429, or 5xx with `Retry-After`) never get here: the client's own
+//! retry (`retry_after`) sends those again first, as client-go's REST client does.
+
+use std::time::Duration;
+
+/// client-go's `maxTriesPerEvent`.
+pub const MAX_TRIES: u32 = 12;
+
+/// client-go's `defaultSleepDuration`: the pause between tries.
+pub const PAUSE: Duration = Duration::from_secs(10);
+
+/// What follows a failed write of an Event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// The server was not reached: try again after a pause.
+    Retry,
+    /// The server refused the Event, or the request cannot be made: it is dropped. `quiet`
+    /// when the refusal is expected (the Event exists already, or its namespace is being
+    /// deleted), which client-go logs at debug level only.
+    Abandon { quiet: bool, why: Abandoned },
+}
+
+/// Why an Event is abandoned, in client-go's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Abandoned {
+    /// "Server rejected event (will not retry!)"
+    Rejected,
+    /// "Unable to construct event (will not retry!)"
+    Unconstructable,
+}
+
+impl Abandoned {
+    pub fn message(self) -> &'static str {
+        match self {
+            Abandoned::Rejected => "Server rejected event (will not retry!)",
+            Abandoned::Unconstructable => "Unable to construct event (will not retry!)",
+        }
+    }
+}
+
+/// The log message of a failed try that will be tried again.
+pub const RETRYING: &str = "Unable to write event (may retry after sleeping)";
+/// The log message of an Event given up after [`MAX_TRIES`].
+pub const GIVEN_UP: &str = "Unable to write event (retry limit exceeded!)";
+
+/// The status cause client-go names for a namespace being deleted.
+const NAMESPACE_TERMINATING: &str = "NamespaceTerminating";
+
+/// What follows `error`, the failure of a write of an Event.
+pub fn after_failure(error: &kube::Error) -> AfterFailure {
+    match error {
+        kube::Error::Api(status) => {
+            let terminating = status.details.as_ref().is_some_and(|details| {
+                details
+                    .causes
+                    .iter()
+                    .any(|cause| cause.reason == NAMESPACE_TERMINATING)
+            });
+            AfterFailure::Abandon {
+                quiet: status.is_already_exists() || terminating,
+                why: Abandoned::Rejected,
+            }
+        }
+        kube::Error::BuildRequest(_) | kube::Error::HttpError(_) => AfterFailure::Abandon {
+            quiet: false,
+            why: Abandoned::Unconstructable,
+        },
+        // Connections refused, reset or timed out, TLS failures, answers that are not
+        // an API server's: client-go retries all of these.
+        _ => AfterFailure::Retry,
+    }
+}
+
+/// The pause before the next try, after `tries` failed tries (`random` in `[0, 1)`); none
+/// once the tries are spent.
+pub fn pause_after(tries: u32, pause: Duration, random: f64) -> Option<Duration> {
+    match tries {
+        n if n >= MAX_TRIES => None,
+        0 | 1 => Some(pause.mul_f64(random.clamp(0.0, 1.0))),
+        _ => Some(pause),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn status(code: u16, reason: &str, cause: Option<&str>) -> kube::Error {
+        let causes: Vec<_> = cause
+            .map(|cause| {
+                serde_json::json!({"reason": cause, "field": "metadata.namespace",
+                    "message": "namespace apps is being terminated"})
+            })
+            .into_iter()
+            .collect();
+        let status: Status = serde_json::from_value(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+            "reason": reason, "message": "refused", "details": {"causes": causes},
+        }))
+        .unwrap();
+        kube::Error::Api(status.boxed())
+    }
+
+    /// client-go's recordEvent, case by case.
+    #[test]
+    fn a_refusal_is_final_and_only_an_unreached_server_is_tried_again() {
+        let io = || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let rejected = |quiet| AfterFailure::Abandon {
+            quiet,
+            why: Abandoned::Rejected,
+        };
+        let cases: Vec<(&str, kube::Error, AfterFailure)> = vec![
+            (
+                "exists already",
+                status(409, "AlreadyExists", None),
+                rejected(true),
+            ),
+            (
+                "namespace terminating",
+                status(403, "Forbidden", Some(NAMESPACE_TERMINATING)),
+                rejected(true),
+            ),
+            ("forbidden", status(403, "Forbidden", None), rejected(false)),
+            ("invalid", status(422, "Invalid", None), rejected(false)),
+            (
+                "namespace gone",
+                status(404, "NotFound", None),
+                rejected(false),
+            ),
+            (
+                "server error without Retry-After",
+                status(500, "InternalError", None),
+                rejected(false),
+            ),
+            (
+                "throttled past the client's retries",
+                status(429, "TooManyRequests", None),
+                rejected(false),
+            ),
+            (
+                "request not built",
+                kube::Error::HttpError(http::Request::builder().uri("\n").body(()).unwrap_err()),
+                AfterFailure::Abandon {
+                    quiet: false,
+                    why: Abandoned::Unconstructable,
+                },
+            ),
+            (
+                "connection refused",
+                kube::Error::Service(Box::new(io())),
+                AfterFailure::Retry,
+            ),
+            (
+                "stream cut",
+                kube::Error::ReadEvents(io()),
+                AfterFailure::Retry,
+            ),
+            (
+                "answer not an API server's",
+                kube::Error::SerdeError(serde_json::from_str::<u8>("<html>").unwrap_err()),
+                AfterFailure::Retry,
+            ),
+        ];
+        for (case, error, expected) in cases {
+            assert_eq!(after_failure(&error), expected, "{case}: {error}");
+        }
+    }
+
+    #[test]
+    fn twelve_tries_the_first_pause_random_the_others_whole() {
+        let pause = Duration::from_secs(10);
+        assert_eq!(
+            pause_after(1, pause, 0.25),
+            Some(Duration::from_millis(2500))
+        );
+        assert_eq!(pause_after(1, pause, 7.0), Some(pause), "random is clamped");
+        for tries in 2..MAX_TRIES {
+            assert_eq!(pause_after(tries, pause, 0.0), Some(pause), "after {tries}");
+        }
+        assert_eq!(pause_after(MAX_TRIES, pause, 0.5), None);
+        let total: Duration = (1..)
+            .map_while(|tries| pause_after(tries, pause, 1.0))
+            .sum();
+        assert_eq!(
+            total,
+            Duration::from_secs(110),
+            "client-go's two minutes at most"
+        );
+    }
+}
