@@ -8,8 +8,16 @@
 //!
 //! Throttling answers (429, or 5xx with `Retry-After`) never get here: the client's own
 //! retry (`retry_after`) sends those again first, as client-go's REST client does.
+//!
+//! The copy POSTed to notification-controller (`--events-addr`) is retried as Flux's
+//! retrying client does (go-retryablehttp with Flux's `checkRetry`, [`forward_pause`]): five
+//! tries, 1, 2, 4 and 8 s apart, after a connection failure or a 5xx but 501; a 503's
+//! `Retry-After` is waited for; a 429 (notification-controller's "duplicate event") and other
+//! answers end it, and so does a certificate the client does not trust.
 
 use std::time::Duration;
+
+use k8s_openapi::jiff;
 
 /// client-go's `maxTriesPerEvent`.
 pub const MAX_TRIES: u32 = 12;
@@ -87,6 +95,74 @@ pub fn pause_after(tries: u32, pause: Duration, random: f64) -> Option<Duration>
         0 | 1 => Some(pause.mul_f64(random.clamp(0.0, 1.0))),
         _ => Some(pause),
     }
+}
+
+/// How many times an event is POSTed to notification-controller at most: go-retryablehttp's
+/// four retries.
+pub const FORWARD_ATTEMPTS: u32 = 5;
+const FORWARD_FIRST_PAUSE: Duration = Duration::from_secs(1);
+const FORWARD_LONGEST_PAUSE: Duration = Duration::from_secs(30);
+
+/// How a POST of an event to notification-controller went.
+#[derive(Clone, Copy, Debug)]
+pub enum ForwardOutcome<'a> {
+    /// No answer: refused, reset, timed out; `untrusted` when the server's certificate was
+    /// not trusted.
+    Unreached { untrusted: bool },
+    /// An answer, with its `Retry-After` header.
+    Answered {
+        status: u16,
+        retry_after: Option<&'a str>,
+    },
+}
+
+impl ForwardOutcome<'_> {
+    /// Whether it is tried again, as go-retryablehttp's `baseRetryPolicy` behind Flux's
+    /// `checkRetry` decides.
+    fn retried(&self) -> bool {
+        match *self {
+            ForwardOutcome::Unreached { untrusted } => !untrusted,
+            // notification-controller's answer to a duplicate event.
+            ForwardOutcome::Answered { status: 429, .. } => false,
+            ForwardOutcome::Answered { status, .. } => {
+                status == 0 || (status >= 500 && status != 501)
+            }
+        }
+    }
+}
+
+/// The pause before POSTing again after the try numbered `attempt` (0 for the first) went as
+/// `forwarded`, at `now`; none when that was the end of it.
+pub fn forward_pause(
+    forwarded: &ForwardOutcome,
+    attempt: u32,
+    now: jiff::Timestamp,
+) -> Option<Duration> {
+    if !forwarded.retried() || attempt + 1 >= FORWARD_ATTEMPTS {
+        return None;
+    }
+    if let ForwardOutcome::Answered {
+        status: 503,
+        retry_after: Some(header),
+    } = forwarded
+        && let Some(pause) = retry_after(header, now)
+    {
+        return Some(pause);
+    }
+    Some(
+        FORWARD_FIRST_PAUSE
+            .saturating_mul(1 << attempt.min(16))
+            .min(FORWARD_LONGEST_PAUSE),
+    )
+}
+
+/// A `Retry-After` header's wait: seconds, or an HTTP date (none if passed).
+fn retry_after(header: &str, now: jiff::Timestamp) -> Option<Duration> {
+    if let Ok(seconds) = header.trim().parse::<i64>() {
+        return u64::try_from(seconds).ok().map(Duration::from_secs);
+    }
+    let at = jiff::fmt::rfc2822::parse(header.trim()).ok()?.timestamp();
+    Some(Duration::try_from(at.duration_since(now)).unwrap_or(Duration::ZERO))
 }
 
 #[cfg(test)]
@@ -195,5 +271,61 @@ mod tests {
             Duration::from_secs(110),
             "client-go's two minutes at most"
         );
+    }
+
+    /// go-retryablehttp's policy and back-off as Flux configures them, case by case.
+    #[test]
+    fn forwarding_is_retried_as_fluxs_retrying_client_retries() {
+        let now: jiff::Timestamp = "2026-11-27T12:00:00Z".parse().unwrap();
+        let answered = |status, retry_after| ForwardOutcome::Answered {
+            status,
+            retry_after,
+        };
+        let unreached = ForwardOutcome::Unreached { untrusted: false };
+        let secs = Duration::from_secs;
+        let cases = [
+            ("accepted", answered(202, None), 0, None),
+            ("bad request", answered(400, None), 0, None),
+            ("duplicate", answered(429, Some("5")), 0, None),
+            ("not implemented", answered(501, None), 0, None),
+            ("server error", answered(500, None), 0, Some(secs(1))),
+            ("server error again", answered(502, None), 2, Some(secs(4))),
+            ("503 says when", answered(503, Some("7")), 0, Some(secs(7))),
+            (
+                "503 says when, as a date",
+                answered(503, Some("Fri, 27 Nov 2026 12:01:00 GMT")),
+                0,
+                Some(secs(60)),
+            ),
+            (
+                "503 with a date passed",
+                answered(503, Some("Fri, 27 Nov 2026 11:00:00 GMT")),
+                0,
+                Some(Duration::ZERO),
+            ),
+            (
+                "503 says nonsense",
+                answered(503, Some("-3")),
+                1,
+                Some(secs(2)),
+            ),
+            (
+                "500's Retry-After is not read",
+                answered(500, Some("7")),
+                0,
+                Some(secs(1)),
+            ),
+            ("unreached", unreached, 3, Some(secs(8))),
+            ("the fifth try was the last", unreached, 4, None),
+            (
+                "untrusted certificate",
+                ForwardOutcome::Unreached { untrusted: true },
+                0,
+                None,
+            ),
+        ];
+        for (case, forwarded, attempt, expected) in cases {
+            assert_eq!(forward_pause(&forwarded, attempt, now), expected, "{case}");
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! event metadata (`kustomize.toolkit.fluxcd.io/revision`, `…/originRevision`,
 //! `…/commit_status`, and the Kustomization's own `event.toolkit.fluxcd.io/*` annotations),
 //! and, with `--events-addr`, the same event POSTed to Flux's notification-controller (its
-//! `event.Event` JSON, retried a few times) so alerts and Git commit statuses keep working
+//! `event.Event` JSON, sent again as Flux's retrying client sends it, `event_retry`) so alerts and Git commit statuses keep working
 //! after an image swap. Failing to record an event is logged, never fatal.
 //!
 //! As client-go's event broadcaster does for Flux, `publish` only queues: writer tasks write
@@ -26,7 +26,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::event_correlator::{COMBINED_PREFIX, Correlated, Correlator, EventFacts};
-use super::event_retry::{AfterFailure, GIVEN_UP, RETRYING, after_failure, pause_after};
+use super::event_retry::{
+    AfterFailure, ForwardOutcome, GIVEN_UP, RETRYING, after_failure, forward_pause, pause_after,
+};
 use crate::api::Kustomization;
 
 /// The API group event metadata keys are prefixed with.
@@ -73,11 +75,6 @@ impl EventMeta {
         map
     }
 }
-
-/// How often a POST to notification-controller is tried, and the first pause between tries
-/// (doubled each time), as Flux's retrying client.
-const FORWARD_ATTEMPTS: u32 = 5;
-const FORWARD_FIRST_PAUSE: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
@@ -301,7 +298,8 @@ impl Recorder {
         if let Some(address) = &self.events_addr
             && let Some(body) = self.forwarded(&recorded)
         {
-            tokio::spawn(forward(self.http.clone(), address.clone(), body));
+            let about = (recorded.namespace.clone(), recorded.object.clone());
+            tokio::spawn(forward(self.http.clone(), address.clone(), body, about));
         }
         let queues = self.queues();
         // One writer per Kustomization keeps its Events in the order they were published.
@@ -615,36 +613,75 @@ async fn patch_event(
     Ok(())
 }
 
-/// POSTs an event to notification-controller, retrying connection failures and server errors
-/// a bounded number of times.
-async fn forward(http: reqwest::Client, address: String, body: Vec<u8>) {
-    let mut pause = FORWARD_FIRST_PAUSE;
-    for attempt in 1..=FORWARD_ATTEMPTS {
+/// POSTs an event about the Kustomization `about` (namespace, name) to notification-controller,
+/// sent again as Flux's retrying client sends it ([`forward_pause`]); giving up is logged as
+/// Flux's recorder logs it.
+async fn forward(http: reqwest::Client, address: String, body: Vec<u8>, about: (String, String)) {
+    let mut attempt = 0;
+    loop {
         let sent = http
             .post(&address)
             .header("content-type", "application/json")
             .body(body.clone())
             .send()
             .await;
-        let retry = match &sent {
-            Ok(response) if response.status().is_server_error() => true,
+        let (forwarded, failure) = match &sent {
             Ok(response) => {
-                if !response.status().is_success() {
-                    tracing::debug!(status = %response.status(), "notification-controller refused an event");
-                }
-                false
+                let status = response.status();
+                let retry_after = response.headers().get(http::header::RETRY_AFTER);
+                let forwarded = ForwardOutcome::Answered {
+                    status: status.as_u16(),
+                    retry_after: retry_after.and_then(|value| value.to_str().ok()),
+                };
+                let failed = status.is_server_error() && status.as_u16() != 501;
+                (
+                    forwarded,
+                    failed.then(|| format!("unexpected HTTP status {status}")),
+                )
             }
             Err(error) => {
-                tracing::debug!(error = %error, attempt, "forwarding an event to notification-controller");
-                true
+                let untrusted = is_untrusted(error);
+                (
+                    ForwardOutcome::Unreached { untrusted },
+                    Some(error.to_string()),
+                )
             }
         };
-        if !retry || attempt == FORWARD_ATTEMPTS {
+        let Some(pause) = forward_pause(&forwarded, attempt, k8s_openapi::jiff::Timestamp::now())
+        else {
+            if let Some(failure) = failure {
+                let tries = attempt + 1;
+                tracing::error!(
+                    name = %about.1,
+                    namespace = %about.0,
+                    "reconciler kind" = "Kustomization",
+                    error = %format!("POST {address} giving up after {tries} attempt(s): {failure}"),
+                    "unable to record event"
+                );
+            }
             return;
-        }
+        };
+        tracing::debug!(
+            attempt,
+            ?pause,
+            "retrying the event's POST to notification-controller"
+        );
         tokio::time::sleep(pause).await;
-        pause *= 2;
+        attempt += 1;
     }
+}
+
+/// Whether `error` is a certificate the client does not trust (rustls's "invalid peer
+/// certificate", wherever in the chain of causes), which trying again will not mend.
+fn is_untrusted(error: &reqwest::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = cause {
+        if current.to_string().contains("invalid peer certificate") {
+            return true;
+        }
+        cause = current.source();
+    }
+    false
 }
 
 #[cfg(test)]

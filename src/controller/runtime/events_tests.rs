@@ -300,8 +300,8 @@ async fn a_repeat_of_an_expired_event_is_written_again_with_its_count() {
     assert_eq!(again["reportingComponent"], "kustomize-controller");
 }
 
-/// notification-controller answering 503 (restarting) gets the event again; a 4xx is
-/// not retried.
+/// notification-controller answering 503 (restarting) gets the event again; a 4xx or a 501
+/// is not retried.
 #[tokio::test]
 async fn forwarding_retries_server_errors_and_stops_on_success() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -313,7 +313,8 @@ async fn forwarding_retries_server_errors_and_stops_on_success() {
             "503 Service Unavailable",
             "202 Accepted",
             "400 Bad Request",
-            "500 retried a 400",
+            "501 Not Implemented",
+            "500 retried a 501",
         ];
         for status in statuses {
             let Ok(Ok((mut stream, _))) =
@@ -331,14 +332,60 @@ async fn forwarding_retries_server_errors_and_stops_on_success() {
         answered
     });
     let http = crate::tls::client_builder().build().unwrap();
-    forward(http.clone(), address.clone(), b"{}".to_vec()).await;
-    forward(http, address, b"{}".to_vec()).await;
+    let about = || ("apps".to_string(), "apps".to_string());
+    for _ in 0..3 {
+        forward(http.clone(), address.clone(), b"{}".to_vec(), about()).await;
+    }
     let answered = server.await.unwrap();
     assert_eq!(
         answered,
-        ["503 Service Unavailable", "202 Accepted", "400 Bad Request"],
-        "one retry after the 503, none after the 400"
+        [
+            "503 Service Unavailable",
+            "202 Accepted",
+            "400 Bad Request",
+            "501 Not Implemented"
+        ],
+        "one retry after the 503, none after the 400 or the 501"
     );
+}
+
+/// A notification-controller whose certificate is not trusted is not asked again, as Flux's
+/// retrying client does not: the handshake would fail the same way.
+#[tokio::test]
+async fn forwarding_to_an_untrusted_certificate_is_not_retried() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("https://{}/", listener.local_addr().unwrap());
+    let pki = test_apiserver::pki::pki().unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(pki.server_config()));
+    let server = tokio::spawn(async move {
+        let mut handshakes = 0;
+        while let Ok(Ok((stream, _))) =
+            tokio::time::timeout(Duration::from_secs(1), listener.accept()).await
+        {
+            handshakes += 1;
+            let _ = acceptor.accept(stream).await;
+        }
+        handshakes
+    });
+    let http = crate::tls::client_builder().build().unwrap();
+    let error = http.post(&address).send().await.unwrap_err();
+    assert!(is_untrusted(&error), "{error:?}");
+    forward(
+        http,
+        address,
+        b"{}".to_vec(),
+        ("apps".into(), "apps".into()),
+    )
+    .await;
+    assert_eq!(server.await.unwrap(), 2, "one handshake each, none again");
+    let refused = crate::tls::client_builder()
+        .build()
+        .unwrap()
+        .get("http://127.0.0.1:1/")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(!is_untrusted(&refused), "{refused:?}");
 }
 
 /// A client whose API server is out of reach for the first `unreached` requests (the
