@@ -2,8 +2,9 @@
 //! event metadata (`kustomize.toolkit.fluxcd.io/revision`, `…/originRevision`,
 //! `…/commit_status`, and the Kustomization's own `event.toolkit.fluxcd.io/*` annotations),
 //! and, with `--events-addr`, the same event POSTed to Flux's notification-controller (its
-//! `event.Event` JSON, sent again as Flux's retrying client sends it, `event_retry`) so alerts and Git commit statuses keep working
-//! after an image swap. Failing to record an event is logged, never fatal.
+//! `event.Event` JSON, sent again as Flux's retrying client sends it, `event_retry`) so
+//! alerts and Git commit statuses keep working after an image swap. Failing to record an
+//! event is logged, never fatal.
 //!
 //! As client-go's event broadcaster does for Flux, `publish` only queues: writer tasks write
 //! the Events with a client of its own (its own rate limiter), so a fleet's Events never hold
