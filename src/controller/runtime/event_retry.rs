@@ -39,6 +39,9 @@ pub enum AfterFailure {
 /// Why an Event is abandoned, in client-go's words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Abandoned {
+    /// "Server rejected event (will not retry!)": it exists already (a try whose answer was
+    /// lost wrote it), so a repeat may count on it.
+    Exists,
     /// "Server rejected event (will not retry!)"
     Rejected,
     /// "Unable to construct event (will not retry!)"
@@ -48,7 +51,7 @@ pub enum Abandoned {
 impl Abandoned {
     pub fn message(self) -> &'static str {
         match self {
-            Abandoned::Rejected => "Server rejected event (will not retry!)",
+            Abandoned::Exists | Abandoned::Rejected => "Server rejected event (will not retry!)",
             Abandoned::Unconstructable => "Unable to construct event (will not retry!)",
         }
     }
@@ -72,9 +75,14 @@ pub fn after_failure(error: &kube::Error) -> AfterFailure {
                     .iter()
                     .any(|cause| cause.reason == NAMESPACE_TERMINATING)
             });
+            let exists = status.is_already_exists();
             AfterFailure::Abandon {
-                quiet: status.is_already_exists() || terminating,
-                why: Abandoned::Rejected,
+                quiet: exists || terminating,
+                why: if exists {
+                    Abandoned::Exists
+                } else {
+                    Abandoned::Rejected
+                },
             }
         }
         kube::Error::BuildRequest(_) | kube::Error::HttpError(_) => AfterFailure::Abandon {
@@ -198,7 +206,10 @@ mod tests {
             (
                 "exists already",
                 status(409, "AlreadyExists", None),
-                rejected(true),
+                AfterFailure::Abandon {
+                    quiet: true,
+                    why: Abandoned::Exists,
+                },
             ),
             (
                 "namespace terminating",

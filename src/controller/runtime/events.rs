@@ -28,7 +28,8 @@ use serde_json::json;
 
 use super::event_correlator::{COMBINED_PREFIX, Correlated, Correlator, EventFacts};
 use super::event_retry::{
-    AfterFailure, ForwardOutcome, GIVEN_UP, RETRYING, after_failure, forward_pause, pause_after,
+    Abandoned, AfterFailure, ForwardOutcome, GIVEN_UP, RETRYING, after_failure, forward_pause,
+    pause_after,
 };
 use crate::api::Kustomization;
 
@@ -452,7 +453,8 @@ impl Writer {
         }
     }
 
-    /// Tries `write` until it is written (true), refused, or its tries are spent, as
+    /// Tries `write` until it is written (true; also when a try whose answer was lost wrote
+    /// it), refused, or its tries are spent, as
     /// client-go's `recordToSink` (see [`super::event_retry`]); logs each failure as it does.
     async fn deliver(&self, recorded: &Recorded, write: &Write) -> bool {
         let mut tries = 0;
@@ -470,7 +472,8 @@ impl Writer {
                         tracing::error!(logger = "runtime", json.event = %event(),
                             error = %error, "{}", why.message());
                     }
-                    return false;
+                    // An Event a lost answer hid was written: a repeat counts on it.
+                    return why == Abandoned::Exists;
                 }
                 AfterFailure::Retry => {
                     tracing::error!(logger = "runtime", json.event = %event(),

@@ -472,3 +472,46 @@ async fn an_event_the_server_refused_is_not_tried_again() {
     recorder.flush(Duration::from_secs(300)).await;
     assert_eq!(*calls.lock().unwrap(), ["Refused", "Next"]);
 }
+
+/// An Event a lost answer hid (the retry is told it exists) counts as written, as
+/// client-go's correlator counts it: its repeat patches the count.
+#[tokio::test]
+async fn an_event_found_existing_on_a_retry_is_counted_by_its_repeat() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let log = log.clone();
+        async move {
+            let method = request.method().to_string();
+            log.lock().unwrap().push(method.clone());
+            if method == "POST" {
+                return json_reply(
+                    409,
+                    &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "reason": "AlreadyExists", "code": 409, "message": "exists"}),
+                );
+            }
+            json_reply(
+                200,
+                &json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "x"},
+                    "involvedObject": {}}),
+            )
+        }
+    });
+    let recorder = Recorder::new(
+        kube::Client::new(service, "default"),
+        "kustomize-controller",
+    );
+    let object = kustomization("apps");
+    for _ in 0..2 {
+        recorder.publish(
+            &object,
+            EventType::Normal,
+            "Same",
+            "same",
+            &EventMeta::default(),
+        );
+    }
+    recorder.flush(Duration::from_secs(5)).await;
+    assert_eq!(*seen.lock().unwrap(), ["POST", "PATCH"]);
+}
