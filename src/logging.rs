@@ -376,9 +376,14 @@ pub fn reconcile_id() -> String {
     )
 }
 
+/// What the layer writes while `emit` runs, with lines below `level` filtered out: for tests
+/// of what other modules log.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) fn captured(
+    encoding: Encoding,
+    level: tracing_subscriber::filter::LevelFilter,
+    emit: impl FnOnce(),
+) -> String {
     use std::sync::{Arc, Mutex};
     use tracing_subscriber::layer::SubscriberExt;
 
@@ -402,12 +407,25 @@ mod tests {
         }
     }
 
+    let writer = Captured::default();
+    let subscriber = tracing_subscriber::registry()
+        .with(level)
+        .with(ZapLayer::new(encoding, writer.clone()));
+    tracing::subscriber::with_default(subscriber, emit);
+    let bytes = writer.0.lock().unwrap().clone();
+    String::from_utf8(bytes).unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
     fn logged(encoding: Encoding, emit: impl FnOnce()) -> String {
-        let captured = Captured::default();
-        let subscriber =
-            tracing_subscriber::registry().with(ZapLayer::new(encoding, captured.clone()));
-        tracing::subscriber::with_default(subscriber, emit);
-        String::from_utf8(captured.0.lock().unwrap().clone()).unwrap()
+        captured(
+            encoding,
+            tracing_subscriber::filter::LevelFilter::TRACE,
+            emit,
+        )
     }
 
     fn in_a_reconcile() {

@@ -182,6 +182,39 @@ impl Recorded {
     }
 }
 
+/// Logs a published event as Flux's pipeline does, outside any reconciliation's context:
+/// with trace enabled, fluxcd/pkg's recorder writes a Warning as an error line (its reason
+/// the error) and a Normal one as an info line, with the event metadata; at debug,
+/// controller-runtime's event watcher (logger `events`) writes the Event's type, object and
+/// reason.
+fn log_published(recorded: &Recorded) {
+    use tracing::Level;
+    if tracing::enabled!(Level::TRACE) {
+        let annotations = if recorded.annotations.is_empty() {
+            "null".to_string()
+        } else {
+            serde_json::to_string(&recorded.annotations).unwrap_or_default()
+        };
+        let (name, namespace) = (&recorded.object, &recorded.namespace);
+        match recorded.event_type {
+            EventType::Warning => tracing::error!(parent: None, name = %name,
+                namespace = %namespace, "reconciler kind" = "Kustomization",
+                json.annotations = %annotations, error = %recorded.reason,
+                "{}", recorded.message),
+            EventType::Normal => tracing::info!(parent: None, name = %name,
+                namespace = %namespace, "reconciler kind" = "Kustomization",
+                reason = %recorded.reason, json.annotations = %annotations,
+                "{}", recorded.message),
+        }
+    }
+    if tracing::enabled!(Level::DEBUG) {
+        let object = serde_json::to_string(&recorded.involved()).unwrap_or_default();
+        tracing::debug!(parent: None, logger = "events",
+            "type" = recorded.event_type.as_str(), json.object = %object,
+            reason = %recorded.reason, "{}", recorded.message);
+    }
+}
+
 /// `note` cut to [`MAX_NOTE`] bytes, at a character boundary.
 fn bounded(note: &str) -> &str {
     let mut end = note.len().min(MAX_NOTE);
@@ -192,16 +225,17 @@ fn bounded(note: &str) -> &str {
 }
 
 /// The Kustomization an Event is about; an absent uid or resourceVersion is left out, as
-/// client-go's `ObjectReference` leaves it.
+/// client-go's `ObjectReference` leaves it. Its keys come in the Go struct's order, as Flux's
+/// log lines print it.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct InvolvedObject<'a> {
-    api_version: &'a str,
     kind: &'a str,
     namespace: &'a str,
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     uid: Option<&'a str>,
+    api_version: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     resource_version: Option<&'a str>,
 }
@@ -297,6 +331,7 @@ impl Recorder {
         meta: &EventMeta,
     ) {
         let recorded = Recorded::of(object, event_type, reason, note, meta);
+        log_published(&recorded);
         if let Some(address) = &self.events_addr
             && let Some(body) = self.forwarded(&recorded)
         {

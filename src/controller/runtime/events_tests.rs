@@ -515,3 +515,64 @@ async fn an_event_found_existing_on_a_retry_is_counted_by_its_repeat() {
     recorder.flush(Duration::from_secs(5)).await;
     assert_eq!(*seen.lock().unwrap(), ["POST", "PATCH"]);
 }
+
+/// What Flux logs of each event, by level, outside the reconciliation's context: nothing at
+/// info; at debug controller-runtime's `events` line (type, object, reason); with trace
+/// fluxcd/pkg's recorder line too, a Warning as an error with its reason the error.
+#[tokio::test]
+async fn published_events_are_logged_as_fluxs_pipeline_logs_them() {
+    use crate::logging::{Encoding, captured};
+    use tracing_subscriber::filter::LevelFilter;
+    let (client, _open, _seen) = gated_client();
+    let recorder = Recorder::new(client, "kustomize-controller");
+    let object = kustomization("apps");
+    let meta = EventMeta::of(Some("main@sha1:abc"), None);
+    let publish = || {
+        let reconcile = tracing::info_span!("reconcile", reconcileID = "r-1");
+        let _in_it = reconcile.enter();
+        recorder.publish(
+            &object,
+            EventType::Warning,
+            "HealthCheckFailed",
+            "late",
+            &meta,
+        );
+        let plain = EventMeta::default();
+        recorder.publish(&object, EventType::Normal, "Progressing", "done", &plain);
+    };
+    // Each line from its message on (the time varies).
+    let lines = |level| -> Vec<String> {
+        captured(Encoding::Json, level, publish)
+            .lines()
+            .map(|line| {
+                let (head, rest) = line.split_once(",\"msg\"").unwrap();
+                let level = head.split('"').nth(3).unwrap();
+                let logger = head.split_once("\"logger\":").map(|(_, l)| l);
+                format!("{level} {} {rest}", logger.unwrap_or("-"))
+            })
+            .collect()
+    };
+    assert_eq!(lines(LevelFilter::INFO), Vec::<String>::new());
+    let object_json = r#"{"kind":"Kustomization","namespace":"apps","name":"apps","uid":"u-1","apiVersion":"kustomize.toolkit.fluxcd.io/v1"}"#;
+    let debug_lines = [
+        format!(
+            r#"debug "events" :"late","type":"Warning","object":{object_json},"reason":"HealthCheckFailed"}}"#
+        ),
+        format!(
+            r#"debug "events" :"done","type":"Normal","object":{object_json},"reason":"Progressing"}}"#
+        ),
+    ];
+    assert_eq!(lines(LevelFilter::DEBUG), debug_lines);
+    let who = r#""name":"apps","namespace":"apps","reconciler kind":"Kustomization""#;
+    assert_eq!(
+        lines(LevelFilter::TRACE),
+        [
+            format!(
+                r#"error - :"late",{who},"annotations":{{"kustomize.toolkit.fluxcd.io/revision":"main@sha1:abc"}},"error":"HealthCheckFailed"}}"#
+            ),
+            debug_lines[0].clone(),
+            format!(r#"info - :"done",{who},"reason":"Progressing","annotations":null}}"#),
+            debug_lines[1].clone(),
+        ]
+    );
+}
