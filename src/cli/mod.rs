@@ -342,15 +342,25 @@ pub enum LogEncoding {
 
 /// Installs the global tracing subscriber: zap's lines, as Flux writes them (see
 /// [`crate::logging`]), on stderr so that stdout stays the output.
+/// The directives that keep the HTTP and TLS stack, and kube's line per request, at info.
+macro_rules! quiet_http_stack {
+    () => {
+        "hyper=info,hyper_util=info,h2=info,tower=info,rustls=info,reqwest=info,kube_client=info"
+    };
+}
+
 pub fn init_logging(level: LogLevel, encoding: LogEncoding) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     // kube's client logs every failed request as an error; during an API server outage that
     // is a line per retry. The controller reports what failed where it matters (a watch
     // outage once, a reconcile in its status), so those lines only show when debugging.
+    //
+    // Flux's debug and trace show the controllers' own lines, not its HTTP and TLS stack's
+    // (Go's never log); ours would print a line or more per request, so they stay at info.
     let directive = match level {
-        LogLevel::Trace => "trace",
-        LogLevel::Debug => "debug",
+        LogLevel::Trace => concat!("trace,", quiet_http_stack!()),
+        LogLevel::Debug => concat!("debug,", quiet_http_stack!()),
         // The OpenPGP crate warns about every data key old sops framed in short chunks,
         // which it reads: not news outside debugging.
         LogLevel::Info => "info,kube_client::client::builder=off,pgp=error",

@@ -274,3 +274,83 @@ async fn each_remote_cluster_is_throttled_as_its_own_server_asks() {
         (&json!(5.0), &json!(10))
     );
 }
+
+/// At `--log-level=trace` the lines are the controller's, as Flux's are: each event is logged
+/// by the recorder (selected by `flux logs` through `reconciler kind`) and by controller-runtime's
+/// `events` logger, and nothing of the HTTP and TLS stack (a line or more per request) is.
+#[tokio::test]
+async fn debug_and_trace_lines_are_the_controllers_not_its_http_stacks() {
+    let cluster = TestCluster::start().await;
+    let kubeconfig = controller_kubeconfig(&cluster).await;
+    let artifacts = crate::support::artifacts::ArtifactServer::start().await;
+    let ns = cluster.namespace.clone();
+    cluster
+        .source_of_manifests(&artifacts, "main@sha1:7ace", &config_map("traced"))
+        .await;
+    let controller = ControllerProcess::start_with_kubeconfig(
+        &kubeconfig,
+        &ns,
+        &["--log-level=trace", "--log-encoding=json"],
+    );
+    cluster
+        .apply(
+            &json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "traced", "namespace": ns},
+            "spec": {"interval": "10m", "path": "./", "prune": true, "targetNamespace": ns,
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}}}),
+        )
+        .await;
+    let log = wait_for(Duration::from_secs(30), || async {
+        let log = controller.log();
+        let events = log
+            .lines()
+            .filter(|l| {
+                l.contains("\"logger\":\"events\"") && l.contains("Reconciliation finished")
+            })
+            .count();
+        (events > 0).then_some(log)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the success event is logged; log:\n{}", controller.log()));
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let transport = [
+        "hyper",
+        "hyper_util",
+        "h2",
+        "tower",
+        "rustls",
+        "reqwest",
+        "log",
+    ];
+    for line in &lines {
+        let logger = line["logger"].as_str().unwrap_or_default();
+        assert!(!transport.contains(&logger), "{line}");
+        assert_ne!(line["msg"], "requesting", "{line}");
+    }
+    let event = lines
+        .iter()
+        .find(|l| {
+            l["logger"] == "events"
+                && l["msg"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("Reconciliation finished"))
+        })
+        .unwrap();
+    assert_eq!(event["level"], "debug");
+    assert_eq!(event["type"], "Normal");
+    assert_eq!(event["reason"], "ReconciliationSucceeded");
+    assert_eq!(event["object"]["kind"], "Kustomization");
+    assert_eq!(event["object"]["name"], "traced");
+    assert_eq!(event["object"]["namespace"], ns.as_str());
+    assert!(event.get("reconcileID").is_none(), "{event}");
+    let recorded = flux_logs(&log, "Kustomization", "traced", &ns, "info");
+    assert!(
+        recorded.iter().any(|l| l.contains(&format!(
+            "info Kustomization/traced.{ns} - Reconciliation finished in"
+        ))),
+        "{recorded:#?}"
+    );
+}
