@@ -88,18 +88,27 @@ async fn flux_logs_selects_a_reconciliation_by_kind_name_and_namespace() {
         .await;
     let controller =
         ControllerProcess::start_with_kubeconfig(&kubeconfig, &ns, &["--log-encoding=json"]);
-    for (name, path) in [("logged", "./"), ("broken", "./missing")] {
+    for (name, path, depends_on) in [
+        ("logged", "./", json!([])),
+        ("broken", "./missing", json!([])),
+        ("dependent", "./", json!([{"name": "logged"}])),
+    ] {
         cluster
-            .apply(&json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            .apply(
+                &json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
                 "metadata": {"name": name, "namespace": ns},
                 "spec": {"interval": "10m", "retryInterval": "1h", "path": path, "prune": true,
-                    "targetNamespace": ns, "sourceRef": {"kind": "GitRepository", "name": "repo"}}}))
+                    "dependsOn": depends_on, "targetNamespace": ns,
+                    "sourceRef": {"kind": "GitRepository", "name": "repo"}}}),
+            )
             .await;
     }
     let log = wait_for(Duration::from_secs(30), || async {
         let log = controller.log();
-        (log.contains("Reconciliation finished in") && log.contains("Reconciliation failed after"))
-            .then_some(log)
+        (log.contains("Reconciliation finished in")
+            && log.contains("Reconciliation failed after")
+            && log.contains("All dependencies are ready"))
+        .then_some(log)
     })
     .await
     .unwrap_or_else(|| panic!("both reconciliations end; log:\n{}", controller.log()));
@@ -126,6 +135,18 @@ async fn flux_logs_selects_a_reconciliation_by_kind_name_and_namespace() {
             "{message} in {selected:#?}"
         );
     }
+    let dependent = flux_logs(&log, "kustomization", "dependent", &ns, "info");
+    assert!(
+        dependent.iter().any(|l| l.contains(&format!(
+            "info Kustomization/dependent.{ns} - All dependencies are ready, proceeding with reconciliation"
+        ))),
+        "as Flux, once the dependencies are ready: {dependent:#?}"
+    );
+    let logged = flux_logs(&log, "kustomization", "logged", &ns, "info");
+    assert!(
+        !logged.iter().any(|l| l.contains("All dependencies")),
+        "only with dependencies: {logged:#?}"
+    );
     let failed = flux_logs(&log, "Kustomization", "broken", &ns, "error");
     assert!(
         failed.iter().any(|l| l.contains(&format!(

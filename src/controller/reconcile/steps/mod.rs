@@ -227,7 +227,11 @@ pub(crate) async fn dependencies(
 ) -> Result<(), StepError> {
     crate::controller::dependencies::check(object, ctx, source, revision)
         .await
-        .map_err(StepError::Dependency)
+        .map_err(StepError::Dependency)?;
+    if !object.spec.depends_on.is_empty() {
+        tracing::info!("All dependencies are ready, proceeding with reconciliation");
+    }
+    Ok(())
 }
 
 pub(crate) use super::fetch_build::{build, fetch_and_build};
