@@ -239,10 +239,10 @@ async fn failures_are_reported_without_applying_anything() {
     let failed = harness
         .wait_ready("orphan", "False", "ArtifactFailed")
         .await;
-    assert!(
-        ready_message(&failed).contains("not found"),
-        "{}",
-        ready_message(&failed)
+    assert_eq!(
+        ready_message(&failed),
+        r#"GitRepository.source.toolkit.fluxcd.io "absent" not found"#,
+        "the NotFound of the watch's cache, as Flux's Ready carries it"
     );
 }
 

@@ -35,16 +35,23 @@ pub enum StepError {
         "to use spec.decryption.serviceAccountName for decryption authentication please enable the ObjectLevelWorkloadIdentity feature gate in the controller"
     )]
     WorkloadIdentityDisabled,
-    /// The source object does not exist: retried after the retry interval, as Flux.
-    #[error("Source '{kind}/{namespace}/{name}' not found")]
+    /// The source object does not exist: retried after the retry interval, as Flux. Its
+    /// message is the client's NotFound, as Flux's Ready condition carries it: the kind for
+    /// a read from the watch (controller-runtime's cache), the resource for one from the
+    /// API server (`direct`, the DirectSourceFetch gate).
+    #[error("{}.source.toolkit.fluxcd.io \"{name}\" not found", not_found_resource(.kind, *.direct))]
     SourceNotFound {
-        kind: &'static str,
+        kind: crate::api::SourceKind,
         namespace: String,
         name: String,
+        direct: bool,
+        /// Whether `sourceRef` names the namespace (Flux's log line names it only then).
+        namespaced_ref: bool,
     },
     /// The source has no artifact yet, or its file is gone: source-controller will publish
-    /// it, so it is retried after `--requeue-dependency`.
-    #[error("Source is not ready, {0}")]
+    /// it, so it is retried after `--requeue-dependency`. In Flux's words (the outcome adds
+    /// when it is tried again).
+    #[error("{}", not_ready(.0))]
     SourceNotReady(SourceError),
     #[error("{0}")]
     Source(SourceError),
@@ -215,5 +222,20 @@ impl StepError {
             origin_revision: origin_revision.map(str::to_string),
             digest: digest.map(str::to_string),
         }
+    }
+}
+
+/// The resource a NotFound of a source names: its kind as controller-runtime's cache names
+/// it, its plural as the API server does.
+fn not_found_resource(kind: &crate::api::SourceKind, direct: bool) -> &'static str {
+    if direct { kind.plural() } else { kind.as_str() }
+}
+
+/// Flux's words for a source that is not ready: one without an artifact yet, or whose
+/// artifact's file is gone.
+fn not_ready(error: &SourceError) -> &'static str {
+    match error {
+        SourceError::NoArtifact { .. } => "Source artifact not found",
+        _ => "Source is not ready, artifact not found",
     }
 }

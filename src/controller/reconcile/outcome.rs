@@ -215,7 +215,14 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
     let generation = facts.generation;
     let error = &failed.error;
     let reason = error.reason();
-    let message = error.to_string();
+    let message = match error {
+        // As Flux's, the condition says when it is tried again.
+        StepError::SourceNotReady(_) => format!(
+            "{error}, retrying in {}",
+            GoDuration::from_std(facts.dependency_interval)
+        ),
+        _ => error.to_string(),
+    };
     if error.stalls() {
         status::remove(&mut status, RECONCILING);
         status::set(&mut status, STALLED, "True", reason, &message, generation);
@@ -313,8 +320,18 @@ fn said_on_failure(facts: &Facts, failed: &Failed) -> Said {
         };
     }
     match error {
-        StepError::SourceNotFound { .. } => Said::Waiting {
-            message: error.to_string(),
+        StepError::SourceNotFound {
+            kind,
+            namespace,
+            name,
+            namespaced_ref,
+            ..
+        } => Said::Waiting {
+            message: if *namespaced_ref {
+                format!("Source '{}/{namespace}/{name}' not found", kind.as_str())
+            } else {
+                format!("Source '{}/{name}' not found", kind.as_str())
+            },
         },
         StepError::SourceNotReady(_) => Said::Waiting {
             message: format!("{error}, retrying in {dependency_interval}"),

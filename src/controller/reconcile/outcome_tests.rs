@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::api::SourceKind;
 use crate::apply::{ApplyError, IgnoreRuleError};
 use crate::controller::dependencies::DependencyError;
 use crate::controller::inputs::InputError;
@@ -60,6 +61,20 @@ fn config_map(action: crate::objects::Action) -> Change {
             name: "settings".into(),
         },
         action,
+    }
+}
+
+fn no_artifact() -> SourceError {
+    SourceError::NoArtifact {
+        kind: "GitRepository",
+        namespace: "flux-system".into(),
+        name: "repo".into(),
+    }
+}
+
+fn artifact_missing() -> SourceError {
+    SourceError::ArtifactMissing {
+        url: "http://source-controller/gitrepository/flux-system/repo/latest.tar.gz".into(),
     }
 }
 
@@ -266,9 +281,11 @@ async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
         ),
         (
             StepError::SourceNotFound {
-                kind: "GitRepository",
+                kind: SourceKind::GitRepository,
                 namespace: "flux-system".into(),
                 name: "repo".into(),
+                direct: false,
+                namespaced_ref: true,
             },
             reason::ARTIFACT_FAILED,
             false,
@@ -415,7 +432,13 @@ async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
             Some(("False", expected_reason)),
             "{message}"
         );
-        assert_eq!(status::get(status, READY).unwrap().message, message);
+        let ready_message = &status::get(status, READY).unwrap().message;
+        if expected_reason == reason::ARTIFACT_FAILED && message.starts_with("Source") {
+            // A source not ready says when it is tried again (see below).
+            assert_eq!(*ready_message, format!("{message}, retrying in 30s"));
+        } else {
+            assert_eq!(*ready_message, message);
+        }
         if stalls {
             assert_eq!(
                 condition(status, STALLED),
@@ -450,7 +473,7 @@ async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
         assert_eq!(status.last_applied_revision, None, "{message}");
         let Some(event) = conclusion.event else {
             assert!(
-                message.starts_with("Source"),
+                message.starts_with("Source") || message.ends_with("\"repo\" not found"),
                 "only a source not there yet is quiet: {message}"
             );
             continue;
@@ -545,9 +568,11 @@ fn a_stalled_kustomization_recovers_when_a_later_reconciliation_succeeds() {
 fn a_missing_or_unready_source_is_retried_without_an_event() {
     let missing = fail(
         StepError::SourceNotFound {
-            kind: "GitRepository",
+            kind: SourceKind::GitRepository,
             namespace: "flux-system".into(),
             name: "repo".into(),
+            direct: false,
+            namespaced_ref: true,
         },
         None,
     );
@@ -558,8 +583,11 @@ fn a_missing_or_unready_source_is_retried_without_an_event() {
         Some(("False", reason::ARTIFACT_FAILED))
     );
     let message = &status::get(&missing.status, READY).unwrap().message;
-    assert_eq!(message, "Source 'GitRepository/flux-system/repo' not found");
-    let unready = fail(StepError::SourceNotReady(source_not_found()), None);
+    assert_eq!(
+        message, "GitRepository.source.toolkit.fluxcd.io \"repo\" not found",
+        "the NotFound of controller-runtime's cache, as Flux's Ready says it"
+    );
+    let unready = fail(StepError::SourceNotReady(no_artifact()), None);
     assert!(unready.event.is_none());
     assert_eq!(unready.next, Next::After(DEPENDENCY));
     let broken = fail(StepError::Source(source_not_found()), None);
@@ -615,18 +643,31 @@ fn every_outcome_ends_with_fluxs_log_line() {
     let cases = [
         (
             StepError::SourceNotFound {
-                kind: "GitRepository",
+                kind: SourceKind::GitRepository,
                 namespace: "flux-system".into(),
                 name: "repo".into(),
+                direct: false,
+                namespaced_ref: true,
             },
             waiting("Source 'GitRepository/flux-system/repo' not found"),
         ),
         (
-            StepError::SourceNotReady(source_not_found()),
-            waiting(&format!(
-                "Source is not ready, {}, retrying in 30s",
-                source_not_found()
-            )),
+            StepError::SourceNotFound {
+                kind: SourceKind::OCIRepository,
+                namespace: "flux-system".into(),
+                name: "repo".into(),
+                direct: true,
+                namespaced_ref: false,
+            },
+            waiting("Source 'OCIRepository/repo' not found"),
+        ),
+        (
+            StepError::SourceNotReady(no_artifact()),
+            waiting("Source artifact not found, retrying in 30s"),
+        ),
+        (
+            StepError::SourceNotReady(artifact_missing()),
+            waiting("Source is not ready, artifact not found, retrying in 30s"),
         ),
         (
             StepError::Dependency(DependencyError::NotReady {
@@ -671,9 +712,11 @@ fn waiting_for_a_source_or_a_dependency_changes_only_ready() {
         [
             (
                 StepError::SourceNotFound {
-                    kind: "GitRepository",
+                    kind: SourceKind::GitRepository,
                     namespace: "flux-system".into(),
                     name: "repo".into(),
+                    direct: false,
+                    namespaced_ref: true,
                 },
                 reason::ARTIFACT_FAILED,
             ),
@@ -720,5 +763,43 @@ fn waiting_for_a_source_or_a_dependency_changes_only_ready() {
             condition(&after, STALLED),
             Some(("True", reason::INVALID_CEL))
         );
+    }
+}
+
+/// Ready's message when the source is missing or not ready, in Flux's words: the client's
+/// NotFound (controller-runtime's cache names the kind, the API server the resource, with
+/// DirectSourceFetch), and the retry for a source without its artifact.
+#[test]
+fn a_missing_or_unready_source_says_what_fluxs_ready_says() {
+    let missing = |direct| StepError::SourceNotFound {
+        kind: SourceKind::Bucket,
+        namespace: "flux-system".into(),
+        name: "data".into(),
+        direct,
+        namespaced_ref: false,
+    };
+    let cases = [
+        (
+            missing(false),
+            r#"Bucket.source.toolkit.fluxcd.io "data" not found"#,
+        ),
+        (
+            missing(true),
+            r#"buckets.source.toolkit.fluxcd.io "data" not found"#,
+        ),
+        (
+            StepError::SourceNotReady(no_artifact()),
+            "Source artifact not found, retrying in 30s",
+        ),
+        (
+            StepError::SourceNotReady(artifact_missing()),
+            "Source is not ready, artifact not found, retrying in 30s",
+        ),
+    ];
+    for (error, expected) in cases {
+        let conclusion = fail(error, None);
+        let ready = status::get(&conclusion.status, READY).unwrap();
+        assert_eq!(ready.message, expected);
+        assert_eq!(ready.reason, reason::ARTIFACT_FAILED);
     }
 }

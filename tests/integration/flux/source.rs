@@ -83,10 +83,15 @@ async fn flux_direct_source_fetch() {
             spec_on(&harness, "GitRepository", "non-existent-repo", "5s"),
         )
         .await;
-    eventually(&harness, "notfound", "failed with ArtifactFailed", |k| {
+    let missing = eventually(&harness, "notfound", "failed with ArtifactFailed", |k| {
         has_condition(k, "Ready", "False") && ready_reason(k) == "ArtifactFailed"
     })
     .await;
+    // Flux's Ready carries the API server's NotFound (its APIReader asked).
+    assert_eq!(
+        ready_message(&missing),
+        r#"gitrepositories.source.toolkit.fluxcd.io "non-existent-repo" not found"#
+    );
 }
 
 /// `TestKustomizationReconciler_DirectSourceFetch_OCIRepository` and `_Bucket` share one
@@ -118,6 +123,11 @@ async fn source_without_artifact_gets_conditions(kind: SourceKind) {
         ("ArtifactFailed", true),
         "{}",
         ready_message(&failed)
+    );
+    let message = ready_message(&failed);
+    assert!(
+        message.starts_with("Source artifact not found, retrying in "),
+        "Flux's words: {message}"
     );
 }
 

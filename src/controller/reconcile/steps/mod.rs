@@ -205,13 +205,13 @@ pub(crate) async fn source(
     match crate::source::resolve(&ctx.client, cache, &source).await {
         Ok(artifact) => Ok((source, artifact)),
         Err(SourceError::NotFound {
-            kind,
-            namespace,
-            name,
+            namespace, name, ..
         }) => Err(StepError::SourceNotFound {
-            kind,
+            kind: source.kind,
             namespace,
             name,
+            direct: ctx.options.direct_source_fetch,
+            namespaced_ref: object.spec.source_ref.namespace.is_some(),
         }),
         Err(error @ SourceError::NoArtifact { .. }) => Err(StepError::SourceNotReady(error)),
         Err(error) => Err(StepError::Source(error)),
