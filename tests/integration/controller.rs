@@ -631,12 +631,11 @@ async fn health_check_failure_then_recovery() {
             "HealthCheckFailed",
         )
         .await;
+    let message = ready_message(&failed);
+    let checks = format!("timeout waiting for: [Deployment/{ns}/web status: 'InProgress']");
     assert!(
-        ready_message(&failed).contains(&format!(
-            "timeout waiting for: [Deployment/{ns}/web status: 'InProgress']"
-        )),
-        "{}",
-        ready_message(&failed)
+        message.starts_with("health check failed after ") && message.ends_with(&checks),
+        "as Flux's Ready: {message}"
     );
     // Its controller owns the status and, without kubelets, no Pod becomes available: a
     // revision that asks for none is healthy.

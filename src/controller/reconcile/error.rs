@@ -94,8 +94,13 @@ pub enum StepError {
     Prune(Vec<String>),
     #[error("Reconciliation failed terminally due to configuration error: {0}")]
     InvalidHealthExpression(HealthError),
-    #[error("{0}")]
-    Health(HealthError),
+    /// The health checks failed `after` so long: Ready says so, as Flux's does; Healthy
+    /// carries the checks' own message.
+    #[error("health check failed after {}: {error}", crate::api::GoDuration::from_std(*.after))]
+    Health {
+        error: HealthError,
+        after: std::time::Duration,
+    },
     /// A new source revision arrived while health checks ran (CancelHealthCheckOnNewRevision).
     #[error("New reconciliation triggered by {trigger}")]
     HealthCheckCanceled { trigger: String },
@@ -144,7 +149,7 @@ impl StepError {
             StepError::InvalidDriftMode(_) => reason::INVALID_DRIFT_MODE,
             StepError::PruneGuarded(_) => reason::PRUNE_GUARDED,
             StepError::InvalidHealthExpression(_) => reason::INVALID_CEL,
-            StepError::Health(_) => reason::HEALTH_CHECK_FAILED,
+            StepError::Health { .. } => reason::HEALTH_CHECK_FAILED,
             StepError::HealthCheckCanceled { .. } | StepError::Interrupted => {
                 reason::HEALTH_CHECK_CANCELED
             }

@@ -246,8 +246,9 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
         );
     }
     status::set(&mut status, READY, "False", reason, &message, generation);
-    if matches!(error, StepError::Health(_)) {
-        status::set(&mut status, HEALTHY, "False", reason, &message, generation);
+    if let StepError::Health { error, .. } = error {
+        let checks = error.to_string();
+        status::set(&mut status, HEALTHY, "False", reason, &checks, generation);
     }
     // As Flux, cancelled checks are not an outcome of this build: the next revision is.
     let canceled = matches!(error, StepError::HealthCheckCanceled { .. });

@@ -129,7 +129,8 @@ fn a_reconciliation_begins_reconciling_with_ready_unknown_and_not_stalled() {
         condition(&status, READY),
         Some(("Unknown", reason::PROGRESSING))
     );
-    assert_eq!(status.conditions[0].type_, READY, "Ready comes first");
+    let order: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(order, [RECONCILING, READY], "fluxcd/pkg's order");
 }
 
 /// As Flux: a Kustomization that failed before is Ready=Unknown while it runs again, with
@@ -412,7 +413,10 @@ async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
             Next::OnChange,
         ),
         (
-            StepError::Health(HealthError::Timeout(vec!["Deployment/apps/web".into()])),
+            StepError::Health {
+                error: HealthError::Timeout(vec!["Deployment/apps/web".into()]),
+                after: Duration::from_millis(30_012),
+            },
             reason::HEALTH_CHECK_FAILED,
             false,
             Next::After(RETRY),
@@ -499,7 +503,10 @@ fn failures_after_a_build_enter_the_history_and_earlier_ones_do_not() {
     let before_build = fail(StepError::Source(source_not_found()), None);
     assert!(before_build.status.history.is_empty());
     let after_build = fail(
-        StepError::Health(HealthError::Failed(vec!["Deployment/apps/web".into()])),
+        StepError::Health {
+            error: HealthError::Failed(vec!["Deployment/apps/web".into()]),
+            after: Duration::from_secs(2),
+        },
         Some("sha256:built"),
     );
     let history = &after_build.status.history;
@@ -802,4 +809,28 @@ fn a_missing_or_unready_source_says_what_fluxs_ready_says() {
         assert_eq!(ready.message, expected);
         assert_eq!(ready.reason, reason::ARTIFACT_FAILED);
     }
+}
+
+/// Flux's checkHealth: Healthy carries the checks' message; Ready, the event and the log
+/// say how long the checks ran before they failed.
+#[test]
+fn a_failed_health_check_says_after_how_long_as_flux() {
+    let conclusion = fail(
+        StepError::Health {
+            error: HealthError::Timeout(vec!["Deployment/apps/web status: 'InProgress'".into()]),
+            after: Duration::from_millis(30_012),
+        },
+        Some("sha256:built"),
+    );
+    let checks = "timeout waiting for: [Deployment/apps/web status: 'InProgress']";
+    let ready = status::get(&conclusion.status, READY).unwrap();
+    assert_eq!(
+        ready.message,
+        format!("health check failed after 30.012s: {checks}")
+    );
+    assert_eq!(
+        status::get(&conclusion.status, HEALTHY).unwrap().message,
+        checks
+    );
+    assert_eq!(conclusion.event.unwrap().message, ready.message);
 }

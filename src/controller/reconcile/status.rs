@@ -173,25 +173,30 @@ pub mod reason {
     pub const INVALID_DRIFT_MODE: &str = "InvalidDriftDetectionMode";
 }
 
-/// Condition messages are capped, as Flux caps them, so a huge error cannot bloat the object.
-pub const MAX_MESSAGE: usize = 20_000;
+/// Condition messages are capped as fluxcd/pkg's `conditions.Set` caps them (32,768 bytes,
+/// the last three `...`), so a huge error cannot bloat the object; the cut falls on a
+/// character boundary.
+pub const MAX_MESSAGE: usize = 32_768;
+const TRIMMED: &str = "...";
 
 fn cap(message: &str) -> String {
     if message.len() <= MAX_MESSAGE {
         return message.to_string();
     }
-    let mut end = MAX_MESSAGE;
+    let mut end = MAX_MESSAGE - TRIMMED.len();
     while !message.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}…", &message[..end])
+    format!("{}{TRIMMED}", &message[..end])
 }
 
 pub fn now() -> Time {
     Time(Timestamp::now())
 }
 
-/// Sets a condition; its transition time moves only when its status changes.
+/// Sets a condition as fluxcd/pkg's `conditions.Set`: its transition time moves when its
+/// status, reason or message changes, and the conditions stay in Flux's order
+/// ([`flux_order`]).
 pub fn set(
     status: &mut KustomizationStatus,
     type_: &str,
@@ -203,7 +208,10 @@ pub fn set(
     let message = cap(message);
     match status.conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(condition) => {
-            if condition.status != value {
+            if condition.status != value
+                || condition.reason != reason
+                || condition.message != message
+            {
                 condition.last_transition_time = now();
             }
             condition.status = value.to_string();
@@ -220,8 +228,31 @@ pub fn set(
             last_transition_time: now(),
         }),
     }
-    // Flux's order: Ready first, then the others as they came.
-    status.conditions.sort_by_key(|c| c.type_ != READY);
+    status.conditions.sort_by(flux_order);
+}
+
+/// fluxcd/pkg's order of conditions, for kubectl's reader: Stalled, Reconciling and Ready
+/// first, then the others by the newest generation observed and by type.
+fn flux_order(a: &Condition, b: &Condition) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let weight = |c: &Condition| match c.type_.as_str() {
+        STALLED => Some(0),
+        RECONCILING => Some(1),
+        READY => Some(2),
+        _ => None,
+    };
+    match (weight(a), weight(b)) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => {
+            let (x, y) = (
+                a.observed_generation.unwrap_or(0),
+                b.observed_generation.unwrap_or(0),
+            );
+            y.cmp(&x).then_with(|| a.type_.cmp(&b.type_))
+        }
+    }
 }
 
 pub fn remove(status: &mut KustomizationStatus, type_: &str) {
@@ -442,47 +473,106 @@ mod tests {
         );
     }
 
+    /// fluxcd/pkg's `conditions.Set`: the transition time moves with the status, reason or
+    /// message, not with the generation alone; the order is Stalled, Reconciling, Ready, then
+    /// the others by newest generation and type; a long message is cut to 32,768 bytes
+    /// ending in "...".
     #[test]
-    fn conditions_keep_transition_times_and_order() {
+    fn conditions_keep_transition_times_and_order_as_fluxcd_pkg() {
         let mut status = KustomizationStatus::default();
+        let long_ago = Time("2026-01-01T00:00:00Z".parse().unwrap());
+        let set_ready = |status: &mut KustomizationStatus, value, reason, message, generation| {
+            set(status, READY, value, reason, message, Some(generation));
+            get(status, READY).unwrap().last_transition_time.clone()
+        };
+        set_ready(&mut status, "Unknown", reason::PROGRESSING, "working", 1);
+        let age = |status: &mut KustomizationStatus| {
+            status.conditions[0].last_transition_time = long_ago.clone();
+        };
+        age(&mut status);
+        let cases = [
+            ("Unknown", reason::PROGRESSING, "working", 2, false),
+            ("Unknown", reason::PROGRESSING, "still working", 2, true),
+            (
+                "Unknown",
+                reason::DEPENDENCY_NOT_READY,
+                "still working",
+                2,
+                true,
+            ),
+            (
+                "False",
+                reason::DEPENDENCY_NOT_READY,
+                "still working",
+                2,
+                true,
+            ),
+        ];
+        for (value, why, message, generation, moves) in cases {
+            age(&mut status);
+            let time = set_ready(&mut status, value, why, message, generation);
+            assert_eq!(
+                time != long_ago,
+                moves,
+                "{value} {why} {message} {generation}"
+            );
+            assert_eq!(status.conditions[0].observed_generation, Some(generation));
+        }
+        for type_ in [HEALTHY, "Apples", RECONCILING, STALLED] {
+            set(
+                &mut status,
+                type_,
+                "True",
+                reason::PROGRESSING,
+                "x",
+                Some(2),
+            );
+        }
         set(
             &mut status,
-            RECONCILING,
+            "Zebra",
             "True",
             reason::PROGRESSING,
-            "working",
-            Some(1),
+            "x",
+            Some(3),
         );
-        set(
-            &mut status,
-            READY,
-            "Unknown",
-            reason::PROGRESSING,
-            "working",
-            Some(1),
+        let order: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(
+            order,
+            [STALLED, RECONCILING, READY, "Zebra", "Apples", HEALTHY]
         );
-        assert_eq!(status.conditions[0].type_, READY);
-        let first = status.conditions[0].last_transition_time.clone();
-        set(
-            &mut status,
-            READY,
-            "Unknown",
-            reason::PROGRESSING,
-            "still",
-            Some(1),
-        );
-        assert_eq!(status.conditions[0].last_transition_time, first);
         set(
             &mut status,
             READY,
             "False",
             reason::BUILD_FAILED,
-            &"x".repeat(30_000),
+            &format!("{}é", "x".repeat(40_000)),
             Some(1),
         );
-        assert!(status.conditions[0].message.len() <= MAX_MESSAGE + 3);
+        let message = &get(&status, READY).unwrap().message;
+        assert_eq!(message.len(), MAX_MESSAGE);
+        assert!(
+            message.ends_with("x..."),
+            "{}",
+            &message[message.len() - 8..]
+        );
+        let multibyte = format!("{}{}", "x".repeat(MAX_MESSAGE - 4), "é".repeat(10));
+        set(
+            &mut status,
+            READY,
+            "False",
+            reason::BUILD_FAILED,
+            &multibyte,
+            Some(1),
+        );
+        let message = &get(&status, READY).unwrap().message;
+        assert!(
+            message.len() <= MAX_MESSAGE && message.ends_with("..."),
+            "{}",
+            message.len()
+        );
         remove(&mut status, RECONCILING);
-        assert_eq!(status.conditions.len(), 1);
+        assert!(get(&status, RECONCILING).is_none());
     }
 
     #[test]

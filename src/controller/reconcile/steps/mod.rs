@@ -513,7 +513,10 @@ pub(crate) async fn health(
         }
     };
     tokio::select! {
-        waited = waiting => waited.map_err(StepError::Health)?,
+        checked = waiting => checked.map_err(|error| StepError::Health {
+            error,
+            after: waited.elapsed(),
+        })?,
         trigger = cancelled => {
             return Err(StepError::HealthCheckCanceled {
                 trigger: trigger.unwrap_or_default(),
