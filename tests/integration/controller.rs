@@ -187,6 +187,13 @@ async fn failures_are_reported_without_applying_anything() {
         "{}",
         ready_message(&failed)
     );
+    // As Flux's: Reconciling keeps the step that failed, with the retry reason.
+    let (why, what) = reconciling(&failed);
+    assert_eq!(why, "ProgressingWithRetry");
+    assert!(
+        what.starts_with("Building manifests for revision main@sha1:bad with a timeout of "),
+        "{what}"
+    );
     assert_eq!(
         failed
             .status
@@ -220,6 +227,41 @@ async fn failures_are_reported_without_applying_anything() {
         ready_message(&failed).contains("doesn't match"),
         "{}",
         ready_message(&failed)
+    );
+    let (_, what) = reconciling(&failed);
+    assert!(
+        what.starts_with("Fetching manifests for revision main@sha1:3333"),
+        "{what}"
+    );
+
+    let invalid = harness.publish_files(
+        "invalid",
+        "main@sha1:1bad",
+        &[
+            (
+                "cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Not_A_Name\ndata:\n  a: b\n",
+            ),
+            ("kustomization.yaml", "resources:\n- cm.yaml\n"),
+        ],
+    );
+    harness
+        .cluster
+        .create_source(SourceKind::GitRepository, &ns, "invalid", Some(&invalid))
+        .await;
+    harness
+        .create_kustomization(
+            "invalid",
+            json!({"sourceRef": {"kind": "GitRepository", "name": "invalid"}}),
+        )
+        .await;
+    let failed = harness
+        .wait_ready("invalid", "False", "ReconciliationFailed")
+        .await;
+    let (_, what) = reconciling(&failed);
+    assert!(
+        what.starts_with("Detecting drift for revision main@sha1:1bad"),
+        "{what}"
     );
     assert!(
         harness
@@ -1528,4 +1570,15 @@ async fn the_status_is_written_as_flux_writes_it() {
         managers.iter().all(|m| *m == *command.to_string_lossy()),
         "{managers:?}"
     );
+}
+
+/// The Reconciling condition's reason and message.
+fn reconciling(kustomization: &Kustomization) -> (String, String) {
+    let status = kustomization.status.as_ref().expect("a status");
+    let condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Reconciling")
+        .expect("a Reconciling condition");
+    (condition.reason.clone(), condition.message.clone())
 }

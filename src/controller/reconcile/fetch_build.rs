@@ -1,6 +1,7 @@
-//! The fetch-and-build step: the artifact downloaded and extracted, `spec.path` built in it
-//! with the Kustomization's decryption keys and post-build variables; or, when the build
-//! cache holds what this Kustomization built from the very same inputs, neither.
+//! The fetch and build steps: the artifact downloaded and extracted ([`fetch`]), `spec.path`
+//! built in it with the Kustomization's decryption keys and post-build variables
+//! ([`build_fetched`]); or, when the build cache holds what this Kustomization built from the
+//! very same inputs, neither.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,14 +25,28 @@ pub(crate) struct Built {
     pub digest: String,
 }
 
-/// Fetch and build: downloads and extracts the artifact, then builds `spec.path` in it;
-/// or, when the build cache holds what this Kustomization built from the very same inputs,
-/// neither.
-pub(crate) async fn fetch_and_build(
+/// What [`fetch`] got: the objects this Kustomization built last from the very same inputs,
+/// or the artifact extracted and what the build will read, ready for [`build_fetched`].
+pub(crate) enum Fetched {
+    Cached(Built),
+    Extracted(Box<Extracted>),
+}
+
+pub(crate) struct Extracted {
+    workspace: crate::source::Workspace,
+    dir: std::path::PathBuf,
+    /// The build's inputs, when the cache needed them read before the fetch.
+    early: Option<Result<ReadInputs, StepError>>,
+    cacheable: Option<crate::controller::build_cache::BuildInputs>,
+}
+
+/// Fetch: downloads and extracts the artifact and finds `spec.path` in it; or, when the
+/// build cache holds what this Kustomization built from the very same inputs, neither.
+pub(crate) async fn fetch(
     object: &Kustomization,
     ctx: &Context,
     artifact: &Artifact,
-) -> Result<Built, StepError> {
+) -> Result<Fetched, StepError> {
     let key = KustomizationKey::of(object);
     let cache = ctx
         .options
@@ -60,7 +75,7 @@ pub(crate) async fn fetch_and_build(
     if let (Some(cache), Some(inputs)) = (cache, cacheable)
         && let Some((objects, digest)) = cache.get(&key, inputs)
     {
-        return Ok(Built { objects, digest });
+        return Ok(Fetched::Cached(Built { objects, digest }));
     }
     let workspace = ctx.fetcher.fetch(artifact).await.map_err(|e| match e {
         SourceError::ArtifactMissing { .. } => StepError::SourceNotReady(e),
@@ -69,6 +84,31 @@ pub(crate) async fn fetch_and_build(
     let dir = workspace
         .path(object.spec.path.as_deref().unwrap_or("./"))
         .map_err(StepError::Source)?;
+    Ok(Fetched::Extracted(Box::new(Extracted {
+        workspace,
+        dir,
+        early,
+        cacheable,
+    })))
+}
+
+/// Build what [`fetch`] extracted (what it found cached is as it was built), keeping it for
+/// the next reconcile when the build cache may.
+pub(crate) async fn build_fetched(
+    object: &Kustomization,
+    ctx: &Context,
+    fetched: Fetched,
+) -> Result<Built, StepError> {
+    let extracted = match fetched {
+        Fetched::Cached(built) => return Ok(built),
+        Fetched::Extracted(extracted) => *extracted,
+    };
+    let Extracted {
+        workspace,
+        dir,
+        early,
+        cacheable,
+    } = extracted;
     let read = match early {
         Some(read) => read?,
         None => read_inputs(object, ctx).await?,
@@ -79,6 +119,7 @@ pub(crate) async fn fetch_and_build(
     ctx.metrics.observe_build(started.elapsed());
     // Any other build (one that now decrypts, say) leaves no entry behind.
     if let Some(cache) = ctx.options.build_cache.as_deref() {
+        let key = KustomizationKey::of(object);
         match cacheable {
             Some(inputs) if !fetched_remote => {
                 cache.put(&key, inputs, &built.objects, &built.digest)

@@ -370,14 +370,27 @@ async fn run_steps(
         .await
         .map_err(|error| error.at(&revision, origin, None))?;
     status.last_attempted_revision = Some(revision.clone());
-    let fetching = format!(
-        "Fetching manifests for revision {revision} with a timeout of {}",
-        crate::api::GoDuration::from_std(steps::timeout_of(&object.spec))
-    );
+    // What is under way, in Flux's words, step by step.
+    let under_way = |doing: &str| {
+        format!(
+            "{doing} for revision {revision} with a timeout of {}",
+            crate::api::GoDuration::from_std(steps::timeout_of(&object.spec))
+        )
+    };
+    let fetching = under_way("Fetching manifests");
     progress.report(status, &fetching, steps::Step::Begin).await;
-    let built = steps::fetch_and_build(object, ctx, &artifact)
+    let before_build =
+        |error: crate::controller::error::StepError| error.at(&revision, origin, None);
+    let fetched = steps::fetch(object, ctx, &artifact)
         .await
-        .map_err(|error| error.at(&revision, origin, None))?;
+        .map_err(before_build)?;
+    let building = under_way("Building manifests");
+    progress
+        .report(status, &building, steps::Step::Progressing)
+        .await;
+    let built = steps::build_fetched(object, ctx, fetched)
+        .await
+        .map_err(before_build)?;
     let digest = built.digest;
     let after_build =
         |error: crate::controller::error::StepError| error.at(&revision, origin, Some(&digest));
@@ -391,6 +404,10 @@ async fn run_steps(
         guards,
         meta: &meta,
     };
+    let detecting = under_way("Detecting drift");
+    progress
+        .report(status, &detecting, steps::Step::Progressing)
+        .await;
     let (changes, applied_summary) = converge(&progress, &converging, built.objects, status)
         .await
         .map_err(after_build)?;

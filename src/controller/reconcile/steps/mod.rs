@@ -32,6 +32,8 @@ pub(crate) enum Step {
     /// The reconciliation proper begins (see [`crate::controller::outcome::begin`]): `Reconciling` says
     /// what is under way, `Ready` is unknown.
     Begin,
+    /// A later step (building, detecting drift): `Reconciling` says which.
+    Progressing,
     /// Health checks: `Reconciling` and `Healthy` (unknown) say so.
     CheckingHealth,
 }
@@ -130,6 +132,9 @@ impl Progress<'_> {
         let generation = self.object.metadata.generation;
         match step {
             Step::Begin => crate::controller::outcome::begin(status, message, generation),
+            Step::Progressing => {
+                crate::controller::outcome::progressing(status, message, generation)
+            }
             Step::CheckingHealth => {
                 crate::controller::outcome::checking_health(status, message, generation)
             }
@@ -234,7 +239,7 @@ pub(crate) async fn dependencies(
     Ok(())
 }
 
-pub(crate) use super::fetch_build::{build, fetch_and_build};
+pub(crate) use super::fetch_build::{build, build_fetched, fetch};
 
 /// Where and as whom a Kustomization applies, prunes and checks health.
 pub(crate) struct Target {
