@@ -121,10 +121,13 @@ pub fn stale(
 /// What garbage collection did.
 #[derive(Debug, Default)]
 pub struct PruneOutcome {
-    /// Deleted (or already being deleted) objects, as change-set entries.
+    /// Deleted (or already being deleted, or gone already) objects, as change-set entries.
     pub deleted: ChangeSet,
-    /// Objects left alone: gone already, no longer ours, or opted out.
+    /// Objects left alone: no longer ours, opted out, or of a kind no longer served.
     pub skipped: Vec<ObjectRef>,
+    /// Every object settled, deleted or skipped, in the order they were pruned: what
+    /// Flux's prune event lists.
+    pub settled: ChangeSet,
     /// Objects whose deletion failed; they stay in the inventory.
     pub survivors: Vec<ObjectRef>,
     pub errors: Vec<String>,

@@ -29,7 +29,7 @@ pub async fn prune_with(
             Ok(api) => api,
             // The kind is no longer served (its CRD went first): nothing is left to delete.
             Err(KindError::NotServed) => {
-                outcome.skipped.push(reference.clone());
+                outcome.skip(reference);
                 continue;
             }
             // Anything else may be passing (an aggregated API down): try again next time.
@@ -53,7 +53,7 @@ pub async fn prune_with(
         match judge_and_delete(&api, reference, owner, watched).await {
             Verdict::Deleted => {}
             Verdict::Skipped => {
-                outcome.skipped.push(reference.clone());
+                outcome.skip(reference);
                 continue;
             }
             Verdict::ReadFailed(error) => {
@@ -69,17 +69,30 @@ pub async fn prune_with(
                 continue;
             }
         }
-        outcome.deleted.changes.push(Change {
+        let deleted = Change {
             object: reference.clone(),
             action: Action::Deleted,
-        });
+        };
+        outcome.settled.changes.push(deleted.clone());
+        outcome.deleted.changes.push(deleted);
     }
     outcome
 }
 
+impl PruneOutcome {
+    fn skip(&mut self, reference: &ObjectRef) {
+        self.skipped.push(reference.clone());
+        self.settled.changes.push(Change {
+            object: reference.clone(),
+            action: Action::Skipped,
+        });
+    }
+}
+
 enum Verdict {
+    /// Deleted, being deleted, or gone already (fluxcd/pkg's DeleteAll counts that deleted).
     Deleted,
-    /// Gone already, no longer ours, or opted out of pruning.
+    /// No longer ours, or opted out of pruning.
     Skipped,
     ReadFailed(kube::Error),
     DeleteFailed(kube::Error),
@@ -107,7 +120,7 @@ async fn judge_and_delete(
             // Absent from a watch is no proof of absence (it may still be catching up).
             Seen::Unknown | Seen::Absent => match api.get_opt(&reference.name).await {
                 Ok(Some(live)) => (serde_json::to_value(live).unwrap_or_default(), None),
-                Ok(None) => return Verdict::Skipped,
+                Ok(None) => return Verdict::Deleted,
                 Err(error) => return Verdict::ReadFailed(error),
             },
         };

@@ -114,9 +114,9 @@ async fn prune_applied(
         );
         return Err(ReconcileError::Prune(outcome.errors));
     }
-    let deleted = outcome.deleted.summary();
-    if !deleted.is_empty() {
-        announce(ctx, object, EventType::Normal, &deleted);
+    let settled = outcome.settled.listing();
+    if !settled.is_empty() {
+        announce(ctx, object, EventType::Normal, &settled);
     }
     if wait {
         let timeout = crate::controller::steps::timeout_of(&object.spec);

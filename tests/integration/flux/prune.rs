@@ -91,14 +91,51 @@ async fn flux_prune() {
     applied(&harness, "prune", "v2.0.0").await;
     assert!(objects.secret("new").await.is_some());
     assert!(objects.secret("old").await.is_none());
+    // Beyond Flux's test, its event: every entry of the prune's change set, the objects
+    // left (pruning disabled) too.
+    let ns = harness.cluster.namespace.clone();
+    prune_event(
+        &harness,
+        &format!("Secret/{ns}/old deleted"),
+        &format!("ConfigMap/{ns}/old skipped"),
+    )
+    .await;
 
     // handles finalizer
     delete_kustomization(&harness, "prune").await;
     assert!(objects.secret("new").await.is_none());
+    prune_event(
+        &harness,
+        &format!("Secret/{ns}/new deleted"),
+        &format!("ConfigMap/{ns}/new skipped"),
+    )
+    .await;
 
     // preserves objects with pruning disabled
     assert!(objects.map("old").await.is_some());
     assert!(objects.map("new").await.is_some());
+}
+
+/// Waits for the Event of `prune` whose message lists `deleted` and `skipped`, a line each.
+async fn prune_event(harness: &Harness, deleted: &str, skipped: &str) {
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(harness.cluster.client.clone(), &harness.cluster.namespace);
+    let found = wait_for(Duration::from_secs(15), || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find_map(|event| {
+            let message = event.message?;
+            let lines: Vec<&str> = message.lines().collect();
+            (event.involved_object.name.as_deref() == Some("prune")
+                && lines.contains(&deleted)
+                && lines.contains(&skipped))
+            .then_some(())
+        })
+    })
+    .await;
+    assert!(
+        found.is_some(),
+        "an Event lists '{deleted}' and '{skipped}'"
+    );
 }
 
 /// `TestKustomizationReconciler_PruneFailedInventoryRetry`: a delete the API server accepts

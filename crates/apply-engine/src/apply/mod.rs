@@ -748,6 +748,22 @@ mod tests {
             "ConfigMap/ns/a configured\nClusterRole/r created"
         );
         assert_eq!(set.count(Action::Unchanged), 1);
+        // Flux's HasChanged leaves skipped objects out of an apply's summary too; a prune
+        // lists every entry.
+        let mut with_skipped = set.clone();
+        with_skipped.changes.push(Change {
+            object: ObjectRef::of(
+                &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "ns"}}),
+            ),
+            action: Action::Skipped,
+        });
+        assert_eq!(with_skipped.summary(), set.summary());
+        assert!(
+            with_skipped
+                .listing()
+                .ends_with("ClusterRole/r created\nSecret/ns/s skipped")
+        );
+        assert_eq!(with_skipped.listing().lines().count(), 4);
     }
 
     #[test]

@@ -117,11 +117,22 @@ pub struct ChangeSet {
 }
 
 impl ChangeSet {
-    /// The lines Flux puts into events: every change except `unchanged`.
+    /// The lines Flux puts into an apply's event and error: what changed, neither
+    /// `unchanged` nor `skipped` (Flux's `HasChanged`).
     pub fn summary(&self) -> String {
         self.changes
             .iter()
-            .filter(|c| c.action != Action::Unchanged)
+            .filter(|c| !matches!(c.action, Action::Unchanged | Action::Skipped))
+            .map(Change::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Every entry, a line each, as fluxcd/pkg's `ChangeSet.String()` writes it (a prune's
+    /// event and log).
+    pub fn listing(&self) -> String {
+        self.changes
+            .iter()
             .map(Change::to_string)
             .collect::<Vec<_>>()
             .join("\n")

@@ -83,10 +83,12 @@ async fn prune(
         failure = Some(outcome.errors);
     }
     ctx.metrics.observe_apply(Duration::ZERO, &outcome.deleted);
-    let summary = outcome.deleted.summary();
-    if !summary.is_empty() {
-        tracing::info!("garbage collection completed: {summary}");
-        progress.event(EventType::Normal, reason::PROGRESSING, &summary, meta);
+    // As Flux's: a prune that failed says so only in the outcome; one that settled
+    // everything lists what it deleted and what it left.
+    let settled = outcome.settled.listing();
+    if failure.is_none() && !settled.is_empty() {
+        tracing::info!("garbage collection completed: {settled}");
+        progress.event(EventType::Normal, reason::PROGRESSING, &settled, meta);
     }
     Ok(failure)
 }
