@@ -35,7 +35,9 @@ pub async fn prune_with(
             // Anything else may be passing (an aggregated API down): try again next time.
             Err(KindError::Api(error)) => {
                 outcome.survivors.push(reference.clone());
-                outcome.errors.push(format!("{reference}: {error}"));
+                outcome
+                    .errors
+                    .push(format!("{reference} query failed: {error}"));
                 continue;
             }
         };
@@ -56,16 +58,21 @@ pub async fn prune_with(
                 outcome.skip(reference);
                 continue;
             }
+            // fluxcd/pkg's words: "<object> query failed: <the server's message>".
             Verdict::ReadFailed(error) => {
                 outcome.survivors.push(reference.clone());
-                outcome.errors.push(format!("{reference}: {error}"));
+                outcome.errors.push(format!(
+                    "{reference} query failed: {}",
+                    crate::controller::identity::api_message(&error)
+                ));
                 continue;
             }
             Verdict::DeleteFailed(error) => {
                 outcome.survivors.push(reference.clone());
-                outcome
-                    .errors
-                    .push(format!("{reference} delete failed: {error}"));
+                outcome.errors.push(format!(
+                    "{reference} delete failed: {}",
+                    crate::controller::identity::api_message(&error)
+                ));
                 continue;
             }
         }

@@ -59,7 +59,8 @@ pub enum ReconcileError {
     #[error("{0}")]
     Client(#[from] crate::controller::remote::ClientError),
     /// Objects whose deletion failed while finalizing.
-    #[error("{}", .0.join("; "))]
+    /// In fluxcd/pkg's DeleteAll words: "delete failed, errors: " and each error with a `;`.
+    #[error("delete failed, errors: {}", .0.iter().map(|e| format!("{e};")).collect::<String>())]
     Prune(Vec<String>),
 }
 

@@ -697,11 +697,15 @@ fn every_outcome_ends_with_fluxs_log_line() {
             },
         ),
         (
-            StepError::Prune(vec!["ConfigMap/apps/settings: forbidden".into()]),
+            StepError::Prune(vec![
+                "ConfigMap/apps/settings delete failed: forbidden".into(),
+                "Secret/apps/token query failed: forbidden".into(),
+            ]),
             Said::Failed {
                 message: "Reconciliation failed after 1.5s, next try in 1m0s".into(),
                 revision: Some("main@sha1:new".into()),
-                error: "ConfigMap/apps/settings: forbidden".into(),
+                // fluxcd/pkg's DeleteAll, each error closed by a `;`.
+                error: "delete failed, errors: ConfigMap/apps/settings delete failed: forbidden;Secret/apps/token query failed: forbidden;".into(),
             },
         ),
     ];

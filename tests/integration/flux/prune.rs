@@ -211,6 +211,14 @@ async fn flux_prune_failed_inventory_retry() {
     harness.source("repo", &publish("v4.0.0", false)).await;
     let failed = harness.wait_ready("retry", "False", "PruneFailed").await;
     assert_eq!(inventory_len(&failed), 1);
+    let message = crate::support::controller::ready_message(&failed);
+    let ns = harness.cluster.namespace.clone();
+    assert!(
+        message.starts_with(&format!(
+            "delete failed, errors: ConfigMap/{ns}/held delete failed: "
+        )) && message.ends_with(';'),
+        "fluxcd/pkg's DeleteAll words: {message}"
+    );
     let kept = maps.get("held").await.unwrap();
     assert!(kept.metadata.deletion_timestamp.is_none());
     let removed = wait_for(Duration::from_secs(30), || async {
