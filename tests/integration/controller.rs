@@ -258,6 +258,11 @@ async fn failures_are_reported_without_applying_anything() {
     let failed = harness
         .wait_ready("invalid", "False", "ReconciliationFailed")
         .await;
+    let message = ready_message(&failed);
+    assert!(
+        message.starts_with(&format!("ConfigMap/{ns}/Not_A_Name ")) && message.ends_with('\n'),
+        "as Flux's, the error then what changed before it (nothing): {message:?}"
+    );
     let (_, what) = reconciling(&failed);
     assert!(
         what.starts_with("Detecting drift for revision main@sha1:1bad"),

@@ -69,6 +69,10 @@ pub enum StepError {
     InvalidIgnoreRule(IgnoreRuleError),
     #[error("{0}")]
     Apply(ApplyError),
+    /// An apply that failed part way, as Flux's says it: the error, then a line for each
+    /// object the stages before it changed (`changed`, each line ending in a newline).
+    #[error("{error}\n{changed}")]
+    ApplyFailed { error: ApplyError, changed: String },
     #[error("{0}")]
     Inventory(InventoryError),
     #[error("{0}")]
@@ -142,6 +146,7 @@ impl StepError {
             StepError::Client(_)
             | StepError::InvalidIgnoreRule(_)
             | StepError::Apply(_)
+            | StepError::ApplyFailed { .. }
             | StepError::Inventory(_) => reason::FAILED,
             StepError::StaleObjects(_) | StepError::Prune(_) | StepError::PruneConfirmation(_) => {
                 reason::PRUNE_FAILED

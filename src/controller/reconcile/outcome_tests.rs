@@ -838,3 +838,36 @@ fn a_failed_health_check_says_after_how_long_as_flux() {
     );
     assert_eq!(conclusion.event.unwrap().message, ready.message);
 }
+
+/// Flux's apply: a failure says its error, then the objects the stages before it changed, a
+/// line each (so the message ends in a newline even when none did).
+#[test]
+fn a_failed_apply_says_what_it_changed_before_it_failed_as_flux() {
+    let error = || ApplyError::Apply {
+        subject: "ConfigMap/apps/settings".into(),
+        message: "refused".into(),
+    };
+    let cases = [
+        (
+            String::new(),
+            "ConfigMap/apps/settings apply failed: refused\n",
+        ),
+        (
+            "Namespace/apps created\nClusterRole/reader configured\n".to_string(),
+            "ConfigMap/apps/settings apply failed: refused\nNamespace/apps created\nClusterRole/reader configured\n",
+        ),
+    ];
+    for (changed, expected) in cases {
+        let conclusion = fail(
+            StepError::ApplyFailed {
+                error: error(),
+                changed,
+            },
+            None,
+        );
+        let ready = status::get(&conclusion.status, READY).unwrap();
+        assert_eq!(ready.message, expected);
+        assert_eq!(ready.reason, reason::FAILED);
+        assert_eq!(conclusion.event.unwrap().message, expected);
+    }
+}

@@ -382,7 +382,12 @@ pub(crate) async fn apply(
     let old_inventory = load_inventory(object, ctx, status).await?;
     if let Some(error) = apply_error {
         keep_partially_applied(object, ctx, status, &old_inventory, &changes).await;
-        return Err(StepError::Apply(error));
+        let changed: String = changes
+            .summary()
+            .lines()
+            .map(|line| format!("{line}\n"))
+            .collect();
+        return Err(StepError::ApplyFailed { error, changed });
     }
     ctx.metrics.observe_apply(started.elapsed(), &changes);
     Ok((changes, old_inventory))
