@@ -128,6 +128,15 @@ pub enum Retry {
 }
 
 impl StepError {
+    /// What Flux's reconcile returns for this failure, when it differs from what Ready says:
+    /// its event and log say this.
+    pub fn reported(&self) -> Option<String> {
+        match self {
+            StepError::Client(error) => Some(format!("failed to build kube client: {error}")),
+            _ => None,
+        }
+    }
+
     /// Flux's condition reason for this failure.
     pub fn reason(&self) -> &'static str {
         match self {

@@ -389,13 +389,15 @@ async fn run_steps(
     progress
         .report(status, &building, steps::Step::Progressing)
         .await;
+    // As Flux's, the client is made before the build: a failure to make it is no outcome
+    // of a build (no history).
+    let target = steps::target(object, ctx).await.map_err(before_build)?;
     let built = steps::build_fetched(object, ctx, fetched)
         .await
         .map_err(before_build)?;
     let digest = built.digest;
     let after_build =
         |error: crate::controller::error::StepError| error.at(&revision, origin, Some(&digest));
-    let target = steps::target(object, ctx).await.map_err(after_build)?;
     let applier = steps::applier(object, ctx, &target).map_err(after_build)?;
     let jobs_with_ttl = crate::health::jobs_with_ttl(&built.objects);
     let converging = Converging {

@@ -298,7 +298,7 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
         Event {
             type_: EventType::Warning,
             reason,
-            message,
+            message: error.reported().unwrap_or(message),
             meta,
         }
     };
@@ -352,7 +352,7 @@ fn said_on_failure(facts: &Facts, failed: &Failed) -> Said {
                 GoDuration::from_std(facts.retry_interval)
             ),
             revision: failed.revision.clone(),
-            error: error.to_string(),
+            error: error.reported().unwrap_or_else(|| error.to_string()),
         },
     }
 }

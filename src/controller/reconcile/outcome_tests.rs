@@ -871,3 +871,27 @@ fn a_failed_apply_says_what_it_changed_before_it_failed_as_flux() {
         assert_eq!(conclusion.event.unwrap().message, expected);
     }
 }
+
+/// Flux's reconcile marks Ready with the client's error and returns it wrapped: the event and
+/// the log say "failed to build kube client: …". The client is made before the build, so its
+/// failure enters no history.
+#[test]
+fn a_client_that_cannot_be_made_is_reported_as_flux_reports_it() {
+    let error = ClientError::SecretNotFound {
+        secret: "apps/kubeconfig".into(),
+        name: "kubeconfig".into(),
+    };
+    let bare = error.to_string();
+    let conclusion = fail(StepError::Client(error), None);
+    let ready = status::get(&conclusion.status, READY).unwrap();
+    assert_eq!(ready.message, bare);
+    assert_eq!(ready.reason, reason::FAILED);
+    let reported = format!("failed to build kube client: {bare}");
+    assert_eq!(conclusion.event.unwrap().message, reported);
+    assert!(
+        matches!(&conclusion.said, Said::Failed { error, .. } if *error == reported),
+        "{:?}",
+        conclusion.said
+    );
+    assert!(conclusion.status.history.is_empty());
+}
