@@ -31,8 +31,10 @@ pub enum DependencyError {
     RevisionNotApplied { id: String },
     /// Terminal, as in Flux: an expression that does not parse, or names a variable other
     /// than `self` and `dep` (Flux compiles it with only those two declared).
+    /// As Flux's Ready says it: its message around the terminal error (whose own text,
+    /// [`DependencyError::terminal_cause`], starts `terminal error: `).
     #[error(
-        "Reconciliation failed terminally due to configuration error: failed to evaluate dependency {name}: failed to parse the CEL expression '{expression}': {reason}"
+        "Reconciliation failed terminally due to configuration error: terminal error: failed to evaluate dependency {name}: failed to parse the CEL expression '{expression}': {reason}"
     )]
     InvalidReadyExpr {
         name: String,
@@ -40,12 +42,27 @@ pub enum DependencyError {
         reason: String,
     },
     #[error(
-        "Reconciliation failed terminally due to configuration error: failed to evaluate dependency {name}: the CEL expression '{expression}' does not evaluate to a bool"
+        "Reconciliation failed terminally due to configuration error: terminal error: failed to evaluate dependency {name}: the CEL expression '{expression}' does not evaluate to a bool"
     )]
     ReadyExprNotBoolean { name: String, expression: String },
 }
 
+/// What Flux's Ready message wraps around a terminal dependency error.
+const TERMINAL_PREFIX: &str = "Reconciliation failed terminally due to configuration error: ";
+
 impl DependencyError {
+    /// The terminal error Flux's reconcile returns (and controller-runtime logs): the
+    /// message without Ready's prefix.
+    pub fn terminal_cause(&self) -> Option<String> {
+        self.is_invalid_expression().then(|| {
+            let message = self.to_string();
+            message
+                .strip_prefix(TERMINAL_PREFIX)
+                .unwrap_or(&message)
+                .to_string()
+        })
+    }
+
     /// A broken `readyExpr` cannot become valid by waiting: only a spec change helps.
     pub fn is_invalid_expression(&self) -> bool {
         matches!(

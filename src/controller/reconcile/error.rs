@@ -128,6 +128,18 @@ pub enum Retry {
 }
 
 impl StepError {
+    /// The terminal error Flux's reconcile returns for a stall, as controller-runtime logs it
+    /// ("terminal error: " and the cause).
+    pub fn terminal_cause(&self) -> String {
+        match self {
+            StepError::InvalidHealthExpression(error) => format!("terminal error: {error}"),
+            StepError::Dependency(error) => error
+                .terminal_cause()
+                .unwrap_or_else(|| format!("terminal error: {error}")),
+            other => format!("terminal error: {other}"),
+        }
+    }
+
     /// What Flux's reconcile returns for this failure, when it differs from what Ready says:
     /// its event and log say this.
     pub fn reported(&self) -> Option<String> {

@@ -185,6 +185,7 @@ fn say(said: &outcome::Said) {
             tracing::info!(%trigger, "New reconciliation triggered, canceling health checks");
         }
         outcome::Said::Terminal { error } => tracing::error!(%error, "Reconciler error"),
+        outcome::Said::GateDisabled { message, error } => tracing::error!(%error, "{message}"),
     }
 }
 

@@ -90,6 +90,9 @@ pub enum Said {
     Canceled { trigger: String },
     /// `error`: controller-runtime's `Reconciler error` for a terminal error (a stall).
     Terminal { error: String },
+    /// `error`: a feature gate the Kustomization needs is off (`message` says which to
+    /// enable), logged as Flux's reconciler logs it.
+    GateDisabled { message: String, error: String },
 }
 
 const IN_PROGRESS: &str = "Reconciliation in progress";
@@ -315,9 +318,16 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
 fn said_on_failure(facts: &Facts, failed: &Failed) -> Said {
     let error = &failed.error;
     let dependency_interval = GoDuration::from_std(facts.dependency_interval);
+    if let StepError::WorkloadIdentityDisabled = error {
+        // Flux logs it and ends the reconciliation without an error.
+        return Said::GateDisabled {
+            message: error.to_string(),
+            error: "ObjectLevelWorkloadIdentity feature gate is not enabled".into(),
+        };
+    }
     if error.stalls() {
         return Said::Terminal {
-            error: error.to_string(),
+            error: error.terminal_cause(),
         };
     }
     match error {

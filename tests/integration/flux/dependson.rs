@@ -211,6 +211,14 @@ async fn flux_depends_on_cel() {
         "{}",
         ready_message(&stalled)
     );
+    // Beyond Flux's test, its whole prefix: Ready wraps the terminal error ("%v").
+    assert!(
+        ready_message(&stalled).starts_with(&format!(
+            "Reconciliation failed terminally due to configuration error: terminal error: failed to evaluate dependency {dependency}: "
+        )),
+        "{}",
+        ready_message(&stalled)
+    );
 
     // GC works with failing dependency
     harness
