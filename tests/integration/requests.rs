@@ -403,7 +403,9 @@ async fn substitutions_are_read_each_time_unless_the_cache_gate_is_on() {
         harness
             .create_kustomization(
                 "painted",
-                json!({"postBuild": {"substituteFrom": [
+                // With the cache gate, a reconcile that outruns the watch's copy of `vars`
+                // (a loaded machine) finds no such source and is retried, as Flux's would be.
+                json!({"retryInterval": "1s", "postBuild": {"substituteFrom": [
                     {"kind": "ConfigMap", "name": "vars"},
                     {"kind": "Secret", "name": "secret-vars"}]}}),
             )
