@@ -425,52 +425,55 @@ fn flaky_client(
     (kube::Client::new(service, "default"), calls)
 }
 
+/// Publishes an event of each reason, in order, to a [`flaky_client`] and waits until the
+/// writer is done with them: the requests made (by reason), and how long that took.
+async fn sent_to_a_flaky_server(
+    unreached: usize,
+    answer: u16,
+    reasons: &[&str],
+) -> (Vec<String>, Duration) {
+    let object = kustomization("apps");
+    let (client, calls) = flaky_client(unreached, answer);
+    let recorder = Recorder::new(client, "kustomize-controller");
+    let started = tokio::time::Instant::now();
+    for reason in reasons {
+        recorder.publish(
+            &object,
+            EventType::Normal,
+            reason,
+            reason,
+            &EventMeta::default(),
+        );
+    }
+    recorder.flush(Duration::from_secs(300)).await;
+    let sent = calls.lock().unwrap().clone();
+    (sent, started.elapsed())
+}
+
 /// As client-go's broadcaster: an Event the server could not be reached for is held and
 /// tried again (the Events after it wait, in order), twelve tries at most, 10 s apart after
 /// a random first pause; then the writer goes on.
 #[tokio::test(start_paused = true)]
 async fn an_event_is_tried_again_while_the_server_is_out_of_reach() {
-    let object = kustomization("apps");
-    let meta = EventMeta::default();
-    let (client, calls) = flaky_client(2, 201);
-    let recorder = Recorder::new(client, "kustomize-controller");
-    let started = tokio::time::Instant::now();
-    recorder.publish(&object, EventType::Normal, "First", "one", &meta);
-    recorder.publish(&object, EventType::Normal, "Second", "two", &meta);
-    recorder.flush(Duration::from_secs(60)).await;
+    let (sent, waited) = sent_to_a_flaky_server(2, 201, &["First", "Second"]).await;
     assert_eq!(
-        *calls.lock().unwrap(),
+        sent,
         ["First", "First", "First", "Second"],
         "the first Event tried until written, the second after it"
     );
-    let waited = started.elapsed();
     assert!(
         waited >= Duration::from_secs(10) && waited <= Duration::from_secs(20),
         "a random pause below 10 s, then 10 s: {waited:?}"
     );
-
-    let (client, calls) = flaky_client(usize::MAX, 201);
-    let recorder = Recorder::new(client, "kustomize-controller");
-    recorder.publish(&object, EventType::Normal, "Lost", "one", &meta);
-    recorder.flush(Duration::from_secs(300)).await;
-    assert_eq!(
-        calls.lock().unwrap().len(),
-        12,
-        "client-go's maxTriesPerEvent"
-    );
+    let (sent, _) = sent_to_a_flaky_server(usize::MAX, 201, &["Lost"]).await;
+    assert_eq!(sent.len(), 12, "client-go's maxTriesPerEvent");
 }
 
 /// An Event the server refused is not sent again: it would be refused the same way.
 #[tokio::test(start_paused = true)]
 async fn an_event_the_server_refused_is_not_tried_again() {
-    let object = kustomization("apps");
-    let meta = EventMeta::default();
-    let (client, calls) = flaky_client(0, 422);
-    let recorder = Recorder::new(client, "kustomize-controller");
-    recorder.publish(&object, EventType::Normal, "Refused", "one", &meta);
-    recorder.publish(&object, EventType::Normal, "Next", "two", &meta);
-    recorder.flush(Duration::from_secs(300)).await;
-    assert_eq!(*calls.lock().unwrap(), ["Refused", "Next"]);
+    let (sent, _) = sent_to_a_flaky_server(0, 422, &["Refused", "Next"]).await;
+    assert_eq!(sent, ["Refused", "Next"]);
 }
 
 /// An Event a lost answer hid (the retry is told it exists) counts as written, as
