@@ -48,7 +48,8 @@ use crate::objects::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
-    #[error("{subject} dry-run failed ({reason}): {message}")]
+    /// fluxcd/pkg/ssa's DryRunErr: the reason in brackets, when the answer has one.
+    #[error("{subject} dry-run failed{}: {message}", bracketed(.reason))]
     DryRun {
         subject: String,
         reason: String,
@@ -60,10 +61,14 @@ pub enum ApplyError {
     DryRunNotFound { subject: String, message: String },
     #[error("{subject} namespace not specified: {message}")]
     NamespaceNotSpecified { subject: String, message: String },
-    #[error(
-        "{subject} dry-run failed, error: {message} (immutable field; set spec.force or the kustomize.toolkit.fluxcd.io/force: Enabled annotation to recreate it)"
-    )]
-    Immutable { subject: String, message: String },
+    /// An immutable field changed and the object may not be recreated (no `spec.force`, no
+    /// force annotation): fluxcd/pkg/ssa's DryRunErr, as for any refused dry-run.
+    #[error("{subject} dry-run failed{}: {message}", bracketed(.reason))]
+    Immutable {
+        subject: String,
+        reason: String,
+        message: String,
+    },
     #[error("{subject} apply failed: {message}")]
     Apply { subject: String, message: String },
     #[error("{subject}: {message}")]
@@ -78,6 +83,15 @@ pub enum ApplyError {
     WaitTimeout(Vec<String>),
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Many(Vec<ApplyError>),
+}
+
+/// ` (reason)`, or nothing for an answer without one.
+fn bracketed(reason: &str) -> String {
+    if reason.is_empty() {
+        String::new()
+    } else {
+        format!(" ({reason})")
+    }
 }
 
 impl ApplyError {
@@ -764,6 +778,33 @@ mod tests {
                 .ends_with("ClusterRole/r created\nSecret/ns/s skipped")
         );
         assert_eq!(with_skipped.listing().lines().count(), 4);
+    }
+
+    /// fluxcd/pkg/ssa's DryRunErr: the reason in brackets only when the answer has one.
+    #[test]
+    fn refused_dry_runs_read_as_fluxcd_pkgs() {
+        let refused = |reason: &str| ApplyError::DryRun {
+            subject: "ConfigMap/apps/x".into(),
+            reason: reason.into(),
+            message: "no".into(),
+        };
+        assert_eq!(
+            refused("Invalid").to_string(),
+            "ConfigMap/apps/x dry-run failed (Invalid): no"
+        );
+        assert_eq!(
+            refused("").to_string(),
+            "ConfigMap/apps/x dry-run failed: no"
+        );
+        let immutable = ApplyError::Immutable {
+            subject: "Job/apps/once".into(),
+            reason: "Invalid".into(),
+            message: "field is immutable".into(),
+        };
+        assert_eq!(
+            immutable.to_string(),
+            "Job/apps/once dry-run failed (Invalid): field is immutable"
+        );
     }
 
     #[test]

@@ -118,7 +118,11 @@ fn dry_run_error(reference: &ObjectRef, error: &kube::Error) -> ApplyError {
     let (reason, message, _) = api_error_parts(error);
     let subject = reference.to_string();
     if is_immutable(error) {
-        ApplyError::Immutable { subject, message }
+        ApplyError::Immutable {
+            subject,
+            reason,
+            message,
+        }
     } else if reason == "NotFound" && reference.namespace.is_empty() {
         ApplyError::NamespaceNotSpecified { subject, message }
     } else if reason == "NotFound" {
