@@ -36,6 +36,21 @@ pub enum SubstituteError {
     Reparse { object: String, message: String },
 }
 
+impl SubstituteError {
+    /// What fluxcd/pkg's substitution says of this failure (its caller names the object).
+    pub fn as_fluxs(&self) -> String {
+        match self {
+            SubstituteError::Expression { error, .. } => {
+                format!("envsubst error: variable substitution failed: {error}")
+            }
+            SubstituteError::Reparse { message, .. } => {
+                format!("envsubst error: YAMLToJSON: {message}")
+            }
+            other => format!("envsubst error: {other}"),
+        }
+    }
+}
+
 /// One `substituteFrom` source as the controller found it.
 pub struct Source {
     pub kind: String,

@@ -33,8 +33,39 @@ pub enum ManifestError {
     /// shown as YAML, a Secret's values left out.
     #[error("failed to decode Kubernetes apiVersion, kind and name from: {0}")]
     NotAnObject(String),
-    #[error("post build failed: {0}")]
-    Substitute(String),
+    /// Flux's words: the object as kustomize names it (`Kind.version.group/name`), then what
+    /// fluxcd/pkg's substitution says.
+    #[error("post build failed for '{resource}': {message}")]
+    Substitute { resource: String, message: String },
+}
+
+/// An object as kustomize's `Gvk` and name print it in Flux's messages:
+/// `ConfigMap.v1.[noGrp]/settings`.
+fn resource_id(object: &Value) -> String {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    let (group, version) = match text("/apiVersion").split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", text("/apiVersion")),
+    };
+    let part = |value: &str, missing: &str| {
+        if value.is_empty() {
+            missing.to_string()
+        } else {
+            value.to_string()
+        }
+    };
+    format!(
+        "{}.{}.{}/{}",
+        part(text("/kind"), "[noKind]"),
+        part(version, "[noVer]"),
+        part(group, "[noGrp]"),
+        text("/metadata/name")
+    )
 }
 
 /// What the build needs besides the artifact.
@@ -289,8 +320,12 @@ pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, Man
         let always = post_build.substitute_strategy == Some(SubstituteStrategy::Always);
         if substitute::should_run(inputs.variables, always) {
             for object in objects.iter_mut() {
+                let resource = resource_id(object);
                 substitute::substitute_object(object, inputs.variables, inputs.strict_substitution)
-                    .map_err(|e| ManifestError::Substitute(e.to_string()))?;
+                    .map_err(|e| ManifestError::Substitute {
+                        resource,
+                        message: e.as_fluxs(),
+                    })?;
             }
         }
     }
@@ -353,6 +388,28 @@ fn merge_images(images: &mut Vec<Value>, overrides: &[crate::api::Image]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// kustomize's `Gvk.String()` and the name, as Flux's build errors print them.
+    #[test]
+    fn objects_are_named_as_kustomizes_resource_ids() {
+        let cases = [
+            (
+                serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}),
+                "Deployment.v1.apps/web",
+            ),
+            (
+                serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "token"}}),
+                "Secret.v1.[noGrp]/token",
+            ),
+            (
+                serde_json::json!({"metadata": {"name": "x"}}),
+                "[noKind].[noVer].[noGrp]/x",
+            ),
+        ];
+        for (object, expected) in cases {
+            assert_eq!(resource_id(&Value::from(object)), expected);
+        }
+    }
 
     fn spec(extra: Value) -> KustomizationSpec {
         let mut base = json!({"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "r"}});
