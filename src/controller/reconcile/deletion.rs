@@ -129,13 +129,7 @@ async fn prune_applied(
         if let Err(error) =
             wait_gone(&client, &deleted, timeout, ctx.options.health_poll_interval).await
         {
-            let error = match error {
-                WaitError::Timeout(remaining) => format!(
-                    "timeout waiting for termination of: [{}]",
-                    remaining.join(", ")
-                ),
-                WaitError::Api(error) => format!("Kubernetes API: {error}"),
-            };
+            let error = error.as_fluxs();
             let message = "failed to wait for resources termination";
             tracing::error!(%error, "{message}");
             announce(ctx, object, EventType::Warning, message);
@@ -220,7 +214,25 @@ fn event_reason(status: Option<&crate::api::KustomizationStatus>, event_type: Ev
 enum WaitError {
     /// Still there at the timeout.
     Timeout(Vec<String>),
-    Api(kube::Error),
+    /// Asking after `object` failed.
+    Api { object: String, error: kube::Error },
+}
+
+impl WaitError {
+    /// What fluxcd/pkg/ssa's WaitForTermination says: the first object not gone, and why
+    /// the wait ended (its context's deadline, or the failed read).
+    fn as_fluxs(&self) -> String {
+        match self {
+            WaitError::Timeout(remaining) => format!(
+                "{} termination timeout: context deadline exceeded",
+                remaining.first().map_or("", String::as_str)
+            ),
+            WaitError::Api { object, error } => format!(
+                "{object} termination timeout: {}",
+                crate::controller::identity::api_message(error)
+            ),
+        }
+    }
 }
 
 async fn wait_gone(
@@ -238,12 +250,20 @@ async fn wait_gone(
                 Ok(api) => api,
                 // A kind that is no longer served has no objects left.
                 Err(KindError::NotServed) => continue,
-                Err(KindError::Api(error)) => return Err(WaitError::Api(error)),
+                Err(KindError::Api(error)) => {
+                    return Err(WaitError::Api {
+                        object: object.to_string(),
+                        error,
+                    });
+                }
             };
             if api
                 .get_opt(&object.name)
                 .await
-                .map_err(WaitError::Api)?
+                .map_err(|error| WaitError::Api {
+                    object: object.to_string(),
+                    error,
+                })?
                 .is_some()
             {
                 remaining.push(object.to_string());
@@ -263,6 +283,28 @@ async fn wait_gone(
 mod tests {
     use super::*;
     use crate::api::KustomizationStatus;
+
+    /// fluxcd/pkg/ssa's WaitForTermination error, as Flux's finalizer logs it.
+    #[test]
+    fn a_termination_wait_ends_in_fluxcd_pkgs_words() {
+        let timeout = WaitError::Timeout(vec!["ConfigMap/apps/a".into(), "Secret/apps/b".into()]);
+        assert_eq!(
+            timeout.as_fluxs(),
+            "ConfigMap/apps/a termination timeout: context deadline exceeded"
+        );
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 403,
+            "reason": "Forbidden", "message": "configmaps \"a\" is forbidden"}))
+        .unwrap();
+        let refused = WaitError::Api {
+            object: "ConfigMap/apps/a".into(),
+            error: kube::Error::Api(status.boxed()),
+        };
+        assert_eq!(
+            refused.as_fluxs(),
+            "ConfigMap/apps/a termination timeout: configmaps \"a\" is forbidden"
+        );
+    }
 
     /// Flux's deletion policies (docs `spec.deletionPolicy`; kustomization_deletion_policy
     /// tests): what happens to the applied objects.
