@@ -7,7 +7,7 @@ use sha2::Digest as _;
 use tokio::io::AsyncWriteExt;
 
 use super::extract::{ExtractLimits, extract_tar_gz};
-use super::{Artifact, SourceError, Workspace};
+use super::{Artifact, DownloadFailure, SourceError, Workspace};
 
 /// The digest source-controller advertises, `<algorithm>:<hex>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -190,7 +190,10 @@ impl Fetcher {
                     if attempt >= self.options.retries {
                         return Err(SourceError::Download {
                             url: url.clone(),
-                            reason: format!("giving up after {} attempts: {reason}", attempt + 1),
+                            failure: DownloadFailure::GaveUp {
+                                attempts: attempt + 1,
+                                reason,
+                            },
                         });
                     }
                     tracing::debug!(url = %url, attempt, reason = %reason, "retrying artifact download");
@@ -249,12 +252,12 @@ impl Fetcher {
             }));
         }
         if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-            return Err(Attempt::Retry(format!("HTTP {status}")));
+            return Err(Attempt::Retry(format!("unexpected HTTP status {status}")));
         }
         if !status.is_success() {
             return Err(Attempt::Fatal(SourceError::Download {
                 url: url.into(),
-                reason: format!("HTTP {status}"),
+                failure: DownloadFailure::Status(status.to_string()),
             }));
         }
         let limit = self.options.max_download_bytes;

@@ -54,12 +54,17 @@ pub enum SourceError {
     },
     #[error("artifact not found at {url} (HTTP 404)")]
     ArtifactMissing { url: String },
-    #[error("failed to download artifact from {url}: {reason}")]
-    Download { url: String, reason: String },
+    /// fluxcd/pkg's archive fetcher: an answer other than 200 (or 404), or tries spent.
+    #[error("{}", download_failure(.url, .failure))]
+    Download {
+        url: String,
+        failure: DownloadFailure,
+    },
     #[error("artifact from {url} is larger than the limit of {limit} bytes")]
     TooLarge { url: String, limit: u64 },
+    /// fluxcd/pkg's words (the computed digest is in the debug log, not the message).
     #[error(
-        "failed to verify artifact from {url}: computed digest doesn't match '{expected}' (got '{actual}')"
+        "failed to verify archive: computed digest doesn't match provided '{expected}' (check whether file size exceeds max download size)"
     )]
     DigestMismatch {
         url: String,
@@ -86,6 +91,29 @@ pub enum SourceError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Why a download failed, for [`SourceError::Download`].
+#[derive(Debug)]
+pub enum DownloadFailure {
+    /// The server answered with this status line (`403 Forbidden`).
+    Status(String),
+    /// Every try failed; the last one for `reason` (`unexpected HTTP status 503 Service
+    /// Unavailable`, or the connection's error).
+    GaveUp { attempts: u32, reason: String },
+}
+
+/// A failed download as fluxcd/pkg's archive fetcher (and the retrying client it uses)
+/// words it.
+fn download_failure(url: &str, failure: &DownloadFailure) -> String {
+    match failure {
+        DownloadFailure::Status(status) => {
+            format!("failed to download archive from {url} (status: {status})")
+        }
+        DownloadFailure::GaveUp { attempts, reason } => format!(
+            "failed to download archive: GET {url} giving up after {attempts} attempt(s): {reason}"
+        ),
+    }
 }
 
 /// What source-controller published: where to get it and what it must hash to.
