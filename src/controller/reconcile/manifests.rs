@@ -39,33 +39,14 @@ pub enum ManifestError {
     Substitute { resource: String, message: String },
 }
 
-/// An object as kustomize's `Gvk` and name print it in Flux's messages:
-/// `ConfigMap.v1.[noGrp]/settings`.
+/// An object as Flux's build errors name it: kustomize's `Gvk` and the name
+/// (`ConfigMap.v1.[noGrp]/settings`).
 fn resource_id(object: &Value) -> String {
-    let text = |pointer: &str| {
-        object
-            .pointer(pointer)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    };
-    let (group, version) = match text("/apiVersion").split_once('/') {
-        Some((group, version)) => (group, version),
-        None => ("", text("/apiVersion")),
-    };
-    let part = |value: &str, missing: &str| {
-        if value.is_empty() {
-            missing.to_string()
-        } else {
-            value.to_string()
-        }
-    };
-    format!(
-        "{}.{}.{}/{}",
-        part(text("/kind"), "[noKind]"),
-        part(version, "[noVer]"),
-        part(group, "[noGrp]"),
-        text("/metadata/name")
-    )
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    format!("{}/{name}", kustomize::Gvk::of(object))
 }
 
 /// What the build needs besides the artifact.

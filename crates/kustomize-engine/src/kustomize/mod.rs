@@ -53,6 +53,7 @@ pub use kustfile::KUSTOMIZATION_FILE_NAMES;
 pub use openapi::{Openapi, PropertyMeta, SchemaView};
 use provenance::Tracking;
 pub use provenance::{ConfiguredBy, Origin, Provenance, provenance_table};
+pub use resource::Gvk;
 pub use selector::{CompiledSelector as ObjectSelector, LabelSelector, SelectorError};
 pub use smp::{Outcome as StrategicMergeOutcome, apply as strategic_merge};
 

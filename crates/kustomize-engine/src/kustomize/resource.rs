@@ -95,6 +95,23 @@ pub struct Gvk<'a> {
     pub kind: &'a str,
 }
 
+/// kustomize's `Gvk.String()`: `Deployment.v1.apps`, with `[noKind]`/`[noVer]`/`[noGrp]`
+/// for what is empty (Flux names built objects this way in its build errors).
+impl fmt::Display for Gvk<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn or<'s>(s: &'s str, placeholder: &'static str) -> &'s str {
+            if s.is_empty() { placeholder } else { s }
+        }
+        write!(
+            f,
+            "{}.{}.{}",
+            or(self.kind, "[noKind]"),
+            or(self.version, "[noVer]"),
+            or(self.group, "[noGrp]")
+        )
+    }
+}
+
 impl<'a> Gvk<'a> {
     pub fn of(object: &'a Value) -> Gvk<'a> {
         let (group, version) = split_api_version(field_str(object, "apiVersion"));
