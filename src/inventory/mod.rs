@@ -133,6 +133,13 @@ pub struct PruneOutcome {
     pub errors: Vec<String>,
 }
 
+/// A prune's failures as fluxcd/pkg's DeleteAll words them: "delete failed, errors: " and
+/// each error closed by a `;`.
+pub fn delete_failed(errors: &[String]) -> String {
+    let listed: String = errors.iter().map(|error| format!("{error};")).collect();
+    format!("delete failed, errors: {listed}")
+}
+
 /// After a failed apply: the old entries plus what was applied before the failure, so that
 /// objects created by the partial apply stay ours (pruned later if they leave) and nothing
 /// the old inventory named is forgotten.

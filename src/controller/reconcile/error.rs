@@ -94,8 +94,8 @@ pub enum StepError {
     )]
     PruneConfirmation(kube::Error),
     /// Stale objects whose deletion failed; they stay in the inventory.
-    /// In fluxcd/pkg's DeleteAll words: "delete failed, errors: " and each error with a `;`.
-    #[error("delete failed, errors: {}", .0.iter().map(|e| format!("{e};")).collect::<String>())]
+    /// In fluxcd/pkg's DeleteAll words ([`crate::inventory::delete_failed`]).
+    #[error("{}", crate::inventory::delete_failed(.0))]
     Prune(Vec<String>),
     #[error("Reconciliation failed terminally due to configuration error: {0}")]
     InvalidHealthExpression(HealthError),

@@ -59,8 +59,8 @@ pub enum ReconcileError {
     #[error("{0}")]
     Client(#[from] crate::controller::remote::ClientError),
     /// Objects whose deletion failed while finalizing.
-    /// In fluxcd/pkg's DeleteAll words: "delete failed, errors: " and each error with a `;`.
-    #[error("delete failed, errors: {}", .0.iter().map(|e| format!("{e};")).collect::<String>())]
+    /// In fluxcd/pkg's DeleteAll words ([`crate::inventory::delete_failed`]).
+    #[error("{}", crate::inventory::delete_failed(.0))]
     Prune(Vec<String>),
 }
 
