@@ -31,36 +31,46 @@ pub enum DependencyError {
     RevisionNotApplied { id: String },
     /// Terminal, as in Flux: an expression that does not parse, or names a variable other
     /// than `self` and `dep` (Flux compiles it with only those two declared).
-    /// As Flux's Ready says it: its message around the terminal error (whose own text,
-    /// [`DependencyError::terminal_cause`], starts `terminal error: `).
-    #[error(
-        "Reconciliation failed terminally due to configuration error: terminal error: failed to evaluate dependency {name}: failed to parse the CEL expression '{expression}': {reason}"
-    )]
+    /// As Flux's Ready says it: its message around the terminal error
+    /// ([`DependencyError::terminal_cause`]).
+    #[error("{TERMINAL_PREFIX}{}", self.terminal_cause().unwrap_or_default())]
     InvalidReadyExpr {
         name: String,
         expression: String,
         reason: String,
     },
-    #[error(
-        "Reconciliation failed terminally due to configuration error: terminal error: failed to evaluate dependency {name}: the CEL expression '{expression}' does not evaluate to a bool"
-    )]
+    #[error("{TERMINAL_PREFIX}{}", self.terminal_cause().unwrap_or_default())]
     ReadyExprNotBoolean { name: String, expression: String },
 }
 
 /// What Flux's Ready message wraps around a terminal dependency error.
 const TERMINAL_PREFIX: &str = "Reconciliation failed terminally due to configuration error: ";
 
+/// The terminal error Flux's readyExpr compilation returns for dependency `name`, as
+/// controller-runtime's `TerminalError` prints it.
+fn invalid_expression(name: &str, cause: &str) -> String {
+    format!("terminal error: failed to evaluate dependency {name}: {cause}")
+}
+
 impl DependencyError {
     /// The terminal error Flux's reconcile returns (and controller-runtime logs): the
     /// message without Ready's prefix.
     pub fn terminal_cause(&self) -> Option<String> {
-        self.is_invalid_expression().then(|| {
-            let message = self.to_string();
-            message
-                .strip_prefix(TERMINAL_PREFIX)
-                .unwrap_or(&message)
-                .to_string()
-        })
+        match self {
+            DependencyError::InvalidReadyExpr {
+                name,
+                expression,
+                reason,
+            } => Some(invalid_expression(
+                name,
+                &format!("failed to parse the CEL expression '{expression}': {reason}"),
+            )),
+            DependencyError::ReadyExprNotBoolean { name, expression } => Some(invalid_expression(
+                name,
+                &format!("the CEL expression '{expression}' does not evaluate to a bool"),
+            )),
+            _ => None,
+        }
     }
 
     /// A broken `readyExpr` cannot become valid by waiting: only a spec change helps.
