@@ -125,6 +125,15 @@ pub enum ForwardOutcome<'a> {
 }
 
 impl ForwardOutcome<'_> {
+    /// Whether it failed, as Flux's retrying client judges it: not reached, or a 5xx but 501
+    /// (what Flux's recorder logs when it gives up); any other answer is the end of it.
+    pub fn failed(&self) -> bool {
+        match *self {
+            ForwardOutcome::Unreached { .. } => true,
+            ForwardOutcome::Answered { .. } => self.retried(),
+        }
+    }
+
     /// Whether it is tried again, as go-retryablehttp's `baseRetryPolicy` behind Flux's
     /// `checkRetry` decides.
     fn retried(&self) -> bool {
@@ -337,6 +346,19 @@ mod tests {
         ];
         for (case, forwarded, attempt, expected) in cases {
             assert_eq!(forward_pause(&forwarded, attempt, now), expected, "{case}");
+        }
+        // What Flux's recorder logs as "unable to record event" once it gives up.
+        let failed = [
+            (answered(202, None), false),
+            (answered(400, None), false),
+            (answered(429, None), false),
+            (answered(501, None), false),
+            (answered(503, None), true),
+            (unreached, true),
+            (ForwardOutcome::Unreached { untrusted: true }, true),
+        ];
+        for (forwarded, expected) in failed {
+            assert_eq!(forwarded.failed(), expected, "{forwarded:?}");
         }
     }
 }

@@ -672,11 +672,10 @@ async fn forward(http: reqwest::Client, address: String, body: Vec<u8>, about: (
                     status: status.as_u16(),
                     retry_after: retry_after.and_then(|value| value.to_str().ok()),
                 };
-                let failed = status.is_server_error() && status.as_u16() != 501;
-                (
-                    forwarded,
-                    failed.then(|| format!("unexpected HTTP status {status}")),
-                )
+                let failure = forwarded
+                    .failed()
+                    .then(|| format!("unexpected HTTP status {status}"));
+                (forwarded, failure)
             }
             Err(error) => {
                 let untrusted = is_untrusted(error);
