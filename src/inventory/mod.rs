@@ -26,7 +26,7 @@ pub use storage::{
 };
 
 use crate::api::{ObjectId, ResourceInventory, ResourceRef};
-use crate::objects::{ChangeSet, ObjectRef, kind_rank};
+use crate::objects::{Action, ChangeSet, ObjectRef, kind_rank};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryError {
@@ -121,16 +121,41 @@ pub fn stale(
 /// What garbage collection did.
 #[derive(Debug, Default)]
 pub struct PruneOutcome {
-    /// Deleted (or already being deleted, or gone already) objects, as change-set entries.
-    pub deleted: ChangeSet,
-    /// Objects left alone: no longer ours, opted out, or of a kind no longer served.
-    pub skipped: Vec<ObjectRef>,
-    /// Every object settled, deleted or skipped, in the order they were pruned: what
-    /// Flux's prune event lists.
+    /// Every object settled, in the order they were pruned: `deleted` (or being deleted, or
+    /// gone already) or `skipped` (no longer ours, opted out, or of a kind no longer
+    /// served). What Flux's prune event lists.
     pub settled: ChangeSet,
     /// Objects whose deletion failed; they stay in the inventory.
     pub survivors: Vec<ObjectRef>,
     pub errors: Vec<String>,
+}
+
+impl PruneOutcome {
+    /// The objects deleted, as change-set entries.
+    pub fn deleted(&self) -> ChangeSet {
+        self.only(Action::Deleted)
+    }
+
+    /// The objects left alone.
+    pub fn skipped(&self) -> Vec<ObjectRef> {
+        self.only(Action::Skipped)
+            .changes
+            .into_iter()
+            .map(|change| change.object)
+            .collect()
+    }
+
+    fn only(&self, action: Action) -> ChangeSet {
+        ChangeSet {
+            changes: self
+                .settled
+                .changes
+                .iter()
+                .filter(|change| change.action == action)
+                .cloned()
+                .collect(),
+        }
+    }
 }
 
 /// A prune's failures as fluxcd/pkg's DeleteAll words them: "delete failed, errors: " and

@@ -76,19 +76,16 @@ pub async fn prune_with(
                 continue;
             }
         }
-        let deleted = Change {
+        outcome.settled.changes.push(Change {
             object: reference.clone(),
             action: Action::Deleted,
-        };
-        outcome.settled.changes.push(deleted.clone());
-        outcome.deleted.changes.push(deleted);
+        });
     }
     outcome
 }
 
 impl PruneOutcome {
     fn skip(&mut self, reference: &ObjectRef) {
-        self.skipped.push(reference.clone());
         self.settled.changes.push(Change {
             object: reference.clone(),
             action: Action::Skipped,

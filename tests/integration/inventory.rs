@@ -40,7 +40,7 @@ fn config_map(namespace: &str, name: &str, annotations: Value) -> Value {
 /// The deletions a prune reports, as `Kind/namespace/name deleted`.
 fn deleted(outcome: &inventory::PruneOutcome) -> Vec<String> {
     outcome
-        .deleted
+        .deleted()
         .changes
         .iter()
         .map(ToString::to_string)
@@ -110,7 +110,7 @@ async fn prune_deletes_only_what_is_still_ours() {
         "prune: disabled is honoured"
     );
     assert!(exists(&cluster, &keep).await);
-    assert_eq!(outcome.deleted.count(Action::Deleted), 1);
+    assert_eq!(outcome.deleted().count(Action::Deleted), 1);
 }
 
 #[tokio::test]

@@ -121,10 +121,10 @@ async fn prune_applied(
     if wait {
         let timeout = crate::controller::steps::timeout_of(&object.spec);
         let deleted: Vec<ObjectRef> = outcome
-            .deleted
+            .deleted()
             .changes
-            .iter()
-            .map(|c| c.object.clone())
+            .into_iter()
+            .map(|c| c.object)
             .collect();
         if let Err(error) =
             wait_gone(&client, &deleted, timeout, ctx.options.health_poll_interval).await

@@ -504,8 +504,8 @@ async fn flux_prune_survivors() {
 
     // empty input is empty output
     let outcome = inventory::prune(&cluster.client, &[], &owner).await;
-    assert!(outcome.deleted.changes.is_empty() && outcome.survivors.is_empty());
-    assert!(outcome.skipped.is_empty() && outcome.errors.is_empty());
+    assert!(outcome.deleted().changes.is_empty() && outcome.survivors.is_empty());
+    assert!(outcome.skipped().is_empty() && outcome.errors.is_empty());
 
     let Some(server) = cluster.server() else {
         eprintln!("skipped the refused requests: they need fault injection");
@@ -529,7 +529,7 @@ async fn flux_prune_survivors() {
     refuse("get", 3);
     let outcome = inventory::prune(&cluster.client, &stale, &owner).await;
     assert_eq!(names(&outcome.survivors), ["a1", "b1", "c1"]);
-    assert!(outcome.deleted.changes.is_empty());
+    assert!(outcome.deleted().changes.is_empty());
 
     // deleted and skipped actions are settled
     let a = ObjectRef::of(&cluster.apply(&create("a2", true)).await);
@@ -538,9 +538,9 @@ async fn flux_prune_survivors() {
     refuse("get", 1);
     let outcome = inventory::prune(&cluster.client, &[c, a, b], &owner).await;
     assert_eq!(names(&outcome.survivors), ["c2"], "c is not settled");
-    assert_eq!(names(&outcome.skipped), ["b2"]);
+    assert_eq!(names(&outcome.skipped()), ["b2"]);
     let deleted: Vec<_> = outcome
-        .deleted
+        .deleted()
         .changes
         .iter()
         .map(|c| c.object.name.clone())
@@ -558,7 +558,7 @@ async fn flux_prune_survivors() {
     survivors.sort();
     assert_eq!(survivors, ["b3", "c3"]);
     let deleted: Vec<_> = outcome
-        .deleted
+        .deleted()
         .changes
         .iter()
         .map(|c| c.object.name.clone())

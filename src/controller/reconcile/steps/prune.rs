@@ -76,13 +76,14 @@ async fn prune(
     let owned = object.spec.kube_config.is_none().then_some(&ctx.owned);
     let outcome =
         inventory::prune_with(&target.client, &target.kinds, owned, stale, &target.owner).await;
+    ctx.metrics
+        .observe_apply(Duration::ZERO, &outcome.deleted());
     let mut failure = None;
     if !outcome.survivors.is_empty() {
         inventory::keep_survivors(new_inventory, &outcome.survivors)
             .map_err(StepError::StaleObjects)?;
         failure = Some(outcome.errors);
     }
-    ctx.metrics.observe_apply(Duration::ZERO, &outcome.deleted);
     // As Flux's: a prune that failed says so only in the outcome; one that settled
     // everything lists what it deleted and what it left.
     let settled = outcome.settled.listing();
