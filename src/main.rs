@@ -251,17 +251,12 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             "cannot set default service accounts when the feature gate ObjectLevelWorkloadIdentity is not enabled"
         );
     }
-    for (flag, value) in [
-        ("--storage-path", &args.storage_path),
-        ("--sops-vault-configmap", &args.sops_vault_configmap),
-    ] {
-        if value.is_some() {
-            tracing::info!(
-                logger = "setup",
-                flag,
-                "accepted for compatibility with Flux; it has no effect here"
-            );
-        }
+    if args.storage_path.is_some() {
+        tracing::info!(
+            logger = "setup",
+            flag = "--storage-path",
+            "accepted for compatibility with Flux; it has no effect here"
+        );
     }
     // Builds, archive extraction and file writes run on the blocking pool; a few threads per
     // reconciler are enough, and every idle thread the default pool (up to 512) keeps for 10 s
@@ -407,6 +402,10 @@ fn run_options(
                 ))
             }),
             runtime_namespace: args.runtime_namespace.clone(),
+            sops_vault_config_map: args
+                .sops_vault_configmap
+                .clone()
+                .filter(|name| !name.is_empty()),
             override_managers: args.override_managers.clone(),
             custom_apply_stage_kinds: args.custom_apply_stage_kinds.clone(),
             interval_jitter_percentage: args.interval_jitter_percentage,

@@ -230,9 +230,10 @@ pub struct RunArgs {
     /// Deployment args work, and reported as unused in the log.
     #[arg(long, hide = true)]
     pub storage_path: Option<String>,
-    /// Flux's allowlist of Vault servers for SOPS service-account login; Vault is not a
-    /// decryption source here yet, so it is accepted and reported as unused.
-    #[arg(long, hide = true)]
+    /// The name of a ConfigMap in the controller's namespace listing the OpenBao/Vault
+    /// servers (address and login path) trusted for SOPS decryption with a ServiceAccount
+    /// token; when empty, that login is off and Vault keys open with static tokens only.
+    #[arg(long)]
     pub sops_vault_configmap: Option<String>,
     /// The namespace the controller runs in.
     #[arg(long, env = "RUNTIME_NAMESPACE", default_value = "flux-system")]

@@ -31,6 +31,9 @@ pub struct Options {
     /// from those Kustomizations.
     pub default_decryption_service_account: Option<String>,
     pub runtime_namespace: String,
+    /// `--sops-vault-configmap`: the ConfigMap (in `runtime_namespace`) listing the Vault
+    /// servers a decryption may log in to as a ServiceAccount, and each one's login path.
+    pub sops_vault_config_map: Option<String>,
     /// `--default-kubeconfig-service-account`: the identity a kubeconfig ConfigMap without
     /// `serviceAccountName` uses (gate `ObjectLevelWorkloadIdentity`).
     pub default_kubeconfig_service_account: Option<String>,
@@ -146,6 +149,7 @@ impl Default for Options {
             azure_resource_manager: None,
             controller_token_file: super::remote_identity::default_token_file(),
             runtime_namespace: "flux-system".into(),
+            sops_vault_config_map: None,
             override_managers: Vec::new(),
             custom_apply_stage_kinds: Vec::new(),
             interval_jitter_percentage: 5,

@@ -593,7 +593,7 @@ async fn decryption_as_a_service_account_never_uses_the_controllers_vault_token(
     let message = ready_message(&failed);
     assert!(
         message.contains(&format!(
-            "a Vault token is not exchanged for the service account '{}/tenant'",
+            "a Vault token is exchanged for the service account '{}/tenant' only where the controller runs with --sops-vault-configmap",
             harness.cluster.namespace
         )) && message.contains("sops.vault-token"),
         "{message}"
@@ -608,7 +608,7 @@ async fn decryption_as_a_service_account_never_uses_the_controllers_vault_token(
     let message = ready_message(&failed);
     assert!(
         message.contains(&format!(
-            "a Vault token is not exchanged for the service account '{}/fallback'",
+            "a Vault token is exchanged for the service account '{}/fallback' only where the controller runs with --sops-vault-configmap",
             harness.cluster.namespace
         )),
         "{message}"

@@ -525,3 +525,15 @@ impl Drop for TestCluster {
         let _ = cleanup.join();
     }
 }
+
+/// The keys that verify the cluster's ServiceAccount tokens, as the API server publishes
+/// them (`/openid/v1/jwks`, a JSON Web Key Set).
+pub async fn published_service_account_keys(client: &Client) -> String {
+    let request = http::Request::get("/openid/v1/jwks")
+        .body(Vec::new())
+        .expect("a request");
+    client
+        .request_text(request)
+        .await
+        .expect("the API server publishes its ServiceAccount token keys")
+}

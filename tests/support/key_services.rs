@@ -192,7 +192,7 @@ impl Server {
 }
 
 /// Vault's HTTP API at `url` as the root token, for setting a dev server up. Blocking.
-fn vault_call(url: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
+pub fn vault_call(url: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
     let answer = kustomize_controller::tls::blocking_client_builder()
         .build()
         .unwrap()

@@ -120,6 +120,7 @@ pub fn route(store: &Store, path: &str) -> Result<Route, ApiError> {
                 "platform": "linux/amd64",
             })));
         }
+        ["openid", "v1", "jwks"] => return Ok(Route::Plain(super::issuer::issuer().jwks())),
         ["healthz" | "readyz" | "livez"] | ["healthz" | "readyz" | "livez", "ping"] => {
             return Ok(Route::Text("ok"));
         }

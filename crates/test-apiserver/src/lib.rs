@@ -14,6 +14,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod issuer;
 pub mod pki;
 
 mod control;

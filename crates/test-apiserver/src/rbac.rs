@@ -410,13 +410,12 @@ fn rule_held(store: &Store, identity: &Identity, namespace: &str, rule: &Value) 
 /// TokenRequest: a bearer token that authenticates as the ServiceAccount, as
 /// `kubectl create token` gets one. Like kube-apiserver's, it is a JWT whose `aud` holds the
 /// audiences asked for (the API server's own when none are) and whose `sub` names the
-/// account; its signature is not one anybody checks here.
+/// account, signed by the key `/openid/v1/jwks` publishes ([`crate::issuer`]).
 pub fn token_request(
     store: &mut Store,
     request: &super::handler::Request,
     route: &super::handler::ResourceRoute,
 ) -> Result<super::handler::Reply, super::errors::ApiError> {
-    use base64::Engine as _;
     let namespace = route.namespace.clone().unwrap_or_default();
     let name = route.name.clone().unwrap_or_default();
     if store.get(&route.rt, &namespace, &name).is_none() {
@@ -429,18 +428,12 @@ pub fn token_request(
     };
     let now = jiff::Timestamp::now();
     let expiry = now + jiff::SignedDuration::from_hours(1);
-    let encode =
-        |value: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string());
+    // The token's own id (`jti`) makes each one different, as kube-apiserver's are.
     let claims = json!({"aud": audiences, "exp": expiry.as_second(), "iat": now.as_second(),
-        "iss": "https://kubernetes.default.svc",
+        "nbf": now.as_second(), "iss": "https://kubernetes.default.svc", "jti": store.new_uid(),
         "sub": format!("system:serviceaccount:{namespace}:{name}"),
         "kubernetes.io": {"namespace": namespace, "serviceaccount": {"name": name}}});
-    let token = format!(
-        "{}.{}.kc-test-{}",
-        encode(json!({"alg": "RS256", "typ": "JWT"})),
-        encode(claims),
-        store.new_uid()
-    );
+    let token = super::issuer::issuer().sign(&claims);
     store
         .tokens
         .insert(token.clone(), Identity::service_account(&namespace, &name));

@@ -53,6 +53,12 @@ pub(crate) async fn decryption_keys(
         });
     // Key services get the Kustomization's timeout, from now, for all of its files.
     let deadline = std::time::Instant::now() + crate::controller::steps::timeout_of(&object.spec);
+    let vault_login = vault_login(
+        ctx,
+        service_account
+            .clone()
+            .map(|account| account as std::sync::Arc<dyn crate::auth::ServiceAccountTokens>),
+    );
     let environment = ctx.options.environment.clone();
     let token_cache = ctx.options.token_cache.clone();
     let name = object.metadata.name.clone().unwrap_or_default();
@@ -60,6 +66,9 @@ pub(crate) async fn decryption_keys(
         keys.set_deadline(deadline);
         if let Some(cache) = &token_cache {
             keys.use_token_cache(cache.clone(), "Kustomization", &name, &namespace);
+        }
+        if let Some(login) = &vault_login {
+            keys.use_vault_login(login.clone());
         }
         let vars = environment.iter().cloned();
         match &service_account {
@@ -108,6 +117,31 @@ pub(crate) async fn decryption_keys(
     }
     with_environment(&mut keys);
     Ok(Some(keys))
+}
+
+/// Vault login as a ServiceAccount, where the controller runs with `--sops-vault-configmap`:
+/// as the decryption's ServiceAccount (`serviceAccountName`, else
+/// `--default-decryption-service-account`), else as the controller's own.
+fn vault_login(
+    ctx: &Context,
+    service_account: Option<std::sync::Arc<dyn crate::auth::ServiceAccountTokens>>,
+) -> Option<crate::auth::vault::VaultLogin> {
+    let config_map = ctx.options.sops_vault_config_map.as_deref()?;
+    let account = service_account.unwrap_or_else(|| {
+        std::sync::Arc::new(crate::controller::identity::ControllerServiceAccount::new(
+            ctx.client.clone(),
+            &ctx.options.controller_token_file,
+        ))
+    });
+    let config = crate::controller::identity::VaultConfigMap::new(
+        ctx.configs.clone(),
+        &ctx.options.runtime_namespace,
+        config_map,
+    );
+    Some(crate::auth::vault::VaultLogin {
+        config: std::sync::Arc::new(config),
+        account,
+    })
 }
 
 /// Post-build variables from `substituteFrom` (in order) and inline `substitute`.

@@ -1,9 +1,11 @@
-//! A Kustomization's ServiceAccount as a cloud identity: its annotations and the tokens
-//! Kubernetes issues for it (`TokenRequest`), read with the controller's own client, as
-//! fluxcd/pkg `auth` reads them. The key services ask from the build's blocking thread, so
-//! each request is run to completion on the controller's runtime from there.
+//! A Kustomization's ServiceAccount (or the controller's own) as a cloud identity: its
+//! annotations and the tokens Kubernetes issues for it (`TokenRequest`), read with the
+//! controller's own client, as fluxcd/pkg `auth` reads them; and the operator's Vault
+//! ConfigMap (`--sops-vault-configmap`). The key services ask from the build's blocking
+//! thread, so each request is run to completion on the controller's runtime from there.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -11,7 +13,8 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::Api;
 use kube::api::PostParams;
 
-use crate::auth::{AccountError, ServiceAccountTokens};
+use crate::auth::vault::{LoginPaths, VaultLoginConfig};
+use crate::auth::{AccountError, AuthError, ServiceAccountTokens};
 
 pub struct KubeServiceAccount {
     client: kube::Client,
@@ -31,6 +34,156 @@ impl KubeServiceAccount {
             runtime: tokio::runtime::Handle::current(),
             annotations: OnceLock::new(),
         }
+    }
+}
+
+/// The controller's own ServiceAccount, told from the `sub` of its mounted token when a
+/// token is first asked for (a decryption that needs none never reads the file).
+pub struct ControllerServiceAccount {
+    client: kube::Client,
+    token_file: PathBuf,
+    runtime: tokio::runtime::Handle,
+    account: OnceLock<Result<(String, String), AuthError>>,
+}
+
+impl ControllerServiceAccount {
+    /// Must be made on the runtime (it keeps a handle to it), and asked off it.
+    pub fn new(client: kube::Client, token_file: &Path) -> ControllerServiceAccount {
+        ControllerServiceAccount {
+            client,
+            token_file: token_file.to_path_buf(),
+            runtime: tokio::runtime::Handle::current(),
+            account: OnceLock::new(),
+        }
+    }
+
+    /// `(namespace, name)` of the account.
+    fn account(&self) -> Result<(String, String), AuthError> {
+        self.account
+            .get_or_init(|| controller_account(&self.token_file))
+            .clone()
+    }
+}
+
+impl ServiceAccountTokens for ControllerServiceAccount {
+    fn key(&self) -> String {
+        match self.account() {
+            Ok((namespace, name)) => format!("{namespace}/{name}"),
+            Err(_) => self.token_file.display().to_string(),
+        }
+    }
+
+    fn name_and_namespace(&self) -> (String, String) {
+        self.account()
+            .map(|(namespace, name)| (name, namespace))
+            .unwrap_or_default()
+    }
+
+    fn annotations(&self) -> Result<BTreeMap<String, String>, AccountError> {
+        let (namespace, name) = self
+            .account()
+            .map_err(|e| AccountError::ControllerAccount(e.to_string()))?;
+        self.runtime
+            .block_on(annotations(&self.client, &namespace, &name))
+    }
+
+    fn token(&self, audiences: &[String]) -> Result<String, AccountError> {
+        let (namespace, name) = self
+            .account()
+            .map_err(|e| AccountError::ControllerAccount(e.to_string()))?;
+        self.runtime
+            .block_on(token(&self.client, &namespace, &name, audiences))
+            .map_err(|e| match e {
+                AccountError::Token { account, message } => {
+                    AccountError::ControllerToken { account, message }
+                }
+                other => other,
+            })
+    }
+}
+
+/// The controller's own ServiceAccount, `(namespace, name)` from the `sub` of its mounted
+/// token (read, not verified: the API server verifies it when it is used), in fluxcd/pkg's
+/// words when it cannot be told.
+pub(crate) fn controller_account(token_file: &Path) -> Result<(String, String), AuthError> {
+    use base64::Engine as _;
+    let token = std::fs::read_to_string(token_file).map_err(|e| {
+        AuthError::Invalid(format!(
+            "failed to read service account token file {}: {e}",
+            token_file.display()
+        ))
+    })?;
+    let claims: serde_json::Value = token
+        .trim()
+        .split('.')
+        .nth(1)
+        .and_then(|part| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(part.trim_end_matches('='))
+                .ok()
+        })
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .ok_or(AuthError::Invalid(
+            "failed to parse service account token: not a JWT".into(),
+        ))?;
+    let subject = claims
+        .get("sub")
+        .and_then(serde_json::Value::as_str)
+        .ok_or(AuthError::Invalid(
+            "failed to get subject from service account token: no sub claim".into(),
+        ))?;
+    match subject.split(':').collect::<Vec<_>>()[..] {
+        [_, _, namespace, name] => Ok((namespace.to_string(), name.to_string())),
+        _ => Err(AuthError::Invalid(format!(
+            "invalid subject format in service account token: {subject}"
+        ))),
+    }
+}
+
+/// The operator's Vault ConfigMap (`--sops-vault-configmap`, in the controller's namespace),
+/// read through the controller's ConfigMap reader.
+pub struct VaultConfigMap {
+    configs: crate::controller::configs::ConfigReader,
+    namespace: String,
+    name: String,
+    runtime: tokio::runtime::Handle,
+}
+
+impl VaultConfigMap {
+    /// Must be made on the runtime (it keeps a handle to it), and asked off it.
+    pub fn new(
+        configs: crate::controller::configs::ConfigReader,
+        namespace: &str,
+        name: &str,
+    ) -> VaultConfigMap {
+        VaultConfigMap {
+            configs,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+}
+
+impl VaultLoginConfig for VaultConfigMap {
+    fn config_map(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    fn login_paths(&self) -> Result<LoginPaths, AuthError> {
+        let unreadable = |reason: String| {
+            AuthError::Invalid(format!(
+                "failed to get Vault ConfigMap '{}': {reason}",
+                self.config_map()
+            ))
+        };
+        let found = self
+            .runtime
+            .block_on(self.configs.config_map(&self.namespace, &self.name))
+            .map_err(|e| unreadable(api_message(&e)))?
+            .ok_or_else(|| unreadable(format!("configmaps \"{}\" not found", self.name)))?;
+        let data: BTreeMap<String, String> = found.data.unwrap_or_default().into_iter().collect();
+        LoginPaths::from_config_map(&self.config_map(), &data)
     }
 }
 

@@ -223,22 +223,24 @@ async fn generic(
         Some(name) => crate::controller::identity::token(controller, namespace, &name, &audiences)
             .await
             .map_err(AuthError::from),
-        None => match controller_account(options.controller_token_file) {
-            Ok((account_namespace, account)) => crate::controller::identity::token(
-                controller,
-                &account_namespace,
-                &account,
-                &audiences,
-            )
-            .await
-            .map_err(|e| match e {
-                AccountError::Token { account, message } => {
-                    AuthError::from(AccountError::ControllerToken { account, message })
-                }
-                other => other.into(),
-            }),
-            Err(error) => Err(error),
-        },
+        None => {
+            match crate::controller::identity::controller_account(options.controller_token_file) {
+                Ok((account_namespace, account)) => crate::controller::identity::token(
+                    controller,
+                    &account_namespace,
+                    &account,
+                    &audiences,
+                )
+                .await
+                .map_err(|e| match e {
+                    AccountError::Token { account, message } => {
+                        AuthError::from(AccountError::ControllerToken { account, message })
+                    }
+                    other => other.into(),
+                }),
+                Err(error) => Err(error),
+            }
+        }
     }
     .map_err(IdentityError::AccessToken)?;
     let address = reference.address.as_deref().ok_or_else(|| {
@@ -504,43 +506,6 @@ fn given_or_described(
             let (host, described) = describe(address.as_deref())?;
             Ok((address.unwrap_or(host), Some(ca_pem.unwrap_or(described))))
         }
-    }
-}
-
-/// The controller's own ServiceAccount, from the `sub` of its mounted token (read, not
-/// verified: the API server verifies it when it is used).
-fn controller_account(token_file: &Path) -> Result<(String, String), AuthError> {
-    use base64::Engine as _;
-    let token = std::fs::read_to_string(token_file).map_err(|e| {
-        AuthError::Invalid(format!(
-            "failed to read service account token file {}: {e}",
-            token_file.display()
-        ))
-    })?;
-    let claims: serde_json::Value = token
-        .trim()
-        .split('.')
-        .nth(1)
-        .and_then(|part| {
-            base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(part.trim_end_matches('='))
-                .ok()
-        })
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .ok_or(AuthError::Invalid(
-            "failed to parse service account token: not a JWT".into(),
-        ))?;
-    let subject = claims
-        .get("sub")
-        .and_then(serde_json::Value::as_str)
-        .ok_or(AuthError::Invalid(
-            "failed to get subject from service account token: no sub claim".into(),
-        ))?;
-    match subject.split(':').collect::<Vec<_>>()[..] {
-        [_, _, namespace, name] => Ok((namespace.to_string(), name.to_string())),
-        _ => Err(AuthError::Invalid(format!(
-            "invalid subject format in service account token: {subject}"
-        ))),
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod decryption;
 mod remote;
+mod vault_login;
 
 use std::sync::Arc;
 

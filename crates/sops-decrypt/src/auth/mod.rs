@@ -16,6 +16,7 @@ pub mod azure;
 pub mod cache;
 pub mod cluster;
 pub mod gcp;
+pub mod vault;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -86,6 +87,9 @@ pub enum AccountError {
         "failed to create kubernetes token for controller service account '{account}': {message}"
     )]
     ControllerToken { account: String, message: String },
+    /// The controller's own account could not be told from its token file.
+    #[error("{0}")]
+    ControllerAccount(String),
 }
 
 /// A Kubernetes ServiceAccount whose identity a decryption uses: its annotations say which

@@ -18,9 +18,10 @@ use super::keysource::azure_kv::{AzureIdentity, AzureKeyVault, identity_from_ent
 use super::keysource::gcp_kms::{GcpCredentials, GcpKms};
 use super::keysource::http::Http;
 use super::keysource::pgp::PgpKeys;
-use super::keysource::vault::{TokenScope, VaultTransit};
+use super::keysource::vault::{TokenScope, VaultAuth, VaultTransit};
 use super::keysource::{KeySource, KeySourceError, Stanza};
 use crate::auth::gcp::{GoogleEndpoints, SecretlessIdentity};
+use crate::auth::vault::VaultLogin;
 use crate::auth::{AuthError, ServiceAccountTokens};
 
 /// The decryption Secret entries with fixed names, as Flux names them.
@@ -67,6 +68,9 @@ pub struct Keys {
     azure_vault_origins: Vec<String>,
     /// A Vault token and where it may be sent.
     vault_token: Option<(String, TokenScope)>,
+    /// Vault login as a ServiceAccount (`--sops-vault-configmap`), where the decryption
+    /// Secret gives no token.
+    vault_login: Option<VaultLogin>,
     /// When key services stop being called.
     deadline: Option<Instant>,
     /// Key-service entries that already failed in this decryption, and why (an entry shared
@@ -99,6 +103,7 @@ impl std::fmt::Debug for Keys {
             .field("gcp", &self.gcp.is_some())
             .field("azure", &self.azure.is_some())
             .field("vault", &self.vault_token.is_some())
+            .field("vault_login", &self.vault_login)
             .finish()
     }
 }
@@ -116,6 +121,7 @@ impl Keys {
             && self.gcp.is_none()
             && self.azure.is_none()
             && self.vault_token.is_none()
+            && self.vault_login.is_none()
     }
 
     /// Adds a decryption Secret entry by its name, as Flux reads them; entries it does not
@@ -313,6 +319,13 @@ impl Keys {
         self.service_account = Some(account);
     }
 
+    /// Logs in to Vault as a Kubernetes ServiceAccount at the addresses the operator's
+    /// ConfigMap lists (`--sops-vault-configmap`), unless the decryption Secret gives a
+    /// `sops.vault-token`, which goes first; the controller's `VAULT_TOKEN` comes last.
+    pub fn use_vault_login(&mut self, login: VaultLogin) {
+        self.vault_login = Some(login);
+    }
+
     /// Adds the age identities of an identity file.
     pub fn add_age(&mut self, entry: &str, text: &str) -> Result<(), KeyError> {
         for (number, line) in text.lines().enumerate() {
@@ -386,11 +399,23 @@ impl Keys {
                     .clone()
                     .map(|c| AzureKeyVault::new(c, http.clone(), self.azure_vault_origins.clone())),
                 vault: self
-                    .vault_token
-                    .clone()
-                    .map(|(token, scope)| VaultTransit::new(token, scope, http.clone())),
+                    .vault_auth()
+                    .map(|auth| VaultTransit::new(auth, http.clone())),
             }
         })
+    }
+
+    /// How Vault tokens are had, in Flux's order: the Secret's token, the login as a
+    /// ServiceAccount, the controller's `VAULT_TOKEN`.
+    fn vault_auth(&self) -> Option<VaultAuth> {
+        match (&self.vault_token, &self.vault_login) {
+            (Some((token, TokenScope::Anywhere)), _) => {
+                Some(VaultAuth::Static(token.clone(), TokenScope::Anywhere))
+            }
+            (fallback, Some(login)) => Some(VaultAuth::login(login.clone(), fallback.clone())),
+            (Some((token, scope)), None) => Some(VaultAuth::Static(token.clone(), scope.clone())),
+            (None, None) => None,
+        }
     }
 
     /// The bytes a metadata entry wraps (a data key or a Shamir share); `Ok(None)` when no
@@ -416,8 +441,9 @@ impl Keys {
             Err(KeySourceError::NoCredentials(
                 match (&self.service_account, stanza) {
                     (Some(account), Stanza::Vault(_)) => format!(
-                        ": a Vault token is not exchanged for the service account \
-                     '{}'; add `{entry}` to the decryption Secret",
+                        ": a Vault token is exchanged for the service account '{}' only \
+                     where the controller runs with --sops-vault-configmap; add `{entry}` \
+                     to the decryption Secret",
                         account.key()
                     ),
                     (None, Stanza::AzureKv(_)) if self.azure_unavailable.is_some() => format!(

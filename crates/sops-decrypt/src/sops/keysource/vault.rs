@@ -1,13 +1,23 @@
 //! HashiCorp Vault (and OpenBao) transit: `hc_vault` entries are opened by the transit
-//! engine's decrypt endpoint with the token of the decryption Secret's `sops.vault-token`
-//! (or the controller's `VAULT_TOKEN`).
+//! engine's decrypt endpoint with a Vault token: the decryption Secret's `sops.vault-token`;
+//! else, with `--sops-vault-configmap`, one a Kubernetes ServiceAccount token is exchanged for
+//! at the login path the operator lists for the entry's address ([`crate::auth::vault`]);
+//! else the controller's `VAULT_TOKEN`.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use serde_json::json;
 
 use super::http::{Base64, Http, secret_at};
 use super::{KeySource, KeySourceError};
+use crate::auth::AuthError;
+use crate::auth::vault::{LoginPaths, VaultLogin, role_from_token};
+
+/// How long a Kubernetes TokenRequest token lives (the API server's default), for the
+/// token cache.
+const SERVICE_ACCOUNT_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 
 /// An `hc_vault` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -29,17 +39,173 @@ pub(crate) enum TokenScope {
     Only(Option<String>),
 }
 
-/// A Vault token and where it may go.
+/// How a decryption gets its Vault tokens.
+pub(crate) enum VaultAuth {
+    /// One token, and where it may go.
+    Static(String, TokenScope),
+    /// A login as a ServiceAccount at each address the operator lists; the controller's
+    /// `VAULT_TOKEN`, when there is one, for the others.
+    Login {
+        login: VaultLogin,
+        fallback: Option<(String, TokenScope)>,
+        /// The operator's ConfigMap, read once, when a Vault key first needs it.
+        paths: OnceLock<Result<LoginPaths, AuthError>>,
+        /// The token each address gave this decryption, or why it gave none.
+        tokens: Mutex<HashMap<String, Result<String, KeySourceError>>>,
+    },
+}
+
+impl VaultAuth {
+    pub(crate) fn login(login: VaultLogin, fallback: Option<(String, TokenScope)>) -> VaultAuth {
+        VaultAuth::Login {
+            login,
+            fallback,
+            paths: OnceLock::new(),
+            tokens: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// Vault tokens and the client they are sent with.
 pub(crate) struct VaultTransit {
-    token: String,
-    scope: TokenScope,
+    auth: VaultAuth,
     http: Arc<Http>,
 }
 
 impl VaultTransit {
-    pub(crate) fn new(token: String, scope: TokenScope, http: Arc<Http>) -> VaultTransit {
-        VaultTransit { token, scope, http }
+    pub(crate) fn new(auth: VaultAuth, http: Arc<Http>) -> VaultTransit {
+        VaultTransit { auth, http }
     }
+
+    /// The token for `address`, as the decryption's way of getting tokens gives it.
+    fn token_for(&self, address: &str) -> Result<String, KeySourceError> {
+        match &self.auth {
+            VaultAuth::Static(token, scope) => scoped(token, scope, address),
+            VaultAuth::Login {
+                login,
+                fallback,
+                paths,
+                tokens,
+            } => {
+                let paths = paths
+                    .get_or_init(|| login.config.login_paths())
+                    .clone()
+                    .map_err(KeySourceError::Auth)?;
+                let Some(path) = paths.login_path(address) else {
+                    // The allowlist decides only who is sent a ServiceAccount token; the
+                    // controller's VAULT_TOKEN still goes to its own VAULT_ADDR.
+                    return match fallback {
+                        Some((token, scope @ TokenScope::Only(Some(_))))
+                            if scoped(token, scope, address).is_ok() =>
+                        {
+                            Ok(token.clone())
+                        }
+                        _ => Err(KeySourceError::Auth(AuthError::Invalid(format!(
+                            "no Vault login path configured for address '{address}' in ConfigMap '{}'",
+                            login.config.config_map()
+                        )))),
+                    };
+                };
+                let mut tokens = tokens.lock().unwrap_or_else(|e| e.into_inner());
+                tokens
+                    .entry(address.to_string())
+                    .or_insert_with(|| self.log_in(login, address, path))
+                    .clone()
+            }
+        }
+    }
+
+    /// A Vault token for the ServiceAccount's token, at `path` of `address`.
+    fn log_in(
+        &self,
+        login: &VaultLogin,
+        address: &str,
+        path: &str,
+    ) -> Result<String, KeySourceError> {
+        use crate::auth::cache::Cached;
+        let account = &login.account;
+        let (name, namespace) = account.name_and_namespace();
+        let key = crate::auth::cache::key(&[
+            ("provider", "generic"),
+            ("audiences", address),
+            ("serviceAccountName", &name),
+            ("serviceAccountNamespace", &namespace),
+        ]);
+        let issued = self
+            .http
+            .cached(&key, "decrypt_with_vault", || {
+                account
+                    .token(&[address.to_string()])
+                    .map(|token| (Cached::Bearer(token), Some(SERVICE_ACCOUNT_TOKEN_LIFETIME)))
+                    .map_err(AuthError::from)
+            })
+            .and_then(Cached::bearer)
+            .map_err(|e| {
+                AuthError::Invalid(format!(
+                    "failed to issue Kubernetes token for Vault authentication: {e}"
+                ))
+            })?;
+        let role = role_from_token(&issued)?;
+        let url = url_at(address, path.trim_matches('/').split('/'))?;
+        let what = format!("login at {url}");
+        let refused = |cause: String| {
+            KeySourceError::Auth(AuthError::Invalid(format!(
+                "failed to authenticate with Vault '{address}' at login path '{path}' as role '{role}': {cause}"
+            )))
+        };
+        let body = json!({ "role": role, "jwt": issued });
+        let answer = self
+            .http
+            .send(&what, |client| client.put(url.clone()).json(&body))
+            .map_err(|e| refused(e.to_string()))?;
+        let json = answer
+            .success_json(&what, &["/errors"])
+            .map_err(|e| refused(e.to_string()))?;
+        json.pointer("/auth/client_token")
+            .and_then(serde_json::Value::as_str)
+            .filter(|token| !token.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                KeySourceError::Auth(AuthError::Invalid(format!(
+                    "Vault '{address}' returned no token for login at '{path}' as role '{role}'"
+                )))
+            })
+    }
+}
+
+/// `token` when its scope lets it go to `address`.
+fn scoped(token: &str, scope: &TokenScope, address: &str) -> Result<String, KeySourceError> {
+    if let TokenScope::Only(allowed) = scope
+        && (allowed.as_deref().and_then(origin).is_none()
+            || allowed.as_deref().and_then(origin) != origin(address))
+    {
+        return Err(KeySourceError::Unreadable(format!(
+            "the controller's VAULT_TOKEN is sent only to VAULT_ADDR ({}), not to {}; \
+             give this Kustomization's token as `sops.vault-token` in its decryption Secret",
+            allowed.as_deref().unwrap_or("unset"),
+            address
+        )));
+    }
+    Ok(token.to_string())
+}
+
+/// `address` with `/v1/` and `segments` after its path; each segment is encoded as one.
+fn url_at<'a>(
+    address: &str,
+    segments: impl IntoIterator<Item = &'a str>,
+) -> Result<reqwest::Url, KeySourceError> {
+    let invalid = || KeySourceError::Unreadable(format!("invalid vault address {address}"));
+    let mut url = reqwest::Url::parse(address)
+        .map_err(|e| KeySourceError::Unreadable(format!("invalid vault address {address}: {e}")))?;
+    if !matches!(url.scheme(), "https" | "http") {
+        return Err(invalid());
+    }
+    url.path_segments_mut()
+        .map_err(|_| invalid())?
+        .pop_if_empty()
+        .push("v1")
+        .extend(segments);
+    Ok(url)
 }
 
 /// `scheme://host:port` of a URL, for comparing where a token goes.
@@ -53,17 +219,6 @@ impl KeySource for VaultTransit {
     const NAME: &'static str = "HashiCorp Vault";
 
     fn open(&self, entry: &VaultEntry) -> Result<Option<Vec<u8>>, KeySourceError> {
-        if let TokenScope::Only(allowed) = &self.scope
-            && (allowed.as_deref().and_then(origin).is_none()
-                || allowed.as_deref().and_then(origin) != origin(&entry.address))
-        {
-            return Err(KeySourceError::Unreadable(format!(
-                "the controller's VAULT_TOKEN is sent only to VAULT_ADDR ({}), not to {}; \
-                 give this Kustomization's token as `sops.vault-token` in its decryption Secret",
-                allowed.as_deref().unwrap_or("unset"),
-                entry.address
-            )));
-        }
         let segments = entry.engine_path.trim_matches('/').split('/');
         if segments
             .clone()
@@ -77,30 +232,17 @@ impl KeySource for VaultTransit {
                 entry.engine_path, entry.key_name
             )));
         }
-        let mut url = reqwest::Url::parse(&entry.address).map_err(|e| {
-            KeySourceError::Unreadable(format!("invalid vault address {}: {e}", entry.address))
-        })?;
-        if !matches!(url.scheme(), "https" | "http") {
-            return Err(KeySourceError::Unreadable(format!(
-                "invalid vault address {}",
-                entry.address
-            )));
-        }
-        url.path_segments_mut()
-            .map_err(|_| {
-                KeySourceError::Unreadable(format!("invalid vault address {}", entry.address))
-            })?
-            .pop_if_empty()
-            .push("v1")
-            .extend(segments)
-            .push("decrypt")
-            .push(&entry.key_name);
+        let url = url_at(
+            &entry.address,
+            segments.chain(["decrypt", entry.key_name.as_str()]),
+        )?;
+        let token = self.token_for(&entry.address)?;
         let what = format!("transit decrypt at {url}");
         let body = json!({ "ciphertext": entry.enc });
         let answer = self.http.send(&what, |client| {
             client
                 .put(url.clone())
-                .header("X-Vault-Token", &self.token)
+                .header("X-Vault-Token", &token)
                 .json(&body)
         })?;
         let json = answer.success_json(&what, &["/errors"])?;

@@ -1,0 +1,268 @@
+//! OpenBao/Vault login as a Kubernetes ServiceAccount (`--sops-vault-configmap`), as Flux's
+//! decryptor does it: where a decryption has no static Vault token (`sops.vault-token`), a
+//! token Kubernetes issues for the decryption's ServiceAccount (else the controller's own),
+//! with the Vault address as its audience, is written to the login path the operator's
+//! ConfigMap gives for that address, as the role `{namespace}_{name}` read from the token's
+//! own subject. The ConfigMap is also the allowlist: an address it does not list is never
+//! sent a token.
+//!
+//! This module holds the decisions (the ConfigMap's `config.yaml`, the role a token is for)
+//! and the interface through which the controller hands over its ConfigMap; the login itself
+//! is a call of the Vault key source ([`crate::sops`]), over the key services' HTTP client.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{AuthError, ServiceAccountTokens};
+
+/// The ConfigMap entry holding the instances.
+pub const CONFIG_KEY: &str = "config.yaml";
+
+/// The Vault addresses the operator trusts, and the login path of each.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoginPaths(BTreeMap<String, String>);
+
+impl LoginPaths {
+    /// Reads the data of the ConfigMap `config_map` (`namespace/name`, as errors name it):
+    /// its `config.yaml` lists `instances`, each an `address` and a `loginPath`. Fields it
+    /// does not know are ignored, as Flux ignores them.
+    pub fn from_config_map(
+        config_map: &str,
+        data: &BTreeMap<String, String>,
+    ) -> Result<LoginPaths, AuthError> {
+        let text = data.get(CONFIG_KEY).ok_or_else(|| {
+            AuthError::Invalid(format!(
+                "Vault ConfigMap '{config_map}' is missing the '{CONFIG_KEY}' key"
+            ))
+        })?;
+        let unparsable = |cause: String| {
+            AuthError::Invalid(format!(
+                "failed to parse '{CONFIG_KEY}' in Vault ConfigMap '{config_map}': {cause}"
+            ))
+        };
+        let config = crate::yaml::parse_single(text, crate::yaml::Schema::Kyaml)
+            .map_err(|e| unparsable(e.to_string()))?;
+        let instances = match config.get("instances") {
+            None | Some(crate::value::Value::Null) => return Ok(LoginPaths::default()),
+            Some(instances) => instances
+                .as_array()
+                .ok_or_else(|| unparsable("`instances` is not a list".into()))?,
+        };
+        let mut paths = BTreeMap::new();
+        for (index, instance) in instances.iter().enumerate() {
+            let field = |name: &str| match instance.get(name) {
+                None | Some(crate::value::Value::Null) => Ok(String::new()),
+                Some(value) => value.as_str().map(str::to_string).ok_or_else(|| {
+                    unparsable(format!("`instances[{index}].{name}` is not a string"))
+                }),
+            };
+            if instance.as_object().is_none() {
+                return Err(unparsable(format!("`instances[{index}]` is not a mapping")));
+            }
+            paths.insert(field("address")?, field("loginPath")?);
+        }
+        Ok(LoginPaths(paths))
+    }
+
+    /// The login path for a Vault address as a SOPS file names it (compared as written);
+    /// `None` when the address is not listed or its path is empty.
+    pub fn login_path(&self, address: &str) -> Option<&str> {
+        self.0
+            .get(address)
+            .map(String::as_str)
+            .filter(|path| !path.is_empty())
+    }
+}
+
+/// The Vault role a Kubernetes ServiceAccount token logs in as: `{namespace}_{name}` of the
+/// account its subject (`system:serviceaccount:<namespace>:<name>`) names. The token is
+/// read, not verified: Vault verifies it.
+pub fn role_from_token(token: &str) -> Result<String, AuthError> {
+    use base64::Engine as _;
+    let derive = |cause: String| {
+        AuthError::Invalid(format!(
+            "failed to derive Vault role for authentication: {cause}"
+        ))
+    };
+    let [_, payload, _] = token.split('.').collect::<Vec<_>>()[..] else {
+        return Err(derive("not a JWT".into()));
+    };
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .map_err(|e| derive(format!("failed to decode token payload: {e}")))?;
+    let claims: serde_json::Value = serde_json::from_slice(&payload)
+        .map_err(|e| derive(format!("failed to unmarshal token payload: {e}")))?;
+    let subject = claims
+        .get("sub")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    subject
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'))
+        .filter(|(namespace, name)| !namespace.is_empty() && !name.is_empty())
+        .map(|(namespace, name)| format!("{namespace}_{name}"))
+        .ok_or_else(|| derive(format!("unexpected token subject '{subject}'")))
+}
+
+/// The operator's ConfigMap, read when a Vault key first needs it (a decryption that opens
+/// no Vault key never reads it).
+pub trait VaultLoginConfig: Send + Sync {
+    /// `namespace/name`, as errors name it.
+    fn config_map(&self) -> String;
+    /// The instances it lists, in Flux's words when it cannot be read
+    /// (`failed to get Vault ConfigMap '<ns>/<name>': …`).
+    fn login_paths(&self) -> Result<LoginPaths, AuthError>;
+}
+
+/// What a decryption logs in to Vault with: the operator's ConfigMap and the ServiceAccount
+/// whose tokens are exchanged.
+#[derive(Clone)]
+pub struct VaultLogin {
+    pub config: Arc<dyn VaultLoginConfig>,
+    pub account: Arc<dyn ServiceAccountTokens>,
+}
+
+impl std::fmt::Debug for VaultLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VaultLogin")
+            .field("config", &self.config.config_map())
+            .field("account", &self.account.key())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(text: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([(CONFIG_KEY.to_string(), text.to_string())])
+    }
+
+    #[test]
+    fn the_config_map_maps_each_address_to_its_login_path() {
+        let paths = LoginPaths::from_config_map(
+            "flux-system/sops-vault-config",
+            &data(
+                "instances:\n\
+                 - address: https://vault-a.example.com:8200\n  loginPath: auth/kubernetes/login\n\
+                 - address: https://vault-b.example.com:8200\n  loginPath: ns1/ns2/auth/kubernetes/login\n  extra: ignored\n",
+            ),
+        )
+        .unwrap();
+        for (address, expected) in [
+            (
+                "https://vault-a.example.com:8200",
+                Some("auth/kubernetes/login"),
+            ),
+            (
+                "https://vault-b.example.com:8200",
+                Some("ns1/ns2/auth/kubernetes/login"),
+            ),
+            // Addresses are compared as written: no normalisation lets another server in.
+            ("https://vault-a.example.com:8200/", None),
+            ("https://vault-c.example.com:8200", None),
+        ] {
+            assert_eq!(paths.login_path(address), expected, "{address}");
+        }
+    }
+
+    #[test]
+    fn a_listed_address_without_a_login_path_is_not_trusted() {
+        let paths = LoginPaths::from_config_map(
+            "ns/cm",
+            &data("instances:\n- address: https://vault:8200\n"),
+        )
+        .unwrap();
+        assert_eq!(paths.login_path("https://vault:8200"), None);
+        let empty = LoginPaths::from_config_map("ns/cm", &data("{}\n")).unwrap();
+        assert_eq!(empty, LoginPaths::default());
+    }
+
+    #[test]
+    fn an_unreadable_config_map_is_named_in_fluxs_words() {
+        let cases = [
+            (
+                BTreeMap::new(),
+                "Vault ConfigMap 'ns/cm' is missing the 'config.yaml' key",
+            ),
+            (
+                data("instances: [a"),
+                "failed to parse 'config.yaml' in Vault ConfigMap 'ns/cm': ",
+            ),
+            (
+                data("instances: {address: x}\n"),
+                "failed to parse 'config.yaml' in Vault ConfigMap 'ns/cm': `instances` is not a list",
+            ),
+            (
+                data("instances:\n- address: [x]\n"),
+                "failed to parse 'config.yaml' in Vault ConfigMap 'ns/cm': `instances[0].address` is not a string",
+            ),
+            (
+                data("instances:\n- just-text\n"),
+                "failed to parse 'config.yaml' in Vault ConfigMap 'ns/cm': `instances[0]` is not a mapping",
+            ),
+        ];
+        for (data, expected) in cases {
+            let error = LoginPaths::from_config_map("ns/cm", &data)
+                .unwrap_err()
+                .to_string();
+            assert!(error.starts_with(expected), "{error:?} for {data:?}");
+        }
+    }
+
+    fn token(claims: serde_json::Value) -> String {
+        use base64::Engine as _;
+        let encode = |value: serde_json::Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string())
+        };
+        format!(
+            "{}.{}.signature",
+            encode(serde_json::json!({"alg": "RS256"})),
+            encode(claims)
+        )
+    }
+
+    #[test]
+    fn the_role_is_the_namespace_and_name_of_the_tokens_subject() {
+        let role = |sub: &str| role_from_token(&token(serde_json::json!({ "sub": sub })));
+        assert_eq!(
+            role("system:serviceaccount:apps:sops").unwrap(),
+            "apps_sops"
+        );
+        // As Flux cuts the subject: the name is what follows the namespace.
+        assert_eq!(role("system:serviceaccount:apps:a:b").unwrap(), "apps_a:b");
+        for subject in [
+            "system:serviceaccount:apps",
+            "system:serviceaccount::sops",
+            "system:serviceaccount:apps:",
+            "system:node:apps:sops",
+            "",
+        ] {
+            assert_eq!(
+                role(subject).unwrap_err().to_string(),
+                format!(
+                    "failed to derive Vault role for authentication: unexpected token subject '{subject}'"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn a_token_that_is_not_a_jwt_has_no_role() {
+        for (token, expected) in [
+            ("opaque", "not a JWT"),
+            ("a.b.c.d", "not a JWT"),
+            ("a.!!!.c", "failed to decode token payload: "),
+            ("a.bm90LWpzb24.c", "failed to unmarshal token payload: "),
+        ] {
+            let error = role_from_token(token).unwrap_err().to_string();
+            assert!(
+                error.starts_with(&format!(
+                    "failed to derive Vault role for authentication: {expected}"
+                )),
+                "{error} for {token}"
+            );
+        }
+    }
+}
