@@ -234,7 +234,7 @@ fn chart_lints_and_renders_for_default_and_custom_values() {
         "crds": {"keep": false},
         "controller": {"noCrossNamespaceRefs": true, "overrideManagers": ["helm"], "customApplyStageKinds": ["Issuer.cert-manager.io"],
             "featureGates": "StrictPostBuildSubstitutions=true", "defaultServiceAccount": "default", "watchAllNamespaces": false,
-            "sopsAgeSecret": "sops-age", "watchLabelSelector": "shard=a", "extraArgs": ["--insecure-kubeconfig-tls"]},
+            "sopsAgeSecret": "sops-age", "sopsVaultConfigMap": "sops-vault-config", "watchLabelSelector": "shard=a", "extraArgs": ["--insecure-kubeconfig-tls"]},
         "metrics": {"serviceMonitor": {"enabled": true}, "podMonitor": {"enabled": true}},
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"key": "dedicated", "operator": "Exists"}],
@@ -253,9 +253,15 @@ fn chart_lints_and_renders_for_default_and_custom_values() {
         "--no-cross-namespace-refs",
         "--override-manager=helm",
         "--watch-all-namespaces=false",
+        "--sops-vault-configmap=sops-vault-config",
     ] {
         assert!(args.contains(expected), "{expected} in {args}");
     }
+    let cluster_role = find(&rendered.objects, "ClusterRole").unwrap().to_string();
+    assert!(
+        cluster_role.contains("serviceaccounts/token"),
+        "Vault login needs ServiceAccount tokens: {cluster_role}"
+    );
     assert!(
         find(&rendered.objects, "Role").is_some(),
         "leader election needs a Role"
