@@ -266,3 +266,67 @@ pub(crate) async fn token(
             message,
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(claims: &str) -> String {
+        use base64::Engine as _;
+        let encode = |text: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text);
+        format!(
+            "{}.{}.signature\n",
+            encode(r#"{"alg":"RS256"}"#),
+            encode(claims)
+        )
+    }
+
+    #[test]
+    fn the_controllers_account_is_told_from_its_mounted_token_in_fluxcd_pkgs_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        let cases = [
+            (
+                Some(token(r#"{"sub":"system:serviceaccount:flux-system:kustomize-controller"}"#)),
+                Ok(("flux-system".to_string(), "kustomize-controller".to_string())),
+            ),
+            (
+                None,
+                Err(format!(
+                    "failed to read service account token file {}: ",
+                    file.display()
+                )),
+            ),
+            (
+                Some("opaque".into()),
+                Err("failed to parse service account token: not a JWT".into()),
+            ),
+            (
+                Some(token(r#"{"iss":"x"}"#)),
+                Err("failed to get subject from service account token: no sub claim".into()),
+            ),
+            (
+                Some(token(r#"{"sub":"system:serviceaccount:only-namespace"}"#)),
+                Err("invalid subject format in service account token: system:serviceaccount:only-namespace".into()),
+            ),
+        ];
+        for (content, expected) in cases {
+            match &content {
+                Some(text) => std::fs::write(&file, text).unwrap(),
+                None => {
+                    let _ = std::fs::remove_file(&file);
+                }
+            }
+            let told = controller_account(&file).map_err(|e| e.to_string());
+            match (&told, &expected) {
+                (Err(error), Err(prefix)) => {
+                    assert!(
+                        error.starts_with(prefix.as_str()),
+                        "{error} for {content:?}"
+                    )
+                }
+                _ => assert_eq!(told, expected, "for {content:?}"),
+            }
+        }
+    }
+}

@@ -295,7 +295,10 @@ async fn the_login_goes_before_the_controllers_vault_token_at_listed_addresses_o
         .unwrap()
     };
     // Under its own name, so that its MAC, which this direct decryption checks, holds.
-    let name = pgp_object()["metadata"]["name"].as_str().unwrap().to_string();
+    let name = pgp_object()["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let file = vault_secret(&name, &bao_url, &enc);
     let listing = |addresses: &[&str]| {
         let text: String = addresses
