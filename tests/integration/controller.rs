@@ -538,7 +538,9 @@ async fn sops_secrets_are_applied_decrypted() {
         .await;
     let failed = harness.wait_ready("nokeys", "False", "BuildFailed").await;
     assert!(
-        ready_message(&failed).to_lowercase().contains("encrypted"),
+        ready_message(&failed).ends_with(
+            "x-age is SOPS encrypted, configuring decryption is required for this secret to be reconciled"
+        ),
         "{}",
         ready_message(&failed)
     );

@@ -311,9 +311,9 @@ fn objects_with_sops_metadata_decrypt_after_a_build() {
     let err = sops::ensure_not_encrypted_secret(&still_encrypted)
         .unwrap_err()
         .to_string();
-    assert!(
-        err.contains("Secret/age") && err.contains("spec.decryption"),
-        "{err}"
+    assert_eq!(
+        err,
+        "Secret/age is SOPS encrypted, configuring decryption is required for this secret to be reconciled"
     );
 }
 

@@ -25,8 +25,18 @@ pub enum ManifestError {
     Generate(String),
     #[error("component path '{0}' not found")]
     MissingComponent(String),
-    #[error("decryption failed: {0}")]
-    Decrypt(String),
+    /// Flux's words for the SOPS files the kustomization's generators and patches read.
+    #[error("error decrypting sources: {0}")]
+    DecryptSources(sops::SopsError),
+    /// Flux's words: the object as kustomize names it (`Kind.version.group/name`), then why.
+    #[error("decryption failed for '{resource}': {source}")]
+    DecryptObject {
+        resource: String,
+        source: sops::SopsError,
+    },
+    /// A Secret that would be applied still encrypted (no keys for it).
+    #[error(transparent)]
+    EncryptedSecret(#[from] sops::EncryptedSecret),
     #[error("kustomize build failed: {0}")]
     Build(String),
     /// Flux's words: a built object lacks what every Kubernetes object has. The object is
@@ -275,8 +285,7 @@ pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, Man
     let file = kustomization_file(dir)?;
     apply_overrides(&file, inputs.spec)?;
     if let Some(keys) = inputs.keys {
-        sops::decrypt_build_inputs(root, dir, keys)
-            .map_err(|e| ManifestError::Decrypt(e.to_string()))?;
+        sops::decrypt_build_inputs(root, dir, keys).map_err(ManifestError::DecryptSources)?;
     }
     let options = BuildOptions {
         remote: inputs.remote.clone(),
@@ -291,11 +300,11 @@ pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, Man
     }
     for object in objects.iter_mut() {
         if let Some(keys) = inputs.keys {
+            let resource = resource_id(object);
             sops::decrypt_object(object, keys)
-                .map_err(|e| ManifestError::Decrypt(e.to_string()))?;
+                .map_err(|source| ManifestError::DecryptObject { resource, source })?;
         }
-        sops::ensure_not_encrypted_secret(object)
-            .map_err(|e| ManifestError::Decrypt(e.to_string()))?;
+        sops::ensure_not_encrypted_secret(object).map_err(ManifestError::EncryptedSecret)?;
     }
     if let Some(post_build) = &inputs.spec.post_build {
         let always = post_build.substitute_strategy == Some(SubstituteStrategy::Always);

@@ -207,9 +207,11 @@ async fn vault_keys_open_with_the_token_a_service_account_logs_in_for() {
     let failed = harness.wait_ready("refused", "False", "BuildFailed").await;
     let message = ready_message(&failed);
     assert!(
-        message.contains(&format!(
-            "failed to authenticate with Vault '{bao_url}' at login path 'auth/jwt/login' as role '{ns}_stranger': "
-        )) && message.contains("could not be found"),
+        message.starts_with("decryption failed for 'Secret.v1.[noGrp]/refused': ")
+            && message.contains(&format!(
+                "failed to authenticate with Vault '{bao_url}' at login path 'auth/jwt/login' as role '{ns}_stranger': "
+            ))
+            && message.contains("could not be found"),
         "{message}"
     );
     assert_eq!(secret_value(&harness, "refused").await, None);

@@ -377,10 +377,22 @@ pub fn decrypt_object(object: &mut Value, keys: &Keys) -> Result<ObjectOutcome, 
     Ok(outcome)
 }
 
-/// An error when a `Secret` still holds SOPS-encrypted content after decryption (no keys
-/// configured): applying it would store ciphertext. Objects annotated
+/// A Secret that would be applied encrypted, in Flux's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{object} is SOPS encrypted, configuring decryption is required for this secret to be reconciled"
+)]
+pub struct EncryptedSecret {
+    /// `Kind/namespace/name`.
+    pub object: String,
+}
+
+/// A `Secret` that still holds SOPS-encrypted content after decryption (no keys
+/// configured) is refused, named as `Kind/namespace/name`: applying it would store
+/// ciphertext. Beyond Flux, which looks for a top-level `sops` key only, values holding a
+/// SOPS document or value count too. Objects annotated
 /// `kustomize.toolkit.fluxcd.io/decrypt: disabled` hold it on purpose and pass.
-pub fn ensure_not_encrypted_secret(object: &Value) -> Result<(), SopsError> {
+pub fn ensure_not_encrypted_secret(object: &Value) -> Result<(), EncryptedSecret> {
     if object.get("kind").and_then(Value::as_str) != Some("Secret") || decryption_disabled(object) {
         return Ok(());
     }
@@ -403,11 +415,9 @@ pub fn ensure_not_encrypted_secret(object: &Value) -> Result<(), SopsError> {
                 })
         });
     if encrypted {
-        return Err(SopsError::Metadata(format!(
-            "{} is SOPS-encrypted; configure spec.decryption (provider sops and a secretRef \
-             with its age or OpenPGP key) to apply it",
-            object_id(object)
-        )));
+        return Err(EncryptedSecret {
+            object: object_id(object),
+        });
     }
     Ok(())
 }
