@@ -4,7 +4,8 @@
 //! lifetime, never longer than the maximum duration (at most an hour); credentials without a
 //! lifetime (static keys) are not kept. Beyond the maximum size the least recently used
 //! entry goes. Keys are Flux's: the SHA-256 of the identity's parts, one `name=value` a line.
-//! Fetches run under the cache's lock, as Flux's, so one identity is asked once at a time.
+//! Fetches run outside the cache's lock (Flux holds it): two reconciliations asking for one
+//! identity at the same moment may both fetch it, and a fetch never holds up a lookup.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -158,26 +159,26 @@ impl TokenCache {
         })
     }
 
-    /// The credential kept under `key`, else what `fetch` gets (kept when it lives).
+    /// The credential kept under `key`, else what `fetch` gets (kept when it lives). The
+    /// fetch runs without the cache's lock: it may wait on the async runtime (a
+    /// TokenRequest run from a build's thread), whose only worker may itself be waiting
+    /// for this lock to look an entry up.
     pub fn get_or_fetch<E>(
         &self,
         key: &str,
         involved: Option<&Involved>,
         fetch: impl FnOnce() -> Result<Fetched, E>,
     ) -> Result<Cached, E> {
-        let mut guard = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let (clock, entries) = &mut *guard;
-        if let Some(value) = self.find(clock, entries, key, involved) {
+        if let Some(value) = self.lookup(key, involved) {
             return Ok(value);
         }
         match fetch() {
-            Ok((value, lifetime)) => {
-                self.request("success");
-                self.keep(entries, key, value.clone(), lifetime, *clock);
-                Ok(value)
+            Ok(fetched) => {
+                self.store(key, Some(&fetched));
+                Ok(fetched.0)
             }
             Err(error) => {
-                self.request("failure");
+                self.store(key, None);
                 Err(error)
             }
         }
@@ -338,6 +339,26 @@ pub fn key(parts: &[(&str, &str)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lookup_is_answered_while_a_fetch_runs() {
+        let cache = std::sync::Arc::new(
+            TokenCache::new(10, MAX_DURATION, CacheMetrics::default()).unwrap(),
+        );
+        let fetched = cache
+            .get_or_fetch("a", None, || {
+                // As a TokenRequest run on the runtime whose worker looks another entry up.
+                let other = cache.clone();
+                let (answered, answer) = std::sync::mpsc::channel();
+                std::thread::spawn(move || {
+                    let _ = answered.send(other.lookup("b", None));
+                });
+                let looked_up = answer.recv_timeout(Duration::from_secs(10)).is_ok();
+                Ok::<_, AuthError>(bearer(&looked_up.to_string()))
+            })
+            .unwrap();
+        assert_eq!(fetched, Cached::Bearer("true".into()));
+    }
 
     fn bearer(text: &str) -> Fetched {
         (Cached::Bearer(text.into()), Some(Duration::from_secs(3600)))
