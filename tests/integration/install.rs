@@ -257,10 +257,45 @@ fn chart_lints_and_renders_for_default_and_custom_values() {
     ] {
         assert!(args.contains(expected), "{expected} in {args}");
     }
+    // Vault login as the controller: tokens for its own ServiceAccount only.
+    let cluster_role = find(&rendered.objects, "ClusterRole").unwrap().to_string();
+    assert!(
+        !cluster_role.contains("serviceaccounts/token"),
+        "{cluster_role}"
+    );
+    let vault_role = rendered
+        .objects
+        .iter()
+        .find(|o| {
+            o["kind"] == "Role"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("vault-login")
+        })
+        .expect("a Role for the controller's own tokens");
+    assert_eq!(
+        vault_role["rules"],
+        json!([{"apiGroups": [""], "resources": ["serviceaccounts/token"],
+            "resourceNames": ["kustomize-controller"], "verbs": ["create"]}])
+    );
+    // With object-level workload identity, tokens for the tenants' accounts.
+    let mut tenants = custom.clone();
+    tenants["controller"]["featureGates"] =
+        json!("StrictPostBuildSubstitutions=true, ObjectLevelWorkloadIdentity=true");
+    let rendered = render(&tenants, "gitops").unwrap();
+    check(&rendered, &tenants);
     let cluster_role = find(&rendered.objects, "ClusterRole").unwrap().to_string();
     assert!(
         cluster_role.contains("serviceaccounts/token"),
-        "Vault login needs ServiceAccount tokens: {cluster_role}"
+        "{cluster_role}"
+    );
+    assert!(
+        !rendered.objects.iter().any(|o| o["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .ends_with("vault-login")),
+        "the ClusterRole covers the controller's own account"
     );
     assert!(
         find(&rendered.objects, "Role").is_some(),

@@ -28,7 +28,8 @@ pub enum InputError {
 }
 
 /// SOPS keys from `spec.decryption.secretRef`, or from `--sops-age-secret` when the
-/// Kustomization names none.
+/// Kustomization names none; the identity key services are opened as (the decryption's
+/// ServiceAccount, else the controller's own), and Vault login (`--sops-vault-configmap`).
 pub(crate) async fn decryption_keys(
     object: &Kustomization,
     ctx: &Context,
@@ -126,13 +127,17 @@ fn vault_login(
     ctx: &Context,
     service_account: Option<std::sync::Arc<dyn crate::auth::ServiceAccountTokens>>,
 ) -> Option<crate::auth::vault::VaultLogin> {
+    use crate::auth::vault::LoginIdentity;
     let config_map = ctx.options.sops_vault_config_map.as_deref()?;
-    let account = service_account.unwrap_or_else(|| {
-        std::sync::Arc::new(crate::controller::identity::ControllerServiceAccount::new(
-            ctx.client.clone(),
-            &ctx.options.controller_token_file,
-        ))
-    });
+    let identity = match service_account {
+        Some(account) => LoginIdentity::ServiceAccount(account),
+        None => LoginIdentity::Controller(std::sync::Arc::new(
+            crate::controller::identity::ControllerServiceAccount::new(
+                ctx.client.clone(),
+                &ctx.options.controller_token_file,
+            ),
+        )),
+    };
     let config = crate::controller::identity::VaultConfigMap::new(
         ctx.configs.clone(),
         &ctx.options.runtime_namespace,
@@ -140,7 +145,7 @@ fn vault_login(
     );
     Some(crate::auth::vault::VaultLogin {
         config: std::sync::Arc::new(config),
-        account,
+        identity,
     })
 }
 

@@ -95,68 +95,111 @@ async fn secret_value(harness: &Harness, name: &str) -> Option<String> {
         .map(|value| String::from_utf8_lossy(&value.0).into_owned())
 }
 
-/// Vault keys open with the token a ServiceAccount's Kubernetes token is exchanged for:
-/// the Kustomization's `decryption.serviceAccountName` (gate `ObjectLevelWorkloadIdentity`),
-/// else the controller's own account (its mounted token names it). An account Vault has no
-/// role for fails with Vault's words; an address the ConfigMap does not list is sent no
-/// token; a `sops.vault-token` in the decryption Secret goes before any login.
-#[tokio::test]
-async fn vault_keys_open_with_the_token_a_service_account_logs_in_for() {
-    let mut harness = Harness::start_without_controller().await;
-    let cluster = &harness.cluster;
-    let ns = cluster.namespace.clone();
-    for account in ["sops", "kustomize-controller", "stranger"] {
-        super::annotated_service_account(cluster, account, json!({})).await;
-    }
-    // The controller's own token, as Kubernetes mounts it in its pod.
-    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
-        kube::Api::namespaced(cluster.client.clone(), &ns);
-    let mounted = accounts
-        .create_token_request(
-            "kustomize-controller",
-            &Default::default(),
-            &Default::default(),
-        )
-        .await
-        .unwrap();
-    let token_dir = tempfile::tempdir().unwrap();
-    let token_file = token_dir.path().join("token");
-    std::fs::write(&token_file, mounted.status.unwrap().token).unwrap();
+/// A cluster, `bao server -dev` logging in the cluster's ServiceAccounts `sops` and
+/// `kustomize-controller` (`stranger` exists but has no role), the transit key `sops/vault`
+/// wrapping Flux's test data key (`enc`), the ConfigMap listing the server, and a controller
+/// (gate `ObjectLevelWorkloadIdentity` on, `--sops-vault-configmap`) whose mounted token is
+/// `kustomize-controller`'s.
+struct Logins {
+    harness: Harness,
+    bao_url: String,
+    enc: String,
+    _bao: crate::support::key_services::Server,
+    _jwks: MockServer,
+    _token_dir: tempfile::TempDir,
+}
 
-    let keys = crate::support::cluster::published_service_account_keys(&cluster.client).await;
-    let jwks = MockServer::start_text(move |_| (200, keys.clone()));
-    let bao = openbao();
-    let bao_url = bao.url.clone();
-    let enc = {
-        let (bao_url, jwks_url, ns) = (bao_url.clone(), jwks.url.clone(), ns.clone());
-        // GnuPG and the blocking HTTP client stay off the async runtime.
-        tokio::task::spawn_blocking(move || {
-            configure_login(&bao_url, &jwks_url, &ns, &["sops", "kustomize-controller"]);
-            transit_encrypt(&bao_url, "sops", "vault", &data_key())
-        })
-        .await
-        .unwrap()
-    };
-    let instances = format!("instances:\n- address: {bao_url}\n  loginPath: auth/jwt/login\n");
+impl Logins {
+    async fn start() -> Logins {
+        let mut harness = Harness::start_without_controller().await;
+        let cluster = &harness.cluster;
+        let ns = cluster.namespace.clone();
+        for account in ["sops", "kustomize-controller", "stranger"] {
+            super::annotated_service_account(cluster, account, json!({})).await;
+        }
+        // The controller's own token, as Kubernetes mounts it in its pod.
+        let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            kube::Api::namespaced(cluster.client.clone(), &ns);
+        let mounted = accounts
+            .create_token_request(
+                "kustomize-controller",
+                &Default::default(),
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+        let token_dir = tempfile::tempdir().unwrap();
+        let token_file = token_dir.path().join("token");
+        std::fs::write(&token_file, mounted.status.unwrap().token).unwrap();
+
+        let keys = crate::support::cluster::published_service_account_keys(&cluster.client).await;
+        let jwks = MockServer::start_text(move |_| (200, keys.clone()));
+        let bao = openbao();
+        let bao_url = bao.url.clone();
+        let enc = {
+            let (bao_url, jwks_url, ns) = (bao_url.clone(), jwks.url.clone(), ns.clone());
+            // GnuPG and the blocking HTTP client stay off the async runtime.
+            tokio::task::spawn_blocking(move || {
+                configure_login(&bao_url, &jwks_url, &ns, &["sops", "kustomize-controller"]);
+                transit_encrypt(&bao_url, "sops", "vault", &data_key())
+            })
+            .await
+            .unwrap()
+        };
+        list_in_config_map(cluster, CONFIG_MAP, &bao_url).await;
+        harness
+            .restart_with(|options| vault_login_options(options, &ns, CONFIG_MAP, token_file))
+            .await;
+        Logins {
+            harness,
+            bao_url,
+            enc,
+            _bao: bao,
+            _jwks: jwks,
+            _token_dir: token_dir,
+        }
+    }
+}
+
+/// The ConfigMap `name` in the suite's namespace listing `address` with `auth/jwt/login`.
+async fn list_in_config_map(
+    cluster: &crate::support::cluster::TestCluster,
+    name: &str,
+    address: &str,
+) {
+    let instances = format!("instances:\n- address: {address}\n  loginPath: auth/jwt/login\n");
     cluster
         .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": CONFIG_MAP, "namespace": ns},
+            "metadata": {"name": name, "namespace": cluster.namespace},
             "data": {"config.yaml": instances}}))
         .await;
-    cluster
-        .apply(&json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "static-token", "namespace": ns},
-            "stringData": {"sops.vault-token": "root"}}))
-        .await;
-    let runtime_namespace = ns.clone();
-    harness
-        .restart_with(|options| {
-            options.reconcile.object_level_workload_identity = true;
-            options.reconcile.runtime_namespace = runtime_namespace;
-            options.reconcile.sops_vault_config_map = Some(CONFIG_MAP.into());
-            options.reconcile.controller_token_file = token_file.clone();
-        })
-        .await;
+}
+
+/// The controller as a Flux user runs it for Vault login: the gate on, the suite's
+/// namespace as its own, `--sops-vault-configmap=config_map`, its mounted token at
+/// `token_file`.
+fn vault_login_options(
+    options: &mut kustomize_controller::controller::RunOptions,
+    namespace: &str,
+    config_map: &str,
+    token_file: PathBuf,
+) {
+    options.reconcile.object_level_workload_identity = true;
+    options.reconcile.runtime_namespace = namespace.to_string();
+    options.reconcile.sops_vault_config_map = Some(config_map.to_string());
+    options.reconcile.controller_token_file = token_file;
+}
+
+/// Vault keys open with the token a ServiceAccount's Kubernetes token is exchanged for:
+/// the Kustomization's `decryption.serviceAccountName` (gate `ObjectLevelWorkloadIdentity`),
+/// else the controller's own account (its mounted token names it). The Kubernetes token is
+/// kept in the token cache under Flux's operation.
+#[tokio::test]
+async fn vault_keys_open_with_the_token_a_service_account_logs_in_for() {
+    // Kept whole: the servers it holds stop when it is dropped.
+    let logins = Logins::start().await;
+    let (harness, bao_url, enc) = (&logins.harness, &logins.bao_url, &logins.enc);
+    let ns = harness.cluster.namespace.clone();
 
     // As the Kustomization's ServiceAccount.
     let tenant = vault_secret("tenant", &bao_url, &enc);
@@ -194,6 +237,17 @@ async fn vault_keys_open_with_the_token_a_service_account_logs_in_for() {
         "{}",
         ready_message(&ready)
     );
+}
+
+/// An account Vault has no role for fails with Vault's words; an address the ConfigMap does
+/// not list is sent no token; a `sops.vault-token` in the decryption Secret goes before any
+/// login.
+#[tokio::test]
+async fn vault_login_is_refused_unlisted_or_passed_over_for_the_secrets_token() {
+    // Kept whole: the servers it holds stop when it is dropped.
+    let logins = Logins::start().await;
+    let (harness, bao_url, enc) = (&logins.harness, &logins.bao_url, &logins.enc);
+    let ns = harness.cluster.namespace.clone();
 
     // An account Vault has no role for.
     let refused = vault_secret("refused", &bao_url, &enc);
@@ -237,6 +291,12 @@ async fn vault_keys_open_with_the_token_a_service_account_logs_in_for() {
 
     // The decryption Secret's token goes first: the account, which Vault has no role for,
     // is not logged in as.
+    harness
+        .cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "static-token", "namespace": ns},
+            "stringData": {"sops.vault-token": "root"}}))
+        .await;
     let with_token = vault_secret("with-token", &bao_url, &enc);
     decrypt(
         &harness,
@@ -252,6 +312,105 @@ async fn vault_keys_open_with_the_token_a_service_account_logs_in_for() {
     assert_eq!(
         secret_value(&harness, "with-token").await.as_deref(),
         Some("value")
+    );
+}
+
+/// Ready's message once the Kustomization `name` failed its build.
+async fn build_failure(harness: &Harness, name: &str) -> String {
+    let failed = harness.wait_ready(name, "False", "BuildFailed").await;
+    ready_message(&failed)
+}
+
+/// What stops a login before anything is sent to Vault, in Flux's words: a ServiceAccount
+/// that does not exist (named, or `--default-decryption-service-account`), a controller
+/// without a mounted token, a ConfigMap that is not there.
+/// The listed address is a closed port: nothing reaches it.
+#[tokio::test]
+async fn vault_login_failures_before_vault_is_asked_are_named_as_flux_names_them() {
+    let mut harness = Harness::start_without_controller().await;
+    let ns = harness.cluster.namespace.clone();
+    let address = "http://127.0.0.1:9";
+    list_in_config_map(&harness.cluster, CONFIG_MAP, address).await;
+    let missing_token = PathBuf::from("/nonexistent/serviceaccount/token");
+    let token_file = missing_token.clone();
+    let runtime_namespace = ns.clone();
+    harness
+        .restart_with(|options| {
+            vault_login_options(options, &runtime_namespace, CONFIG_MAP, token_file)
+        })
+        .await;
+    let secret = |name: &str| vault_secret(name, address, "vault:v1:AAAA");
+
+    decrypt(
+        &harness,
+        "nobody",
+        &secret("nobody"),
+        json!({"provider": "sops", "serviceAccountName": "nobody"}),
+    )
+    .await;
+    let message = build_failure(&harness, "nobody").await;
+    assert!(
+        message.contains(&format!(
+            "failed to issue Kubernetes token for Vault authentication: failed to get service account '{ns}/nobody': serviceaccounts \"nobody\" not found"
+        )),
+        "{message}"
+    );
+
+    decrypt(&harness, "own", &secret("own"), json!({"provider": "sops"})).await;
+    let message = build_failure(&harness, "own").await;
+    assert!(
+        message.contains(&format!(
+            "failed to issue Kubernetes token for Vault authentication: failed to create provider access token for the controller: failed to read service account token file {}: ",
+            missing_token.display()
+        )),
+        "{message}"
+    );
+
+    let token_file = missing_token.clone();
+    let runtime_namespace = ns.clone();
+    harness
+        .restart_with(|options| {
+            vault_login_options(options, &runtime_namespace, "absent", token_file)
+        })
+        .await;
+    decrypt(
+        &harness,
+        "unconfigured",
+        &secret("unconfigured"),
+        json!({"provider": "sops", "serviceAccountName": "nobody"}),
+    )
+    .await;
+    let message = build_failure(&harness, "unconfigured").await;
+    assert!(
+        message.contains(&format!(
+            "failed to get Vault ConfigMap '{ns}/absent': configmaps \"absent\" not found"
+        )),
+        "{message}"
+    );
+
+    // Without an account of its own, a Kustomization logs in as
+    // --default-decryption-service-account, not as the controller.
+    let token_file = missing_token.clone();
+    let runtime_namespace = ns.clone();
+    harness
+        .restart_with(|options| {
+            vault_login_options(options, &runtime_namespace, CONFIG_MAP, token_file);
+            options.reconcile.default_decryption_service_account = Some("fallback".into());
+        })
+        .await;
+    decrypt(
+        &harness,
+        "defaulted",
+        &secret("defaulted"),
+        json!({"provider": "sops"}),
+    )
+    .await;
+    let message = build_failure(&harness, "defaulted").await;
+    assert!(
+        message.contains(&format!(
+            "failed to issue Kubernetes token for Vault authentication: failed to get service account '{ns}/fallback': "
+        )),
+        "{message}"
     );
 }
 
@@ -277,7 +436,7 @@ impl kustomize_controller::auth::vault::VaultLoginConfig for Listed {
 /// `VAULT_ADDR` only.
 #[tokio::test]
 async fn the_login_goes_before_the_controllers_vault_token_at_listed_addresses_only() {
-    use kustomize_controller::auth::vault::{LoginPaths, VaultLogin};
+    use kustomize_controller::auth::vault::{LoginIdentity, LoginPaths, VaultLogin};
     use std::collections::BTreeMap;
     use std::sync::Arc;
     let cluster = crate::support::cluster::TestCluster::start().await;
@@ -314,7 +473,7 @@ async fn the_login_goes_before_the_controllers_vault_token_at_listed_addresses_o
         let mut keys = kustomize_controller::sops::Keys::new();
         keys.use_vault_login(VaultLogin {
             config: Arc::new(Listed(listed)),
-            account: stranger.clone(),
+            identity: LoginIdentity::ServiceAccount(stranger.clone()),
         });
         keys.add_environment(super::vars(&[
             ("VAULT_TOKEN", "root".into()),

@@ -59,7 +59,19 @@ impl LoginPaths {
             if instance.as_object().is_none() {
                 return Err(unparsable(format!("`instances[{index}]` is not a mapping")));
             }
-            paths.insert(field("address")?, field("loginPath")?);
+            let login_path = field("loginPath")?;
+            // A URL would fold these away and log in somewhere the operator did not write.
+            if !login_path.is_empty()
+                && login_path
+                    .trim_matches('/')
+                    .split('/')
+                    .any(|segment| matches!(segment, "" | "." | ".."))
+            {
+                return Err(unparsable(format!(
+                    "`instances[{index}].loginPath` '{login_path}' has an empty, '.' or '..' segment"
+                )));
+            }
+            paths.insert(field("address")?, login_path);
         }
         Ok(LoginPaths(paths))
     }
@@ -74,24 +86,27 @@ impl LoginPaths {
     }
 }
 
-/// The Vault role a Kubernetes ServiceAccount token logs in as: `{namespace}_{name}` of the
-/// account its subject (`system:serviceaccount:<namespace>:<name>`) names. The token is
-/// read, not verified: Vault verifies it.
-pub fn role_from_token(token: &str) -> Result<String, AuthError> {
+/// The claims of a JWT, read, not verified (Vault verifies the token).
+fn claims(token: &str) -> Result<serde_json::Value, String> {
     use base64::Engine as _;
+    let [_, payload, _] = token.split('.').collect::<Vec<_>>()[..] else {
+        return Err("not a JWT".into());
+    };
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .map_err(|e| format!("failed to decode token payload: {e}"))?;
+    serde_json::from_slice(&payload).map_err(|e| format!("failed to unmarshal token payload: {e}"))
+}
+
+/// The Vault role a Kubernetes ServiceAccount token logs in as: `{namespace}_{name}` of the
+/// account its subject (`system:serviceaccount:<namespace>:<name>`) names.
+pub fn role_from_token(token: &str) -> Result<String, AuthError> {
     let derive = |cause: String| {
         AuthError::Invalid(format!(
             "failed to derive Vault role for authentication: {cause}"
         ))
     };
-    let [_, payload, _] = token.split('.').collect::<Vec<_>>()[..] else {
-        return Err(derive("not a JWT".into()));
-    };
-    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload)
-        .map_err(|e| derive(format!("failed to decode token payload: {e}")))?;
-    let claims: serde_json::Value = serde_json::from_slice(&payload)
-        .map_err(|e| derive(format!("failed to unmarshal token payload: {e}")))?;
+    let claims = claims(token).map_err(derive)?;
     let subject = claims
         .get("sub")
         .and_then(serde_json::Value::as_str)
@@ -104,6 +119,17 @@ pub fn role_from_token(token: &str) -> Result<String, AuthError> {
         .ok_or_else(|| derive(format!("unexpected token subject '{subject}'")))
 }
 
+/// How long a Kubernetes token has left, from its `exp` (seconds since the epoch), as the
+/// token cache keeps it; `None` when it has no expiry or has expired.
+pub fn token_lifetime(token: &str, now: std::time::SystemTime) -> Option<std::time::Duration> {
+    let expires = claims(token).ok()?.get("exp")?.as_u64()?;
+    let now = now.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    expires
+        .checked_sub(now)
+        .filter(|left| *left > 0)
+        .map(std::time::Duration::from_secs)
+}
+
 /// The operator's ConfigMap, read when a Vault key first needs it (a decryption that opens
 /// no Vault key never reads it).
 pub trait VaultLoginConfig: Send + Sync {
@@ -114,19 +140,73 @@ pub trait VaultLoginConfig: Send + Sync {
     fn login_paths(&self) -> Result<LoginPaths, AuthError>;
 }
 
-/// What a decryption logs in to Vault with: the operator's ConfigMap and the ServiceAccount
-/// whose tokens are exchanged.
+/// Whose Kubernetes token is exchanged for a Vault token.
+#[derive(Clone)]
+pub enum LoginIdentity {
+    /// The decryption's ServiceAccount (object-level workload identity).
+    ServiceAccount(Arc<dyn ServiceAccountTokens>),
+    /// The controller's own ServiceAccount (controller-level workload identity).
+    Controller(Arc<dyn ServiceAccountTokens>),
+}
+
+impl LoginIdentity {
+    /// The token cache key of the identity's token for `address`, as fluxcd/pkg composes it
+    /// (the account's parts only for object-level identity).
+    pub fn cache_key(&self, address: &str) -> String {
+        match self {
+            LoginIdentity::ServiceAccount(account) => {
+                let (name, namespace) = account.name_and_namespace();
+                super::cache::key(&[
+                    ("provider", "generic"),
+                    ("audiences", address),
+                    (
+                        "providerIdentity",
+                        &format!("system:serviceaccount:{namespace}:{name}"),
+                    ),
+                    ("serviceAccountName", &name),
+                    ("serviceAccountNamespace", &namespace),
+                ])
+            }
+            LoginIdentity::Controller(_) => {
+                super::cache::key(&[("provider", "generic"), ("audiences", address)])
+            }
+        }
+    }
+
+    /// A Kubernetes token with the Vault address as its audience, in fluxcd/pkg's words
+    /// when it cannot be had: a ServiceAccount is read first, then asked a token for.
+    pub fn token(&self, address: &str) -> Result<String, AuthError> {
+        let audiences = [address.to_string()];
+        match self {
+            LoginIdentity::ServiceAccount(account) => {
+                account.annotations()?;
+                Ok(account.token(&audiences)?)
+            }
+            LoginIdentity::Controller(account) => account.token(&audiences).map_err(|e| {
+                AuthError::from(e)
+                    .during("failed to create provider access token for the controller")
+            }),
+        }
+    }
+}
+
+/// What a decryption logs in to Vault with: the operator's ConfigMap and whose tokens are
+/// exchanged.
 #[derive(Clone)]
 pub struct VaultLogin {
     pub config: Arc<dyn VaultLoginConfig>,
-    pub account: Arc<dyn ServiceAccountTokens>,
+    pub identity: LoginIdentity,
 }
 
 impl std::fmt::Debug for VaultLogin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let identity = match &self.identity {
+            LoginIdentity::ServiceAccount(account) => account.key(),
+            LoginIdentity::Controller(_) => "the controller".into(),
+        };
         f.debug_struct("VaultLogin")
             .field("config", &self.config.config_map())
-            .field("account", &self.account.key())
+            .field("identity", &identity)
             .finish()
     }
 }
@@ -246,6 +326,49 @@ mod tests {
                 )
             );
         }
+    }
+
+    #[test]
+    fn a_login_path_with_an_empty_or_dot_segment_is_refused() {
+        for path in ["auth/../sys/login", "auth//login", "./auth/login"] {
+            let error = LoginPaths::from_config_map(
+                "ns/cm",
+                &data(&format!(
+                    "instances:\n- address: https://v\n  loginPath: {path}\n"
+                )),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                error.ends_with(&format!(
+                    "`instances[0].loginPath` '{path}' has an empty, '.' or '..' segment"
+                )),
+                "{error}"
+            );
+        }
+        let verbatim = LoginPaths::from_config_map(
+            "ns/cm",
+            &data("instances:\n- address: https://v\n  loginPath: /ns1/auth/k8s/login/\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            verbatim.login_path("https://v"),
+            Some("/ns1/auth/k8s/login/")
+        );
+    }
+
+    #[test]
+    fn a_tokens_lifetime_is_read_from_its_expiry() {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000);
+        let lifetime = |claims| token_lifetime(&token(claims), at);
+        assert_eq!(
+            lifetime(serde_json::json!({"exp": 4_600})),
+            Some(std::time::Duration::from_secs(3_600))
+        );
+        assert_eq!(lifetime(serde_json::json!({"exp": 1_000})), None);
+        assert_eq!(lifetime(serde_json::json!({"exp": 10})), None);
+        assert_eq!(lifetime(serde_json::json!({})), None);
+        assert_eq!(token_lifetime("opaque", at), None);
     }
 
     #[test]

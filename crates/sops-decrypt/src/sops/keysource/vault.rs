@@ -6,18 +6,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use serde_json::json;
 
 use super::http::{Base64, Http, secret_at};
 use super::{KeySource, KeySourceError};
 use crate::auth::AuthError;
-use crate::auth::vault::{LoginPaths, VaultLogin, role_from_token};
-
-/// How long a Kubernetes TokenRequest token lives (the API server's default), for the
-/// token cache.
-const SERVICE_ACCOUNT_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
+use crate::auth::vault::{LoginPaths, VaultLogin, role_from_token, token_lifetime};
 
 /// An `hc_vault` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -123,28 +118,19 @@ impl VaultTransit {
         path: &str,
     ) -> Result<String, KeySourceError> {
         use crate::auth::cache::Cached;
-        let account = &login.account;
-        let (name, namespace) = account.name_and_namespace();
-        let key = crate::auth::cache::key(&[
-            ("provider", "generic"),
-            ("audiences", address),
-            ("serviceAccountName", &name),
-            ("serviceAccountNamespace", &namespace),
-        ]);
         let issued = self
             .http
-            .cached(&key, "decrypt_with_vault", || {
-                account
-                    .token(&[address.to_string()])
-                    .map(|token| (Cached::Bearer(token), Some(SERVICE_ACCOUNT_TOKEN_LIFETIME)))
-                    .map_err(AuthError::from)
-            })
+            .cached(
+                &login.identity.cache_key(address),
+                "decrypt_with_vault",
+                || {
+                    let token = login.identity.token(address)?;
+                    let lifetime = token_lifetime(&token, std::time::SystemTime::now());
+                    Ok((Cached::Bearer(token), lifetime))
+                },
+            )
             .and_then(Cached::bearer)
-            .map_err(|e| {
-                AuthError::Invalid(format!(
-                    "failed to issue Kubernetes token for Vault authentication: {e}"
-                ))
-            })?;
+            .map_err(|e| e.during("failed to issue Kubernetes token for Vault authentication"))?;
         let role = role_from_token(&issued)?;
         let url = url_at(address, path.trim_matches('/').split('/'))?;
         let what = format!("login at {url}");
