@@ -202,9 +202,9 @@ async fn vault_keys_open_with_the_token_a_service_account_logs_in_for() {
     let ns = harness.cluster.namespace.clone();
 
     // As the Kustomization's ServiceAccount.
-    let tenant = vault_secret("tenant", &bao_url, &enc);
+    let tenant = vault_secret("tenant", bao_url, enc);
     decrypt(
-        &harness,
+        harness,
         "tenant",
         &tenant,
         json!({"provider": "sops", "serviceAccountName": "sops"}),
@@ -214,7 +214,7 @@ async fn vault_keys_open_with_the_token_a_service_account_logs_in_for() {
         .wait_ready("tenant", "True", "ReconciliationSucceeded")
         .await;
     assert_eq!(
-        secret_value(&harness, "tenant").await.as_deref(),
+        secret_value(harness, "tenant").await.as_deref(),
         Some("value"),
         "{}",
         ready_message(&ready)
@@ -226,13 +226,13 @@ async fn vault_keys_open_with_the_token_a_service_account_logs_in_for() {
     assert!(scrape.contains(&miss), "{miss} in:\n{scrape}");
 
     // As the controller's own ServiceAccount.
-    let own = vault_secret("own", &bao_url, &enc);
-    decrypt(&harness, "own", &own, json!({"provider": "sops"})).await;
+    let own = vault_secret("own", bao_url, enc);
+    decrypt(harness, "own", &own, json!({"provider": "sops"})).await;
     let ready = harness
         .wait_ready("own", "True", "ReconciliationSucceeded")
         .await;
     assert_eq!(
-        secret_value(&harness, "own").await.as_deref(),
+        secret_value(harness, "own").await.as_deref(),
         Some("value"),
         "{}",
         ready_message(&ready)
@@ -250,9 +250,9 @@ async fn vault_login_is_refused_unlisted_or_passed_over_for_the_secrets_token() 
     let ns = harness.cluster.namespace.clone();
 
     // An account Vault has no role for.
-    let refused = vault_secret("refused", &bao_url, &enc);
+    let refused = vault_secret("refused", bao_url, enc);
     decrypt(
-        &harness,
+        harness,
         "refused",
         &refused,
         json!({"provider": "sops", "serviceAccountName": "stranger"}),
@@ -268,13 +268,13 @@ async fn vault_login_is_refused_unlisted_or_passed_over_for_the_secrets_token() 
             && message.contains("could not be found"),
         "{message}"
     );
-    assert_eq!(secret_value(&harness, "refused").await, None);
+    assert_eq!(secret_value(harness, "refused").await, None);
 
     // An address the ConfigMap does not list: the same server, named otherwise.
     let unlisted_address = bao_url.replace("127.0.0.1", "localhost");
-    let unlisted = vault_secret("unlisted", &unlisted_address, &enc);
+    let unlisted = vault_secret("unlisted", &unlisted_address, enc);
     decrypt(
-        &harness,
+        harness,
         "unlisted",
         &unlisted,
         json!({"provider": "sops", "serviceAccountName": "sops"}),
@@ -297,9 +297,9 @@ async fn vault_login_is_refused_unlisted_or_passed_over_for_the_secrets_token() 
             "metadata": {"name": "static-token", "namespace": ns},
             "stringData": {"sops.vault-token": "root"}}))
         .await;
-    let with_token = vault_secret("with-token", &bao_url, &enc);
+    let with_token = vault_secret("with-token", bao_url, enc);
     decrypt(
-        &harness,
+        harness,
         "with-token",
         &with_token,
         json!({"provider": "sops", "serviceAccountName": "stranger",
@@ -310,7 +310,7 @@ async fn vault_login_is_refused_unlisted_or_passed_over_for_the_secrets_token() 
         .wait_ready("with-token", "True", "ReconciliationSucceeded")
         .await;
     assert_eq!(
-        secret_value(&harness, "with-token").await.as_deref(),
+        secret_value(harness, "with-token").await.as_deref(),
         Some("value")
     );
 }
