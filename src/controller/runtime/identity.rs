@@ -106,26 +106,15 @@ impl ServiceAccountTokens for ControllerServiceAccount {
 /// token (read, not verified: the API server verifies it when it is used), in fluxcd/pkg's
 /// words when it cannot be told.
 pub(crate) fn controller_account(token_file: &Path) -> Result<(String, String), AuthError> {
-    use base64::Engine as _;
     let token = std::fs::read_to_string(token_file).map_err(|e| {
         AuthError::Invalid(format!(
             "failed to read service account token file {}: {e}",
             token_file.display()
         ))
     })?;
-    let claims: serde_json::Value = token
-        .trim()
-        .split('.')
-        .nth(1)
-        .and_then(|part| {
-            base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(part.trim_end_matches('='))
-                .ok()
-        })
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .ok_or(AuthError::Invalid(
-            "failed to parse service account token: not a JWT".into(),
-        ))?;
+    let claims = crate::auth::unverified_claims(token.trim()).map_err(|cause| {
+        AuthError::Invalid(format!("failed to parse service account token: {cause}"))
+    })?;
     let subject = claims
         .get("sub")
         .and_then(serde_json::Value::as_str)

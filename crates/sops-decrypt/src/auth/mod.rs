@@ -153,6 +153,19 @@ pub(crate) fn for_service_account(
     ))
 }
 
+/// The claims of a JWT, read, not verified (whoever the token is sent to verifies it); the
+/// error says which part is not what a JWT has.
+pub fn unverified_claims(token: &str) -> Result<serde_json::Value, String> {
+    use base64::Engine as _;
+    let [_, payload, _] = token.split('.').collect::<Vec<_>>()[..] else {
+        return Err("not a JWT".into());
+    };
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .map_err(|e| format!("failed to decode token payload: {e}"))?;
+    serde_json::from_slice(&payload).map_err(|e| format!("failed to unmarshal token payload: {e}"))
+}
+
 /// An annotation's value, matched against `pattern` whole, else Flux's message for it.
 fn annotation_matching(
     annotations: &BTreeMap<String, String>,

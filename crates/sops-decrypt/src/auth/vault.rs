@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{AuthError, ServiceAccountTokens};
+use super::{AuthError, ServiceAccountTokens, unverified_claims};
 
 /// The ConfigMap entry holding the instances.
 pub const CONFIG_KEY: &str = "config.yaml";
@@ -86,18 +86,6 @@ impl LoginPaths {
     }
 }
 
-/// The claims of a JWT, read, not verified (Vault verifies the token).
-fn claims(token: &str) -> Result<serde_json::Value, String> {
-    use base64::Engine as _;
-    let [_, payload, _] = token.split('.').collect::<Vec<_>>()[..] else {
-        return Err("not a JWT".into());
-    };
-    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload)
-        .map_err(|e| format!("failed to decode token payload: {e}"))?;
-    serde_json::from_slice(&payload).map_err(|e| format!("failed to unmarshal token payload: {e}"))
-}
-
 /// The Vault role a Kubernetes ServiceAccount token logs in as: `{namespace}_{name}` of the
 /// account its subject (`system:serviceaccount:<namespace>:<name>`) names.
 pub fn role_from_token(token: &str) -> Result<String, AuthError> {
@@ -106,7 +94,7 @@ pub fn role_from_token(token: &str) -> Result<String, AuthError> {
             "failed to derive Vault role for authentication: {cause}"
         ))
     };
-    let claims = claims(token).map_err(derive)?;
+    let claims = unverified_claims(token).map_err(derive)?;
     let subject = claims
         .get("sub")
         .and_then(serde_json::Value::as_str)
@@ -122,7 +110,7 @@ pub fn role_from_token(token: &str) -> Result<String, AuthError> {
 /// How long a Kubernetes token has left, from its `exp` (seconds since the epoch), as the
 /// token cache keeps it; `None` when it has no expiry or has expired.
 pub fn token_lifetime(token: &str, now: std::time::SystemTime) -> Option<std::time::Duration> {
-    let expires = claims(token).ok()?.get("exp")?.as_u64()?;
+    let expires = unverified_claims(token).ok()?.get("exp")?.as_u64()?;
     let now = now.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
     expires
         .checked_sub(now)

@@ -160,7 +160,7 @@ impl Progress<'_> {
 }
 
 /// Identity: decryption as a service account (object-level workload identity) needs Flux's
-/// feature gate, and a cloud identity this controller does not have; both stall.
+/// feature gate; without it the Kustomization stalls, as in Flux.
 pub(crate) fn identity(object: &Kustomization, ctx: &Context) -> Result<(), StepError> {
     let wants = object
         .spec
@@ -168,8 +168,8 @@ pub(crate) fn identity(object: &Kustomization, ctx: &Context) -> Result<(), Step
         .as_ref()
         .and_then(|d| d.service_account_name.as_deref())
         .is_some_and(|name| !name.is_empty());
-    // With the gate on, as in Flux, the service account only matters to cloud KMS keys; a
-    // file that needs one fails to decrypt, naming the key it could not reach.
+    // With the gate on, the account is asked for tokens only when a key service needs one
+    // (cloud KMS, Vault login); a key it cannot open fails the build, naming it.
     if wants && !ctx.options.object_level_workload_identity {
         return Err(StepError::WorkloadIdentityDisabled);
     }
