@@ -71,12 +71,12 @@ fn config_default_builds_as_kubectl_kustomize_does() {
     );
 }
 
-struct Rendered {
+pub(crate) struct Rendered {
     lint: Value,
-    objects: Vec<Value>,
+    pub(crate) objects: Vec<Value>,
 }
 
-fn render(values: &Value, namespace: &str) -> Result<Rendered, String> {
+pub(crate) fn render(values: &Value, namespace: &str) -> Result<Rendered, String> {
     let output = Command::new(crate::support::python())
         .arg(repo_root().join("tests/chart/render.py"))
         .arg(repo_root().join("charts/kustomize-controller"))

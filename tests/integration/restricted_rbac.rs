@@ -8,24 +8,17 @@ use serde_json::{Value, json};
 
 use crate::support::cluster::unique;
 use crate::support::controller::{Harness, ready_message};
-use crate::support::repo_root;
 
-/// The restricted ClusterRole's rules, read from the chart's template (plain YAML between
-/// `rules:` and the document's end).
+/// The restricted ClusterRole's rules, as the chart renders them (`rbac.clusterAdmin=false`).
 fn chart_rules() -> Value {
-    let path = repo_root().join("charts/kustomize-controller/templates/rbac.yaml");
-    let template = std::fs::read_to_string(&path).expect("the chart's RBAC template");
-    let start = template.find("rules:\n").expect("the ClusterRole's rules");
-    let end = start
-        + template[start..]
-            .find("\n---")
-            .expect("the ClusterRole's end");
-    let document = kustomize_controller::yaml::parse_single(
-        &template[start..end],
-        kustomize_controller::yaml::Schema::Kubernetes,
-    )
-    .expect("the rules are plain YAML");
-    Value::from(document)["rules"].clone()
+    let rendered = crate::install::render(&json!({"rbac": {"clusterAdmin": false}}), "flux-system")
+        .expect("the chart renders");
+    rendered
+        .objects
+        .iter()
+        .find(|object| object["kind"] == "ClusterRole")
+        .expect("the restricted ClusterRole")["rules"]
+        .clone()
 }
 
 #[tokio::test]
