@@ -28,8 +28,14 @@ pub const DISABLE_KEY: &str = "kustomize.toolkit.fluxcd.io/substitute";
 pub enum SubstituteError {
     #[error("'{0}' var name is invalid, must match '^[_[:alpha:]][_[:alpha:][:digit:]]*$'")]
     InvalidName(String),
-    #[error("substitution source {kind}/{name} not found")]
-    MissingSource { kind: String, name: String },
+    /// A `substituteFrom` source that could not be read (or is missing and not optional),
+    /// with the API server's words (`configmaps "vars" not found`).
+    #[error("substitute from '{kind}/{name}' error: {reason}")]
+    Source {
+        kind: String,
+        name: String,
+        reason: String,
+    },
     #[error("{object}: {error}")]
     Expression { object: String, error: ExprError },
     #[error("{object}: the substituted manifest is not valid YAML: {message}")]
@@ -46,6 +52,8 @@ impl SubstituteError {
             SubstituteError::Reparse { message, .. } => {
                 format!("envsubst error: YAMLToJSON: {message}")
             }
+            // fluxcd/pkg reads the sources before it substitutes, outside its envsubst step.
+            SubstituteError::Source { .. } => self.to_string(),
             other => format!("envsubst error: {other}"),
         }
     }
@@ -56,8 +64,9 @@ pub struct Source {
     pub kind: String,
     pub name: String,
     pub optional: bool,
-    /// The object's data (Secret values already decoded); `None` when it does not exist.
-    pub data: Option<BTreeMap<String, String>>,
+    /// The object's data (Secret values already decoded); `None` when it does not exist;
+    /// the API server's words when it could not be read.
+    pub data: Result<Option<BTreeMap<String, String>>, String>,
 }
 
 /// The variables for a Kustomization: sources in order, then inline values.
@@ -70,15 +79,22 @@ pub fn collect_variables(
     let strip = |v: &String| v.replace('\n', "");
     let mut vars = BTreeMap::new();
     for source in sources {
+        let unreadable = |reason: String| SubstituteError::Source {
+            kind: source.kind.clone(),
+            name: source.name.clone(),
+            reason,
+        };
         match source.data {
-            Some(data) => vars.extend(data.iter().map(|(k, v)| (k.clone(), strip(v)))),
-            None if source.optional => {}
-            None => {
-                return Err(SubstituteError::MissingSource {
-                    kind: source.kind,
-                    name: source.name,
-                });
+            Ok(Some(data)) => vars.extend(data.iter().map(|(k, v)| (k.clone(), strip(v)))),
+            Ok(None) if source.optional => {}
+            Ok(None) => {
+                let plural = format!("{}s", source.kind.to_lowercase());
+                return Err(unreadable(format!(
+                    "{plural} \"{}\" not found",
+                    source.name
+                )));
             }
+            Err(reason) => return Err(unreadable(reason)),
         }
     }
     if let Some(inline) = inline {
@@ -195,19 +211,19 @@ mod tests {
                 kind: "ConfigMap".into(),
                 name: "a".into(),
                 optional: false,
-                data: Some(vars(&[("x", "1"), ("y", "1")])),
+                data: Ok(Some(vars(&[("x", "1"), ("y", "1")]))),
             },
             Source {
                 kind: "Secret".into(),
                 name: "b".into(),
                 optional: true,
-                data: None,
+                data: Ok(None),
             },
             Source {
                 kind: "Secret".into(),
                 name: "c".into(),
                 optional: false,
-                data: Some(vars(&[("y", "2")])),
+                data: Ok(Some(vars(&[("y", "2")]))),
             },
         ];
         let inline = vars(&[("x", "inline")]);
@@ -221,12 +237,23 @@ mod tests {
             kind: "ConfigMap".into(),
             name: "cfg".into(),
             optional: false,
-            data: None,
+            data: Ok(None),
         }];
         let err = collect_variables(missing, None).unwrap_err();
         assert_eq!(
-            err.to_string(),
-            "substitution source ConfigMap/cfg not found"
+            err.as_fluxs(),
+            "substitute from 'ConfigMap/cfg' error: configmaps \"cfg\" not found"
+        );
+        // A source that could not be read fails even when optional, as in Flux.
+        let forbidden = vec![Source {
+            kind: "Secret".into(),
+            name: "s".into(),
+            optional: true,
+            data: Err("secrets \"s\" is forbidden".into()),
+        }];
+        assert_eq!(
+            collect_variables(forbidden, None).unwrap_err().as_fluxs(),
+            "substitute from 'Secret/s' error: secrets \"s\" is forbidden"
         );
         let err = collect_variables(Vec::new(), Some(&vars(&[("bad-name", "v")]))).unwrap_err();
         assert!(

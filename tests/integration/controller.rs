@@ -632,12 +632,31 @@ async fn substitute_from_required_and_optional_sources() {
             ]}}),
         )
         .await;
+    // As Flux: the first object substituted fails, naming the source as fluxcd/pkg does.
     let failed = harness.wait_ready("vars", "False", "BuildFailed").await;
-    assert!(
-        ready_message(&failed).contains("cluster-vars"),
-        "{}",
-        ready_message(&failed)
+    assert_eq!(
+        ready_message(&failed),
+        "post build failed for 'ConfigMap.v1.[noGrp]/settings': substitute from 'ConfigMap/cluster-vars' error: configmaps \"cluster-vars\" not found"
     );
+    // Objects that opt out of substitution never ask for the variables: nothing fails.
+    let opted_out = CONFIG_MAP.replace(
+        "  name: settings\n",
+        "  name: verbatim\n  annotations:\n    kustomize.toolkit.fluxcd.io/substitute: disabled\n",
+    );
+    let artifact = harness.publish_files("verbatim", "main@sha1:7008", &[("cm.yaml", &opted_out)]);
+    harness.source("verbatim", &artifact).await;
+    harness
+        .create_kustomization(
+            "verbatim",
+            json!({"sourceRef": {"kind": "GitRepository", "name": "verbatim"},
+                "postBuild": {"substituteFrom": [{"kind": "ConfigMap", "name": "absent"}]}}),
+        )
+        .await;
+    harness
+        .wait_ready("verbatim", "True", "ReconciliationSucceeded")
+        .await;
+    let verbatim = harness.config_maps().get("verbatim").await.unwrap();
+    assert_eq!(verbatim.data.unwrap()["greeting"], "${greeting}");
     harness
         .cluster
         .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-vars", "namespace": ns},

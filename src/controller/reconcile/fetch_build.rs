@@ -60,11 +60,14 @@ pub(crate) async fn fetch(
         None => None,
     };
     let cacheable = match &early {
-        Some(Ok(read)) => BuildFacts {
+        Some(Ok(ReadInputs {
+            variables: Ok(variables),
+            ..
+        })) => BuildFacts {
             artifact_digest: &artifact.digest,
             artifact_url: &artifact.url,
             spec: &object.spec,
-            variables: &read.variables,
+            variables,
             strict_substitution: ctx.options.strict_substitution,
             limits: &ctx.options.build_limits,
             remote_allowed: ctx.options.remote.is_some(),
@@ -133,7 +136,10 @@ pub(crate) async fn build_fetched(
 /// What a build reads from the cluster: decryption keys and post-build variables.
 pub(crate) struct ReadInputs {
     keys: Option<crate::sops::Keys>,
-    variables: std::collections::BTreeMap<String, String>,
+    /// The variables, or why they cannot be had (which fails the build only where an object
+    /// is substituted).
+    variables:
+        Result<std::collections::BTreeMap<String, String>, crate::substitute::SubstituteError>,
 }
 
 async fn read_inputs(object: &Kustomization, ctx: &Context) -> Result<ReadInputs, StepError> {
@@ -141,9 +147,7 @@ async fn read_inputs(object: &Kustomization, ctx: &Context) -> Result<ReadInputs
         keys: decryption_keys(object, ctx)
             .await
             .map_err(StepError::BuildInputs)?,
-        variables: variables(object, ctx)
-            .await
-            .map_err(StepError::BuildInputs)?,
+        variables: variables(object, ctx).await,
     })
 }
 
@@ -178,7 +182,7 @@ async fn build_from(
         let inputs = Inputs {
             spec: &spec,
             keys: read.keys.as_ref(),
-            variables: &read.variables,
+            variables: read.variables.as_ref(),
             remote: remote
                 .clone()
                 .map(|r| r as Arc<dyn crate::kustomize::RemoteFetcher>),

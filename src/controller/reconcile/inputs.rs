@@ -17,14 +17,6 @@ pub enum InputError {
     DecryptionSecretNotFound { secret: String },
     #[error("decryption Secret '{secret}': {source}")]
     DecryptionKey { secret: String, source: KeyError },
-    #[error("substitute from {kind} '{name}': {source}")]
-    ReadSubstituteSource {
-        kind: &'static str,
-        name: String,
-        source: kube::Error,
-    },
-    #[error("{0}")]
-    Variables(#[from] SubstituteError),
 }
 
 /// SOPS keys from `spec.decryption.secretRef`, or from `--sops-age-secret` when the
@@ -149,11 +141,13 @@ fn vault_login(
     })
 }
 
-/// Post-build variables from `substituteFrom` (in order) and inline `substitute`.
+/// Post-build variables from `substituteFrom` (in order) and inline `substitute`. Why they
+/// cannot be had is not a failure yet: as in Flux, it fails the build at the first object
+/// that is substituted, and none when every object opts out.
 pub(crate) async fn variables(
     object: &Kustomization,
     ctx: &Context,
-) -> Result<BTreeMap<String, String>, InputError> {
+) -> Result<BTreeMap<String, String>, SubstituteError> {
     let Some(post_build) = &object.spec.post_build else {
         return Ok(BTreeMap::new());
     };
@@ -164,29 +158,27 @@ pub(crate) async fn variables(
             SubstituteKind::ConfigMap => "ConfigMap",
             SubstituteKind::Secret => "Secret",
         };
-        let unreadable = |source| InputError::ReadSubstituteSource {
-            kind,
-            name: reference.name.clone(),
-            source,
-        };
+        let unreadable = |error: kube::Error| crate::controller::identity::api_message(&error);
         let data = match reference.kind {
             SubstituteKind::ConfigMap => ctx
                 .configs
                 .config_map(&namespace, &reference.name)
                 .await
-                .map_err(unreadable)?
-                .map(|c| c.data.unwrap_or_default()),
+                .map_err(unreadable)
+                .map(|found| found.map(|c| c.data.unwrap_or_default())),
             SubstituteKind::Secret => ctx
                 .configs
                 .secret(&namespace, &reference.name)
                 .await
-                .map_err(unreadable)?
-                .map(|s| {
-                    s.data
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-                        .collect()
+                .map_err(unreadable)
+                .map(|found| {
+                    found.map(|s| {
+                        s.data
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                            .collect()
+                    })
                 }),
         };
         sources.push(crate::substitute::Source {
@@ -196,8 +188,5 @@ pub(crate) async fn variables(
             data,
         });
     }
-    Ok(crate::substitute::collect_variables(
-        sources,
-        post_build.substitute.as_ref(),
-    )?)
+    crate::substitute::collect_variables(sources, post_build.substitute.as_ref())
 }

@@ -64,8 +64,9 @@ pub struct Inputs<'a> {
     pub spec: &'a KustomizationSpec,
     /// SOPS keys, when `spec.decryption` is set.
     pub keys: Option<&'a Keys>,
-    /// Post-build variables (sources and inline values already collected).
-    pub variables: &'a BTreeMap<String, String>,
+    /// Post-build variables (sources and inline values already collected), or why they
+    /// could not be.
+    pub variables: Result<&'a BTreeMap<String, String>, &'a substitute::SubstituteError>,
     pub remote: Option<std::sync::Arc<dyn kustomize::RemoteFetcher>>,
     /// The `StrictPostBuildSubstitutions` feature gate: unset variables without a default fail.
     pub strict_substitution: bool,
@@ -308,14 +309,20 @@ pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, Man
     }
     if let Some(post_build) = &inputs.spec.post_build {
         let always = post_build.substitute_strategy == Some(SubstituteStrategy::Always);
-        if substitute::should_run(inputs.variables, always) {
-            for object in objects.iter_mut() {
-                let resource = resource_id(object);
-                substitute::substitute_object(object, inputs.variables, inputs.strict_substitution)
-                    .map_err(|e| ManifestError::Substitute {
-                        resource,
-                        message: e.as_fluxs(),
-                    })?;
+        for object in objects.iter_mut() {
+            // As fluxcd/pkg: an object that opts out is not even asked for the variables.
+            if substitute::is_disabled(object) {
+                continue;
+            }
+            let resource = resource_id(object);
+            let failed = |e: &substitute::SubstituteError| ManifestError::Substitute {
+                resource: resource.clone(),
+                message: e.as_fluxs(),
+            };
+            let variables = inputs.variables.map_err(failed)?;
+            if substitute::should_run(variables, always) {
+                substitute::substitute_object(object, variables, inputs.strict_substitution)
+                    .map_err(|e| failed(&e))?;
             }
         }
     }
@@ -442,7 +449,7 @@ mod tests {
             &Inputs {
                 spec: &spec,
                 keys: None,
-                variables: &variables,
+                variables: Ok(&variables),
                 remote: None,
                 strict_substitution: false,
                 limits: Default::default(),
@@ -529,7 +536,7 @@ mod tests {
             &Inputs {
                 spec: &spec_with,
                 keys: None,
-                variables: &variables,
+                variables: Ok(&variables),
                 remote: None,
                 strict_substitution: false,
                 limits: Default::default(),
@@ -545,7 +552,7 @@ mod tests {
             &Inputs {
                 spec: &strict_missing,
                 keys: None,
-                variables: &variables,
+                variables: Ok(&variables),
                 remote: None,
                 strict_substitution: false,
                 limits: Default::default(),
@@ -575,7 +582,7 @@ mod tests {
                 &Inputs {
                     spec,
                     keys: None,
-                    variables: &variables,
+                    variables: Ok(&variables),
                     remote: None,
                     strict_substitution: true,
                     limits: Default::default(),
@@ -630,7 +637,7 @@ mod tests {
             &Inputs {
                 spec: &spec,
                 keys: None,
-                variables: &variables,
+                variables: Ok(&variables),
                 remote: None,
                 strict_substitution: false,
                 limits: Default::default(),
