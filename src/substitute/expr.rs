@@ -20,7 +20,7 @@ pub enum ExprError {
     /// The text is not quoted: it may be a decrypted secret value.
     #[error("bad substitution at character {0}")]
     Syntax(usize),
-    #[error("unterminated expression at character {0}")]
+    #[error("missing closing brace at character {0}")]
     Unterminated(usize),
     #[error("expressions nest more than {MAX_DEPTH} levels deep")]
     TooDeep,
@@ -555,7 +555,7 @@ mod tests {
         assert!(!message.contains("hunter2"), "{message}");
         assert_eq!(message, "bad substitution at character 7");
         let message = expand("x ${hunter2", &context).unwrap_err().to_string();
-        assert_eq!(message, "unterminated expression at character 2");
+        assert_eq!(message, "missing closing brace at character 2");
     }
 
     /// Expectations of Flux's envsubst (fluxcd/pkg `envsubst` tests, from tldp.org).
