@@ -203,22 +203,8 @@ async fn vault_keys_open_with_the_token_a_service_account_logs_in_for() {
 
     // As the Kustomization's ServiceAccount.
     let tenant = vault_secret("tenant", bao_url, enc);
-    decrypt(
-        harness,
-        "tenant",
-        &tenant,
-        json!({"provider": "sops", "serviceAccountName": "sops"}),
-    )
-    .await;
-    let ready = harness
-        .wait_ready("tenant", "True", "ReconciliationSucceeded")
-        .await;
-    assert_eq!(
-        secret_value(harness, "tenant").await.as_deref(),
-        Some("value"),
-        "{}",
-        ready_message(&ready)
-    );
+    let as_tenant = json!({"provider": "sops", "serviceAccountName": "sops"});
+    opens(harness, "tenant", &tenant, as_tenant).await;
     let scrape = harness.metrics.encode();
     let miss = format!(
         "gotk_token_cache_events_total{{event_type=\"cache_miss\",kind=\"Kustomization\",name=\"tenant\",namespace=\"{ns}\",operation=\"decrypt_with_vault\"}} 1"
@@ -227,16 +213,7 @@ async fn vault_keys_open_with_the_token_a_service_account_logs_in_for() {
 
     // As the controller's own ServiceAccount.
     let own = vault_secret("own", bao_url, enc);
-    decrypt(harness, "own", &own, json!({"provider": "sops"})).await;
-    let ready = harness
-        .wait_ready("own", "True", "ReconciliationSucceeded")
-        .await;
-    assert_eq!(
-        secret_value(harness, "own").await.as_deref(),
-        Some("value"),
-        "{}",
-        ready_message(&ready)
-    );
+    opens(harness, "own", &own, json!({"provider": "sops"})).await;
 }
 
 /// An account Vault has no role for fails with Vault's words; an address the ConfigMap does
@@ -298,20 +275,23 @@ async fn vault_login_is_refused_unlisted_or_passed_over_for_the_secrets_token() 
             "stringData": {"sops.vault-token": "root"}}))
         .await;
     let with_token = vault_secret("with-token", bao_url, enc);
-    decrypt(
-        harness,
-        "with-token",
-        &with_token,
-        json!({"provider": "sops", "serviceAccountName": "stranger",
-            "secretRef": {"name": "static-token"}}),
-    )
-    .await;
-    harness
-        .wait_ready("with-token", "True", "ReconciliationSucceeded")
+    let decryption = json!({"provider": "sops", "serviceAccountName": "stranger",
+        "secretRef": {"name": "static-token"}});
+    opens(harness, "with-token", &with_token, decryption).await;
+}
+
+/// Publishes `secret` and decrypts it as the Kustomization `name` with `decryption`; it is
+/// applied with its plaintext.
+async fn opens(harness: &Harness, name: &str, secret: &str, decryption: Value) {
+    decrypt(harness, name, secret, decryption).await;
+    let ready = harness
+        .wait_ready(name, "True", "ReconciliationSucceeded")
         .await;
     assert_eq!(
-        secret_value(harness, "with-token").await.as_deref(),
-        Some("value")
+        secret_value(harness, name).await.as_deref(),
+        Some("value"),
+        "{}",
+        ready_message(&ready)
     );
 }
 
