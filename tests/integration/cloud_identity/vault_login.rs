@@ -228,15 +228,8 @@ async fn vault_login_is_refused_unlisted_or_passed_over_for_the_secrets_token() 
 
     // An account Vault has no role for.
     let refused = vault_secret("refused", bao_url, enc);
-    decrypt(
-        harness,
-        "refused",
-        &refused,
-        json!({"provider": "sops", "serviceAccountName": "stranger"}),
-    )
-    .await;
-    let failed = harness.wait_ready("refused", "False", "BuildFailed").await;
-    let message = ready_message(&failed);
+    let as_stranger = json!({"provider": "sops", "serviceAccountName": "stranger"});
+    let message = fails(harness, "refused", &refused, as_stranger).await;
     assert!(
         message.starts_with("decryption failed for 'Secret.v1.[noGrp]/refused': ")
             && message.contains(&format!(
@@ -250,15 +243,8 @@ async fn vault_login_is_refused_unlisted_or_passed_over_for_the_secrets_token() 
     // An address the ConfigMap does not list: the same server, named otherwise.
     let unlisted_address = bao_url.replace("127.0.0.1", "localhost");
     let unlisted = vault_secret("unlisted", &unlisted_address, enc);
-    decrypt(
-        harness,
-        "unlisted",
-        &unlisted,
-        json!({"provider": "sops", "serviceAccountName": "sops"}),
-    )
-    .await;
-    let failed = harness.wait_ready("unlisted", "False", "BuildFailed").await;
-    let message = ready_message(&failed);
+    let as_tenant = json!({"provider": "sops", "serviceAccountName": "sops"});
+    let message = fails(harness, "unlisted", &unlisted, as_tenant).await;
     assert!(
         message.contains(&format!(
             "no Vault login path configured for address '{unlisted_address}' in ConfigMap '{ns}/{CONFIG_MAP}'"
@@ -295,10 +281,29 @@ async fn opens(harness: &Harness, name: &str, secret: &str, decryption: Value) {
     );
 }
 
-/// Ready's message once the Kustomization `name` failed its build.
-async fn build_failure(harness: &Harness, name: &str) -> String {
+/// Publishes `secret` and decrypts it as the Kustomization `name` with `decryption`; Ready's
+/// message once its build failed.
+async fn fails(harness: &Harness, name: &str, secret: &str, decryption: Value) -> String {
+    decrypt(harness, name, secret, decryption).await;
     let failed = harness.wait_ready(name, "False", "BuildFailed").await;
     ready_message(&failed)
+}
+
+/// Restarts the controller for Vault login with `config_map`, the controller's token at
+/// `token_file` and `default_account` as `--default-decryption-service-account`.
+async fn restart(
+    harness: &mut Harness,
+    config_map: &str,
+    token_file: &std::path::Path,
+    default_account: Option<&str>,
+) {
+    let namespace = harness.cluster.namespace.clone();
+    harness
+        .restart_with(|options| {
+            vault_login_options(options, &namespace, config_map, token_file.to_path_buf());
+            options.reconcile.default_decryption_service_account = default_account.map(Into::into);
+        })
+        .await;
 }
 
 /// What stops a login before anything is sent to Vault, in Flux's words: a ServiceAccount
@@ -312,86 +317,37 @@ async fn vault_login_failures_before_vault_is_asked_are_named_as_flux_names_them
     let address = "http://127.0.0.1:9";
     list_in_config_map(&harness.cluster, CONFIG_MAP, address).await;
     let missing_token = PathBuf::from("/nonexistent/serviceaccount/token");
-    let token_file = missing_token.clone();
-    let runtime_namespace = ns.clone();
-    harness
-        .restart_with(|options| {
-            vault_login_options(options, &runtime_namespace, CONFIG_MAP, token_file)
-        })
-        .await;
+    restart(&mut harness, CONFIG_MAP, &missing_token, None).await;
     let secret = |name: &str| vault_secret(name, address, "vault:v1:AAAA");
+    let token_failed = "failed to issue Kubernetes token for Vault authentication";
 
-    decrypt(
-        &harness,
-        "nobody",
-        &secret("nobody"),
-        json!({"provider": "sops", "serviceAccountName": "nobody"}),
-    )
-    .await;
-    let message = build_failure(&harness, "nobody").await;
-    assert!(
-        message.contains(&format!(
-            "failed to issue Kubernetes token for Vault authentication: failed to get service account '{ns}/nobody': serviceaccounts \"nobody\" not found"
-        )),
-        "{message}"
+    let as_nobody = json!({"provider": "sops", "serviceAccountName": "nobody"});
+    let message = fails(&harness, "nobody", &secret("nobody"), as_nobody.clone()).await;
+    let expected = format!(
+        "{token_failed}: failed to get service account '{ns}/nobody': serviceaccounts \"nobody\" not found"
     );
+    assert!(message.contains(&expected), "{message}");
 
-    decrypt(&harness, "own", &secret("own"), json!({"provider": "sops"})).await;
-    let message = build_failure(&harness, "own").await;
-    assert!(
-        message.contains(&format!(
-            "failed to issue Kubernetes token for Vault authentication: failed to create provider access token for the controller: failed to read service account token file {}: ",
-            missing_token.display()
-        )),
-        "{message}"
+    let as_controller = json!({"provider": "sops"});
+    let message = fails(&harness, "own", &secret("own"), as_controller.clone()).await;
+    let expected = format!(
+        "{token_failed}: failed to create provider access token for the controller: failed to read service account token file {}: ",
+        missing_token.display()
     );
+    assert!(message.contains(&expected), "{message}");
 
-    let token_file = missing_token.clone();
-    let runtime_namespace = ns.clone();
-    harness
-        .restart_with(|options| {
-            vault_login_options(options, &runtime_namespace, "absent", token_file)
-        })
-        .await;
-    decrypt(
-        &harness,
-        "unconfigured",
-        &secret("unconfigured"),
-        json!({"provider": "sops", "serviceAccountName": "nobody"}),
-    )
-    .await;
-    let message = build_failure(&harness, "unconfigured").await;
-    assert!(
-        message.contains(&format!(
-            "failed to get Vault ConfigMap '{ns}/absent': configmaps \"absent\" not found"
-        )),
-        "{message}"
-    );
+    restart(&mut harness, "absent", &missing_token, None).await;
+    let message = fails(&harness, "unconfigured", &secret("unconfigured"), as_nobody).await;
+    let expected =
+        format!("failed to get Vault ConfigMap '{ns}/absent': configmaps \"absent\" not found");
+    assert!(message.contains(&expected), "{message}");
 
     // Without an account of its own, a Kustomization logs in as
     // --default-decryption-service-account, not as the controller.
-    let token_file = missing_token.clone();
-    let runtime_namespace = ns.clone();
-    harness
-        .restart_with(|options| {
-            vault_login_options(options, &runtime_namespace, CONFIG_MAP, token_file);
-            options.reconcile.default_decryption_service_account = Some("fallback".into());
-        })
-        .await;
-    decrypt(
-        &harness,
-        "defaulted",
-        &secret("defaulted"),
-        json!({"provider": "sops"}),
-    )
-    .await;
-    let message = build_failure(&harness, "defaulted").await;
-    assert!(
-        message.contains(&format!(
-            "failed to issue Kubernetes token for Vault authentication: failed to get service account '{ns}/fallback': "
-        )),
-        "{message}"
-    );
+    restart(&mut harness, CONFIG_MAP, &missing_token, Some("fallback")).await;
+    let message = fails(&harness, "defaulted", &secret("defaulted"), as_controller).await;
+    let expected = format!("{token_failed}: failed to get service account '{ns}/fallback': ");
+    assert!(message.contains(&expected), "{message}");
 }
 
 /// A ConfigMap's instances, as the controller would read them.
