@@ -805,6 +805,62 @@ async fn impersonation_without_rights_fails_the_reconciliation() {
     assert!(harness.config_maps().get_opt("cm").await.unwrap().is_none());
 }
 
+/// As Flux: a source the API server fails to return (the DirectSourceFetch gate reads it
+/// there) is ArtifactFailed on Ready with Flux's "unable to get source", sends no event, and
+/// is tried again with the work queue's backoff until it is read.
+#[tokio::test]
+async fn an_unreadable_source_is_retried_with_backoff_and_no_event() {
+    let harness = Harness::start_with(|options| options.reconcile.direct_source_fetch = true).await;
+    let Some(server) = harness.cluster.server() else {
+        eprintln!("skipped: needs fault injection");
+        return;
+    };
+    let ns = harness.cluster.namespace.clone();
+    let config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n";
+    let artifact =
+        harness.publish_files("unreadable", "main@sha1:d00d", &[("cm.yaml", config_map)]);
+    harness.source("repo", &artifact).await;
+    server.inject(crate::support::apiserver::Fault {
+        verb: Some("get".into()),
+        resource: Some("gitrepositories".into()),
+        remaining: 3,
+        code: 500,
+        retry_after: None,
+    });
+    harness.create_kustomization("unreadable", json!({})).await;
+    let failed = harness
+        .wait_ready("unreadable", "False", "ArtifactFailed")
+        .await;
+    let message = ready_message(&failed);
+    assert!(
+        message.starts_with(&format!("unable to get source '{ns}/repo': ")),
+        "{message}"
+    );
+    harness
+        .wait_ready("unreadable", "True", "ReconciliationSucceeded")
+        .await;
+    // Events are written in order: once the success is there, a failure's would be too.
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(harness.cluster.client.clone(), &ns);
+    let ours = |event: &k8s_openapi::api::core::v1::Event| {
+        event.involved_object.name.as_deref() == Some("unreadable")
+    };
+    let listed = wait_for(Duration::from_secs(30), || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| ours(e) && e.reason.as_deref() == Some("ReconciliationSucceeded"))
+            .then_some(list.items)
+    })
+    .await
+    .expect("the success's event");
+    let failures: Vec<_> = listed
+        .iter()
+        .filter(|e| ours(e) && e.reason.as_deref() == Some("ArtifactFailed"))
+        .collect();
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
 #[tokio::test]
 async fn api_errors_mid_apply_converge_without_wrong_pruning() {
     let harness = Harness::start().await;

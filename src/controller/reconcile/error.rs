@@ -53,6 +53,14 @@ pub enum StepError {
     /// when it is tried again).
     #[error("{}", not_ready(.0))]
     SourceNotReady(SourceError),
+    /// The source object could not be read (the API server did not answer, or refused):
+    /// as Flux, no event; the error goes back to the work queue for backoff. Flux's words.
+    #[error("unable to get source '{namespace}/{name}': {}", crate::controller::identity::api_message(.source))]
+    SourceUnreadable {
+        namespace: String,
+        name: String,
+        source: Box<kube::Error>,
+    },
     #[error("{0}")]
     Source(SourceError),
     #[error("{0}")]
@@ -125,6 +133,10 @@ pub enum Retry {
     OnChange,
     /// At once: a newer revision waits.
     Now,
+    /// With the work queue's exponential backoff (`--min-retry-delay` to
+    /// `--max-retry-delay`): a transient error handed back to the runtime, as Flux's
+    /// reconcile returns it.
+    Backoff,
 }
 
 impl StepError {
@@ -158,6 +170,7 @@ impl StepError {
             StepError::WorkloadIdentityDisabled => reason::FEATURE_GATE_DISABLED,
             StepError::SourceNotFound { .. }
             | StepError::SourceNotReady(_)
+            | StepError::SourceUnreadable { .. }
             | StepError::Source(_) => reason::ARTIFACT_FAILED,
             StepError::Dependency(error) if error.is_invalid_expression() => reason::INVALID_CEL,
             StepError::Dependency(_) => reason::DEPENDENCY_NOT_READY,
@@ -201,11 +214,13 @@ impl StepError {
 
     /// Whether the failure is announced with an event (and so a notification). As Flux, a
     /// source that is missing or not ready yet is only logged: it is retried quietly until
-    /// source-controller catches up.
+    /// source-controller catches up; one that could not be read is only logged too.
     pub fn announced(&self) -> bool {
         !matches!(
             self,
-            StepError::SourceNotFound { .. } | StepError::SourceNotReady(_)
+            StepError::SourceNotFound { .. }
+                | StepError::SourceNotReady(_)
+                | StepError::SourceUnreadable { .. }
         )
     }
 
@@ -217,6 +232,7 @@ impl StepError {
         match self {
             StepError::SourceNotReady(_) | StepError::Dependency(_) => Retry::DependencyInterval,
             StepError::HealthCheckCanceled { .. } => Retry::Now,
+            StepError::SourceUnreadable { .. } => Retry::Backoff,
             _ => Retry::RetryInterval,
         }
     }

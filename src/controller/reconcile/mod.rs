@@ -58,6 +58,10 @@ pub enum ReconcileError {
     Inventory(#[from] InventoryError),
     #[error("{0}")]
     Client(#[from] crate::controller::remote::ClientError),
+    /// A step's transient failure, handed back for backoff as Flux's reconcile returns it
+    /// (after the status says it).
+    #[error("{0}")]
+    Step(Box<crate::controller::error::StepError>),
     /// Objects whose deletion failed while finalizing.
     /// In fluxcd/pkg's DeleteAll words ([`crate::inventory::delete_failed`]).
     #[error("{}", crate::inventory::delete_failed(.0))]
@@ -186,6 +190,8 @@ fn say(said: &outcome::Said) {
         }
         outcome::Said::Terminal { error } => tracing::error!(%error, "Reconciler error"),
         outcome::Said::GateDisabled { message, error } => tracing::error!(%error, "{message}"),
+        // The runtime logs the error it is handed.
+        outcome::Said::Returned => {}
     }
 }
 
@@ -295,6 +301,9 @@ async fn reconcile_live(
         // A source event came while this run started, and it may have read the older revision.
         return Ok(ReconcileResult::Requeue);
     }
+    if let (Next::Backoff, Err(failed)) = (&conclusion.next, result) {
+        return Err(ReconcileError::Step(Box::new(failed.error)));
+    }
     Ok(match conclusion.next {
         Next::Interval(interval) => ReconcileResult::RequeueAfter(jittered(
             interval,
@@ -307,6 +316,7 @@ async fn reconcile_live(
             ReconcileResult::TerminalError
         }
         Next::OnChange => ReconcileResult::Success,
+        Next::Backoff => ReconcileResult::Error,
     })
 }
 

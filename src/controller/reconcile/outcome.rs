@@ -59,6 +59,8 @@ pub enum Next {
     Interval(Duration),
     After(Duration),
     OnChange,
+    /// The error goes back to the runtime, which retries with backoff.
+    Backoff,
 }
 
 /// How a reconciliation ends.
@@ -90,6 +92,9 @@ pub enum Said {
     Canceled { trigger: String },
     /// `error`: controller-runtime's `Reconciler error` for a terminal error (a stall).
     Terminal { error: String },
+    /// Nothing of the reconciler's own: the error goes back to the runtime, which logs
+    /// controller-runtime's `Reconciler error` for it.
+    Returned,
     /// `error`: a feature gate the Kustomization needs is off (`message` says which to
     /// enable), logged as Flux's reconciler logs it.
     GateDisabled { message: String, error: String },
@@ -272,6 +277,7 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
         Retry::DependencyInterval => Next::After(facts.dependency_interval),
         Retry::RetryInterval => Next::After(facts.retry_interval),
         Retry::Now => Next::After(Duration::ZERO),
+        Retry::Backoff => Next::Backoff,
     };
     let meta = EventMeta::of(
         failed.revision.as_deref(),
@@ -329,6 +335,9 @@ fn said_on_failure(facts: &Facts, failed: &Failed) -> Said {
         return Said::Terminal {
             error: error.terminal_cause(),
         };
+    }
+    if error.retry() == Retry::Backoff {
+        return Said::Returned;
     }
     match error {
         StepError::SourceNotFound {

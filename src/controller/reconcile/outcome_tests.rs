@@ -608,6 +608,37 @@ fn a_missing_or_unready_source_is_retried_without_an_event() {
     );
 }
 
+/// As Flux: a source that could not be read (the API server failed) says so on Ready with
+/// ArtifactFailed, sends no event, and goes back to the work queue for backoff, where
+/// controller-runtime's "Reconciler error" is the only line logged.
+#[test]
+fn an_unreadable_source_is_backed_off_without_an_event() {
+    let status = kube::core::Status {
+        message: "the server is currently unable to handle the request".into(),
+        code: 503,
+        ..Default::default()
+    };
+    let unreadable = fail(
+        StepError::SourceUnreadable {
+            namespace: "flux-system".into(),
+            name: "repo".into(),
+            source: Box::new(kube::Error::Api(Box::new(status))),
+        },
+        None,
+    );
+    assert!(unreadable.event.is_none());
+    assert_eq!(unreadable.next, Next::Backoff);
+    assert_eq!(unreadable.said, Said::Returned);
+    assert_eq!(
+        condition(&unreadable.status, READY),
+        Some(("False", reason::ARTIFACT_FAILED))
+    );
+    assert_eq!(
+        status::get(&unreadable.status, READY).unwrap().message,
+        "unable to get source 'flux-system/repo': the server is currently unable to handle the request"
+    );
+}
+
 /// Flux's CancelHealthCheckOnNewRevision outcome: Ready false with HealthCheckCanceled, an
 /// informational event naming the trigger, no history entry, and the next run at once.
 #[test]

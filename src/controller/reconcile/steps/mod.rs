@@ -219,6 +219,16 @@ pub(crate) async fn source(
             namespaced_ref: object.spec.source_ref.namespace.is_some(),
         }),
         Err(error @ SourceError::NoArtifact { .. }) => Err(StepError::SourceNotReady(error)),
+        Err(SourceError::Api {
+            namespace,
+            name,
+            source,
+            ..
+        }) => Err(StepError::SourceUnreadable {
+            namespace,
+            name,
+            source,
+        }),
         Err(error) => Err(StepError::Source(error)),
     }
 }
