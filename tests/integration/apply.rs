@@ -260,14 +260,24 @@ async fn a_stage_is_validated_whole_before_anything_of_it_is_applied() {
     changed["data"]["a"] = json!("2");
     let fresh = config_map(ns, "fresh", json!({"a": "1"}));
     let invalid = config_map(ns, "Not_A_Name", json!({"a": "1"}));
+    let also_invalid = config_map(ns, "Also_Not_A_Name", json!({"a": "1"}));
     let (applied, error) = engine
-        .apply_all_partial(vec![fresh.clone(), changed, invalid])
+        .apply_all_partial(vec![fresh.clone(), changed, invalid, also_invalid])
         .await;
     let message = error
         .expect("the invalid object fails the stage")
         .to_string();
-    assert!(message.contains("Not_A_Name"), "{message}");
-    assert!(message.contains("dry-run failed"), "{message}");
+    // Beyond Flux (whose errgroup keeps the first): every failed dry-run, one a line.
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(lines.len(), 2, "{message}");
+    for name in ["Also_Not_A_Name", "Not_A_Name"] {
+        assert!(
+            lines
+                .iter()
+                .any(|line| line.starts_with(&format!("ConfigMap/{ns}/{name} dry-run failed"))),
+            "{message}"
+        );
+    }
     assert!(applied.changes.is_empty(), "{:?}", actions(&applied));
     let api = dynamic_api(&cluster.client, &fresh).await;
     assert!(
