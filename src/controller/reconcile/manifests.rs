@@ -314,15 +314,16 @@ pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, Man
             if substitute::is_disabled(object) {
                 continue;
             }
-            let resource = resource_id(object);
-            let failed = |e: &substitute::SubstituteError| ManifestError::Substitute {
-                resource: resource.clone(),
-                message: e.as_fluxs(),
-            };
-            let variables = inputs.variables.map_err(failed)?;
+            // Named only on failure: a substitution that fails leaves the object as it was.
+            let failed =
+                |object: &Value, e: &substitute::SubstituteError| ManifestError::Substitute {
+                    resource: resource_id(object),
+                    message: e.as_fluxs(),
+                };
+            let variables = inputs.variables.map_err(|e| failed(object, e))?;
             if substitute::should_run(variables, always) {
                 substitute::substitute_object(object, variables, inputs.strict_substitution)
-                    .map_err(|e| failed(&e))?;
+                    .map_err(|e| failed(object, &e))?;
             }
         }
     }

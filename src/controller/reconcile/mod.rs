@@ -316,6 +316,7 @@ async fn reconcile_live(
             ReconcileResult::TerminalError
         }
         Next::OnChange => ReconcileResult::Success,
+        // Only a failure backs off, and it was handed back above.
         Next::Backoff => ReconcileResult::Error,
     })
 }

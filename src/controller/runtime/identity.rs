@@ -93,12 +93,17 @@ impl ServiceAccountTokens for ControllerServiceAccount {
             .map_err(|e| AccountError::ControllerAccount(e.to_string()))?;
         self.runtime
             .block_on(token(&self.client, &namespace, &name, audiences))
-            .map_err(|e| match e {
-                AccountError::Token { account, message } => {
-                    AccountError::ControllerToken { account, message }
-                }
-                other => other,
-            })
+            .map_err(as_controllers)
+    }
+}
+
+/// A failed TokenRequest for the controller's own account, as fluxcd/pkg words it.
+pub(crate) fn as_controllers(error: AccountError) -> AccountError {
+    match error {
+        AccountError::Token { account, message } => {
+            AccountError::ControllerToken { account, message }
+        }
+        other => other,
     }
 }
 

@@ -232,12 +232,7 @@ async fn generic(
                     &audiences,
                 )
                 .await
-                .map_err(|e| match e {
-                    AccountError::Token { account, message } => {
-                        AuthError::from(AccountError::ControllerToken { account, message })
-                    }
-                    other => other.into(),
-                }),
+                .map_err(|e| crate::controller::identity::as_controllers(e).into()),
                 Err(error) => Err(error),
             }
         }

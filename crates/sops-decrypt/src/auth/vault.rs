@@ -345,6 +345,39 @@ mod tests {
         );
     }
 
+    /// An account that is only named.
+    struct Named;
+
+    impl ServiceAccountTokens for Named {
+        fn key(&self) -> String {
+            "apps/sops".into()
+        }
+        fn name_and_namespace(&self) -> (String, String) {
+            ("sops".into(), "apps".into())
+        }
+        fn annotations(&self) -> Result<BTreeMap<String, String>, super::super::AccountError> {
+            Ok(BTreeMap::new())
+        }
+        fn token(&self, _: &[String]) -> Result<String, super::super::AccountError> {
+            Ok(String::new())
+        }
+    }
+
+    /// The SHA-256 of fluxcd/pkg's `name=value` lines for the generic provider (computed
+    /// with `printf … | sha256sum`), so tokens are kept under the keys Flux keeps them.
+    #[test]
+    fn tokens_are_cached_under_fluxcd_pkgs_keys() {
+        let address = "https://vault:8200";
+        assert_eq!(
+            LoginIdentity::Controller(Arc::new(Named)).cache_key(address),
+            "563973fd7c8e81c96878e079acf50978324a6accdddc21929efc75adbd97ee24"
+        );
+        assert_eq!(
+            LoginIdentity::ServiceAccount(Arc::new(Named)).cache_key(address),
+            "cc1d7d3ffa5a2bb0bd32e824b6f306c76b53c17f1376a5287ff3079fcb6ca28d"
+        );
+    }
+
     #[test]
     fn a_tokens_lifetime_is_read_from_its_expiry() {
         let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000);

@@ -89,17 +89,15 @@ impl VaultTransit {
                 let Some(path) = paths.login_path(address) else {
                     // The allowlist decides only who is sent a ServiceAccount token; the
                     // controller's VAULT_TOKEN still goes to its own VAULT_ADDR.
-                    return match fallback {
-                        Some((token, scope @ TokenScope::Only(Some(_))))
-                            if scoped(token, scope, address).is_ok() =>
-                        {
-                            Ok(token.clone())
-                        }
-                        _ => Err(KeySourceError::Auth(AuthError::Invalid(format!(
-                            "no Vault login path configured for address '{address}' in ConfigMap '{}'",
-                            login.config.config_map()
-                        )))),
-                    };
+                    return fallback
+                        .as_ref()
+                        .and_then(|(token, scope)| scoped(token, scope, address).ok())
+                        .ok_or_else(|| {
+                            KeySourceError::Auth(AuthError::Invalid(format!(
+                                "no Vault login path configured for address '{address}' in ConfigMap '{}'",
+                                login.config.config_map()
+                            )))
+                        });
                 };
                 let mut tokens = tokens.lock().unwrap_or_else(|e| e.into_inner());
                 tokens
