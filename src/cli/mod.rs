@@ -341,8 +341,6 @@ pub enum LogEncoding {
     Console,
 }
 
-/// Installs the global tracing subscriber: zap's lines, as Flux writes them (see
-/// [`crate::logging`]), on stderr so that stdout stays the output.
 /// The directives that keep the HTTP and TLS stack, and kube's line per request, at info.
 macro_rules! quiet_http_stack {
     () => {
@@ -350,6 +348,8 @@ macro_rules! quiet_http_stack {
     };
 }
 
+/// Installs the global tracing subscriber: zap's lines, as Flux writes them (see
+/// [`crate::logging`]), on stderr so that stdout stays the output.
 pub fn init_logging(level: LogLevel, encoding: LogEncoding) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;

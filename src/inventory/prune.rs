@@ -35,9 +35,10 @@ pub async fn prune_with(
             // Anything else may be passing (an aggregated API down): try again next time.
             Err(KindError::Api(error)) => {
                 outcome.survivors.push(reference.clone());
-                outcome
-                    .errors
-                    .push(format!("{reference} query failed: {error}"));
+                outcome.errors.push(format!(
+                    "{reference} query failed: {}",
+                    crate::controller::identity::api_message(&error)
+                ));
                 continue;
             }
         };

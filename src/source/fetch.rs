@@ -204,10 +204,13 @@ impl Fetcher {
             }
         };
         if actual != digest.bytes() {
+            let actual = format!("{}:{}", digest.algorithm(), hex::encode(actual));
+            // fluxcd/pkg's message names only the expected digest; the computed one is here.
+            tracing::debug!(url = %url, expected = %artifact.digest, actual = %actual, "artifact digest mismatch");
             return Err(SourceError::DigestMismatch {
                 url: url.clone(),
                 expected: artifact.digest.clone(),
-                actual: format!("{}:{}", digest.algorithm(), hex::encode(actual)),
+                actual,
             });
         }
         let target = tempfile::Builder::new()

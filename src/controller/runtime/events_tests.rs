@@ -476,10 +476,10 @@ async fn an_event_the_server_refused_is_not_tried_again() {
     assert_eq!(sent, ["Refused", "Next"]);
 }
 
-/// An Event a lost answer hid (the retry is told it exists) counts as written, as
-/// client-go's correlator counts it: its repeat patches the count.
+/// An Event the server says exists (as a retry after a lost answer is told) counts as
+/// written, as client-go's correlator counts it: its repeat patches the count.
 #[tokio::test]
-async fn an_event_found_existing_on_a_retry_is_counted_by_its_repeat() {
+async fn an_event_the_server_says_exists_is_counted_by_its_repeat() {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let log = seen.clone();
     let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
