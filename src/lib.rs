@@ -11,6 +11,7 @@
 //! - [`sops`]: SOPS decryption of build inputs and Secrets (age, OpenPGP).
 //! - [`substitute`]: post-build variable substitution (`${var}` expressions).
 //! - [`source`]: source artifacts (resolve, download with digest check, safe extraction).
+//! - [`retryable_http`]: when Flux's HTTP clients (artifacts, notifications) try again.
 //! - [`objects`]: what the cluster-facing stages share: object identities, change sets,
 //!   owner labels and per-object policies, kind order and discovery.
 //! - [`apply`]: the server-side apply engine (stages, policies, drift, takeover, plans).
@@ -35,5 +36,6 @@ pub mod inventory;
 pub mod logging;
 #[cfg(feature = "remote-bases")]
 pub mod remote;
+pub mod retryable_http;
 pub mod source;
 pub mod substitute;

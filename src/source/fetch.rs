@@ -7,7 +7,8 @@ use sha2::Digest as _;
 use tokio::io::AsyncWriteExt;
 
 use super::extract::{ExtractLimits, extract_tar_gz};
-use super::{Artifact, DownloadFailure, SourceError, Workspace};
+use super::{Artifact, DigestError, DownloadFailure, SourceError, Workspace};
+use crate::retryable_http::{self, Tried};
 
 /// The digest source-controller advertises, `<algorithm>:<hex>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,22 +48,66 @@ impl Hasher {
     }
 }
 
+/// go-digest's reasons, in its words.
+const INVALID_FORMAT: &str = "invalid checksum digest format";
+const INVALID_LENGTH: &str = "invalid checksum digest length";
+const UNSUPPORTED: &str = "unsupported digest algorithm";
+
+/// Whether an algorithm and its encoded part have the shape of a digest (go-digest's
+/// `DigestRegexp`): components of `[a-z0-9]` joined by one of `.+_-`, then `[a-zA-Z0-9=_-]`.
+fn is_digest_shaped(algorithm: &str, encoded: &str) -> bool {
+    let component = |part: &str| {
+        !part.is_empty()
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    };
+    algorithm.split(['.', '+', '_', '-']).all(component)
+        && encoded
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'=' | b'_' | b'-'))
+}
+
 impl Digest {
-    pub fn parse(text: &str) -> Result<Digest, SourceError> {
-        let unsupported = || SourceError::UnsupportedDigest(text.to_string());
-        let (algorithm, hex_digest) = text.split_once(':').ok_or_else(unsupported)?;
-        let bytes = hex::decode(hex_digest).map_err(|_| unsupported())?;
-        let (digest, length) = match algorithm {
-            "sha256" => (Digest::Sha256(bytes), 32),
-            "sha384" => (Digest::Sha384(bytes), 48),
-            "sha512" => (Digest::Sha512(bytes), 64),
-            "blake3" => (Digest::Blake3(bytes), 32),
-            _ => return Err(unsupported()),
-        };
-        if digest.bytes().len() != length {
-            return Err(unsupported());
+    /// Parses a digest as fluxcd/pkg does (with go-digest): one without an algorithm is a
+    /// sha256 checksum, as artifacts gave before digests; the hex must be lower case.
+    pub fn parse(text: &str) -> Result<Digest, DigestError> {
+        if text.is_empty() {
+            return Err(DigestError::Empty);
         }
-        Ok(digest)
+        let digest = if text.contains(':') {
+            text.to_string()
+        } else {
+            format!("sha256:{text}")
+        };
+        let unparsable = |reason| DigestError::Unparsable {
+            digest: digest.clone(),
+            reason,
+        };
+        let (algorithm, encoded) = digest.split_once(':').unwrap_or_default();
+        if algorithm.is_empty() || encoded.is_empty() {
+            return Err(unparsable(INVALID_FORMAT));
+        }
+        let (make, size): (fn(Vec<u8>) -> Digest, usize) = match algorithm {
+            "sha256" => (Digest::Sha256, 32),
+            "sha384" => (Digest::Sha384, 48),
+            "sha512" => (Digest::Sha512, 64),
+            "blake3" => (Digest::Blake3, 32),
+            _ if is_digest_shaped(algorithm, encoded) => return Err(unparsable(UNSUPPORTED)),
+            _ => return Err(unparsable(INVALID_FORMAT)),
+        };
+        if encoded.len() != size * 2 {
+            return Err(unparsable(INVALID_LENGTH));
+        }
+        if !encoded
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
+            return Err(unparsable(INVALID_FORMAT));
+        }
+        hex::decode(encoded)
+            .map(make)
+            .map_err(|_| unparsable(INVALID_FORMAT))
     }
 
     fn bytes(&self) -> &[u8] {
@@ -102,7 +147,7 @@ impl Digest {
 pub struct FetcherOptions {
     /// Retries after the first attempt (`--http-retry`).
     pub retries: u32,
-    /// The first wait between attempts; it doubles up to `retry_wait_max`.
+    /// The first wait between attempts (fluxcd/pkg's 5 s); it doubles up to `retry_wait_max`.
     pub retry_wait_min: Duration,
     pub retry_wait_max: Duration,
     /// `SOURCE_CONTROLLER_LOCALHOST`: replaces the host (and port) of artifact URLs.
@@ -118,7 +163,7 @@ impl Default for FetcherOptions {
     fn default() -> FetcherOptions {
         FetcherOptions {
             retries: 9,
-            retry_wait_min: Duration::from_secs(1),
+            retry_wait_min: Duration::from_secs(5),
             retry_wait_max: Duration::from_secs(30),
             localhost: None,
             max_download_bytes: 512 * 1024 * 1024,
@@ -135,10 +180,36 @@ pub struct Fetcher {
     options: FetcherOptions,
 }
 
-/// Why one attempt failed, and whether another may help.
+/// Why one attempt ended without the artifact.
 enum Attempt {
-    Retry(String),
+    /// What came back, for the retrying client to judge.
+    Failed(Failed),
+    /// Nothing to try again: the artifact is missing, refused, too large, or cannot be written.
     Fatal(SourceError),
+}
+
+/// A try that went wrong in a way retryablehttp may try again.
+struct Failed {
+    /// The status and `Retry-After` of an answer; none when there was no answer.
+    answer: Option<(u16, Option<String>)>,
+    /// Without an answer: whether trying again cannot help.
+    permanent: bool,
+    /// retryablehttp's words for it (none for a 429).
+    failure: Option<String>,
+}
+
+impl Failed {
+    fn tried(&self) -> Tried<'_> {
+        match &self.answer {
+            Some((status, retry_after)) => Tried::Answered {
+                status: *status,
+                retry_after: retry_after.as_deref(),
+            },
+            None => Tried::Unreached {
+                permanent: self.permanent,
+            },
+        }
+    }
 }
 
 impl Fetcher {
@@ -180,36 +251,46 @@ impl Fetcher {
                 source,
             })?;
         let archive = download.path().join("artifact.tar.gz");
-        let mut wait = self.options.retry_wait_min;
         let mut attempt = 0;
         let actual = loop {
-            match self.download(&url, &archive, &digest).await {
+            let failed = match self.download(&url, &archive, &digest).await {
                 Ok(actual) => break actual,
                 Err(Attempt::Fatal(error)) => return Err(error),
-                Err(Attempt::Retry(reason)) => {
-                    if attempt >= self.options.retries {
-                        return Err(SourceError::Download {
-                            url: url.clone(),
-                            failure: DownloadFailure::GaveUp {
-                                attempts: attempt + 1,
-                                reason,
-                            },
-                        });
-                    }
-                    tracing::debug!(url = %url, attempt, reason = %reason, "retrying artifact download");
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(self.options.retry_wait_max);
-                    attempt += 1;
-                }
+                Err(Attempt::Failed(failed)) => failed,
+            };
+            let tried = failed.tried();
+            if !retryable_http::retried(&tried) || attempt >= self.options.retries {
+                return Err(SourceError::Download {
+                    url: url.clone(),
+                    failure: DownloadFailure::GaveUp {
+                        attempts: attempt + 1,
+                        reason: failed.failure,
+                    },
+                });
             }
+            // A reconciliation waits on this: a server's `Retry-After` is honoured up to the
+            // longest wait, where retryablehttp would wait as long as it says.
+            let wait = retryable_http::backoff(
+                self.options.retry_wait_min,
+                self.options.retry_wait_max,
+                attempt,
+                &tried,
+                k8s_openapi::jiff::Timestamp::now(),
+            )
+            .min(self.options.retry_wait_max);
+            tracing::debug!(url = %url, attempt, ?wait, "retrying artifact download");
+            tokio::time::sleep(wait).await;
+            attempt += 1;
         };
         if actual != digest.bytes() {
             let actual = format!("{}:{}", digest.algorithm(), hex::encode(actual));
-            // fluxcd/pkg's message names only the expected digest; the computed one is here.
-            tracing::debug!(url = %url, expected = %artifact.digest, actual = %actual, "artifact digest mismatch");
+            // fluxcd/pkg's message names only the expected digest, with its algorithm also
+            // when the artifact gave none; the computed one is in the debug line.
+            let expected = format!("{}:{}", digest.algorithm(), hex::encode(digest.bytes()));
+            tracing::debug!(url = %url, %expected, %actual, "artifact digest mismatch");
             return Err(SourceError::DigestMismatch {
                 url: url.clone(),
-                expected: artifact.digest.clone(),
+                expected,
                 actual,
             });
         }
@@ -242,22 +323,40 @@ impl Fetcher {
         path: &std::path::Path,
         digest: &Digest,
     ) -> Result<Vec<u8>, Attempt> {
-        let mut response = self
-            .client
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| Attempt::Retry(e.to_string()))?;
+        let mut response = self.client.get(url).send().await.map_err(|error| {
+            // fluxcd/pkg's archive fetcher logs each try that got no answer.
+            tracing::info!(error = %error, method = "GET", url = %url, "request failed");
+            Attempt::Failed(Failed {
+                answer: None,
+                permanent: retryable_http::is_permanent(&error),
+                failure: Some(error.to_string()),
+            })
+        })?;
         let status = response.status();
         if status == reqwest::StatusCode::NOT_FOUND {
             return Err(Attempt::Fatal(SourceError::ArtifactMissing {
                 url: url.into(),
             }));
         }
-        if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-            return Err(Attempt::Retry(format!("unexpected HTTP status {status}")));
+        let tried = Tried::Answered {
+            status: status.as_u16(),
+            retry_after: None,
+        };
+        if retryable_http::retried(&tried) {
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string);
+            return Err(Attempt::Failed(Failed {
+                answer: Some((status.as_u16(), retry_after)),
+                permanent: false,
+                failure: retryable_http::unexpected_status(status.as_u16())
+                    .then(|| format!("unexpected HTTP status {status}")),
+            }));
         }
-        if !status.is_success() {
+        // Anything but 200 is refused, as fluxcd/pkg refuses it (a 501 is not retried).
+        if status != reqwest::StatusCode::OK {
             return Err(Attempt::Fatal(SourceError::Download {
                 url: url.into(),
                 failure: DownloadFailure::Status(status.to_string()),
@@ -281,11 +380,15 @@ impl Fetcher {
         })?;
         let mut hasher = digest.hasher();
         let mut written: u64 = 0;
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| Attempt::Retry(e.to_string()))?
-        {
+        while let Some(chunk) = response.chunk().await.map_err(|error| {
+            // Beyond fluxcd/pkg, which fails the reconciliation: a body cut short is
+            // downloaded again.
+            Attempt::Failed(Failed {
+                answer: None,
+                permanent: false,
+                failure: Some(error.to_string()),
+            })
+        })? {
             written += chunk.len() as u64;
             if written > limit {
                 return Err(Attempt::Fatal(SourceError::TooLarge {
@@ -322,16 +425,71 @@ mod tests {
         assert!(Digest::parse(&format!("sha384:{}", "00".repeat(48))).is_ok());
         assert!(Digest::parse(&format!("sha512:{}", "00".repeat(64))).is_ok());
         assert!(Digest::parse(&format!("blake3:{}", "00".repeat(32))).is_ok());
-        for bad in ["md5:00", "sha256:zz", "sha256:00", "nocolon"] {
-            assert!(
-                matches!(Digest::parse(bad), Err(SourceError::UnsupportedDigest(_))),
-                "{bad}"
-            );
-        }
         let digest = Digest::parse(&sha256).unwrap();
         assert_eq!(
             digest.of_same_kind(b"abc"),
             "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    /// fluxcd/pkg's `verifyDigest` over go-digest: a bare checksum is sha256 (its test
+    /// "fetches and verifies the checksum"), and each refusal in their words.
+    #[test]
+    fn digests_are_refused_in_fluxcd_pkgs_words() {
+        assert_eq!(
+            Digest::parse(&"ab".repeat(32)),
+            Ok(Digest::Sha256(vec![0xab; 32])),
+            "a checksum without its algorithm"
+        );
+        let refused = |text: &str| Digest::parse(text).unwrap_err().to_string();
+        assert_eq!(refused(""), "empty digest");
+        let cases = [
+            (
+                "sha1:4c624b40731c876b23d36fe732833ea8261f7f00",
+                "failed to parse digest 'sha1:4c624b40731c876b23d36fe732833ea8261f7f00': unsupported digest algorithm",
+            ),
+            (
+                "md5:00",
+                "failed to parse digest 'md5:00': unsupported digest algorithm",
+            ),
+            (
+                "sha256:00",
+                "failed to parse digest 'sha256:00': invalid checksum digest length",
+            ),
+            (
+                "nocolon",
+                "failed to parse digest 'sha256:nocolon': invalid checksum digest length",
+            ),
+            (
+                "sha256:",
+                "failed to parse digest 'sha256:': invalid checksum digest format",
+            ),
+            (
+                ":00",
+                "failed to parse digest ':00': invalid checksum digest format",
+            ),
+            (
+                "SHA1:00",
+                "failed to parse digest 'SHA1:00': invalid checksum digest format",
+            ),
+            (
+                "md5:00:00",
+                "failed to parse digest 'md5:00:00': invalid checksum digest format",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(refused(text), expected, "{text}");
+        }
+        for hex in ["zz".repeat(32), "AB".repeat(32)] {
+            assert_eq!(
+                refused(&format!("sha256:{hex}")),
+                format!("failed to parse digest 'sha256:{hex}': invalid checksum digest format"),
+                "lower-case hex only, as go-digest"
+            );
+        }
+        assert_eq!(
+            SourceError::from(DigestError::Empty).to_string(),
+            "failed to verify archive: empty digest"
         );
     }
 

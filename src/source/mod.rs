@@ -71,10 +71,9 @@ pub enum SourceError {
         expected: String,
         actual: String,
     },
-    #[error(
-        "unsupported artifact digest '{0}': expected sha256:, sha384:, sha512: or blake3: with hex"
-    )]
-    UnsupportedDigest(String),
+    /// The artifact's digest cannot be checked against (fluxcd/pkg's words).
+    #[error("failed to verify archive: {0}")]
+    UnusableDigest(#[from] DigestError),
     #[error("failed to extract artifact: {path}: {reason}")]
     Extract { path: String, reason: String },
     #[error("failed to extract artifact: {0}")]
@@ -98,9 +97,24 @@ pub enum SourceError {
 pub enum DownloadFailure {
     /// The server answered with this status line (`403 Forbidden`).
     Status(String),
-    /// Every try failed; the last one for `reason` (`unexpected HTTP status 503 Service
-    /// Unavailable`, or the connection's error).
-    GaveUp { attempts: u32, reason: String },
+    /// The retrying client stopped; the last try failed for `reason` (`unexpected HTTP
+    /// status 503 Service Unavailable`, or the connection's error; none after a 429).
+    GaveUp {
+        attempts: u32,
+        reason: Option<String>,
+    },
+}
+
+/// Why an artifact's digest cannot be used, as go-digest (behind fluxcd/pkg) words it.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DigestError {
+    #[error("empty digest")]
+    Empty,
+    #[error("failed to parse digest '{digest}': {reason}")]
+    Unparsable {
+        digest: String,
+        reason: &'static str,
+    },
 }
 
 /// A failed download as fluxcd/pkg's archive fetcher (and the retrying client it uses)
@@ -111,7 +125,8 @@ fn download_failure(url: &str, failure: &DownloadFailure) -> String {
             format!("failed to download archive from {url} (status: {status})")
         }
         DownloadFailure::GaveUp { attempts, reason } => format!(
-            "failed to download archive: GET {url} giving up after {attempts} attempt(s): {reason}"
+            "failed to download archive: {}",
+            crate::retryable_http::giving_up("GET", url, *attempts, reason.as_deref())
         ),
     }
 }

@@ -221,3 +221,123 @@ async fn source_controller_localhost_overrides_the_artifact_host() {
     let workspace = fetcher.fetch(&in_cluster).await.unwrap();
     assert!(workspace.root().join("kustomization.yaml").is_file());
 }
+
+/// go-retryablehttp's policy behind fluxcd/pkg's fetcher: a 501 and any answer but 200 are
+/// final, 429s are retried and, once spent, give up without a reason, and a `Retry-After` of
+/// a 429 or 503 is waited for instead of the back-off.
+#[tokio::test]
+async fn downloads_are_retried_as_fluxs_retrying_client_retries() {
+    let server = ArtifactServer::start().await;
+    let artifact = server.publish_dir("podinfo.tar.gz", "r", &repo_root().join("examples/podinfo"));
+    let url = source_artifact(&artifact).url;
+    let fetcher = Fetcher::new(quick()).unwrap();
+    for (status, line) in [(501, "501 Not Implemented"), (204, "204 No Content")] {
+        let before = server.requests().len();
+        server.fail_next(&[status]);
+        let error = fetcher
+            .fetch(&source_artifact(&artifact))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("failed to download archive from {url} (status: {line})")
+        );
+        assert_eq!(
+            server.requests().len(),
+            before + 1,
+            "{status} is not retried"
+        );
+    }
+
+    server.fail_next(&[429, 429, 429, 429]);
+    let error = fetcher
+        .fetch(&source_artifact(&artifact))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("failed to download archive: GET {url} giving up after 4 attempt(s)")
+    );
+
+    // The back-off is an hour: only the servers' "now" brings the download back in time.
+    let patient = Fetcher::new(FetcherOptions {
+        retry_wait_min: Duration::from_secs(3600),
+        retry_wait_max: Duration::from_secs(3600),
+        ..quick()
+    })
+    .unwrap();
+    server.fail_next_saying_when(&[(503, "0"), (429, "0")]);
+    let workspace = tokio::time::timeout(
+        Duration::from_secs(60),
+        patient.fetch(&source_artifact(&artifact)),
+    )
+    .await
+    .expect("Retry-After: 0 is waited for, not the hour")
+    .unwrap();
+    assert!(workspace.root().join("kustomization.yaml").is_file());
+}
+
+/// fluxcd/pkg's fetcher tests "fetches and verifies the checksum" and "fails with empty
+/// digest error": a digest without its algorithm is a sha256 checksum.
+#[tokio::test]
+async fn a_bare_checksum_is_verified_as_sha256_and_an_empty_digest_is_refused() {
+    let server = ArtifactServer::start().await;
+    let artifact = server.publish_dir("podinfo.tar.gz", "r", &repo_root().join("examples/podinfo"));
+    let fetcher = Fetcher::new(quick()).unwrap();
+    let mut checksum = source_artifact(&artifact);
+    checksum.digest = checksum.digest.trim_start_matches("sha256:").to_string();
+    let workspace = fetcher.fetch(&checksum).await.unwrap();
+    assert!(workspace.root().join("kustomization.yaml").is_file());
+
+    checksum.digest = "0".repeat(64);
+    let error = fetcher.fetch(&checksum).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "failed to verify archive: computed digest doesn't match provided 'sha256:{}' (check whether file size exceeds max download size)",
+            "0".repeat(64)
+        )
+    );
+
+    checksum.digest = String::new();
+    let error = fetcher.fetch(&checksum).await.unwrap_err();
+    assert_eq!(error.to_string(), "failed to verify archive: empty digest");
+}
+
+/// A server whose certificate is not trusted is not asked again: the handshake would fail
+/// the same way (retryablehttp's policy), so the error says one attempt.
+#[tokio::test]
+async fn an_untrusted_artifact_server_is_not_asked_again() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}/a.tar.gz", listener.local_addr().unwrap());
+    let pki = test_apiserver::pki::pki().unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(pki.server_config()));
+    let handshakes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = handshakes.clone();
+    let server = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = acceptor.accept(stream).await;
+        }
+    });
+    let artifact = kustomize_controller::source::Artifact {
+        url: url.clone(),
+        digest: format!("sha256:{}", "0".repeat(64)),
+        revision: "r".into(),
+        metadata: Default::default(),
+    };
+    let error = Fetcher::new(quick())
+        .unwrap()
+        .fetch(&artifact)
+        .await
+        .unwrap_err()
+        .to_string();
+    server.abort();
+    assert!(
+        error.starts_with(&format!(
+            "failed to download archive: GET {url} giving up after 1 attempt(s): "
+        )),
+        "{error}"
+    );
+    assert_eq!(handshakes.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

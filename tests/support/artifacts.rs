@@ -65,14 +65,18 @@ fn kustomize_like_now() -> String {
         .to_string()
 }
 
+/// A status code to answer with, and its `Retry-After` header.
+type InjectedAnswer = (u16, Option<String>);
+
 /// A loopback server of archives; it stops with the runtime that started it.
 #[derive(Clone)]
 pub struct ArtifactServer {
     address: SocketAddr,
     files: Arc<Mutex<HashMap<String, Vec<u8>>>>,
     requests: Arc<Mutex<Vec<String>>>,
-    /// Status codes to answer the next requests with, first to last.
-    failures: Arc<Mutex<Vec<u16>>>,
+    /// Status codes (and `Retry-After` headers) to answer the next requests with, first to
+    /// last.
+    failures: Arc<Mutex<Vec<InjectedAnswer>>>,
 }
 
 /// A deterministic tar.gz of `dir` (sorted entries, zero times and owners).
@@ -148,9 +152,12 @@ impl ArtifactServer {
                                     let mut failures = server.failures.lock().expect("failures");
                                     (!failures.is_empty()).then(|| failures.remove(0))
                                 };
-                                if let Some(code) = failure {
-                                    let response = hyper::Response::builder()
-                                        .status(code)
+                                if let Some((code, retry_after)) = failure {
+                                    let mut response = hyper::Response::builder().status(code);
+                                    if let Some(retry_after) = retry_after {
+                                        response = response.header("retry-after", retry_after);
+                                    }
+                                    let response = response
                                         .body(Full::new(Bytes::from_static(b"injected failure")));
                                     return Ok::<_, Infallible>(response.expect("a response"));
                                 }
@@ -204,7 +211,16 @@ impl ArtifactServer {
         self.failures
             .lock()
             .expect("failures")
-            .extend_from_slice(codes);
+            .extend(codes.iter().map(|code| (*code, None)));
+    }
+
+    /// Answers the next requests with these status codes and `Retry-After` headers, in order.
+    pub fn fail_next_saying_when(&self, answers: &[(u16, &str)]) {
+        self.failures.lock().expect("failures").extend(
+            answers
+                .iter()
+                .map(|(code, retry_after)| (*code, Some(retry_after.to_string()))),
+        );
     }
 
     /// The address clients connect to (`host:port`).

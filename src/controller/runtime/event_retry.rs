@@ -10,7 +10,8 @@
 //! retry (`retry_after`) sends those again first, as client-go's REST client does.
 //!
 //! The copy POSTed to notification-controller (`--events-addr`) is retried as Flux's
-//! retrying client does (go-retryablehttp with Flux's `checkRetry`, [`forward_pause`]): five
+//! retrying client does (go-retryablehttp with Flux's `checkRetry`, [`forward_pause`] over
+//! [`crate::retryable_http`]): five
 //! tries, 1, 2, 4 and 8 s apart, after a connection failure or a 5xx but 501; a 503's
 //! `Retry-After` is waited for; a 429 (notification-controller's "duplicate event") and other
 //! answers end it, and so does a certificate the client does not trust.
@@ -18,6 +19,8 @@
 use std::time::Duration;
 
 use k8s_openapi::jiff;
+
+use crate::retryable_http::{self, Tried};
 
 /// client-go's `maxTriesPerEvent`.
 pub const MAX_TRIES: u32 = 12;
@@ -106,80 +109,35 @@ pub fn pause_after(tries: u32, pause: Duration, random: f64) -> Option<Duration>
 }
 
 /// How many times an event is POSTed to notification-controller at most: go-retryablehttp's
-/// four retries.
+/// default `RetryMax` (4) retries after the first try.
 pub const FORWARD_ATTEMPTS: u32 = 5;
 const FORWARD_FIRST_PAUSE: Duration = Duration::from_secs(1);
 const FORWARD_LONGEST_PAUSE: Duration = Duration::from_secs(30);
 
-/// How a POST of an event to notification-controller went.
-#[derive(Clone, Copy, Debug)]
-pub enum ForwardOutcome<'a> {
-    /// No answer: refused, reset, timed out; `untrusted` when the server's certificate was
-    /// not trusted.
-    Unreached { untrusted: bool },
-    /// An answer, with its `Retry-After` header.
-    Answered {
-        status: u16,
-        retry_after: Option<&'a str>,
-    },
-}
-
-impl ForwardOutcome<'_> {
-    /// Whether it failed, as Flux's retrying client judges it: not reached, or a 5xx but 501
-    /// (what Flux's recorder logs when it gives up); any other answer is the end of it.
-    pub fn failed(&self) -> bool {
-        match *self {
-            ForwardOutcome::Unreached { .. } => true,
-            ForwardOutcome::Answered { .. } => self.retried(),
-        }
-    }
-
-    /// Whether it is tried again, as go-retryablehttp's `baseRetryPolicy` behind Flux's
-    /// `checkRetry` decides.
-    fn retried(&self) -> bool {
-        match *self {
-            ForwardOutcome::Unreached { untrusted } => !untrusted,
-            // notification-controller's answer to a duplicate event.
-            ForwardOutcome::Answered { status: 429, .. } => false,
-            ForwardOutcome::Answered { status, .. } => {
-                status == 0 || (status >= 500 && status != 501)
-            }
-        }
+/// Whether a POST of an event failed, as Flux's retrying client judges it: not reached, or a
+/// 5xx but 501 (what Flux's recorder logs when it gives up); any other answer is the end of it.
+pub fn forward_failed(forwarded: &Tried) -> bool {
+    match *forwarded {
+        Tried::Unreached { .. } => true,
+        Tried::Answered { status, .. } => retryable_http::unexpected_status(status),
     }
 }
 
 /// The pause before POSTing again after the try numbered `attempt` (0 for the first) went as
-/// `forwarded`, at `now`; none when that was the end of it.
-pub fn forward_pause(
-    forwarded: &ForwardOutcome,
-    attempt: u32,
-    now: jiff::Timestamp,
-) -> Option<Duration> {
-    if !forwarded.retried() || attempt + 1 >= FORWARD_ATTEMPTS {
+/// `forwarded`, at `now`; none when that was the end of it. Flux's `checkRetry` ends it at a
+/// 429 (notification-controller's answer to a duplicate event); the rest is go-retryablehttp's.
+pub fn forward_pause(forwarded: &Tried, attempt: u32, now: jiff::Timestamp) -> Option<Duration> {
+    let duplicate = matches!(forwarded, Tried::Answered { status: 429, .. });
+    if duplicate || !retryable_http::retried(forwarded) || attempt + 1 >= FORWARD_ATTEMPTS {
         return None;
     }
-    if let ForwardOutcome::Answered {
-        status: 503,
-        retry_after: Some(header),
-    } = forwarded
-        && let Some(pause) = retry_after(header, now)
-    {
-        return Some(pause);
-    }
-    Some(
-        FORWARD_FIRST_PAUSE
-            .saturating_mul(1 << attempt.min(16))
-            .min(FORWARD_LONGEST_PAUSE),
-    )
-}
-
-/// A `Retry-After` header's wait: seconds, or an HTTP date (none if passed).
-fn retry_after(header: &str, now: jiff::Timestamp) -> Option<Duration> {
-    if let Ok(seconds) = header.trim().parse::<i64>() {
-        return u64::try_from(seconds).ok().map(Duration::from_secs);
-    }
-    let at = jiff::fmt::rfc2822::parse(header.trim()).ok()?.timestamp();
-    Some(Duration::try_from(at.duration_since(now)).unwrap_or(Duration::ZERO))
+    Some(retryable_http::backoff(
+        FORWARD_FIRST_PAUSE,
+        FORWARD_LONGEST_PAUSE,
+        attempt,
+        forwarded,
+        now,
+    ))
 }
 
 #[cfg(test)]
@@ -297,11 +255,11 @@ mod tests {
     #[test]
     fn forwarding_is_retried_as_fluxs_retrying_client_retries() {
         let now: jiff::Timestamp = "2026-11-27T12:00:00Z".parse().unwrap();
-        let answered = |status, retry_after| ForwardOutcome::Answered {
+        let answered = |status, retry_after| Tried::Answered {
             status,
             retry_after,
         };
-        let unreached = ForwardOutcome::Unreached { untrusted: false };
+        let unreached = Tried::Unreached { permanent: false };
         let secs = Duration::from_secs;
         let cases = [
             ("accepted", answered(202, None), 0, None),
@@ -339,7 +297,7 @@ mod tests {
             ("the fifth try was the last", unreached, 4, None),
             (
                 "untrusted certificate",
-                ForwardOutcome::Unreached { untrusted: true },
+                Tried::Unreached { permanent: true },
                 0,
                 None,
             ),
@@ -355,10 +313,10 @@ mod tests {
             (answered(501, None), false),
             (answered(503, None), true),
             (unreached, true),
-            (ForwardOutcome::Unreached { untrusted: true }, true),
+            (Tried::Unreached { permanent: true }, true),
         ];
         for (forwarded, expected) in failed {
-            assert_eq!(forwarded.failed(), expected, "{forwarded:?}");
+            assert_eq!(forward_failed(&forwarded), expected, "{forwarded:?}");
         }
     }
 }

@@ -28,10 +28,11 @@ use serde_json::json;
 
 use super::event_correlator::{COMBINED_PREFIX, Correlated, Correlator, EventFacts};
 use super::event_retry::{
-    Abandoned, AfterFailure, ForwardOutcome, GIVEN_UP, RETRYING, after_failure, forward_pause,
+    Abandoned, AfterFailure, GIVEN_UP, RETRYING, after_failure, forward_failed, forward_pause,
     pause_after,
 };
 use crate::api::Kustomization;
+use crate::retryable_http::{self, Tried};
 
 /// The API group event metadata keys are prefixed with.
 const GROUP: &str = "kustomize.toolkit.fluxcd.io";
@@ -668,22 +669,20 @@ async fn forward(http: reqwest::Client, address: String, body: Vec<u8>, about: (
             Ok(response) => {
                 let status = response.status();
                 let retry_after = response.headers().get(http::header::RETRY_AFTER);
-                let forwarded = ForwardOutcome::Answered {
+                let forwarded = Tried::Answered {
                     status: status.as_u16(),
                     retry_after: retry_after.and_then(|value| value.to_str().ok()),
                 };
-                let failure = forwarded
-                    .failed()
-                    .then(|| format!("unexpected HTTP status {status}"));
+                let failure =
+                    forward_failed(&forwarded).then(|| format!("unexpected HTTP status {status}"));
                 (forwarded, failure)
             }
-            Err(error) => {
-                let untrusted = is_untrusted(error);
-                (
-                    ForwardOutcome::Unreached { untrusted },
-                    Some(error.to_string()),
-                )
-            }
+            Err(error) => (
+                Tried::Unreached {
+                    permanent: retryable_http::is_permanent(error),
+                },
+                Some(error.to_string()),
+            ),
         };
         let Some(pause) = forward_pause(&forwarded, attempt, k8s_openapi::jiff::Timestamp::now())
         else {
@@ -693,7 +692,7 @@ async fn forward(http: reqwest::Client, address: String, body: Vec<u8>, about: (
                     name = %about.1,
                     namespace = %about.0,
                     "reconciler kind" = "Kustomization",
-                    error = %format!("POST {address} giving up after {tries} attempt(s): {failure}"),
+                    error = %retryable_http::giving_up("POST", &address, tries, Some(&failure)),
                     "unable to record event"
                 );
             }
@@ -707,19 +706,6 @@ async fn forward(http: reqwest::Client, address: String, body: Vec<u8>, about: (
         tokio::time::sleep(pause).await;
         attempt += 1;
     }
-}
-
-/// Whether `error` is a certificate the client does not trust (rustls's "invalid peer
-/// certificate", wherever in the chain of causes), which trying again will not mend.
-fn is_untrusted(error: &reqwest::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(current) = cause {
-        if current.to_string().contains("invalid peer certificate") {
-            return true;
-        }
-        cause = current.source();
-    }
-    false
 }
 
 #[cfg(test)]

@@ -369,7 +369,7 @@ async fn forwarding_to_an_untrusted_certificate_is_not_retried() {
     });
     let http = crate::tls::client_builder().build().unwrap();
     let error = http.post(&address).send().await.unwrap_err();
-    assert!(is_untrusted(&error), "{error:?}");
+    assert!(crate::retryable_http::is_permanent(&error), "{error:?}");
     forward(
         http,
         address,
@@ -385,7 +385,10 @@ async fn forwarding_to_an_untrusted_certificate_is_not_retried() {
         .send()
         .await
         .unwrap_err();
-    assert!(!is_untrusted(&refused), "{refused:?}");
+    assert!(
+        !crate::retryable_http::is_permanent(&refused),
+        "{refused:?}"
+    );
 }
 
 /// A client whose API server is out of reach for the first `unreached` requests (the
