@@ -225,10 +225,7 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
     let reason = error.reason();
     let message = match error {
         // As Flux's, the condition says when it is tried again.
-        StepError::SourceNotReady(_) => format!(
-            "{error}, retrying in {}",
-            GoDuration::from_std(facts.dependency_interval)
-        ),
+        StepError::SourceNotReady(_) => retrying(error, facts),
         _ => error.to_string(),
     };
     if error.stalls() {
@@ -288,10 +285,7 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
         Event {
             type_: EventType::Normal,
             reason,
-            message: format!(
-                "Dependencies do not meet ready condition, retrying in {}",
-                GoDuration::from_std(facts.dependency_interval)
-            ),
+            message: retrying(DEPENDENCIES_NOT_READY, facts),
             meta,
         }
     } else if let StepError::HealthCheckCanceled { trigger } = error {
@@ -319,11 +313,22 @@ fn failed_with(mut status: KustomizationStatus, facts: &Facts, failed: &Failed) 
     }
 }
 
+/// What Flux says of a Kustomization waiting on its dependencies (the event and the log; the
+/// condition names them).
+const DEPENDENCIES_NOT_READY: &str = "Dependencies do not meet ready condition";
+
+/// `what`, and that it is tried again after `--requeue-dependency`, in Flux's words.
+fn retrying(what: impl std::fmt::Display, facts: &Facts) -> String {
+    format!(
+        "{what}, retrying in {}",
+        GoDuration::from_std(facts.dependency_interval)
+    )
+}
+
 /// What Flux logs for a failure: waiting and cancelling are news, not errors; a stall is
 /// controller-runtime's terminal `Reconciler error`; anything else is retried.
 fn said_on_failure(facts: &Facts, failed: &Failed) -> Said {
     let error = &failed.error;
-    let dependency_interval = GoDuration::from_std(facts.dependency_interval);
     if let StepError::WorkloadIdentityDisabled = error {
         // Flux logs it and ends the reconciliation without an error.
         return Said::GateDisabled {
@@ -354,12 +359,10 @@ fn said_on_failure(facts: &Facts, failed: &Failed) -> Said {
             },
         },
         StepError::SourceNotReady(_) => Said::Waiting {
-            message: format!("{error}, retrying in {dependency_interval}"),
+            message: retrying(error, facts),
         },
         StepError::Dependency(_) => Said::Waiting {
-            message: format!(
-                "Dependencies do not meet ready condition, retrying in {dependency_interval}"
-            ),
+            message: retrying(DEPENDENCIES_NOT_READY, facts),
         },
         StepError::HealthCheckCanceled { trigger } => Said::Canceled {
             trigger: trigger.clone(),
