@@ -37,7 +37,7 @@ pub async fn prune_with(
                 outcome.survivors.push(reference.clone());
                 outcome.errors.push(format!(
                     "{reference} query failed: {}",
-                    crate::controller::identity::api_message(&error)
+                    crate::report::api_message(&error)
                 ));
                 continue;
             }
@@ -64,7 +64,7 @@ pub async fn prune_with(
                 outcome.survivors.push(reference.clone());
                 outcome.errors.push(format!(
                     "{reference} query failed: {}",
-                    crate::controller::identity::api_message(&error)
+                    crate::report::api_message(&error)
                 ));
                 continue;
             }
@@ -72,7 +72,7 @@ pub async fn prune_with(
                 outcome.survivors.push(reference.clone());
                 outcome.errors.push(format!(
                     "{reference} delete failed: {}",
-                    crate::controller::identity::api_message(&error)
+                    crate::report::api_message(&error)
                 ));
                 continue;
             }

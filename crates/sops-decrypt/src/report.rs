@@ -1,4 +1,5 @@
-//! How errors from other crates are reported: with every cause, on one line.
+//! How errors from other crates are reported: with every cause, on one line, and the API
+//! server's in its own words.
 
 /// `error` and its causes, `: `-joined, each said once (HTTP and git clients often keep the
 /// useful part, "connection refused", in a cause their own message leaves out).
@@ -14,6 +15,15 @@ pub fn cause_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// The API server's own words for a failed request (its Status message, as Flux's client-go
+/// errors print), else the error with its causes.
+pub fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => cause_chain(other),
+    }
 }
 
 #[cfg(test)]

@@ -229,7 +229,7 @@ impl WaitError {
             ),
             WaitError::Api { object, error } => format!(
                 "{object} termination timeout: {}",
-                crate::controller::identity::api_message(error)
+                crate::report::api_message(error)
             ),
         }
     }

@@ -55,7 +55,7 @@ pub enum StepError {
     SourceNotReady(SourceError),
     /// The source object could not be read (the API server did not answer, or refused):
     /// as Flux, no event; the error goes back to the work queue for backoff. Flux's words.
-    #[error("unable to get source '{namespace}/{name}': {}", crate::controller::identity::api_message(.source))]
+    #[error("unable to get source '{namespace}/{name}': {}", crate::report::api_message(.source))]
     SourceUnreadable {
         namespace: String,
         name: String,

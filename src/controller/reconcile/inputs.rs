@@ -158,7 +158,7 @@ pub(crate) async fn variables(
             SubstituteKind::ConfigMap => "ConfigMap",
             SubstituteKind::Secret => "Secret",
         };
-        let unreadable = |error: kube::Error| crate::controller::identity::api_message(&error);
+        let unreadable = |error: kube::Error| crate::report::api_message(&error);
         let data = match reference.kind {
             SubstituteKind::ConfigMap => ctx
                 .configs

@@ -15,6 +15,7 @@ use kube::api::PostParams;
 
 use crate::auth::vault::{LoginPaths, VaultLoginConfig};
 use crate::auth::{AccountError, AuthError, ServiceAccountTokens};
+use crate::report::api_message;
 
 pub struct KubeServiceAccount {
     client: kube::Client,
@@ -178,14 +179,6 @@ impl VaultLoginConfig for VaultConfigMap {
             .ok_or_else(|| unreadable(format!("configmaps \"{}\" not found", self.name)))?;
         let data: BTreeMap<String, String> = found.data.unwrap_or_default().into_iter().collect();
         LoginPaths::from_config_map(&self.config_map(), &data)
-    }
-}
-
-/// The API server's own words for a failed request.
-pub(crate) fn api_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.message.clone(),
-        other => crate::report::cause_chain(other),
     }
 }
 

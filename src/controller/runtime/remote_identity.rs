@@ -97,7 +97,7 @@ pub async fn client(
     let found = configs
         .config_map(namespace, config_map)
         .await
-        .map_err(|e| read_failed(crate::controller::identity::api_message(&e)))?
+        .map_err(|e| read_failed(crate::report::api_message(&e)))?
         .ok_or_else(|| read_failed(format!("configmaps \"{config_map}\" not found")))?;
     let version = found.metadata.resource_version.clone().unwrap_or_default();
     let data: std::collections::BTreeMap<String, String> =
