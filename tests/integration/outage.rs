@@ -558,29 +558,38 @@ async fn the_leading_process_exits_when_it_cannot_renew() {
     );
 }
 
-/// A TCP relay to the API server that refuses connections (nothing listens on its port)
-/// until opened, so an outage can be made in front of any server, the in-process one or a
-/// real one.
+/// A TCP relay to the API server that refuses connections (its port is bound, so no one else
+/// takes it, but not listened on) until opened, so an outage can be made in front of any
+/// server, the in-process one or a real one.
 struct Relay {
     address: String,
     upstream: String,
+    socket: Option<tokio::net::TcpSocket>,
     serving: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Relay {
     fn refusing(upstream: &str) -> Relay {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket
+            .bind("127.0.0.1:0".parse().expect("an address"))
+            .expect("a loopback port");
         Relay {
-            address: crate::support::free_address(),
+            address: socket.local_addr().expect("bound address").to_string(),
             upstream: upstream.to_string(),
+            socket: Some(socket),
             serving: None,
         }
     }
 
     /// Listens on the relay's address and passes each connection to the API server.
     async fn open(&mut self) {
-        let listener = tokio::net::TcpListener::bind(&self.address)
-            .await
-            .expect("the relay's port is still free");
+        let listener = self
+            .socket
+            .take()
+            .expect("opened once")
+            .listen(128)
+            .expect("listening on the relay's port");
         let upstream = self.upstream.clone();
         self.serving = Some(tokio::spawn(async move {
             while let Ok((mut client, _)) = listener.accept().await {
