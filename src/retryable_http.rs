@@ -87,20 +87,9 @@ pub fn giving_up(method: &str, url: &str, attempts: u32, failure: Option<&str>) 
 }
 
 /// Whether a request's failure is one retryablehttp does not retry: a certificate the
-/// client does not trust (rustls's "invalid peer certificate", wherever in the chain of
-/// causes) or too many redirects.
+/// client does not accept, or too many redirects.
 pub fn is_permanent(error: &reqwest::Error) -> bool {
-    if error.is_redirect() {
-        return true;
-    }
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(current) = cause {
-        if current.to_string().contains("invalid peer certificate") {
-            return true;
-        }
-        cause = current.source();
-    }
-    false
+    error.is_redirect() || crate::tls::is_invalid_certificate(error)
 }
 
 #[cfg(test)]

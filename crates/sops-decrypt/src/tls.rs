@@ -29,6 +29,30 @@ pub fn use_ring() {
     });
 }
 
+/// Whether `error`, or any error in its chain of causes, is a certificate rustls did not
+/// accept (untrusted, expired, for another name), which no second try mends.
+pub fn is_invalid_certificate(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(current) = cause {
+        // An I/O error's `source` skips the error it wraps (often another I/O error), which is
+        // where rustls's sits.
+        let mut candidate = Some(current);
+        while let Some(error) = candidate {
+            if let Some(rustls::Error::InvalidCertificate(_)) =
+                error.downcast_ref::<rustls::Error>()
+            {
+                return true;
+            }
+            candidate = error
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .map(|inner| inner as &(dyn std::error::Error + 'static));
+        }
+        cause = current.source();
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
