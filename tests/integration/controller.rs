@@ -390,6 +390,75 @@ async fn suspended_kustomizations_are_left_alone() {
         .await;
 }
 
+/// As Flux's deferred `finalizeStatus`: suspending a Ready Kustomization (a new generation)
+/// observes that generation, so the Kustomizations that depend on it are not held back by
+/// it: a new revision of their own source reaches them.
+#[tokio::test]
+async fn a_suspended_kustomization_observes_its_generation_and_its_dependents_go_on() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let v1 = harness.publish("v1", "main@sha1:5a01");
+    harness
+        .cluster
+        .create_source(SourceKind::GitRepository, &ns, "repo", Some(&v1))
+        .await;
+    harness.create_kustomization("base", json!({})).await;
+    harness
+        .wait_ready("base", "True", "ReconciliationSucceeded")
+        .await;
+    harness
+        .cluster
+        .create_source(SourceKind::GitRepository, &ns, "app-repo", Some(&v1))
+        .await;
+    harness
+        .create_kustomization(
+            "app",
+            json!({"dependsOn": [{"name": "base"}], "namePrefix": "app-",
+                "sourceRef": {"kind": "GitRepository", "name": "app-repo"}}),
+        )
+        .await;
+    harness
+        .wait_ready("app", "True", "ReconciliationSucceeded")
+        .await;
+
+    harness
+        .create_kustomization("base", json!({"suspend": true}))
+        .await;
+    let observed = wait_for(Duration::from_secs(30), || async {
+        let object = harness.kustomizations().get("base").await.ok()?;
+        let status = object.status?;
+        (Some(status.observed_generation) == object.metadata.generation
+            && status.conditions.iter().all(|c| c.type_ != "Reconciling"))
+        .then_some(())
+    })
+    .await;
+    assert!(
+        observed.is_some(),
+        "the suspension's generation is observed"
+    );
+
+    let v2 = harness.publish("v2", "main@sha1:5a02");
+    harness
+        .cluster
+        .set_artifact(SourceKind::GitRepository, &ns, "app-repo", &v2)
+        .await;
+    let moved_on = wait_for(Duration::from_secs(30), || async {
+        let object = harness.kustomizations().get("app").await.ok()?;
+        (object.status?.last_applied_revision.as_deref() == Some("main@sha1:5a02")).then_some(())
+    })
+    .await;
+    assert!(
+        moved_on.is_some(),
+        "the dependent applied the new revision: {:?}",
+        harness
+            .kustomizations()
+            .get("app")
+            .await
+            .ok()
+            .and_then(|o| o.status)
+    );
+}
+
 /// The shipped binary: `kustomize-controller run` against the test cluster, its metrics and
 /// probes, and a clean exit on SIGTERM.
 #[tokio::test]

@@ -253,6 +253,14 @@ async fn reconcile_live(
     let suspended = object.spec.suspend == Some(true);
     if suspended {
         tracing::info!("Reconciliation is suspended for this object");
+        let current = object.status.clone().unwrap_or_default();
+        let facts = facts_of(object, ctx, object.metadata.generation, Duration::ZERO);
+        let finalized = outcome::suspended(current.clone(), &facts);
+        if finalized != current {
+            steps::PendingProgress::default()
+                .write(ctx, object, &finalized)
+                .await?;
+        }
         return Ok(ReconcileResult::Success);
     }
     let started = Instant::now();

@@ -152,6 +152,37 @@ pub fn checking_health(status: &mut KustomizationStatus, message: &str, generati
     }
 }
 
+/// What Flux's `finalizeStatus` makes of a suspended Kustomization's status: its
+/// reconciliation returns at once, but the deferred finalization still runs. The request is
+/// marked handled; a Ready one observes its generation (so that its dependents and kstatus
+/// readers see it current) and stops Reconciling; a failed one keeps Reconciling with the
+/// retry reason.
+pub fn suspended(mut status: KustomizationStatus, facts: &Facts) -> KustomizationStatus {
+    if let Some(requested) = &facts.requested_at {
+        status.last_handled_reconcile_at = Some(requested.clone());
+    }
+    match status::get(&status, READY).map(|c| c.status.as_str()) {
+        Some("True") => {
+            status::remove(&mut status, RECONCILING);
+            status.observed_generation = facts.generation.unwrap_or(-1);
+        }
+        Some("False") => {
+            if let Some(reconciling) = status::get(&status, RECONCILING).cloned() {
+                status::set(
+                    &mut status,
+                    RECONCILING,
+                    &reconciling.status,
+                    reason::PROGRESSING_WITH_RETRY,
+                    &reconciling.message,
+                    reconciling.observed_generation,
+                );
+            }
+        }
+        _ => {}
+    }
+    status
+}
+
 /// Closes a reconciliation: the final status, the event and when to run again.
 pub fn conclude(
     mut status: KustomizationStatus,

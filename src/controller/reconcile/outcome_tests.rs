@@ -953,3 +953,74 @@ fn a_client_that_cannot_be_made_is_reported_as_flux_reports_it() {
     );
     assert!(conclusion.status.history.is_empty());
 }
+
+/// Flux's `finalizeStatus` on a suspended Kustomization, by the state it was left in.
+#[test]
+fn a_suspended_kustomization_is_finalized_as_flux_finalizes_it() {
+    let ready = || {
+        let mut status = started();
+        status::set(
+            &mut status,
+            READY,
+            "True",
+            reason::SUCCEEDED,
+            "Applied",
+            Some(2),
+        );
+        status.observed_generation = 2;
+        status
+    };
+    let requested = Facts {
+        requested_at: Some("2026-11-28T10:00:00Z".into()),
+        ..facts()
+    };
+    let finalized = suspended(ready(), &requested);
+    assert_eq!(
+        finalized.observed_generation, 3,
+        "the suspension's generation"
+    );
+    assert_eq!(condition(&finalized, RECONCILING), None);
+    assert_eq!(
+        condition(&finalized, READY),
+        Some(("True", reason::SUCCEEDED))
+    );
+    assert_eq!(
+        finalized.last_handled_reconcile_at.as_deref(),
+        Some("2026-11-28T10:00:00Z")
+    );
+
+    let mut failed = started();
+    status::set(
+        &mut failed,
+        READY,
+        "False",
+        reason::BUILD_FAILED,
+        "bad",
+        Some(2),
+    );
+    failed.observed_generation = 1;
+    let finalized = suspended(failed.clone(), &facts());
+    assert_eq!(
+        finalized.observed_generation, 1,
+        "a failed one observes nothing new"
+    );
+    assert_eq!(
+        condition(&finalized, RECONCILING),
+        Some(("True", reason::PROGRESSING_WITH_RETRY))
+    );
+    assert_eq!(
+        status::get(&finalized, RECONCILING).map(|c| c.message.as_str()),
+        Some("Fetching manifests")
+    );
+
+    let never = suspended(KustomizationStatus::default(), &facts());
+    assert_eq!(never, KustomizationStatus::default(), "nothing to write");
+    let mut current = ready();
+    status::remove(&mut current, RECONCILING);
+    current.observed_generation = 3;
+    assert_eq!(
+        suspended(current.clone(), &facts()),
+        current,
+        "already final"
+    );
+}
