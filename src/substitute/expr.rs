@@ -7,8 +7,8 @@
 //! `${v%%p}` with glob patterns (`*`, `?`, `[…]`; shortest or longest non-empty match);
 //! replacement `${v/a/b}` `${v//a/b}` `${v/#a/b}` `${v/%a/b}` with literal patterns (`\/` is a
 //! slash; an empty anchored pattern prepends or appends); case `${v^}` `${v^^}` `${v,}` `${v,,}`.
-//! Lengths and offsets count bytes, as Flux does. `$${v}` is an escape for a literal `${v}`; a
-//! bare `$v` is left as written.
+//! Lengths and offsets count bytes, as Flux does. `$$` is an escaped `$` (so `$${v}` is the
+//! text `${v}`, and `$$(V)` is `$(V)`), except inside a default; a bare `$v` is left as written.
 
 use std::collections::BTreeMap;
 
@@ -36,12 +36,25 @@ pub struct Context<'a> {
 /// How deeply defaults may nest expressions (`${a:-${b:-…}}`).
 const MAX_DEPTH: usize = 32;
 
-/// Expands every `${…}` in `text`.
+/// Expands every `${…}` in `text`, and makes each `$$` a `$`.
 pub fn expand(text: &str, context: &Context) -> Result<String, ExprError> {
-    expand_at(text, context, 0)
+    expand_at(text, context, 0, Escapes::DoubleDollar)
 }
 
-fn expand_at(text: &str, context: &Context, depth: usize) -> Result<String, ExprError> {
+/// Whether `$$` stands for `$`: in the text, as Flux's scanner reads it; not in a default,
+/// which its parser reads without escapes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Escapes {
+    DoubleDollar,
+    None,
+}
+
+fn expand_at(
+    text: &str,
+    context: &Context,
+    depth: usize,
+    escapes: Escapes,
+) -> Result<String, ExprError> {
     if depth > MAX_DEPTH {
         return Err(ExprError::TooDeep);
     }
@@ -50,9 +63,11 @@ fn expand_at(text: &str, context: &Context, depth: usize) -> Result<String, Expr
     while let Some(index) = rest.find('$') {
         out.push_str(&rest[..index]);
         let after = &rest[index + 1..];
-        if let Some(escaped) = after.strip_prefix("${") {
-            // `$${` is a literal `${`; what follows is copied through to its closing brace.
-            out.push_str("${");
+        if escapes == Escapes::DoubleDollar
+            && let Some(escaped) = after.strip_prefix('$')
+        {
+            // `$$` is a `$` that starts nothing: `$${v}` is the text `${v}`.
+            out.push('$');
             rest = escaped;
             continue;
         }
@@ -132,7 +147,7 @@ fn evaluate(
         if let Some(default) = operation.strip_prefix(prefix) {
             return match value {
                 Some(v) if !v.is_empty() => Ok(v.clone()),
-                _ => expand_at(default, context, depth + 1),
+                _ => expand_at(default, context, depth + 1, Escapes::None),
             };
         }
     }
@@ -432,7 +447,12 @@ mod tests {
             ("a$", "a$"),
             ("$${name}", "${name}"),
             ("$${name} and ${name}", "${name} and world"),
-            ("$$name", "$$name"),
+            ("$$name", "$name"),
+            ("$$(NAME)", "$(NAME)"),
+            ("a $$ b $$$ c $$$$", "a $ b $$ c $$"),
+            ("$$${name}", "$world"),
+            ("${missing:-$$x}", "$$x"),
+            ("${missing:-$${name}}", "$world"),
             ("${missing:-default}", "default"),
             ("${empty:-default}", "default"),
             ("${name:-default}", "world"),
@@ -634,6 +654,8 @@ mod tests {
                 "ABCDEFGH28IJ",
             ),
             (&[("var01", "abcdEFGH28ij")], "$${var01}", "${var01}"),
+            // parse_test.go: "should not escape double dollar".
+            (&[], "$$string", "$string"),
             (
                 &[("var01", "abcdEFGH28ij")],
                 "some text ${var01}$${var$${var01}$var01${var01}",

@@ -143,7 +143,8 @@ pub fn substitute_object(
         return Ok(());
     }
     let text = yaml::to_yaml_string(object);
-    if !text.contains("${") {
+    // Nothing to expand, and no `$$` to make a `$`.
+    if !text.contains("${") && !text.contains("$$") {
         return Ok(());
     }
     let describe = || {

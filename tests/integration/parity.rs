@@ -99,6 +99,47 @@ async fn unset_variables_fail_the_build_by_default_as_in_flux_1_9() {
     );
 }
 
+/// fluxcd/pkg's envsubst makes every `$$` a `$` in every object it substitutes (its scanner,
+/// `parse_test.go` "$$string"), not only before `{`: Kubernetes' own `$$(VAR)` escape
+/// arrives as `$(VAR)`, in objects with no `${` as well.
+#[tokio::test]
+async fn double_dollars_become_single_as_fluxs_envsubst_makes_them() {
+    let harness = Harness::start().await;
+    let map = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: escapes\ndata:\n  command: echo $$(HOME) $$$${zone}\n  literal: $${zone} is ${zone}\n";
+    let plain = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\ndata:\n  price: $$5\n";
+    let artifact = harness.publish_files(
+        "escapes",
+        "main@sha1:5252",
+        &[("cm.yaml", map), ("plain.yaml", plain)],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization(
+            "escapes",
+            json!({"postBuild": {"substitute": {"zone": "a"}}}),
+        )
+        .await;
+    harness
+        .wait_ready("escapes", "True", "ReconciliationSucceeded")
+        .await;
+    let config_maps = harness.config_maps();
+    let data = |name: &'static str| {
+        let config_maps = config_maps.clone();
+        async move {
+            config_maps
+                .get(name)
+                .await
+                .unwrap()
+                .data
+                .unwrap_or_default()
+        }
+    };
+    let escapes = data("escapes").await;
+    assert_eq!(escapes["command"], "echo $(HOME) $${zone}");
+    assert_eq!(escapes["literal"], "${zone} is a");
+    assert_eq!(data("plain").await["price"], "$5");
+}
+
 #[tokio::test]
 async fn external_artifacts_need_their_feature_gate() {
     let off = Harness::start().await;
