@@ -422,12 +422,14 @@ pub fn ensure_not_encrypted_secret(object: &Value) -> Result<(), EncryptedSecret
     Ok(())
 }
 
+/// `kustomize.toolkit.fluxcd.io/decrypt: disabled`, in any case (Flux's `strings.EqualFold`;
+/// its docs spell it `Disabled`).
 fn decryption_disabled(object: &Value) -> bool {
     object
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(DECRYPT_ANNOTATION))
         .and_then(Value::as_str)
-        == Some("disabled")
+        .is_some_and(|value| value.eq_ignore_ascii_case("disabled"))
 }
 
 fn object_id(object: &Value) -> String {

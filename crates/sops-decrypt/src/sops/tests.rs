@@ -351,3 +351,42 @@ fn public_keys_and_endpoint_only_environments_give_no_keys() {
     ]);
     assert!(!keys.is_empty());
 }
+
+/// `kustomize.toolkit.fluxcd.io/decrypt: disabled` in any case, as Flux's `EqualFold`
+/// reads it (its docs write `Disabled`): the object is left as it is and may be applied.
+#[test]
+fn decryption_is_disabled_by_the_annotation_in_any_case() {
+    let secret = |annotation: Option<&str>| {
+        let mut object = json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "held", "namespace": "apps"},
+            "data": {"key": "c2VjcmV0"},
+            "sops": {"version": "3.9.0"},
+        });
+        if let Some(value) = annotation {
+            object["metadata"]["annotations"] =
+                json!({"kustomize.toolkit.fluxcd.io/decrypt": value});
+        }
+        object
+    };
+    for value in ["disabled", "Disabled", "DISABLED"] {
+        let mut object = secret(Some(value));
+        let unchanged = object.clone();
+        assert_eq!(
+            super::decrypt_object(&mut object, &Keys::new()).unwrap(),
+            super::ObjectOutcome::Disabled,
+            "{value}"
+        );
+        assert_eq!(object, unchanged, "{value}");
+        assert!(
+            super::ensure_not_encrypted_secret(&object).is_ok(),
+            "{value}"
+        );
+    }
+    for refused in [None, Some("enabled"), Some("disable")] {
+        assert!(
+            super::ensure_not_encrypted_secret(&secret(refused)).is_err(),
+            "{refused:?}"
+        );
+    }
+}
