@@ -297,7 +297,9 @@ pub(crate) fn applier(
         custom_stage_kinds: ctx.options.custom_apply_stage_kinds.clone(),
         override_managers: ctx.options.override_managers.clone(),
         migrate_api_version: ctx.options.migrate_api_version,
-        wait_timeout: timeout_of(spec),
+        // ssa's `DefaultApplyOptions`, which Flux keeps: CRDs, namespaces and classes are
+        // waited for 60 s whatever `spec.timeout` says.
+        wait_timeout: ApplyOptions::default().wait_timeout,
         poll_interval: ctx
             .options
             .health_poll_interval
