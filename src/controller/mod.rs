@@ -87,9 +87,10 @@ fn trigger(object: &Kustomization) -> Option<u64> {
     Some(hasher.finish())
 }
 
-/// The Kustomizations built from `source` that have neither applied nor attempted its current
-/// revision. One attempting it already (a reconcile in progress, or a failure that retries on its
-/// own interval) needs no second run for the same revision.
+/// The Kustomizations built from `source` that a new revision runs, as Flux's source watch
+/// picks them: all but those Ready or Reconciling that last attempted that very revision (a
+/// reconciliation under way, or a failure retrying on its own interval). One that applied
+/// the revision but has since attempted another runs: a source rolled back to it.
 fn dependents(
     candidates: impl IntoIterator<Item = Arc<Kustomization>>,
     source: &DynamicObject,
@@ -110,8 +111,13 @@ fn dependents(
             let namespace = k.metadata.namespace.clone().unwrap_or_default();
             let reference = SourceObject::of(&k.spec.source_ref, &namespace);
             let seen = k.status.as_ref().is_some_and(|s| {
-                s.last_applied_revision.as_deref() == Some(revision)
-                    || s.last_attempted_revision.as_deref() == Some(revision)
+                let holds = |type_: &str| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == type_ && c.status == "True")
+                };
+                (holds(status::READY) || holds(status::RECONCILING))
+                    && s.last_attempted_revision.as_deref() == Some(revision)
             });
             reference.kind.as_str() == kind
                 && reference.namespace == source_namespace
@@ -136,31 +142,34 @@ fn referrers(
         .state()
         .into_iter()
         .filter(|k| k.metadata.namespace.as_deref() == Some(namespace))
-        .filter(|k| {
-            let spec = &k.spec;
-            let substitutes = spec
-                .post_build
-                .iter()
-                .flat_map(|p| p.substitute_from.iter())
-                .any(|r| {
-                    r.name == name && matches!(r.kind, crate::api::SubstituteKind::Secret) == secret
-                });
-            let decryption = secret
-                && spec
-                    .decryption
-                    .as_ref()
-                    .and_then(|d| d.secret_ref.as_ref())
-                    .is_some_and(|r| r.name == name);
-            let kubeconfig = secret
-                && spec
-                    .kube_config
-                    .as_ref()
-                    .and_then(|c| c.secret_ref.as_ref())
-                    .is_some_and(|r| r.name == name);
-            substitutes || decryption || kubeconfig
-        })
+        .filter(|k| reads_config(&k.spec, name, secret))
         .map(|k| ObjectRef::from_obj(k.as_ref()))
         .collect()
+}
+
+/// Whether a Kustomization reads the ConfigMap (or Secret) `name` of its namespace, as
+/// Flux's indexes say: `substituteFrom`, the decryption Secret, the kubeConfig's Secret or
+/// its ConfigMap (`configMapRef`).
+fn reads_config(spec: &crate::api::KustomizationSpec, name: &str, secret: bool) -> bool {
+    let substitutes = spec
+        .post_build
+        .iter()
+        .flat_map(|p| p.substitute_from.iter())
+        .any(|r| r.name == name && matches!(r.kind, crate::api::SubstituteKind::Secret) == secret);
+    let decryption = secret
+        && spec
+            .decryption
+            .as_ref()
+            .and_then(|d| d.secret_ref.as_ref())
+            .is_some_and(|r| r.name == name);
+    let kubeconfig = spec.kube_config.as_ref().is_some_and(|c| {
+        if secret {
+            c.secret_ref.as_ref().is_some_and(|r| r.name == name)
+        } else {
+            c.config_map_ref.as_ref().is_some_and(|r| r.name == name)
+        }
+    });
+    substitutes || decryption || kubeconfig
 }
 
 /// With CancelHealthCheckOnNewRevision, as Flux's wrapped reconciler: any request a watch
@@ -642,18 +651,29 @@ mod tests {
 
     #[test]
     fn a_new_source_revision_runs_only_kustomizations_that_have_not_tried_it() {
-        let with_revisions = |name: &str, applied: Option<&str>, attempted: Option<&str>| {
+        let with_revisions = |name: &str,
+                              applied: Option<&str>,
+                              attempted: Option<&str>,
+                              conditions: &[(&str, &str)]| {
             let mut object = kustomization(name, &[], None);
             let status = object.status.get_or_insert_with(Default::default);
             status.last_applied_revision = applied.map(str::to_string);
             status.last_attempted_revision = attempted.map(str::to_string);
+            for (type_, state) in conditions {
+                status::set(status, type_, state, "Some", "", Some(2));
+            }
             Arc::new(object)
         };
+        let (one, two) = (Some("main@sha1:1"), Some("main@sha1:2"));
+        let ready = [("Ready", "True")];
+        let retrying = [("Reconciling", "True"), ("Ready", "False")];
         let candidates = vec![
-            with_revisions("fresh", None, None),
-            with_revisions("behind", Some("main@sha1:1"), Some("main@sha1:1")),
-            with_revisions("applied", Some("main@sha1:2"), Some("main@sha1:2")),
-            with_revisions("trying", Some("main@sha1:1"), Some("main@sha1:2")),
+            with_revisions("fresh", None, None, &[]),
+            with_revisions("behind", one, one, &ready),
+            with_revisions("applied", two, two, &ready),
+            with_revisions("trying", one, two, &[("Reconciling", "True")]),
+            with_revisions("retrying", one, two, &retrying),
+            with_revisions("failed", one, two, &[("Ready", "False")]),
         ];
         let source: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
@@ -665,8 +685,48 @@ mod tests {
             .into_iter()
             .map(|r| r.name)
             .collect();
-        assert_eq!(names, ["fresh", "behind"]);
-        assert!(dependents(candidates, &source, "OCIRepository").is_empty());
+        assert_eq!(names, ["fresh", "behind", "failed"]);
+        assert!(dependents(candidates.clone(), &source, "OCIRepository").is_empty());
+        // The source rolled back to what they applied: those that tried 2 run again.
+        let mut rolled_back = source.clone();
+        rolled_back.data["status"]["artifact"]["revision"] = json!("main@sha1:1");
+        let names: Vec<String> = dependents(candidates, &rolled_back, "GitRepository")
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(names, ["fresh", "applied", "trying", "retrying", "failed"]);
+    }
+
+    #[test]
+    fn a_kustomization_reads_the_configs_flux_indexes_it_by() {
+        let spec: crate::api::KustomizationSpec = serde_json::from_value(json!({
+            "interval": "5m", "prune": true,
+            "sourceRef": {"kind": "GitRepository", "name": "repo"},
+            "postBuild": {"substituteFrom": [
+                {"kind": "ConfigMap", "name": "vars"}, {"kind": "Secret", "name": "secret-vars"}]},
+            "decryption": {"provider": "sops", "secretRef": {"name": "keys"}},
+            "kubeConfig": {"configMapRef": {"name": "cluster"}, "secretRef": {"name": "kubeconfig"}},
+        }))
+        .unwrap();
+        for (name, secret, expected) in [
+            ("vars", false, true),
+            ("vars", true, false),
+            ("secret-vars", true, true),
+            ("secret-vars", false, false),
+            ("keys", true, true),
+            ("keys", false, false),
+            ("cluster", false, true),
+            ("cluster", true, false),
+            ("kubeconfig", true, true),
+            ("kubeconfig", false, false),
+            ("other", false, false),
+        ] {
+            assert_eq!(
+                reads_config(&spec, name, secret),
+                expected,
+                "{name} {secret}"
+            );
+        }
     }
 
     #[test]

@@ -233,6 +233,11 @@ async fn failures_are_reported_without_applying_anything() {
         what.starts_with("Fetching manifests for revision main@sha1:3333"),
         "{what}"
     );
+    assert_eq!(
+        failed.status.as_ref().unwrap().last_attempted_revision,
+        None,
+        "as Flux: attempted only once downloaded"
+    );
 
     let invalid = harness.publish_files(
         "invalid",

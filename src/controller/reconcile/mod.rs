@@ -390,7 +390,6 @@ async fn run_steps(
     steps::dependencies(object, ctx, &source, &revision)
         .await
         .map_err(|error| error.at(&revision, origin, None))?;
-    status.last_attempted_revision = Some(revision.clone());
     // What is under way, in Flux's words, step by step.
     let under_way = |doing: &str| {
         format!(
@@ -405,6 +404,8 @@ async fn run_steps(
     let fetched = steps::fetch(object, ctx, &artifact)
         .await
         .map_err(before_build)?;
+    // As Flux: attempted once the artifact is downloaded and its path found.
+    status.last_attempted_revision = Some(revision.clone());
     let building = under_way("Building manifests");
     progress
         .report(status, &building, steps::Step::Progressing)

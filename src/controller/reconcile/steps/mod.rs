@@ -447,41 +447,41 @@ pub(crate) fn health_targets(object: &Kustomization, changes: &ChangeSet) -> Vec
     let namespace = object.metadata.namespace.clone().unwrap_or_default();
     let name = object.metadata.name.clone().unwrap_or_default();
     let spec = &object.spec;
-    if spec.wait == Some(true) {
-        return changes
+    let targets: Vec<ObjectRef> = if spec.wait == Some(true) {
+        changes
             .changes
             .iter()
             .filter(|c| c.action != Action::Skipped)
-            .filter(|c| {
-                !(c.object.kind == "Kustomization"
-                    && c.object.group() == "kustomize.toolkit.fluxcd.io"
-                    && c.object.namespace == namespace
-                    && c.object.name == name)
-            })
             .map(|c| c.object.clone())
-            .collect();
-    }
-    spec.health_checks
-        .iter()
-        .map(|h| {
-            let api_version = h.api_version.clone().or_else(|| {
-                changes
-                    .changes
-                    .iter()
-                    .find(|c| c.object.kind == h.kind && c.object.name == h.name)
-                    .map(|c| c.object.api_version.clone())
-            });
-            ObjectRef {
-                api_version: api_version.unwrap_or_else(|| "apps/v1".into()),
-                kind: h.kind.clone(),
-                namespace: h
-                    .namespace
-                    .clone()
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or_else(|| namespace.clone()),
-                name: h.name.clone(),
-            }
-        })
+            .collect()
+    } else {
+        spec.health_checks
+            .iter()
+            .map(|h| {
+                let api_version = h.api_version.clone().or_else(|| {
+                    changes
+                        .changes
+                        .iter()
+                        .find(|c| c.object.kind == h.kind && c.object.name == h.name)
+                        .map(|c| c.object.api_version.clone())
+                });
+                ObjectRef {
+                    api_version: api_version.unwrap_or_else(|| "apps/v1".into()),
+                    kind: h.kind.clone(),
+                    namespace: h
+                        .namespace
+                        .clone()
+                        .filter(|n| !n.is_empty())
+                        .unwrap_or_else(|| namespace.clone()),
+                    name: h.name.clone(),
+                }
+            })
+            .collect()
+    };
+    // As Flux, never itself, from `wait` or `healthChecks`: it would wait on its own outcome.
+    targets
+        .into_iter()
+        .filter(|t| !(t.kind == "Kustomization" && t.namespace == namespace && t.name == name))
         .collect()
 }
 
@@ -666,6 +666,21 @@ mod tests {
                 "Job/apps/migrate",
                 "StatefulSet/apps/elsewhere"
             ]
+        );
+    }
+
+    /// Flux's guard against waiting on itself covers `healthChecks` too.
+    #[test]
+    fn a_health_check_naming_the_kustomization_itself_is_left_out() {
+        let object = kustomization(json!({"healthChecks": [
+            {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "name": "apps", "namespace": "flux-system"},
+            {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "name": "other", "namespace": "flux-system"},
+        ]}));
+        assert_eq!(
+            names(&health_targets(&object, &applied())),
+            ["Kustomization/flux-system/other"]
         );
     }
 
