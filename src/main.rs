@@ -154,6 +154,7 @@ fn build(args: &kustomize_controller::cli::BuildArgs, out: &mut impl Write) -> a
         } else {
             RemoteBases::AnyUrl
         }),
+        root_unknown_fields: kustomize::UnknownFields::Refuse,
     };
     let dir = &args.dir;
     let context = || format!("building {}", dir.display());

@@ -12,7 +12,9 @@ use crate::json;
 use crate::value::Value;
 
 use crate::api::{BuildMetadataOption, KustomizationSpec, SubstituteStrategy};
-use crate::kustomize::{self, BuildOptions, KUSTOMIZATION_FILE_NAMES, LoadRestrictions};
+use crate::kustomize::{
+    self, BuildOptions, KUSTOMIZATION_FILE_NAMES, LoadRestrictions, UnknownFields,
+};
 use crate::sops::{self, Keys};
 use crate::substitute;
 use crate::yaml::{self, Schema};
@@ -180,13 +182,22 @@ fn scan(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), ManifestEr
     Ok(())
 }
 
+/// Where a kustomization file came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    /// The artifact's own.
+    Found,
+    /// Generated here, listing the directory's manifests.
+    Generated,
+}
+
 /// The kustomization file of `dir`, generated when missing.
-fn kustomization_file(dir: &Path) -> Result<PathBuf, ManifestError> {
+fn kustomization_file(dir: &Path) -> Result<(PathBuf, Origin), ManifestError> {
     if let Some(name) = KUSTOMIZATION_FILE_NAMES
         .iter()
         .find(|n| dir.join(n).is_file())
     {
-        return Ok(dir.join(name));
+        return Ok((dir.join(name), Origin::Found));
     }
     let mut resources = Vec::new();
     scan(dir, dir, &mut resources)?;
@@ -198,11 +209,15 @@ fn kustomization_file(dir: &Path) -> Result<PathBuf, ManifestError> {
     let path = dir.join("kustomization.yaml");
     std::fs::write(&path, yaml::to_yaml_string(&generated))
         .map_err(|e| ManifestError::Generate(format!("{}: {e}", path.display())))?;
-    Ok(path)
+    Ok((path, Origin::Generated))
 }
 
 /// Writes the Kustomization's overrides into the kustomization file.
-fn apply_overrides(file: &Path, spec: &KustomizationSpec) -> Result<(), ManifestError> {
+fn apply_overrides(
+    file: &Path,
+    origin: Origin,
+    spec: &KustomizationSpec,
+) -> Result<(), ManifestError> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| ManifestError::Generate(format!("{}: {e}", file.display())))?;
     let mut kustomization = yaml::parse_single(&text, Schema::Kyaml)
@@ -224,6 +239,12 @@ fn apply_overrides(file: &Path, spec: &KustomizationSpec) -> Result<(), Manifest
             .cloned()
             .unwrap_or_default()
     };
+    // As fluxcd/pkg's generator: an artifact's kustomization without resources records
+    // where its objects came from, so that it is not "empty" to kustomize (`buildMetadata`
+    // in the spec replaces this).
+    if origin == Origin::Found && !has_resources(&kustomization) {
+        kustomization["buildMetadata"] = json!(["originAnnotations"]);
+    }
     if let Some(namespace) = spec.target_namespace.as_deref().filter(|n| !n.is_empty()) {
         kustomization["namespace"] = json!(namespace);
     }
@@ -278,13 +299,24 @@ fn apply_overrides(file: &Path, spec: &KustomizationSpec) -> Result<(), Manifest
         .map_err(|e| ManifestError::Generate(format!("{}: {e}", file.display())))
 }
 
+/// Whether a kustomization lists resources, its `resources` key spelled in any letter case as
+/// Go's decoding reads it.
+fn has_resources(kustomization: &Value) -> bool {
+    kustomization.as_object().is_some_and(|fields| {
+        fields.iter().any(|(key, value)| {
+            key.eq_ignore_ascii_case("resources")
+                && value.as_array().is_some_and(|list| !list.is_empty())
+        })
+    })
+}
+
 /// Builds the objects of `dir` (inside the extracted artifact at `root`).
 pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, ManifestError> {
     if !dir.is_dir() {
         return Err(ManifestError::Path(dir.display().to_string()));
     }
-    let file = kustomization_file(dir)?;
-    apply_overrides(&file, inputs.spec)?;
+    let (file, origin) = kustomization_file(dir)?;
+    apply_overrides(&file, origin, inputs.spec)?;
     if let Some(keys) = inputs.keys {
         sops::decrypt_build_inputs(root, dir, keys).map_err(ManifestError::DecryptSources)?;
     }
@@ -292,6 +324,8 @@ pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, Man
         remote: inputs.remote.clone(),
         load_restrictions: LoadRestrictions::None,
         limits: inputs.limits,
+        // Flux decodes the kustomization it writes its overrides into without strictness.
+        root_unknown_fields: UnknownFields::Drop,
         ..BuildOptions::default()
     };
     let mut objects =
@@ -656,5 +690,74 @@ mod tests {
             ["registry.example.com/web:1.0", "mirror/db:2.0", "cache:7"],
             "newName kept the file's tag; a new tag dropped the file's digest"
         );
+    }
+
+    /// fluxcd/pkg's generator decodes the artifact's kustomization without strictness and,
+    /// when it lists no resources, asks for origin annotations: unknown fields (at any level)
+    /// are dropped, a generator-only kustomization's objects say where they came from, and
+    /// one with nothing to build builds nothing.
+    #[test]
+    fn the_artifacts_kustomization_is_read_as_fluxs_generator_reads_it() {
+        let build_dir = |kustomization: &str, spec: KustomizationSpec| {
+            let root = tempfile::tempdir().unwrap();
+            write(root.path(), "kustomization.yaml", kustomization);
+            write(
+                root.path(),
+                "cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: listed\n",
+            );
+            let variables = BTreeMap::new();
+            build(
+                root.path(),
+                root.path(),
+                &Inputs {
+                    spec: &spec,
+                    keys: None,
+                    variables: Ok(&variables),
+                    remote: None,
+                    strict_substitution: false,
+                    limits: Default::default(),
+                },
+            )
+        };
+        let origin = |object: &Value| {
+            object["metadata"]["annotations"]["config.kubernetes.io/origin"]
+                .as_str()
+                .map(str::to_string)
+        };
+        let generated = build_dir(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnotAField: x\nconfigMapGenerator:\n- name: settings\n  literals: [a=b]\n  typo: true\n",
+            spec(json!({})),
+        )
+        .unwrap();
+        assert_eq!(generated.len(), 1);
+        assert_eq!(
+            origin(&generated[0]).as_deref(),
+            Some(
+                "configuredIn: kustomization.yaml\nconfiguredBy:\n  apiVersion: builtin\n  kind: ConfigMapGenerator\n"
+            )
+        );
+        let asked_otherwise = build_dir(
+            "configMapGenerator:\n- name: settings\n  literals: [a=b]\n",
+            spec(json!({"buildMetadata": ["transformerAnnotations"]})),
+        )
+        .unwrap();
+        assert_eq!(
+            origin(&asked_otherwise[0]),
+            None,
+            "the spec's buildMetadata wins"
+        );
+        let listed = build_dir("Resources:\n- cm.yaml\n", spec(json!({}))).unwrap();
+        assert_eq!(
+            origin(&listed[0]),
+            None,
+            "resources listed: nothing recorded"
+        );
+        let nothing = build_dir(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n",
+            spec(json!({})),
+        )
+        .unwrap();
+        assert!(nothing.is_empty(), "not an empty-kustomization error");
     }
 }

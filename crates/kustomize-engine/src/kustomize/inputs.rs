@@ -57,7 +57,8 @@ pub fn secret_inputs(dir: &Path) -> Result<SecretInputs, KustomizeError> {
             return Err(KustomizeError::FileTooLarge { file, limit });
         }
         let text = std::fs::read_to_string(&file).map_err(io)?;
-        let kustomization = kustfile::parse(&text, &file)?;
+        // Only where SOPS files are: the build itself refuses what kustomize refuses.
+        let kustomization = kustfile::parse_with(&text, &file, kustfile::UnknownFields::Drop)?;
         for generator in &kustomization.secret_generator {
             for source in &generator.files {
                 let (key, relative) = match source.split_once('=') {

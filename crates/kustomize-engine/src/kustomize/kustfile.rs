@@ -386,21 +386,45 @@ pub fn find(dir: &Path) -> Result<PathBuf, KustomizeError> {
     }
 }
 
+/// What reading a kustomization does with a field kustomize does not know.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UnknownFields {
+    /// Refused, naming the field, as kustomize refuses it.
+    #[default]
+    Refuse,
+    /// Dropped, at every level, as Go's non-strict decoding drops it (Flux's controller
+    /// decodes the top kustomization so before it writes its overrides in).
+    Drop,
+}
+
 /// Reads and checks the kustomization file of the loader's directory, through the loader so
 /// that the file, like any other, stays inside the root and within the size limit.
-pub fn load(loader: &super::loader::Loader) -> Result<(PathBuf, Kustomization), KustomizeError> {
+pub fn load(
+    loader: &super::loader::Loader,
+    unknown: UnknownFields,
+) -> Result<(PathBuf, Kustomization), KustomizeError> {
     let found = find(&loader.dir)?;
     let name = found
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let (file, text) = loader.read_text(&name)?;
-    let kustomization = parse(&text, &file)?;
+    let kustomization = parse_with(&text, &file, unknown)?;
     Ok((file, kustomization))
 }
 
 /// Parses kustomization text; `file` names it in errors.
 pub fn parse(text: &str, file: &Path) -> Result<Kustomization, KustomizeError> {
+    parse_with(text, file, UnknownFields::Refuse)
+}
+
+/// [`parse`], with unknown fields refused or dropped.
+pub fn parse_with(
+    text: &str,
+    file: &Path,
+    unknown: UnknownFields,
+) -> Result<Kustomization, KustomizeError> {
+    let drop_unknown = unknown == UnknownFields::Drop;
     let invalid = |message: String| KustomizeError::InvalidKustomization {
         file: file.to_path_buf(),
         message,
@@ -417,7 +441,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Kustomization, KustomizeError> {
         .unwrap_or(Value::Null);
     // Keys name fields in any letter case, as kustomize's JSON decoding reads them.
     if let Value::Object(map) = value {
-        value = Value::Object(super::fold::fold_keys(map, KNOWN_FIELDS, false));
+        value = Value::Object(super::fold::fold_keys(map, KNOWN_FIELDS, drop_unknown));
     }
     // Go decodes a null value of a string map as "", and a null field as one left out.
     empty_strings_for_nulls_in_string_maps(&mut value);
@@ -452,9 +476,13 @@ pub fn parse(text: &str, file: &Path) -> Result<Kustomization, KustomizeError> {
         }
         _ => return Err(invalid("expected a mapping of kustomization fields".into())),
     }
+    let folded = if drop_unknown {
+        super::fold::Folded::lenient(value)
+    } else {
+        super::fold::Folded::strict(value)
+    };
     let mut kustomization: Kustomization =
-        serde_path_to_error::deserialize(super::fold::Folded::strict(value))
-            .map_err(|e| invalid(describe(e)))?;
+        serde_path_to_error::deserialize(folded).map_err(|e| invalid(describe(e)))?;
     check_kind(&kustomization, file)?;
     fold_deprecated(&mut kustomization);
     Ok(kustomization)

@@ -49,7 +49,7 @@ pub use edit::{
 pub use generators::EnvLookup;
 pub use inputs::{GeneratorFile, SecretInputs, secret_inputs};
 pub use inventory::inventory_hash;
-pub use kustfile::KUSTOMIZATION_FILE_NAMES;
+pub use kustfile::{KUSTOMIZATION_FILE_NAMES, UnknownFields};
 pub use openapi::{Openapi, PropertyMeta, SchemaView};
 use provenance::Tracking;
 pub use provenance::{ConfiguredBy, Origin, Provenance, provenance_table};
@@ -121,6 +121,8 @@ pub struct BuildOptions {
     pub env_lookup: EnvLookup,
     /// What one build may use.
     pub limits: Limits,
+    /// Unknown fields of the top kustomization (those it includes are always refused).
+    pub root_unknown_fields: UnknownFields,
 }
 
 /// Bounds on one build, far above what real repositories need, so that one hostile tree
@@ -453,7 +455,11 @@ fn build_on_this_thread(
     let loader = loader::Loader::new(root, dir, options.load_restrictions)?;
     loader.set_read_budget(options.limits.max_read_bytes);
     // Only the top kustomization's buildMetadata decides what is recorded and written.
-    let requested = Tracking::from_build_metadata(&kustfile::load(&loader)?.1.build_metadata);
+    let requested = Tracking::from_build_metadata(
+        &kustfile::load(&loader, options.root_unknown_fields)?
+            .1
+            .build_metadata,
+    );
     let mut builder = target::Builder::new(options);
     builder.top_dir = loader.dir.clone();
     builder.tracking = Tracking {

@@ -394,7 +394,13 @@ impl<'a> Builder<'a> {
         loader: &Loader,
         component_of: Option<Accumulated>,
     ) -> Result<(Accumulated, Kustomization), KustomizeError> {
-        let (file, k) = kustfile::load(loader)?;
+        let top_level = self.stack.len() == 1;
+        let unknown = if top_level {
+            self.options.root_unknown_fields
+        } else {
+            kustfile::UnknownFields::Refuse
+        };
+        let (file, k) = kustfile::load(loader, unknown)?;
         let as_component = component_of.is_some();
         if as_component && !k.is_component() {
             return Err(KustomizeError::ExpectedComponent {
@@ -403,7 +409,6 @@ impl<'a> Builder<'a> {
         }
         // A Component is refused where a Kustomization is expected (as a resource), but the
         // directory being built may be one: kustomize builds it as it stands.
-        let top_level = self.stack.len() == 1;
         if !as_component && k.is_component() && !top_level {
             return Err(KustomizeError::UnexpectedComponent {
                 dir: loader.dir.clone(),
