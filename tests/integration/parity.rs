@@ -140,6 +140,52 @@ async fn double_dollars_become_single_as_fluxs_envsubst_makes_them() {
     assert_eq!(data("plain").await["price"], "$5");
 }
 
+/// Flux's decryptor's words for a decryption Secret that is missing (the API server's own)
+/// or holds an entry that is not a key.
+#[tokio::test]
+async fn decryption_secret_failures_are_worded_as_fluxs_decryptor_words_them() {
+    let harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let encrypted = harness.age_encrypted_secret_and_keys().await;
+    let artifact = harness.publish_files(
+        "sops-keys",
+        "main@sha1:5353",
+        &[("secret.yaml", &encrypted)],
+    );
+    harness.source("repo", &artifact).await;
+    let decrypting_with =
+        |name: &str| json!({"decryption": {"provider": "sops", "secretRef": {"name": name}}});
+    harness
+        .create_kustomization("keys", decrypting_with("no-such-keys"))
+        .await;
+    let failed = harness.wait_ready("keys", "False", "BuildFailed").await;
+    assert_eq!(ready_message(&failed), "secrets \"no-such-keys\" not found");
+
+    harness
+        .cluster
+        .apply(&json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "bad-keys", "namespace": ns},
+            "stringData": {"bad.agekey": "not a key"}}))
+        .await;
+    harness
+        .create_kustomization("keys", decrypting_with("bad-keys"))
+        .await;
+    let failed = wait_for(Duration::from_secs(30), || async {
+        let object = harness.kustomizations().get("keys").await.ok()?;
+        ready_message(&object)
+            .starts_with("failed to import")
+            .then(|| ready_message(&object))
+    })
+    .await
+    .expect("the bad key is named");
+    assert_eq!(
+        failed,
+        format!(
+            "failed to import 'bad.agekey' data from sops decryption Secret '{ns}/bad-keys': line 1 is not an age identity (expected AGE-SECRET-KEY-1…)"
+        )
+    );
+}
+
 #[tokio::test]
 async fn external_artifacts_need_their_feature_gate() {
     let off = Harness::start().await;

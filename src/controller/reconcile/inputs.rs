@@ -8,15 +8,38 @@ use crate::controller::context::Context;
 use crate::sops::{KeyError, Keys};
 use crate::substitute::SubstituteError;
 
-/// Why the inputs of a build could not be read.
+/// Why the inputs of a build could not be read, in Flux's decryptor's words.
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
-    #[error("cannot get decryption Secret '{secret}': {source}")]
-    ReadDecryptionSecret { secret: String, source: kube::Error },
-    #[error("decryption Secret '{secret}' not found")]
-    DecryptionSecretNotFound { secret: String },
-    #[error("decryption Secret '{secret}': {source}")]
-    DecryptionKey { secret: String, source: KeyError },
+    /// `sops` is `spec.decryption.provider`, the only one there is.
+    #[error("cannot get sops {secret}: {}", crate::report::api_message(.source))]
+    ReadDecryptionSecret {
+        secret: KeySecret,
+        source: kube::Error,
+    },
+    /// As the API server says it (Flux returns its error as it is).
+    #[error("secrets \"{name}\" not found")]
+    DecryptionSecretNotFound { name: String },
+    #[error("failed to import '{}' data from sops {secret}: {}", .source.entry(), .source.reason())]
+    DecryptionKey { secret: KeySecret, source: KeyError },
+}
+
+/// The Secret SOPS keys come from, as Flux names it.
+#[derive(Debug)]
+pub enum KeySecret {
+    /// `spec.decryption.secretRef`.
+    Decryption(String),
+    /// `--sops-age-secret`, in the controller's namespace.
+    GlobalAge(String),
+}
+
+impl std::fmt::Display for KeySecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeySecret::Decryption(id) => write!(f, "decryption Secret '{id}'"),
+            KeySecret::GlobalAge(id) => write!(f, "SOPS age decryption Secret '{id}'"),
+        }
+    }
 }
 
 /// SOPS keys from `spec.decryption.secretRef`, or from `--sops-age-secret` when the
@@ -83,20 +106,34 @@ pub(crate) async fn decryption_keys(
             }
         },
     };
-    let secret_id = format!("{secret_namespace}/{secret_name}");
+    let from_global_secret = decryption.secret_ref.is_none();
+    let key_secret = || {
+        let id = format!("{secret_namespace}/{secret_name}");
+        if from_global_secret {
+            KeySecret::GlobalAge(id)
+        } else {
+            KeySecret::Decryption(id)
+        }
+    };
     let secret = ctx
         .configs
         .secret(&secret_namespace, &secret_name)
         .await
-        .map_err(|source| InputError::ReadDecryptionSecret {
-            secret: secret_id.clone(),
-            source,
+        .map_err(|source| match &source {
+            kube::Error::Api(status) if status.code == 404 => {
+                InputError::DecryptionSecretNotFound {
+                    name: secret_name.clone(),
+                }
+            }
+            _ => InputError::ReadDecryptionSecret {
+                secret: key_secret(),
+                source,
+            },
         })?
         .ok_or_else(|| InputError::DecryptionSecretNotFound {
-            secret: secret_id.clone(),
+            name: secret_name.clone(),
         })?;
     let mut keys = Keys::new();
-    let from_global_secret = decryption.secret_ref.is_none();
     for (entry, value) in secret.data.unwrap_or_default() {
         // The controller-wide Secret gives age identities only, as in Flux.
         if from_global_secret && !entry.ends_with(".agekey") {
@@ -104,7 +141,7 @@ pub(crate) async fn decryption_keys(
         }
         keys.add_entry(&entry, &value.0)
             .map_err(|source| InputError::DecryptionKey {
-                secret: secret_id.clone(),
+                secret: key_secret(),
                 source,
             })?;
     }

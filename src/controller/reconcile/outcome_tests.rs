@@ -337,7 +337,7 @@ async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
         ),
         (
             StepError::BuildInputs(InputError::DecryptionSecretNotFound {
-                secret: "apps/sops".into(),
+                name: "sops".into(),
             }),
             reason::BUILD_FAILED,
             false,

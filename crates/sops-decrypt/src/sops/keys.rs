@@ -48,6 +48,26 @@ pub enum KeyError {
     },
 }
 
+impl KeyError {
+    /// The Secret entry it is about.
+    pub fn entry(&self) -> &str {
+        match self {
+            KeyError::InvalidAgeIdentity { entry, .. }
+            | KeyError::InvalidPgpKey { entry, .. }
+            | KeyError::Empty { entry }
+            | KeyError::PgpDisabled { entry }
+            | KeyError::InvalidCredentials { entry, .. } => entry,
+        }
+    }
+
+    /// What is wrong with the entry, without naming it.
+    pub fn reason(&self) -> String {
+        let text = self.to_string();
+        let prefix = format!("{}: ", self.entry());
+        text.strip_prefix(&prefix).unwrap_or(&text).to_string()
+    }
+}
+
 /// The keys and credentials available for one decryption.
 #[derive(Default)]
 pub struct Keys {
