@@ -444,6 +444,9 @@ fn run_options(
             localhost: std::env::var("SOURCE_CONTROLLER_LOCALHOST")
                 .ok()
                 .filter(|v| !v.is_empty()),
+            watcher_localhost: std::env::var("SOURCE_WATCHER_LOCALHOST")
+                .ok()
+                .filter(|v| !v.is_empty()),
             ..Default::default()
         },
         concurrent: args.concurrent,

@@ -152,6 +152,9 @@ pub struct FetcherOptions {
     pub retry_wait_max: Duration,
     /// `SOURCE_CONTROLLER_LOCALHOST`: replaces the host (and port) of artifact URLs.
     pub localhost: Option<String>,
+    /// `SOURCE_WATCHER_LOCALHOST`: the same for source-watcher's artifacts (URLs with
+    /// `//source-watcher`), which `localhost` then leaves alone.
+    pub watcher_localhost: Option<String>,
     /// The most bytes a download may have.
     pub max_download_bytes: u64,
     pub limits: ExtractLimits,
@@ -166,6 +169,7 @@ impl Default for FetcherOptions {
             retry_wait_min: Duration::from_secs(5),
             retry_wait_max: Duration::from_secs(30),
             localhost: None,
+            watcher_localhost: None,
             max_download_bytes: 512 * 1024 * 1024,
             limits: ExtractLimits::default(),
             timeout: Duration::from_secs(120),
@@ -221,9 +225,15 @@ impl Fetcher {
         Ok(Fetcher { client, options })
     }
 
-    /// The URL to download from, after `SOURCE_CONTROLLER_LOCALHOST`.
+    /// The URL to download from, after `SOURCE_CONTROLLER_LOCALHOST` (or, as Flux decides,
+    /// `SOURCE_WATCHER_LOCALHOST` for a URL naming `//source-watcher`).
     pub fn effective_url(&self, url: &str) -> String {
-        let Some(localhost) = self.options.localhost.as_deref().filter(|l| !l.is_empty()) else {
+        let localhost = if url.contains("//source-watcher") {
+            &self.options.watcher_localhost
+        } else {
+            &self.options.localhost
+        };
+        let Some(localhost) = localhost.as_deref().filter(|l| !l.is_empty()) else {
             return url.to_string();
         };
         let Ok(mut parsed) = reqwest::Url::parse(url) else {
@@ -508,5 +518,22 @@ mod tests {
         );
         let plain = Fetcher::new(FetcherOptions::default()).unwrap();
         assert_eq!(plain.effective_url("http://a:1/x"), "http://a:1/x");
+        let watcher =
+            "http://source-watcher.flux-system.svc.cluster.local./externalartifact/a/b.tar.gz";
+        assert_eq!(
+            fetcher.effective_url(watcher),
+            watcher,
+            "source-watcher's artifacts take SOURCE_WATCHER_LOCALHOST only"
+        );
+        let both = Fetcher::new(FetcherOptions {
+            localhost: Some("localhost:9090".into()),
+            watcher_localhost: Some("localhost:9091".into()),
+            ..FetcherOptions::default()
+        })
+        .unwrap();
+        assert_eq!(
+            both.effective_url(watcher),
+            "http://localhost:9091/externalartifact/a/b.tar.gz"
+        );
     }
 }
