@@ -25,8 +25,8 @@ pub enum ManifestError {
     Path(String),
     #[error("failed to generate kustomization.yaml: {0}")]
     Generate(String),
-    #[error("component path '{0}' not found")]
-    MissingComponent(String),
+    #[error("component path '{0}' must be local and relative")]
+    RemoteComponent(String),
     /// Flux's words for the SOPS files the kustomization's generators and patches read.
     #[error("error decrypting sources: {0}")]
     DecryptSources(sops::SopsError),
@@ -274,11 +274,12 @@ fn apply_overrides(
         let mut components = list(&mut kustomization, "components");
         let ignore_missing = spec.ignore_missing_components.unwrap_or(false);
         for component in &spec.components {
-            if !dir.join(component).exists() {
-                if ignore_missing {
-                    continue;
-                }
-                return Err(ManifestError::MissingComponent(component.clone()));
+            if !is_local_relative_path(component) {
+                return Err(ManifestError::RemoteComponent(component.clone()));
+            }
+            // A missing one not ignored is left for kustomize to name.
+            if ignore_missing && !dir.join(component).exists() {
+                continue;
             }
             components.push(json!(component));
         }
@@ -297,6 +298,31 @@ fn apply_overrides(
     }
     std::fs::write(file, yaml::to_yaml_string(&kustomization))
         .map_err(|e| ManifestError::Generate(format!("{}: {e}", file.display())))
+}
+
+/// fluxcd/pkg's `IsLocalRelativePath`: not a remote reference (`git::`, `https://`,
+/// `github.com/`, …) nor an absolute path (`file://` read as a path).
+fn is_local_relative_path(path: &str) -> bool {
+    const REMOTE: [&str; 8] = [
+        "git::",
+        "gh:",
+        "ssh://",
+        "https://",
+        "http://",
+        "git@",
+        "github.com:",
+        "github.com/",
+    ];
+    let remote = REMOTE.iter().any(|prefix| {
+        path.len() > prefix.len()
+            && path
+                .get(..prefix.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+    });
+    let lower = path.to_lowercase();
+    let absolute = Path::new(path).is_absolute()
+        || Path::new(lower.trim_start_matches("file://")).is_absolute();
+    !remote && !absolute
 }
 
 /// Whether a kustomization lists resources, its `resources` key spelled in any letter case as
@@ -580,26 +606,44 @@ mod tests {
         .unwrap();
         assert_eq!(objects[0]["data"], json!({"env": "dev", "region": "eu"}));
 
-        let strict_missing = spec(json!({"components": ["nope"]}));
-        let error = build(
-            dir,
-            dir,
-            &Inputs {
-                spec: &strict_missing,
-                keys: None,
-                variables: Ok(&variables),
-                remote: None,
-                strict_substitution: false,
-                limits: Default::default(),
-            },
-        )
-        .unwrap_err();
+        let outcome = |components: Value, ignore: bool| {
+            // Each build writes its overrides into the file: start from the artifact's.
+            write(dir, "kustomization.yaml", "resources:\n- cm.yaml\n");
+            let spec = spec(json!({"components": components, "ignoreMissingComponents": ignore}));
+            build(
+                dir,
+                dir,
+                &Inputs {
+                    spec: &spec,
+                    keys: None,
+                    variables: Ok(&variables),
+                    remote: None,
+                    strict_substitution: false,
+                    limits: Default::default(),
+                },
+            )
+            .map(|objects| objects.len())
+            .map_err(|error| error.to_string())
+        };
+        // A missing one is left for kustomize to name, unless ignored.
+        let missing = outcome(json!(["nope"]), false).unwrap_err();
         assert!(
-            error
-                .to_string()
-                .contains("component path 'nope' not found"),
-            "{error}"
+            missing.contains("nope: No such file or directory"),
+            "{missing}"
         );
+        assert_eq!(outcome(json!(["nope"]), true), Ok(1));
+        // As fluxcd/pkg's generator: remote or absolute, ignored or not.
+        for remote in [
+            "https://github.com/org/repo//c",
+            "GitHub.com/org/repo",
+            "/abs",
+            "file:///c",
+        ] {
+            let expected = format!("component path '{remote}' must be local and relative");
+            for ignore in [true, false] {
+                assert_eq!(outcome(json!([remote]), ignore), Err(expected.clone()));
+            }
+        }
     }
 
     /// Flux refuses a built document without apiVersion (kustomize builds it), naming it as
