@@ -1,7 +1,8 @@
 //! Deleting a Kustomization, as Flux's finalizer reports it to notification-controller: an
 //! info event listing what it deleted (`<Kind>/<namespace>/<name> deleted`), and an error
-//! event when pruning fails (the finalizer stays and the deletion is retried). Both carry
-//! the Ready condition's reason and the last applied revision.
+//! event when pruning fails (the finalizer stays and the deletion is retried), then, as Flux's
+//! deferred end of every reconciliation, the success event of a Ready Kustomization. All
+//! carry the Ready condition's reason and the last applied revision.
 
 use std::time::Duration;
 
@@ -131,5 +132,33 @@ async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
             .await
             .unwrap()
             .is_none()
+    );
+    // As Flux's deferred end of the reconciliation that finalized it: a Ready Kustomization
+    // ends as a success does, after what it deleted, and Git commit statuses follow it.
+    let deleted_message = format!("ConfigMap/{ns}/kept deleted");
+    let finished = wait_for(Duration::from_secs(30), || {
+        let received = received.clone();
+        let deleted_message = deleted_message.clone();
+        async move {
+            let received = received.lock().unwrap();
+            let deleted = received
+                .iter()
+                .position(|e| e["message"] == deleted_message.as_str())?;
+            received[deleted..]
+                .iter()
+                .find(|e| {
+                    e["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("Reconciliation finished in "))
+                })
+                .cloned()
+        }
+    })
+    .await
+    .expect("the finalizing reconciliation ends with Flux's success event");
+    about_the_last_revision(&finished, "info");
+    assert_eq!(
+        finished["metadata"]["kustomize.toolkit.fluxcd.io/commit_status"], "update",
+        "{finished}"
     );
 }

@@ -12,7 +12,7 @@ use crate::api::{DeletionPolicy, Kustomization};
 use crate::controller::KustomizationKey;
 use crate::controller::context::Context;
 use crate::controller::events::{EventMeta, EventType};
-use crate::controller::reconcile::{FINALIZER, ReconcileError};
+use crate::controller::reconcile::{FINALIZER, ReconcileError, outcome};
 use crate::inventory::{self, Holder};
 use crate::objects::{KindCache, KindError, ObjectRef, Owner};
 
@@ -54,6 +54,7 @@ fn plan(object: &Kustomization) -> Plan {
 
 /// Deletion: the policy decides what happens to the applied objects, then the finalizer goes.
 pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<(), ReconcileError> {
+    let started = std::time::Instant::now();
     let key = KustomizationKey::of(object);
     ctx.attempted.forget(&key);
     if let Some(cache) = &ctx.options.build_cache {
@@ -64,7 +65,23 @@ pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<()
         Plan::Release => {}
         Plan::Prune { wait } => prune_applied(object, ctx, wait).await?,
     }
-    release(object, ctx).await
+    release(object, ctx).await?;
+    // As Flux's deferred end of every reconciliation, this one included.
+    let status = object.status.clone().unwrap_or_default();
+    let suspended = object.spec.suspend == Some(true);
+    let interval = object.spec.interval.to_std();
+    if let Some((event, said)) = outcome::finalized(&status, suspended, started.elapsed(), interval)
+    {
+        super::say(&said);
+        ctx.recorder.publish(
+            object,
+            event.type_,
+            event.reason,
+            &event.message,
+            &event.meta,
+        );
+    }
+    Ok(())
 }
 
 /// Prunes what the Kustomization applied (as its account, on its cluster), announcing what

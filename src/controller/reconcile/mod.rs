@@ -171,7 +171,7 @@ pub fn error_policy(
 }
 
 /// Writes the line a reconciliation ends with.
-fn say(said: &outcome::Said) {
+pub(super) fn say(said: &outcome::Said) {
     match said {
         outcome::Said::Finished { message, revision } => {
             tracing::info!(%revision, "{message}");

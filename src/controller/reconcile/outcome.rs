@@ -183,6 +183,49 @@ pub fn suspended(mut status: KustomizationStatus, facts: &Facts) -> Kustomizatio
     status
 }
 
+/// What Flux's deferred end of a reconciliation says after a deletion was finalized: a
+/// Kustomization that was Ready (and not suspended) ends as a successful one does, with
+/// "Reconciliation finished in …, next run in …" (Ready's reason, the last applied revisions,
+/// `commit_status: update`), logged with the last attempted revision.
+pub fn finalized(
+    status: &KustomizationStatus,
+    suspended: bool,
+    elapsed: Duration,
+    interval: Duration,
+) -> Option<(Event, Said)> {
+    let ready = status::get(status, READY).filter(|c| c.status == "True")?;
+    if suspended {
+        return None;
+    }
+    let message = format!(
+        "Reconciliation finished in {}, next run in {}",
+        GoDuration::from_std(elapsed),
+        GoDuration::from_std(interval)
+    );
+    let reason = match ready.reason.as_str() {
+        reason::SUCCEEDED => reason::SUCCEEDED,
+        // Ready is True only after a success; anything else is Flux's `info` severity.
+        _ => "info",
+    };
+    let event = Event {
+        type_: EventType::Normal,
+        reason,
+        message: message.clone(),
+        meta: EventMeta {
+            commit_status: true,
+            ..EventMeta::of(
+                status.last_applied_revision.as_deref(),
+                status.last_applied_origin_revision.as_deref(),
+            )
+        },
+    };
+    let said = Said::Finished {
+        message,
+        revision: status.last_attempted_revision.clone().unwrap_or_default(),
+    };
+    Some((event, said))
+}
+
 /// Closes a reconciliation: the final status, the event and when to run again.
 pub fn conclude(
     mut status: KustomizationStatus,

@@ -1024,3 +1024,47 @@ fn a_suspended_kustomization_is_finalized_as_flux_finalizes_it() {
         "already final"
     );
 }
+
+/// Flux's deferred end after a deletion: a Ready Kustomization's last event is a success's.
+#[test]
+fn a_finalized_ready_kustomization_ends_as_a_success_does() {
+    let mut ready = started();
+    status::set(
+        &mut ready,
+        READY,
+        "True",
+        reason::SUCCEEDED,
+        "Applied",
+        Some(3),
+    );
+    ready.last_applied_revision = Some("main@sha1:new".into());
+    let (event, said) = finalized(&ready, false, Duration::from_millis(12), INTERVAL).unwrap();
+    assert_eq!(event.type_, EventType::Normal);
+    assert_eq!(event.reason, reason::SUCCEEDED);
+    assert_eq!(
+        event.message,
+        "Reconciliation finished in 12ms, next run in 10m0s"
+    );
+    assert!(event.meta.commit_status);
+    assert_eq!(
+        said,
+        Said::Finished {
+            message: event.message.clone(),
+            revision: "main@sha1:new".into()
+        }
+    );
+    assert!(
+        finalized(&ready, true, Duration::ZERO, INTERVAL).is_none(),
+        "suspended"
+    );
+    let mut failed = started();
+    status::set(
+        &mut failed,
+        READY,
+        "False",
+        reason::BUILD_FAILED,
+        "bad",
+        Some(3),
+    );
+    assert!(finalized(&failed, false, Duration::ZERO, INTERVAL).is_none());
+}
