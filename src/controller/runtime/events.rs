@@ -117,8 +117,9 @@ const WRITERS: usize = 4;
 /// broadcaster drops them when its queue of 1,000 is full.
 const QUEUE: usize = 256;
 
-/// Event messages are bounded like condition messages.
-const MAX_NOTE: usize = 1024 * 8;
+/// Event messages are bounded as condition messages are (Flux's and client-go's are not;
+/// a message this long is the condition's, which is already cut to this).
+const MAX_NOTE: usize = crate::controller::status::MAX_MESSAGE;
 
 /// What the writing task is asked to do, in order.
 enum Job {
