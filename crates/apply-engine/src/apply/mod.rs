@@ -73,7 +73,11 @@ pub enum ApplyError {
     Apply { subject: String, message: String },
     #[error("{subject}: {message}")]
     Invalid { subject: String, message: String },
-    #[error("{subject}: no matching kind {kind} in version {api_version} on the server")]
+    /// The kind is not served (its CRD is missing): fluxcd/pkg/ssa's DryRunErr around the
+    /// REST mapper's error.
+    #[error(
+        "{subject} dry-run failed: no matches for kind \"{kind}\" in version \"{api_version}\""
+    )]
     UnknownKind {
         subject: String,
         api_version: String,

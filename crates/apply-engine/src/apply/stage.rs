@@ -326,6 +326,7 @@ impl Applier {
         policy: SsaPolicy,
     ) -> Result<Read, ApplyError> {
         let mut early_dry_run = None;
+        let mut early_failure = None;
         let live = match prefetched {
             Some(live) => Some(live),
             None => {
@@ -334,16 +335,26 @@ impl Applier {
                         Ok(result) if !exists(&result) => return Ok(Read::Absent),
                         Ok(result) => early_dry_run = Some(result),
                         // Judged again after the read: the live object's policies may skip it.
-                        Err(_) => {}
+                        Err(error) => early_failure = Some(error),
                     }
                 }
-                api.get_opt(&reference.name)
-                    .await
-                    .map_err(|error| ApplyError::Apply {
-                        subject: reference.to_string(),
-                        message: api_error_parts(&error).1,
-                    })?
-                    .map(|o| serde_json::to_value(o).unwrap_or_default())
+                match api.get_opt(&reference.name).await {
+                    Ok(found) => found.map(|o| serde_json::to_value(o).unwrap_or_default()),
+                    // As ssa, a read that fails (a tenant may not `get`) is not the error:
+                    // the dry-run's is, which says what the account may not do.
+                    Err(read_error) => {
+                        return Err(match early_failure {
+                            Some(failure) => failure,
+                            None => match self.dry_run(api, reference, object).await {
+                                Err(failure) => failure,
+                                Ok(_) => ApplyError::Apply {
+                                    subject: reference.to_string(),
+                                    message: api_error_parts(&read_error).1,
+                                },
+                            },
+                        });
+                    }
+                }
             }
         };
         match live {
