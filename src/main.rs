@@ -240,6 +240,17 @@ async fn shutdown_signal() {
 
 fn run_controller(args: RunArgs) -> anyhow::Result<()> {
     use controller::Gate;
+    // A panic is a line of the log like any other (as controller-runtime's panic handler
+    // logs "Observed a panic"), so `flux logs` still reads every line; a reconciliation's
+    // panic is then recovered as its error.
+    std::panic::set_hook(Box::new(|info| {
+        let panic = controller::panic_message(info.payload());
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        tracing::error!(%panic, %location, "Observed a panic");
+    }));
     // As Flux: an unknown gate or a malformed value stops the controller before it starts.
     let gates = args
         .feature_gates()

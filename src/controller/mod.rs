@@ -47,7 +47,9 @@ pub use error::{Failed, Retry, StepError};
 pub use features::{FeatureGateError, FeatureGates, Gate};
 pub use inputs::InputError;
 pub use key::KustomizationKey;
-pub use reconcile::{FINALIZER, REQUESTED_AT, ReconcileError, error_policy, reconcile};
+pub use reconcile::{
+    FINALIZER, REQUESTED_AT, ReconcileError, error_policy, panic_message, reconcile,
+};
 pub use watch::WatchHealth;
 
 use crate::api::Kustomization;

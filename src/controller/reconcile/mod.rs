@@ -30,6 +30,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use serde_json::json;
@@ -66,6 +67,10 @@ pub enum ReconcileError {
     /// In fluxcd/pkg's DeleteAll words ([`crate::inventory::delete_failed`]).
     #[error("{}", crate::inventory::delete_failed(.0))]
     Prune(Vec<String>),
+    /// A reconciliation that panicked, recovered as controller-runtime recovers Flux's
+    /// (`RecoverPanic`): the object is backed off, the process goes on.
+    #[error("panic: {0} [recovered]")]
+    Panic(String),
 }
 
 fn jittered(interval: std::time::Duration, percentage: u8) -> std::time::Duration {
@@ -123,12 +128,23 @@ async fn reconcile_timed(object: &Kustomization, ctx: &Context) -> Result<Action
     let _running = ctx.metrics.running();
     let timing = ctx.metrics.runtime.start(&key);
     let deleting = object.metadata.deletion_timestamp.is_some();
-    let result = if deleting {
-        crate::controller::deletion::finalize(object, ctx)
-            .await
-            .map(|()| ReconcileResult::Success)
-    } else {
-        reconcile_live(object, ctx).await
+    let run = async {
+        if deleting {
+            crate::controller::deletion::finalize(object, ctx)
+                .await
+                .map(|()| ReconcileResult::Success)
+        } else {
+            reconcile_live(object, ctx).await
+        }
+    };
+    // A bug in one reconciliation must not take every other Kustomization down with the
+    // process: its panic becomes its error, as controller-runtime's RecoverPanic makes it.
+    let result = match recovered(run).await {
+        Ok(result) => result,
+        Err(panic) => {
+            ctx.metrics.runtime.panicked();
+            Err(ReconcileError::Panic(panic))
+        }
     };
     if deleting && result.is_ok() {
         // As Flux's recorder: the series of an object whose finalizer is gone is deleted.
@@ -151,6 +167,23 @@ async fn reconcile_timed(object: &Kustomization, ctx: &Context) -> Result<Action
             Err(error)
         }
     }
+}
+
+/// Runs `run` to its end, or to its panic, caught as what it said.
+async fn recovered<T>(run: impl std::future::Future<Output = T>) -> Result<T, String> {
+    std::panic::AssertUnwindSafe(run)
+        .catch_unwind()
+        .await
+        .map_err(|payload| panic_message(payload.as_ref()))
+}
+
+/// What a panic said (its `&str` or `String` payload).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|text| text.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 pub fn error_policy(
@@ -534,4 +567,27 @@ async fn converge(
     )
     .await?;
     Ok((changes, applied_summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As controller-runtime's RecoverPanic: a reconciliation's panic is caught and becomes
+    /// its error, in controller-runtime's words; the process goes on.
+    #[tokio::test]
+    async fn a_panicking_reconciliation_becomes_its_error() {
+        let unforeseen =
+            |found: Option<u8>| found.expect("a Kustomization the code did not foresee");
+        let panicking = async { unforeseen(None) };
+        let caught = recovered(panicking).await.unwrap_err();
+        assert_eq!(caught, "a Kustomization the code did not foresee");
+        assert_eq!(
+            ReconcileError::Panic(caught).to_string(),
+            "panic: a Kustomization the code did not foresee [recovered]"
+        );
+        let formatted = recovered(async { panic!("boom {}", 1) }).await;
+        assert_eq!(formatted, Err::<(), _>("boom 1".to_string()));
+        assert_eq!(recovered(async { 7 }).await, Ok(7));
+    }
 }

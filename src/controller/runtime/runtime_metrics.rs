@@ -255,6 +255,11 @@ impl ControllerRuntime {
     }
 
     /// A reconciliation ended with `result`.
+    /// A reconciliation panicked (controller-runtime counts it before the error it becomes).
+    pub fn panicked(&self) {
+        self.panics.get_or_create(&controller()).inc();
+    }
+
     pub fn finish(&self, started: Started, result: ReconcileResult) {
         let elapsed = started.at.elapsed().as_secs_f64();
         self.in_flight
