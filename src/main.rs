@@ -43,6 +43,7 @@ fn main() -> ExitCode {
     kustomize_controller::tls::use_ring();
     let cli = Cli::parse_from(arguments());
     init_logging(cli.log_level, cli.log_encoding);
+    let controller = matches!(cli.command, Command::Run(_));
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         // The reader went away (`| head`): nothing left to say.
@@ -52,6 +53,16 @@ fn main() -> ExitCode {
                 .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
         {
             ExitCode::SUCCESS
+        }
+        // As Flux's setup logger: a JSON line, what failed and why, so `flux logs` reads it.
+        Err(err) if controller => {
+            let causes: Vec<String> = err.chain().skip(1).map(ToString::to_string).collect();
+            if causes.is_empty() {
+                tracing::error!(logger = "setup", error = %err, "problem running manager");
+            } else {
+                tracing::error!(logger = "setup", error = %causes.join(": "), "{err}");
+            }
+            ExitCode::FAILURE
         }
         Err(err) => {
             // The whole cause chain on one line, never a backtrace: users read this.
@@ -240,6 +251,7 @@ async fn shutdown_signal() {
 
 fn run_controller(args: RunArgs) -> anyhow::Result<()> {
     use controller::Gate;
+    let args = args.without_empty_values();
     // A panic is a line of the log like any other (as controller-runtime's panic handler
     // logs "Observed a panic"), so `flux logs` still reads every line; a reconciliation's
     // panic is then recovered as its error.
@@ -259,9 +271,40 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         || args.default_kubeconfig_service_account.is_some())
         && !gates.enabled(Gate::ObjectLevelWorkloadIdentity)
     {
-        anyhow::bail!(
+        return Err(anyhow::anyhow!(
             "cannot set default service accounts when the feature gate ObjectLevelWorkloadIdentity is not enabled"
-        );
+        ))
+        .context("invalid configuration");
+    }
+    if args.interval_jitter_percentage >= 100 {
+        return Err(anyhow::anyhow!(
+            "the interval jitter percentage must be a non-negative value and less than 100"
+        ))
+        .context("unable to set global jitter");
+    }
+    for (selector, what) in [
+        (
+            args.watch_label_selector.as_deref(),
+            "unable to configure watch label selector for manager",
+        ),
+        (
+            Some(args.watch_configs_label_selector.as_str()),
+            "unable to configure watch configs label selector for controller",
+        ),
+    ] {
+        if let Some(selector) = selector.filter(|s| !s.is_empty()) {
+            kustomize::LabelSelector::parse(selector)
+                .map_err(|error| anyhow::anyhow!("{error}"))
+                .context(what)?;
+        }
+    }
+    if args.enable_leader_election {
+        controller::leader::check_timing(
+            args.leader_election_lease_duration,
+            args.leader_election_renew_deadline,
+            args.leader_election_retry_period,
+        )
+        .context("problem running manager")?;
     }
     if args.storage_path.is_some() {
         tracing::info!(
@@ -463,8 +506,10 @@ fn run_options(
         concurrent: args.concurrent,
         namespace: (!args.watch_all_namespaces).then(|| args.runtime_namespace.clone()),
         label_selector: args.watch_label_selector.clone(),
+        // An empty selector is Flux's `labels.Everything()`: every ConfigMap and Secret a
+        // Kustomization reads is watched.
         watch_configs_label_selector: Some(args.watch_configs_label_selector.clone())
-            .filter(|s| !s.is_empty() && !gates.enabled(Gate::DisableConfigWatchers)),
+            .filter(|_| !gates.enabled(Gate::DisableConfigWatchers)),
     }
 }
 
@@ -527,12 +572,9 @@ async fn elect(
         args.leader_election_retry_period,
     );
     // client-go's words, which Flux's log has under the `runtime` logger.
-    let described = format!("{}/{lease}", args.runtime_namespace);
+    let described = election.describe();
     metrics.set_leader(&lease, false);
-    tracing::info!(
-        logger = "runtime",
-        "attempting to acquire leader lease {described}..."
-    );
+    tracing::info!(logger = "runtime", lock = %described, "Attempting to acquire leader lease...");
     tokio::select! {
         () = election.acquire() => {}
         () = signalled(stop) => {
@@ -541,10 +583,7 @@ async fn elect(
         }
     }
     metrics.set_leader(&lease, true);
-    tracing::info!(
-        logger = "runtime",
-        "successfully acquired lease {described}"
-    );
+    tracing::info!(logger = "runtime", lock = %described, "Successfully acquired lease");
     let holding = election.clone();
     let status = metrics.clone();
     let held = lease.clone();
@@ -552,7 +591,6 @@ async fn elect(
         let lost = holding.hold().await;
         status.set_leader(&held, false);
         tracing::error!(logger = "setup", error = %lost, "problem running manager");
-        eprintln!("error: {lost}");
         std::process::exit(1);
     });
     Election::Leading(Box::new(Leading {
@@ -619,14 +657,17 @@ async fn give_up(
     }
     let released =
         tokio::time::timeout(std::time::Duration::from_secs(5), election.release()).await;
+    // client-go says nothing of a release that worked.
     match released {
-        Ok(Ok(())) => tracing::info!(logger = "runtime", "leader lease {described} released"),
+        Ok(Ok(())) => tracing::debug!(logger = "runtime", lock = %described, "Lease released"),
         Ok(Err(error)) => {
-            tracing::error!(logger = "runtime", error = %error, "releasing leader lease {described}")
+            tracing::error!(logger = "runtime", error = %error, lock = %described, "Failed to release lease")
         }
         Err(_) => tracing::error!(
             logger = "runtime",
-            "releasing leader lease {described} timed out"
+            error = "context deadline exceeded",
+            lock = %described,
+            "Failed to release lease"
         ),
     }
 }

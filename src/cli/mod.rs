@@ -187,7 +187,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "15m", value_parser = duration)]
     pub max_retry_delay: std::time::Duration,
     /// Jitter added to each Kustomization's interval, in percent.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=100))]
+    #[arg(long, default_value_t = 5)]
     pub interval_jitter_percentage: u8,
     /// Flux's feature gates, `Name=true,Other=false` (repeatable); an unknown gate is an error.
     #[arg(long, action = clap::ArgAction::Append)]
@@ -241,6 +241,25 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// Flux's flags are Go strings, where an empty value is no value: `--sops-age-secret=`
+    /// names no Secret.
+    pub fn without_empty_values(mut self) -> RunArgs {
+        for value in [
+            &mut self.default_service_account,
+            &mut self.sops_age_secret,
+            &mut self.watch_label_selector,
+            &mut self.default_decryption_service_account,
+            &mut self.default_kubeconfig_service_account,
+            &mut self.storage_path,
+            &mut self.sops_vault_configmap,
+        ] {
+            if value.as_deref() == Some("") {
+                *value = None;
+            }
+        }
+        self
+    }
+
     /// The feature gates, with Flux's defaults for those not given.
     pub fn feature_gates(
         &self,

@@ -554,7 +554,9 @@ async fn fluxs_deployment_with_the_image_swapped_runs_through_a_rolling_update()
         }
     }
     assert!(
-        new.log().contains("\"msg\":\"successfully acquired lease"),
+        new.log().contains(&format!(
+            "\"msg\":\"Successfully acquired lease\",\"lock\":\"{ns}/kustomize-controller-leader-election"
+        )),
         "{}",
         new.log()
     );

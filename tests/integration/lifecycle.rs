@@ -73,7 +73,7 @@ async fn sigterm_ends_health_checks_at_once_and_gives_the_lease_up() {
     let waiting = wait_for(Duration::from_secs(30), || async {
         standby
             .log()
-            .contains("attempting to acquire leader lease")
+            .contains("Attempting to acquire leader lease...")
             .then_some(())
     })
     .await;

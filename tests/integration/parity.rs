@@ -20,10 +20,12 @@ fn an_unknown_feature_gate_stops_the_controller_before_it_starts() {
     let output = run_cli(&["run", "--feature-gates=NoSuchGate=true"]);
     assert_eq!(output.status.code(), Some(1), "Flux exits 1 too");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("unable to load feature gates")
-            && stderr.contains("feature-gate 'NoSuchGate' not supported"),
-        "{stderr}"
+    assert_eq!(
+        setup_error(&stderr),
+        (
+            "unable to load feature gates".to_string(),
+            "feature-gate 'NoSuchGate' not supported".to_string()
+        )
     );
     let malformed = run_cli(&["run", "--feature-gates=ExternalArtifact=maybe"]);
     assert_eq!(malformed.status.code(), Some(1));
@@ -31,6 +33,85 @@ fn an_unknown_feature_gate_stops_the_controller_before_it_starts() {
         String::from_utf8_lossy(&malformed.stderr)
             .contains("invalid value of ExternalArtifact=maybe")
     );
+}
+
+/// The JSON line Flux's setup logger writes for a fatal start-up error: its message and error.
+fn setup_error(stderr: &str) -> (String, String) {
+    let line = stderr
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|line| line["logger"] == "setup" && line["level"] == "error")
+        .unwrap_or_else(|| panic!("no setup error line: {stderr}"));
+    (
+        line["msg"].as_str().unwrap_or("").to_string(),
+        line["error"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+/// What Flux's main and its manager refuse before anything runs, each a JSON line of the
+/// `setup` logger and exit 1: an interval jitter of 100% or more, a label selector that does
+/// not parse, leader-election timings client-go refuses. An empty string flag is no value, as
+/// Go's flags have it.
+#[test]
+fn start_up_flags_flux_refuses_stop_the_controller_in_its_words() {
+    let refused = [
+        (
+            vec!["--interval-jitter-percentage=100"],
+            "unable to set global jitter",
+            "the interval jitter percentage must be a non-negative value and less than 100",
+        ),
+        (
+            vec!["--watch-label-selector=sharding.fluxcd.io/key in shard1"],
+            "unable to configure watch label selector for manager",
+            "",
+        ),
+        (
+            vec!["--watch-configs-label-selector=reconcile.fluxcd.io/watch notin Enabled"],
+            "unable to configure watch configs label selector for controller",
+            "",
+        ),
+        (
+            vec![
+                "--enable-leader-election",
+                "--leader-election-lease-duration=10s",
+                "--leader-election-renew-deadline=15s",
+            ],
+            "problem running manager",
+            "leaseDuration must be greater than renewDeadline",
+        ),
+        (
+            vec![
+                "--enable-leader-election",
+                "--leader-election-retry-period=30s",
+            ],
+            "problem running manager",
+            "renewDeadline must be greater than retryPeriod*JitterFactor",
+        ),
+    ];
+    for (flags, message, error) in refused {
+        let mut args = vec!["run"];
+        args.extend(flags.iter().copied());
+        let output = run_cli(&args);
+        assert_eq!(output.status.code(), Some(1), "{flags:?}");
+        let (said, why) = setup_error(&String::from_utf8_lossy(&output.stderr));
+        assert_eq!(said, message, "{flags:?}");
+        assert!(why.contains(error) && !why.is_empty(), "{flags:?}: {why}");
+    }
+    // Empty values: no default account (so no gate needed), no sharding selector.
+    let empty = std::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+        .args([
+            "run",
+            "--default-decryption-service-account=",
+            "--watch-label-selector=",
+            "--sops-age-secret=",
+        ])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&empty.stderr);
+    let (said, _) = setup_error(&stderr);
+    assert!(said.starts_with("finding the cluster"), "{stderr}");
 }
 
 /// fluxcd/pkg auth's start-up check: default ServiceAccounts for cloud identities need the

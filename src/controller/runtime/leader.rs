@@ -43,12 +43,68 @@ pub struct LeaderElection {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {
-    #[error("leader election lost: could not renew Lease {namespace}/{name} within {deadline:?}")]
-    Lost {
-        namespace: String,
-        name: String,
-        deadline: Duration,
-    },
+    /// controller-runtime's words when the manager stops for it.
+    #[error("leader election lost")]
+    Lost,
+}
+
+/// Durations client-go's `NewLeaderElector` refuses, in its words.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TimingError {
+    #[error("leaseDuration must be greater than renewDeadline")]
+    LeaseNotAfterRenew,
+    #[error("renewDeadline must be greater than retryPeriod*JitterFactor")]
+    RenewNotAfterRetries,
+    #[error("leaseDuration must be greater than zero")]
+    NoLease,
+    #[error("renewDeadline must be greater than zero")]
+    NoRenewDeadline,
+    #[error("retryPeriod must be greater than zero")]
+    NoRetryPeriod,
+}
+
+/// client-go's checks, in its order: a leader must stop before its Lease can pass to
+/// another, and retry more than once within its renew deadline (`JitterFactor` 1.2).
+pub fn check_timing(
+    lease_duration: Duration,
+    renew_deadline: Duration,
+    retry_period: Duration,
+) -> Result<(), TimingError> {
+    if lease_duration <= renew_deadline {
+        return Err(TimingError::LeaseNotAfterRenew);
+    }
+    if renew_deadline <= retry_period.mul_f64(1.2) {
+        return Err(TimingError::RenewNotAfterRetries);
+    }
+    if lease_duration.is_zero() {
+        return Err(TimingError::NoLease);
+    }
+    if renew_deadline.is_zero() {
+        return Err(TimingError::NoRenewDeadline);
+    }
+    if retry_period.is_zero() {
+        return Err(TimingError::NoRetryPeriod);
+    }
+    Ok(())
+}
+
+/// Why one attempt on the Lease failed, as client-go tells the two apart in its log.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("{0}")]
+    Read(kube::Error),
+    #[error("{0}")]
+    Update(kube::Error),
+}
+
+impl LeaseError {
+    /// client-go's log message for it.
+    pub fn message(&self) -> &'static str {
+        match self {
+            LeaseError::Read(_) => "Error retrieving lease lock",
+            LeaseError::Update(_) => "Failed to update lease",
+        }
+    }
 }
 
 impl LeaderElection {
@@ -77,14 +133,19 @@ impl LeaderElection {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// `namespace/name`, as client-go describes the lock in its log.
+    pub fn describe(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
     /// One attempt to take or keep the Lease; `true` when we hold it afterwards.
-    pub async fn try_acquire(&self) -> Result<bool, kube::Error> {
+    pub async fn try_acquire(&self) -> Result<bool, LeaseError> {
         let api = self.api();
         let now = Timestamp::now();
         let seconds = i32::try_from(self.lease_duration.as_secs())
             .unwrap_or(i32::MAX)
             .max(1);
-        let Some(mut lease) = api.get_opt(&self.name).await? else {
+        let Some(mut lease) = api.get_opt(&self.name).await.map_err(LeaseError::Read)? else {
             let lease: Lease = serde_json::from_value(json!({
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": {
@@ -96,7 +157,7 @@ impl LeaderElection {
             return match api.create(&PostParams::default(), &lease).await {
                 Ok(_) => Ok(true),
                 Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
-                Err(error) => Err(error),
+                Err(error) => Err(LeaseError::Update(error)),
             };
         };
         let spec = lease.spec.get_or_insert_with(Default::default);
@@ -138,7 +199,7 @@ impl LeaderElection {
         {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
-            Err(error) => Err(error),
+            Err(error) => Err(LeaseError::Update(error)),
         }
     }
 
@@ -149,7 +210,8 @@ impl LeaderElection {
                 Ok(true) => return,
                 Ok(false) => {}
                 Err(error) => {
-                    tracing::error!(logger = "runtime", error = %error, "error retrieving resource lock")
+                    let lock = self.describe();
+                    tracing::error!(logger = "runtime", error = %error, %lock, "{}", error.message())
                 }
             }
             tokio::time::sleep(self.retry_period).await;
@@ -164,16 +226,17 @@ impl LeaderElection {
         loop {
             tokio::time::sleep(self.retry_period).await;
             let left = self.renew_deadline.saturating_sub(last_renewal.elapsed());
+            let lock = self.describe();
             match tokio::time::timeout(left, self.try_acquire()).await {
                 Ok(Ok(true)) => last_renewal = tokio::time::Instant::now(),
-                Ok(Ok(false)) => return self.lost(),
+                Ok(Ok(false)) => return self.lost("the lease is held by another"),
                 Ok(Err(error)) => {
-                    tracing::error!(logger = "runtime", error = %error, "failed to renew lease")
+                    tracing::error!(logger = "runtime", error = %error, %lock, "{}", error.message())
                 }
-                Err(_) => tracing::error!(logger = "runtime", "failed to renew lease: timed out"),
+                Err(_) => {}
             }
             if last_renewal.elapsed() >= self.renew_deadline {
-                return self.lost();
+                return self.lost("context deadline exceeded");
             }
         }
     }
@@ -199,18 +262,35 @@ impl LeaderElection {
             .map(|_| ())
     }
 
-    fn lost(&self) -> LeaderError {
-        LeaderError::Lost {
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
-            deadline: self.renew_deadline,
-        }
+    /// client-go's line when renewing ends, and controller-runtime's error after it.
+    fn lost(&self, why: &str) -> LeaderError {
+        let lock = self.describe();
+        tracing::info!(logger = "runtime", %lock, err = why, "Failed to renew lease");
+        LeaderError::Lost
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::lease_name;
+    use std::time::Duration;
+
+    use super::{TimingError, check_timing, lease_name};
+
+    /// client-go's `NewLeaderElector` checks, as Flux's manager meets them at start.
+    #[test]
+    fn lease_timings_client_go_refuses_are_refused() {
+        let s = Duration::from_secs;
+        assert_eq!(check_timing(s(35), s(30), s(5)), Ok(()), "Flux's defaults");
+        let refused = [
+            (s(10), s(15), s(2), TimingError::LeaseNotAfterRenew),
+            (s(15), s(15), s(2), TimingError::LeaseNotAfterRenew),
+            (s(35), s(6), s(5), TimingError::RenewNotAfterRetries),
+            (s(35), s(30), s(0), TimingError::NoRetryPeriod),
+        ];
+        for (lease, renew, retry, expected) in refused {
+            assert_eq!(check_timing(lease, renew, retry), Err(expected));
+        }
+    }
 
     #[test]
     fn shards_get_flux_lease_names() {
