@@ -344,7 +344,7 @@ async fn serve(args: RunArgs, gates: controller::FeatureGates) -> anyhow::Result
         .context("finding the cluster (in-cluster config or KUBECONFIG)")?;
     let metrics = std::sync::Arc::new(controller::metrics::Metrics::new());
     let (client, rate_limit) = connect(&config, &args, &metrics).await?;
-    serve_metrics_and_probes(&args, &metrics);
+    serve_metrics_and_probes(&args, &metrics).await?;
     let options = run_options(&args, &gates, &metrics, rate_limit);
     let signalled = watch_for_shutdown();
     tracing::info!(logger = "setup", "starting manager");
@@ -405,20 +405,29 @@ async fn connect(
 }
 
 /// Serves `/metrics` and the probes on `--metrics-addr` and on `--health-addr` (each address
-/// answers every route).
-fn serve_metrics_and_probes(
+/// answers every route; `0` serves nothing there, as controller-runtime reads it). A port that
+/// cannot be bound stops the start-up, as it stops Flux's manager.
+async fn serve_metrics_and_probes(
     args: &RunArgs,
     metrics: &std::sync::Arc<controller::metrics::Metrics>,
-) {
+) -> anyhow::Result<()> {
     for address in [&args.metrics_addr, &args.health_addr] {
+        if address == "0" {
+            continue;
+        }
         let address = listen_address(address);
+        let listener = tokio::net::TcpListener::bind(&address)
+            .await
+            .map_err(|error| anyhow::anyhow!("failed to create listener on {address}: {error}"))
+            .context("problem running manager")?;
         let metrics = metrics.clone();
         tokio::spawn(async move {
-            if let Err(error) = controller::metrics::serve(&address, metrics).await {
+            if let Err(error) = controller::metrics::serve_on(listener, metrics).await {
                 tracing::error!(logger = "setup", address = %address, error = %error, "serving metrics and probes");
             }
         });
     }
+    Ok(())
 }
 
 /// The controller's options from its flags and feature gates (and the metrics its token cache
@@ -519,6 +528,9 @@ fn watch_for_shutdown() -> tokio::sync::watch::Receiver<bool> {
     tokio::spawn(async move {
         shutdown_signal().await;
         let _ = stopping.send(true);
+        // As controller-runtime's signal handler: a second signal ends it at once.
+        shutdown_signal().await;
+        std::process::exit(1);
     });
     signalled
 }

@@ -114,6 +114,45 @@ fn start_up_flags_flux_refuses_stop_the_controller_in_its_words() {
     assert!(said.starts_with("finding the cluster"), "{stderr}");
 }
 
+/// A metrics or probe address that cannot be bound stops the controller, as it stops Flux's
+/// manager; `0` serves nothing there.
+#[tokio::test]
+async fn a_port_in_use_stops_the_controller_and_zero_serves_nothing() {
+    let cluster = TestCluster::start().await;
+    let kubeconfig = controller_kubeconfig(&cluster).await;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let mut controller = ControllerProcess::start_with_kubeconfig(
+        &kubeconfig,
+        &cluster.namespace,
+        &["--log-encoding=json", &format!("--metrics-addr={address}")],
+    );
+    let status = tokio::time::timeout(Duration::from_secs(30), controller.child.wait())
+        .await
+        .expect("it stops at once")
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+    let (message, why) = setup_error(&controller.log());
+    assert_eq!(message, "problem running manager");
+    assert!(
+        why.starts_with(&format!("failed to create listener on {address}")),
+        "{why}"
+    );
+
+    let quiet = ControllerProcess::start_with_kubeconfig(
+        &kubeconfig,
+        &cluster.namespace,
+        &["--metrics-addr=0"],
+    );
+    assert!(
+        said(&quiet, "Starting workers").await,
+        "it runs: {}",
+        quiet.log()
+    );
+    quiet.terminate();
+    drop(taken);
+}
+
 /// fluxcd/pkg auth's start-up check: default ServiceAccounts for cloud identities need the
 /// ObjectLevelWorkloadIdentity gate; with it, the same flags pass the check (and the run then
 /// stops only for want of a cluster).

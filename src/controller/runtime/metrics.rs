@@ -314,7 +314,11 @@ impl Drop for InFlight<'_> {
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on `address` until the task is dropped.
 pub async fn serve(address: &str, metrics: Arc<Metrics>) -> std::io::Result<()> {
-    let listener = TcpListener::bind(address).await?;
+    serve_on(TcpListener::bind(address).await?, metrics).await
+}
+
+/// [`serve`] on a listener already bound (so that a port in use stops the start-up).
+pub async fn serve_on(listener: TcpListener, metrics: Arc<Metrics>) -> std::io::Result<()> {
     loop {
         // A failed accept (too many open files, a reset) must not take the probes down.
         let stream = match listener.accept().await {
