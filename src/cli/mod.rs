@@ -383,7 +383,10 @@ pub fn init_logging(level: LogLevel, encoding: LogEncoding) {
         LogLevel::Debug => concat!("debug,", quiet_http_stack!()),
         // The OpenPGP crate warns about every data key old sops framed in short chunks,
         // which it reads: not news outside debugging.
-        LogLevel::Info => "info,kube_client::client::builder=off,pgp=error",
+        //
+        // kube's watcher warns at every retry of a refused watch (a role without `list`);
+        // Flux's log has no warn level, and our watches report an outage once themselves.
+        LogLevel::Info => "info,kube_client::client::builder=off,pgp=error,kube_runtime::watcher=error",
         LogLevel::Error => "error,kube_client::client::builder=off,pgp=error",
     };
     let encoding = match encoding {
