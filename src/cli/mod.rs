@@ -386,7 +386,9 @@ pub fn init_logging(level: LogLevel, encoding: LogEncoding) {
         //
         // kube's watcher warns at every retry of a refused watch (a role without `list`);
         // Flux's log has no warn level, and our watches report an outage once themselves.
-        LogLevel::Info => "info,kube_client::client::builder=off,pgp=error,kube_runtime::watcher=error",
+        LogLevel::Info => {
+            "info,kube_client::client::builder=off,pgp=error,kube_runtime::watcher=error"
+        }
         LogLevel::Error => "error,kube_client::client::builder=off,pgp=error",
     };
     let encoding = match encoding {

@@ -418,6 +418,53 @@ async fn immutable_changes_fail_clearly_or_recreate_with_force() {
     );
 }
 
+/// fluxcd/pkg/ssa's "recreates immutable StorageClass": a StorageClass's parameters may not
+/// change ("updates to parameters are forbidden."), which is refused without force and
+/// recreated with it.
+#[tokio::test]
+async fn a_storage_class_whose_parameters_changed_is_recreated_with_force() {
+    let cluster = TestCluster::start().await;
+    let engine = |force: bool| {
+        applier(
+            &cluster,
+            &AppliedCache::default(),
+            ApplyOptions {
+                force,
+                ..ApplyOptions::default()
+            },
+            IgnoreRules::none(),
+        )
+    };
+    let name = unique("kc-sc");
+    let mut class = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": name}, "provisioner": "example.com/none",
+        "parameters": {"type": "slow"}});
+    engine(false).apply_all(vec![class.clone()]).await.unwrap();
+    class["parameters"]["encrypted"] = json!("true");
+    let error = engine(false)
+        .apply_all(vec![class.clone()])
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ApplyError::Immutable { .. }), "{error}");
+    assert!(
+        error
+            .to_string()
+            .starts_with(&format!("StorageClass/{name} dry-run failed (Invalid): ")),
+        "{error}"
+    );
+    let recreated = engine(true).apply_all(vec![class.clone()]).await.unwrap();
+    assert_eq!(
+        actions(&recreated),
+        vec![format!("StorageClass/{name} created")]
+    );
+    assert_eq!(
+        live(&cluster, &class).await["parameters"]["encrypted"],
+        "true"
+    );
+    let api = dynamic_api(&cluster.client, &class).await;
+    api.delete(&name, &Default::default()).await.unwrap();
+}
+
 #[tokio::test]
 async fn ignore_rules_leave_fields_to_other_controllers() {
     let cluster = TestCluster::start().await;

@@ -342,6 +342,23 @@ pub fn validate(rt: &ResourceType, old: Option<&Value>, new: &Value) -> Vec<Caus
             }
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => validate_crd(new, &mut causes),
+        // kube-apiserver's ValidateStorageClassUpdate.
+        ("storage.k8s.io", "StorageClass") => {
+            if let Some(old) = old {
+                for field in ["parameters", "provisioner", "reclaimPolicy"] {
+                    if old.get(field) != new.get(field) {
+                        causes.push(forbidden(
+                            field,
+                            &format!("updates to {field} are forbidden."),
+                        ));
+                    }
+                }
+                if old.get("volumeBindingMode") != new.get("volumeBindingMode") {
+                    let value = new.get("volumeBindingMode").cloned().unwrap_or(Value::Null);
+                    causes.push(immutable("volumeBindingMode", &value));
+                }
+            }
+        }
         _ => {}
     }
     if let Some(custom) = &rt.custom

@@ -298,9 +298,10 @@ fn api_error_parts(error: &kube::Error) -> (String, String, u16) {
 /// Whether the server refused a change because a field may not change: fluxcd/pkg
 /// `ssa/errors.IsImmutableError`'s message patterns (`is immutable`, `immutable field`, as
 /// CEL rules and admission webhooks word it, whatever the status code), and Kubernetes' own
-/// wordings of an invalid (422) change. Unlike Flux, other invalid or conflicting requests
-/// are not taken for immutable ones: with `force`, Flux would delete such an object and fail
-/// to create it again.
+/// wordings of an invalid (422) change (a StorageClass's "updates to parameters are
+/// forbidden.", a PriorityClass's "may not be changed in an update."). Unlike Flux, other
+/// invalid or conflicting requests are not taken for immutable ones: with `force`, Flux would
+/// delete such an object and fail to create it again.
 fn is_immutable(error: &kube::Error) -> bool {
     static FLUX_PATTERNS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let (reason, message, code) = api_error_parts(error);
@@ -311,8 +312,10 @@ fn is_immutable(error: &kube::Error) -> bool {
         || ((code == 422 || reason == "Invalid")
             && [
                 "may not change",
+                "may not be changed",
                 "cannot change",
                 "updates to statefulset spec",
+                "are forbidden.",
             ]
             .iter()
             .any(|m| message.contains(m)))
