@@ -26,7 +26,7 @@ pub use storage::{
 };
 
 use crate::api::{ObjectId, ResourceInventory, ResourceRef};
-use crate::objects::{Action, ChangeSet, ObjectRef, kind_rank};
+use crate::objects::{Action, ChangeSet, ObjectRef, apply_order};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryError {
@@ -113,9 +113,18 @@ pub fn stale(
             .collect(),
     };
     let mut objects = objects_of(&leftover)?;
-    objects.reverse();
-    objects.sort_by_key(|o| std::cmp::Reverse(kind_rank(&o.kind)));
+    // ssa's DeleteAll: the reverse of the apply order.
+    objects.sort_by(|a, b| order_of(b).cmp(&order_of(a)));
     Ok(objects)
+}
+
+fn order_of(object: &ObjectRef) -> (usize, &str, &str, &str, &str) {
+    apply_order(
+        &object.kind,
+        crate::objects::api_group(&object.api_version),
+        &object.namespace,
+        &object.name,
+    )
 }
 
 /// What garbage collection did.

@@ -162,9 +162,10 @@ async fn drift_by_kubectl_is_reverted_but_merge_keeps_foreign_fields() {
     assert_eq!(
         actions(&result),
         vec![
-            format!("ConfigMap/{ns}/owned configured"),
-            format!("ConfigMap/{ns}/merged configured")
-        ]
+            format!("ConfigMap/{ns}/merged configured"),
+            format!("ConfigMap/{ns}/owned configured")
+        ],
+        "by name, as ssa sorts"
     );
     let owned = live(&cluster, &objects[0]).await;
     assert_eq!(
@@ -212,9 +213,9 @@ async fn policies_skip_objects() {
     assert_eq!(
         actions(&first),
         vec![
-            format!("ConfigMap/{ns}/once created"),
-            format!("ConfigMap/{ns}/ignored skipped"),
             format!("ConfigMap/{ns}/disabled skipped"),
+            format!("ConfigMap/{ns}/ignored skipped"),
+            format!("ConfigMap/{ns}/once created"),
         ]
     );
     // As Flux: reconcile disabled in the manifests never creates the object either.
@@ -355,8 +356,8 @@ async fn policies_on_the_live_object_count_as_flux_reads_them() {
     assert_eq!(
         actions(&result),
         vec![
-            format!("ConfigMap/{ns}/ignored-live skipped"),
             format!("ConfigMap/{ns}/frozen-live created"),
+            format!("ConfigMap/{ns}/ignored-live skipped"),
         ]
     );
     assert_eq!(live(&cluster, &ignored).await["data"]["a"], "1");
@@ -811,14 +812,14 @@ async fn plans_report_what_an_apply_would_change_without_writing() {
     assert_eq!(
         changes,
         vec![
-            format!("ConfigMap/{namespace}/kept unchanged"),
             format!("ConfigMap/{namespace}/changed configured"),
+            format!("ConfigMap/{namespace}/kept unchanged"),
             format!("ConfigMap/{namespace}/new created"),
             format!("ConfigMap/{namespace}/skipped skipped"),
             format!("Widget/{namespace}/w created"),
         ]
     );
-    let drift = planned[1]
+    let drift = planned[0]
         .drift
         .as_ref()
         .expect("a configured object shows its drift");

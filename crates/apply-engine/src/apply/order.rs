@@ -1,10 +1,11 @@
 //! The order objects are applied in: stages that must exist before the rest can be served
 //! (CRDs, Namespaces and ClusterRoles; then `…Class` kinds; then `--custom-apply-stage-kinds`;
-//! then everything else), and within a stage Flux's kind order with webhooks last.
+//! then everything else), and within a stage ssa's order: kinds in Flux's order with webhooks
+//! last, then by group, kind, namespace and name.
 
 use serde_json::Value;
 
-use crate::objects::kind_rank;
+use crate::objects::apply_order;
 
 /// One apply stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -70,7 +71,7 @@ pub fn stage_of(object: &Value, custom_kinds: &[String]) -> Stage {
     }
 }
 
-/// Splits objects into stages, each sorted by kind (stable within a kind).
+/// Splits objects into stages, each in ssa's order.
 pub fn stages(objects: Vec<Value>, custom_kinds: &[String]) -> Vec<(Stage, Vec<Value>)> {
     let mut staged: Vec<(Stage, Vec<Value>)> = Vec::new();
     for object in objects {
@@ -82,9 +83,25 @@ pub fn stages(objects: Vec<Value>, custom_kinds: &[String]) -> Vec<(Stage, Vec<V
     }
     staged.sort_by_key(|(stage, _)| *stage);
     for (_, list) in staged.iter_mut() {
-        list.sort_by_key(|o| kind_rank(kind_of(o)));
+        list.sort_by(|a, b| order_of(a).cmp(&order_of(b)));
     }
     staged
+}
+
+/// Where an object comes in ssa's order ([`apply_order`]).
+fn order_of(object: &Value) -> (usize, &str, &str, &str, &str) {
+    let metadata = |field: &str| {
+        object
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    apply_order(
+        kind_of(object),
+        group_of(object),
+        metadata("namespace"),
+        metadata("name"),
+    )
 }
 
 #[cfg(test)]
@@ -142,6 +159,60 @@ mod tests {
                         "ValidatingWebhookConfiguration"
                     ]
                 ),
+            ]
+        );
+    }
+
+    /// ssa v0.76.1's `ReconcileOrder` and its tie-breaks: ClusterRoleBinding before
+    /// ServiceAccount, kinds it does not list (PersistentVolumeClaim, Endpoints) with the
+    /// unknown ones by group and kind, and one kind by namespace and name whatever the build's
+    /// order.
+    #[test]
+    fn objects_come_in_ssas_order() {
+        let named = |api_version: &str, kind: &str, namespace: &str, name: &str| {
+            json!({"apiVersion": api_version, "kind": kind,
+                "metadata": {"name": name, "namespace": namespace}})
+        };
+        let objects = vec![
+            named("v1", "PersistentVolumeClaim", "apps", "data"),
+            named("apps/v1", "Deployment", "apps", "web"),
+            named("v1", "ConfigMap", "b", "settings"),
+            named("v1", "ConfigMap", "a", "z"),
+            named("v1", "ConfigMap", "a", "b"),
+            named("example.com/v1", "Widget", "apps", "w"),
+            named("v1", "Endpoints", "apps", "web"),
+            named("v1", "ServiceAccount", "apps", "web"),
+            named(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRoleBinding",
+                "",
+                "web",
+            ),
+        ];
+        let order: Vec<String> = stages(objects, &[])
+            .into_iter()
+            .flat_map(|(_, list)| list)
+            .map(|o| {
+                format!(
+                    "{}/{}/{}",
+                    kind_of(&o),
+                    o["metadata"]["namespace"].as_str().unwrap_or(""),
+                    o["metadata"]["name"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "ClusterRoleBinding//web",
+                "ServiceAccount/apps/web",
+                "ConfigMap/a/b",
+                "ConfigMap/a/z",
+                "ConfigMap/b/settings",
+                "Deployment/apps/web",
+                "Endpoints/apps/web",
+                "PersistentVolumeClaim/apps/data",
+                "Widget/apps/w",
             ]
         );
     }

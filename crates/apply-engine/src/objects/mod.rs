@@ -164,10 +164,12 @@ impl ChangeSet {
     }
 }
 
-/// Flux's apply order of kinds; unknown kinds come after these and before the webhooks.
+/// fluxcd/pkg/ssa v0.76.1's `ReconcileOrder`: these kinds first, in this order; unknown
+/// kinds come after them and before the webhooks.
 const KIND_ORDER: &[&str] = &[
     "CustomResourceDefinition",
     "Namespace",
+    "ClusterRole",
     "ClusterClass",
     "RuntimeClass",
     "PriorityClass",
@@ -175,19 +177,15 @@ const KIND_ORDER: &[&str] = &[
     "VolumeSnapshotClass",
     "IngressClass",
     "GatewayClass",
+    "ClusterRoleBinding",
     "ResourceQuota",
     "ServiceAccount",
     "Role",
-    "ClusterRole",
     "RoleBinding",
-    "ClusterRoleBinding",
     "ConfigMap",
     "Secret",
-    "Endpoints",
     "Service",
     "LimitRange",
-    "PersistentVolume",
-    "PersistentVolumeClaim",
     "Deployment",
     "StatefulSet",
     "CronJob",
@@ -198,6 +196,18 @@ const LAST: &[&str] = &[
     "MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration",
 ];
+
+/// ssa's order of objects (`SortableUnstructureds`): by kind rank, then group and kind, then
+/// namespace and name, so that the order does not depend on the build's. Applied in this
+/// order; pruned in the reverse.
+pub fn apply_order<'a>(
+    kind: &'a str,
+    group: &'a str,
+    namespace: &'a str,
+    name: &'a str,
+) -> (usize, &'a str, &'a str, &'a str, &'a str) {
+    (kind_rank(kind), group, kind, namespace, name)
+}
 
 /// Flux's kind order: lower ranks are applied first (and pruned last).
 pub fn kind_rank(kind: &str) -> usize {
