@@ -347,6 +347,7 @@ pub async fn wait_with(
         .await;
         let mut still = Vec::new();
         let mut failed = Vec::new();
+        let mut stalled = Vec::new();
         for verdict in verdicts {
             let (reference, status, error) = verdict?;
             // fluxcd/pkg/ssa's wording: the status, and the error behind it.
@@ -359,12 +360,20 @@ pub async fn wait_with(
                 Status::Failed if options.fail_fast => failed.push(describe(status)),
                 status => {
                     let described = describe(status);
+                    if status == Status::Failed {
+                        stalled.push(described.clone());
+                    }
                     still.push((reference, described));
                 }
             }
         }
         if !failed.is_empty() {
             return Err(HealthError::Failed(failed));
+        }
+        // As ssa without fail-fast: once all that is left has Failed, nothing more can come
+        // of waiting (a terminal state).
+        if !still.is_empty() && stalled.len() == still.len() {
+            return Err(HealthError::Failed(stalled));
         }
         if still.is_empty() {
             return Ok(());

@@ -202,11 +202,16 @@ async fn policies_skip_objects() {
     let mut disabled = config_map(ns, "disabled", json!({"a": "1"}));
     disabled["metadata"]["annotations"] =
         json!({"kustomize.toolkit.fluxcd.io/reconcile": "disabled"});
+    // As ssa, skipped before its kind is looked up: no CRD serves this one.
+    let unserved = json!({"apiVersion": "nothing.example.com/v1", "kind": "Nothing",
+        "metadata": {"name": "off", "namespace": ns,
+            "annotations": {"kustomize.toolkit.fluxcd.io/reconcile": "disabled"}}});
     let first = engine
         .apply_all(vec![
             if_not_present.clone(),
             ignored.clone(),
             disabled.clone(),
+            unserved,
         ])
         .await
         .unwrap();
@@ -216,6 +221,7 @@ async fn policies_skip_objects() {
             format!("ConfigMap/{ns}/disabled skipped"),
             format!("ConfigMap/{ns}/ignored skipped"),
             format!("ConfigMap/{ns}/once created"),
+            format!("Nothing/{ns}/off skipped"),
         ]
     );
     // As Flux: reconcile disabled in the manifests never creates the object either.

@@ -113,14 +113,22 @@ async fn failed_jobs_fail_fast_and_deleted_jobs_count_as_done() {
         error.to_string(),
         format!("failed early due to stalled resources: [Job/{ns}/once status: 'Failed']")
     );
-    // DisableFailFastBehavior: a failed object is waited on until the timeout.
+    // DisableFailFastBehavior: a failed object is waited on while anything else may still
+    // come round (ssa's "timeout when fail fast is disabled")...
     let patient = WaitOptions {
         fail_fast: false,
         ..quick(300)
     };
+    let progressing = cluster
+        .apply(&json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "progressing", "namespace": ns},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "progressing"}},
+                "template": {"metadata": {"labels": {"app": "progressing"}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}))
+        .await;
     let error = wait(
         &cluster.client,
-        &[ObjectRef::of(&job)],
+        &[ObjectRef::of(&job), ObjectRef::of(&progressing)],
         &CelChecks::default(),
         &patient,
     )
@@ -128,7 +136,31 @@ async fn failed_jobs_fail_fast_and_deleted_jobs_count_as_done() {
     .unwrap_err();
     assert_eq!(
         error.to_string(),
-        format!("timeout waiting for: [Job/{ns}/once status: 'Failed']")
+        format!(
+            "timeout waiting for: [Job/{ns}/once status: 'Failed', Deployment/{ns}/progressing status: 'InProgress']"
+        )
+    );
+    // ...but once all that is left has failed, the wait ends (ssa's "fail early when all
+    // resources are in terminal states").
+    let started = std::time::Instant::now();
+    let error = wait(
+        &cluster.client,
+        &[ObjectRef::of(&job)],
+        &CelChecks::default(),
+        &WaitOptions {
+            fail_fast: false,
+            ..quick(30_000)
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "before the timeout"
+    );
+    assert_eq!(
+        error.to_string(),
+        format!("failed early due to stalled resources: [Job/{ns}/once status: 'Failed']")
     );
     // A Job that sets ttlSecondsAfterFinished and is gone did its work; one that does not is
     // missing (as Flux's ExtractJobsWithTTL decides).

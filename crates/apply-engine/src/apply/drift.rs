@@ -31,10 +31,29 @@ pub fn comparable(object: &Value) -> Value {
     object
 }
 
-/// Whether `dry_run` (the server's answer to applying our object) differs from `live`.
+/// Whether `dry_run` (the server's answer to applying our object) differs from `live`, as
+/// ssa's `hasDrifted` judges it: labels, annotations, and everything outside metadata and
+/// status (an empty map is no map). A terminating object is not drift: applying it again
+/// would not stop its deletion.
 pub fn drifted(live: &Value, dry_run: &Value) -> bool {
-    dry_run.pointer("/metadata/deletionTimestamp").is_some()
-        || comparable(live) != comparable(dry_run)
+    let map = |object: &Value, field: &str| {
+        object
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_object)
+            .filter(|map| !map.is_empty())
+            .cloned()
+    };
+    let outside_metadata = |object: &Value| {
+        let mut object = object.clone();
+        if let Some(map) = object.as_object_mut() {
+            map.remove("metadata");
+            map.remove("status");
+        }
+        object
+    };
+    map(live, "labels") != map(dry_run, "labels")
+        || map(live, "annotations") != map(dry_run, "annotations")
+        || outside_metadata(live) != outside_metadata(dry_run)
 }
 
 /// Why a `spec.ignore` rule is invalid.
@@ -334,6 +353,16 @@ mod tests {
         assert!(!drifted(&live, &dry));
         let changed = json!({"metadata": {"name": "a"}, "data": {"x": "2"}});
         assert!(drifted(&live, &changed));
+        // ssa's hasDrifted: labels, annotations and what is outside metadata only.
+        let terminating = json!({"metadata": {"name": "a", "deletionTimestamp": "2026-11-28T00:00:00Z",
+            "finalizers": ["example.com/hold"], "labels": {}}, "data": {"x": "1"}});
+        assert!(!drifted(&live, &terminating), "terminating is not drift");
+        let relabelled =
+            json!({"metadata": {"name": "a", "labels": {"team": "b"}}, "data": {"x": "1"}});
+        assert!(drifted(&live, &relabelled));
+        let annotated =
+            json!({"metadata": {"name": "a", "annotations": {"note": "x"}}, "data": {"x": "1"}});
+        assert!(drifted(&live, &annotated));
     }
 
     #[test]

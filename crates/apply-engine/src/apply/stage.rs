@@ -221,6 +221,11 @@ impl Applier {
             };
             return Ok(Decided::no_write(reference, action));
         }
+        // As ssa: what the build opted out of is skipped before anything asks whether its
+        // kind is served (a disabled custom resource whose CRD is not installed is skipped).
+        if decide::skipped_as_built(&object) {
+            return Ok(Decided::no_write(ObjectRef::of(&object), Action::Skipped));
+        }
         let (api, reference) = match self.api_for(&mut object).await {
             Ok(found) => found,
             Err(ApplyError::UnknownKind { .. }) if mode == Mode::Plan => {
@@ -229,9 +234,6 @@ impl Applier {
             Err(error) => return Err(error),
         };
         let policy = ssa_policy(&object);
-        if decide::skipped_as_built(&object) {
-            return Ok(Decided::no_write(reference, Action::Skipped));
-        }
         let prefetched = match prefetched {
             Prefetched::Live(live) => Some(live),
             Prefetched::Unmoved(_) | Prefetched::Unread => None,
