@@ -147,6 +147,30 @@ async fn failed_deletions_survive_in_the_inventory() {
     assert_eq!(new, old, "the survivor stays for the next attempt");
 }
 
+/// An entry whose kind is no longer served (its CRD went first) is counted as settled, with
+/// nothing to delete and no error: it leaves the inventory (ssa fails the prune instead).
+#[tokio::test]
+async fn an_entry_of_a_kind_no_longer_served_leaves_the_inventory() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let gone = kustomize_controller::objects::ObjectRef {
+        api_version: "nothing.example.com/v1".into(),
+        kind: "Nothing".into(),
+        namespace: ns.clone(),
+        name: "left".into(),
+    };
+    let outcome = inventory::prune(&cluster.client, std::slice::from_ref(&gone), &owner()).await;
+    assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
+    assert!(outcome.survivors.is_empty());
+    let settled: Vec<String> = outcome
+        .settled
+        .changes
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(settled, [format!("Nothing/{ns}/left skipped")]);
+}
+
 /// Prune judges an object from the owned-object watch and deletes it only if unchanged since
 /// (a resourceVersion precondition). Changed by another manager meanwhile, it is read and
 /// judged again, not left behind with a failed reconciliation.
