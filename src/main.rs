@@ -568,10 +568,11 @@ async fn elect(
     if !args.enable_leader_election {
         return Election::Off;
     }
+    // controller-runtime's: the host name and a fresh UUID.
     let identity = format!(
         "{}_{}",
         std::env::var("HOSTNAME").unwrap_or_else(|_| "kustomize-controller".into()),
-        std::process::id()
+        kustomize_controller::logging::reconcile_id()
     );
     let lease = controller::leader::lease_name(args.watch_label_selector.as_deref());
     let election = controller::leader::LeaderElection::new(
@@ -596,12 +597,14 @@ async fn elect(
     }
     metrics.set_leader(&lease, true);
     tracing::info!(logger = "runtime", lock = %described, "Successfully acquired lease");
+    election.record_event("became leader").await;
     let holding = election.clone();
     let status = metrics.clone();
     let held = lease.clone();
     let renewing = tokio::spawn(async move {
         let lost = holding.hold().await;
         status.set_leader(&held, false);
+        holding.record_event("stopped leading").await;
         tracing::error!(logger = "setup", error = %lost, "problem running manager");
         std::process::exit(1);
     });
@@ -664,6 +667,7 @@ async fn give_up(
     } = leading;
     renewing.abort();
     metrics.set_leader(&lease, false);
+    election.record_event("stopped leading").await;
     if !release_on_cancel {
         return;
     }

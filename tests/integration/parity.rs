@@ -480,6 +480,11 @@ async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
     assert!(untouched, "no shard touched it: {:?}", unsharded.status);
     assert!(maps.get_opt("unsharded-config").await.unwrap().is_none());
 
+    // controller-runtime's identity: the host name and a UUID.
+    let leader = holder(SHARD1).await.unwrap_or_default();
+    let uuid = leader.rsplit('_').next().unwrap_or("");
+    assert_eq!(uuid.len(), 36, "{leader}");
+
     // SIGTERM: the first shard finishes and gives its Lease up; the second keeps its own.
     first.terminate();
     let status = tokio::time::timeout(Duration::from_secs(30), first.child.wait())
@@ -493,6 +498,34 @@ async fn two_shards_lead_on_their_own_leases_and_release_them_on_sigterm() {
         "released on SIGTERM"
     );
     assert!(holder(SHARD2).await.is_some_and(|h| !h.is_empty()));
+    // client-go's LeaseLock Events about the Lease, from the identity.
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(cluster.client.clone(), &ns);
+    let about_shard1: Vec<(String, String, String)> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(SHARD1))
+        .map(|e| {
+            (
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default(),
+                e.source.and_then(|s| s.component).unwrap_or_default(),
+            )
+        })
+        .collect();
+    for what in ["became leader", "stopped leading"] {
+        assert!(
+            about_shard1.contains(&(
+                "LeaderElection".to_string(),
+                format!("{leader} {what}"),
+                leader.clone()
+            )),
+            "{what}: {about_shard1:?}"
+        );
+    }
 }
 
 /// The gates that decide what the shipped binary watches: ExternalArtifact (off by default)

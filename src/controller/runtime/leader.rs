@@ -133,6 +133,39 @@ impl LeaderElection {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// client-go's `LeaseLock.RecordEvent`: a Normal `LeaderElection` Event about the Lease,
+    /// "<identity> became leader" or "<identity> stopped leading", from the identity as
+    /// controller-runtime's recorder names it. Best effort, as an Event is.
+    pub async fn record_event(&self, what: &str) {
+        let api: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(self.client.clone(), &self.namespace);
+        let lease = self.api().get_opt(&self.name).await.ok().flatten();
+        let meta = lease.map(|l| l.metadata).unwrap_or_default();
+        let now = Timestamp::now();
+        let nanos = now.as_nanosecond();
+        let time = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let event = json!({
+            "metadata": {"name": format!("{}.{nanos:x}", self.name), "namespace": self.namespace},
+            "involvedObject": {"kind": "Lease", "apiVersion": "coordination.k8s.io/v1",
+                "namespace": self.namespace, "name": self.name,
+                "uid": meta.uid, "resourceVersion": meta.resource_version},
+            "reason": "LeaderElection",
+            "message": format!("{} {what}", self.identity),
+            "type": "Normal",
+            "source": {"component": self.identity},
+            "reportingComponent": self.identity,
+            "reportingInstance": "",
+            "firstTimestamp": time, "lastTimestamp": time, "count": 1,
+        });
+        let created = match serde_json::from_value(event) {
+            Ok(event) => api.create(&PostParams::default(), &event).await.map(|_| ()),
+            Err(error) => Err(kube::Error::SerdeError(error)),
+        };
+        if let Err(error) = created {
+            tracing::debug!(logger = "runtime", error = %error, "recording the leader election event");
+        }
+    }
+
     /// `namespace/name`, as client-go describes the lock in its log.
     pub fn describe(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
