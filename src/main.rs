@@ -261,7 +261,14 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
             .location()
             .map(|l| format!("{}:{}", l.file(), l.line()))
             .unwrap_or_default();
-        tracing::error!(%panic, %location, "Observed a panic");
+        // As RUST_BACKTRACE asks (nothing is captured without it).
+        let backtrace = std::backtrace::Backtrace::capture();
+        match backtrace.status() {
+            std::backtrace::BacktraceStatus::Captured => {
+                tracing::error!(%panic, %location, stacktrace = %backtrace, "Observed a panic")
+            }
+            _ => tracing::error!(%panic, %location, "Observed a panic"),
+        }
     }));
     // As Flux: an unknown gate or a malformed value stops the controller before it starts.
     let gates = args
@@ -515,10 +522,11 @@ fn run_options(
         concurrent: args.concurrent,
         namespace: (!args.watch_all_namespaces).then(|| args.runtime_namespace.clone()),
         label_selector: args.watch_label_selector.clone(),
-        // An empty selector is Flux's `labels.Everything()`: every ConfigMap and Secret a
-        // Kustomization reads is watched.
+        // An empty selector turns the config watches off: they watch whole objects, and
+        // every Secret in scope would pass through the controller (Flux watches metadata
+        // only, and reads an empty selector as everything).
         watch_configs_label_selector: Some(args.watch_configs_label_selector.clone())
-            .filter(|_| !gates.enabled(Gate::DisableConfigWatchers)),
+            .filter(|s| !s.is_empty() && !gates.enabled(Gate::DisableConfigWatchers)),
     }
 }
 
@@ -597,14 +605,19 @@ async fn elect(
     }
     metrics.set_leader(&lease, true);
     tracing::info!(logger = "runtime", lock = %described, "Successfully acquired lease");
-    election.record_event("became leader").await;
+    // Best effort and never in the way of the renewals, as client-go's recorder.
+    tokio::spawn({
+        let election = election.clone();
+        async move { election.record_event("became leader").await }
+    });
     let holding = election.clone();
     let status = metrics.clone();
     let held = lease.clone();
     let renewing = tokio::spawn(async move {
         let lost = holding.hold().await;
         status.set_leader(&held, false);
-        holding.record_event("stopped leading").await;
+        // No Event here: another replica may lead already, so nothing may wait before the
+        // exit (the API server is likely what failed the renewal).
         tracing::error!(logger = "setup", error = %lost, "problem running manager");
         std::process::exit(1);
     });
@@ -667,7 +680,12 @@ async fn give_up(
     } = leading;
     renewing.abort();
     metrics.set_leader(&lease, false);
-    election.record_event("stopped leading").await;
+    // Bounded, so that a slow API server cannot hold the shutdown past the release.
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        election.record_event("stopped leading"),
+    )
+    .await;
     if !release_on_cancel {
         return;
     }

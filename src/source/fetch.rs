@@ -142,6 +142,17 @@ impl Digest {
     }
 }
 
+/// `url` without the password it may carry, as retryablehttp logs it.
+fn redacted(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("xxxxx"));
+            parsed.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// Download settings; the defaults are Flux's.
 #[derive(Clone, Debug)]
 pub struct FetcherOptions {
@@ -335,7 +346,7 @@ impl Fetcher {
     ) -> Result<Vec<u8>, Attempt> {
         let mut response = self.client.get(url).send().await.map_err(|error| {
             // fluxcd/pkg's archive fetcher logs each try that got no answer.
-            tracing::info!(error = %error, method = "GET", url = %url, "request failed");
+            tracing::info!(error = %error, method = "GET", url = %redacted(url), "request failed");
             Attempt::Failed(Failed {
                 answer: None,
                 permanent: retryable_http::is_permanent(&error),
@@ -501,6 +512,15 @@ mod tests {
             SourceError::from(DigestError::Empty).to_string(),
             "failed to verify archive: empty digest"
         );
+    }
+
+    #[test]
+    fn passwords_are_not_logged() {
+        assert_eq!(
+            redacted("https://user:hunter2@example.com/a.tar.gz"),
+            "https://user:xxxxx@example.com/a.tar.gz"
+        );
+        assert_eq!(redacted("http://a:1/x"), "http://a:1/x");
     }
 
     #[test]

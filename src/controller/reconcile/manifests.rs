@@ -321,7 +321,7 @@ fn is_local_relative_path(path: &str) -> bool {
     });
     let lower = path.to_lowercase();
     let absolute = Path::new(path).is_absolute()
-        || Path::new(lower.trim_start_matches("file://")).is_absolute();
+        || Path::new(lower.strip_prefix("file://").unwrap_or(&lower)).is_absolute();
     !remote && !absolute
 }
 

@@ -143,6 +143,10 @@ async fn reconcile_timed(object: &Kustomization, ctx: &Context) -> Result<Action
         Ok(result) => result,
         Err(panic) => {
             ctx.metrics.runtime.panicked();
+            // What the panicking run left behind is not trusted: its next build starts over.
+            if let Some(cache) = &ctx.options.build_cache {
+                cache.forget(&key);
+            }
             Err(ReconcileError::Panic(panic))
         }
     };

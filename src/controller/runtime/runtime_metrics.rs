@@ -254,12 +254,12 @@ impl ControllerRuntime {
         }
     }
 
-    /// A reconciliation ended with `result`.
     /// A reconciliation panicked (controller-runtime counts it before the error it becomes).
     pub fn panicked(&self) {
         self.panics.get_or_create(&controller()).inc();
     }
 
+    /// A reconciliation ended with `result`.
     pub fn finish(&self, started: Started, result: ReconcileResult) {
         let elapsed = started.at.elapsed().as_secs_f64();
         self.in_flight
@@ -467,6 +467,7 @@ mod tests {
             first,
             ReconcileResult::RequeueAfter(Duration::from_secs(600)),
         );
+        metrics.panicked();
         metrics.finish(second, ReconcileResult::Error);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
@@ -481,7 +482,8 @@ mod tests {
             "workqueue_retries_total{controller=\"kustomization\",name=\"kustomization\"} 2",
             "controller_runtime_reconcile_total{controller=\"kustomization\",result=\"success\"} 0",
             "controller_runtime_terminal_reconcile_errors_total{controller=\"kustomization\"} 0",
-            "controller_runtime_reconcile_panics_total{controller=\"kustomization\"} 0",
+            // The error was a panic, counted on its own as well.
+            "controller_runtime_reconcile_panics_total{controller=\"kustomization\"} 1",
             "workqueue_queue_duration_seconds_count{controller=\"kustomization\",name=\"kustomization\"} 2",
             "workqueue_depth{controller=\"kustomization\",name=\"kustomization\",priority=\"0\"} 0",
             "controller_runtime_reconcile_time_seconds_count{controller=\"kustomization\"} 2",

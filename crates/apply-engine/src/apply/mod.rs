@@ -304,21 +304,21 @@ fn api_error_parts(error: &kube::Error) -> (String, String, u16) {
 /// delete such an object and fail to create it again.
 fn is_immutable(error: &kube::Error) -> bool {
     static FLUX_PATTERNS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    static KUBERNETES_PATTERNS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let (reason, message, code) = api_error_parts(error);
     let flux_patterns = FLUX_PATTERNS
         .get_or_init(|| regex::Regex::new(r"is\simmutable|immutable\sfield").expect("valid"));
+    // Kubernetes' own, precisely: a policy's "hostPath volumes are forbidden." is no
+    // immutable field, and recreating its object would lose it.
+    let kubernetes_patterns = KUBERNETES_PATTERNS.get_or_init(|| {
+        regex::Regex::new(
+            r"may not change|may not be changed in an update|cannot change|updates to statefulset spec|updates to [a-z][a-zA-Z.]* are forbidden",
+        )
+        .expect("valid")
+    });
     let message = message.to_ascii_lowercase();
     flux_patterns.is_match(&message)
-        || ((code == 422 || reason == "Invalid")
-            && [
-                "may not change",
-                "may not be changed",
-                "cannot change",
-                "updates to statefulset spec",
-                "are forbidden.",
-            ]
-            .iter()
-            .any(|m| message.contains(m)))
+        || ((code == 422 || reason == "Invalid") && kubernetes_patterns.is_match(&message))
 }
 
 fn digest(object: &Value) -> String {
@@ -829,6 +829,24 @@ mod tests {
             "Job.batch \"x\" is invalid: spec.template: Invalid value: ...: field is immutable"
         )));
         assert!(!is_immutable(&status(422, "metadata.name: Required value")));
+        // Kubernetes' own wordings of a field that may not change, and a policy's refusal
+        // that only looks like one.
+        for (message, immutable) in [
+            (
+                "StorageClass.storage.k8s.io \"fast\" is invalid: parameters: Forbidden: updates to parameters are forbidden.",
+                true,
+            ),
+            (
+                "PriorityClass.scheduling.k8s.io \"high\" is invalid: value: Forbidden: may not be changed in an update.",
+                true,
+            ),
+            (
+                "pods \"x\" is forbidden: ValidatingAdmissionPolicy 'no-host-path' denied request: hostPath volumes are forbidden.",
+                false,
+            ),
+        ] {
+            assert_eq!(is_immutable(&status(422, message)), immutable, "{message}");
+        }
         // fluxcd/pkg ssa/errors TestIsImmutableError.
         let with = |code: u16, reason: &str, message: &str| {
             kube::Error::Api(Box::new(kube::core::Status {
