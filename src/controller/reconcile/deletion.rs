@@ -73,13 +73,7 @@ pub(crate) async fn finalize(object: &Kustomization, ctx: &Context) -> Result<()
     if let Some((event, said)) = outcome::finalized(&status, suspended, started.elapsed(), interval)
     {
         super::say(&said);
-        ctx.recorder.publish(
-            object,
-            event.type_,
-            event.reason,
-            &event.message,
-            &event.meta,
-        );
+        super::publish(ctx, object, &event);
     }
     Ok(())
 }

@@ -477,6 +477,26 @@ mod tests {
         serde_json::from_value(serde_json::Value::from(base)).unwrap()
     }
 
+    /// Builds `dir` as an artifact of its own, with `spec` and the post-build `variables`.
+    fn build_dir(
+        dir: &Path,
+        spec: &KustomizationSpec,
+        variables: &BTreeMap<String, String>,
+    ) -> Result<Vec<Value>, ManifestError> {
+        build(
+            dir,
+            dir,
+            &Inputs {
+                spec,
+                keys: None,
+                variables: Ok(variables),
+                remote: None,
+                strict_substitution: false,
+                limits: Default::default(),
+            },
+        )
+    }
+
     fn write(dir: &Path, name: &str, text: &str) {
         let path = dir.join(name);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -504,19 +524,7 @@ mod tests {
         let spec = spec(json!({"targetNamespace": "apps", "namePrefix": "p-",
             "patches": [{"patch": "- op: add\n  path: /data/extra\n  value: x\n", "target": {"kind": "ConfigMap"}}]}));
         let variables = BTreeMap::new();
-        let objects = build(
-            dir,
-            dir,
-            &Inputs {
-                spec: &spec,
-                keys: None,
-                variables: Ok(&variables),
-                remote: None,
-                strict_substitution: false,
-                limits: Default::default(),
-            },
-        )
-        .unwrap();
+        let objects = build_dir(dir, &spec, &variables).unwrap();
         let names: Vec<String> = objects
             .iter()
             .map(|o| {
@@ -591,39 +599,16 @@ mod tests {
             json!({"postBuild": {"substitute": {"region": "eu"}}, "components": ["missing"], "ignoreMissingComponents": true}),
         );
         let variables: BTreeMap<String, String> = [("region".to_string(), "eu".to_string())].into();
-        let objects = build(
-            dir,
-            dir,
-            &Inputs {
-                spec: &spec_with,
-                keys: None,
-                variables: Ok(&variables),
-                remote: None,
-                strict_substitution: false,
-                limits: Default::default(),
-            },
-        )
-        .unwrap();
+        let objects = build_dir(dir, &spec_with, &variables).unwrap();
         assert_eq!(objects[0]["data"], json!({"env": "dev", "region": "eu"}));
 
         let outcome = |components: Value, ignore: bool| {
             // Each build writes its overrides into the file: start from the artifact's.
             write(dir, "kustomization.yaml", "resources:\n- cm.yaml\n");
             let spec = spec(json!({"components": components, "ignoreMissingComponents": ignore}));
-            build(
-                dir,
-                dir,
-                &Inputs {
-                    spec: &spec,
-                    keys: None,
-                    variables: Ok(&variables),
-                    remote: None,
-                    strict_substitution: false,
-                    limits: Default::default(),
-                },
-            )
-            .map(|objects| objects.len())
-            .map_err(|error| error.to_string())
+            build_dir(dir, &spec, &variables)
+                .map(|objects| objects.len())
+                .map_err(|error| error.to_string())
         };
         // A missing one is left for kustomize to name, unless ignored.
         let missing = outcome(json!(["nope"]), false).unwrap_err();
@@ -710,19 +695,7 @@ mod tests {
             {"name": "cache", "newTag": "7"},
         ]}));
         let variables = BTreeMap::new();
-        let objects = build(
-            dir,
-            dir,
-            &Inputs {
-                spec: &spec,
-                keys: None,
-                variables: Ok(&variables),
-                remote: None,
-                strict_substitution: false,
-                limits: Default::default(),
-            },
-        )
-        .unwrap();
+        let objects = build_dir(dir, &spec, &variables).unwrap();
         let images: Vec<&str> = objects[0]["spec"]["template"]["spec"]["containers"]
             .as_array()
             .unwrap()
@@ -742,7 +715,7 @@ mod tests {
     /// one with nothing to build builds nothing.
     #[test]
     fn the_artifacts_kustomization_is_read_as_fluxs_generator_reads_it() {
-        let build_dir = |kustomization: &str, spec: KustomizationSpec| {
+        let build_tree = |kustomization: &str, spec: KustomizationSpec| {
             let root = tempfile::tempdir().unwrap();
             write(root.path(), "kustomization.yaml", kustomization);
             write(
@@ -751,25 +724,14 @@ mod tests {
                 "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: listed\n",
             );
             let variables = BTreeMap::new();
-            build(
-                root.path(),
-                root.path(),
-                &Inputs {
-                    spec: &spec,
-                    keys: None,
-                    variables: Ok(&variables),
-                    remote: None,
-                    strict_substitution: false,
-                    limits: Default::default(),
-                },
-            )
+            build_dir(root.path(), &spec, &variables)
         };
         let origin = |object: &Value| {
             object["metadata"]["annotations"]["config.kubernetes.io/origin"]
                 .as_str()
                 .map(str::to_string)
         };
-        let generated = build_dir(
+        let generated = build_tree(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnotAField: x\nconfigMapGenerator:\n- name: settings\n  literals: [a=b]\n  typo: true\n",
             spec(json!({})),
         )
@@ -781,7 +743,7 @@ mod tests {
                 "configuredIn: kustomization.yaml\nconfiguredBy:\n  apiVersion: builtin\n  kind: ConfigMapGenerator\n"
             )
         );
-        let asked_otherwise = build_dir(
+        let asked_otherwise = build_tree(
             "configMapGenerator:\n- name: settings\n  literals: [a=b]\n",
             spec(json!({"buildMetadata": ["transformerAnnotations"]})),
         )
@@ -791,13 +753,13 @@ mod tests {
             None,
             "the spec's buildMetadata wins"
         );
-        let listed = build_dir("Resources:\n- cm.yaml\n", spec(json!({}))).unwrap();
+        let listed = build_tree("Resources:\n- cm.yaml\n", spec(json!({}))).unwrap();
         assert_eq!(
             origin(&listed[0]),
             None,
             "resources listed: nothing recorded"
         );
-        let nothing = build_dir(
+        let nothing = build_tree(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n",
             spec(json!({})),
         )

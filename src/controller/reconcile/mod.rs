@@ -208,6 +208,17 @@ pub fn error_policy(
 }
 
 /// Writes the line a reconciliation ends with.
+/// Records an outcome's event about the Kustomization.
+pub(super) fn publish(ctx: &Context, object: &Kustomization, event: &outcome::Event) {
+    ctx.recorder.publish(
+        object,
+        event.type_,
+        event.reason,
+        &event.message,
+        &event.meta,
+    );
+}
+
 pub(super) fn say(said: &outcome::Said) {
     match said {
         outcome::Said::Finished { message, revision } => {
@@ -334,13 +345,7 @@ async fn reconcile_live(
     pending.write(ctx, object, &conclusion.status).await?;
     say(&conclusion.said);
     if let Some(event) = &conclusion.event {
-        ctx.recorder.publish(
-            object,
-            event.type_,
-            event.reason,
-            &event.message,
-            &event.meta,
-        );
+        publish(ctx, object, event);
     }
     if run_again {
         // A source event came while this run started, and it may have read the older revision.
