@@ -27,10 +27,17 @@ pub async fn prune_with(
     for reference in stale {
         let api = match kinds.api(client, reference).await {
             Ok(api) => api,
-            // The kind is no longer served (its CRD went first): nothing is left to delete.
+            // Not at this version: the object may live on at another the CRD still serves
+            // (it dropped the one recorded); with no version left (its CRD went first)
+            // nothing is left to delete.
             Err(KindError::NotServed) => {
-                outcome.skip(reference);
-                continue;
+                match kinds.api_at_another_version(client, reference).await {
+                    Some(api) => api,
+                    None => {
+                        outcome.skip(reference);
+                        continue;
+                    }
+                }
             }
             // Anything else may be passing (an aggregated API down): try again next time.
             Err(KindError::Api(error)) => {

@@ -171,6 +171,56 @@ async fn an_entry_of_a_kind_no_longer_served_leaves_the_inventory() {
     assert_eq!(settled, [format!("Nothing/{ns}/left skipped")]);
 }
 
+/// An entry recorded at a version its CRD no longer serves is pruned at the version the
+/// group serves now: the object lives on there and would otherwise be left behind.
+#[tokio::test]
+async fn an_entry_at_a_version_no_longer_served_is_pruned_at_the_served_one() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let group = format!("{}.example.com", crate::support::cluster::unique("moved"));
+    let version = |name: &str, served: bool, storage: bool| {
+        json!({"name": name, "served": served, "storage": storage,
+            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+    };
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gadgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+            "versions": [version("v1beta1", false, false), version("v1", true, true)]},
+    }))
+    .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client.clone());
+    crds.create(&Default::default(), &crd).await.unwrap();
+    crate::support::cluster::wait_until_served(&cluster.client, &crd).await;
+    crate::support::cluster::wait_until_discovered(&cluster.client, &crd).await;
+    let gadget = json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget",
+        "metadata": {"name": "moved", "namespace": ns}});
+    applier(&cluster)
+        .apply_all(vec![gadget.clone()])
+        .await
+        .unwrap();
+    let recorded = kustomize_controller::objects::ObjectRef {
+        api_version: format!("{group}/v1beta1"),
+        kind: "Gadget".into(),
+        namespace: ns.clone(),
+        name: "moved".into(),
+    };
+    let outcome =
+        inventory::prune(&cluster.client, std::slice::from_ref(&recorded), &owner()).await;
+    assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
+    assert_eq!(deleted(&outcome), [format!("Gadget/{ns}/moved deleted")]);
+    let gone = wait_for(std::time::Duration::from_secs(30), || async {
+        (!exists(&cluster, &gadget).await).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "deleted at v1");
+    crds.delete(&format!("gadgets.{group}"), &Default::default())
+        .await
+        .unwrap();
+}
+
 /// Prune judges an object from the owned-object watch and deletes it only if unchanged since
 /// (a resourceVersion precondition). Changed by another manager meanwhile, it is read and
 /// judged again, not left behind with a failed reconciliation.

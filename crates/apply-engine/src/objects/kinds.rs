@@ -78,6 +78,27 @@ impl KindCache {
 }
 
 impl KindCache {
+    /// The dynamic API of `object`'s kind at the version its group now prefers, for an object
+    /// recorded at a version the server no longer serves (a CRD that dropped it): the object
+    /// itself may live on at another. None when the group serves the kind at no version.
+    pub async fn api_at_another_version(
+        &self,
+        client: &kube::Client,
+        object: &ObjectRef,
+    ) -> Option<Api<DynamicObject>> {
+        let group = object.group();
+        if group.is_empty() {
+            return None;
+        }
+        let discovered = kube::discovery::group(client, group).await.ok()?;
+        let (resource, capabilities) = discovered.recommended_kind(&object.kind)?;
+        Some(if capabilities.scope == Scope::Namespaced {
+            Api::namespaced_with(client.clone(), &object.namespace, &resource)
+        } else {
+            Api::all_with(client.clone(), &resource)
+        })
+    }
+
     /// Forgets every kind, so that kinds served by new or changed CRDs are discovered afresh.
     pub fn clear(&self) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
