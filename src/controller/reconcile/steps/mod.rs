@@ -443,11 +443,16 @@ async fn keep_partially_applied(
 /// Kustomization that applies itself, as Flux bootstrap does: it is Reconciling while it
 /// waits), else `spec.healthChecks`. An entry without apiVersion takes it from the applied
 /// object of that kind and name, else Flux's default, `apps/v1`.
-pub(crate) fn health_targets(object: &Kustomization, changes: &ChangeSet) -> Vec<ObjectRef> {
+#[cfg(test)]
+fn health_targets(object: &Kustomization, changes: &ChangeSet) -> Vec<ObjectRef> {
+    without_itself(object, requested_health_targets(object, changes))
+}
+
+/// What `wait` or `healthChecks` ask to check, the Kustomization itself included.
+fn requested_health_targets(object: &Kustomization, changes: &ChangeSet) -> Vec<ObjectRef> {
     let namespace = object.metadata.namespace.clone().unwrap_or_default();
-    let name = object.metadata.name.clone().unwrap_or_default();
     let spec = &object.spec;
-    let targets: Vec<ObjectRef> = if spec.wait == Some(true) {
+    if spec.wait == Some(true) {
         changes
             .changes
             .iter()
@@ -477,8 +482,14 @@ pub(crate) fn health_targets(object: &Kustomization, changes: &ChangeSet) -> Vec
                 }
             })
             .collect()
-    };
-    // As Flux, never itself, from `wait` or `healthChecks`: it would wait on its own outcome.
+    }
+}
+
+/// As Flux, never the Kustomization itself, from `wait` or `healthChecks`: it would wait on
+/// its own outcome.
+fn without_itself(object: &Kustomization, targets: Vec<ObjectRef>) -> Vec<ObjectRef> {
+    let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
+    let name = object.metadata.name.as_deref().unwrap_or_default();
     targets
         .into_iter()
         .filter(|t| !(t.kind == "Kustomization" && t.namespace == namespace && t.name == name))
@@ -498,11 +509,14 @@ pub(crate) async fn health(
     jobs_with_ttl: std::collections::BTreeSet<crate::objects::ObjectRef>,
 ) -> Result<Option<String>, StepError> {
     let (object, ctx) = (progress.object, progress.ctx);
-    let checks = health_targets(object, changes);
-    if checks.is_empty() {
+    // As Flux: Healthy goes only when nothing was asked; asked for itself alone, the
+    // Kustomization passes an empty check.
+    let requested = requested_health_targets(object, changes);
+    if requested.is_empty() {
         crate::controller::status::remove(status, crate::controller::status::HEALTHY);
         return Ok(None);
     }
+    let checks = without_itself(object, requested);
     let timeout = timeout_of(&object.spec);
     // Health checks can take up to the timeout: say so in the status meanwhile, as Flux.
     progress
@@ -682,6 +696,13 @@ mod tests {
             names(&health_targets(&object, &applied())),
             ["Kustomization/flux-system/other"]
         );
+        // Asked for itself alone: something was asked (Healthy is kept), nothing is checked.
+        let alone = kustomization(json!({"healthChecks": [
+            {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "name": "apps", "namespace": "flux-system"},
+        ]}));
+        assert_eq!(requested_health_targets(&alone, &applied()).len(), 1);
+        assert!(health_targets(&alone, &applied()).is_empty());
     }
 
     #[test]
