@@ -71,6 +71,15 @@ pub enum ApplyError {
     },
     #[error("{subject} apply failed: {message}")]
     Apply { subject: String, message: String },
+    /// A write around the apply failed, in fluxcd/pkg/ssa's words for it (`failed to migrate
+    /// API version`, `metadata.managedFields cleanup failed`, `immutable field detected,
+    /// failed to delete object`).
+    #[error("{subject} {step}: {message}")]
+    Step {
+        subject: String,
+        step: &'static str,
+        message: String,
+    },
     #[error("{subject}: {message}")]
     Invalid { subject: String, message: String },
     /// The kind is not served (its CRD is missing): fluxcd/pkg/ssa's DryRunErr around the
@@ -847,6 +856,20 @@ mod tests {
         ] {
             assert_eq!(is_immutable(&status(422, message)), immutable, "{message}");
         }
+        // fluxcd/pkg/ssa's words for the writes around an apply.
+        let step = |step| ApplyError::Step {
+            subject: "ConfigMap/apps/x".into(),
+            step,
+            message: "refused".into(),
+        };
+        assert_eq!(
+            step("immutable field detected, failed to delete object").to_string(),
+            "ConfigMap/apps/x immutable field detected, failed to delete object: refused"
+        );
+        assert_eq!(
+            step("metadata.managedFields cleanup failed").to_string(),
+            "ConfigMap/apps/x metadata.managedFields cleanup failed: refused"
+        );
         // fluxcd/pkg ssa/errors TestIsImmutableError.
         let with = |code: u16, reason: &str, message: &str| {
             kube::Error::Api(Box::new(kube::core::Status {

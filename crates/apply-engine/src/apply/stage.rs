@@ -273,7 +273,9 @@ impl Applier {
             && self.options.migrate_api_version
             && let Some(patch) = drift::migration_patch(&live, &reference.api_version)
         {
-            live = self.patch_json(&api, &reference, patch).await?;
+            live = self
+                .patch_json(&api, &reference, patch, "failed to migrate API version")
+                .await?;
             migrated = true;
         }
         let applied_digest = digest(&object);
@@ -557,20 +559,29 @@ impl Applier {
             return self.recreate(&api, &reference, &object).await;
         }
         if let Some(patch) = takeover {
-            self.patch_json(&api, &reference, patch).await?;
+            self.patch_json(
+                &api,
+                &reference,
+                patch,
+                "metadata.managedFields cleanup failed",
+            )
+            .await?;
         }
         self.write(&api, &reference, &object, digest).await
     }
 
-    /// Sends a JSON patch of the live object's metadata; the patched object comes back.
+    /// Sends a JSON patch of the live object's metadata; the patched object comes back. A
+    /// failure is named as the `step` it was for.
     async fn patch_json(
         &self,
         api: &Api<DynamicObject>,
         reference: &ObjectRef,
         patch: Value,
+        step: &'static str,
     ) -> Result<Value, ApplyError> {
-        let failure = |message: String| ApplyError::Apply {
+        let failure = |message: String| ApplyError::Step {
             subject: reference.to_string(),
+            step,
             message,
         };
         let patch = serde_json::from_value(patch).map_err(|e| failure(e.to_string()))?;
@@ -623,29 +634,30 @@ impl Applier {
         object: &Value,
     ) -> Result<(), ApplyError> {
         let subject = reference.to_string();
-        let failure = |error: kube::Error| ApplyError::Apply {
+        let failure = |step: &'static str, message: String| ApplyError::Step {
             subject: subject.clone(),
-            message: api_error_parts(&error).1,
+            step,
+            message,
         };
+        const DELETE: &str = "immutable field detected, failed to delete object";
+        const WAIT: &str = "immutable field detected, failed to wait for object to be deleted";
         match api
             .delete(&reference.name, &DeleteParams::background())
             .await
         {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(error) => return Err(failure(error)),
+            Err(error) => return Err(failure(DELETE, api_error_parts(&error).1)),
         }
         let deadline = tokio::time::Instant::now() + self.options.wait_timeout;
         while api
             .get_opt(&reference.name)
             .await
-            .map_err(&failure)?
+            .map_err(|error| failure(WAIT, api_error_parts(&error).1))?
             .is_some()
         {
             if tokio::time::Instant::now() >= deadline {
-                return Err(ApplyError::WaitTimeout(vec![format!(
-                    "{subject} to be deleted"
-                )]));
+                return Err(failure(WAIT, "context deadline exceeded".into()));
             }
             tokio::time::sleep(self.options.poll_interval.min(Duration::from_millis(200))).await;
         }
