@@ -18,8 +18,7 @@ pub use kinds::{KindCache, KindError, Served};
 pub use owned::{FOLLOW_UP_WINDOW, OwnedObjects, Owning, Seen, WatchReporter};
 pub use policy::{
     FORCE_ANNOTATION, NAME_LABEL, NAMESPACE_LABEL, Owner, PRUNE_ANNOTATION, RECONCILE_ANNOTATION,
-    SSA_ANNOTATION, SsaPolicy, force_enabled, metadata_value, prune_disabled, reconcile_disabled,
-    ssa_policy,
+    SSA_ANNOTATION, SsaPolicy, force_enabled, prune_disabled, reconcile_disabled, ssa_policy,
 };
 
 /// What happened to one object.

@@ -24,32 +24,33 @@ pub enum SsaPolicy {
     Ignore,
 }
 
-/// The value of a label or annotation, compared case-insensitively as Flux does.
-pub fn metadata_value<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
-    let metadata = object.get("metadata")?;
-    ["annotations", "labels"].into_iter().find_map(|map| {
+/// Whether the label or the annotation `key` has `value`, in any case: ssa's `AnyInMetadata`,
+/// which looks at both.
+fn has_value(object: &Value, key: &str, value: &str) -> bool {
+    let Some(metadata) = object.get("metadata") else {
+        return false;
+    };
+    ["annotations", "labels"].into_iter().any(|map| {
         metadata
             .get(map)
             .and_then(Value::as_object)
             .and_then(|m| m.get(key))
             .and_then(Value::as_str)
+            .is_some_and(|v| v.eq_ignore_ascii_case(value))
     })
 }
 
-fn has_value(object: &Value, key: &str, value: &str) -> bool {
-    metadata_value(object, key).is_some_and(|v| v.eq_ignore_ascii_case(value))
-}
-
+/// The `ssa` policy, as Flux's selectors find it (in label or annotation) and in the order
+/// ssa consults them: Ignore (an exclusion), then IfNotPresent, then Merge.
 pub fn ssa_policy(object: &Value) -> SsaPolicy {
-    match metadata_value(object, SSA_ANNOTATION)
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("merge") => SsaPolicy::Merge,
-        Some("ifnotpresent") => SsaPolicy::IfNotPresent,
-        Some("ignore") => SsaPolicy::Ignore,
-        _ => SsaPolicy::Override,
-    }
+    [
+        ("ignore", SsaPolicy::Ignore),
+        ("ifnotpresent", SsaPolicy::IfNotPresent),
+        ("merge", SsaPolicy::Merge),
+    ]
+    .into_iter()
+    .find(|(value, _)| has_value(object, SSA_ANNOTATION, value))
+    .map_or(SsaPolicy::Override, |(_, policy)| policy)
 }
 
 pub fn reconcile_disabled(object: &Value) -> bool {
@@ -103,5 +104,10 @@ mod tests {
             ssa_policy(&json!({"metadata": {"labels": {SSA_ANNOTATION: "merge"}}})),
             SsaPolicy::Merge
         );
+        // ssa's AnyInMetadata: the label counts beside an annotation that says otherwise.
+        let both = json!({"metadata": {"annotations": {SSA_ANNOTATION: "Override", PRUNE_ANNOTATION: "enabled"},
+            "labels": {SSA_ANNOTATION: "IfNotPresent", PRUNE_ANNOTATION: "disabled"}}});
+        assert_eq!(ssa_policy(&both), SsaPolicy::IfNotPresent);
+        assert!(prune_disabled(&both));
     }
 }
