@@ -522,11 +522,10 @@ fn run_options(
         concurrent: args.concurrent,
         namespace: (!args.watch_all_namespaces).then(|| args.runtime_namespace.clone()),
         label_selector: args.watch_label_selector.clone(),
-        // An empty selector turns the config watches off: they watch whole objects, and
-        // every Secret in scope would pass through the controller (Flux watches metadata
-        // only, and reads an empty selector as everything).
+        // An empty selector is Flux's `labels.Everything()`: the metadata of every ConfigMap
+        // and Secret in scope is watched, and those a Kustomization reads trigger it.
         watch_configs_label_selector: Some(args.watch_configs_label_selector.clone())
-            .filter(|s| !s.is_empty() && !gates.enabled(Gate::DisableConfigWatchers)),
+            .filter(|_| !gates.enabled(Gate::DisableConfigWatchers)),
     }
 }
 

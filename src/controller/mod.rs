@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::Config as ControllerConfig;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
@@ -582,9 +582,10 @@ fn watch_configs(
     };
     let scope = namespace.map(str::to_string);
     let store = reader.clone();
+    // Metadata only, as Flux's `WatchesMetadata`: what changed, never a Secret's data.
     let changed = touched(watch::watch(
         client,
-        watch::scoped::<ConfigMap>(scope.clone()),
+        watch::scoped::<PartialObjectMeta<ConfigMap>>(scope.clone()),
         config("ConfigMap"),
         health.clone(),
     ));
@@ -605,7 +606,7 @@ fn watch_configs(
     let store = reader.clone();
     let changed = touched(watch::watch(
         client,
-        watch::scoped::<Secret>(scope),
+        watch::scoped::<PartialObjectMeta<Secret>>(scope),
         config("Secret"),
         health.clone(),
     ));

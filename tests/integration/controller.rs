@@ -1214,6 +1214,43 @@ async fn watched_config_maps_trigger_reconciliation() {
     );
 }
 
+/// An empty `--watch-configs-label-selector` is Flux's `labels.Everything()`: a ConfigMap a
+/// Kustomization reads triggers it without any label (its metadata is all that is watched).
+#[tokio::test]
+async fn an_empty_config_selector_watches_every_config_a_kustomization_reads() {
+    let harness = Harness::start_with(|options| {
+        options.watch_configs_label_selector = Some(String::new());
+    })
+    .await;
+    let ns = harness.cluster.namespace.clone();
+    let artifact = harness.publish_files("vars", "main@sha1:f01f", &[("cm.yaml", CONFIG_MAP)]);
+    harness.source("repo", &artifact).await;
+    let vars = |greeting: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "vars", "namespace": ns}, "data": {"greeting": greeting}})
+    };
+    harness.cluster.apply(&vars("hi")).await;
+    harness
+        .create_kustomization(
+            "unlabelled",
+            json!({"postBuild": {"substituteFrom": [{"kind": "ConfigMap", "name": "vars"}]}}),
+        )
+        .await;
+    harness
+        .wait_ready("unlabelled", "True", "ReconciliationSucceeded")
+        .await;
+    harness.cluster.apply(&vars("bye")).await;
+    let updated = wait_for(Duration::from_secs(30), || async {
+        let settings = harness.config_maps().get("settings").await.ok()?;
+        (settings.data?.get("greeting").map(String::as_str) == Some("bye")).then_some(())
+    })
+    .await;
+    assert!(
+        updated.is_some(),
+        "the unlabelled ConfigMap's change ran it"
+    );
+}
+
 #[tokio::test]
 async fn cross_namespace_references_can_be_blocked() {
     let harness =
