@@ -483,6 +483,16 @@ mod tests {
         spec: &KustomizationSpec,
         variables: &BTreeMap<String, String>,
     ) -> Result<Vec<Value>, ManifestError> {
+        build_dir_strictly(dir, spec, variables, false)
+    }
+
+    /// [`build_dir`], substituting strictly or not.
+    fn build_dir_strictly(
+        dir: &Path,
+        spec: &KustomizationSpec,
+        variables: &BTreeMap<String, String>,
+        strict_substitution: bool,
+    ) -> Result<Vec<Value>, ManifestError> {
         build(
             dir,
             dir,
@@ -491,7 +501,7 @@ mod tests {
                 keys: None,
                 variables: Ok(variables),
                 remote: None,
-                strict_substitution: false,
+                strict_substitution,
                 limits: Default::default(),
             },
         )
@@ -638,21 +648,8 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path();
         write(dir, "kustomization.yaml", "resources:\n- all.yaml\n");
-        let inputs = |spec: &KustomizationSpec| -> Result<Vec<Value>, ManifestError> {
-            let variables = BTreeMap::new();
-            build(
-                dir,
-                dir,
-                &Inputs {
-                    spec,
-                    keys: None,
-                    variables: Ok(&variables),
-                    remote: None,
-                    strict_substitution: true,
-                    limits: Default::default(),
-                },
-            )
-        };
+        let inputs =
+            |spec: &KustomizationSpec| build_dir_strictly(dir, spec, &BTreeMap::new(), true);
         let empty = spec(json!({}));
         write(
             dir,

@@ -73,7 +73,8 @@ pub fn check_timing(
     if lease_duration <= renew_deadline {
         return Err(TimingError::LeaseNotAfterRenew);
     }
-    if renew_deadline <= retry_period.mul_f64(1.2) {
+    // In floating seconds: `Duration::mul_f64` panics on a product out of range.
+    if renew_deadline.as_secs_f64() <= retry_period.as_secs_f64() * 1.2 {
         return Err(TimingError::RenewNotAfterRetries);
     }
     if lease_duration.is_zero() {
@@ -320,6 +321,12 @@ mod tests {
             (s(35), s(6), s(5), TimingError::RenewNotAfterRetries),
             (s(35), s(30), s(0), TimingError::NoRetryPeriod),
         ];
+        let huge = Duration::from_secs(u64::MAX);
+        assert_eq!(
+            check_timing(huge, s(30), huge),
+            Err(TimingError::RenewNotAfterRetries),
+            "out of range is refused, not a panic"
+        );
         for (lease, renew, retry, expected) in refused {
             assert_eq!(check_timing(lease, renew, retry), Err(expected));
         }

@@ -38,22 +38,28 @@ pub fn comparable(object: &Value) -> Value {
 pub fn drifted(live: &Value, dry_run: &Value) -> bool {
     let map = |object: &Value, field: &str| {
         object
-            .pointer(&format!("/metadata/{field}"))
+            .get("metadata")
+            .and_then(|metadata| metadata.get(field))
             .and_then(Value::as_object)
             .filter(|map| !map.is_empty())
             .cloned()
     };
-    let outside_metadata = |object: &Value| {
-        let mut object = object.clone();
-        if let Some(map) = object.as_object_mut() {
-            map.remove("metadata");
-            map.remove("status");
-        }
-        object
-    };
     map(live, "labels") != map(dry_run, "labels")
         || map(live, "annotations") != map(dry_run, "annotations")
-        || outside_metadata(live) != outside_metadata(dry_run)
+        || !same_outside_metadata(live, dry_run)
+}
+
+/// Whether two objects agree on every field but `metadata` and `status`, compared in place
+/// (this runs for every object of every reconciliation).
+fn same_outside_metadata(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let compared = |key: &String| key != "metadata" && key != "status";
+    a.keys().filter(|k| compared(k)).count() == b.keys().filter(|k| compared(k)).count()
+        && a.iter()
+            .filter(|(k, _)| compared(k))
+            .all(|(k, v)| b.get(k) == Some(v))
 }
 
 /// Why a `spec.ignore` rule is invalid.
@@ -363,6 +369,9 @@ mod tests {
         let annotated =
             json!({"metadata": {"name": "a", "annotations": {"note": "x"}}, "data": {"x": "1"}});
         assert!(drifted(&live, &annotated));
+        let extended = json!({"metadata": {"name": "a"}, "data": {"x": "1"}, "binaryData": {}});
+        assert!(drifted(&live, &extended), "a field the live object lacks");
+        assert!(drifted(&extended, &live), "a field the dry-run lacks");
     }
 
     #[test]

@@ -88,11 +88,13 @@ pub fn stages(objects: Vec<Value>, custom_kinds: &[String]) -> Vec<(Stage, Vec<V
     staged
 }
 
-/// Where an object comes in ssa's order ([`apply_order`]).
+/// Where an object comes in ssa's order ([`apply_order`]); no allocation, as a sort asks it
+/// for every comparison.
 fn order_of(object: &Value) -> (usize, &str, &str, &str, &str) {
     let metadata = |field: &str| {
         object
-            .pointer(&format!("/metadata/{field}"))
+            .get("metadata")
+            .and_then(|metadata| metadata.get(field))
             .and_then(Value::as_str)
             .unwrap_or("")
     };
