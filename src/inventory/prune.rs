@@ -10,21 +10,25 @@ use crate::objects::{
 
 /// Deletes stale objects that are still ours.
 pub async fn prune(client: &kube::Client, stale: &[ObjectRef], owner: &Owner) -> PruneOutcome {
-    prune_with(client, &KindCache::default(), None, stale, owner).await
+    prune_with(client, &KindCache::default(), None, stale, &[], owner).await
 }
 
 /// [`prune`] with discovery results shared with other callers and, for this cluster, the
 /// owned-object watches: an object they hold is judged from them and deleted only if it has
-/// not changed since (a resourceVersion precondition); any other is read first.
+/// not changed since (a resourceVersion precondition); any other is read first. A stale
+/// entry that names, in another namespace, an object of a cluster-scoped kind that `kept`
+/// (the new inventory) or an earlier stale entry holds is the same object, and is passed
+/// over (see [`same_cluster_scoped_object`]).
 pub async fn prune_with(
     client: &kube::Client,
     kinds: &KindCache,
     owned: Option<&OwnedObjects>,
     stale: &[ObjectRef],
+    kept: &[ObjectRef],
     owner: &Owner,
 ) -> PruneOutcome {
     let mut outcome = PruneOutcome::default();
-    for reference in stale {
+    for (index, reference) in stale.iter().enumerate() {
         let api = match kinds.api(client, reference).await {
             Ok(api) => api,
             // Not at this version: the object may live on at another the CRD still serves
@@ -49,6 +53,16 @@ pub async fn prune_with(
                 continue;
             }
         };
+        // Kept, or settled already under an earlier entry.
+        if let Ok(served) = kinds.served(client, reference).await
+            && !served.namespaced
+            && kept
+                .iter()
+                .chain(&stale[..index])
+                .any(|entry| same_cluster_scoped_object(entry, reference))
+        {
+            continue;
+        }
         let watched = match owned {
             Some(owned) => match kinds.served(client, reference).await {
                 Ok(served) => {
@@ -90,6 +104,16 @@ pub async fn prune_with(
         });
     }
     outcome
+}
+
+/// Whether two inventory entries of a cluster-scoped kind name one object: the same group,
+/// kind and name, whatever namespace each records. kustomize gives the custom resources of a
+/// cluster-scoped kind the kustomization's namespace (it cannot know their scope), the API
+/// server ignores it, and an inventory keyed as ssa keys skipped objects (Flux's: as built)
+/// records such an object with it while an applied one is recorded without; deleting the
+/// entry left behind would delete the object just applied or skipped.
+fn same_cluster_scoped_object(a: &ObjectRef, b: &ObjectRef) -> bool {
+    a.group() == b.group() && a.kind == b.kind && a.name == b.name
 }
 
 impl PruneOutcome {
@@ -250,6 +274,33 @@ mod tests {
         ];
         for (live, want) in rows {
             assert_eq!(judge(&live, &owner), want, "{live}");
+        }
+    }
+
+    /// One cluster-scoped object whatever namespace or version each entry records; another
+    /// group, kind or name is another object.
+    #[test]
+    fn cluster_scoped_entries_name_one_object_by_group_kind_and_name() {
+        let entry = |api_version: &str, kind: &str, namespace: &str, name: &str| ObjectRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        let applied = entry("example.com/v1", "Dial", "", "dial");
+        let rows = [
+            (entry("example.com/v1", "Dial", "apps", "dial"), true),
+            (entry("example.com/v1beta1", "Dial", "apps", "dial"), true),
+            (entry("other.com/v1", "Dial", "apps", "dial"), false),
+            (entry("example.com/v1", "Knob", "apps", "dial"), false),
+            (entry("example.com/v1", "Dial", "apps", "knob"), false),
+        ];
+        for (recorded, same) in rows {
+            assert_eq!(
+                same_cluster_scoped_object(&applied, &recorded),
+                same,
+                "{recorded}"
+            );
         }
     }
 }

@@ -2,6 +2,7 @@
 //! they are still ours and not opted out; failed deletions survive; large inventories spill
 //! into a companion Secret.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kustomize_controller::apply::{AppliedCache, Applier, ApplyOptions, IgnoreRules};
 use kustomize_controller::inventory::{
@@ -175,26 +176,16 @@ async fn an_entry_of_a_kind_no_longer_served_leaves_the_inventory() {
 /// group serves now: the object lives on there and would otherwise be left behind.
 #[tokio::test]
 async fn an_entry_at_a_version_no_longer_served_is_pruned_at_the_served_one() {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let cluster = TestCluster::start().await;
     let ns = &cluster.namespace;
-    let group = format!("{}.example.com", crate::support::cluster::unique("moved"));
-    let version = |name: &str, served: bool, storage: bool| {
-        json!({"name": name, "served": served, "storage": storage,
-            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
-    };
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("gadgets.{group}")},
-        "spec": {"group": group, "scope": "Namespaced",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
-            "versions": [version("v1beta1", false, false), version("v1", true, true)]},
-    }))
-    .unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client.clone());
-    crds.create(&Default::default(), &crd).await.unwrap();
-    crate::support::cluster::wait_until_served(&cluster.client, &crd).await;
-    crate::support::cluster::wait_until_discovered(&cluster.client, &crd).await;
+    let (crds, group) = install_crd(
+        &cluster,
+        "moved",
+        "Gadget",
+        "Namespaced",
+        &[("v1beta1", false, false), ("v1", true, true)],
+    )
+    .await;
     let gadget = json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget",
         "metadata": {"name": "moved", "namespace": ns}});
     applier(&cluster)
@@ -217,6 +208,99 @@ async fn an_entry_at_a_version_no_longer_served_is_pruned_at_the_served_one() {
     .await;
     assert!(gone.is_some(), "deleted at v1");
     crds.delete(&format!("gadgets.{group}"), &Default::default())
+        .await
+        .unwrap();
+}
+
+/// Installs a CRD of `kind` (plural: lower case and `s`) in a new group named after `prefix`,
+/// at `versions` (name, served, storage), and waits until it is served and discovered.
+async fn install_crd(
+    cluster: &TestCluster,
+    prefix: &str,
+    kind: &str,
+    scope: &str,
+    versions: &[(&str, bool, bool)],
+) -> (Api<CustomResourceDefinition>, String) {
+    let group = format!("{}.example.com", crate::support::cluster::unique(prefix));
+    let plural = format!("{}s", kind.to_lowercase());
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|(name, served, storage)| {
+            json!({"name": name, "served": served, "storage": storage,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+        })
+        .collect();
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {"group": group, "scope": scope,
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind, "listKind": format!("{kind}List")},
+            "versions": versions},
+    }))
+    .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client.clone());
+    crds.create(&Default::default(), &crd).await.unwrap();
+    crate::support::cluster::wait_until_served(&cluster.client, &crd).await;
+    crate::support::cluster::wait_until_discovered(&cluster.client, &crd).await;
+    (crds, group)
+}
+
+/// kustomize gives the custom resources of a cluster-scoped kind the kustomization's
+/// namespace (it cannot know their scope). One skipped as built (`reconcile: disabled`) is
+/// recorded without it, as an applied one is, so marking it leaves nothing stale; and a stale
+/// entry that names it with the namespace (as an inventory Flux wrote records a skipped one)
+/// is the object the new inventory keeps, which the prune leaves, and deletes once when both
+/// entries are stale.
+#[tokio::test]
+async fn a_cluster_scoped_object_under_two_inventory_keys_is_one_object() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let (crds, group) =
+        install_crd(&cluster, "dials", "Dial", "Cluster", &[("v1", true, true)]).await;
+    let dial = |annotations: Value| {
+        json!({"apiVersion": format!("{group}/v1"), "kind": "Dial",
+            "metadata": {"name": "dial", "namespace": ns, "annotations": annotations}})
+    };
+    let engine = applier(&cluster);
+    let applied = from_change_set(&engine.apply_all(vec![dial(json!({}))]).await.unwrap()).unwrap();
+    let skipped = engine
+        .apply_all(vec![dial(
+            json!({"kustomize.toolkit.fluxcd.io/reconcile": "disabled"}),
+        )])
+        .await
+        .unwrap();
+    assert_eq!(skipped.changes[0].action, Action::Skipped);
+    let skipped = from_change_set(&skipped).unwrap();
+    assert_eq!(skipped.entries, applied.entries, "recorded under one key");
+    assert!(stale(&applied, &skipped).unwrap().is_empty());
+
+    let as_flux_records_a_skip = kustomize_controller::objects::ObjectRef {
+        api_version: format!("{group}/v1"),
+        kind: "Dial".into(),
+        namespace: ns.clone(),
+        name: "dial".into(),
+    };
+    let kept = kustomize_controller::objects::ObjectRef {
+        namespace: String::new(),
+        ..as_flux_records_a_skip.clone()
+    };
+    let kinds = KindCache::default();
+    let (client, kinds) = (&cluster.client, &kinds);
+    let prune = |stale: Vec<kustomize_controller::objects::ObjectRef>, kept: Vec<_>| async move {
+        inventory::prune_with(client, kinds, None, &stale, &kept, &owner()).await
+    };
+    let outcome = prune(vec![as_flux_records_a_skip.clone()], vec![kept.clone()]).await;
+    assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
+    assert!(outcome.settled.changes.is_empty(), "{:?}", outcome.settled);
+    assert!(
+        exists(&cluster, &dial(json!({}))).await,
+        "the kept object is left"
+    );
+
+    let outcome = prune(vec![kept, as_flux_records_a_skip], vec![]).await;
+    assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
+    assert_eq!(deleted(&outcome), ["Dial/dial deleted"]);
+    crds.delete(&format!("dials.{group}"), &Default::default())
         .await
         .unwrap();
 }
@@ -264,6 +348,7 @@ async fn a_stale_object_changed_since_the_watch_saw_it_is_judged_again_and_prune
         &kinds,
         Some(&owned),
         &stale_objects,
+        &[],
         &owner(),
     )
     .await;

@@ -115,7 +115,7 @@ async fn prune_applied(
     // Discovery and the owned-object watches are shared with the reconciliations.
     let kinds = ctx.kinds_for(object);
     let owned = object.spec.kube_config.is_none().then_some(&ctx.owned);
-    let outcome = inventory::prune_with(&client, &kinds, owned, &stale, &owner).await;
+    let outcome = inventory::prune_with(&client, &kinds, owned, &stale, &[], &owner).await;
     if !outcome.errors.is_empty() {
         announce(
             ctx,

@@ -224,7 +224,8 @@ impl Applier {
         // As ssa: what the build opted out of is skipped before anything asks whether its
         // kind is served (a disabled custom resource whose CRD is not installed is skipped).
         if decide::skipped_as_built(&object) {
-            return Ok(Decided::no_write(ObjectRef::of(&object), Action::Skipped));
+            let reference = self.skipped_reference(&object).await;
+            return Ok(Decided::no_write(reference, Action::Skipped));
         }
         let (api, reference) = match self.api_for(&mut object).await {
             Ok(found) => found,
@@ -317,6 +318,21 @@ impl Applier {
             takeover,
             migrated,
         })
+    }
+
+    /// The reference a skipped object is recorded under: as built, without the namespace
+    /// kustomize gives custom resources of a cluster-scoped kind when discovery knows the kind
+    /// (an applied one is recorded without it, so a skip recorded with it made one object two
+    /// inventory entries); as built when the kind is not served (ssa records it as built).
+    async fn skipped_reference(&self, object: &Value) -> ObjectRef {
+        let mut reference = ObjectRef::of(object);
+        if !reference.namespace.is_empty()
+            && let Ok(served) = self.served(&reference).await
+            && !served.namespaced
+        {
+            reference.namespace.clear();
+        }
+        reference
     }
 
     /// Reads the live object, unless the prefetch read it; a dry-run first tells a new

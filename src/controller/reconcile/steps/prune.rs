@@ -53,7 +53,12 @@ pub(crate) async fn inventory_and_prune(
             }
         }
         if !stale.is_empty() {
-            failure = prune(progress, target, &stale, &mut new_inventory, meta).await?;
+            let kept: Vec<ObjectRef> = changes.changes.iter().map(|c| c.object.clone()).collect();
+            let pruning = Pruning {
+                stale: &stale,
+                kept: &kept,
+            };
+            failure = prune(progress, target, pruning, &mut new_inventory, meta).await?;
         }
     }
     store_inventory(object, ctx, status, &new_inventory).await?;
@@ -63,19 +68,32 @@ pub(crate) async fn inventory_and_prune(
     }
 }
 
+/// What a prune deletes, and what the new inventory keeps.
+struct Pruning<'a> {
+    stale: &'a [ObjectRef],
+    kept: &'a [ObjectRef],
+}
+
 /// Deletes the stale objects; those whose deletion failed stay in `new_inventory`, and their
 /// errors come back.
 async fn prune(
     progress: &Progress<'_>,
     target: &Target,
-    stale: &[ObjectRef],
+    pruning: Pruning<'_>,
     new_inventory: &mut ResourceInventory,
     meta: &EventMeta,
 ) -> Result<Option<Vec<String>>, StepError> {
     let (object, ctx) = (progress.object, progress.ctx);
     let owned = object.spec.kube_config.is_none().then_some(&ctx.owned);
-    let outcome =
-        inventory::prune_with(&target.client, &target.kinds, owned, stale, &target.owner).await;
+    let outcome = inventory::prune_with(
+        &target.client,
+        &target.kinds,
+        owned,
+        pruning.stale,
+        pruning.kept,
+        &target.owner,
+    )
+    .await;
     ctx.metrics
         .observe_apply(Duration::ZERO, &outcome.deleted());
     let mut failure = None;
