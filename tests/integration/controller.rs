@@ -527,6 +527,21 @@ async fn the_run_command_reconciles_serves_metrics_and_stops_on_sigterm() {
     assert!(metrics.is_some(), "metrics {expected:?} are served");
     let ready_probe = http_get_text(&controller.health, "/readyz").await.unwrap();
     assert!(ready_probe.starts_with("HTTP/1.1 200"), "{ready_probe}");
+    // controller-runtime's handler for Flux's one check: alone at its sub-path, and listed.
+    let ping = http_get_text(&controller.health, "/healthz/ping")
+        .await
+        .unwrap();
+    assert!(
+        ping.starts_with("HTTP/1.1 200") && ping.ends_with("\r\n\r\nok"),
+        "{ping}"
+    );
+    let listed = http_get_text(&controller.health, "/readyz?verbose")
+        .await
+        .unwrap();
+    assert!(
+        listed.ends_with("[+]ping ok\nhealthz check passed\n"),
+        "{listed}"
+    );
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(cluster.client.clone(), &ns);
     let lease = leases

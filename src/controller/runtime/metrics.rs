@@ -8,8 +8,8 @@
 //! controller measures beyond Flux (build and apply time, objects by action, reconciliations
 //! in flight, watch health) is on `/metrics/extra`, where no Flux scrape looks.
 //!
-//! The same listener answers the probes (`/healthz`, `/readyz`): pings, as Flux's (fluxcd/pkg
-//! `runtime/probes`: controller-runtime's `healthz.Ping`), answered from the moment the
+//! The same listener answers the probes (`/healthz`, `/readyz`, see [`super::probes`]): pings,
+//! as Flux's (fluxcd/pkg `runtime/probes`: controller-runtime's `healthz.Ping`), answered from the moment the
 //! process listens, before and whatever the leader election: a standby must be Ready for a
 //! rolling update to stop the leader. Watch health is in the watch metrics ([`WatchHealth`]).
 
@@ -332,7 +332,7 @@ pub async fn serve_on(listener: TcpListener, metrics: Arc<Metrics>) -> std::io::
         let metrics = metrics.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
-                let answer = respond(request.uri().path(), &metrics);
+                let answer = respond(request.uri(), &metrics);
                 async move { Ok::<_, std::convert::Infallible>(answer) }
             });
             // A client that sends no request within seconds is dropped.
@@ -345,27 +345,43 @@ pub async fn serve_on(listener: TcpListener, metrics: Arc<Metrics>) -> std::io::
     }
 }
 
-/// The answer to a request for `path`.
+/// The answer to a request for `uri`: the metrics pages, the probes, or Go's not-found.
 fn respond(
-    path: &str,
+    uri: &hyper::Uri,
     metrics: &Metrics,
 ) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
-    let (status, body) = match path {
-        "/metrics" => (200, metrics.encode()),
-        "/metrics/extra" => (200, metrics.encode_extra()),
-        "/healthz" | "/readyz" => (200, "ok".to_string()),
-        _ => (404, "not found".to_string()),
+    let (status, body, content_type, nosniff) = match uri.path() {
+        "/metrics" => (200, metrics.encode(), METRICS_CONTENT_TYPE, false),
+        "/metrics/extra" => (200, metrics.encode_extra(), METRICS_CONTENT_TYPE, false),
+        path => {
+            let probe =
+                super::probes::answer(path, uri.query()).unwrap_or_else(super::probes::not_found);
+            (
+                probe.status,
+                probe.body,
+                super::probes::CONTENT_TYPE,
+                probe.nosniff,
+            )
+        }
     };
     let mut response = hyper::Response::new(http_body_util::Full::new(body.into()));
     *response.status_mut() = hyper::StatusCode::from_u16(status).expect("a valid status");
-    response.headers_mut().insert(
+    let headers = response.headers_mut();
+    headers.insert(
         hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static(
-            "text/plain; version=0.0.4; charset=utf-8; escaping=underscores",
-        ),
+        hyper::header::HeaderValue::from_static(content_type),
     );
+    if nosniff {
+        headers.insert(
+            hyper::header::X_CONTENT_TYPE_OPTIONS,
+            hyper::header::HeaderValue::from_static("nosniff"),
+        );
+    }
     response
 }
+
+/// What client_golang's handler answers a scrape that asks for no other format with.
+const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8; escaping=underscores";
 
 #[cfg(test)]
 mod tests {
@@ -375,26 +391,28 @@ mod tests {
     fn the_routes_answer_as_flux_serves_them() {
         use http_body_util::BodyExt;
         let metrics = Metrics::new();
-        for (path, status, starts) in [
-            ("/healthz", 200, "ok"),
-            ("/readyz", 200, "ok"),
-            ("/metrics", 200, "# HELP"),
-            ("/metrics/extra", 200, "# HELP"),
-            ("/", 404, "not found"),
-            ("/metrics/other", 404, "not found"),
+        let probe = "text/plain; charset=utf-8";
+        for (uri, status, content_type, starts) in [
+            ("/healthz", 200, probe, "ok"),
+            ("/readyz/ping", 200, probe, "ok"),
+            ("/healthz?verbose", 200, probe, "[+]ping ok\n"),
+            ("/metrics", 200, METRICS_CONTENT_TYPE, "# HELP"),
+            ("/metrics/extra", 200, METRICS_CONTENT_TYPE, "# HELP"),
+            ("/", 404, probe, "404 page not found\n"),
+            ("/metrics/other", 404, probe, "404 page not found\n"),
         ] {
-            let answer = respond(path, &metrics);
-            assert_eq!(answer.status().as_u16(), status, "{path}");
+            let answer = respond(&uri.parse().unwrap(), &metrics);
+            assert_eq!(answer.status().as_u16(), status, "{uri}");
             assert_eq!(
                 answer.headers()[hyper::header::CONTENT_TYPE],
-                "text/plain; version=0.0.4; charset=utf-8; escaping=underscores",
-                "{path}"
+                content_type,
+                "{uri}"
             );
             let body = futures::executor::block_on(answer.into_body().collect())
                 .unwrap()
                 .to_bytes();
             let body = String::from_utf8_lossy(&body);
-            assert!(body.starts_with(starts), "{path}: {body}");
+            assert!(body.starts_with(starts), "{uri}: {body}");
         }
     }
 }

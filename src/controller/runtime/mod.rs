@@ -3,7 +3,7 @@
 //! clients every reconcile uses (`ratelimit`, `retry_after`, `remote`, `remote_identity`,
 //! `identity`, `user_agent`), the work queue (`work_queue`), Kubernetes Events (`events`,
 //! correlated by `event_correlator`, retried by `event_retry`) and the metrics and probes
-//! (`metrics`, `object_histograms`, `runtime_metrics`, `process_metrics`, `exposition`). The
+//! (`metrics`, `probes`, `object_histograms`, `runtime_metrics`, `process_metrics`, `exposition`). The
 //! decisions live in `reconcile`; nothing here decides a Kustomization's outcome.
 
 pub mod configs;
@@ -15,6 +15,7 @@ pub mod identity;
 pub mod leader;
 pub mod metrics;
 pub(crate) mod object_histograms;
+pub(crate) mod probes;
 pub(crate) mod process_metrics;
 pub mod ratelimit;
 pub mod remote;
