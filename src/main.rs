@@ -351,16 +351,22 @@ async fn serve(args: RunArgs, gates: controller::FeatureGates) -> anyhow::Result
         .context("finding the cluster (in-cluster config or KUBECONFIG)")?;
     let metrics = std::sync::Arc::new(controller::metrics::Metrics::new());
     let (client, rate_limit) = connect(&config, &args, &metrics).await?;
-    serve_metrics_and_probes(&args, &metrics).await?;
     let options = run_options(&args, &gates, &metrics, rate_limit);
     let signalled = watch_for_shutdown();
     tracing::info!(logger = "setup", "starting manager");
+    serve_metrics_and_probes(&args, &metrics).await?;
     let leading = match elect(&args, &client, &metrics, signalled.clone()).await {
         Election::Off => None,
         Election::Leading(leading) => Some(leading),
-        Election::StoppedWaiting => return Ok(()),
+        Election::StoppedWaiting => {
+            log_servers_stopping(&args);
+            return Ok(());
+        }
     };
     let outcome = run_until_stopped(client, config, options, metrics.clone(), signalled).await;
+    if matches!(outcome, Ok(true)) {
+        log_servers_stopping(&args);
+    }
     if let Some(leading) = leading {
         give_up(*leading, &metrics, args.leader_election_release_on_cancel).await;
     }
@@ -418,15 +424,29 @@ async fn serve_metrics_and_probes(
     args: &RunArgs,
     metrics: &std::sync::Arc<controller::metrics::Metrics>,
 ) -> anyhow::Result<()> {
-    for address in [&args.metrics_addr, &args.health_addr] {
-        if address == "0" {
+    for address_flag in [&args.metrics_addr, &args.health_addr] {
+        if address_flag == "0" {
             continue;
         }
-        let address = listen_address(address);
+        let address = listen_address(address_flag);
         let listener = tokio::net::TcpListener::bind(&address)
             .await
             .map_err(|error| anyhow::anyhow!("failed to create listener on {address}: {error}"))
             .context("problem running manager")?;
+        // controller-runtime's lines for its two servers.
+        if address_flag == &args.health_addr {
+            let addr = go_listener_address(address_flag);
+            tracing::info!(name = "health probe", addr = addr, "starting server");
+        } else {
+            let logger = "controller-runtime.metrics";
+            tracing::info!(logger = logger, "Starting metrics server");
+            tracing::info!(
+                logger = logger,
+                bindAddress = address_flag,
+                secure = false,
+                "Serving metrics server"
+            );
+        }
         let metrics = metrics.clone();
         tokio::spawn(async move {
             if let Err(error) = controller::metrics::serve_on(listener, metrics).await {
@@ -435,6 +455,39 @@ async fn serve_metrics_and_probes(
         });
     }
     Ok(())
+}
+
+/// controller-runtime's manager lines once the controllers have stopped: the caches, the
+/// webhooks and the servers (each served one saying it shuts down), then the end of the wait.
+fn log_servers_stopping(args: &RunArgs) {
+    for line in [
+        "Stopping and waiting for caches",
+        "Stopping and waiting for webhooks",
+        "Stopping and waiting for HTTP servers",
+    ] {
+        tracing::info!("{line}");
+    }
+    if args.health_addr != "0" {
+        let addr = go_listener_address(&args.health_addr);
+        tracing::info!(name = "health probe", addr = addr, "shutting down server");
+    }
+    if args.metrics_addr != "0" {
+        tracing::info!(
+            logger = "controller-runtime.metrics",
+            "Shutting down metrics server with timeout of 1 minute"
+        );
+    }
+    tracing::info!("Wait completed, proceeding to shutdown the manager");
+}
+
+/// A listener's address as Go prints it: a flag without a host listens on every address,
+/// which Go shows as `[::]`.
+fn go_listener_address(flag: &str) -> String {
+    if flag.starts_with(':') {
+        format!("[::]{flag}")
+    } else {
+        flag.to_string()
+    }
 }
 
 /// The controller's options from its flags and feature gates (and the metrics its token cache
@@ -534,6 +587,14 @@ fn watch_for_shutdown() -> tokio::sync::watch::Receiver<bool> {
     let (stopping, signalled) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;
+        // controller-runtime's manager, as it starts stopping its runnables.
+        for line in [
+            "Stopping and waiting for warmup runnables",
+            "Stopping and waiting for non leader election runnables",
+            "Stopping and waiting for leader election runnables",
+        ] {
+            tracing::info!("{line}");
+        }
         let _ = stopping.send(true);
         // As controller-runtime's signal handler: a second signal ends it at once.
         shutdown_signal().await;

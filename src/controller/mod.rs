@@ -390,8 +390,34 @@ pub async fn run(
             &context,
         );
     }
-    drive(controller, context, options.concurrent, shutdown).await;
+    let sources = event_sources(
+        options.reconcile.allow_external_artifact,
+        options.watch_configs_label_selector.is_some(),
+    );
+    drive(controller, context, options.concurrent, &sources, shutdown).await;
     Ok(())
+}
+
+/// The watches controller-runtime names as Flux's controller starts them ("Starting
+/// EventSource"), in the order kustomization_manager.go declares them: the Kustomizations,
+/// the three source kinds, the configs' metadata with config watching on, ExternalArtifacts
+/// with their gate. Each as Go prints its kind source (`kind source: %T`, with the
+/// group-version and kind of a metadata-only one).
+fn event_sources(allow_external_artifact: bool, watch_configs: bool) -> Vec<&'static str> {
+    let mut sources = vec![
+        "kind source: *v1.Kustomization",
+        "kind source: *v1.OCIRepository",
+        "kind source: *v1.GitRepository",
+        "kind source: *v1.Bucket",
+    ];
+    if watch_configs {
+        sources.push("kind source: *v1.PartialObjectMetadata[v1 ConfigMap]");
+        sources.push("kind source: *v1.PartialObjectMetadata[v1 Secret]");
+    }
+    if allow_external_artifact {
+        sources.push("kind source: *v1.ExternalArtifact");
+    }
+    sources
 }
 
 /// Runs the controller's workers until `shutdown`, then gives the last Events a moment.
@@ -399,19 +425,30 @@ async fn drive(
     controller: Controller<Kustomization>,
     context: Arc<Context>,
     concurrent: u16,
+    sources: &[&str],
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let recorder = context.clone();
-    tracing::info!(
-        controller = "kustomization",
-        controllerGroup = "kustomize.toolkit.fluxcd.io",
-        controllerKind = "Kustomization",
-        "worker count" = concurrent,
-        "Starting workers"
-    );
+    // controller-runtime's lines, with the fields of its controller logger.
+    macro_rules! controller_line {
+        ($($field:tt)*) => {
+            tracing::info!(
+                controller = "kustomization",
+                controllerGroup = "kustomize.toolkit.fluxcd.io",
+                controllerKind = "Kustomization",
+                $($field)*
+            )
+        };
+    }
+    for source in sources {
+        controller_line!(source = source, "Starting EventSource");
+    }
+    controller_line!("Starting Controller");
+    controller_line!("worker count" = concurrent, "Starting workers");
     let stopping = context.clone();
     let shutdown = async move {
         shutdown.await;
+        controller_line!("Shutdown signal received, waiting for all workers to finish");
         stopping.stopping.stop();
     };
     controller
@@ -423,6 +460,7 @@ async fn drive(
             }
         })
         .await;
+    controller_line!("All workers finished");
     // The last reconciliations' Events are still queued; a short wait keeps most of them.
     recorder
         .recorder
@@ -631,6 +669,34 @@ fn watch_configs(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// kustomization_manager.go's watches, as controller-runtime names them: configs' metadata
+    /// while config watching is on, ExternalArtifacts with their gate, both after the sources.
+    #[test]
+    fn event_sources_follow_fluxs_watches() {
+        let flux = |extra: &[&'static str]| {
+            let mut all = vec![
+                "kind source: *v1.Kustomization",
+                "kind source: *v1.OCIRepository",
+                "kind source: *v1.GitRepository",
+                "kind source: *v1.Bucket",
+            ];
+            all.extend_from_slice(extra);
+            all
+        };
+        let configs = [
+            "kind source: *v1.PartialObjectMetadata[v1 ConfigMap]",
+            "kind source: *v1.PartialObjectMetadata[v1 Secret]",
+        ];
+        let external = "kind source: *v1.ExternalArtifact";
+        assert_eq!(event_sources(false, false), flux(&[]));
+        assert_eq!(event_sources(false, true), flux(&configs));
+        assert_eq!(event_sources(true, false), flux(&[external]));
+        assert_eq!(
+            event_sources(true, true),
+            flux(&[configs[0], configs[1], external])
+        );
+    }
 
     fn kustomization(
         name: &str,

@@ -486,6 +486,7 @@ async fn the_run_command_reconciles_serves_metrics_and_stops_on_sigterm() {
         &[
             "--enable-leader-election",
             "--leader-election-retry-period=100ms",
+            "--log-encoding=json",
         ],
     );
     cluster
@@ -556,6 +557,81 @@ async fn the_run_command_reconciles_serves_metrics_and_stops_on_sigterm() {
         .unwrap()
         .unwrap();
     assert!(status.success(), "exits cleanly on SIGTERM: {status}");
+    manager_lines_in_controller_runtimes_order(&controller.log());
+}
+
+/// The start and stop of the process say what controller-runtime's manager and controller
+/// say for Flux's, in their order (JSON lines, Flux's default encoding): the servers, the
+/// lease, each watch ("Starting EventSource", named as Go prints a kind source), the
+/// controller and its workers; on SIGTERM the runnables stopped in controller-runtime's order.
+fn manager_lines_in_controller_runtimes_order(log: &str) {
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let message = |line: &serde_json::Value| line["msg"].as_str().unwrap_or("").to_string();
+    let expected = [
+        "starting manager",
+        "Attempting to acquire leader lease",
+        "Successfully acquired lease",
+        "Starting EventSource",
+        "Starting Controller",
+        "Starting workers",
+        "Stopping and waiting for non leader election runnables",
+        "Stopping and waiting for leader election runnables",
+        "Shutdown signal received, waiting for all workers to finish",
+        "All workers finished",
+        "Stopping and waiting for caches",
+        "Stopping and waiting for webhooks",
+        "Stopping and waiting for HTTP servers",
+        "shutting down server",
+        "Wait completed, proceeding to shutdown the manager",
+    ];
+    let mut position = 0;
+    for want in expected {
+        match lines[position..]
+            .iter()
+            .position(|line| message(line).starts_with(want))
+        {
+            Some(found) => position += found + 1,
+            None => panic!("no {want:?} after line {position} of:\n{log}"),
+        }
+    }
+    let sources: Vec<&str> = lines
+        .iter()
+        .filter(|line| line["msg"] == "Starting EventSource")
+        .map(|line| {
+            assert_eq!(line["controller"], "kustomization", "{line}");
+            assert_eq!(line["controllerKind"], "Kustomization", "{line}");
+            line["source"].as_str().unwrap_or("")
+        })
+        .collect();
+    assert_eq!(
+        sources[..4],
+        [
+            "kind source: *v1.Kustomization",
+            "kind source: *v1.OCIRepository",
+            "kind source: *v1.GitRepository",
+            "kind source: *v1.Bucket",
+        ]
+    );
+    let servers: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|line| line["msg"] == "starting server" || line["msg"] == "Serving metrics server")
+        .collect();
+    assert_eq!(servers.len(), 2, "{log}");
+    assert!(
+        servers
+            .iter()
+            .any(|line| line["name"] == "health probe" && line["addr"].is_string()),
+        "{log}"
+    );
+    assert!(
+        servers.iter().any(|line| {
+            line["logger"] == "controller-runtime.metrics" && line["secure"] == false
+        }),
+        "{log}"
+    );
 }
 
 #[tokio::test]
