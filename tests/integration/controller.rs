@@ -656,6 +656,44 @@ async fn leader_election_hands_over() {
         "a held Lease is not taken"
     );
     assert!(first.try_acquire().await.unwrap(), "the holder renews");
+    // As client-go's leader: a renewal writes from the Lease its last write left, without
+    // reading it first; when another client changed the Lease since, that write is refused
+    // and the Lease is read and renewed.
+    let lease_reads = || {
+        cluster.server().map(|server| {
+            server
+                .requests()
+                .iter()
+                .filter(|r| r.resource == "leases" && r.verb == "get")
+                .count()
+        })
+    };
+    let reads = lease_reads();
+    assert!(
+        first.try_acquire().await.unwrap(),
+        "the holder renews again"
+    );
+    assert_eq!(lease_reads(), reads, "a renewal reads nothing");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    leases
+        .patch(
+            "kc-leader",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {"seen-by": "someone"}}})),
+        )
+        .await
+        .unwrap();
+    assert!(first.try_acquire().await.unwrap(), "renewed after a read");
+    if let (Some(before), Some(after)) = (reads, lease_reads()) {
+        assert_eq!(after, before + 1, "one read after the refused write");
+    }
+    let lease = leases.get("kc-leader").await.unwrap();
+    assert_eq!(lease.metadata.labels.unwrap()["seen-by"], "someone");
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some("first")
+    );
     // The first replica stops renewing; the Lease expires and the second takes over.
     tokio::time::timeout(Duration::from_secs(10), second.acquire())
         .await

@@ -39,6 +39,21 @@ pub struct LeaderElection {
     /// The other holder's record as last seen, and when we saw it change: expiry is judged by
     /// our own clock, as client-go does, so clock skew between replicas cannot cut a lease short.
     observed: std::sync::Arc<std::sync::Mutex<Option<(String, tokio::time::Instant)>>>,
+    /// The Lease as our last write of it answered, and when: while the lease that write
+    /// took is valid, client-go's leader renews from it without reading the Lease first (its
+    /// resourceVersion makes the write fail if another changed the Lease since).
+    held: std::sync::Arc<std::sync::Mutex<Option<(Lease, tokio::time::Instant)>>>,
+}
+
+/// The Lease given up, as client-go's release writes it: no holder, a one-second duration.
+fn released(mut lease: Lease) -> Lease {
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    let now = MicroTime(Timestamp::now());
+    spec.holder_identity = Some(String::new());
+    spec.lease_duration_seconds = Some(1);
+    spec.acquire_time = Some(now.clone());
+    spec.renew_time = Some(now);
+    lease
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +142,7 @@ impl LeaderElection {
             renew_deadline,
             retry_period,
             observed: Default::default(),
+            held: Default::default(),
         }
     }
 
@@ -172,13 +188,68 @@ impl LeaderElection {
         format!("{}/{}", self.namespace, self.name)
     }
 
+    /// The lease's duration in whole seconds, as the Lease records it.
+    fn lease_seconds(&self) -> i32 {
+        i32::try_from(self.lease_duration.as_secs())
+            .unwrap_or(i32::MAX)
+            .max(1)
+    }
+
+    /// Remembers the Lease our write left (none: we do not hold it, or no longer know).
+    fn remember(&self, written: Option<Lease>) {
+        *self.held.lock().unwrap_or_else(|e| e.into_inner()) =
+            written.map(|lease| (lease, tokio::time::Instant::now()));
+    }
+
+    /// client-go's fast path: the leader renews the Lease its last write left, while the
+    /// lease that write took is valid, without reading it first. `false` when it cannot
+    /// (then the Lease is read and judged, as on the slow path).
+    async fn renew_held(&self) -> bool {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some((mut lease, written_at)) = held else {
+            return false;
+        };
+        if written_at.elapsed() >= self.lease_duration {
+            return false;
+        }
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        spec.lease_duration_seconds = Some(self.lease_seconds());
+        match self
+            .api()
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(written) => {
+                self.remember(Some(written));
+                true
+            }
+            Err(error) => {
+                let lock = self.describe();
+                tracing::debug!(logger = "runtime", err = %error, %lock, "Failed to update lease optimistically, falling back to slow path");
+                self.remember(None);
+                false
+            }
+        }
+    }
+
     /// One attempt to take or keep the Lease; `true` when we hold it afterwards.
     pub async fn try_acquire(&self) -> Result<bool, LeaseError> {
+        if self.renew_held().await {
+            return Ok(true);
+        }
+        let held = self.slow_path().await;
+        if !matches!(held, Ok(true)) {
+            self.remember(None);
+        }
+        held
+    }
+
+    /// Reads the Lease and takes it, renews it, or leaves it to its holder.
+    async fn slow_path(&self) -> Result<bool, LeaseError> {
         let api = self.api();
         let now = Timestamp::now();
-        let seconds = i32::try_from(self.lease_duration.as_secs())
-            .unwrap_or(i32::MAX)
-            .max(1);
+        let seconds = self.lease_seconds();
         let Some(mut lease) = api.get_opt(&self.name).await.map_err(LeaseError::Read)? else {
             let lease: Lease = serde_json::from_value(json!({
                 "metadata": {"name": self.name, "namespace": self.namespace},
@@ -189,7 +260,10 @@ impl LeaderElection {
             }))
             .expect("a Lease");
             return match api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
+                Ok(written) => {
+                    self.remember(Some(written));
+                    Ok(true)
+                }
                 Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
                 Err(error) => Err(LeaseError::Update(error)),
             };
@@ -231,7 +305,10 @@ impl LeaderElection {
             .replace(&self.name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(written) => {
+                self.remember(Some(written));
+                Ok(true)
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
             Err(error) => Err(LeaseError::Update(error)),
         }
@@ -279,19 +356,29 @@ impl LeaderElection {
     /// client-go's release: no holder, a one-second duration).
     pub async fn release(&self) -> Result<(), kube::Error> {
         let api = self.api();
-        let Some(mut lease) = api.get_opt(&self.name).await? else {
-            return Ok(());
-        };
-        let spec = lease.spec.get_or_insert_with(Default::default);
-        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+        // As client-go, from the Lease our last write left; read only when that is unknown
+        // or the write finds the Lease changed since.
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some((lease, _)) = held
+            && api
+                .replace(&self.name, &PostParams::default(), &released(lease))
+                .await
+                .is_ok()
+        {
             return Ok(());
         }
-        let now = MicroTime(Timestamp::now());
-        spec.holder_identity = Some(String::new());
-        spec.lease_duration_seconds = Some(1);
-        spec.acquire_time = Some(now.clone());
-        spec.renew_time = Some(now);
-        api.replace(&self.name, &PostParams::default(), &lease)
+        let Some(lease) = api.get_opt(&self.name).await? else {
+            return Ok(());
+        };
+        if lease
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.holder_identity.as_deref())
+            != Some(self.identity.as_str())
+        {
+            return Ok(());
+        }
+        api.replace(&self.name, &PostParams::default(), &released(lease))
             .await
             .map(|_| ())
     }
