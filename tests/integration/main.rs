@@ -19,6 +19,7 @@ mod generator;
 mod health;
 mod hostile;
 mod ignore;
+mod ignore_ssa;
 mod install;
 mod inventory;
 mod kustomize_api;

@@ -39,9 +39,30 @@ pub(super) enum IgnoredField {
     KeepLive(Value),
 }
 
-pub(super) fn ignored_field(live: &Value, pointer: &str, field_manager: &str) -> IgnoredField {
+/// The server-side-apply managers whose fields an ignored field is left to: every one but
+/// ours, except those this apply takes over first (ssa's cleanup moves their fields into our
+/// entry before it judges ownership, so it keeps their values as ours; leaving such a field
+/// out after taking it over would delete it).
+pub(super) struct OtherAppliers<'a> {
+    pub own: &'a str,
+    /// `--override-manager` names; ignored unless `taking_over`.
+    pub overrides: &'a [String],
+    pub taking_over: bool,
+}
+
+impl OtherAppliers<'_> {
+    fn is_other(&self, manager: &str) -> bool {
+        manager != self.own
+            && !(self.taking_over
+                && super::drift::is_taken_over(manager, "Apply", self.own, self.overrides))
+    }
+}
+
+pub(super) fn ignored_field(live: &Value, pointer: &str, others: &OtherAppliers) -> IgnoredField {
     match live.pointer(pointer) {
-        Some(value) if !ownership::owned_by_another_applier(live, pointer, field_manager) => {
+        Some(value)
+            if !ownership::owned_by_another_applier(live, pointer, |m| others.is_other(m)) =>
+        {
             IgnoredField::KeepLive(value.clone())
         }
         _ => IgnoredField::LeaveOut,
@@ -168,26 +189,58 @@ mod tests {
 
     #[test]
     fn ignored_fields_are_left_to_other_managers_and_kept_when_ours() {
-        let live = json!({"spec": {"replicas": 3, "paused": false},
+        let live = json!({"spec": {"replicas": 3, "paused": false, "minReadySeconds": 5},
             "metadata": {"managedFields": [
                 {"manager": "hpa", "operation": "Apply", "fieldsType": "FieldsV1",
                  "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+                {"manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:minReadySeconds": {}}}},
                 {"manager": "kustomize-controller", "operation": "Apply", "fieldsType": "FieldsV1",
                  "fieldsV1": {"f:spec": {"f:paused": {}}}}]}});
-        assert_eq!(
-            ignored_field(&live, "/spec/replicas", "kustomize-controller"),
-            IgnoredField::LeaveOut,
-            "another applier owns it"
-        );
-        assert_eq!(
-            ignored_field(&live, "/spec/paused", "kustomize-controller"),
-            IgnoredField::KeepLive(json!(false))
-        );
-        assert_eq!(
-            ignored_field(&live, "/spec/missing", "kustomize-controller"),
-            IgnoredField::LeaveOut,
-            "not live"
-        );
+        let hpa = ["hpa".to_string()];
+        let none: [String; 0] = [];
+        let rows = [
+            // (pointer, taking over, `--override-manager=hpa`, what is sent)
+            ("/spec/replicas", true, false, IgnoredField::LeaveOut),
+            (
+                "/spec/replicas",
+                true,
+                true,
+                IgnoredField::KeepLive(json!(3)),
+            ),
+            ("/spec/replicas", false, true, IgnoredField::LeaveOut),
+            (
+                "/spec/minReadySeconds",
+                true,
+                false,
+                IgnoredField::KeepLive(json!(5)),
+            ),
+            (
+                "/spec/minReadySeconds",
+                false,
+                false,
+                IgnoredField::LeaveOut,
+            ),
+            (
+                "/spec/paused",
+                true,
+                false,
+                IgnoredField::KeepLive(json!(false)),
+            ),
+            ("/spec/missing", true, false, IgnoredField::LeaveOut),
+        ];
+        for (pointer, taking_over, overriding, want) in rows {
+            let others = OtherAppliers {
+                own: "kustomize-controller",
+                overrides: if overriding { &hpa } else { &none },
+                taking_over,
+            };
+            assert_eq!(
+                ignored_field(&live, pointer, &others),
+                want,
+                "{pointer} taking over: {taking_over}, overriding hpa: {overriding}"
+            );
+        }
     }
 
     #[test]

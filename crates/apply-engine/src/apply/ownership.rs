@@ -10,9 +10,14 @@
 
 use serde_json::{Map, Value};
 
-/// Whether an `Apply` manager other than `own_manager` owns `pointer` in `live`. A pointer
-/// that cannot be resolved in the managed fields counts as not owned by another, as in Flux.
-pub fn owned_by_another_applier(live: &Value, pointer: &str, own_manager: &str) -> bool {
+/// Whether an `Apply` manager that `is_other` says is another's owns `pointer` in `live`. A
+/// pointer that cannot be resolved in the managed fields counts as not owned by another, as
+/// in Flux.
+pub fn owned_by_another_applier(
+    live: &Value,
+    pointer: &str,
+    is_other: impl Fn(&str) -> bool,
+) -> bool {
     let entries = live
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)
@@ -26,7 +31,7 @@ pub fn owned_by_another_applier(live: &Value, pointer: &str, own_manager: &str) 
                     .get("subresource")
                     .and_then(Value::as_str)
                     .is_none_or(str::is_empty)
-                && entry.get("manager").and_then(Value::as_str) != Some(own_manager)
+                && is_other(entry.get("manager").and_then(Value::as_str).unwrap_or(""))
         })
         .filter_map(|entry| entry.get("fieldsV1").and_then(Value::as_object))
         .any(|fields| owns(fields, live, pointer))
@@ -128,7 +133,7 @@ mod tests {
             ("/spec/absent", false),
         ] {
             assert_eq!(
-                owned_by_another_applier(&live, pointer, "kustomize-controller"),
+                owned_by_another_applier(&live, pointer, |m| m != "kustomize-controller"),
                 another,
                 "{pointer}"
             );

@@ -258,8 +258,13 @@ impl Applier {
             .into_iter()
             .map(str::to_string)
             .collect();
+        let others = decide::OtherAppliers {
+            own: &self.options.field_manager,
+            overrides: &self.options.override_managers,
+            taking_over: decide::takes_over(mode == Mode::Apply, policy, &live),
+        };
         for pointer in &ignored {
-            match decide::ignored_field(&live, pointer, &self.options.field_manager) {
+            match decide::ignored_field(&live, pointer, &others) {
                 decide::IgnoredField::LeaveOut => drift::remove_pointer(&mut object, pointer),
                 decide::IgnoredField::KeepLive(value) => {
                     drift::set_pointer(&mut object, pointer, value)
