@@ -1153,6 +1153,7 @@ async fn injected_faults_fail_matching_requests() {
         .await
         .unwrap();
     server.inject(Fault {
+        dry_run: None,
         verb: Some("get".into()),
         resource: Some("configmaps".into()),
         remaining: 2,
@@ -1160,6 +1161,7 @@ async fn injected_faults_fail_matching_requests() {
         retry_after: None,
     });
     server.inject(Fault {
+        dry_run: None,
         verb: Some("list".into()),
         resource: None,
         remaining: 1,

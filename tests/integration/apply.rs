@@ -923,3 +923,56 @@ async fn managed_fields_move_to_the_applied_version_when_asked() {
         "the migration is a change"
     );
 }
+
+/// A write the server refuses after the stage's dry-run passed fails that object only: the
+/// stage's other writes are still made (concurrently, `--concurrent-ssa` at a time), what was
+/// written comes back for the inventory, and the error names the object refused. ssa writes a
+/// stage one object at a time and stops at the first refusal, leaving the rest unwritten.
+/// Needs the test server's faults (a refusal of writes, not of dry-runs).
+#[tokio::test]
+async fn a_write_refused_after_the_dry_run_fails_that_object_and_the_stage_writes_the_rest() {
+    let cluster = TestCluster::start().await;
+    let Some(server) = cluster.server() else {
+        eprintln!("skipped: needs the in-process API server's fault injection");
+        return;
+    };
+    let ns = &cluster.namespace;
+    let names = ["alpha", "bravo", "charlie"];
+    let objects: Vec<Value> = names
+        .iter()
+        .map(|name| config_map(ns, name, json!({"k": "v"})))
+        .collect();
+    server.inject(crate::support::apiserver::Fault {
+        verb: Some("patch".into()),
+        resource: Some("configmaps".into()),
+        remaining: 1,
+        code: 500,
+        retry_after: None,
+        dry_run: Some(false),
+    });
+    let engine = applier(
+        &cluster,
+        &AppliedCache::default(),
+        ApplyOptions::default(),
+        IgnoreRules::none(),
+    );
+    let (written, error) = engine.apply_all_partial(objects.clone()).await;
+    let error = error.expect("one write was refused").to_string();
+    assert_eq!(written.changes.len(), 2, "{}", actions(&written).join(", "));
+    let refused: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|name| !written.changes.iter().any(|c| c.object.name == *name))
+        .collect();
+    assert_eq!(refused.len(), 1);
+    assert!(
+        error.starts_with(&format!("ConfigMap/{ns}/{} apply failed", refused[0])),
+        "{error}"
+    );
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(cluster.client.clone(), ns);
+    for name in names {
+        let exists = maps.get_opt(name).await.unwrap().is_some();
+        assert_eq!(exists, name != refused[0], "{name}");
+    }
+}

@@ -1024,6 +1024,7 @@ async fn an_unreadable_source_is_retried_with_backoff_and_no_event() {
         harness.publish_files("unreadable", "main@sha1:d00d", &[("cm.yaml", config_map)]);
     harness.source("repo", &artifact).await;
     server.inject(crate::support::apiserver::Fault {
+        dry_run: None,
         verb: Some("get".into()),
         resource: Some("gitrepositories".into()),
         remaining: 3,
@@ -1086,6 +1087,7 @@ async fn api_errors_mid_apply_converge_without_wrong_pruning() {
     let changed = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: one\ndata:\n  v: \"2\"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: two\ndata:\n  v: \"2\"\n";
     let next = harness.publish_files("two-v2", "main@sha1:c00c", &[("cms.yaml", changed)]);
     server.inject(crate::support::apiserver::Fault {
+        dry_run: None,
         verb: Some("patch".into()),
         resource: Some("configmaps".into()),
         remaining: 3,

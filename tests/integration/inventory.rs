@@ -131,6 +131,7 @@ async fn failed_deletions_survive_in_the_inventory() {
     let mut new = from_change_set(&Default::default()).unwrap();
     let stale_objects = stale(&old, &new).unwrap();
     server.inject(Fault {
+        dry_run: None,
         verb: Some("delete".into()),
         resource: Some("configmaps".into()),
         remaining: 1,

@@ -306,6 +306,7 @@ async fn watches_cut_mid_stream_resume_and_relist_when_history_is_gone() {
         // while (as when the watch cache restarts in an HA control plane), while writes go
         // on; then history is compacted, so resuming from the last version seen gets 410.
         server.inject(Fault {
+            dry_run: None,
             verb: Some("watch".into()),
             resource: None,
             remaining: usize::MAX,
@@ -344,6 +345,7 @@ async fn an_absent_source_kind_does_not_slow_the_other_watches() {
     };
     // Every watch and list of buckets fails; the other kinds must not wait on it.
     server.inject(Fault {
+        dry_run: None,
         verb: None,
         resource: Some("buckets".into()),
         remaining: usize::MAX,

@@ -67,6 +67,8 @@ pub struct Fault {
     pub code: u16,
     /// Seconds for `Retry-After` (with 429).
     pub retry_after: Option<u64>,
+    /// Only dry-runs (`Some(true)`) or only writes (`Some(false)`); `None` matches both.
+    pub dry_run: Option<bool>,
 }
 
 /// A write another client makes right after the server answers a matching request, as a
@@ -439,12 +441,13 @@ impl TestApiServer {
         self.shared.lock_store().compact();
     }
 
-    fn take_fault(&self, verb: &str, resource: &str) -> Option<ApiError> {
+    fn take_fault(&self, verb: &str, resource: &str, dry_run: bool) -> Option<ApiError> {
         let mut faults = self.shared.faults.lock().expect("faults");
         let rule = faults.rules.iter_mut().find(|rule| {
             rule.remaining > 0
                 && rule.verb.as_deref().is_none_or(|v| v == verb)
                 && rule.resource.as_deref().is_none_or(|r| r == resource)
+                && rule.dry_run.is_none_or(|d| d == dry_run)
         })?;
         rule.remaining -= 1;
         let reason = match rule.code {
@@ -534,7 +537,8 @@ impl TestApiServer {
                 initial_events: request.query.contains_key("sendInitialEvents"),
                 user: request.identity.user.clone(),
             });
-        if let Some(error) = self.take_fault(verb, &route.rt.plural) {
+        let dry_run = request.query.get("dryRun").is_some_and(|d| d == "All");
+        if let Some(error) = self.take_fault(verb, &route.rt.plural, dry_run) {
             return error_response(&error);
         }
         if verb == "watch" {

@@ -202,6 +202,7 @@ async fn flux_prune_failed_inventory_retry() {
     let ready = applied(&harness, "retry", "v3.0.0").await;
     assert_eq!(inventory_len(&ready), 1);
     server.inject(crate::support::apiserver::Fault {
+        dry_run: None,
         verb: Some("delete".into()),
         resource: Some("configmaps".into()),
         remaining: 1,
@@ -513,6 +514,7 @@ async fn flux_prune_survivors() {
     };
     let refuse = |verb: &str, remaining: usize| {
         server.inject(Fault {
+            dry_run: None,
             verb: Some(verb.into()),
             resource: Some("configmaps".into()),
             remaining,
