@@ -976,3 +976,59 @@ async fn a_write_refused_after_the_dry_run_fails_that_object_and_the_stage_write
         assert_eq!(exists, name != refused[0], "{name}");
     }
 }
+
+/// An account that may patch an object but not read it (a tenant's role granting `patch`
+/// alone): as ssa, the failed read is passed over and the dry-run decides. It passes, so the
+/// object is judged against an empty live one and written.
+#[tokio::test]
+async fn an_object_the_account_may_patch_but_not_read_is_applied() {
+    let cluster = TestCluster::start().await;
+    let ns = &cluster.namespace;
+    let user = unique("patcher");
+    cluster
+        .grant(
+            ns,
+            &user,
+            json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]}]),
+        )
+        .await;
+    let existing = config_map(ns, "patched-only", json!({"a": "1"}));
+    cluster.apply(&existing).await;
+    // The authorizer sees a new grant moments after it is written.
+    let as_user: Api<DynamicObject> = Api::namespaced_with(
+        cluster.client_as(&user, &[]),
+        ns,
+        &kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+    );
+    let granted = crate::support::cluster::wait_for(std::time::Duration::from_secs(10), || async {
+        let probe = PatchParams::apply("probe").dry_run();
+        as_user
+            .patch("patched-only", &probe, &Patch::Apply(&existing))
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+    assert!(granted.is_some(), "patch is granted");
+    assert!(as_user.get("patched-only").await.is_err(), "get is not");
+    let engine = Applier::new(
+        cluster.client_as(&user, &[]),
+        ApplyOptions::default(),
+        Owner {
+            name: "apps".into(),
+            namespace: "flux-system".into(),
+        },
+        None,
+        IgnoreRules::none(),
+        AppliedCache::default(),
+    );
+    let changes = engine
+        .apply_all(vec![config_map(ns, "patched-only", json!({"a": "2"}))])
+        .await
+        .unwrap();
+    assert_eq!(
+        actions(&changes),
+        [format!("ConfigMap/{ns}/patched-only configured")]
+    );
+    assert_eq!(live(&cluster, &existing).await["data"]["a"], "2");
+}

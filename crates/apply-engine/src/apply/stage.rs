@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::decide;
 use super::drift::{self, comparable, drifted, takeover_patch};
@@ -365,18 +365,24 @@ impl Applier {
                 }
                 match api.get_opt(&reference.name).await {
                     Ok(found) => found.map(|o| serde_json::to_value(o).unwrap_or_default()),
-                    // As ssa, a read that fails (a tenant may not `get`) is not the error:
-                    // the dry-run's is, which says what the account may not do.
-                    Err(read_error) => {
-                        return Err(match early_failure {
-                            Some(failure) => failure,
-                            None => match self.dry_run(api, reference, object).await {
-                                Err(failure) => failure,
-                                Ok(_) => ApplyError::Apply {
-                                    subject: reference.to_string(),
-                                    message: api_error_parts(&read_error).1,
-                                },
-                            },
+                    // As ssa, a read that fails (a tenant may not `get`) is passed over: the
+                    // dry-run decides. Its refusal is the error, as it says what the account
+                    // may not do; once it passes, the object is judged against an empty live
+                    // one (so an existing object is written, as ssa writes it).
+                    Err(_) => {
+                        if let Some(failure) = early_failure {
+                            return Err(failure);
+                        }
+                        let result = match early_dry_run {
+                            Some(result) => result,
+                            None => self.dry_run(api, reference, object).await?,
+                        };
+                        if !exists(&result) {
+                            return Ok(Read::Absent);
+                        }
+                        return Ok(Read::Live {
+                            live: json!({}),
+                            early_dry_run: Some(result),
                         });
                     }
                 }
