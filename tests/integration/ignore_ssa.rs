@@ -458,3 +458,42 @@ async fn ignore_rules_apply_only_where_their_selector_and_paths_reach() {
         "true"
     );
 }
+
+/// ssa matches a rule's selector on the dry-run's answer, which carries the live object's
+/// labels: a label another manager put on the object selects it as one in the manifest does.
+#[tokio::test]
+async fn a_label_another_manager_set_selects_the_object_for_a_rule() {
+    let scene = Scene::start("labelled").await;
+    let mut desired = scene.deployment();
+    assert_eq!(scene.apply(&desired, &[], &[]).await, Action::Created);
+    scene
+        .edit(json!({"metadata": {"labels": {"autoscaled": "true"}}}))
+        .await;
+    scene
+        .apply_as(
+            "vpa-controller",
+            true,
+            scene.minimal(
+                json!({"replicas": 6}),
+                json!({"image": "ghcr.io/stefanprodan/podinfo:6.0.0"}),
+            ),
+        )
+        .await
+        .unwrap();
+    let selected = IgnoreRule {
+        paths: vec!["/spec/replicas".into()],
+        target: Some(Selector {
+            label_selector: Some("autoscaled=true".into()),
+            ..Default::default()
+        }),
+    };
+    set(&mut desired, "/spec/minReadySeconds", json!(9));
+    assert_eq!(
+        scene.apply(&desired, &[selected], &[]).await,
+        Action::Configured
+    );
+    let live = scene.live().await;
+    assert_eq!(live["spec"]["replicas"], 6, "left to the autoscaler");
+    assert!(!owns(&live, FLUX, "f:replicas"));
+    assert_eq!(live["metadata"]["labels"]["autoscaled"], "true");
+}

@@ -69,6 +69,28 @@ pub(super) fn ignored_field(live: &Value, pointer: &str, others: &OtherAppliers)
     }
 }
 
+/// What `spec.ignore`'s selectors are matched against for an object that exists: its kind
+/// and name, with the live object's labels and annotations under the built ones', as in
+/// the dry-run's answer ssa matches them on (another manager's label selects the object too).
+pub(super) fn selection_view(object: &Value, live: &Value) -> Value {
+    let merged = |field: &str| {
+        let mut all = live["metadata"][field]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        if let Some(built) = object["metadata"][field].as_object() {
+            all.extend(built.clone());
+        }
+        Value::Object(all)
+    };
+    serde_json::json!({
+        "apiVersion": object["apiVersion"], "kind": object["kind"],
+        "metadata": {"name": object["metadata"]["name"],
+            "namespace": object["metadata"]["namespace"],
+            "labels": merged("labels"), "annotations": merged("annotations")},
+    })
+}
+
 /// Whether the last apply stands: the same object was applied to the live object's very
 /// version (and no migration wrote since), so nothing can have drifted.
 pub(super) fn unchanged_since_applied(
@@ -241,6 +263,24 @@ mod tests {
                 "{pointer} taking over: {taking_over}, overriding hpa: {overriding}"
             );
         }
+    }
+
+    #[test]
+    fn ignore_selectors_see_the_live_labels_under_the_built_ones() {
+        let built = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "apps",
+                "labels": {"team": "a"}, "annotations": {"note": "built"}},
+            "spec": {"replicas": 2}});
+        let live = json!({"metadata": {"name": "web", "namespace": "apps",
+            "labels": {"team": "b", "autoscaled": "true"}, "annotations": {"note": "live"}},
+            "spec": {"replicas": 7}});
+        assert_eq!(
+            selection_view(&built, &live),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "apps",
+                    "labels": {"team": "a", "autoscaled": "true"},
+                    "annotations": {"note": "built"}}})
+        );
     }
 
     #[test]

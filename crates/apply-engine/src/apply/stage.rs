@@ -254,7 +254,7 @@ impl Applier {
         }
         let ignored: Vec<String> = self
             .ignore
-            .paths_for(&object)
+            .paths_for(&decide::selection_view(&object, &live))
             .into_iter()
             .map(str::to_string)
             .collect();
