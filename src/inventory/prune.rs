@@ -29,14 +29,14 @@ pub async fn prune_with(
 ) -> PruneOutcome {
     let mut outcome = PruneOutcome::default();
     for (index, reference) in stale.iter().enumerate() {
-        let api = match kinds.api(client, reference).await {
-            Ok(api) => api,
+        let (served, at_recorded_version) = match kinds.served(client, reference).await {
+            Ok(served) => (served, true),
             // Not at this version: the object may live on at another the CRD still serves
             // (it dropped the one recorded); with no version left (its CRD went first)
             // nothing is left to delete.
             Err(KindError::NotServed) => {
-                match kinds.api_at_another_version(client, reference).await {
-                    Some(api) => api,
+                match kinds.served_at_another_version(client, reference).await {
+                    Some(served) => (served, false),
                     None => {
                         outcome.skip(reference);
                         continue;
@@ -54,8 +54,7 @@ pub async fn prune_with(
             }
         };
         // Kept, or settled already under an earlier entry.
-        if let Ok(served) = kinds.served(client, reference).await
-            && !served.namespaced
+        if !served.namespaced
             && kept
                 .iter()
                 .chain(&stale[..index])
@@ -63,16 +62,15 @@ pub async fn prune_with(
         {
             continue;
         }
+        let api = served.api(client, &reference.namespace);
         let watched = match owned {
-            Some(owned) => match kinds.served(client, reference).await {
-                Ok(served) => {
-                    owned.watch(&served);
-                    owned.release(reference, &served);
-                    owned.seen(reference, &served)
-                }
-                Err(_) => Seen::Unknown,
-            },
-            None => Seen::Unknown,
+            // The watches are of the version recorded; at another, the object is read.
+            Some(owned) if at_recorded_version => {
+                owned.watch(&served);
+                owned.release(reference, &served);
+                owned.seen(reference, &served)
+            }
+            _ => Seen::Unknown,
         };
         match judge_and_delete(&api, reference, owner, watched).await {
             Verdict::Deleted => {}

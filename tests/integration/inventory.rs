@@ -256,8 +256,14 @@ async fn install_crd(
 async fn a_cluster_scoped_object_under_two_inventory_keys_is_one_object() {
     let cluster = TestCluster::start().await;
     let ns = &cluster.namespace;
-    let (crds, group) =
-        install_crd(&cluster, "dials", "Dial", "Cluster", &[("v1", true, true)]).await;
+    let (crds, group) = install_crd(
+        &cluster,
+        "dials",
+        "Dial",
+        "Cluster",
+        &[("v1beta1", false, false), ("v1", true, true)],
+    )
+    .await;
     let dial = |annotations: Value| {
         json!({"apiVersion": format!("{group}/v1"), "kind": "Dial",
             "metadata": {"name": "dial", "namespace": ns, "annotations": annotations}})
@@ -290,7 +296,16 @@ async fn a_cluster_scoped_object_under_two_inventory_keys_is_one_object() {
     let prune = |stale: Vec<kustomize_controller::objects::ObjectRef>, kept: Vec<_>| async move {
         inventory::prune_with(client, kinds, None, &stale, &kept, &owner()).await
     };
-    let outcome = prune(vec![as_flux_records_a_skip.clone()], vec![kept.clone()]).await;
+    // Also recorded at a version the CRD no longer serves.
+    let at_an_old_version = kustomize_controller::objects::ObjectRef {
+        api_version: format!("{group}/v1beta1"),
+        ..as_flux_records_a_skip.clone()
+    };
+    let outcome = prune(
+        vec![as_flux_records_a_skip.clone(), at_an_old_version],
+        vec![kept.clone()],
+    )
+    .await;
     assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
     assert!(outcome.settled.changes.is_empty(), "{:?}", outcome.settled);
     assert!(

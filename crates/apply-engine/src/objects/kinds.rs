@@ -68,34 +68,43 @@ impl KindCache {
         client: &kube::Client,
         object: &ObjectRef,
     ) -> Result<Api<DynamicObject>, KindError> {
-        let served = self.served(client, object).await?;
-        Ok(if served.namespaced {
-            Api::namespaced_with(client.clone(), &object.namespace, &served.resource)
+        Ok(self
+            .served(client, object)
+            .await?
+            .api(client, &object.namespace))
+    }
+}
+
+impl Served {
+    /// The dynamic API of the kind on `client`'s cluster: in `namespace` when the kind is
+    /// namespaced, cluster-wide otherwise.
+    pub fn api(&self, client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+        if self.namespaced {
+            Api::namespaced_with(client.clone(), namespace, &self.resource)
         } else {
-            Api::all_with(client.clone(), &served.resource)
-        })
+            Api::all_with(client.clone(), &self.resource)
+        }
     }
 }
 
 impl KindCache {
-    /// The dynamic API of `object`'s kind at the version its group now prefers, for an object
-    /// recorded at a version the server no longer serves (a CRD that dropped it): the object
-    /// itself may live on at another. None when the group serves the kind at no version.
-    pub async fn api_at_another_version(
+    /// How the server serves `object`'s kind at the version its group now prefers, for an
+    /// object recorded at a version the server no longer serves (a CRD that dropped it): the
+    /// object itself may live on at another. None when the group serves the kind at no version.
+    pub async fn served_at_another_version(
         &self,
         client: &kube::Client,
         object: &ObjectRef,
-    ) -> Option<Api<DynamicObject>> {
+    ) -> Option<Served> {
         let group = object.group();
         if group.is_empty() {
             return None;
         }
         let discovered = kube::discovery::group(client, group).await.ok()?;
         let (resource, capabilities) = discovered.recommended_kind(&object.kind)?;
-        Some(if capabilities.scope == Scope::Namespaced {
-            Api::namespaced_with(client.clone(), &object.namespace, &resource)
-        } else {
-            Api::all_with(client.clone(), &resource)
+        Some(Served {
+            resource,
+            namespaced: capabilities.scope == Scope::Namespaced,
         })
     }
 
