@@ -1031,4 +1031,48 @@ async fn an_object_the_account_may_patch_but_not_read_is_applied() {
         [format!("ConfigMap/{ns}/patched-only configured")]
     );
     assert_eq!(live(&cluster, &existing).await["data"]["a"], "2");
+
+    // The live object's opt-out still holds: the dry-run's answer carries it.
+    let mut disabled = existing.clone();
+    disabled["metadata"]["annotations"] =
+        json!({"kustomize.toolkit.fluxcd.io/reconcile": "disabled"});
+    cluster.apply(&disabled).await;
+    let changes = engine
+        .apply_all(vec![config_map(ns, "patched-only", json!({"a": "3"}))])
+        .await
+        .unwrap();
+    assert_eq!(
+        actions(&changes),
+        [format!("ConfigMap/{ns}/patched-only skipped")]
+    );
+    assert_eq!(live(&cluster, &existing).await["data"]["a"], "1");
+
+    // Ignored fields cannot keep live values no one could read: the read's refusal is the
+    // error, and nothing is written.
+    cluster.apply(&existing).await;
+    let ignoring = Applier::new(
+        cluster.client_as(&user, &[]),
+        ApplyOptions::default(),
+        Owner {
+            name: "apps".into(),
+            namespace: "flux-system".into(),
+        },
+        None,
+        IgnoreRules::new(&[IgnoreRule {
+            paths: vec!["/data/b".into()],
+            target: None,
+        }])
+        .unwrap(),
+        AppliedCache::default(),
+    );
+    let refused = ignoring
+        .apply_all(vec![config_map(ns, "patched-only", json!({"a": "4"}))])
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("cannot get resource \"configmaps\""),
+        "{refused}"
+    );
+    assert_eq!(live(&cluster, &existing).await["data"]["a"], "1");
 }

@@ -365,25 +365,17 @@ impl Applier {
                 }
                 match api.get_opt(&reference.name).await {
                     Ok(found) => found.map(|o| serde_json::to_value(o).unwrap_or_default()),
-                    // As ssa, a read that fails (a tenant may not `get`) is passed over: the
-                    // dry-run decides. Its refusal is the error, as it says what the account
-                    // may not do; once it passes, the object is judged against an empty live
-                    // one (so an existing object is written, as ssa writes it).
-                    Err(_) => {
-                        if let Some(failure) = early_failure {
-                            return Err(failure);
-                        }
-                        let result = match early_dry_run {
-                            Some(result) => result,
-                            None => self.dry_run(api, reference, object).await?,
-                        };
-                        if !exists(&result) {
-                            return Ok(Read::Absent);
-                        }
-                        return Ok(Read::Live {
-                            live: json!({}),
-                            early_dry_run: Some(result),
-                        });
+                    Err(read_error) => {
+                        return self
+                            .unreadable(
+                                api,
+                                reference,
+                                object,
+                                early_dry_run,
+                                early_failure,
+                                read_error,
+                            )
+                            .await;
                     }
                 }
             }
@@ -400,6 +392,52 @@ impl Applier {
                 Ok(Read::Absent)
             }
         }
+    }
+
+    /// An object the account could not read (a tenant may patch but not `get`): as ssa, the
+    /// read is passed over and the dry-run decides. Its refusal is the error, as it says what
+    /// the account may not do. Once it passes, an existing object is judged against the
+    /// labels and annotations of the dry-run's answer alone (so the live object's
+    /// `ssa: Ignore` or `reconcile: disabled` still skips it, and it is written, as ssa writes
+    /// it), unless `spec.ignore` selects it: its ignored fields cannot be kept without their
+    /// live values, so the read's refusal is the error (ssa would overwrite them as built).
+    async fn unreadable(
+        &self,
+        api: &Api<DynamicObject>,
+        reference: &ObjectRef,
+        object: &mut Value,
+        early_dry_run: Option<Value>,
+        early_failure: Option<ApplyError>,
+        read_error: kube::Error,
+    ) -> Result<Read, ApplyError> {
+        if let Some(failure) = early_failure {
+            return Err(failure);
+        }
+        let result = match early_dry_run {
+            Some(result) => result,
+            None => self.dry_run(api, reference, object).await?,
+        };
+        if !exists(&result) {
+            return Ok(Read::Absent);
+        }
+        let live = json!({"metadata": {
+            "labels": result["metadata"]["labels"],
+            "annotations": result["metadata"]["annotations"],
+        }});
+        if !self
+            .ignore
+            .paths_for(&decide::selection_view(object, &live))
+            .is_empty()
+        {
+            return Err(ApplyError::Apply {
+                subject: reference.to_string(),
+                message: api_error_parts(&read_error).1,
+            });
+        }
+        Ok(Read::Live {
+            live,
+            early_dry_run: Some(result),
+        })
     }
 
     /// Performs the verdict on an object that exists, once the dry-run answered: the
