@@ -424,7 +424,7 @@ async fn serve_metrics_and_probes(
     args: &RunArgs,
     metrics: &std::sync::Arc<controller::metrics::Metrics>,
 ) -> anyhow::Result<()> {
-    for address_flag in [&args.metrics_addr, &args.health_addr] {
+    for (address_flag, probes) in [(&args.metrics_addr, false), (&args.health_addr, true)] {
         if address_flag == "0" {
             continue;
         }
@@ -434,7 +434,7 @@ async fn serve_metrics_and_probes(
             .map_err(|error| anyhow::anyhow!("failed to create listener on {address}: {error}"))
             .context("problem running manager")?;
         // controller-runtime's lines for its two servers.
-        if address_flag == &args.health_addr {
+        if probes {
             let addr = go_listener_address(address_flag);
             tracing::info!(name = "health probe", addr = addr, "starting server");
         } else {

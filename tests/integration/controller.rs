@@ -694,6 +694,30 @@ async fn leader_election_hands_over() {
         lease.spec.unwrap().holder_identity.as_deref(),
         Some("first")
     );
+    // Another holder took the Lease since our last write: the renewal's write is refused,
+    // the Lease is read, and the holder keeps it.
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S.%6fZ")
+        .to_string();
+    leases
+        .patch(
+            "kc-leader",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"spec": {"holderIdentity": "intruder", "renewTime": now}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(!first.try_acquire().await.unwrap(), "not taken back");
+    let holder = leases
+        .get("kc-leader")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .holder_identity;
+    assert_eq!(holder.as_deref(), Some("intruder"));
     // The first replica stops renewing; the Lease expires and the second takes over.
     tokio::time::timeout(Duration::from_secs(10), second.acquire())
         .await

@@ -238,11 +238,11 @@ impl LeaderElection {
         if self.renew_held().await {
             return Ok(true);
         }
-        let held = self.slow_path().await;
-        if !matches!(held, Ok(true)) {
+        let acquired = self.slow_path().await;
+        if !matches!(acquired, Ok(true)) {
             self.remember(None);
         }
-        held
+        acquired
     }
 
     /// Reads the Lease and takes it, renews it, or leaves it to its holder.
@@ -356,8 +356,8 @@ impl LeaderElection {
     /// client-go's release: no holder, a one-second duration).
     pub async fn release(&self) -> Result<(), kube::Error> {
         let api = self.api();
-        // As client-go, from the Lease our last write left; read only when that is unknown
-        // or the write finds the Lease changed since.
+        // From the Lease our last write left (client-go reads it first): the write carries
+        // its resourceVersion, so a Lease changed since refuses it, and is then read.
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some((lease, _)) = held
             && api

@@ -85,6 +85,8 @@ fn aggregate(query: Option<&str>) -> ProbeAnswer {
             body.push_str(&format!("[+]{name} ok\n"));
         }
     }
+    // A set, as Go's: each unknown name once (in name order; Go's is unordered).
+    excluded.sort_unstable();
     excluded.dedup();
     if !excluded.is_empty() {
         let quoted: Vec<String> = excluded.iter().map(|name| format!("{name:?}")).collect();
@@ -140,7 +142,7 @@ mod tests {
             ),
             (
                 "/healthz",
-                Some("verbose=1&exclude=nope&exclude=ping&exclude=other"),
+                Some("verbose=1&exclude=other&exclude=ping&exclude=nope&exclude=other"),
                 ok(
                     "[+]ping excluded: ok\nwarn: some health checks cannot be excluded: no matches for \"nope\",\"other\"\nhealthz check passed\n",
                     true,

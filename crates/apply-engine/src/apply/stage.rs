@@ -221,8 +221,9 @@ impl Applier {
             };
             return Ok(Decided::no_write(reference, action));
         }
-        // As ssa: what the build opted out of is skipped before anything asks whether its
-        // kind is served (a disabled custom resource whose CRD is not installed is skipped).
+        // As ssa: what the build opted out of is skipped whether or not its kind is served (a
+        // disabled custom resource whose CRD is not installed is skipped); discovery is asked
+        // only for the scope its inventory entry is recorded in.
         if decide::skipped_as_built(&object) {
             let reference = self.skipped_reference(&object).await;
             return Ok(Decided::no_write(reference, Action::Skipped));
@@ -252,25 +253,8 @@ impl Applier {
         if decide::skipped_as_live(policy, &live) {
             return Ok(Decided::no_write(reference, Action::Skipped));
         }
-        let ignored: Vec<String> = self
-            .ignore
-            .paths_for(&decide::selection_view(&object, &live))
-            .into_iter()
-            .map(str::to_string)
-            .collect();
-        let others = decide::OtherAppliers {
-            own: &self.options.field_manager,
-            overrides: &self.options.override_managers,
-            taking_over: decide::takes_over(mode == Mode::Apply, policy, &live),
-        };
-        for pointer in &ignored {
-            match decide::ignored_field(&live, pointer, &others) {
-                decide::IgnoredField::LeaveOut => drift::remove_pointer(&mut object, pointer),
-                decide::IgnoredField::KeepLive(value) => {
-                    drift::set_pointer(&mut object, pointer, value)
-                }
-            }
-        }
+        let taking_over = decide::takes_over(mode == Mode::Apply, policy, &live);
+        let ignored = self.settle_ignored_fields(&mut object, &live, taking_over);
         // MigrateAPIVersion: written before the dry-run, which the old entries could fail, as
         // Flux does; the migration is itself a change.
         let mut live = live;
@@ -295,7 +279,7 @@ impl Applier {
             return Ok(Decided::no_write(reference, Action::Unchanged));
         }
         // Taking fields back from other managers is itself a change.
-        let takeover = decide::takes_over(mode == Mode::Apply, policy, &live)
+        let takeover = taking_over
             .then(|| {
                 takeover_patch(
                     &live,
@@ -323,6 +307,35 @@ impl Applier {
             takeover,
             migrated,
         })
+    }
+
+    /// `spec.ignore` on an object that exists: each ignored field the rules select is left out
+    /// of what is applied or sent with its live value ([`decide::ignored_field`]). The
+    /// pointers come back, to be left out of the drift comparison too.
+    fn settle_ignored_fields(
+        &self,
+        object: &mut Value,
+        live: &Value,
+        taking_over: bool,
+    ) -> Vec<String> {
+        let ignored: Vec<String> = self
+            .ignore
+            .paths_for(&decide::selection_view(object, live))
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        let others = decide::OtherAppliers {
+            own: &self.options.field_manager,
+            overrides: &self.options.override_managers,
+            taking_over,
+        };
+        for pointer in &ignored {
+            match decide::ignored_field(live, pointer, &others) {
+                decide::IgnoredField::LeaveOut => drift::remove_pointer(object, pointer),
+                decide::IgnoredField::KeepLive(value) => drift::set_pointer(object, pointer, value),
+            }
+        }
+        ignored
     }
 
     /// The reference a skipped object is recorded under: as built, without the namespace
