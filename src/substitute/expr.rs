@@ -1,6 +1,6 @@
 //! `${…}` expressions, bash-style, as Flux's envsubst evaluates them.
 //!
-//! Supported: `${v}`; defaults `${v:-d}` `${v-d}` `${v:=d}` `${v=d}` and `+`, `:+`, `?`, `:?`,
+//! Supported: `${v}`; defaults `${v:-d}` `${v:=d}` `${v=d}` `${v:+d}` `${v:?d}`,
 //! which Flux treats alike (an unset or empty value takes the default, which may contain
 //! expressions itself); `${#v}`; substrings `${v:off}` `${v:off:len}` (a negative offset needs
 //! a space, `${v: -2}`, as in bash); prefix and suffix removal `${v#p}` `${v##p}` `${v%p}`
@@ -17,11 +17,14 @@ use std::collections::BTreeMap;
 pub enum ExprError {
     #[error("variable not set (strict mode): {0:?}")]
     Unset(String),
-    /// The text is not quoted: it may be a decrypted secret value.
+    /// The text is not quoted: it may be a decrypted secret value. The three syntax errors
+    /// are Flux's envsubst parser's, with where the expression starts.
     #[error("bad substitution at character {0}")]
     Syntax(usize),
     #[error("missing closing brace at character {0}")]
     Unterminated(usize),
+    #[error("unable to parse variable name at character {0}")]
+    VariableName(usize),
     #[error("expressions nest more than {MAX_DEPTH} levels deep")]
     TooDeep,
 }
@@ -108,12 +111,10 @@ fn closing_brace(text: &str) -> Option<usize> {
     None
 }
 
-fn is_name_start(c: char) -> bool {
-    c == '_' || c.is_ascii_alphabetic()
-}
-
+/// A character of a variable's name in Flux's parser (Go's `unicode.IsLetter`/`IsDigit` or
+/// `_`): a name may start with a digit (`${1}` is the variable `1`).
 fn is_name_char(c: char) -> bool {
-    c == '_' || c.is_ascii_alphanumeric()
+    c == '_' || c.is_alphanumeric()
 }
 
 /// Evaluates the inside of `${…}`.
@@ -125,14 +126,14 @@ fn evaluate(
 ) -> Result<String, ExprError> {
     let syntax = || ExprError::Syntax(position);
     if let Some(name) = body.strip_prefix('#') {
-        if !name.starts_with(is_name_start) || !name.chars().all(is_name_char) {
+        if name.is_empty() || !name.chars().all(is_name_char) {
             return Err(syntax());
         }
         // Bytes, as Flux (Go's len).
         return Ok(required(name, context)?.len().to_string());
     }
-    if !body.starts_with(is_name_start) {
-        return Err(syntax());
+    if !body.starts_with(is_name_char) {
+        return Err(ExprError::VariableName(position));
     }
     let name_len = body.find(|c: char| !is_name_char(c)).unwrap_or(body.len());
     let (name, operation) = body.split_at(name_len);
@@ -140,10 +141,15 @@ fn evaluate(
     if operation.is_empty() {
         return required(name, context);
     }
+    // Flux's parser knows an operation by its first character; after any other (`${v-d}`,
+    // `${v d}`) it expects the closing brace.
+    if !operation.starts_with([':', '=', ',', '^', '/', '#', '%']) {
+        return Err(ExprError::Unterminated(position));
+    }
     // Defaults: the default text is itself expanded, and only when used.
     // Flux's envsubst treats every default form alike: an unset or empty value takes the
-    // default (unlike bash, where `-`/`=` keep a set-but-empty value).
-    for prefix in [":-", ":=", ":+", ":?", "-", "=", "+", "?"] {
+    // default (unlike bash, where `=` keeps a set-but-empty value).
+    for prefix in [":-", ":=", ":+", ":?", "="] {
         if let Some(default) = operation.strip_prefix(prefix) {
             return match value {
                 Some(v) if !v.is_empty() => Ok(v.clone()),
@@ -456,8 +462,6 @@ mod tests {
             ("${missing:-default}", "default"),
             ("${empty:-default}", "default"),
             ("${name:-default}", "world"),
-            ("${missing-default}", "default"),
-            ("${empty-default}", "default"),
             ("${missing:=set}", "set"),
             ("${empty:=set}", "set"),
             ("${missing=set}", "set"),
@@ -534,31 +538,46 @@ mod tests {
     fn every_default_form_fills_empty_values() {
         for form in [
             "${empty:-d}",
-            "${empty-d}",
             "${empty:=d}",
             "${empty=d}",
-            "${empty+d}",
             "${empty:+d}",
-            "${empty?d}",
             "${empty:?d}",
-            "${unset?d}",
+            "${unset:?d}",
         ] {
             assert_eq!(run(form, true).as_deref(), Ok("d"), "{form}");
         }
-        assert_eq!(run("${name?d}", true).as_deref(), Ok("world"));
+        assert_eq!(run("${name:?d}", true).as_deref(), Ok("world"));
     }
 
+    /// Flux's envsubst parser (fluxcd/pkg `envsubst/parse`): a name is letters, digits and
+    /// `_` in any order; no name is "unable to parse variable name"; a name followed by what
+    /// starts no operation (bash's `-`, `+`, `?` without a colon among them) is "missing
+    /// closing brace"; a length of nothing is "bad substitution". None shows a value.
     #[test]
-    fn syntax_errors_never_show_values() {
-        for bad in ["${1abc}", "${}", "${ name}", "${#1}"] {
+    fn syntax_errors_are_fluxs_and_never_show_values() {
+        let vars = BTreeMap::from([("1abc".to_string(), "one".to_string())]);
+        let strict = Context {
+            vars: &vars,
+            strict: true,
+        };
+        assert_eq!(expand("${1abc} ${#1abc}", &strict).as_deref(), Ok("one 3"));
+        let rows = [
+            ("${}", ExprError::VariableName(0)),
+            ("x ${ name}", ExprError::VariableName(2)),
+            ("${@}", ExprError::VariableName(0)),
+            ("${name-d}", ExprError::Unterminated(0)),
+            ("${name+d}", ExprError::Unterminated(0)),
+            ("${name?d}", ExprError::Unterminated(0)),
+            ("${name d}", ExprError::Unterminated(0)),
+            ("${name", ExprError::Unterminated(0)),
+            ("${#}", ExprError::Syntax(0)),
+            ("${name^x}", ExprError::Syntax(0)),
+        ];
+        for (bad, want) in rows {
             let err = run(bad, true).unwrap_err();
-            assert!(matches!(err, ExprError::Syntax(_)), "{bad}: {err}");
+            assert_eq!(err, want, "{bad}");
             assert!(!err.to_string().contains("world"), "{err}");
         }
-        assert!(matches!(
-            run("${name", true),
-            Err(ExprError::Unterminated(_))
-        ));
     }
 
     #[test]
@@ -573,7 +592,7 @@ mod tests {
         let secret = "prefix ${not a name: hunter2}";
         let message = expand(secret, &context).unwrap_err().to_string();
         assert!(!message.contains("hunter2"), "{message}");
-        assert_eq!(message, "bad substitution at character 7");
+        assert_eq!(message, "missing closing brace at character 7");
         let message = expand("x ${hunter2", &context).unwrap_err().to_string();
         assert_eq!(message, "missing closing brace at character 2");
     }
