@@ -12,6 +12,8 @@
 //! left alone. Errors name the object and the variable, never a value.
 
 mod expr;
+mod glob;
+mod parse;
 
 use std::collections::BTreeMap;
 
