@@ -361,3 +361,53 @@ mod tests {
         assert!(err.to_string().contains("10 minutes"), "{err}");
     }
 }
+
+#[cfg(test)]
+mod go_oracle {
+    use super::GoDuration;
+
+    /// `tests/fixtures/go/durations.json`: 3,000 strings (Flux's forms, random compositions
+    /// of numbers and units, signs, overflows) as Go's `time.ParseDuration` read them, and
+    /// durations as `Duration.String` printed them. Ours accepts what Go accepts, reads the
+    /// same nanoseconds, and prints what Go prints.
+    #[test]
+    fn durations_read_and_print_as_gos_time_package() {
+        #[derive(serde::Deserialize)]
+        struct Fixture {
+            rows: Vec<(Option<String>, Option<i64>, Option<String>, Option<String>)>,
+        }
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/go/durations.json"
+        );
+        let fixture: Fixture =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut differ = Vec::new();
+        for (input, nanos, printed, error) in &fixture.rows {
+            match input {
+                Some(input) => {
+                    let ours = GoDuration::parse(input).ok();
+                    let want = nanos.zip(printed.clone());
+                    let got = ours.map(|d| (d.as_nanos(), d.to_string()));
+                    if got != want {
+                        differ.push(format!("{input:?}: Go {want:?} {error:?}, ours {got:?}"));
+                    }
+                }
+                None => {
+                    let (nanos, printed) = (nanos.unwrap(), printed.clone().unwrap());
+                    let ours = GoDuration::from_nanos(nanos).to_string();
+                    if ours != printed {
+                        differ.push(format!("{nanos}ns: Go {printed:?}, ours {ours:?}"));
+                    }
+                }
+            }
+        }
+        assert!(fixture.rows.len() > 3_000);
+        assert!(
+            differ.is_empty(),
+            "{} differ:\n{}",
+            differ.len(),
+            differ.join("\n")
+        );
+    }
+}
