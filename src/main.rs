@@ -289,21 +289,22 @@ fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         ))
         .context("unable to set global jitter");
     }
-    for (selector, what) in [
-        (
-            args.watch_label_selector.as_deref(),
-            "unable to configure watch label selector for manager",
-        ),
-        (
-            Some(args.watch_configs_label_selector.as_str()),
-            "unable to configure watch configs label selector for controller",
-        ),
-    ] {
-        if let Some(selector) = selector.filter(|s| !s.is_empty()) {
-            kustomize::LabelSelector::parse(selector)
-                .map_err(|error| anyhow::anyhow!("{error}"))
-                .context(what)?;
-        }
+    // As Flux: the watch selector becomes a LabelSelector object (no `!=`, `>`, `<`), the
+    // configs selector is parsed as it is.
+    if let Some(selector) = args
+        .watch_label_selector
+        .as_deref()
+        .filter(|s| !s.is_empty())
+    {
+        kustomize::LabelSelector::parse_for_watch(selector)
+            .map_err(|error| anyhow::anyhow!("{error}"))
+            .context("unable to configure watch label selector for manager")?;
+    }
+    let configs = args.watch_configs_label_selector.as_str();
+    if !configs.is_empty() {
+        kustomize::labels_parse_message(configs)
+            .map_err(|error| anyhow::anyhow!("{error}"))
+            .context("unable to configure watch configs label selector for controller")?;
     }
     if args.enable_leader_election {
         controller::leader::check_timing(

@@ -63,12 +63,18 @@ fn start_up_flags_flux_refuses_stop_the_controller_in_its_words() {
         (
             vec!["--watch-label-selector=sharding.fluxcd.io/key in shard1"],
             "unable to configure watch label selector for manager",
-            "",
+            "couldn't parse the selector string \"sharding.fluxcd.io/key in shard1\": \
+             unable to parse requirement: found 'shard1' expected: '('",
+        ),
+        (
+            vec!["--watch-label-selector=sharding.fluxcd.io/key!=shard1"],
+            "unable to configure watch label selector for manager",
+            "\"!=\" is not a valid label selector operator",
         ),
         (
             vec!["--watch-configs-label-selector=reconcile.fluxcd.io/watch notin Enabled"],
             "unable to configure watch configs label selector for controller",
-            "",
+            "unable to parse requirement: found 'Enabled' expected: '('",
         ),
         (
             vec![

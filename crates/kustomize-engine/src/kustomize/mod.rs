@@ -23,6 +23,7 @@ mod history;
 mod inputs;
 mod inventory;
 mod kustfile;
+mod labels;
 mod loader;
 mod nameref;
 mod openapi;
@@ -54,7 +55,9 @@ pub use openapi::{Openapi, PropertyMeta, SchemaView};
 use provenance::Tracking;
 pub use provenance::{ConfiguredBy, Origin, Provenance, provenance_table};
 pub use resource::Gvk;
-pub use selector::{CompiledSelector as ObjectSelector, LabelSelector, SelectorError};
+pub use selector::{
+    CompiledSelector as ObjectSelector, LabelSelector, SelectorError, labels_parse_message,
+};
 pub use smp::{Outcome as StrategicMergeOutcome, apply as strategic_merge};
 
 /// Which files a kustomization may read.
