@@ -405,3 +405,68 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod go_oracle {
+    use super::Schema;
+
+    /// `tests/fixtures/go/yaml-scalars.json`: 1,500 plain scalars (YAML 1.1 booleans, nulls,
+    /// bases, underscores, floats, sexagesimals, timestamps, overflows, random runs of digits
+    /// and signs) as sigs.k8s.io/yaml's `YAMLToJSON` read `v: <scalar>`, the reading Flux's
+    /// substitution and kubectl give manifests. Ours reads each to the same JSON.
+    #[test]
+    fn plain_scalars_read_as_sigs_k8s_io_yaml_reads_them() {
+        #[derive(serde::Deserialize)]
+        struct Fixture {
+            rows: Vec<(String, Option<String>, Option<String>)>,
+        }
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/go/yaml-scalars.json"
+        );
+        let fixture: Fixture =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut differ = Vec::new();
+        for (scalar, json, error) in &fixture.rows {
+            let document = format!("v: {scalar}\n");
+            let ours = crate::yaml::parse_single(&document, Schema::Kubernetes)
+                .ok()
+                .map(|value| numbers_as_floats(serde_json::Value::from(&value)));
+            let want: Option<serde_json::Value> = json
+                .as_deref()
+                .map(|text| numbers_as_floats(serde_json::from_str(text).unwrap()));
+            if !same(&ours, &want) {
+                differ.push(format!("{scalar:?}: Go {json:?} {error:?}, ours {ours:?}"));
+            }
+        }
+        assert!(fixture.rows.len() >= 1_500);
+        assert!(
+            differ.is_empty(),
+            "{} differ:\n{}",
+            differ.len(),
+            differ.join("\n")
+        );
+    }
+
+    /// Numbers compared by value: Go's JSON prints an integral float (`1e3`) as `1000`, which
+    /// reads back as an integer; ours keeps it a float of the same value.
+    fn numbers_as_floats(value: serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::Number(n) => serde_json::json!(n.as_f64()),
+            serde_json::Value::Object(map) => map
+                .into_iter()
+                .map(|(k, v)| (k, numbers_as_floats(v)))
+                .collect(),
+            other => other,
+        }
+    }
+
+    /// Equal, floats within a rounding step (serde_json's own float reading is not exact).
+    fn same(ours: &Option<serde_json::Value>, want: &Option<serde_json::Value>) -> bool {
+        let number = |v: &Option<serde_json::Value>| v.as_ref()?.get("v")?.as_f64();
+        match (number(ours), number(want)) {
+            (Some(a), Some(b)) => (a - b).abs() <= f64::EPSILON * a.abs().max(b.abs()),
+            _ => ours == want,
+        }
+    }
+}
