@@ -846,3 +846,55 @@ async fn applied_values_of_the_wrong_type_fail_the_typed_conversion() {
     .await;
     assert_eq!(code, 201, "{created}");
 }
+
+/// A label selector kube-apiserver refuses is a 400 in the words of Kubernetes' `labels.Parse`
+/// (as kube-local's v1.28 answers them); one it reads selects as it selects.
+#[tokio::test]
+async fn label_selectors_are_read_and_refused_as_kube_apiserver_reads_them() {
+    let cluster = TestCluster::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    for (name, labels) in [
+        ("web", json!({"app": "web", "tier": "front"})),
+        ("db", json!({"app": "db"})),
+    ] {
+        let object: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
+        api.create(&PostParams::default(), &object).await.unwrap();
+    }
+    let query = |selector: &str| {
+        format!(
+            "labelSelector={}",
+            form_urlencoded::byte_serialize(selector.as_bytes()).collect::<String>()
+        )
+    };
+    for (selector, message) in [
+        ("a=b=c", "found '=', expected: ',' or 'end of string'"),
+        (
+            "a in (b c)",
+            "unable to parse requirement: found 'c', expected: ',' or ')'",
+        ),
+        ("a,", "found '', expected: identifier after ','"),
+        (
+            "a>x",
+            "unable to parse requirement: values[0]: Invalid value: \"x\": for 'Gt', 'Lt' operators, the value must be an integer",
+        ),
+        ("!a=b", "found '=', expected: ',' or 'end of string'"),
+    ] {
+        let (code, body) = list_page(&cluster, &query(selector)).await;
+        assert_eq!(code, 400, "{selector}: {body}");
+        assert_eq!(body["reason"], "BadRequest", "{selector}");
+        assert_eq!(body["message"], message, "{selector}");
+    }
+    for (selector, selected) in [
+        ("app in (web,db),!tier", vec!["db"]),
+        ("tier!=", vec!["db", "web"]),
+        ("app=web,tier", vec!["web"]),
+    ] {
+        let (code, list) = list_page(&cluster, &query(selector)).await;
+        assert_eq!(code, 200, "{selector}: {list}");
+        let mut found = names(&list);
+        found.retain(|name| name != "kube-root-ca.crt");
+        found.sort();
+        assert_eq!(found, selected, "{selector}");
+    }
+}

@@ -372,9 +372,11 @@ mod go_oracle {
     /// same nanoseconds, and prints what Go prints.
     #[test]
     fn durations_read_and_print_as_gos_time_package() {
+        /// Input (none: a duration printed), nanoseconds, Go's text, Go's error.
+        type Row = (Option<String>, Option<i64>, Option<String>, Option<String>);
         #[derive(serde::Deserialize)]
         struct Fixture {
-            rows: Vec<(Option<String>, Option<i64>, Option<String>, Option<String>)>,
+            rows: Vec<Row>,
         }
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),

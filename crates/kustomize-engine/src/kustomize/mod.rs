@@ -23,7 +23,7 @@ mod history;
 mod inputs;
 mod inventory;
 mod kustfile;
-mod labels;
+pub mod labels;
 mod loader;
 mod nameref;
 mod openapi;
