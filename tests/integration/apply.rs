@@ -1011,24 +1011,10 @@ async fn an_object_the_account_may_patch_but_not_read_is_applied() {
     .await;
     assert!(granted.is_some(), "patch is granted");
     assert!(as_user.get("patched-only").await.is_err(), "get is not");
-    let engine = Applier::new(
-        cluster.client_as(&user, &[]),
-        ApplyOptions::default(),
-        Owner {
-            name: "apps".into(),
-            namespace: "flux-system".into(),
-        },
-        None,
-        IgnoreRules::none(),
-        AppliedCache::default(),
-    );
-    let changes = engine
-        .apply_all(vec![config_map(ns, "patched-only", json!({"a": "2"}))])
-        .await
-        .unwrap();
+    let applied = apply_as(&cluster, &user, IgnoreRules::none(), json!({"a": "2"})).await;
     assert_eq!(
-        actions(&changes),
-        [format!("ConfigMap/{ns}/patched-only configured")]
+        applied.unwrap(),
+        format!("ConfigMap/{ns}/patched-only configured")
     );
     assert_eq!(live(&cluster, &existing).await["data"]["a"], "2");
 
@@ -1037,36 +1023,22 @@ async fn an_object_the_account_may_patch_but_not_read_is_applied() {
     disabled["metadata"]["annotations"] =
         json!({"kustomize.toolkit.fluxcd.io/reconcile": "disabled"});
     cluster.apply(&disabled).await;
-    let changes = engine
-        .apply_all(vec![config_map(ns, "patched-only", json!({"a": "3"}))])
-        .await
-        .unwrap();
+    let skipped = apply_as(&cluster, &user, IgnoreRules::none(), json!({"a": "3"})).await;
     assert_eq!(
-        actions(&changes),
-        [format!("ConfigMap/{ns}/patched-only skipped")]
+        skipped.unwrap(),
+        format!("ConfigMap/{ns}/patched-only skipped")
     );
     assert_eq!(live(&cluster, &existing).await["data"]["a"], "1");
 
     // Ignored fields cannot keep live values no one could read: the read's refusal is the
     // error, and nothing is written.
     cluster.apply(&existing).await;
-    let ignoring = Applier::new(
-        cluster.client_as(&user, &[]),
-        ApplyOptions::default(),
-        Owner {
-            name: "apps".into(),
-            namespace: "flux-system".into(),
-        },
-        None,
-        IgnoreRules::new(&[IgnoreRule {
-            paths: vec!["/data/b".into()],
-            target: None,
-        }])
-        .unwrap(),
-        AppliedCache::default(),
-    );
-    let refused = ignoring
-        .apply_all(vec![config_map(ns, "patched-only", json!({"a": "4"}))])
+    let ignore = IgnoreRules::new(&[IgnoreRule {
+        paths: vec!["/data/b".into()],
+        target: None,
+    }])
+    .unwrap();
+    let refused = apply_as(&cluster, &user, ignore, json!({"a": "4"}))
         .await
         .unwrap_err()
         .to_string();
@@ -1075,4 +1047,30 @@ async fn an_object_the_account_may_patch_but_not_read_is_applied() {
         "{refused}"
     );
     assert_eq!(live(&cluster, &existing).await["data"]["a"], "1");
+}
+
+/// Applies the ConfigMap `patched-only` with `data` as `user` (impersonated), with `ignore`
+/// rules and Flux's default options: the action, or the error.
+async fn apply_as(
+    cluster: &TestCluster,
+    user: &str,
+    ignore: IgnoreRules,
+    data: Value,
+) -> Result<String, ApplyError> {
+    let engine = Applier::new(
+        cluster.client_as(user, &[]),
+        ApplyOptions::default(),
+        Owner {
+            name: "apps".into(),
+            namespace: "flux-system".into(),
+        },
+        None,
+        ignore,
+        AppliedCache::default(),
+    );
+    let object = config_map(&cluster.namespace, "patched-only", data);
+    engine
+        .apply_all(vec![object])
+        .await
+        .map(|changes| actions(&changes).join(", "))
 }

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use crate::support::cluster::{TestCluster, unique};
 
 const FLUX: &str = "kustomize-controller";
+const IMAGE: &str = "ghcr.io/stefanprodan/podinfo:6.0.0";
 
 /// ssa's `driftIgnoreTestDeployment`: two replicas, a scrape annotation on the template, one
 /// container `podinfod`.
@@ -114,6 +115,12 @@ impl Scene {
             .map(|_| ())
     }
 
+    /// Another manager's server-side apply of the replica count alone (an autoscaler's).
+    async fn scale_as(&self, manager: &str, force: bool, replicas: i64) {
+        let object = self.minimal(json!({"replicas": replicas}), json!({"image": IMAGE}));
+        self.apply_as(manager, force, object).await.unwrap();
+    }
+
     /// A client-side edit (an `Update` by the test's client), as `kubectl edit` makes one.
     async fn edit(&self, patch: Value) {
         self.api
@@ -172,21 +179,8 @@ async fn ignored_optional_fields_follow_their_appliers() {
     assert!(owns(&live, FLUX, "f:replicas") && owns(&live, FLUX, "f:prometheus.io/scrape"));
 
     // Other controllers claim the fields.
-    scene
-        .apply_as(
-            "vpa-controller",
-            true,
-            scene.minimal(
-                json!({"replicas": 5}),
-                json!({"image": "ghcr.io/stefanprodan/podinfo:6.0.0"}),
-            ),
-        )
-        .await
-        .unwrap();
-    let mut annotated = scene.minimal(
-        json!({}),
-        json!({"image": "ghcr.io/stefanprodan/podinfo:6.0.0"}),
-    );
+    scene.scale_as("vpa-controller", true, 5).await;
+    let mut annotated = scene.minimal(json!({}), json!({"image": IMAGE}));
     annotated["spec"]["template"]["metadata"]["annotations"] =
         json!({"prometheus.io/scrape": "false", "prometheus.io/port": "8080"});
     scene
@@ -220,10 +214,7 @@ async fn ignored_optional_fields_follow_their_appliers() {
         .apply_as(
             "vpa-controller",
             false,
-            scene.minimal(
-                json!({}),
-                json!({"image": "ghcr.io/stefanprodan/podinfo:6.0.0"}),
-            ),
+            scene.minimal(json!({}), json!({"image": IMAGE})),
         )
         .await
         .unwrap();
@@ -326,29 +317,14 @@ async fn a_co_owned_ignored_field_is_let_go_once_another_applier_takes_it() {
     let rules = [rule(&["/spec/replicas"], Some("Deployment"), None)];
     let mut desired = scene.deployment();
     assert_eq!(scene.apply(&desired, &[], &[]).await, Action::Created);
-    let image = json!({"image": "ghcr.io/stefanprodan/podinfo:6.0.0"});
-    scene
-        .apply_as(
-            "hpa-controller",
-            false,
-            scene.minimal(json!({"replicas": 2}), image.clone()),
-        )
-        .await
-        .unwrap();
+    scene.scale_as("hpa-controller", false, 2).await;
     let live = scene.live().await;
     assert!(owns(&live, FLUX, "f:replicas") && owns(&live, "hpa-controller", "f:replicas"));
     assert_eq!(scene.apply(&desired, &rules, &[]).await, Action::Unchanged);
     let live = scene.live().await;
     assert!(owns(&live, FLUX, "f:replicas") && owns(&live, "hpa-controller", "f:replicas"));
 
-    scene
-        .apply_as(
-            "hpa-controller",
-            true,
-            scene.minimal(json!({"replicas": 10}), image),
-        )
-        .await
-        .unwrap();
+    scene.scale_as("hpa-controller", true, 10).await;
     set(&mut desired, "/spec/minReadySeconds", json!(55));
     assert_eq!(scene.apply(&desired, &rules, &[]).await, Action::Configured);
     let live = scene.live().await;
@@ -375,17 +351,7 @@ async fn an_ignored_field_of_a_manager_taken_over_keeps_its_value() {
             scene.apply(&desired, &rules, overrides).await,
             Action::Created
         );
-        scene
-            .apply_as(
-                manager,
-                true,
-                scene.minimal(
-                    json!({"replicas": 5}),
-                    json!({"image": "ghcr.io/stefanprodan/podinfo:6.0.0"}),
-                ),
-            )
-            .await
-            .unwrap();
+        scene.scale_as(manager, true, 5).await;
         assert_eq!(scene.live().await["spec"]["replicas"], 5);
         set(&mut desired, "/spec/minReadySeconds", json!(80));
         assert_eq!(
@@ -431,17 +397,7 @@ async fn ignore_rules_apply_only_where_their_selector_and_paths_reach() {
     }
 
     // Two paths in one rule: replicas taken by the autoscaler, minReadySeconds still ours.
-    scene
-        .apply_as(
-            "vpa-controller",
-            true,
-            scene.minimal(
-                json!({"replicas": 8}),
-                json!({"image": "ghcr.io/stefanprodan/podinfo:6.0.0"}),
-            ),
-        )
-        .await
-        .unwrap();
+    scene.scale_as("vpa-controller", true, 8).await;
     let both = [rule(
         &["/spec/replicas", "/spec/minReadySeconds"],
         Some("Deployment"),
@@ -469,17 +425,7 @@ async fn a_label_another_manager_set_selects_the_object_for_a_rule() {
     scene
         .edit(json!({"metadata": {"labels": {"autoscaled": "true"}}}))
         .await;
-    scene
-        .apply_as(
-            "vpa-controller",
-            true,
-            scene.minimal(
-                json!({"replicas": 6}),
-                json!({"image": "ghcr.io/stefanprodan/podinfo:6.0.0"}),
-            ),
-        )
-        .await
-        .unwrap();
+    scene.scale_as("vpa-controller", true, 6).await;
     let selected = IgnoreRule {
         paths: vec!["/spec/replicas".into()],
         target: Some(Selector {
