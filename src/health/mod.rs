@@ -147,12 +147,14 @@ impl CelChecks {
         let observed = object
             .pointer("/status/observedGeneration")
             .and_then(Value::as_i64);
+        // As Flux's CEL status evaluator: any other generation observed is in progress, and
+        // its results carry no message.
         if let (Some(generation), Some(observed)) = (generation, observed)
-            && observed < generation
+            && observed != generation
         {
             let assessment = Assessment {
                 status: Status::InProgress,
-                message: format!("observedGeneration {observed} is behind generation {generation}"),
+                message: String::new(),
             };
             return Some((assessment, None));
         }
@@ -192,7 +194,7 @@ impl CelChecks {
                 Status::InProgress
             })
         })();
-        let message = format!("health check expression for {api_version} {kind}");
+        let message = String::new();
         Some(match verdict {
             Ok(status) => (Assessment { status, message }, None),
             Err(error) => (
