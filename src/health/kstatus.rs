@@ -523,10 +523,6 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn status_of(object: Value) -> Status {
-        compute(Some(&object)).status
-    }
-
     #[test]
     fn kstatus_table() {
         use Status::*;
@@ -750,14 +746,16 @@ mod go_oracle {
     /// Ours gives each the same status and message (Unknown with its error where it failed).
     #[test]
     fn objects_are_judged_as_fluxs_kstatus_judges_them() {
+        /// The object, kstatus's status, its message, its error.
+        type Row = (
+            serde_json::Value,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        );
         #[derive(serde::Deserialize)]
         struct Fixture {
-            rows: Vec<(
-                serde_json::Value,
-                Option<String>,
-                Option<String>,
-                Option<String>,
-            )>,
+            rows: Vec<Row>,
         }
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
