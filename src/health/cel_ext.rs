@@ -56,6 +56,36 @@ pub fn compile(expression: &str) -> Result<Program, ParseErrors> {
     ENVIRONMENT.compile(expression)
 }
 
+/// An object's JSON as CEL sees it in Flux: Kubernetes decodes a JSON integer to an int64
+/// (a float when it does not fit), so an integer field is a CEL `int`, never a `uint`.
+pub fn json_value(value: &serde_json::Value) -> cel::Value {
+    use serde_json::Value as Json;
+    match value {
+        Json::Null => cel::Value::Null,
+        Json::Bool(b) => cel::Value::Bool(*b),
+        Json::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(int), _) => cel::Value::Int(int),
+            (None, Some(float)) => cel::Value::Float(float),
+            (None, None) => cel::Value::Null,
+        },
+        Json::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Json::Array(items) => cel::Value::List(Arc::new(items.iter().map(json_value).collect())),
+        Json::Object(fields) => cel::Value::Map(cel::objects::Map {
+            map: Arc::new(
+                fields
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            cel::objects::Key::String(Arc::new(k.clone())),
+                            json_value(v),
+                        )
+                    })
+                    .collect(),
+            ),
+        }),
+    }
+}
+
 /// An evaluation context over Flux's environment, without variables yet.
 pub fn context<'v>() -> Context<'static, 'v> {
     Context::with_env(Arc::clone(&ENVIRONMENT))

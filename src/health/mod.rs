@@ -160,7 +160,7 @@ impl CelChecks {
         }
         // One conversion of the object, shared by `self` and its top-level fields.
         let mut context = cel_ext::context();
-        let self_value = cel::to_value(object).unwrap_or(cel::Value::Null);
+        let self_value = cel_ext::json_value(object);
         if let cel::Value::Map(fields) = &self_value {
             for (name, value) in fields.map.iter() {
                 if let cel::objects::Key::String(name) = name {

@@ -164,8 +164,9 @@ fn ready_by_expression(
     let mut context = crate::health::cel_ext::context();
     let this = serde_json::to_value(object).unwrap_or_default();
     let that = serde_json::to_value(dep).unwrap_or_default();
-    context.add_variable_from_value("self", cel::to_value(this).unwrap_or(cel::Value::Null));
-    context.add_variable_from_value("dep", cel::to_value(that).unwrap_or(cel::Value::Null));
+    // Integers as Kubernetes decodes them, CEL ints (`dep.status.observedGeneration + 1`).
+    context.add_variable_from_value("self", crate::health::cel_ext::json_value(&this));
+    context.add_variable_from_value("dep", crate::health::cel_ext::json_value(&that));
     match program.execute(&context) {
         Ok(cel::Value::Bool(ready)) => Ok(ready),
         Ok(_) => Err(DependencyError::ReadyExprNotBoolean {
@@ -243,7 +244,24 @@ fn undeclared_variables(expression: &cel::IdedExpr, declared: &[&str]) -> Vec<St
             }
         }
     }
-    let mut bound: Vec<String> = declared.iter().map(|name| name.to_string()).collect();
+    // CEL's type names are identifiers every checked expression knows (`type(x) == int`).
+    const TYPE_NAMES: [&str; 10] = [
+        "int",
+        "uint",
+        "double",
+        "bool",
+        "string",
+        "bytes",
+        "list",
+        "map",
+        "null_type",
+        "type",
+    ];
+    let mut bound: Vec<String> = declared
+        .iter()
+        .chain(TYPE_NAMES.iter())
+        .map(|name| name.to_string())
+        .collect();
     let mut found = Vec::new();
     walk(expression, &mut bound, &mut found);
     found
@@ -251,7 +269,34 @@ fn undeclared_variables(expression: &cel::IdedExpr, declared: &[&str]) -> Vec<St
 
 #[cfg(test)]
 mod tests {
-    use super::undeclared_variables;
+    use super::{ready_by_expression, undeclared_variables};
+    use crate::api::Kustomization;
+
+    /// Integer fields are CEL ints, as Kubernetes decodes them for Flux's evaluation: they add
+    /// to and compare with int literals, and their type is `int`.
+    #[test]
+    fn integer_fields_are_cel_ints_in_ready_expressions() {
+        let kustomization = |generation: i64| -> Kustomization {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": "k", "namespace": "ns", "generation": generation},
+                "spec": {"interval": "1m", "prune": true,
+                    "sourceRef": {"kind": "GitRepository", "name": "repo"}},
+            }))
+            .unwrap()
+        };
+        let (this, dep) = (kustomization(1), kustomization(2));
+        for expression in [
+            "dep.metadata.generation == self.metadata.generation + 1",
+            "type(dep.metadata.generation) == int",
+            "dep.metadata.generation % 2 == 0",
+        ] {
+            assert!(
+                ready_by_expression(&this, &dep, expression).unwrap(),
+                "{expression}"
+            );
+        }
+    }
 
     fn undeclared(expression: &str) -> Vec<String> {
         let program = crate::health::cel_ext::compile(expression).unwrap();
