@@ -39,7 +39,10 @@ fn extract_error(path: &Path, reason: impl Into<String>) -> SourceError {
 
 /// The entry's path as a clean relative path; `None` for the archive root itself.
 fn clean_relative(path: &Path) -> Result<Option<PathBuf>, SourceError> {
-    // Flux refuses a name with a backslash ("tar contained invalid name").
+    // Flux refuses an empty name and one with a backslash ("tar contained invalid name").
+    if path.as_os_str().is_empty() {
+        return Err(extract_error(path, "an entry has no name"));
+    }
     if path.to_string_lossy().contains('\\') {
         return Err(extract_error(path, "'\\' is not allowed in entry paths"));
     }
@@ -319,5 +322,90 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         assert!(extract_tar_gz(corrupt.as_slice(), dir.path(), &ExtractLimits::default()).is_err());
+    }
+}
+
+#[cfg(test)]
+mod go_oracle {
+    use super::{ExtractLimits, extract_tar_gz};
+    use base64::Engine;
+    use sha2::Digest;
+
+    /// The tree under `root` as the fixture lists it: `dir <path>`, `file <path> <sha256 prefix>`.
+    fn tree(root: &std::path::Path) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut pending = vec![root.to_path_buf()];
+        while let Some(dir) = pending.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let relative = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string();
+                let metadata = std::fs::symlink_metadata(&path).unwrap();
+                if metadata.is_dir() {
+                    found.push(format!("dir {relative}"));
+                    pending.push(path);
+                } else {
+                    let digest = sha2::Sha256::digest(std::fs::read(&path).unwrap());
+                    found.push(format!("file {relative} {}", hex::encode(&digest[..8])));
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+
+    /// `tests/fixtures/go/untar.json`: 29 archives (plain trees, `./` and `//` names, `..`,
+    /// absolute and backslash names, symlinks in and out, duplicates, a file where a
+    /// directory goes and the reverse, FIFOs, devices, long PAX names, truncated or not
+    /// gzip) as fluxcd/pkg `tar.Untar` unpacked them for kustomize-controller's fetcher
+    /// (symlinks skipped, no size limit). Ours refuses what it refuses and writes the same
+    /// tree otherwise; the one difference: a hard link, which Flux writes as an empty file.
+    #[test]
+    fn archives_unpack_as_fluxs_untar_unpacks_them() {
+        #[derive(serde::Deserialize)]
+        struct Fixture {
+            rows: Vec<(String, String, String, Option<Vec<String>>)>,
+        }
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/go/untar.json");
+        let fixture: Fixture =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut differ = Vec::new();
+        for (case, archive, error, flux_tree) in &fixture.rows {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(archive)
+                .unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let ours = extract_tar_gz(bytes.as_slice(), dir.path(), &ExtractLimits::default());
+            if case == "hardlink" {
+                assert!(ours.is_err(), "a hard link is refused here");
+                continue;
+            }
+            match (ours, error.is_empty()) {
+                (Ok(()), true) => {
+                    let mut want = flux_tree.clone().unwrap_or_default();
+                    want.sort();
+                    let got = tree(dir.path());
+                    if got != want {
+                        differ.push(format!("{case}: Flux {want:?}, ours {got:?}"));
+                    }
+                }
+                (Err(_), false) => {}
+                (Ok(()), false) => {
+                    differ.push(format!("{case}: Flux refused ({error}), ours unpacked"))
+                }
+                (Err(ours), true) => {
+                    differ.push(format!("{case}: Flux unpacked, ours refused ({ours})"))
+                }
+            }
+        }
+        assert!(
+            differ.is_empty(),
+            "{} differ:\n{}",
+            differ.len(),
+            differ.join("\n")
+        );
     }
 }
