@@ -223,6 +223,27 @@ fn ready_condition(object: &Value) -> Result<Option<Assessment>, String> {
     Ok(None)
 }
 
+/// One of kstatus's replica checks, in the order its kind makes them.
+enum Count<'a> {
+    /// `have` below `want`: "<what>: have/want".
+    Below { what: &'a str, have: i64, want: i64 },
+    /// More replicas than wanted: "Pending termination: n".
+    Extra { have: i64, want: i64 },
+}
+
+/// The first check that fails, in progress with kstatus's words.
+fn first_shortfall(counts: &[Count]) -> Option<Assessment> {
+    counts.iter().find_map(|count| match *count {
+        Count::Below { what, have, want } if want > have => {
+            Some(in_progress(format!("{what}: {have}/{want}")))
+        }
+        Count::Extra { have, want } if have > want => {
+            Some(in_progress(format!("Pending termination: {}", have - want)))
+        }
+        _ => None,
+    })
+}
+
 fn stateful_set(object: &Value) -> Result<Assessment, String> {
     if text(object, "/spec/updateStrategy/type", "") == "OnDelete" {
         return Ok(current("StatefulSet is using the ondelete update strategy"));
@@ -233,17 +254,23 @@ fn stateful_set(object: &Value) -> Result<Assessment, String> {
     let updated = int(object, "/status/updatedReplicas", 0);
     let replicas = int(object, "/status/replicas", 0);
     let partition = int(object, "/spec/updateStrategy/rollingUpdate/partition", -1);
-    if wanted > replicas {
-        return Ok(in_progress(format!("Replicas: {replicas}/{wanted}")));
-    }
-    if wanted > ready {
-        return Ok(in_progress(format!("Ready: {ready}/{wanted}")));
-    }
-    if replicas > wanted {
-        return Ok(in_progress(format!(
-            "Pending termination: {}",
-            replicas - wanted
-        )));
+    if let Some(shortfall) = first_shortfall(&[
+        Count::Below {
+            what: "Replicas",
+            have: replicas,
+            want: wanted,
+        },
+        Count::Below {
+            what: "Ready",
+            have: ready,
+            want: wanted,
+        },
+        Count::Extra {
+            have: replicas,
+            want: wanted,
+        },
+    ]) {
+        return Ok(shortfall);
     }
     if partition != -1 {
         if updated < wanted - partition {
@@ -293,25 +320,33 @@ fn deployment(object: &Value) -> Result<Assessment, String> {
     let updated = int(object, "/status/updatedReplicas", 0);
     let ready = int(object, "/status/readyReplicas", 0);
     let available_replicas = int(object, "/status/availableReplicas", 0);
-    if wanted > replicas {
-        return Ok(in_progress(format!("Replicas: {replicas}/{wanted}")));
-    }
-    if wanted > updated {
-        return Ok(in_progress(format!("Updated: {updated}/{wanted}")));
-    }
-    if replicas > wanted {
-        return Ok(in_progress(format!(
-            "Pending termination: {}",
-            replicas - wanted
-        )));
-    }
-    if updated > available_replicas {
-        return Ok(in_progress(format!(
-            "Available: {available_replicas}/{updated}"
-        )));
-    }
-    if wanted > ready {
-        return Ok(in_progress(format!("Ready: {ready}/{wanted}")));
+    if let Some(shortfall) = first_shortfall(&[
+        Count::Below {
+            what: "Replicas",
+            have: replicas,
+            want: wanted,
+        },
+        Count::Below {
+            what: "Updated",
+            have: updated,
+            want: wanted,
+        },
+        Count::Extra {
+            have: replicas,
+            want: wanted,
+        },
+        Count::Below {
+            what: "Available",
+            have: available_replicas,
+            want: updated,
+        },
+        Count::Below {
+            what: "Ready",
+            have: ready,
+            want: wanted,
+        },
+    ]) {
+        return Ok(shortfall);
     }
     if !progressing {
         return Ok(in_progress("ReplicaSet not Available"));
@@ -336,20 +371,28 @@ fn replica_set(object: &Value) -> Result<Assessment, String> {
     let ready = int(object, "/status/readyReplicas", 0);
     let available = int(object, "/status/availableReplicas", 0);
     let labelled = int(object, "/status/fullyLabeledReplicas", 0);
-    if wanted > labelled {
-        return Ok(in_progress(format!("Labelled: {labelled}/{wanted}")));
-    }
-    if wanted > available {
-        return Ok(in_progress(format!("Available: {available}/{wanted}")));
-    }
-    if wanted > ready {
-        return Ok(in_progress(format!("Ready: {ready}/{wanted}")));
-    }
-    if replicas > wanted {
-        return Ok(in_progress(format!(
-            "Pending termination: {}",
-            replicas - wanted
-        )));
+    if let Some(shortfall) = first_shortfall(&[
+        Count::Below {
+            what: "Labelled",
+            have: labelled,
+            want: wanted,
+        },
+        Count::Below {
+            what: "Available",
+            have: available,
+            want: wanted,
+        },
+        Count::Below {
+            what: "Ready",
+            have: ready,
+            want: wanted,
+        },
+        Count::Extra {
+            have: replicas,
+            want: wanted,
+        },
+    ]) {
+        return Ok(shortfall);
     }
     Ok(current(format!(
         "ReplicaSet is available. Replicas: {replicas}"
@@ -382,15 +425,29 @@ fn daemon_set(object: &Value) -> Result<Assessment, String> {
     if desired == -1 {
         return Ok(in_progress("Missing .status.desiredNumberScheduled"));
     }
-    for (value, what) in [
-        (scheduled, "Current"),
-        (updated, "Updated"),
-        (available, "Available"),
-        (ready, "Ready"),
-    ] {
-        if desired > value {
-            return Ok(in_progress(format!("{what}: {value}/{desired}")));
-        }
+    if let Some(shortfall) = first_shortfall(&[
+        Count::Below {
+            what: "Current",
+            have: scheduled,
+            want: desired,
+        },
+        Count::Below {
+            what: "Updated",
+            have: updated,
+            want: desired,
+        },
+        Count::Below {
+            what: "Available",
+            have: available,
+            want: desired,
+        },
+        Count::Below {
+            what: "Ready",
+            have: ready,
+            want: desired,
+        },
+    ]) {
+        return Ok(shortfall);
     }
     Ok(current(format!(
         "All replicas scheduled as expected. Replicas: {desired}"
