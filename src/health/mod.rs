@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub use kstatus::{Assessment, Status, compute, condition, generic};
+pub use kstatus::{Assessment, Status, compute, condition};
 
 use crate::api::CustomHealthCheck;
 use futures::StreamExt;
@@ -170,7 +170,12 @@ impl CelChecks {
         }
         context.add_variable_from_value("self", self_value);
         let holds = |expression: &Expression| match expression.program.execute(&context) {
-            Ok(value) => Ok(matches!(value, cel::Value::Bool(true))),
+            Ok(cel::Value::Bool(value)) => Ok(value),
+            // Flux's `EvaluateBoolean`: anything but a boolean is an error.
+            Ok(_) => Err(format!(
+                "failed to evaluate CEL expression as boolean: '{}'",
+                expression.text
+            )),
             Err(error) => Err(format!(
                 "failed to evaluate the CEL expression '{}': {}",
                 expression.text,
@@ -438,6 +443,21 @@ mod tests {
         assert_eq!(checks.assess(&stale).unwrap().status, Status::InProgress);
         let other = json!({"apiVersion": "v1", "kind": "ConfigMap"});
         assert!(checks.assess(&other).is_none());
+    }
+
+    /// Flux's `EvaluateBoolean`: an expression whose value is not a boolean is an error (the
+    /// object is in progress, the error reported), not a false one passed over.
+    #[test]
+    fn an_expression_that_is_not_a_boolean_is_an_error() {
+        let checks = CelChecks::new(&[check("true", Some("status.phase"), None)]).unwrap();
+        let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "status": {"phase": "Running"}});
+        let (assessment, error) = checks.evaluate(&widget).unwrap();
+        assert_eq!(assessment.status, Status::InProgress);
+        assert_eq!(
+            error.as_deref(),
+            Some("failed to evaluate CEL expression as boolean: 'status.phase'")
+        );
     }
 
     #[test]

@@ -207,8 +207,10 @@ impl LabelSelector {
     /// through: `labels.Parse`, then only the operators a `LabelSelector` object can hold
     /// (no `!=`, `>` or `<`), in its words.
     pub fn parse_for_watch(text: &str) -> Result<LabelSelector, String> {
-        let requirements = super::labels::parse(text)
+        let mut requirements = super::labels::parse(text)
             .map_err(|error| format!("couldn't parse the selector string \"{text}\": {error}"))?;
+        // Kubernetes sorts a selector's requirements by key: the first refused is by key.
+        requirements.sort_by(|a, b| a.key.cmp(&b.key));
         for requirement in &requirements {
             match requirement.operator {
                 Operator::GreaterThan | Operator::LessThan => {
@@ -311,6 +313,20 @@ mod tests {
                 "{selector}"
             );
         }
+    }
+
+    /// `metav1.ParseToLabelSelector`, which Flux's watch selector goes through: the operators
+    /// a LabelSelector object cannot hold are refused, the first by key.
+    #[test]
+    fn watch_selectors_refuse_what_a_label_selector_object_cannot_hold() {
+        let refused = |text: &str| LabelSelector::parse_for_watch(text).unwrap_err();
+        assert_eq!(
+            refused("b>1,a!=c"),
+            "\"!=\" is not a valid label selector operator"
+        );
+        assert_eq!(refused("a<1"), "\"lt\" isn't supported in label selectors");
+        assert!(LabelSelector::parse_for_watch("!sharding.fluxcd.io/key").is_ok());
+        assert!(LabelSelector::parse_for_watch("sharding.fluxcd.io/key in (a,b)").is_ok());
     }
 
     #[test]
