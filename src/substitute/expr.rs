@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use super::glob::{Budget, Exhausted, trim_prefix, trim_suffix};
 use super::parse::{Node, parse};
 
 /// Why an expression could not be evaluated: Flux's errors, with where the expression
@@ -34,6 +35,9 @@ pub enum ExprError {
     DefaultFunction(usize),
     #[error("expressions nest more than 32 levels deep")]
     TooDeep,
+    /// Prefix and suffix patterns over this text took more than their budget of steps.
+    #[error("pattern matching takes more than 100,000,000 steps")]
+    TooMuchMatching,
 }
 
 /// Variable lookup and strictness.
@@ -46,20 +50,21 @@ pub struct Context<'a> {
 /// Expands every `${…}` in `text`, and makes each `$$` a `$`.
 pub fn expand(text: &str, context: &Context) -> Result<String, ExprError> {
     let mut out = String::with_capacity(text.len());
+    let budget = Budget::new();
     for node in parse(text)? {
-        out.push_str(&evaluate(&node, context)?);
+        out.push_str(&evaluate(&node, context, &budget)?);
     }
     Ok(out)
 }
 
-fn evaluate(node: &Node, context: &Context) -> Result<String, ExprError> {
+fn evaluate(node: &Node, context: &Context, budget: &Budget) -> Result<String, ExprError> {
     let (param, name, args) = match node {
         Node::Text(text) => return Ok(text.clone()),
         Node::Func { param, name, args } => (param, name.as_str(), args),
     };
     let args = args
         .iter()
-        .map(|arg| evaluate(arg, context))
+        .map(|arg| evaluate(arg, context, budget))
         .collect::<Result<Vec<String>, ExprError>>()?;
     let value = match context.vars.get(param) {
         Some(value) => value.clone(),
@@ -68,7 +73,7 @@ fn evaluate(node: &Node, context: &Context) -> Result<String, ExprError> {
         }
         None => String::new(),
     };
-    Ok(apply(name, value, &args))
+    apply(name, value, &args, budget).map_err(|_| ExprError::TooMuchMatching)
 }
 
 /// The operators that name a default (an unset variable is no error in strict mode).
@@ -77,22 +82,23 @@ fn is_default(name: &str) -> bool {
 }
 
 /// The function an operator names, applied to the value and its arguments.
-fn apply(name: &str, value: String, args: &[String]) -> String {
-    match name {
+fn apply(name: &str, value: String, args: &[String], budget: &Budget) -> Result<String, Exhausted> {
+    let trim = |suffix: bool, longest: bool| match one_arg(args) {
+        None => Ok(value.clone()),
+        Some(pattern) if suffix => trim_suffix(&value, pattern, longest, budget),
+        Some(pattern) => trim_prefix(&value, pattern, longest, budget),
+    };
+    Ok(match name {
         "," => map_first(value, char::to_lowercase),
         ",," => value.chars().map(|c| single(c, c.to_lowercase())).collect(),
         "^" => map_first(value, char::to_uppercase),
         "^^" => value.chars().map(|c| single(c, c.to_uppercase())).collect(),
         // Bytes, as Flux (Go's len).
         "#" if args.is_empty() => value.len().to_string(),
-        "#" => one_arg(args).map_or(value.clone(), |p| {
-            super::glob::trim_prefix(&value, p, false)
-        }),
-        "##" => one_arg(args).map_or(value.clone(), |p| super::glob::trim_prefix(&value, p, true)),
-        "%" => one_arg(args).map_or(value.clone(), |p| {
-            super::glob::trim_suffix(&value, p, false)
-        }),
-        "%%" => one_arg(args).map_or(value.clone(), |p| super::glob::trim_suffix(&value, p, true)),
+        "#" => trim(false, false)?,
+        "##" => trim(false, true)?,
+        "%" => trim(true, false)?,
+        "%%" => trim(true, true)?,
         ":" => substring(value, args),
         "/#" => match args {
             [from, to] if value.starts_with(from.as_str()) => value.replacen(from.as_str(), to, 1),
@@ -117,7 +123,7 @@ fn apply(name: &str, value: String, args: &[String]) -> String {
         // Defaults, and every other operator: the value, or the arguments when it is empty.
         _ if value.is_empty() && !args.is_empty() => args.concat(),
         _ => value,
-    }
+    })
 }
 
 fn one_arg(args: &[String]) -> Option<&str> {
@@ -400,6 +406,17 @@ mod tests {
         assert_eq!(
             expand(&dollars, &context).map(|text| text.len()),
             Ok(500_000)
+        );
+        // A pattern that would keep Flux's matcher busy for hours ends at its budget.
+        let long = BTreeMap::from([("v".to_string(), "a".repeat(64 * 1024))]);
+        let hostile = format!("${{v#*{}b}}", "a".repeat(1_000));
+        let context_long = Context {
+            vars: &long,
+            strict: false,
+        };
+        assert_eq!(
+            expand(&hostile, &context_long),
+            Err(ExprError::TooMuchMatching)
         );
         let defaults = format!("${{a:-{}}}", "$".repeat(1_000_000));
         assert_eq!(

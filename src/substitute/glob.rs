@@ -6,23 +6,59 @@
 //! them — so a class or escape in a suffix pattern reads backwards (`[!.]` becomes `].![`,
 //! which is malformed, and removes nothing), as it does in Flux.
 
-/// Values longer than this keep their text: trying every prefix costs their length squared.
-const MAX_VALUE: usize = 64 * 1024;
+/// The matching one text may do, in steps (a byte compared, a chunk tried). Flux's matcher
+/// tries every prefix of a value, each at every offset a star allows: a hostile pattern over
+/// a long value would keep a reconciliation busy for hours, where this ends it with an error.
+const STEPS: u64 = 100_000_000;
+
+/// What is left of one text's matching steps.
+pub(super) struct Budget(std::cell::Cell<u64>);
+
+impl Budget {
+    pub(super) fn new() -> Budget {
+        Budget(std::cell::Cell::new(STEPS))
+    }
+
+    fn spend(&self, steps: usize) -> Result<(), Stop> {
+        let left = self.0.get();
+        let steps = steps as u64;
+        if steps > left {
+            self.0.set(0);
+            return Err(Stop::Exhausted);
+        }
+        self.0.set(left - steps);
+        Ok(())
+    }
+}
+
+/// The budget ran out.
+#[derive(Debug)]
+pub(super) struct Exhausted;
 
 /// A malformed pattern.
 struct BadPattern;
 
+/// Why matching stopped short of an answer.
+enum Stop {
+    /// A malformed pattern: it matches nothing.
+    BadPattern,
+    Exhausted,
+}
+
 /// Removes the shortest (or longest) non-empty prefix of `value` that `pattern` matches.
-pub(super) fn trim_prefix(value: &str, pattern: &str, longest: bool) -> String {
-    if value.len() > MAX_VALUE {
-        return value.to_string();
-    }
+pub(super) fn trim_prefix(
+    value: &str,
+    pattern: &str,
+    longest: bool,
+    budget: &Budget,
+) -> Result<String, Exhausted> {
     let bytes = value.as_bytes();
     // From the longest prefix down, never the empty one.
     let mut found = None;
     for length in (1..=bytes.len()).rev() {
-        match matches(pattern.as_bytes(), &bytes[..length]) {
-            Err(BadPattern) => return value.to_string(),
+        match matches(pattern.as_bytes(), &bytes[..length], budget) {
+            Err(Stop::BadPattern) => return Ok(value.to_string()),
+            Err(Stop::Exhausted) => return Err(Exhausted),
             Ok(true) => {
                 found = Some(length);
                 if longest {
@@ -32,25 +68,38 @@ pub(super) fn trim_prefix(value: &str, pattern: &str, longest: bool) -> String {
             Ok(false) => {}
         }
     }
-    match found {
+    Ok(match found {
         Some(length) => String::from_utf8_lossy(&bytes[length..]).into_owned(),
         None => value.to_string(),
-    }
+    })
 }
 
 /// Removes the shortest (or longest) non-empty suffix: the prefix of the reversed value that
 /// the reversed pattern matches.
-pub(super) fn trim_suffix(value: &str, pattern: &str, longest: bool) -> String {
+pub(super) fn trim_suffix(
+    value: &str,
+    pattern: &str,
+    longest: bool,
+    budget: &Budget,
+) -> Result<String, Exhausted> {
     let reversed: String = value.chars().rev().collect();
     let pattern: String = pattern.chars().rev().collect();
-    trim_prefix(&reversed, &pattern, longest)
+    Ok(trim_prefix(&reversed, &pattern, longest, budget)?
         .chars()
         .rev()
-        .collect()
+        .collect())
 }
 
 /// Whether `pattern` matches all of `name`.
-fn matches(mut pattern: &[u8], mut name: &[u8]) -> Result<bool, BadPattern> {
+fn matches(mut pattern: &[u8], mut name: &[u8], budget: &Budget) -> Result<bool, Stop> {
+    let chunk_at = |chunk: &[u8], text: &'_ [u8]| -> Result<Option<usize>, Stop> {
+        budget.spend(chunk.len() + 1)?;
+        match match_chunk(chunk, text) {
+            Ok(Some(left)) => Ok(Some(text.len() - left.len())),
+            Ok(None) => Ok(None),
+            Err(BadPattern) => Err(Stop::BadPattern),
+        }
+    };
     'chunks: while !pattern.is_empty() {
         let (star, chunk, rest) = scan_chunk(pattern);
         pattern = rest;
@@ -58,21 +107,20 @@ fn matches(mut pattern: &[u8], mut name: &[u8]) -> Result<bool, BadPattern> {
             // A trailing star matches the rest.
             return Ok(true);
         }
-        let first = match_chunk(chunk, name);
-        if let Ok(Some(left)) = first
-            && (left.is_empty() || !pattern.is_empty())
+        if let Some(used) = chunk_at(chunk, name)?
+            && (used == name.len() || !pattern.is_empty())
         {
-            name = left;
+            name = &name[used..];
             continue;
         }
-        first?;
         if star {
             // Skip what the star covers, one byte at a time.
             for skipped in 0..name.len() {
-                match match_chunk(chunk, &name[skipped + 1..])? {
-                    Some(left) if pattern.is_empty() && !left.is_empty() => continue,
-                    Some(left) => {
-                        name = left;
+                let text = &name[skipped + 1..];
+                match chunk_at(chunk, text)? {
+                    Some(used) if pattern.is_empty() && used < text.len() => continue,
+                    Some(used) => {
+                        name = &text[used..];
                         continue 'chunks;
                     }
                     None => {}
@@ -247,27 +295,46 @@ mod tests {
             ("*x", "xxx", Ok(true)),
         ];
         for (pattern, name, want) in rows {
-            let got = matches(pattern.as_bytes(), name.as_bytes()).map_err(|_| ());
+            let got = matches(pattern.as_bytes(), name.as_bytes(), &Budget::new()).map_err(|_| ());
             assert_eq!(got, *want, "{pattern:?} {name:?}");
         }
     }
 
     #[test]
     fn prefixes_and_suffixes_are_trimmed_as_flux_trims_them() {
+        let budget = Budget::new();
+        let prefix = |value: &str, pattern: &str, longest| {
+            trim_prefix(value, pattern, longest, &budget).unwrap()
+        };
+        let suffix = |value: &str, pattern: &str, longest| {
+            trim_suffix(value, pattern, longest, &budget).unwrap()
+        };
         assert_eq!(
-            trim_prefix("/usr/local/bin/tool", "*/", false),
+            prefix("/usr/local/bin/tool", "*/", false),
             "usr/local/bin/tool"
         );
-        assert_eq!(trim_prefix("/usr/local/bin/tool", "*/", true), "tool");
-        assert_eq!(trim_suffix("archive.tar.gz", ".*", false), "archive.tar");
-        assert_eq!(trim_suffix("archive.tar.gz", ".*", true), "archive");
+        assert_eq!(prefix("/usr/local/bin/tool", "*/", true), "tool");
+        assert_eq!(suffix("archive.tar.gz", ".*", false), "archive.tar");
+        assert_eq!(suffix("archive.tar.gz", ".*", true), "archive");
         // Read backwards, the class is malformed: nothing is removed.
-        assert_eq!(
-            trim_suffix("archive.tar.gz", "[!.]*", false),
-            "archive.tar.gz"
+        assert_eq!(suffix("archive.tar.gz", "[!.]*", false), "archive.tar.gz");
+        assert_eq!(prefix("abc", "[", false), "abc");
+        // Long values are trimmed as Flux trims them, while the work stays within budget.
+        let long = format!("{}/tool", "d/".repeat(50_000));
+        assert_eq!(prefix(&long, "*/", true), "tool");
+    }
+
+    /// A pattern that would have Flux's matcher try every offset of every prefix of a long
+    /// value stops at its budget with an error, instead of holding a reconciliation for hours.
+    #[test]
+    fn hostile_patterns_stop_at_their_budget() {
+        let value = "a".repeat(64 * 1024);
+        let pattern = format!("*{}b", "a".repeat(1_000));
+        let budget = Budget::new();
+        assert!(trim_prefix(&value, &pattern, false, &budget).is_err());
+        assert!(
+            trim_suffix("abc", "c", false, &budget).is_err(),
+            "the budget is spent"
         );
-        assert_eq!(trim_prefix("abc", "[", false), "abc");
-        let large = "a".repeat(MAX_VALUE + 1);
-        assert_eq!(trim_prefix(&large, "*", false), large);
     }
 }
