@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use super::glob::{Budget, Exhausted, trim_prefix, trim_suffix};
+use super::glob::{Budget, trim_prefix, trim_suffix};
 use super::parse::{Node, parse};
 
 /// Why an expression could not be evaluated: Flux's errors, with where the expression
@@ -38,6 +38,10 @@ pub enum ExprError {
     /// Prefix and suffix patterns over this text took more than their budget of steps.
     #[error("pattern matching takes more than 100,000,000 steps")]
     TooMuchMatching,
+    /// A byte offset or a pattern cut a character in two (Flux's leaves invalid UTF-8, which
+    /// its YAML reading then refuses).
+    #[error("an offset or a pattern cuts a multi-byte character in two")]
+    SplitCharacter,
 }
 
 /// Variable lookup and strictness.
@@ -73,7 +77,7 @@ fn evaluate(node: &Node, context: &Context, budget: &Budget) -> Result<String, E
         }
         None => String::new(),
     };
-    apply(name, value, &args, budget).map_err(|_| ExprError::TooMuchMatching)
+    apply(name, value, &args, budget)
 }
 
 /// The operators that name a default (an unset variable is no error in strict mode).
@@ -82,7 +86,7 @@ fn is_default(name: &str) -> bool {
 }
 
 /// The function an operator names, applied to the value and its arguments.
-fn apply(name: &str, value: String, args: &[String], budget: &Budget) -> Result<String, Exhausted> {
+fn apply(name: &str, value: String, args: &[String], budget: &Budget) -> Result<String, ExprError> {
     let trim = |suffix: bool, longest: bool| match one_arg(args) {
         None => Ok(value.clone()),
         Some(pattern) if suffix => trim_suffix(&value, pattern, longest, budget),
@@ -99,7 +103,7 @@ fn apply(name: &str, value: String, args: &[String], budget: &Budget) -> Result<
         "##" => trim(false, true)?,
         "%" => trim(true, false)?,
         "%%" => trim(true, true)?,
-        ":" => substring(value, args),
+        ":" => substring(value, args)?,
         "/#" => match args {
             [from, to] if value.starts_with(from.as_str()) => value.replacen(from.as_str(), to, 1),
             _ => value,
@@ -153,12 +157,12 @@ fn map_first<I: Iterator<Item = char>>(value: String, map: fn(char) -> I) -> Str
 
 /// `${v:offset}` and `${v:offset:length}`, in bytes as Flux: an offset or length that is not
 /// an integer (Go's `strconv.Atoi`) keeps the value; a negative offset counts from the end.
-fn substring(value: String, args: &[String]) -> String {
+fn substring(value: String, args: &[String]) -> Result<String, ExprError> {
     let Some(offset) = args.first() else {
-        return value;
+        return Ok(value);
     };
     let Some(offset) = go_atoi(offset) else {
-        return value;
+        return Ok(value);
     };
     let len = value.len() as i64;
     let start = if offset < 0 {
@@ -166,33 +170,39 @@ fn substring(value: String, args: &[String]) -> String {
     } else {
         offset
     };
-    let bytes = value.as_bytes();
-    let slice = |from: i64, to: i64| {
-        String::from_utf8_lossy(&bytes[from as usize..to as usize]).into_owned()
-    };
+    let slice = |from: i64, to: i64| text_between(&value, from as usize, to as usize);
     let Some(length) = args.get(1) else {
         return if start < len {
             slice(start, len)
         } else {
-            String::new()
+            Ok(String::new())
         };
     };
     let Some(length) = go_atoi(length) else {
-        return value;
+        return Ok(value);
     };
     if start.saturating_add(length) >= len {
         return if start < len {
             slice(start, len)
         } else {
-            String::new()
+            Ok(String::new())
         };
     }
     if length < 0 {
         // Go slices `s[pos:pos+length]` and panics below `pos`; Flux recovers nothing,
         // so such an expression fails its reconciliation. Keep the value instead.
-        return value;
+        return Ok(value);
     }
     slice(start, start + length)
+}
+
+/// `value[from..to]` in bytes, as Go slices; a cut through a character fails, as the invalid
+/// UTF-8 Go's slice leaves fails Flux's YAML reading after the substitution.
+pub(super) fn text_between(value: &str, from: usize, to: usize) -> Result<String, ExprError> {
+    value
+        .get(from..to)
+        .map(str::to_string)
+        .ok_or(ExprError::SplitCharacter)
 }
 
 /// Go's `strconv.Atoi`: an optional sign and decimal digits, nothing else.
@@ -347,6 +357,23 @@ mod tests {
             assert_eq!(run(form, true).as_deref(), Ok("d"), "{form}");
         }
         assert_eq!(run("${name:?d}", true).as_deref(), Ok("world"));
+    }
+
+    /// Offsets and patterns count bytes, as Flux's: a cut through a character leaves
+    /// invalid UTF-8 in Flux's output, which its YAML reading refuses; here it is refused at
+    /// once, never written as a replacement character.
+    #[test]
+    fn cutting_a_character_in_two_fails() {
+        assert_eq!(run("${unicode:2}", false).as_deref(), Ok("àü"));
+        assert_eq!(run("${unicode:1}", false), Err(ExprError::SplitCharacter));
+        assert_eq!(run("${unicode:0:3}", false), Err(ExprError::SplitCharacter));
+        assert_eq!(run("${unicode#*}", false), Err(ExprError::SplitCharacter));
+        // Flux's `?` matches a lone byte too: the shortest prefix cuts é.
+        assert_eq!(run("${unicode#?}", false), Err(ExprError::SplitCharacter));
+        assert_eq!(run("${unicode##?}", false).as_deref(), Ok("àü"));
+        // A suffix is trimmed on the value reversed by characters, and reversed back by
+        // characters: the cut bytes become U+FFFD, as Flux's do.
+        assert_eq!(run("${unicode%?}", false).as_deref(), Ok("éà\u{fffd}"));
     }
 
     /// Flux's envsubst parser (fluxcd/pkg `envsubst/parse`): a name is letters, digits and

@@ -6,6 +6,8 @@
 //! them — so a class or escape in a suffix pattern reads backwards (`[!.]` becomes `].![`,
 //! which is malformed, and removes nothing), as it does in Flux.
 
+use super::expr::{ExprError, text_between};
+
 /// The matching one text may do, in steps (a byte compared, a chunk tried). Flux's matcher
 /// tries every prefix of a value, each at every offset a star allows: a hostile pattern over
 /// a long value would keep a reconciliation busy for hours, where this ends it with an error.
@@ -31,10 +33,6 @@ impl Budget {
     }
 }
 
-/// The budget ran out.
-#[derive(Debug)]
-pub(super) struct Exhausted;
-
 /// A malformed pattern.
 struct BadPattern;
 
@@ -45,20 +43,21 @@ enum Stop {
     Exhausted,
 }
 
-/// Removes the shortest (or longest) non-empty prefix of `value` that `pattern` matches.
-pub(super) fn trim_prefix(
+/// The length in bytes of the shortest (or longest) non-empty prefix of `value` that
+/// `pattern` matches; none when none does or the pattern is malformed.
+fn matching_prefix(
     value: &str,
     pattern: &str,
     longest: bool,
     budget: &Budget,
-) -> Result<String, Exhausted> {
+) -> Result<Option<usize>, ExprError> {
     let bytes = value.as_bytes();
     // From the longest prefix down, never the empty one.
     let mut found = None;
     for length in (1..=bytes.len()).rev() {
         match matches(pattern.as_bytes(), &bytes[..length], budget) {
-            Err(Stop::BadPattern) => return Ok(value.to_string()),
-            Err(Stop::Exhausted) => return Err(Exhausted),
+            Err(Stop::BadPattern) => return Ok(None),
+            Err(Stop::Exhausted) => return Err(ExprError::TooMuchMatching),
             Ok(true) => {
                 found = Some(length);
                 if longest {
@@ -68,26 +67,39 @@ pub(super) fn trim_prefix(
             Ok(false) => {}
         }
     }
-    Ok(match found {
-        Some(length) => String::from_utf8_lossy(&bytes[length..]).into_owned(),
-        None => value.to_string(),
-    })
+    Ok(found)
+}
+
+/// Removes the shortest (or longest) non-empty prefix of `value` that `pattern` matches; a
+/// prefix that ends inside a character fails (Flux's leaves invalid UTF-8 behind).
+pub(super) fn trim_prefix(
+    value: &str,
+    pattern: &str,
+    longest: bool,
+    budget: &Budget,
+) -> Result<String, ExprError> {
+    match matching_prefix(value, pattern, longest, budget)? {
+        Some(length) => text_between(value, length, value.len()),
+        None => Ok(value.to_string()),
+    }
 }
 
 /// Removes the shortest (or longest) non-empty suffix: the prefix of the reversed value that
-/// the reversed pattern matches.
+/// the reversed pattern matches. Flux reverses the result by characters, which turns the
+/// bytes of a character cut in two into U+FFFD: so does this.
 pub(super) fn trim_suffix(
     value: &str,
     pattern: &str,
     longest: bool,
     budget: &Budget,
-) -> Result<String, Exhausted> {
+) -> Result<String, ExprError> {
     let reversed: String = value.chars().rev().collect();
     let pattern: String = pattern.chars().rev().collect();
-    Ok(trim_prefix(&reversed, &pattern, longest, budget)?
-        .chars()
-        .rev()
-        .collect())
+    let kept = match matching_prefix(&reversed, &pattern, longest, budget)? {
+        Some(length) => String::from_utf8_lossy(&reversed.as_bytes()[length..]).into_owned(),
+        None => reversed,
+    };
+    Ok(kept.chars().rev().collect())
 }
 
 /// Whether `pattern` matches all of `name`.
