@@ -253,6 +253,14 @@ enum Count<'a> {
     Extra { have: i64, want: i64 },
 }
 
+fn below(what: &str, have: i64, want: i64) -> Count<'_> {
+    Count::Below { what, have, want }
+}
+
+fn extra<'a>(have: i64, want: i64) -> Count<'a> {
+    Count::Extra { have, want }
+}
+
 /// The first check that fails, in progress with kstatus's words.
 fn first_shortfall(counts: &[Count]) -> Option<Assessment> {
     counts.iter().find_map(|count| match *count {
@@ -278,20 +286,9 @@ fn stateful_set(object: &Value) -> Result<Assessment, String> {
     let replicas = int(object, "/status/replicas", 0);
     let partition = int(object, "/spec/updateStrategy/rollingUpdate/partition", -1);
     if let Some(shortfall) = first_shortfall(&[
-        Count::Below {
-            what: "Replicas",
-            have: replicas,
-            want: wanted,
-        },
-        Count::Below {
-            what: "Ready",
-            have: ready,
-            want: wanted,
-        },
-        Count::Extra {
-            have: replicas,
-            want: wanted,
-        },
+        below("Replicas", replicas, wanted),
+        below("Ready", ready, wanted),
+        extra(replicas, wanted),
     ]) {
         return Ok(shortfall);
     }
@@ -344,30 +341,11 @@ fn deployment(object: &Value) -> Result<Assessment, String> {
     let ready = int(object, "/status/readyReplicas", 0);
     let available_replicas = int(object, "/status/availableReplicas", 0);
     if let Some(shortfall) = first_shortfall(&[
-        Count::Below {
-            what: "Replicas",
-            have: replicas,
-            want: wanted,
-        },
-        Count::Below {
-            what: "Updated",
-            have: updated,
-            want: wanted,
-        },
-        Count::Extra {
-            have: replicas,
-            want: wanted,
-        },
-        Count::Below {
-            what: "Available",
-            have: available_replicas,
-            want: updated,
-        },
-        Count::Below {
-            what: "Ready",
-            have: ready,
-            want: wanted,
-        },
+        below("Replicas", replicas, wanted),
+        below("Updated", updated, wanted),
+        extra(replicas, wanted),
+        below("Available", available_replicas, updated),
+        below("Ready", ready, wanted),
     ]) {
         return Ok(shortfall);
     }
@@ -395,25 +373,10 @@ fn replica_set(object: &Value) -> Result<Assessment, String> {
     let available = int(object, "/status/availableReplicas", 0);
     let labelled = int(object, "/status/fullyLabeledReplicas", 0);
     if let Some(shortfall) = first_shortfall(&[
-        Count::Below {
-            what: "Labelled",
-            have: labelled,
-            want: wanted,
-        },
-        Count::Below {
-            what: "Available",
-            have: available,
-            want: wanted,
-        },
-        Count::Below {
-            what: "Ready",
-            have: ready,
-            want: wanted,
-        },
-        Count::Extra {
-            have: replicas,
-            want: wanted,
-        },
+        below("Labelled", labelled, wanted),
+        below("Available", available, wanted),
+        below("Ready", ready, wanted),
+        extra(replicas, wanted),
     ]) {
         return Ok(shortfall);
     }
@@ -441,26 +404,10 @@ fn daemon_set(object: &Value) -> Result<Assessment, String> {
         return Ok(in_progress("Missing .status.desiredNumberScheduled"));
     }
     if let Some(shortfall) = first_shortfall(&[
-        Count::Below {
-            what: "Current",
-            have: scheduled,
-            want: desired,
-        },
-        Count::Below {
-            what: "Updated",
-            have: updated,
-            want: desired,
-        },
-        Count::Below {
-            what: "Available",
-            have: available,
-            want: desired,
-        },
-        Count::Below {
-            what: "Ready",
-            have: ready,
-            want: desired,
-        },
+        below("Current", scheduled, desired),
+        below("Updated", updated, desired),
+        below("Available", available, desired),
+        below("Ready", ready, desired),
     ]) {
         return Ok(shortfall);
     }
