@@ -158,6 +158,11 @@ fn lex(text: &str) -> Vec<(Token, String)> {
             let token = keyword(word).unwrap_or(Token::Identifier);
             tokens.push((token, word.to_string()));
         }
+        // Kubernetes' lexer reads a NUL byte right after a token as its end and steps over
+        // it (only one where a token starts ends the selector).
+        if bytes.get(i) == Some(&0) {
+            i += 1;
+        }
     }
 }
 

@@ -315,6 +315,28 @@ mod tests {
         }
     }
 
+    /// A NUL byte right after a token ends it and the selector goes on, as Kubernetes' lexer
+    /// reads it; one where a token starts ends the selector.
+    #[test]
+    fn nul_bytes_end_tokens_as_kubernetes_lexer_reads_them() {
+        let labels = |pairs: &[(&str, &str)]| {
+            crate::value::Value::from(serde_json::Value::Object(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+                    .collect(),
+            ))
+        };
+        let selector = LabelSelector::parse("a=b\0,c").unwrap();
+        assert!(selector.matches(labels(&[("a", "b"), ("c", "")]).as_object()));
+        assert!(
+            !selector.matches(labels(&[("a", "b")]).as_object()),
+            "c is required"
+        );
+        let ended = LabelSelector::parse("a=b, \0c").unwrap_err().to_string();
+        assert!(ended.contains("expected: identifier after ','"), "{ended}");
+    }
+
     /// `metav1.ParseToLabelSelector`, which Flux's watch selector goes through: the operators
     /// a LabelSelector object cannot hold are refused, the first by key.
     #[test]
@@ -333,6 +355,8 @@ mod tests {
     fn label_selectors_kubernetes_refuses_are_errors() {
         for selector in [
             "a=b=c",
+            "a\0b",
+            "a=b\0=c",
             "a in (b c)",
             "tier in web",
             "replicas>x",
