@@ -221,11 +221,10 @@ impl Applier {
             };
             return Ok(Decided::no_write(reference, action));
         }
-        // As ssa: what the build opted out of is skipped whether or not its kind is served (a
-        // disabled custom resource whose CRD is not installed is skipped); discovery is asked
-        // only for the scope its inventory entry is recorded in.
+        // As ssa: what the build opted out of is skipped before anything asks whether its
+        // kind is served (a disabled custom resource whose CRD is not installed is skipped).
         if decide::skipped_as_built(&object) {
-            let reference = self.skipped_reference(&object).await;
+            let reference = self.skipped_reference(&object);
             return Ok(Decided::no_write(reference, Action::Skipped));
         }
         let (api, reference) = match self.api_for(&mut object).await {
@@ -339,14 +338,18 @@ impl Applier {
     }
 
     /// The reference a skipped object is recorded under: as built, without the namespace
-    /// kustomize gives custom resources of a cluster-scoped kind when discovery knows the kind
-    /// (an applied one is recorded without it, so a skip recorded with it made one object two
-    /// inventory entries); as built when the kind is not served (ssa records it as built).
-    async fn skipped_reference(&self, object: &Value) -> ObjectRef {
+    /// kustomize gives custom resources of a cluster-scoped kind when discovery already knows
+    /// the kind (an applied one is recorded without it, so a skip recorded with it made one
+    /// object two inventory entries). Discovery is not asked for it: a kind not yet known
+    /// (or not served) is recorded as built, as ssa records it, and prune takes either key
+    /// for the same object.
+    fn skipped_reference(&self, object: &Value) -> ObjectRef {
         let mut reference = ObjectRef::of(object);
         if !reference.namespace.is_empty()
-            && let Ok(served) = self.served(&reference).await
-            && !served.namespaced
+            && self
+                .served
+                .known(&reference)
+                .is_some_and(|served| !served.namespaced)
         {
             reference.namespace.clear();
         }

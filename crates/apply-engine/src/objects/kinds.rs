@@ -31,6 +31,16 @@ pub enum KindError {
 }
 
 impl KindCache {
+    /// How the server serves `object`'s kind, if discovery already told: no request.
+    pub fn known(&self, object: &ObjectRef) -> Option<Served> {
+        let key = (object.api_version.clone(), object.kind.clone());
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned()
+    }
+
     /// How the server serves `object`'s kind, discovered once per kind.
     pub async fn served(
         &self,
