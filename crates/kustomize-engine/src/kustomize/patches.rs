@@ -138,8 +138,13 @@ fn apply_by_identity(
             ));
         }
     };
-    apply_smp_to(acc, index, patch, allow_name_change, allow_kind_change);
-    Ok(())
+    apply_smp_to(
+        acc,
+        index,
+        patch,
+        (allow_name_change, allow_kind_change),
+        (file, origin),
+    )
 }
 
 /// Same group, kind, name and namespace as `id`, now or before a rename.
@@ -162,9 +167,9 @@ fn apply_smp_to(
     acc: &mut Accumulated,
     index: usize,
     patch: &Value,
-    allow_name_change: bool,
-    allow_kind_change: bool,
-) {
+    (allow_name_change, allow_kind_change): (bool, bool),
+    (file, origin): (&Path, &str),
+) -> Result<(), KustomizeError> {
     let resource = &mut acc.resources[index];
     let before = resource.id();
     let mut patch = patch.clone();
@@ -192,7 +197,9 @@ fn apply_smp_to(
         custom: acc.custom_schema.as_ref(),
     };
     acc.resources[index].drop_empty_values();
-    match smp::apply(&mut acc.resources[index].object, &patch, schema) {
+    let outcome = smp::apply(&mut acc.resources[index].object, &patch, schema)
+        .map_err(|e| patch_error(file, origin, e.to_string()))?;
+    match outcome {
         Outcome::Deleted => {
             acc.resources.remove(index);
         }
@@ -203,6 +210,7 @@ fn apply_smp_to(
             }
         }
     }
+    Ok(())
 }
 
 /// `patches`: strategic merge or JSON 6902 patches for a target set.
@@ -254,7 +262,13 @@ pub fn apply_patches(
                 let selected = select(target, acc, file, &loaded.origin)?;
                 // Indexes shift when a patch deletes a resource; walk from the end.
                 for &index in selected.iter().rev() {
-                    apply_smp_to(acc, index, document, allow_name_change, allow_kind_change);
+                    apply_smp_to(
+                        acc,
+                        index,
+                        document,
+                        (allow_name_change, allow_kind_change),
+                        (file, &loaded.origin),
+                    )?;
                 }
             }
         }
