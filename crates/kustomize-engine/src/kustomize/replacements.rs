@@ -428,14 +428,30 @@ fn source_value(
             s.to_string()
         }
     };
-    let selector_text = format!(
+    // kustomize names the source by its selector's ResId, and adds the field path and
+    // options where the selector has them (types.SourceSelector's String).
+    let id_text = format!(
         "{}.{}.{}/{}.{}",
-        source.kind,
+        or(&source.kind, "[noKind]"),
         or(&source.version, "[noVer]"),
         or(&source.group, "[noGrp]"),
         or(&source.name, "[noName]"),
         or(&source.namespace, "[noNs]")
     );
+    let mut selector_text = id_text.clone();
+    if !source.field_path.is_empty() {
+        selector_text = format!("{selector_text}:{}", source.field_path);
+    }
+    if let Some(options) = source
+        .options
+        .as_ref()
+        .filter(|o| !o.delimiter.is_empty() || o.create)
+    {
+        selector_text = format!(
+            "{selector_text}:{}({}), create={}",
+            options.delimiter, options.index, options.create
+        );
+    }
     let mut matches = resources.iter().filter(|r| {
         identities(r).any(|id| {
             selected_by(
@@ -467,14 +483,17 @@ fn source_value(
         .ok_or_else(|| {
             error(
                 file,
-                format!(
-                    "fieldPath `{path}` is missing for replacement source {}",
-                    resource.id()
-                ),
+                format!("fieldPath `{path}` is missing for replacement source {id_text}"),
             )
         })?;
     match &source.options {
         Some(options) if !options.delimiter.is_empty() => {
+            if matches!(value, Value::Object(_) | Value::Array(_)) {
+                return Err(error(
+                    file,
+                    "delimiter option can only be used with scalar nodes".to_string(),
+                ));
+            }
             let text = scalar_text(value);
             let parts: Vec<&str> = text.split(options.delimiter.as_str()).collect();
             let index = usize::try_from(options.index)
@@ -627,9 +646,12 @@ fn write_at(
                 }
                 items.push(Value::Object(Map::new()));
             }
+            let found = items.len();
             match items.get_mut(*i) {
                 Some(item) => write_at(item, rest, value, write, tally),
-                None => Ok(()),
+                None => Err(WriteError::Path(format!(
+                    "index {i} specified but only {found} elements found"
+                ))),
             }
         }
         (PathSegment::Wildcard, Value::Array(items)) => {
