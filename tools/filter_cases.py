@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Turns kustomize's table tests of its filters (tag kustomize/v5.8.1) into golden build cases.
+
+`api/krusty` tests whole builds (`tools/krusty_cases.py`); the transformers' edge cases live
+in the table tests of `api/filters/*` and `kyaml/yaml/merge2`. Each table row that a
+kustomization can express becomes one case under
+`tests/fixtures/kustomize-upstream-filters/<area>--<TestName>--<row>/`, in the form of the
+other golden cases: `input/` (the row's objects in `resource.yaml`, its patch in
+`patch.yaml`, and a `kustomization.yaml` that applies it), then the oracle's verdict from
+`kubectl kustomize` (Kustomize v5.8.1): `expected.yaml`, or `kubectl-error.txt` plus
+`expected-error.txt` (the Go test's expected error where kubectl says it, else a name from
+kubectl's message). The Go test's own expected text is not used: a filter alone neither
+sorts nor formats as a build does, so only the oracle's output is.
+
+Rows become cases as follows:
+- `replacement` (`TestFilter`, `TestValueInlineStructuredData`): the row's `replacements:`
+  text in the kustomization.
+- `patchstrategicmerge` (`TestFilter`): the row's patch as a `patches:` entry.
+- `patchjson6902` (`TestSomething`): the row's operations as a `patches:` entry targeting the
+  row's object by kind and name.
+- `merge2` (`scalar`, `list`, `element`, `map` cases): `dest` is the resource and `source` the
+  strategic-merge patch, given `apiVersion`, `kind` and `metadata.name` where they lack them
+  (a kind with no schema, `example.com/v1` `Thing`, when neither says). The row's merge
+  options and `infer` flag are the filter's, not the build's; the oracle decides.
+
+`INDEX.md` maps every row to its case or says why it is not ported.
+
+Usage: tools/filter_cases.py [--mirror GIT_DIR] (the mirror also comes from $KUSTOMIZE_MIRROR;
+`kubectl` from `make setup`). Re-running regenerates every case.
+"""
+import argparse
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.dont_write_bytecode = True  # no __pycache__ beside the helper modules
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from krusty_cases import MIRROR, TAG, GitTag, run_oracle, sanitize  # noqa: E402
+from krusty_goparse import Parser  # noqa: E402
+from krusty_gointerp import Env, Interp, Struct  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / 'tests/fixtures/kustomize-upstream-filters'
+KUSTOMIZATION = 'kustomization.yaml'
+# Hand-picked error fragments where kubectl's words are Go's own (a type's name) or where
+# ours also name the object: case -> fragments.
+FRAGMENTS = {k: v.split('|') for k, v in {
+    'patchstrategicmerge--TestFilter--honor-different-key-style-one': 'patch.yaml|9110',
+    'patchstrategicmerge--TestFilter--nested-patch': 'patch.yaml',
+    'patchstrategicmerge--TestFilter--simple-patch': 'patch.yaml',
+    'replacement--TestFilter--missing-metadata': 'resource.yaml',
+    'replacement--TestFilter--source-value-and-selector-error': 'sourceValue',
+    'replacement--TestFilter--fail-to-append-to-sequence-using-a-distant-index':
+        'unable to find or create field "spec.tls.5.hosts.5" in replacement target'
+        '|index 5 specified but only 0 elements found',
+}.items()}
+
+
+class Row:
+    """One table row as a build: its files, and the error the Go test expects if any."""
+
+    def __init__(self, files, expected_error=''):
+        self.files = files
+        self.expected_error = expected_error
+
+
+def tables(src, path):
+    """Every table a test function of `path` declares (`name := map/[]struct{...}{...}`) or
+    the file declares at package level: {function or variable: rows}."""
+    decls = Parser(src.show(path)).file()
+    interp = Interp({'yaml.MustParse': lambda text: text})
+    interp.load(decls)
+    found = {}
+    for name, (_, body, _) in decls['funcs'].items():
+        for stmt in body[1]:
+            if stmt[0] == 'define' and stmt[2] and stmt[2][0][0] == 'comp':
+                found[name] = interp.eval(stmt[2][0], Env(interp.globals))
+    for names, _, exprs in decls['vars']:
+        for name, expr in zip(names, exprs):
+            if expr[0] == 'comp':
+                found[name] = interp.eval(expr, Env(interp.globals))
+    return found
+
+
+def rows_of(table, label):
+    """(row name, fields) of a map table, or of a slice table named by its `label` field."""
+    if isinstance(table, dict) and not isinstance(table, Struct):
+        return list(table.items())
+    return [(row[label], row) for row in table]
+
+
+def with_identity(text, api_version, kind, name='x'):
+    """A one-object YAML text given the apiVersion, kind and metadata.name it lacks (as text,
+    so the rest keeps its formatting and comments), or None if it cannot be."""
+    doc = yaml.safe_load(text)
+    if not isinstance(doc, dict):
+        return None
+    prefix = ''.join(f'{k}: {v}\n' for k, v in (('apiVersion', api_version), ('kind', kind))
+                     if k not in doc)
+    meta = doc.get('metadata')
+    if meta is None:
+        prefix += f'metadata:\n  name: {name}\n'
+    elif not isinstance(meta, dict):
+        return None
+    elif 'name' not in meta:
+        if not re.search(r'^metadata:[ \t]*$', text, re.M):
+            return None
+        text = re.sub(r'^metadata:[ \t]*$', f'metadata:\n  name: {name}', text, count=1, flags=re.M)
+    return prefix + text.lstrip('\n')
+
+
+def replacement_rows(src):
+    rows = {}
+    for test, table in tables(src, 'api/filters/replacement/replacement_test.go').items():
+        for name, row in rows_of(table, None):
+            rows[('replacement', test, name)] = Row({
+                'resource.yaml': row['input'],
+                KUSTOMIZATION: 'resources:\n- resource.yaml\n' + row['replacements'],
+            }, row['expectedErr'])
+    return rows
+
+
+def patch_rows(src):
+    rows = {}
+    path = 'api/filters/patchstrategicmerge/patchstrategicmerge_test.go'
+    for test, table in tables(src, path).items():
+        for name, row in rows_of(table, None):
+            rows[('patchstrategicmerge', test, name)] = Row({
+                'resource.yaml': row['input'],
+                'patch.yaml': row['patch'],
+                KUSTOMIZATION: 'resources:\n- resource.yaml\npatches:\n- path: patch.yaml\n',
+            })
+    for test, table in tables(src, 'api/filters/patchjson6902/patchjson6902_test.go').items():
+        for name, row in rows_of(table, 'testName'):
+            target = yaml.safe_load(row['input'])
+            rows[('patchjson6902', test, name)] = Row({
+                'resource.yaml': row['input'],
+                'patch.yaml': row['filter']['Patch'],
+                KUSTOMIZATION: 'resources:\n- resource.yaml\npatches:\n- path: patch.yaml\n'
+                               f"  target:\n    kind: {target['kind']}\n"
+                               f"    name: {target['metadata']['name']}\n",
+            })
+    return rows
+
+
+def merge2_rows(src):
+    rows = {}
+    for stem in ('scalar', 'list', 'element', 'map'):
+        for table_name, table in tables(src, f'kyaml/yaml/merge2/{stem}_test.go').items():
+            for name, row in rows_of(table, 'description'):
+                dest, source = yaml.safe_load(row['dest']), yaml.safe_load(row['source'])
+                if not isinstance(dest, dict) or not isinstance(source, dict):
+                    rows[('merge2', table_name, name)] = 'the row merges something other than an object'
+                    continue
+                api = dest.get('apiVersion') or source.get('apiVersion') or 'example.com/v1'
+                kind = dest.get('kind') or source.get('kind') or 'Thing'
+                dest_text = with_identity(row['dest'], api, kind)
+                patch_text = with_identity(row['source'], api, kind)
+                if dest_text is None or patch_text is None:
+                    rows[('merge2', table_name, name)] = 'metadata is not a mapping'
+                    continue
+                rows[('merge2', table_name, name)] = Row({
+                    'resource.yaml': dest_text,
+                    'patch.yaml': patch_text,
+                    KUSTOMIZATION: 'resources:\n- resource.yaml\npatches:\n- path: patch.yaml\n',
+                })
+    return rows
+
+
+def fragments(case, row, message):
+    """What our message must also say: the hand-picked fragments, else the Go test's expected
+    error where kubectl's message has it, else kubectl's last clause."""
+    if case.name in FRAGMENTS:
+        return FRAGMENTS[case.name]
+    if row.expected_error and row.expected_error in message:
+        return [row.expected_error]
+    last = message.strip().splitlines()[-1].split(': ')[-1].strip() if message.strip() else ''
+    return [last[:60]] if last and 'INPUT' not in last else []
+
+
+def port(case, row):
+    """Writes one row as a case with the oracle's verdict; returns its INDEX.md cell."""
+    shutil.rmtree(case, ignore_errors=True)
+    (case / 'input').mkdir(parents=True)
+    for name, text in row.files.items():
+        (case / 'input' / name).write_text(text)
+    ok, result = run_oracle(case)
+    notes = []
+    if ok:
+        (case / 'expected.yaml').write_text(result)
+        if row.expected_error:
+            notes.append('the Go test expects an error; kubectl succeeds')
+    else:
+        (case / 'kubectl-error.txt').write_text(result)
+        (case / 'expected-error.txt').write_text(''.join(f + '\n' for f in fragments(case, row, result)))
+        if not row.expected_error:
+            notes.append('the Go test expects success; kubectl fails')
+    return f'`{case.name}`' + (' (error)' if not ok else '') + (': ' + '; '.join(notes) if notes else '')
+
+
+def generate(mirror):
+    src = GitTag(mirror)
+    rows = {**replacement_rows(src), **patch_rows(src), **merge2_rows(src)}
+    OUT.mkdir(parents=True, exist_ok=True)
+    for child in OUT.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child)
+    seen, lines = set(), []
+    for (area, test, name), row in rows.items():
+        case = f'{area}--{test}--{sanitize(name)}'
+        base, i = case, 2
+        while case in seen:
+            case, i = f'{base}-{i}', i + 1
+        seen.add(case)
+        cell = f'not ported: {row}' if isinstance(row, str) else port(OUT / case, row)
+        lines.append(f'| {area} | {test} | {name} | ' + cell.replace('|', '\\|') + ' |')
+    cases = sum(1 for line in lines if '| `' in line)
+    header = ['# Upstream filter tests as golden cases', '',
+              f'Generated by `tools/filter_cases.py` from the table tests of `api/filters/` and '
+              f'`kyaml/yaml/merge2/` at {TAG}; do not edit by hand.', '',
+              f'{len(lines)} rows, {cases} cases. Each case builds `input/` with default options; '
+              '`expected.yaml` / `kubectl-error.txt` come from `kubectl kustomize` (Kustomize v5.8.1).',
+              '', '| area | test | row | case |', '| --- | --- | --- | --- |']
+    (OUT / 'INDEX.md').write_text('\n'.join(header + lines) + '\n')
+    print(f'{len(lines)} rows, {cases} cases')
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--mirror', default=os.environ.get('KUSTOMIZE_MIRROR', MIRROR))
+    generate(ap.parse_args().mirror)
+
+
+if __name__ == '__main__':
+    main()
