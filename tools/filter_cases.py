@@ -41,11 +41,21 @@ sys.dont_write_bytecode = True  # no __pycache__ beside the helper modules
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from krusty_cases import MIRROR, TAG, GitTag, run_oracle, sanitize  # noqa: E402
 from krusty_goparse import Parser  # noqa: E402
-from krusty_gointerp import Env, Interp, Struct  # noqa: E402
+from krusty_gointerp import Env, Interp, Struct, TypeVal  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / 'tests/fixtures/kustomize-upstream-filters'
 KUSTOMIZATION = 'kustomization.yaml'
+MAP_TYPES = ('labelMap', 'annoMap')
+# The field specs kustomize's filter tests add to each row's own (builtinconfig defaults).
+NAMESPACE_DEFAULTS = [
+    {'path': 'metadata/name', 'kind': 'Namespace', 'create': True},
+    {'path': 'spec/service/namespace', 'group': 'apiregistration.k8s.io', 'kind': 'APIService',
+     'create': True},
+    {'path': 'spec/conversion/webhook/clientConfig/service/namespace',
+     'group': 'apiextensions.k8s.io', 'kind': 'CustomResourceDefinition'},
+]
+ANNOTATION_DEFAULTS = [{'path': 'metadata/annotations', 'create': True}]
 # Hand-picked error fragments where kubectl's words are Go's own (a type's name) or where
 # ours also name the object: case -> fragments.
 FRAGMENTS = {k: v.split('|') for k, v in {
@@ -74,6 +84,8 @@ def tables(src, path):
     decls = Parser(src.show(path)).file()
     interp = Interp({'yaml.MustParse': lambda text: text})
     interp.load(decls)
+    for name in MAP_TYPES:  # declared beside the filters, not in their tests
+        interp.globals.vars[name] = TypeVal(('tmap', ('tname', 'string'), ('tname', 'string')))
     found = {}
     for name, (_, body, _) in decls['funcs'].items():
         for stmt in body[1]:
@@ -171,6 +183,110 @@ def merge2_rows(src):
     return rows
 
 
+def is_true(value):
+    """A Go `true` as the interpreter leaves it (the identifier's name)."""
+    return value is True or value == 'true'
+
+
+def field_spec(spec):
+    """A types.FieldSpec as a transformer configuration writes it."""
+    out = {}
+    gvk = spec.get('Gvk') or {}
+    for go, name in (('Group', 'group'), ('Version', 'version'), ('Kind', 'kind')):
+        if isinstance(gvk, dict) and isinstance(gvk.get(go), str) and gvk.get(go):
+            out[name] = gvk[go]
+    out['path'] = spec['Path']
+    if is_true(spec.get('CreateIfNotPresent')):
+        out['create'] = True
+    return out
+
+
+def specs(*lists):
+    """The field specs of a row, from any of the places a test keeps them."""
+    out = []
+    for specs_ in lists:
+        if isinstance(specs_, list):
+            out += [field_spec(s) for s in specs_ if isinstance(s, dict)]
+        elif isinstance(specs_, dict) and specs_.get('Path'):
+            out.append(field_spec(specs_))
+    return out
+
+
+def named(text):
+    """The objects of a filter test's input, each given a name where it has none (a build
+    refuses unnamed objects; a filter does not need names)."""
+    docs = re.split(r'^---[ \t]*$', text, flags=re.M)
+    out = []
+    for i, doc in enumerate(docs):
+        parsed = yaml.safe_load(doc)
+        if isinstance(parsed, dict) and parsed.get('kind') and \
+                not (parsed.get('metadata') or {}).get('name'):
+            doc = with_identity(doc, parsed.get('apiVersion'), parsed['kind'], f'object-{i}') or doc
+        out.append(doc)
+    return '---\n'.join(d if d.endswith('\n') else d + '\n' for d in out)
+
+
+def transformer_row(row, config, expected_error=''):
+    """A row run as a builtin transformer over its input."""
+    config = {'apiVersion': 'builtin', **config}
+    config.setdefault('metadata', {})['name'] = 'under-test'
+    return Row({
+        'resource.yaml': named(row['input']),
+        'transformer.yaml': yaml.safe_dump(config, sort_keys=False),
+        KUSTOMIZATION: 'resources:\n- resource.yaml\ntransformers:\n- transformer.yaml\n',
+    }, expected_error)
+
+
+def image(tag):
+    names = (('Name', 'name'), ('NewName', 'newName'), ('NewTag', 'newTag'),
+             ('Digest', 'digest'), ('TagSuffix', 'tagSuffix'))
+    return {name: tag[go] for go, name in names if isinstance(tag.get(go), str) and tag[go]}
+
+
+def transformer_rows(src):
+    """The rows of the filters that builtin transformers configure, each as that transformer."""
+    rows = {}
+    def add(area, path, label, make):
+        for test, table in tables(src, path).items():
+            if not table:
+                continue
+            for name, row in rows_of(table, label):
+                try:
+                    rows[(area, test, name)] = make(row)
+                except (KeyError, TypeError, AttributeError) as e:
+                    rows[(area, test, name)] = f'the row does not translate ({type(e).__name__})'
+    add('imagetag', 'api/filters/imagetag/imagetag_test.go', None, lambda r: transformer_row(r, {
+        'kind': 'ImageTagTransformer', 'imageTag': image(r['filter']['ImageTag']),
+        'fieldSpecs': specs(r['fsSlice'])}))
+    add('imagetag', 'api/filters/imagetag/legacy_test.go', None, lambda r: transformer_row(r, {
+        'kind': 'ImageTagTransformer', 'imageTag': image(r['filter']['ImageTag'])}))
+    add('namespace', 'api/filters/namespace/namespace_test.go', 'name', lambda r: transformer_row(r, {
+        'kind': 'NamespaceTransformer', 'metadata': {'namespace': r['filter']['Namespace']},
+        **({'unsetOnly': True} if is_true(r['filter'].get('UnsetOnly')) else {}),
+        **({'setRoleBindingSubjects': r['filter']['SetRoleBindingSubjects']}
+           if isinstance(r['filter'].get('SetRoleBindingSubjects'), str) else {}),
+        'fieldSpecs': NAMESPACE_DEFAULTS + specs(r['fsslice'])}))
+    for area, key in (('prefix', 'Prefix'), ('suffix', 'Suffix')):
+        add(area, f'api/filters/{area}/{area}_test.go', None,
+            lambda r, area=area, key=key: transformer_row(r, {
+                'kind': f'{key}Transformer', area: r['filter'][key],
+                'fieldSpecs': specs(r['filter'].get('FieldSpec'))}))
+    add('labels', 'api/filters/labels/labels_test.go', None, lambda r: transformer_row(r, {
+        'kind': 'LabelTransformer', 'labels': dict(r['filter']['Labels']),
+        'fieldSpecs': specs(r['filter'].get('FsSlice'))}))
+    add('annotations', 'api/filters/annotations/annotations_test.go', None,
+        lambda r: transformer_row(r, {
+            'kind': 'AnnotationsTransformer', 'annotations': dict(r['filter']['Annotations']),
+            'fieldSpecs': ANNOTATION_DEFAULTS + specs(r['fsslice'])}))
+    add('replicacount', 'api/filters/replicacount/replicacount_test.go', None,
+        lambda r: transformer_row(r, {
+            'kind': 'ReplicaCountTransformer',
+            'replica': {'name': r['filter']['Replica']['Name'],
+                        'count': r['filter']['Replica']['Count']},
+            'fieldSpecs': specs(r['filter'].get('FieldSpec'))}))
+    return rows
+
+
 def fragments(case, row, message):
     """What our message must also say: the hand-picked fragments, else the Go test's expected
     error where kubectl's message has it, else kubectl's last clause."""
@@ -178,6 +294,9 @@ def fragments(case, row, message):
         return FRAGMENTS[case.name]
     if row.expected_error and row.expected_error in message:
         return [row.expected_error]
+    for phrase in ('missing metadata.name', 'missing Resource metadata'):
+        if phrase in message:
+            return ['resource.yaml']
     last = message.strip().splitlines()[-1].split(': ')[-1].strip() if message.strip() else ''
     return [last[:60]] if last and 'INPUT' not in last else []
 
@@ -204,7 +323,7 @@ def port(case, row):
 
 def generate(mirror):
     src = GitTag(mirror)
-    rows = {**replacement_rows(src), **patch_rows(src), **merge2_rows(src)}
+    rows = {**replacement_rows(src), **patch_rows(src), **merge2_rows(src), **transformer_rows(src)}
     OUT.mkdir(parents=True, exist_ok=True)
     for child in OUT.iterdir():
         if child.is_dir():
