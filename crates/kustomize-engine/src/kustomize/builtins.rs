@@ -296,7 +296,7 @@ fn decode<T: for<'de> Deserialize<'de>>(
         map.remove("kind");
     }
     // As kustomize configures its built-in plugins: non-strict YAML decoding.
-    serde_path_to_error::deserialize(super::fold::Folded::lenient(config)).map_err(|e| {
+    serde_path_to_error::deserialize(super::fold::Folded::plugin_config(config)).map_err(|e| {
         KustomizeError::InvalidConfig {
             file: file.to_path_buf(),
             message: format!("{origin}: {}", describe(e)),
@@ -644,11 +644,7 @@ fn apply_transformer_config(
         }
         "PatchStrategicMergeTransformer" => {
             let c: StrategicMergeConfig = decode(config, origin, file)?;
-            let mut entries = c.paths;
-            if !c.patches.is_empty() {
-                entries.push(c.patches);
-            }
-            patches::apply_strategic_merge_files(&entries, loader, file, acc)?;
+            patches::apply_strategic_merge_config(&c.paths, &c.patches, loader, file, acc)?;
         }
         "PatchTransformer" | "PatchJson6902Transformer" => {
             let c: PatchConfig = decode(config, origin, file)?;
@@ -715,6 +711,6 @@ fn set_namespace(
         &c.field_specs,
         schema,
         options,
-    );
-    Ok(())
+    )?;
+    super::target::check_unique_ids(&acc.resources)
 }

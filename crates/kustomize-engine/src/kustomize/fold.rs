@@ -16,6 +16,9 @@ use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, V
 pub struct Folded {
     value: Value,
     lenient: bool,
+    /// A number or boolean read into a string field becomes its text, as sigs.k8s.io/yaml
+    /// decodes kustomize's builtin plugin configurations (toward their Go types).
+    stringify: bool,
 }
 
 impl Folded {
@@ -24,6 +27,7 @@ impl Folded {
         Folded {
             value,
             lenient: false,
+            stringify: false,
         }
     }
 
@@ -32,6 +36,25 @@ impl Folded {
         Folded {
             value,
             lenient: true,
+            stringify: false,
+        }
+    }
+
+    /// A builtin plugin's configuration: unknown keys dropped, scalars read into string
+    /// fields as their text.
+    pub fn plugin_config(value: Value) -> Folded {
+        Folded {
+            value,
+            lenient: true,
+            stringify: true,
+        }
+    }
+
+    fn child(&self, value: Value) -> Folded {
+        Folded {
+            value,
+            lenient: self.lenient,
+            stringify: self.stringify,
         }
     }
 }
@@ -63,19 +86,33 @@ impl<'de> de::Deserializer<'de> for Folded {
     type Error = serde_json::Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
-        let lenient = self.lenient;
+        let template = self.child(Value::Null);
         match self.value {
             Value::Array(items) => visitor.visit_seq(FoldedSeq {
                 items: items.into_iter(),
-                lenient,
+                template,
             }),
             Value::Object(map) => visitor.visit_map(FoldedMap {
                 entries: map.into_iter(),
                 value: None,
-                lenient,
+                template,
             }),
             other => de::Deserializer::deserialize_any(serde_json::Value::from(other), visitor),
         }
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.value {
+            Value::Bool(b) if self.stringify => visitor.visit_string(b.to_string()),
+            Value::Number(n) if self.stringify => {
+                visitor.visit_string(crate::yaml::format_number(&n))
+            }
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        self.deserialize_string(visitor)
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
@@ -91,12 +128,12 @@ impl<'de> de::Deserializer<'de> for Folded {
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
-        let lenient = self.lenient;
+        let template = self.child(Value::Null);
         match self.value {
             Value::Object(map) => visitor.visit_map(FoldedMap {
-                entries: fold_keys(map, fields, lenient).into_iter(),
+                entries: fold_keys(map, fields, template.lenient).into_iter(),
                 value: None,
-                lenient,
+                template,
             }),
             other => de::Deserializer::deserialize_struct(
                 serde_json::Value::from(other),
@@ -130,14 +167,15 @@ impl<'de> de::Deserializer<'de> for Folded {
     }
 
     serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char bytes byte_buf
         unit unit_struct seq tuple tuple_struct map identifier ignored_any
     }
 }
 
 struct FoldedSeq {
     items: std::vec::IntoIter<Value>,
-    lenient: bool,
+    /// Carries the decoding mode to the elements.
+    template: Folded,
 }
 
 impl<'de> SeqAccess<'de> for FoldedSeq {
@@ -148,12 +186,7 @@ impl<'de> SeqAccess<'de> for FoldedSeq {
         seed: T,
     ) -> Result<Option<T::Value>, Self::Error> {
         match self.items.next() {
-            Some(value) => seed
-                .deserialize(Folded {
-                    value,
-                    lenient: self.lenient,
-                })
-                .map(Some),
+            Some(value) => seed.deserialize(self.template.child(value)).map(Some),
             None => Ok(None),
         }
     }
@@ -162,7 +195,8 @@ impl<'de> SeqAccess<'de> for FoldedSeq {
 struct FoldedMap {
     entries: crate::value::map::IntoIter,
     value: Option<Value>,
-    lenient: bool,
+    /// Carries the decoding mode to the values.
+    template: Folded,
 }
 
 impl<'de> MapAccess<'de> for FoldedMap {
@@ -186,10 +220,7 @@ impl<'de> MapAccess<'de> for FoldedMap {
         seed: V,
     ) -> Result<V::Value, Self::Error> {
         let value = self.value.take().unwrap_or(Value::Null);
-        seed.deserialize(Folded {
-            value,
-            lenient: self.lenient,
-        })
+        seed.deserialize(self.template.child(value))
     }
 }
 
@@ -239,6 +270,17 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(both.name_prefix, "folded-");
+    }
+
+    #[test]
+    fn a_plugin_configuration_reads_numbers_and_booleans_into_strings_as_their_text() {
+        let decoded = Outer::deserialize(Folded::plugin_config(json!({
+            "namePrefix": 7, "commonLabels": {"a": true, "b": 42, "c": "x"}})))
+        .unwrap();
+        assert_eq!(decoded.name_prefix, "7");
+        assert_eq!(decoded.common_labels["a"], "true");
+        assert_eq!(decoded.common_labels["b"], "42");
+        assert!(Outer::deserialize(Folded::lenient(json!({"commonLabels": {"a": true}}))).is_err());
     }
 
     #[test]

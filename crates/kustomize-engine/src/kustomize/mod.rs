@@ -365,6 +365,15 @@ pub enum KustomizeError {
     #[error("namespace transformation produces ID conflict: {ids}")]
     NamespaceConflict { ids: String },
 
+    #[error(
+        "namespace field specs must target scalar nodes: considering field '{path}' of object {object}: wrong node kind: expected ScalarNode but got {found}"
+    )]
+    NamespaceFieldNotScalar {
+        object: String,
+        path: String,
+        found: &'static str,
+    },
+
     #[error("{}: {object}: {message}", .file.display())]
     Transformer {
         file: PathBuf,

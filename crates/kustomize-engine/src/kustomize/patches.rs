@@ -98,6 +98,48 @@ pub fn apply_strategic_merge_files(
     Ok(())
 }
 
+/// The PatchStrategicMergeTransformer: `paths` (each a file, or the patch itself) and
+/// `patches` (patch content), every document applied to the resource with its identity.
+pub fn apply_strategic_merge_config(
+    paths: &[String],
+    content: &str,
+    loader: &Loader,
+    file: &Path,
+    acc: &mut Accumulated,
+) -> Result<(), KustomizeError> {
+    if paths.is_empty() && content.is_empty() {
+        return Err(patch_error(
+            file,
+            "PatchStrategicMergeTransformer",
+            "empty file path and empty patch content",
+        ));
+    }
+    let mut loaded = paths
+        .iter()
+        .map(|entry| load_entry(entry, loader, file))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !content.is_empty() {
+        let inline = parse(content, "patches", file)?;
+        if inline.documents.iter().any(|d| !d.is_object()) {
+            return Err(patch_error(file, "patches", "missing Resource metadata"));
+        }
+        loaded.push(inline);
+    }
+    if loaded.iter().all(|l| l.documents.is_empty()) {
+        return Err(patch_error(
+            file,
+            "PatchStrategicMergeTransformer",
+            "patch appears to be empty",
+        ));
+    }
+    for loaded in &loaded {
+        for document in &loaded.documents {
+            apply_by_identity(document, (false, false), &loaded.origin, file, acc)?;
+        }
+    }
+    Ok(())
+}
+
 /// Applies a strategic merge patch to the one resource whose identity it carries.
 fn apply_by_identity(
     patch: &Value,
@@ -174,11 +216,19 @@ fn apply_smp_to(
     let before = resource.id();
     let mut patch = patch.clone();
     if let Some(map) = patch.as_object_mut() {
-        if !allow_kind_change || !map.contains_key("kind") {
+        let api_version =
+            super::resource::str_at(&acc.resources[index].object, "/apiVersion").to_string();
+        if map
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             map.insert("kind".into(), Value::String(before.kind.clone()));
-            // The resource keeps its API version along with its kind.
-            let api_version =
-                super::resource::str_at(&acc.resources[index].object, "/apiVersion").to_string();
+            map.insert("apiVersion".into(), Value::String(api_version));
+        } else if !allow_kind_change {
+            // The patch keeps its kind for the merge, which finds the schema by it (a
+            // Deployment patch merges containers by name in a custom kind, as in kustomize);
+            // the resource's kind is put back afterwards.
             map.insert("apiVersion".into(), Value::String(api_version));
         }
         if !allow_name_change
@@ -205,6 +255,9 @@ fn apply_smp_to(
         }
         Outcome::Patched => {
             let resource = &mut acc.resources[index];
+            if !allow_kind_change && let Some(map) = resource.object.as_object_mut() {
+                map.insert("kind".into(), Value::String(before.kind.clone()));
+            }
             if resource.id() != before && resource.previous_ids.last() != Some(&before) {
                 resource.previous_ids.push(before);
             }
@@ -224,13 +277,29 @@ pub fn apply_patches(
         let loaded = load_patch(entry, loader, file)?;
         let allow_name_change = entry.options.allow_name_change;
         let allow_kind_change = entry.options.allow_kind_change;
-        let is_json6902 = matches!(loaded.documents.as_slice(), [Value::Array(_)]);
+        // kustomize reads a text whose first document is a list as a JSON patch (its other
+        // documents ignored), one whose documents are all objects as strategic merge patches.
+        let is_json6902 = matches!(loaded.documents.first(), Some(Value::Array(_)));
+        if !is_json6902 && loaded.documents.iter().any(|d| !d.is_object()) {
+            return Err(patch_error(
+                file,
+                &loaded.origin,
+                format!(
+                    "unable to parse SM or JSON patch from {}",
+                    if entry.path.is_empty() {
+                        "the inline patch".to_string()
+                    } else {
+                        format!("[path: {:?}]", entry.path)
+                    }
+                ),
+            ));
+        }
         match (&entry.target, is_json6902) {
             (None, true) => {
                 return Err(patch_error(
                     file,
                     &loaded.origin,
-                    "must specify a target for patch",
+                    "must specify a target for JSON patch",
                 ));
             }
             (None, false) => {
@@ -251,6 +320,7 @@ pub fn apply_patches(
                 file,
                 acc,
             )?,
+            (Some(_), false) if loaded.documents.is_empty() => {}
             (Some(target), false) => {
                 let [document] = loaded.documents.as_slice() else {
                     return Err(patch_error(
@@ -277,7 +347,7 @@ pub fn apply_patches(
 }
 
 fn load_patch(entry: &Patch, loader: &Loader, file: &Path) -> Result<Loaded, KustomizeError> {
-    match (entry.path.is_empty(), entry.patch.is_empty()) {
+    match (entry.path.is_empty(), entry.patch.trim().is_empty()) {
         (false, true) => {
             let (path, text) = loader.read_text(&entry.path)?;
             parse(&text, &loader.relative(&path).display().to_string(), file)
@@ -291,7 +361,7 @@ fn load_patch(entry: &Patch, loader: &Loader, file: &Path) -> Result<Loaded, Kus
         (true, true) => Err(patch_error(
             file,
             "patch",
-            "must specify one of patch and path",
+            "must specify one of patch and path in the entry",
         )),
     }
 }
@@ -470,13 +540,22 @@ pub fn apply_json6902(
     acc: &mut Accumulated,
 ) -> Result<(), KustomizeError> {
     for entry in entries {
+        let refuse = |message: &str| Err(patch_error(file, &entry.path, message));
+        match &entry.target {
+            None => return refuse("must specify a target for patch"),
+            Some(target) if target.name.is_empty() => {
+                return refuse("must specify the target name");
+            }
+            Some(_) => {}
+        }
+        match (entry.path.is_empty(), entry.patch.is_empty()) {
+            (true, true) => return refuse("empty file path and empty jsonOp"),
+            (false, false) => return refuse("must specify a file path or jsonOp, not both"),
+            _ => {}
+        }
         let loaded = load_patch(entry, loader, file)?;
         let Some(target) = &entry.target else {
-            return Err(patch_error(
-                file,
-                &loaded.origin,
-                "must specify a target for patch",
-            ));
+            unreachable!("checked above");
         };
         let [operations] = loaded.documents.as_slice() else {
             return Err(patch_error(

@@ -615,7 +615,7 @@ impl<'a> Builder<'a> {
                 &specs,
                 schema,
                 Default::default(),
-            );
+            )?;
             check_unique_ids(&acc.resources)?;
             record(acc, "NamespaceTransformer");
         }
@@ -738,7 +738,7 @@ fn resources_from(
 }
 
 /// Moving resources into one namespace can make two of them the same object.
-fn check_unique_ids(resources: &[Resource]) -> Result<(), KustomizeError> {
+pub(super) fn check_unique_ids(resources: &[Resource]) -> Result<(), KustomizeError> {
     let mut seen = ObjectKeys::default();
     for (position, resource) in resources.iter().enumerate() {
         if !seen.insert(resources, position) {

@@ -44,7 +44,7 @@ pub fn set_namespace(
     specs: &[FieldSpec],
     schema: SchemaView,
     options: NamespaceOptions,
-) {
+) -> Result<(), KustomizeError> {
     let should_set = |current: Option<&Value>| {
         !options.unset_only || current.and_then(Value::as_str).is_none_or(str::is_empty)
     };
@@ -60,13 +60,15 @@ pub fn set_namespace(
         {
             resource.set_namespace(namespace);
         }
-        if matches!(id.kind.as_str(), "RoleBinding" | "ClusterRoleBinding") {
+        let binding = matches!(id.kind.as_str(), "RoleBinding" | "ClusterRoleBinding");
+        if binding {
             set_subject_namespaces(resource, namespace, options);
         }
         for spec in specs.iter().filter(|s| s.applies_to(&id)) {
+            // Handled above, as kustomize handles them apart.
+            let binding_spec = matches!(spec.kind.as_str(), "RoleBinding" | "ClusterRoleBinding");
             if spec.path == "metadata/namespace"
-                || (spec.path.starts_with("subjects")
-                    && matches!(id.kind.as_str(), "RoleBinding" | "ClusterRoleBinding"))
+                || (binding && binding_spec && spec.path == "subjects/namespace")
             {
                 continue;
             }
@@ -81,18 +83,48 @@ pub fn set_namespace(
                 resource.set_name(namespace);
                 continue;
             }
-            let _ = visit_leaves::<()>(
+            let visited = visit_leaves::<NamespaceVisit>(
                 &mut resource.object,
                 &split_path(&spec.path),
                 spec.create,
                 &mut |map, key| {
+                    match map.get(key) {
+                        Some(Value::Object(_)) => {
+                            return Err(NamespaceVisit::NotScalar("MappingNode"));
+                        }
+                        Some(Value::Array(_)) => {
+                            return Err(NamespaceVisit::NotScalar("SequenceNode"));
+                        }
+                        _ => {}
+                    }
                     if should_set(map.get(key)) {
                         map.insert(key.to_string(), Value::String(namespace.to_string()));
                     }
                     Ok(())
                 },
             );
+            if let Err(NamespaceVisit::NotScalar(found)) = visited {
+                return Err(KustomizeError::NamespaceFieldNotScalar {
+                    object: id.to_string(),
+                    path: spec.path.clone(),
+                    found,
+                });
+            }
         }
+    }
+    Ok(())
+}
+
+/// Why a namespace field spec's walk stopped: a scalar on the way (passed over, as
+/// kustomize does) or a target that is not a scalar (refused).
+enum NamespaceVisit {
+    ScalarOnTheWay,
+    NotScalar(&'static str),
+}
+
+impl From<super::fieldspec::ScalarInPath> for NamespaceVisit {
+    fn from(_: super::fieldspec::ScalarInPath) -> Self {
+        NamespaceVisit::ScalarOnTheWay
     }
 }
 
