@@ -25,6 +25,11 @@ Rows become cases as follows:
 
 `INDEX.md` maps every row to its case or says why it is not ported.
 
+The builtin plugins' own tests (`plugin/builtin/*/*_test.go`, Helm's left out) are run by
+the krusty tests' interpreter (`krusty_harness.py`), each plugin run becoming a case named
+`plugin-<plugin>--<TestName>[--<subtest>]` whose kustomization lists the test's plugin
+configuration under `transformers:` (or `generators:`) over the test's resources.
+
 Usage: tools/filter_cases.py [--mirror GIT_DIR] (the mirror also comes from $KUSTOMIZE_MIRROR;
 `kubectl` from `make setup`). Re-running regenerates every case.
 """
@@ -39,7 +44,9 @@ import yaml
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the helper modules
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from krusty_cases import MIRROR, TAG, GitTag, run_oracle, sanitize  # noqa: E402
+from krusty_cases import MIRROR, TAG, GitTag, case_names, port_build, run_oracle, sanitize  # noqa: E402
+from krusty_harness import legacy_configs, make_builtins, run_test  # noqa: E402
+import krusty_cases  # noqa: E402
 from krusty_goparse import Parser  # noqa: E402
 from krusty_gointerp import Env, Interp, Struct, TypeVal  # noqa: E402
 
@@ -64,6 +71,19 @@ FRAGMENTS = {k: v.split('|') for k, v in {
     'patchstrategicmerge--TestFilter--simple-patch': 'patch.yaml',
     'replacement--TestFilter--missing-metadata': 'resource.yaml',
     'replacement--TestFilter--source-value-and-selector-error': 'sourceValue',
+    'plugin-namespacetransformer--TestNamespaceTransformerObjectConflict':
+        'namespace transformation produces ID conflict|cm',
+    'plugin-patchjson6902transformer--TestBadPatchJson6902Transformer': 'thisIsNotAPatch',
+    'plugin-patchstrategicmergetransformer--TestBadPatchStrategicMergeTransformer':
+        'missing Resource metadata',
+    'plugin-patchtransformer--TestPatchTransformerBadPatch': 'unable to parse SM or JSON patch from',
+    'plugin-secretgenerator--TestSecretGenerator': 'mySecret|does not exist; cannot merge or replace',
+    # kubectl cannot load this builtin either.
+    **{f'plugin-sortordertransformer--{name}': 'SortOrderTransformer' for name in (
+        'TestSortOrderTransformer--default-ordering', 'TestSortOrderTransformer--fifo-order',
+        'TestSortOrderTransformer--some-first-some-last-some-in-between',
+        'TestSortOrderTransformer--webhooks-first-order-namespace-and-deployment-last',
+        'TestWrongOrder')},
     'replacement--TestFilter--fail-to-append-to-sequence-using-a-distant-index':
         'unable to find or create field "spec.tls.5.hosts.5" in replacement target'
         '|index 5 specified but only 0 elements found',
@@ -321,6 +341,36 @@ def port(case, row):
     return f'`{case.name}`' + (' (error)' if not ok else '') + (': ' + '; '.join(notes) if notes else '')
 
 
+def plugin_rows(src):
+    """plugin/builtin/*/*_test.go: each test function run against the krusty harness, whose
+    plugin runs (`th.LoadAndRunTransformer(config, resources)` and the like) are recorded as
+    builds listing the configuration under `transformers:` or `generators:`. Returns INDEX
+    lines after writing the cases."""
+    krusty_cases.FRAGMENTS.update(FRAGMENTS)  # port_build picks fragments from there
+    lines = []
+    for directory in src.ls('plugin/builtin/'):
+        for path in src.ls(directory + '/'):
+            if not path.endswith('_test.go') or 'helmchartinflation' in path:
+                continue
+            box = [None]
+            interp = Interp(make_builtins(src, box))
+            interp.builtins['__legacy__'] = legacy_configs(src)
+            decls = Parser(src.show(path)).file()
+            interp.load(decls)
+            stem = 'plugin-' + os.path.basename(directory).lower()
+            for test in [n for n in decls['funcs'] if re.match(r'Test[A-Z0-9_]', n)]:
+                rec = run_test(interp, box, test)
+                names = case_names(stem, test, rec.builds)
+                cells = [port_build(OUT / name, b) for name, b in zip(names, rec.builds)]
+                cells += [f"{'--'.join(map(sanitize, n)) or '(test)'}: not ported: {why}"
+                          for n, why in rec.skips]
+                if not cells:
+                    cells.append('not ported: the test runs no plugin')
+                lines.append(f'| {stem} | {test} | | ' +
+                             '<br>'.join(c.replace('|', '\\|') for c in cells) + ' |')
+    return lines
+
+
 def generate(mirror):
     src = GitTag(mirror)
     rows = {**replacement_rows(src), **patch_rows(src), **merge2_rows(src), **transformer_rows(src)}
@@ -337,15 +387,16 @@ def generate(mirror):
         seen.add(case)
         cell = f'not ported: {row}' if isinstance(row, str) else port(OUT / case, row)
         lines.append(f'| {area} | {test} | {name} | ' + cell.replace('|', '\\|') + ' |')
-    cases = sum(1 for line in lines if '| `' in line)
+    lines += plugin_rows(src)
+    cases = sum(1 for p in OUT.iterdir() if (p / 'input').is_dir())
     header = ['# Upstream filter tests as golden cases', '',
               f'Generated by `tools/filter_cases.py` from the table tests of `api/filters/` and '
               f'`kyaml/yaml/merge2/` at {TAG}; do not edit by hand.', '',
-              f'{len(lines)} rows, {cases} cases. Each case builds `input/` with default options; '
+              f'{len(lines)} rows, {cases} cases. Each case builds `input/` (or `input/<build-dir>`) with default options; '
               '`expected.yaml` / `kubectl-error.txt` come from `kubectl kustomize` (Kustomize v5.8.1).',
               '', '| area | test | row | case |', '| --- | --- | --- | --- |']
     (OUT / 'INDEX.md').write_text('\n'.join(header + lines) + '\n')
-    print(f'{len(lines)} rows, {cases} cases')
+    print(f'{len(lines)} rows and tests, {cases} cases')
 
 
 def main():

@@ -226,6 +226,51 @@ class Harness(GoObj):
         self.rec.prepared.append(f'{group}/{version} {kind} (exec plugin)')
         return self
 
+    # --- HarnessEnhanced's plugin runs (plugin/builtin tests), each as a build that lists the
+    # plugin's configuration under `transformers:` (or `generators:`) of a kustomization at
+    # the loader root.
+    def go_ResetLoaderRoot(self, root):
+        self.root = root
+
+    def plugin_build(self, config, resources, field, expect):
+        """Records a build running `config` over `resources` (None for a generator)."""
+        fs = FS()
+        fs.files, fs.dirs = dict(self.fs.files), set(self.fs.dirs)
+        if any(posixpath.join(fs_path(self.root), n).strip('/') in fs.files for n in KUST_NAMES):
+            raise Unportable('the test writes its own kustomization at the plugin root')
+        kust = ''
+        if resources is not None:
+            fs.write(posixpath.join(self.root, 'plugin-resources.yaml'), resources)
+            kust += 'resources:\n- plugin-resources.yaml\n'
+        fs.write(posixpath.join(self.root, 'plugin-config.yaml'), config)
+        kust += f'{field}:\n- plugin-config.yaml\n'
+        fs.write(posixpath.join(self.root, 'kustomization.yaml'), kust)
+        return self.rec.build(fs, self.root, Options(), expect)
+
+    def go_LoadAndRunGenerator(self, config):
+        return Built(self.plugin_build(config, None, 'generators', 'ok'))
+
+    def go_LoadAndRunTransformer(self, config, resources):
+        return Built(self.plugin_build(config, resources, 'transformers', 'ok'))
+
+    def go_RunTransformer(self, config, resources):
+        rec = self.plugin_build(config, resources, 'transformers', None)
+        return Built(rec), ErrVal(rec, False)
+
+    def go_RunTransformerAndCheckResult(self, config, resources, expected):
+        rec = self.plugin_build(config, resources, 'transformers', 'ok')
+        rec.output = expected if isinstance(expected, str) else None
+
+    def go_ErrorFromLoadAndRunTransformer(self, config, resources):
+        return ErrVal(self.plugin_build(config, resources, 'transformers', 'error'), True)
+
+    def go_RunTransformerAndCheckError(self, config, resources, check):
+        rec = self.plugin_build(config, resources, 'transformers', 'error')
+        self.rec.interp.call(check, [T(self.rec), ErrVal(rec, True)])
+
+    def go_RunTransformerFromResMap(self, config, resmap):
+        raise Unportable('the test builds its resources in Go (RunTransformerFromResMap)')
+
     def go_ErrIfNoHelm(self):
         raise Unportable('needs helm (helmCharts)')
 
