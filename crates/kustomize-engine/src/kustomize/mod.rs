@@ -374,6 +374,15 @@ pub enum KustomizeError {
         found: &'static str,
     },
 
+    #[error(
+        "namespace transformation failed: considering field '{path}' of object {object}: {cause}"
+    )]
+    NamespaceTransformation {
+        object: String,
+        path: String,
+        cause: String,
+    },
+
     #[error("{}: {object}: {message}", .file.display())]
     Transformer {
         file: PathBuf,

@@ -72,6 +72,13 @@ pub fn set_namespace(
             {
                 continue;
             }
+            if spec.path.is_empty() {
+                return Err(KustomizeError::NamespaceTransformation {
+                    object: resource.id().to_string(),
+                    path: String::new(),
+                    cause: "cannot set or create an empty field name".to_string(),
+                });
+            }
             let renames = spec.kind == "Namespace" && spec.path == "metadata/name";
             if renames {
                 if api_version != "v1"
@@ -103,20 +110,31 @@ pub fn set_namespace(
                     Ok(())
                 },
             );
-            if let Err(NamespaceVisit::NotScalar(found)) = visited {
-                return Err(KustomizeError::NamespaceFieldNotScalar {
-                    object: id.to_string(),
-                    path: spec.path.clone(),
-                    found,
-                });
+            let failed = |cause: &str| KustomizeError::NamespaceTransformation {
+                object: resource.id().to_string(),
+                path: spec.path.clone(),
+                cause: cause.to_string(),
+            };
+            match visited {
+                Err(NamespaceVisit::NotScalar(found)) => {
+                    return Err(KustomizeError::NamespaceFieldNotScalar {
+                        object: resource.id().to_string(),
+                        path: spec.path.clone(),
+                        found,
+                    });
+                }
+                Err(NamespaceVisit::ScalarOnTheWay) => {
+                    return Err(failed("expected sequence or mapping node"));
+                }
+                Ok(()) => {}
             }
         }
     }
     Ok(())
 }
 
-/// Why a namespace field spec's walk stopped: a scalar on the way (passed over, as
-/// kustomize does) or a target that is not a scalar (refused).
+/// Why a namespace field spec's walk stopped: a scalar on the way, or a target that is not
+/// a scalar; kustomize refuses both.
 enum NamespaceVisit {
     ScalarOnTheWay,
     NotScalar(&'static str),
