@@ -18,6 +18,9 @@ Rows become cases as follows:
 - `patchstrategicmerge` (`TestFilter`): the row's patch as a `patches:` entry.
 - `patchjson6902` (`TestSomething`): the row's operations as a `patches:` entry targeting the
   row's object by kind and name.
+- `imagetag`, `namespace`, `prefix`, `suffix`, `labels`, `annotations`, `replicacount`: the
+  builtin transformer configured as the row's filter (with the field specs the test adds);
+  `fieldspec`: a NamespaceTransformer whose one field spec is the row's, setting "e".
 - `merge2` (`scalar`, `list`, `element`, `map` cases): `dest` is the resource and `source` the
   strategic-merge patch, given `apiVersion`, `kind` and `metadata.name` where they lack them
   (a kind with no schema, `example.com/v1` `Thing`, when neither says). The row's merge
@@ -242,6 +245,8 @@ def named(text):
         if isinstance(parsed, dict) and parsed.get('kind') and \
                 not (parsed.get('metadata') or {}).get('name'):
             doc = with_identity(doc, parsed.get('apiVersion'), parsed['kind'], f'object-{i}') or doc
+            if 'apiVersion' not in parsed:  # only the name is added
+                doc = re.sub(r'^apiVersion: None\n', '', doc, count=1, flags=re.M)
         out.append(doc)
     return '---\n'.join(d if d.endswith('\n') else d + '\n' for d in out)
 
@@ -304,6 +309,12 @@ def transformer_rows(src):
             'replica': {'name': r['filter']['Replica']['Name'],
                         'count': r['filter']['Replica']['Count']},
             'fieldSpecs': specs(r['filter'].get('FieldSpec'))}))
+    # The field spec walk itself (fieldspec.Filter), as the NamespaceTransformer walks its
+    # field specs: the row's spec sets "e".
+    add('fieldspec', 'api/filters/fieldspec/fieldspec_test.go', None, lambda r: transformer_row(r, {
+        'kind': 'NamespaceTransformer', 'metadata': {'namespace': 'e'},
+        'fieldSpecs': [yaml.safe_load(r['fieldSpec']) or {}]},
+        r.get('error') if isinstance(r.get('error'), str) else ''))
     return rows
 
 
