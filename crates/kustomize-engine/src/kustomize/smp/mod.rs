@@ -54,14 +54,28 @@ fn at(path: &str) -> String {
 }
 
 /// Applies `patch` to `object` (of `apiVersion`/`kind` known to the schema or not).
+/// On an error the object is left partly patched (the build stops there).
 pub fn apply(object: &mut Value, patch: &Value, schema: SchemaView) -> Result<Outcome, SmpError> {
-    let dest = Node::from_value(object);
+    // The object's values move into the tree and back: most of it comes back untouched.
+    let dest = Node::from_owned(std::mem::take(object));
     let origin = Node::from_value(patch);
     let walker = walk::Walker { view: schema };
-    let merged = walker.walk([Some(dest), Some(origin)], Schema::Nil, &mut Vec::new())?;
+    let merged = walker.walk(
+        [Some(dest.clone()), Some(origin)],
+        Schema::Nil,
+        &mut Vec::new(),
+    );
+    let merged = match merged {
+        Ok(merged) => merged,
+        Err(error) => {
+            *object = Node::into_value(dest);
+            return Err(error);
+        }
+    };
+    drop(dest);
     match merged {
         Some(node) if !node.borrow().is_null() => {
-            *object = node.borrow().to_value();
+            *object = Node::into_value(node);
             Ok(Outcome::Patched)
         }
         _ => Ok(Outcome::Deleted),
@@ -117,6 +131,38 @@ impl Node {
             ),
             scalar => Node::Scalar(scalar.clone()),
         })
+    }
+
+    fn from_owned(value: Value) -> NodeRef {
+        Node::new(match value {
+            Value::Null => Node::Null { keep: false },
+            Value::Array(items) => Node::Seq(items.into_iter().map(Node::from_owned).collect()),
+            Value::Object(map) => Node::Map(
+                map.into_iter()
+                    .map(|(k, v)| (k, Node::from_owned(v)))
+                    .collect(),
+            ),
+            scalar => Node::Scalar(scalar),
+        })
+    }
+
+    /// The value of a tree, moved out of the nodes no one else holds.
+    fn into_value(node: NodeRef) -> Value {
+        match Rc::try_unwrap(node) {
+            Ok(cell) => match cell.into_inner() {
+                Node::Null { .. } => Value::Null,
+                Node::Scalar(value) => value,
+                Node::Seq(items) => Value::Array(items.into_iter().map(Node::into_value).collect()),
+                Node::Map(fields) => {
+                    let mut map = Map::new();
+                    for (key, value) in fields {
+                        map.insert(key, Node::into_value(value));
+                    }
+                    Value::Object(map)
+                }
+            },
+            Err(shared) => shared.borrow().to_value(),
+        }
     }
 
     fn to_value(&self) -> Value {
