@@ -352,6 +352,9 @@ pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, Man
         limits: inputs.limits,
         // Flux decodes the kustomization it writes its overrides into without strictness.
         root_unknown_fields: UnknownFields::Drop,
+        // Flux's krusty options leave `Reorder` unset: no legacy kind order unless the
+        // kustomization asks for one (fluxcd/pkg's `kustomization_expected.yaml`).
+        reorder: Some(kustomize::Reorder::AsWritten),
         ..BuildOptions::default()
     };
     let mut objects =
@@ -764,3 +767,7 @@ mod tests {
         assert!(nothing.is_empty(), "not an empty-kustomization error");
     }
 }
+
+#[cfg(test)]
+#[path = "manifests_flux_pkg_tests.rs"]
+mod flux_pkg_tests;

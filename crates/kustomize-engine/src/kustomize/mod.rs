@@ -78,6 +78,9 @@ pub enum Reorder {
     Legacy,
     /// The order resources were accumulated in.
     None,
+    /// The kustomization's `sortOptions` when it has them, else the order resources were
+    /// accumulated in: krusty with its `Reorder` option left unset, as Flux builds.
+    AsWritten,
 }
 
 /// Makes remote bases (git or HTTP URLs in `resources:` and `components:`) available

@@ -85,9 +85,9 @@ pub fn order_for(
 ) -> Result<Order, KustomizeError> {
     match (reorder, options) {
         (Some(Reorder::Legacy), _) => Ok(Order::default_legacy()),
-        (Some(Reorder::None), _) => Ok(Order::Fifo),
+        (Some(Reorder::None), _) | (Some(Reorder::AsWritten), None) => Ok(Order::Fifo),
         (None, None) => Ok(Order::default_legacy()),
-        (None, Some(options)) => match options.order.as_str() {
+        (None | Some(Reorder::AsWritten), Some(options)) => match options.order.as_str() {
             "fifo" if options.legacy_sort_options.is_some() => Err(KustomizeError::InvalidKustomization {
                 file: dir.to_path_buf(),
                 message: "the field 'sortOptions.legacySortOptions' is set but the selected sort order is 'fifo', not 'legacy'".into(),
@@ -171,6 +171,22 @@ mod tests {
             metadata["namespace"] = json!(ns);
         }
         json!({ "apiVersion": api_version, "kind": kind, "metadata": metadata })
+    }
+
+    #[test]
+    fn as_written_keeps_the_accumulated_order_unless_the_kustomization_sorts() {
+        let dir = Path::new(".");
+        let as_written = Some(Reorder::AsWritten);
+        assert_eq!(order_for(None, as_written, dir).unwrap(), Order::Fifo);
+        let legacy = SortOptions {
+            order: "legacy".into(),
+            legacy_sort_options: None,
+        };
+        assert_eq!(
+            order_for(Some(&legacy), as_written, dir).unwrap(),
+            Order::default_legacy()
+        );
+        assert_eq!(order_for(None, None, dir).unwrap(), Order::default_legacy());
     }
 
     #[test]
