@@ -694,3 +694,37 @@ fn kustomization_varsub_strict_empty_values() {
     .unwrap();
     assert_eq!(as_yaml(&omitted), text);
 }
+
+/// fluxcd/pkg's whitebox `TestScanManifests`: the files a generated kustomization lists.
+#[test]
+fn scan_manifests() {
+    let scanned = |base: &Path| {
+        let mut paths = Vec::new();
+        scan(base, base, &mut paths).map(|()| paths)
+    };
+    let empty = tempfile::tempdir().unwrap();
+    assert_eq!(scanned(empty.path()).unwrap(), Vec::<String>::new());
+    assert_eq!(
+        scanned(&fixture("nokustomization/resources")).unwrap(),
+        ["configmap.yaml", "secret.yaml"]
+    );
+    // Malformed YAML: fluxcd/pkg recovers from kustomize's panic; here it is an error.
+    assert!(scanned(&fixture("nokustomization/panic")).is_err());
+}
+
+/// The cases of fluxcd/pkg's `TestScanManifests_WithIgnorePatterns` that use no ignore
+/// patterns (the controller's generator has none): a `.sops.yaml` or `.gitlab-ci.yml` beside
+/// the manifests fails the scan.
+#[test]
+fn scan_manifests_without_ignore_patterns() {
+    let scanned = |base: &Path| {
+        let mut paths = Vec::new();
+        scan(base, base, &mut paths).map(|()| paths)
+    };
+    assert_eq!(
+        scanned(&fixture("ignore-tests/basic")).unwrap(),
+        ["deployment.yaml"]
+    );
+    assert!(scanned(&fixture("ignore-tests/with-sops")).is_err());
+    assert!(scanned(&fixture("ignore-tests/with-gitlab-ci")).is_err());
+}
