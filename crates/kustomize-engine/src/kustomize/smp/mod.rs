@@ -266,17 +266,28 @@ impl<'a> Schema<'a> {
     fn field(self, view: SchemaView<'a>, key: &str) -> Schema<'a> {
         let Schema::Known {
             definition: Some(definition),
-            ..
+            property,
         } = self
         else {
             return Schema::Nil;
         };
+        // A list's schema has no fields (its definition is its elements'): a map written
+        // where a list belongs merges without a schema, as in kyaml.
+        if property.is_some_and(is_list) {
+            return Schema::Nil;
+        }
         match view.property(definition, key) {
             Some(meta) => Schema::Known {
                 definition: meta.definition.as_deref(),
                 property: Some(meta),
             },
-            None => Schema::Nil,
+            // The table keeps only the properties that lead to merge metadata; any other
+            // field of a known kind has a schema in kustomize too (one without merge keys),
+            // so an object embedded there is not looked up by its own apiVersion and kind.
+            None => Schema::Known {
+                definition: None,
+                property: None,
+            },
         }
     }
 
@@ -327,6 +338,18 @@ impl<'a> Schema<'a> {
             _ => Vec::new(),
         }
     }
+}
+
+/// Whether a property's metadata makes it a list (merge key, list type or keys, or a
+/// `merge` strategy; `retainKeys` alone is also given to maps).
+fn is_list(meta: &PropertyMeta) -> bool {
+    meta.merge_key.is_some()
+        || meta.list_type.is_some()
+        || !meta.list_map_keys.is_empty()
+        || meta
+            .strategy
+            .as_deref()
+            .is_some_and(|s| s.split(',').any(|part| part == "merge"))
 }
 
 #[cfg(test)]
