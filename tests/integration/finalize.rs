@@ -162,3 +162,87 @@ async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
         "{finished}"
     );
 }
+
+/// As Flux's finalizer: when the account the Kustomization impersonates is gone (its
+/// namespace being deleted, say), nothing can be pruned in its name, so the objects are
+/// listed in an error event ("unable to prune objects: …") and left, and the finalizer goes.
+#[tokio::test]
+async fn deleting_after_the_tenant_account_is_gone_leaves_the_objects_and_says_so() {
+    let (address, received) = event_receiver().await;
+    let harness =
+        Harness::start_with(|options| options.reconcile.events_addr = Some(address.clone())).await;
+    let ns = harness.cluster.namespace.clone();
+    for object in [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "tenant", "namespace": ns}}),
+        tenant_role(&ns, true),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "tenant", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": ns}]}),
+    ] {
+        harness.cluster.apply(&object).await;
+    }
+    let artifact = harness.publish_files(
+        "kept",
+        "main@sha1:de1e",
+        &[("cm.yaml", &crate::support::artifacts::config_map("kept"))],
+    );
+    harness.source("repo", &artifact).await;
+    harness
+        .create_kustomization("tenant", json!({"serviceAccountName": "tenant"}))
+        .await;
+    harness
+        .wait_ready("tenant", "True", "ReconciliationSucceeded")
+        .await;
+
+    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        kube::Api::namespaced(harness.cluster.client.clone(), &ns);
+    accounts
+        .delete("tenant", &Default::default())
+        .await
+        .unwrap();
+    harness
+        .kustomizations()
+        .delete("tenant", &Default::default())
+        .await
+        .unwrap();
+    let message = format!("unable to prune objects: \nConfigMap/{ns}/kept");
+    let reported = wait_for(Duration::from_secs(30), || {
+        let received = received.clone();
+        let message = message.clone();
+        async move {
+            received
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|e| {
+                    e["involvedObject"]["name"] == "tenant" && e["message"] == message.as_str()
+                })
+                .cloned()
+        }
+    })
+    .await
+    .expect("the objects left behind are reported");
+    about_the_last_revision(&reported, "error");
+    let gone = wait_for(Duration::from_secs(30), || async {
+        harness
+            .kustomizations()
+            .get_opt("tenant")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the finalizer goes");
+    assert!(
+        harness
+            .config_maps()
+            .get_opt("kept")
+            .await
+            .unwrap()
+            .is_some(),
+        "nothing was pruned"
+    );
+}
