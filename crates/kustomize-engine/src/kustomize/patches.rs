@@ -17,12 +17,20 @@ use super::resource::{ResId, Resource};
 use super::selector::CompiledSelector;
 use super::smp::{self, Outcome};
 use super::target::Accumulated;
-use crate::yaml::{self, Schema};
+use crate::yaml;
 
-/// A loaded patch: where it came from (for messages) and its documents.
+/// A loaded patch: where it came from (for messages) and its documents, with the pointers of
+/// the keys each wrote as numbers or booleans (`yaml::parse_patches`).
 struct Loaded {
     origin: String,
     documents: Vec<Value>,
+    number_keys: Vec<Vec<String>>,
+}
+
+impl Loaded {
+    fn number_keys_of(&self, document: usize) -> &[String] {
+        self.number_keys.get(document).map_or(&[], Vec::as_slice)
+    }
 }
 
 /// Reads a patch from a file or, when `entry` is not a file, as inline YAML.
@@ -48,18 +56,20 @@ fn load_entry(entry: &str, loader: &Loader, file: &Path) -> Result<Loaded, Kusto
 }
 
 fn parse(text: &str, origin: &str, file: &Path) -> Result<Loaded, KustomizeError> {
-    let documents = yaml::parse_documents(text, Schema::Kyaml)
+    let (documents, number_keys) = yaml::parse_patches(text)
         .map_err(|error| KustomizeError::Patch {
             file: file.to_path_buf(),
             patch: origin.to_string(),
             message: error.to_string(),
         })?
         .into_iter()
-        .filter(|d| !d.is_null())
-        .collect();
+        .filter(|d| !d.value.is_null())
+        .map(|d| (d.value, d.number_keys))
+        .unzip();
     Ok(Loaded {
         origin: origin.to_string(),
         documents,
+        number_keys,
     })
 }
 
@@ -91,8 +101,15 @@ pub fn apply_strategic_merge_files(
         ));
     }
     for loaded in &loaded {
-        for document in &loaded.documents {
-            apply_by_identity(document, (false, false), &loaded.origin, file, acc)?;
+        for (position, document) in loaded.documents.iter().enumerate() {
+            let number_keys = loaded.number_keys_of(position);
+            apply_by_identity(
+                (document, number_keys),
+                (false, false),
+                &loaded.origin,
+                file,
+                acc,
+            )?;
         }
     }
     Ok(())
@@ -133,8 +150,15 @@ pub fn apply_strategic_merge_config(
         ));
     }
     for loaded in &loaded {
-        for document in &loaded.documents {
-            apply_by_identity(document, (false, false), &loaded.origin, file, acc)?;
+        for (position, document) in loaded.documents.iter().enumerate() {
+            let number_keys = loaded.number_keys_of(position);
+            apply_by_identity(
+                (document, number_keys),
+                (false, false),
+                &loaded.origin,
+                file,
+                acc,
+            )?;
         }
     }
     Ok(())
@@ -142,7 +166,7 @@ pub fn apply_strategic_merge_config(
 
 /// Applies a strategic merge patch to the one resource whose identity it carries.
 fn apply_by_identity(
-    patch: &Value,
+    (patch, number_keys): (&Value, &[String]),
     (allow_name_change, allow_kind_change): (bool, bool),
     origin: &str,
     file: &Path,
@@ -183,7 +207,7 @@ fn apply_by_identity(
     apply_smp_to(
         acc,
         index,
-        patch,
+        (patch, number_keys),
         (allow_name_change, allow_kind_change),
         (file, origin),
     )
@@ -208,7 +232,7 @@ fn matches_identity(resource: &Resource, id: &ResId) -> bool {
 fn apply_smp_to(
     acc: &mut Accumulated,
     index: usize,
-    patch: &Value,
+    (patch, number_keys): (&Value, &[String]),
     (allow_name_change, allow_kind_change): (bool, bool),
     (file, origin): (&Path, &str),
 ) -> Result<(), KustomizeError> {
@@ -247,8 +271,30 @@ fn apply_smp_to(
         custom: acc.custom_schema.as_ref(),
     };
     acc.resources[index].drop_empty_values();
+    // A key the patch wrote as a number merges onto the object's key of that text; one that
+    // would be added is refused, as kustomize's build refuses it (a number cannot be a JSON
+    // key).
+    let added_number_keys: Vec<&String> = number_keys
+        .iter()
+        .filter(|pointer| acc.resources[index].object.pointer(pointer).is_none())
+        .collect();
     let outcome = smp::apply(&mut acc.resources[index].object, &patch, schema)
         .map_err(|e| patch_error(file, origin, e.to_string()))?;
+    if outcome == Outcome::Patched
+        && let Some(pointer) = added_number_keys
+            .iter()
+            .find(|pointer| acc.resources[index].object.pointer(pointer).is_some())
+    {
+        let key = pointer.rsplit('/').next().unwrap_or("");
+        let key = key.replace("~1", "/").replace("~0", "~");
+        return Err(patch_error(
+            file,
+            origin,
+            format!(
+                "unsupported type: mapping key {key} is not a string, and {before} has no key \"{key}\" for it to patch (quote it)"
+            ),
+        ));
+    }
     match outcome {
         Outcome::Deleted => {
             acc.resources.remove(index);
@@ -303,9 +349,9 @@ pub fn apply_patches(
                 ));
             }
             (None, false) => {
-                for document in &loaded.documents {
+                for (position, document) in loaded.documents.iter().enumerate() {
                     apply_by_identity(
-                        document,
+                        (document, loaded.number_keys_of(position)),
                         (allow_name_change, allow_kind_change),
                         &loaded.origin,
                         file,
@@ -335,7 +381,7 @@ pub fn apply_patches(
                     apply_smp_to(
                         acc,
                         index,
-                        document,
+                        (document, loaded.number_keys_of(0)),
                         (allow_name_change, allow_kind_change),
                         (file, &loaded.origin),
                     )?;

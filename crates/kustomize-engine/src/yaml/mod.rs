@@ -19,8 +19,8 @@ pub use emit::{
     ordered_to_yaml_string, to_yaml_string, write_documents,
 };
 pub use parse::{
-    Resource, parse_documents, parse_documents_last_key_wins, parse_documents_ordered,
-    parse_resources, parse_single,
+    Patch, Resource, parse_documents, parse_documents_last_key_wins, parse_documents_ordered,
+    parse_patches, parse_resources, parse_single,
 };
 pub use scalar::Schema;
 

@@ -55,6 +55,32 @@ pub fn parse_resources(text: &str) -> Result<Vec<Resource>, YamlError> {
         .collect())
 }
 
+/// Patch documents as kustomize reads them: a plain mapping key that reads as a number or a
+/// boolean (`6443:`) is taken as its text, as the merge compares keys by their text, and its
+/// JSON pointer is kept ([`Patch::number_keys`]) so that one the merge cannot lay onto an
+/// existing key is refused as kustomize's build refuses it. Such a key under a list is still
+/// an error.
+pub fn parse_patches(text: &str) -> Result<Vec<Patch>, YamlError> {
+    let documents = leniently(text, |text| {
+        let mut builder = Builder::new(Schema::Kyaml, false);
+        builder.track_number_keys = true;
+        let (documents, _, number_keys) = builder.read_all(text)?;
+        Ok(documents.into_iter().zip(number_keys).collect::<Vec<_>>())
+    })?;
+    Ok(documents
+        .into_iter()
+        .map(|(value, number_keys)| Patch { value, number_keys })
+        .collect())
+}
+
+/// A document read by [`parse_patches`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Patch {
+    pub value: Value,
+    /// JSON pointers of the keys written as numbers or booleans, read as their text.
+    pub number_keys: Vec<String>,
+}
+
 /// A document read by [`parse_resources`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resource {
@@ -81,6 +107,9 @@ impl<T: Tree> Builder<T> {
             track_empty_values: false,
             empty_values: Vec::new(),
             document_empty_values: Vec::new(),
+            track_number_keys: false,
+            number_keys: Vec::new(),
+            document_number_keys: Vec::new(),
             annotations_as_text,
             last_key_wins: false,
             anchors: HashMap::new(),
@@ -92,7 +121,7 @@ impl<T: Tree> Builder<T> {
 
     /// [`read`](Self::read), each document with the empty values it holds.
     fn read_tracked(self, text: &str) -> Result<Vec<(T, Vec<String>)>, YamlError> {
-        let (documents, empty_values) = self.read_all(text)?;
+        let (documents, empty_values, _) = self.read_all(text)?;
         Ok(documents.into_iter().zip(empty_values).collect())
     }
 
@@ -141,7 +170,11 @@ impl<T: Tree> Builder<T> {
             }
             builder.event(event, span.start.line())?;
         }
-        Ok((self.documents, self.document_empty_values))
+        Ok((
+            self.documents,
+            self.document_empty_values,
+            self.document_number_keys,
+        ))
     }
 }
 
@@ -208,8 +241,9 @@ enum Frame<T: Tree> {
     },
 }
 
-/// What [`Builder::read_all`] reads: the documents, and each one's empty-value pointers.
-type DocumentsRead<T> = (Vec<T>, Vec<Vec<String>>);
+/// What [`Builder::read_all`] reads: the documents, and each one's empty-value and
+/// number-key pointers.
+type DocumentsRead<T> = (Vec<T>, Vec<Vec<String>>, Vec<Vec<String>>);
 
 struct Builder<T: Tree> {
     schema: Schema,
@@ -217,6 +251,10 @@ struct Builder<T: Tree> {
     track_empty_values: bool,
     empty_values: Vec<String>,
     document_empty_values: Vec<Vec<String>>,
+    /// Read keys written as numbers or booleans as their text ([`parse_patches`]).
+    track_number_keys: bool,
+    number_keys: Vec<String>,
+    document_number_keys: Vec<Vec<String>>,
     /// A key written twice takes its last value ([`parse_documents_last_key_wins`]).
     last_key_wins: bool,
     /// Read annotation values as their text ([`parse_resources`]).
@@ -318,21 +356,30 @@ impl<T: Tree> Builder<T> {
         // JSON cannot hold.
         let schema = self.schema;
         if let Some(Frame::Mapping {
-            pending_key: pending @ None,
-            ..
-        }) = self.stack.last_mut()
+            pending_key: None, ..
+        }) = self.stack.last()
         {
             if schema == Schema::Kyaml
                 && style == ScalarStyle::Plain
                 && tag.is_none()
                 && !matches!(resolve_plain(text, schema), Resolved::Str | Resolved::Null)
             {
-                return Err(YamlError::NonStringKey {
-                    key: text.to_string(),
-                    line,
-                });
+                let under_a_list = self
+                    .stack
+                    .iter()
+                    .any(|frame| matches!(frame, Frame::Sequence { .. }));
+                if !self.track_number_keys || under_a_list {
+                    return Err(YamlError::NonStringKey {
+                        key: text.to_string(),
+                        line,
+                    });
+                }
+                let pointer = self.pointer_to(text);
+                self.number_keys.push(pointer);
             }
-            *pending = Some((text.to_string(), line));
+            if let Some(Frame::Mapping { pending_key, .. }) = self.stack.last_mut() {
+                *pending_key = Some((text.to_string(), line));
+            }
             return Ok(());
         }
         if self.track_empty_values && text.is_empty() && style == ScalarStyle::Plain {
@@ -347,6 +394,25 @@ impl<T: Tree> Builder<T> {
             self.anchors.insert(anchor, Anchored::of(&value));
         }
         self.complete(value, line)
+    }
+
+    /// The JSON pointer of the key `key` of the mapping being read (only mappings above it).
+    fn pointer_to(&self, key: &str) -> String {
+        let escape = |key: &str| key.replace('~', "~0").replace('/', "~1");
+        let mut pointer = String::new();
+        for frame in &self.stack[..self.stack.len().saturating_sub(1)] {
+            if let Frame::Mapping {
+                pending_key: Some((key, _)),
+                ..
+            } = frame
+            {
+                pointer.push('/');
+                pointer.push_str(&escape(key));
+            }
+        }
+        pointer.push('/');
+        pointer.push_str(&escape(key));
+        pointer
     }
 
     /// Notes the JSON pointer of the mapping field being read, whose value is empty.
@@ -442,6 +508,8 @@ impl<T: Tree> Builder<T> {
                 self.documents.push(value);
                 self.document_empty_values
                     .push(std::mem::take(&mut self.empty_values));
+                self.document_number_keys
+                    .push(std::mem::take(&mut self.number_keys));
                 Ok(())
             }
             Some(Frame::Sequence { items, .. }) => {
@@ -622,6 +690,30 @@ mod tests {
             "an empty document is reported as null"
         );
         assert_eq!(docs.len(), 3);
+    }
+
+    #[test]
+    fn patches_read_number_keys_as_their_text_and_say_where() {
+        let patches =
+            parse_patches("data:\n  6443: a\n  true: b\n  x/y:\n    7: c\n---\nk: v\n").unwrap();
+        assert_eq!(
+            patches[0].value,
+            json!({"data": {"6443": "a", "true": "b", "x/y": {"7": "c"}}})
+        );
+        assert_eq!(
+            patches[0].number_keys,
+            ["/data/6443", "/data/true", "/data/x~1y/7"]
+        );
+        assert!(patches[1].number_keys.is_empty());
+        // Under a list the key still has to be quoted; resources never take one.
+        assert!(matches!(
+            parse_patches("items:\n- 1: a\n"),
+            Err(YamlError::NonStringKey { .. })
+        ));
+        assert!(matches!(
+            parse_resources("data:\n  6443: a\n"),
+            Err(YamlError::NonStringKey { .. })
+        ));
     }
 
     #[test]
