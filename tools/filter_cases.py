@@ -21,6 +21,9 @@ Rows become cases as follows:
 - `imagetag`, `namespace`, `prefix`, `suffix`, `labels`, `annotations`, `replicacount`: the
   builtin transformer configured as the row's filter (with the field specs the test adds);
   `fieldspec`: a NamespaceTransformer whose one field spec is the row's, setting "e".
+- `generators` (`api/internal/generators`): the row's ConfigMap or Secret arguments as a
+  `configMapGenerator`/`secretGenerator` entry, over the files the test writes; `kv`
+  (`api/kv`): the row's env-file text read by a `configMapGenerator`.
 - `merge2` (`scalar`, `list`, `element`, `map` cases): `dest` is the resource and `source` the
   strategic-merge patch, given `apiVersion`, `kind` and `metadata.name` where they lack them
   (a kind with no schema, `example.com/v1` `Thing`, when neither says). The row's merge
@@ -74,6 +77,7 @@ FRAGMENTS = {k: v.split('|') for k, v in {
     'patchstrategicmerge--TestFilter--simple-patch': 'patch.yaml',
     'replacement--TestFilter--missing-metadata': 'resource.yaml',
     'replacement--TestFilter--source-value-and-selector-error': 'sourceValue',
+    'kv--TestKeyValuesFromLines--invalid-UTF-8-content': 'app.env|has invalid utf8 bytes',
     'plugin-namespacetransformer--TestNamespaceTransformerObjectConflict':
         'namespace transformation produces ID conflict|cm',
     'plugin-patchjson6902transformer--TestBadPatchJson6902Transformer': 'thisIsNotAPatch',
@@ -105,7 +109,8 @@ def tables(src, path):
     """Every table a test function of `path` declares (`name := map/[]struct{...}{...}`) or
     the file declares at package level: {function or variable: rows}."""
     decls = Parser(src.show(path)).file()
-    interp = Interp({'yaml.MustParse': lambda text: text})
+    interp = Interp({'yaml.MustParse': lambda text: text,
+                     'filepath.Join': lambda *parts: '/'.join(p for p in parts if p)})
     interp.load(decls)
     for name in MAP_TYPES:  # declared beside the filters, not in their tests
         interp.globals.vars[name] = TypeVal(('tmap', ('tname', 'string'), ('tname', 'string')))
@@ -318,6 +323,76 @@ def transformer_rows(src):
     return rows
 
 
+# The files kustomize's generator tests write before generating (`fSys.WriteFile`), by folder;
+# `binaryHello` is `\xffhello`.
+GENERATOR_FILES = {
+    'configmap': {'app.env': b'DB_USERNAME=admin\nDB_PASSWORD=qwerty\n',
+                  'app-init.ini': b'FOO=bar\nBAR=baz\n', 'app.bin': b'\xffhello' * 30},
+    'secret': {'app.env': b'DB_USERNAME=admin\nDB_PASSWORD=qwerty\n',
+               'app-init.ini': b'FOO=bar\nBAR=baz\n', 'app.bin': b'\xff\xfd'},
+}
+
+
+def generator_entry(args):
+    """A types.ConfigMapArgs/SecretArgs as a generator entry of a kustomization."""
+    generator = args.get('GeneratorArgs') or {}
+    sources = generator.get('KvPairSources') or {}
+    entry = {'name': generator.get('Name')}
+    for go, name in (('Namespace', 'namespace'), ('Behavior', 'behavior')):
+        if isinstance(generator.get(go), str) and generator[go]:
+            entry[name] = generator[go]
+    for go, name in (('LiteralSources', 'literals'), ('FileSources', 'files'),
+                     ('EnvSources', 'envs')):
+        if isinstance(sources.get(go), list) and sources[go]:
+            entry[name] = list(sources[go])
+    options = generator.get('Options')
+    if isinstance(options, dict):
+        out = {}
+        for go, name in (('Labels', 'labels'), ('Annotations', 'annotations')):
+            if isinstance(options.get(go), dict) and options[go]:
+                out[name] = dict(options[go])
+        for go, name in (('Immutable', 'immutable'), ('DisableNameSuffixHash', 'disableNameSuffixHash')):
+            if is_true(options.get(go)):
+                out[name] = True
+        if out:
+            entry['options'] = out
+    if isinstance(args.get('Type'), str) and args['Type']:
+        entry['type'] = args['Type']
+    return entry
+
+
+def raw(text):
+    """A Go string as its bytes: the interpreter keeps `\x80` escapes as code points."""
+    if all(ord(c) < 256 for c in text) and any(ord(c) >= 128 for c in text):
+        return text.encode('latin-1')
+    return text
+
+
+def generator_rows(src):
+    """kustomize's generator tests (`api/internal/generators`, `api/kv`) as generator entries."""
+    rows = {}
+    for kind, field in (('configmap', 'configMapGenerator'), ('secret', 'secretGenerator')):
+        path = f'api/internal/generators/{kind}_test.go'
+        for test, table in tables(src, path).items():
+            if not test.startswith('Test'):
+                continue
+            for name, row in rows_of(table, None):
+                files = {f'{kind}/{n}': data for n, data in GENERATOR_FILES[kind].items()}
+                files[KUSTOMIZATION] = yaml.safe_dump({field: [generator_entry(row['args'])]},
+                                                      sort_keys=False)
+                error = (row.get('exp') or {}).get('errMsg')
+                rows[('generators', test, name)] = Row(files, error if isinstance(error, str) else '')
+    for test, table in tables(src, 'api/kv/kv_test.go').items():
+        if test != 'TestKeyValuesFromLines':
+            continue
+        for name, row in rows_of(table, 'desc'):
+            rows[('kv', test, name)] = Row({
+                'app.env': raw(row['content']),
+                KUSTOMIZATION: 'configMapGenerator:\n- name: kv\n  envs:\n  - app.env\n',
+            }, 'error' if is_true(row.get('expectedErr')) else '')
+    return rows
+
+
 def fragments(case, row, message):
     """What our message must also say: the hand-picked fragments, else the Go test's expected
     error where kubectl's message has it, else kubectl's last clause."""
@@ -336,8 +411,13 @@ def port(case, row):
     """Writes one row as a case with the oracle's verdict; returns its INDEX.md cell."""
     shutil.rmtree(case, ignore_errors=True)
     (case / 'input').mkdir(parents=True)
-    for name, text in row.files.items():
-        (case / 'input' / name).write_text(text)
+    for name, content in row.files.items():
+        target = case / 'input' / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
     ok, result = run_oracle(case)
     notes = []
     if ok:
@@ -384,7 +464,8 @@ def plugin_rows(src):
 
 def generate(mirror):
     src = GitTag(mirror)
-    rows = {**replacement_rows(src), **patch_rows(src), **merge2_rows(src), **transformer_rows(src)}
+    rows = {**replacement_rows(src), **patch_rows(src), **merge2_rows(src), **transformer_rows(src),
+            **generator_rows(src)}
     OUT.mkdir(parents=True, exist_ok=True)
     for child in OUT.iterdir():
         if child.is_dir():

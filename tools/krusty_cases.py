@@ -183,7 +183,7 @@ def write_case(case, b):
 def run_oracle(case):
     """Runs kubectl kustomize on a case: (True, output) or (False, normalized message)."""
     p = subprocess.run([str(KUBECTL), 'kustomize', str(input_dir(case))], capture_output=True,
-                       text=True, timeout=120)
+                       text=True, errors='backslashreplace', timeout=120)
     if p.returncode == 0:
         return True, p.stdout.rstrip('\n') + '\n'
     msg = re.sub(r'^E\d+ [\d:.]+ +\d+ run.go:\d+\] "command failed" err=', '', p.stderr, flags=re.M)
