@@ -35,16 +35,18 @@ fn about_the_last_revision(event: &Value, severity: &str) {
     );
 }
 
-#[tokio::test]
-async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
-    let (address, received) = event_receiver().await;
+/// A controller sending its events to `events_address`, and the Kustomization `tenant`, Ready,
+/// which applied the ConfigMap `kept` as the ServiceAccount `tenant` (which may delete
+/// ConfigMaps if `delete`).
+async fn tenant_kustomization(events_address: &str, delete: bool) -> (Harness, String) {
+    let address = events_address.to_string();
     let harness =
         Harness::start_with(|options| options.reconcile.events_addr = Some(address.clone())).await;
     let ns = harness.cluster.namespace.clone();
     for object in [
         json!({"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": "tenant", "namespace": ns}}),
-        tenant_role(&ns, false),
+        tenant_role(&ns, delete),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": {"name": "tenant", "namespace": ns},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
@@ -64,6 +66,13 @@ async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
     harness
         .wait_ready("tenant", "True", "ReconciliationSucceeded")
         .await;
+    (harness, ns)
+}
+
+#[tokio::test]
+async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
+    let (address, received) = event_receiver().await;
+    let (harness, ns) = tenant_kustomization(&address, false).await;
 
     harness
         .kustomizations()
@@ -169,32 +178,7 @@ async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
 #[tokio::test]
 async fn deleting_after_the_tenant_account_is_gone_leaves_the_objects_and_says_so() {
     let (address, received) = event_receiver().await;
-    let harness =
-        Harness::start_with(|options| options.reconcile.events_addr = Some(address.clone())).await;
-    let ns = harness.cluster.namespace.clone();
-    for object in [
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": "tenant", "namespace": ns}}),
-        tenant_role(&ns, true),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": "tenant", "namespace": ns},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
-            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": ns}]}),
-    ] {
-        harness.cluster.apply(&object).await;
-    }
-    let artifact = harness.publish_files(
-        "kept",
-        "main@sha1:de1e",
-        &[("cm.yaml", &crate::support::artifacts::config_map("kept"))],
-    );
-    harness.source("repo", &artifact).await;
-    harness
-        .create_kustomization("tenant", json!({"serviceAccountName": "tenant"}))
-        .await;
-    harness
-        .wait_ready("tenant", "True", "ReconciliationSucceeded")
-        .await;
+    let (harness, ns) = tenant_kustomization(&address, true).await;
 
     let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
         kube::Api::namespaced(harness.cluster.client.clone(), &ns);

@@ -100,19 +100,7 @@ pub fn apply_strategic_merge_files(
             "patch appears to be empty",
         ));
     }
-    for loaded in &loaded {
-        for (position, document) in loaded.documents.iter().enumerate() {
-            let number_keys = loaded.number_keys_of(position);
-            apply_by_identity(
-                (document, number_keys),
-                (false, false),
-                &loaded.origin,
-                file,
-                acc,
-            )?;
-        }
-    }
-    Ok(())
+    apply_each_by_identity(&loaded, file, acc)
 }
 
 /// The PatchStrategicMergeTransformer: `paths` (each a file, or the patch itself) and
@@ -149,7 +137,17 @@ pub fn apply_strategic_merge_config(
             "patch appears to be empty",
         ));
     }
-    for loaded in &loaded {
+    apply_each_by_identity(&loaded, file, acc)
+}
+
+/// Applies every document of `loaded` to the resource with its identity, names and kinds
+/// kept (`patchesStrategicMerge`, the PatchStrategicMergeTransformer).
+fn apply_each_by_identity(
+    loaded: &[Loaded],
+    file: &Path,
+    acc: &mut Accumulated,
+) -> Result<(), KustomizeError> {
+    for loaded in loaded {
         for (position, document) in loaded.documents.iter().enumerate() {
             let number_keys = loaded.number_keys_of(position);
             apply_by_identity(
