@@ -283,6 +283,9 @@ pub enum KustomizeError {
     #[error("{}: object {index} is not a mapping", .file.display())]
     NotAnObject { file: PathBuf, index: usize },
 
+    #[error("{}: {message}", .file.display())]
+    InvalidResource { file: PathBuf, message: String },
+
     #[error("{}: missing kind in object {index}", .file.display())]
     MissingKind { file: PathBuf, index: usize },
 

@@ -208,6 +208,35 @@ pub struct Generated {
     pub hash_suffix: bool,
 }
 
+const PREVIOUS_NAMES: &str = "internal.config.kubernetes.io/previousNames";
+const PREVIOUS_NAMESPACES: &str = "internal.config.kubernetes.io/previousNamespaces";
+const PREVIOUS_KINDS: &str = "internal.config.kubernetes.io/previousKinds";
+
+/// The annotations kustomize keeps its own state in and removes from what it prints
+/// (`resource.BuildAnnotations`, kio's internal and legacy ones, build metadata).
+const BUILD_ANNOTATIONS: [&str; 20] = [
+    PREVIOUS_KINDS,
+    PREVIOUS_NAMES,
+    "internal.config.kubernetes.io/prefixes",
+    "internal.config.kubernetes.io/suffixes",
+    PREVIOUS_NAMESPACES,
+    "internal.config.kubernetes.io/allowNameChange",
+    "internal.config.kubernetes.io/allowKindChange",
+    "internal.config.kubernetes.io/refBy",
+    "internal.config.kubernetes.io/generatorBehavior",
+    "internal.config.kubernetes.io/needsHashSuffix",
+    "internal.config.kubernetes.io/path",
+    "internal.config.kubernetes.io/index",
+    "internal.config.kubernetes.io/seqindent",
+    "internal.config.kubernetes.io/id",
+    "internal.config.k8s.io/annotations-migration-resource-id",
+    "config.kubernetes.io/path",
+    "config.kubernetes.io/index",
+    "config.k8s.io/id",
+    "config.kubernetes.io/origin",
+    "alpha.config.kubernetes.io/transformations",
+];
+
 impl Resource {
     pub fn new(object: Value) -> Resource {
         Resource {
@@ -240,6 +269,66 @@ impl Resource {
                 map.remove(&key);
             }
         }
+    }
+
+    /// kustomize's own bookkeeping annotations, met in a file (written by a kustomize or kpt
+    /// pipeline, or by hand): the previous names, kinds and namespaces become the resource's
+    /// previous identities, as kustomize reads them, and every one of them is dropped, as
+    /// kustomize drops them from what it prints. Lists of unequal length are refused in
+    /// kustomize's words (kustomize panics on them).
+    pub fn take_build_annotations(&mut self) -> Result<(), String> {
+        let Some(Value::Object(annotations)) = self.object.pointer_mut("/metadata/annotations")
+        else {
+            return Ok(());
+        };
+        if !BUILD_ANNOTATIONS
+            .iter()
+            .any(|key| annotations.contains_key(*key))
+        {
+            return Ok(());
+        }
+        let text = |key: &str| {
+            annotations.get(key).map(|value| match value {
+                Value::String(text) => text.clone(),
+                other => super::replacements::scalar_text(other),
+            })
+        };
+        let previous = text(PREVIOUS_NAMES).map(|names| {
+            (
+                names,
+                text(PREVIOUS_NAMESPACES).unwrap_or_default(),
+                text(PREVIOUS_KINDS).unwrap_or_default(),
+            )
+        });
+        for key in BUILD_ANNOTATIONS {
+            annotations.remove(key);
+        }
+        if annotations.is_empty()
+            && let Some(Value::Object(metadata)) = self.object.get_mut("metadata")
+        {
+            metadata.remove("annotations");
+        }
+        if let Some((names, namespaces, kinds)) = previous {
+            let (names, namespaces, kinds): (Vec<&str>, Vec<&str>, Vec<&str>) = (
+                names.split(',').collect(),
+                namespaces.split(',').collect(),
+                kinds.split(',').collect(),
+            );
+            if names.len() != namespaces.len() || names.len() != kinds.len() {
+                return Err("number of previous names, number of previous namespaces, number of previous kinds not equal".to_string());
+            }
+            let current = self.id();
+            for ((name, namespace), kind) in names.iter().zip(&namespaces).zip(&kinds) {
+                self.previous_ids.push(ResId {
+                    group: current.group.clone(),
+                    version: current.version.clone(),
+                    kind: kind.to_string(),
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                });
+            }
+        }
+        Ok(())
     }
 
     pub fn id(&self) -> ResId {
@@ -328,6 +417,39 @@ pub fn metadata_mut(object: &mut Value) -> &mut Map {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kustomizes_bookkeeping_annotations_become_previous_ids_and_go() {
+        let mut resource = Resource::new(crate::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "pre-deploy", "annotations": {
+                "internal.config.kubernetes.io/previousNames": "deploy,deploy",
+                "internal.config.kubernetes.io/previousKinds": "CronJob,Deployment",
+                "internal.config.kubernetes.io/previousNamespaces": "default,default",
+                "config.kubernetes.io/index": "0"}}}));
+        resource.take_build_annotations().unwrap();
+        assert!(resource.object["metadata"].get("annotations").is_none());
+        // Oldest first, as kustomize lists them.
+        let previous: Vec<String> = resource
+            .previous_ids
+            .to_vec()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            previous,
+            [
+                "CronJob.v1.apps/deploy.default",
+                "Deployment.v1.apps/deploy.default"
+            ]
+        );
+        let mut unequal = Resource::new(crate::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "annotations": {
+                "internal.config.kubernetes.io/previousNames": "a,b",
+                "internal.config.kubernetes.io/previousKinds": "ConfigMap",
+                "internal.config.kubernetes.io/previousNamespaces": "default"}}}));
+        assert!(unequal.take_build_annotations().is_err());
+    }
 
     #[test]
     fn a_resource_without_history_costs_little_beyond_its_object() {

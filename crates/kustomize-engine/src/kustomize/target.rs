@@ -726,15 +726,21 @@ fn resources_from(
     source: &Path,
     origin: Option<Origin>,
 ) -> Result<Vec<Resource>, KustomizeError> {
-    Ok(super::read_objects(text, source)?
+    super::read_objects(text, source)?
         .into_iter()
         .map(|(object, empty_values)| {
             let mut resource = Resource::new(object);
             resource.origin = origin.clone().map(Box::new);
             resource.empty_values = empty_values.into();
-            resource
+            resource.take_build_annotations().map_err(|message| {
+                KustomizeError::InvalidResource {
+                    file: source.to_path_buf(),
+                    message,
+                }
+            })?;
+            Ok(resource)
         })
-        .collect())
+        .collect()
 }
 
 /// Moving resources into one namespace can make two of them the same object.
