@@ -69,6 +69,37 @@ async fn tenant_kustomization(events_address: &str, delete: bool) -> (Harness, S
     (harness, ns)
 }
 
+/// What notification-controller has received.
+type Received = std::sync::Arc<std::sync::Mutex<Vec<Value>>>;
+
+/// The event about `tenant` saying `message`, once notification-controller has it.
+async fn event_about_tenant(received: &Received, message: &str) -> Option<Value> {
+    wait_for(Duration::from_secs(30), || async {
+        received
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|e| e["involvedObject"]["name"] == "tenant" && e["message"] == message)
+            .cloned()
+    })
+    .await
+}
+
+/// Whether the Kustomization `tenant` is gone (its finalizer released) within 30 s.
+async fn tenant_goes(harness: &Harness) -> bool {
+    wait_for(Duration::from_secs(30), || async {
+        harness
+            .kustomizations()
+            .get_opt("tenant")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .is_some()
+}
+
 #[tokio::test]
 async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
     let (address, received) = event_receiver().await;
@@ -79,25 +110,9 @@ async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
         .delete("tenant", &Default::default())
         .await
         .unwrap();
-    // The event about `tenant` saying `message`, once notification-controller has it.
-    let event_saying = |message: String| {
-        let received = received.clone();
-        async move {
-            received
-                .lock()
-                .unwrap()
-                .iter()
-                .find(|e| {
-                    e["involvedObject"]["name"] == "tenant" && e["message"] == message.as_str()
-                })
-                .cloned()
-        }
-    };
-    let failed = wait_for(Duration::from_secs(30), || {
-        event_saying("pruning for deleted resource failed".into())
-    })
-    .await
-    .expect("the failed prune is reported");
+    let failed = event_about_tenant(&received, "pruning for deleted resource failed")
+        .await
+        .expect("the failed prune is reported");
     about_the_last_revision(&failed, "error");
     let held = harness.kustomizations().get("tenant").await.unwrap();
     assert!(
@@ -117,23 +132,14 @@ async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
     );
 
     harness.cluster.apply(&tenant_role(&ns, true)).await;
-    let deleted = wait_for(Duration::from_secs(30), || {
-        event_saying(format!("ConfigMap/{ns}/kept deleted"))
-    })
-    .await
-    .expect("the retried deletion reports what it pruned");
+    let deleted = event_about_tenant(&received, &format!("ConfigMap/{ns}/kept deleted"))
+        .await
+        .expect("the retried deletion reports what it pruned");
     about_the_last_revision(&deleted, "info");
-    let gone = wait_for(Duration::from_secs(30), || async {
-        harness
-            .kustomizations()
-            .get_opt("tenant")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "the Kustomization goes once pruned");
+    assert!(
+        tenant_goes(&harness).await,
+        "the Kustomization goes once pruned"
+    );
     assert!(
         harness
             .config_maps()
@@ -192,34 +198,11 @@ async fn deleting_after_the_tenant_account_is_gone_leaves_the_objects_and_says_s
         .await
         .unwrap();
     let message = format!("unable to prune objects: \nConfigMap/{ns}/kept");
-    let reported = wait_for(Duration::from_secs(30), || {
-        let received = received.clone();
-        let message = message.clone();
-        async move {
-            received
-                .lock()
-                .unwrap()
-                .iter()
-                .find(|e| {
-                    e["involvedObject"]["name"] == "tenant" && e["message"] == message.as_str()
-                })
-                .cloned()
-        }
-    })
-    .await
-    .expect("the objects left behind are reported");
+    let reported = event_about_tenant(&received, &message)
+        .await
+        .expect("the objects left behind are reported");
     about_the_last_revision(&reported, "error");
-    let gone = wait_for(Duration::from_secs(30), || async {
-        harness
-            .kustomizations()
-            .get_opt("tenant")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "the finalizer goes");
+    assert!(tenant_goes(&harness).await, "the finalizer goes");
     assert!(
         harness
             .config_maps()

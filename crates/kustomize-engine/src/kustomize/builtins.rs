@@ -711,6 +711,7 @@ fn set_namespace(
         &c.field_specs,
         schema,
         options,
+        file,
     )?;
     super::target::check_unique_ids(&acc.resources)
 }

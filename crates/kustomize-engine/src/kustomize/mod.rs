@@ -372,18 +372,22 @@ pub enum KustomizeError {
     NamespaceConflict { ids: String },
 
     #[error(
-        "namespace field specs must target scalar nodes: considering field '{path}' of object {object}: wrong node kind: expected ScalarNode but got {found}"
+        "{}: namespace field specs must target scalar nodes: considering field '{path}' of object {object}: wrong node kind: expected ScalarNode but got {found}",
+        .file.display()
     )]
     NamespaceFieldNotScalar {
+        file: PathBuf,
         object: String,
         path: String,
         found: &'static str,
     },
 
     #[error(
-        "namespace transformation failed: considering field '{path}' of object {object}: {cause}"
+        "{}: namespace transformation failed: considering field '{path}' of object {object}: {cause}",
+        .file.display()
     )]
     NamespaceTransformation {
+        file: PathBuf,
         object: String,
         path: String,
         cause: String,

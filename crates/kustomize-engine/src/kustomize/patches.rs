@@ -277,7 +277,7 @@ fn apply_smp_to(
         .filter(|pointer| acc.resources[index].object.pointer(pointer).is_none())
         .collect();
     let outcome = smp::apply(&mut acc.resources[index].object, &patch, schema)
-        .map_err(|e| patch_error(file, origin, e.to_string()))?;
+        .map_err(|e| patch_error(file, origin, format!("{before}: {e}")))?;
     if outcome == Outcome::Patched
         && let Some(pointer) = added_number_keys
             .iter()
@@ -584,23 +584,25 @@ pub fn apply_json6902(
     acc: &mut Accumulated,
 ) -> Result<(), KustomizeError> {
     for entry in entries {
-        let refuse = |message: &str| Err(patch_error(file, &entry.path, message));
-        match &entry.target {
+        let named = if entry.path.is_empty() {
+            "patchesJson6902"
+        } else {
+            entry.path.as_str()
+        };
+        let refuse = |message: &str| Err(patch_error(file, named, message));
+        let target = match &entry.target {
             None => return refuse("must specify a target for patch"),
             Some(target) if target.name.is_empty() => {
                 return refuse("must specify the target name");
             }
-            Some(_) => {}
-        }
+            Some(target) => target,
+        };
         match (entry.path.is_empty(), entry.patch.is_empty()) {
             (true, true) => return refuse("empty file path and empty jsonOp"),
             (false, false) => return refuse("must specify a file path or jsonOp, not both"),
             _ => {}
         }
         let loaded = load_patch(entry, loader, file)?;
-        let Some(target) = &entry.target else {
-            unreachable!("checked above");
-        };
         let [operations] = loaded.documents.as_slice() else {
             return Err(patch_error(
                 file,

@@ -314,10 +314,12 @@ impl Resource {
                 namespaces.split(',').collect(),
                 kinds.split(',').collect(),
             );
-            if names.len() != namespaces.len() || names.len() != kinds.len() {
-                return Err("number of previous names, number of previous namespaces, number of previous kinds not equal".to_string());
-            }
             let current = self.id();
+            if names.len() != namespaces.len() || names.len() != kinds.len() {
+                return Err(format!(
+                    "{current}: number of previous names, number of previous namespaces, number of previous kinds not equal"
+                ));
+            }
             for ((name, namespace), kind) in names.iter().zip(&namespaces).zip(&kinds) {
                 self.previous_ids.push(ResId {
                     group: current.group.clone(),

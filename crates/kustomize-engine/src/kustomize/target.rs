@@ -615,6 +615,7 @@ impl<'a> Builder<'a> {
                 &specs,
                 schema,
                 Default::default(),
+                file,
             )?;
             check_unique_ids(&acc.resources)?;
             record(acc, "NamespaceTransformer");

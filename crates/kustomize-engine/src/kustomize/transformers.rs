@@ -44,6 +44,7 @@ pub fn set_namespace(
     specs: &[FieldSpec],
     schema: SchemaView,
     options: NamespaceOptions,
+    file: &Path,
 ) -> Result<(), KustomizeError> {
     let should_set = |current: Option<&Value>| {
         !options.unset_only || current.and_then(Value::as_str).is_none_or(str::is_empty)
@@ -72,12 +73,15 @@ pub fn set_namespace(
             {
                 continue;
             }
-            if spec.path.is_empty() {
-                return Err(KustomizeError::NamespaceTransformation {
+            let failed =
+                |resource: &Resource, cause: &str| KustomizeError::NamespaceTransformation {
+                    file: file.to_path_buf(),
                     object: resource.id().to_string(),
-                    path: String::new(),
-                    cause: "cannot set or create an empty field name".to_string(),
-                });
+                    path: spec.path.clone(),
+                    cause: cause.to_string(),
+                };
+            if spec.path.is_empty() {
+                return Err(failed(resource, "cannot set or create an empty field name"));
             }
             let renames = spec.kind == "Namespace" && spec.path == "metadata/name";
             if renames {
@@ -110,21 +114,17 @@ pub fn set_namespace(
                     Ok(())
                 },
             );
-            let failed = |cause: &str| KustomizeError::NamespaceTransformation {
-                object: resource.id().to_string(),
-                path: spec.path.clone(),
-                cause: cause.to_string(),
-            };
             match visited {
                 Err(NamespaceVisit::NotScalar(found)) => {
                     return Err(KustomizeError::NamespaceFieldNotScalar {
+                        file: file.to_path_buf(),
                         object: resource.id().to_string(),
                         path: spec.path.clone(),
                         found,
                     });
                 }
                 Err(NamespaceVisit::ScalarOnTheWay) => {
-                    return Err(failed("expected sequence or mapping node"));
+                    return Err(failed(resource, "expected sequence or mapping node"));
                 }
                 Ok(()) => {}
             }

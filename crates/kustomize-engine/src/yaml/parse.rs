@@ -73,6 +73,11 @@ pub fn parse_patches(text: &str) -> Result<Vec<Patch>, YamlError> {
         .collect())
 }
 
+/// A JSON pointer's escaping of one key.
+fn escape_pointer(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
 /// A document read by [`parse_patches`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Patch {
@@ -396,23 +401,26 @@ impl<T: Tree> Builder<T> {
         self.complete(value, line)
     }
 
-    /// The JSON pointer of the key `key` of the mapping being read (only mappings above it).
-    fn pointer_to(&self, key: &str) -> String {
-        let escape = |key: &str| key.replace('~', "~0").replace('/', "~1");
+    /// The JSON pointer of `frames`: each sequence's position, each mapping's pending key.
+    fn pointer_of(frames: &[Frame<T>]) -> String {
         let mut pointer = String::new();
-        for frame in &self.stack[..self.stack.len().saturating_sub(1)] {
-            if let Frame::Mapping {
-                pending_key: Some((key, _)),
-                ..
-            } = frame
-            {
-                pointer.push('/');
-                pointer.push_str(&escape(key));
+        for frame in frames {
+            pointer.push('/');
+            match frame {
+                Frame::Sequence { items, .. } => pointer.push_str(&items.len().to_string()),
+                Frame::Mapping { pending_key, .. } => {
+                    let key = pending_key.as_ref().map_or("", |(key, _)| key.as_str());
+                    pointer.push_str(&escape_pointer(key));
+                }
             }
         }
-        pointer.push('/');
-        pointer.push_str(&escape(key));
         pointer
+    }
+
+    /// The JSON pointer of the key `key` of the mapping being read.
+    fn pointer_to(&self, key: &str) -> String {
+        let above = &self.stack[..self.stack.len().saturating_sub(1)];
+        format!("{}/{}", Self::pointer_of(above), escape_pointer(key))
     }
 
     /// Notes the JSON pointer of the mapping field being read, whose value is empty.
@@ -426,17 +434,7 @@ impl<T: Tree> Builder<T> {
         ) {
             return;
         }
-        let mut pointer = String::new();
-        for frame in &self.stack {
-            pointer.push('/');
-            match frame {
-                Frame::Sequence { items, .. } => pointer.push_str(&items.len().to_string()),
-                Frame::Mapping { pending_key, .. } => {
-                    let key = pending_key.as_ref().map_or("", |(key, _)| key.as_str());
-                    pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                }
-            }
-        }
+        let pointer = Self::pointer_of(&self.stack);
         self.empty_values.push(pointer);
     }
 

@@ -195,14 +195,7 @@ fn visit_map(sources: &Sources) -> Result<Option<NodeRef>, SmpError> {
         }
         return Ok(origin.clone());
     }
-    if origin.as_ref().is_some_and(|o| o.borrow().is_null()) {
-        return Ok(None);
-    }
-    Ok(match elements::directive(origin)? {
-        Directive::Delete => None,
-        Directive::Replace => origin.clone(),
-        Directive::Merge => dest.clone(),
-    })
+    by_directive(dest, origin)
 }
 
 /// merge2's `VisitList` for a list merged element by element.
@@ -211,6 +204,15 @@ fn visit_associative_list(sources: &Sources) -> Result<Option<NodeRef>, SmpError
     if missing_or_null(dest) {
         return Ok(origin.clone());
     }
+    by_directive(dest, origin)
+}
+
+/// A map or list both sides have: a null patch clears it, else the patch's directive keeps
+/// the object's (to merge into), takes the patch's or clears it.
+fn by_directive(
+    dest: &Option<NodeRef>,
+    origin: &Option<NodeRef>,
+) -> Result<Option<NodeRef>, SmpError> {
     if origin.as_ref().is_some_and(|o| o.borrow().is_null()) {
         return Ok(None);
     }
