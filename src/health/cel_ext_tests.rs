@@ -582,8 +582,13 @@ fn health_expressions_evaluate_as_cel_go_in_fluxs_environment() {
         "/tests/fixtures/go/cel-health.json"
     );
     let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert!(
+        fixture.rows.len() >= 70 && fixture.objects.len() >= 300,
+        "the fixture is whole"
+    );
     let mut differ = Vec::new();
     for (expression, _, results) in &fixture.rows {
+        assert_eq!(results.len(), fixture.objects.len(), "{expression}");
         let mut wrong = 0;
         let mut first = None;
         for (object, want) in fixture.objects.iter().zip(results) {

@@ -95,15 +95,6 @@ fn conditions(object: &Value) -> Result<Vec<Condition<'_>>, String> {
         .collect()
 }
 
-/// The condition of `type_`, as (status, reason, message).
-pub fn condition<'a>(object: &'a Value, type_: &str) -> Option<(&'a str, &'a str, &'a str)> {
-    conditions(object)
-        .ok()?
-        .into_iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status, c.reason, c.message))
-}
-
 fn current(message: impl Into<String>) -> Assessment {
     assess(Status::Current, message)
 }
@@ -424,7 +415,8 @@ fn pvc(object: &Value) -> Result<Assessment, String> {
 }
 
 /// How long kstatus gives a new Pod to be scheduled before it calls it unschedulable.
-const SCHEDULE_WINDOW: std::time::Duration = std::time::Duration::from_secs(15);
+const SCHEDULE_WINDOW: k8s_openapi::jiff::SignedDuration =
+    k8s_openapi::jiff::SignedDuration::from_secs(15);
 
 fn pod(object: &Value) -> Result<Assessment, String> {
     let conditions = conditions(object)?;
@@ -466,9 +458,7 @@ fn pod(object: &Value) -> Result<Assessment, String> {
                     .parse::<k8s_openapi::jiff::Timestamp>()
                     .ok();
                 let recent = created.is_some_and(|created| {
-                    let window = k8s_openapi::jiff::SignedDuration::try_from(SCHEDULE_WINDOW)
-                        .unwrap_or(k8s_openapi::jiff::SignedDuration::ZERO);
-                    k8s_openapi::jiff::Timestamp::now() - window < created
+                    k8s_openapi::jiff::Timestamp::now() - SCHEDULE_WINDOW < created
                 });
                 if recent {
                     return Ok(in_progress("Pod has not been scheduled"));

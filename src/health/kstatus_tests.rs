@@ -200,6 +200,24 @@ fn kstatus_table() {
             json!({"apiVersion": "v1", "kind": "ConfigMap"}),
             Current,
         ),
+        (
+            "pod unschedulable for long",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"},
+                "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}),
+            Failed,
+        ),
+        (
+            "pod unschedulable just created",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"creationTimestamp": k8s_openapi::jiff::Timestamp::now().to_string()},
+                "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}),
+            InProgress,
+        ),
+        (
+            "deployment of the extensions group",
+            json!({"apiVersion": "extensions/v1beta1", "kind": "Deployment", "metadata": {"generation": 2},
+                "spec": {"replicas": 2}, "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 1, "availableReplicas": 1}}),
+            InProgress,
+        ),
     ];
     let mut wrong = Vec::new();
     for (name, object, expected) in cases {

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub use kstatus::{Assessment, Status, compute, condition};
+pub use kstatus::{Assessment, Status, compute};
 
 use crate::api::CustomHealthCheck;
 use futures::StreamExt;
@@ -441,6 +441,10 @@ mod tests {
         let stale = json!({"apiVersion": "example.com/v1", "kind": "Widget",
             "metadata": {"generation": 2}, "status": {"observedGeneration": 1, "phase": "Ready"}});
         assert_eq!(checks.assess(&stale).unwrap().status, Status::InProgress);
+        // Any generation other than the observed one, ahead of it too (Flux compares `!=`).
+        let ahead = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"generation": 1}, "status": {"observedGeneration": 2, "phase": "Ready"}});
+        assert_eq!(checks.assess(&ahead).unwrap().status, Status::InProgress);
         let other = json!({"apiVersion": "v1", "kind": "ConfigMap"});
         assert!(checks.assess(&other).is_none());
     }

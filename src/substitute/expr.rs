@@ -35,13 +35,14 @@ pub enum ExprError {
     DefaultFunction(usize),
     #[error("expressions nest more than 32 levels deep")]
     TooDeep,
-    /// Prefix and suffix patterns over this text took more than their budget of steps.
-    #[error("pattern matching takes more than 100,000,000 steps")]
-    TooMuchMatching,
-    /// A byte offset or a pattern cut a character in two (Flux's leaves invalid UTF-8, which
-    /// its YAML reading then refuses).
-    #[error("an offset or a pattern cuts a multi-byte character in two")]
-    SplitCharacter,
+    /// Prefix and suffix patterns over this text took more than their budget of steps; the
+    /// variable whose pattern ran out (its value is never shown).
+    #[error("pattern matching on ${{{0}}} takes more than {steps} steps", steps = super::glob::STEPS)]
+    TooMuchMatching(String),
+    /// A byte offset or a pattern cut a character of the variable's value in two (Flux's
+    /// leaves invalid UTF-8, which its YAML reading then refuses).
+    #[error("an offset or a pattern cuts a multi-byte character of ${{{0}}} in two")]
+    SplitCharacter(String),
 }
 
 /// Variable lookup and strictness.
@@ -77,7 +78,11 @@ fn evaluate(node: &Node, context: &Context, budget: &Budget) -> Result<String, E
         }
         None => String::new(),
     };
-    apply(name, value, &args, budget)
+    apply(name, value, &args, budget).map_err(|error| match error {
+        ExprError::TooMuchMatching(_) => ExprError::TooMuchMatching(param.clone()),
+        ExprError::SplitCharacter(_) => ExprError::SplitCharacter(param.clone()),
+        other => other,
+    })
 }
 
 /// The operators that name a default (an unset variable is no error in strict mode).
@@ -202,7 +207,7 @@ pub(super) fn text_between(value: &str, from: usize, to: usize) -> Result<String
     value
         .get(from..to)
         .map(str::to_string)
-        .ok_or(ExprError::SplitCharacter)
+        .ok_or(ExprError::SplitCharacter(String::new()))
 }
 
 /// Go's `strconv.Atoi`: an optional sign and decimal digits, nothing else.
@@ -365,11 +370,23 @@ mod tests {
     #[test]
     fn cutting_a_character_in_two_fails() {
         assert_eq!(run("${unicode:2}", false).as_deref(), Ok("àü"));
-        assert_eq!(run("${unicode:1}", false), Err(ExprError::SplitCharacter));
-        assert_eq!(run("${unicode:0:3}", false), Err(ExprError::SplitCharacter));
-        assert_eq!(run("${unicode#*}", false), Err(ExprError::SplitCharacter));
+        assert_eq!(
+            run("${unicode:1}", false),
+            Err(ExprError::SplitCharacter("unicode".into()))
+        );
+        assert_eq!(
+            run("${unicode:0:3}", false),
+            Err(ExprError::SplitCharacter("unicode".into()))
+        );
+        assert_eq!(
+            run("${unicode#*}", false),
+            Err(ExprError::SplitCharacter("unicode".into()))
+        );
         // Flux's `?` matches a lone byte too: the shortest prefix cuts é.
-        assert_eq!(run("${unicode#?}", false), Err(ExprError::SplitCharacter));
+        assert_eq!(
+            run("${unicode#?}", false),
+            Err(ExprError::SplitCharacter("unicode".into()))
+        );
         assert_eq!(run("${unicode##?}", false).as_deref(), Ok("àü"));
         // A suffix is trimmed on the value reversed by characters, and reversed back by
         // characters: the cut bytes become U+FFFD, as Flux's do.
@@ -443,7 +460,7 @@ mod tests {
         };
         assert_eq!(
             expand(&hostile, &context_long),
-            Err(ExprError::TooMuchMatching)
+            Err(ExprError::TooMuchMatching("v".into()))
         );
         let defaults = format!("${{a:-{}}}", "$".repeat(1_000_000));
         assert_eq!(

@@ -11,7 +11,7 @@ use super::expr::{ExprError, text_between};
 /// The matching one text may do, in steps (a byte compared, a chunk tried). Flux's matcher
 /// tries every prefix of a value, each at every offset a star allows: a hostile pattern over
 /// a long value would keep a reconciliation busy for hours, where this ends it with an error.
-const STEPS: u64 = 100_000_000;
+pub(super) const STEPS: u64 = 100_000_000;
 
 /// What is left of one text's matching steps.
 pub(super) struct Budget(std::cell::Cell<u64>);
@@ -57,7 +57,7 @@ fn matching_prefix(
     for length in (1..=bytes.len()).rev() {
         match matches(pattern.as_bytes(), &bytes[..length], budget) {
             Err(Stop::BadPattern) => return Ok(None),
-            Err(Stop::Exhausted) => return Err(ExprError::TooMuchMatching),
+            Err(Stop::Exhausted) => return Err(ExprError::TooMuchMatching(String::new())),
             Ok(true) => {
                 found = Some(length);
                 if longest {

@@ -47,10 +47,10 @@ impl KindCache {
         client: &kube::Client,
         object: &ObjectRef,
     ) -> Result<Served, KindError> {
-        let key = (object.api_version.clone(), object.kind.clone());
-        if let Some(served) = self.0.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return Ok(served.clone());
+        if let Some(served) = self.known(object) {
+            return Ok(served);
         }
+        let key = (object.api_version.clone(), object.kind.clone());
         let gvk = GroupVersionKind::gvk(object.group(), object.version(), &object.kind);
         let (resource, capabilities) =
             kube::discovery::pinned_kind(client, &gvk)
