@@ -2,6 +2,7 @@
 
 mod apiserver;
 mod apiserver_fidelity;
+mod apiserver_writes;
 mod apply;
 mod build_cache;
 mod cancellation;
@@ -14,6 +15,7 @@ mod crd;
 mod drift_warn;
 mod finalize;
 mod flux;
+mod flux_ssa;
 mod fuzz_corpus;
 mod generator;
 mod health;

@@ -99,3 +99,48 @@ pub fn refuse_mistyped_applied_config(rt: &ResourceType, config: &Value) -> Resu
         ),
     ))
 }
+
+/// Before a server-side apply, structured-merge-diff converts the live object to the version
+/// of every managed-fields entry (`reconcileManagedFieldsWithSchemaChanges`) and types it with
+/// that version's schema. A custom resource read at a newer version may hold fields an older
+/// version does not declare (a default the new version added): an entry left at the older
+/// version then fails every apply (500, the typing's words), which is what Flux's
+/// MigrateAPIVersion exists for. Entries at a version the CRD no longer has are skipped, as
+/// the server skips them.
+pub fn refuse_live_untyped_at_managed_versions(
+    rt: &ResourceType,
+    live: &Value,
+) -> Result<(), ApiError> {
+    let Some(custom) = &rt.custom else {
+        return Ok(());
+    };
+    let entries = live
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    let mut checked = std::collections::BTreeSet::new();
+    for entry in entries {
+        let Some(version) = entry
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .and_then(|v| v.strip_prefix(&format!("{}/", rt.group)))
+        else {
+            continue;
+        };
+        if version == rt.version || !checked.insert(version.to_string()) {
+            continue;
+        }
+        let Some(Some(node)) = custom.version_schema(version) else {
+            continue;
+        };
+        let problems = schema::typed_problems(Schema::custom(node), live);
+        let problems = match problems.as_slice() {
+            [] => continue,
+            [one] => one.clone(),
+            many => format!("errors:\n  {}", many.join("\n  ")),
+        };
+        return Err(ApiError::new(500, "", problems));
+    }
+    Ok(())
+}

@@ -9,7 +9,10 @@ use serde_json::{Value, json};
 
 use super::control;
 use super::errors::ApiError;
-use super::fields::{FieldValidation, drop_unknown_fields, refuse_mistyped_applied_config};
+use super::fields::{
+    FieldValidation, drop_unknown_fields, refuse_live_untyped_at_managed_versions,
+    refuse_mistyped_applied_config,
+};
 use super::fieldset::Shape;
 use super::managed::{self, ApplyRequest, Scope};
 use super::rbac::{self, Attributes, Identity};
@@ -259,10 +262,16 @@ fn namespace_of(route: &ResourceRoute) -> &str {
 }
 
 /// The object as a client of `rt`'s version sees it.
+/// A stored object as a request at `rt`'s version reads it: at that version, and for a
+/// custom resource with that version's defaults filled in (kube-apiserver defaults what it
+/// reads from etcd, so a default added to a schema shows on objects stored before it).
 pub fn present(rt: &ResourceType, object: &Value) -> Value {
     let mut object = object.clone();
     object["apiVersion"] = json!(rt.api_version());
     object["kind"] = json!(rt.kind);
+    if let Some(schema) = rt.custom.as_ref().and_then(|c| c.schema.as_ref()) {
+        validation::apply_schema_defaults(&mut object, schema);
+    }
     object
 }
 
@@ -501,6 +510,7 @@ fn finish_write(
     server_owned_fields(store, rt, scope, old, &mut new);
     if let Some(m) = new["metadata"].as_object_mut() {
         m.remove("selfLink");
+        drop_empty_metadata(m);
     }
     check_shape(rt, &name, &new)?;
     let ip = next_cluster_ip(store);
@@ -553,6 +563,24 @@ fn finish_write(
     let mut reply = Reply::new(code, present(rt, &stored));
     reply.warnings = warnings;
     Ok(reply)
+}
+
+/// ObjectMeta's maps and lists are `omitempty`: every object's metadata goes through the Go
+/// type (custom resources' too, coerced by apiextensions-apiserver), so an emptied map of
+/// labels or annotations, or an empty list of finalizers or owners, is not kept (and is no
+/// field a manager could own).
+fn drop_empty_metadata(metadata: &mut serde_json::Map<String, Value>) {
+    for field in ["labels", "annotations", "finalizers", "ownerReferences"] {
+        let empty = match metadata.get(field) {
+            Some(Value::Object(map)) => map.is_empty(),
+            Some(Value::Array(list)) => list.is_empty(),
+            Some(Value::Null) => true,
+            _ => false,
+        };
+        if empty {
+            metadata.remove(field);
+        }
+    }
 }
 
 /// What the server owns in a written object: an update keeps the stored identity,
@@ -927,6 +955,9 @@ fn apply(
             skeleton
         }
     };
+    if old.is_some() {
+        refuse_live_untyped_at_managed_versions(&route.rt, &live)?;
+    }
     let force = request.query.get("force").is_some_and(|f| f == "true");
     let (shape, api_version) = shape_of(&route.rt);
     let applied = managed::apply(

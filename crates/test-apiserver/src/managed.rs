@@ -110,10 +110,14 @@ pub fn write(object: &mut Value, entries: &[Entry]) {
                 "manager": e.manager,
                 "operation": e.operation,
                 "apiVersion": e.api_version,
-                "time": e.time,
                 "fieldsType": "FieldsV1",
                 "fieldsV1": e.fields.to_fields_v1(),
             });
+            // An entry written without a time (a client may set managedFields) has none,
+            // as metav1.Time's omitempty leaves it out.
+            if !e.time.is_empty() {
+                entry["time"] = json!(e.time);
+            }
             if !e.subresource.is_empty() {
                 entry["subresource"] = json!(e.subresource);
             }
@@ -211,7 +215,12 @@ pub fn apply(
         others.union(&entry.fields);
     }
     let removed = previous.difference(&config_set).difference(&others);
-    remove_fields(&mut merged, &removed, &others);
+    // What anyone still owns stays, the applier's new set included: a map whose own member
+    // (`.`, from fields taken over from an update) is dropped keeps the keys applied in it,
+    // as structured-merge-diff adds owned items back after pruning.
+    let mut kept = others;
+    kept.union(&config_set);
+    remove_fields(&mut merged, &removed, &kept);
 
     let now = now();
     match entries

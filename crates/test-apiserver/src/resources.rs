@@ -31,6 +31,20 @@ pub struct CustomSchema {
     pub storage_version: String,
     /// The version's `openAPIV3Schema`, if any.
     pub schema: Option<Value>,
+    /// Every version of the CRD, served or not, with its schema: server-side apply types the
+    /// live object at the version of each managed-fields entry.
+    pub versions: std::sync::Arc<Vec<(String, Option<Value>)>>,
+}
+
+impl CustomSchema {
+    /// The schema of `version` of the CRD: `None` when the CRD has no such version, `Some(None)`
+    /// when it has one without a schema.
+    pub fn version_schema(&self, version: &str) -> Option<Option<&Value>> {
+        self.versions
+            .iter()
+            .find(|(name, _)| name == version)
+            .map(|(_, schema)| schema.as_ref())
+    }
 }
 
 impl ResourceType {
@@ -429,6 +443,17 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
         .map(|v| text(v, "/name"))
         .unwrap_or_default();
     let crd_name = text(crd, "/metadata/name");
+    let all_versions = std::sync::Arc::new(
+        versions
+            .iter()
+            .map(|v| {
+                (
+                    text(v, "/name"),
+                    v.pointer("/schema/openAPIV3Schema").cloned(),
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
     versions
         .iter()
         .filter(|v| v["served"] == json!(true))
@@ -449,6 +474,7 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
                     crd_name: crd_name.clone(),
                     storage_version: storage_version.clone(),
                     schema,
+                    versions: all_versions.clone(),
                 }),
             }
         })

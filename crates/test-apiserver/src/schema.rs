@@ -108,6 +108,15 @@ impl<'a> Schema<'a> {
         Some(root)
     }
 
+    /// A CRD version's structural schema (`openAPIV3Schema`).
+    pub fn custom(node: &'a Value) -> Schema<'a> {
+        Schema {
+            node,
+            origin: Origin::Custom,
+            root: true,
+        }
+    }
+
     fn resolved(self) -> Schema<'a> {
         let mut current = self;
         while let Some(name) = current.node.get("$ref").and_then(Value::as_str) {

@@ -334,6 +334,21 @@ pub fn validate(rt: &ResourceType, old: Option<&Value>, new: &Value) -> Vec<Caus
                     causes.push(immutable("spec.clusterIP", after.unwrap_or(&Value::Null)));
                 }
             }
+            // kube-apiserver's ValidateService: the type is one of four.
+            const TYPES: [&str; 4] = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
+            if let Some(kind) = new.pointer("/spec/type").and_then(Value::as_str)
+                && !TYPES.contains(&kind)
+            {
+                let supported: Vec<String> = TYPES.iter().map(|t| format!("{t:?}")).collect();
+                causes.push(Cause {
+                    reason: "FieldValueNotSupported",
+                    field: "spec.type".into(),
+                    message: format!(
+                        "Unsupported value: {kind:?}: supported values: {}",
+                        supported.join(", ")
+                    ),
+                });
+            }
             let ports = new.pointer("/spec/ports").and_then(Value::as_array);
             let headless = new.pointer("/spec/clusterIP") == Some(&json!("None"));
             let external = new.pointer("/spec/type") == Some(&json!("ExternalName"));
@@ -342,6 +357,25 @@ pub fn validate(rt: &ResourceType, old: Option<&Value>, new: &Value) -> Vec<Caus
             }
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => validate_crd(new, &mut causes),
+        // kube-apiserver's ValidateRoleBindingUpdate (ClusterRoleBindings alike).
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            if let Some(old) = old
+                && old.get("roleRef") != new.get("roleRef")
+            {
+                let text = |field: &str| new["roleRef"][field].as_str().unwrap_or("").to_string();
+                causes.push(Cause {
+                    reason: "FieldValueInvalid",
+                    field: "roleRef".into(),
+                    message: format!(
+                        "Invalid value: rbac.RoleRef{{APIGroup:{:?}, Kind:{:?}, Name:{:?}}}: \
+                         cannot change roleRef",
+                        text("apiGroup"),
+                        text("kind"),
+                        text("name")
+                    ),
+                });
+            }
+        }
         // kube-apiserver's ValidateStorageClassUpdate.
         ("storage.k8s.io", "StorageClass") => {
             if let Some(old) = old {
