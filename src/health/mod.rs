@@ -335,7 +335,9 @@ pub async fn wait_with(
                     return Ok((reference, Status::Unknown, None));
                 }
             };
-            // A failed read is not a verdict: the object is polled again until the deadline.
+            // A failed read is not a verdict: the object is polled again until the deadline,
+            // and if it is still unread then, the read's error is what the timeout names (as
+            // cli-utils' status reader reports it to ssa: Unknown, with the error).
             match api.get_opt(&reference.name).await {
                 Ok(live) => {
                     let live = live.map(|o| serde_json::to_value(o).unwrap_or_default());
@@ -345,7 +347,8 @@ pub async fn wait_with(
                 }
                 Err(error) => {
                     tracing::debug!(object = %reference, error = %error, "health check read");
-                    Ok((reference, Status::Unknown, None))
+                    let message = crate::report::api_message(&error);
+                    Ok((reference, Status::Unknown, Some(message)))
                 }
             }
         })

@@ -5,8 +5,8 @@
 //! CRD handler serves an established CRD) followed, one more delay later, by its kinds
 //! appearing in discovery. The deployment controller owns a Deployment's status: after
 //! every write to one it reports what a cluster without kubelets has (no Pod ever becomes
-//! available: `replicas: 0` is available, anything more is progressing), overwriting a
-//! status a client wrote. Clients must poll for all of it, as on a real cluster. A zero delay (only where a
+//! available: `replicas: 0` is available, anything more is progressing until its progress
+//! deadline passes, then `ProgressDeadlineExceeded`), overwriting a status a client wrote. Clients must poll for all of it, as on a real cluster. A zero delay (only where a
 //! test sets it) does everything before the write is answered.
 
 use std::time::{Duration, Instant};
@@ -28,6 +28,8 @@ pub struct Control {
     crds: Vec<PendingCrd>,
     /// Deployments (namespace, name) the deployment controller syncs when due.
     deployments: Vec<(String, String, Instant)>,
+    /// When each stuck Deployment's progress deadline passes (one entry per Deployment).
+    deadlines: Vec<(String, String, Instant)>,
     /// Each Deployment's last template hash and revision, for its revision annotation.
     revisions: std::collections::HashMap<(String, String), (String, u64)>,
     /// New namespaces that get their ServiceAccount and root CA when due.
@@ -43,6 +45,7 @@ impl Default for Control {
             settle_due: None,
             crds: Vec::new(),
             deployments: Vec::new(),
+            deadlines: Vec::new(),
             revisions: Default::default(),
             namespaces: Vec::new(),
             root_ca: String::new(),
@@ -166,6 +169,14 @@ pub fn run(store: &mut Store, now: Instant) {
             progressed = true;
             sync_deployment(store, &namespace, &name);
         }
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut store.control.deadlines)
+            .into_iter()
+            .partition(|(_, _, due)| *due <= now);
+        store.control.deadlines = later;
+        for (namespace, name, _) in due {
+            progressed = true;
+            sync_deployment(store, &namespace, &name);
+        }
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut store.control.namespaces)
             .into_iter()
             .partition(|(_, due)| *due <= now);
@@ -178,6 +189,60 @@ pub fn run(store: &mut Store, now: Instant) {
             return;
         }
     }
+}
+
+enum Deadline {
+    Ahead,
+    Passed,
+}
+
+/// Whether a Deployment whose Pods never become available has run out of
+/// `spec.progressDeadlineSeconds` since its ReplicaSet last progressed (the Progressing
+/// condition's `lastUpdateTime` while it names the same ReplicaSet, else now), as the
+/// deployment controller judges it; before that, a sync is scheduled for when it passes, as
+/// the controller requeues a stuck Deployment.
+fn progress_deadline(
+    store: &mut Store,
+    namespace: &str,
+    name: &str,
+    live: &Value,
+    replica_set: &str,
+) -> Deadline {
+    let seconds = live
+        .pointer("/spec/progressDeadlineSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(600);
+    let progressing = live
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Progressing");
+    let same_replica_set = progressing.is_some_and(|c| {
+        c["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("\"{replica_set}\"")))
+    });
+    if same_replica_set && progressing.is_some_and(|c| c["reason"] == "ProgressDeadlineExceeded") {
+        return Deadline::Passed;
+    }
+    let now = jiff::Timestamp::now();
+    let since = progressing
+        .filter(|_| same_replica_set)
+        .and_then(|c| c["lastUpdateTime"].as_str())
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .unwrap_or(now);
+    let deadline = since + jiff::SignedDuration::from_secs(seconds);
+    if deadline < now {
+        return Deadline::Passed;
+    }
+    let left = std::time::Duration::try_from(deadline.duration_since(now)).unwrap_or_default();
+    // Condition times have whole seconds: a second more makes sure the next sync finds it passed.
+    let due = Instant::now() + left + Duration::from_secs(1);
+    let deadlines = &mut store.control.deadlines;
+    deadlines.retain(|(ns, n, _)| ns != namespace || n != name);
+    deadlines.push((namespace.to_string(), name.to_string(), due));
+    Deadline::Ahead
 }
 
 const REVISION_POINTER: &str = "/metadata/annotations/deployment.kubernetes.io~1revision";
@@ -214,12 +279,25 @@ fn sync_deployment(store: &mut Store, namespace: &str, name: &str) {
                 format!("ReplicaSet \"{replica_set}\" has successfully progressed.")),
         ]})
     } else {
+        let progressing = match progress_deadline(store, namespace, name, &live, &replica_set) {
+            Deadline::Passed => condition(
+                "Progressing",
+                "False",
+                "ProgressDeadlineExceeded",
+                format!("ReplicaSet \"{replica_set}\" has timed out progressing."),
+            ),
+            Deadline::Ahead => condition(
+                "Progressing",
+                "True",
+                "ReplicaSetUpdated",
+                format!("ReplicaSet \"{replica_set}\" is progressing."),
+            ),
+        };
         json!({"replicas": replicas, "updatedReplicas": replicas,
             "unavailableReplicas": replicas, "conditions": [
             condition("Available", "False", "MinimumReplicasUnavailable",
                 "Deployment does not have minimum availability.".into()),
-            condition("Progressing", "True", "ReplicaSetUpdated",
-                format!("ReplicaSet \"{replica_set}\" is progressing.")),
+            progressing,
         ]})
     };
     status["observedGeneration"] = live["metadata"]["generation"].clone();

@@ -11,7 +11,9 @@
 //! ssa's scenarios with the controller's options, which is what a Flux user gets.
 
 mod apply;
+mod delete;
 mod migrate;
+mod wait;
 
 use kustomize_controller::apply::{AppliedCache, Applier, ApplyOptions, IgnoreRules};
 use kustomize_controller::objects::{Action, ChangeSet, Owner};
