@@ -12,6 +12,8 @@
 
 mod apply;
 mod delete;
+mod diff;
+mod diff_ignore;
 mod migrate;
 mod wait;
 
@@ -69,6 +71,24 @@ fn manager(client: &kube::Client, options: ApplyOptions) -> Applier {
         },
         None,
         IgnoreRules::none(),
+        AppliedCache::default(),
+    )
+}
+
+/// The manager with `spec.ignore` rules (ssa's `DriftIgnoreRules`).
+fn manager_ignoring(
+    client: &kube::Client,
+    rules: &[kustomize_controller::api::IgnoreRule],
+) -> Applier {
+    Applier::new(
+        client.clone(),
+        ApplyOptions::default(),
+        Owner {
+            name: "app1".into(),
+            namespace: "default".into(),
+        },
+        None,
+        IgnoreRules::new(rules).expect("valid ignore rules"),
         AppliedCache::default(),
     )
 }
