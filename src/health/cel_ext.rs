@@ -17,13 +17,13 @@
 
 use std::sync::{Arc, LazyLock};
 
-use cel::common::ast::{CallExpr, Expr};
+use cel::common::ast::{CallExpr, EntryExpr, Expr};
 use cel::common::types::{
     CelBool, CelInt, CelList, CelOptional, CelString, INT_TYPE, LIST_TYPE, STRING_TYPE,
 };
 use cel::common::value::{CowVal, Val};
 use cel::parser::Macro;
-use cel::{Context, DeclarationError, Env, ExecutionError, ParseErrors, Program};
+use cel::{Context, DeclarationError, Env, ExecutionError, IdedExpr, ParseErrors, Program};
 
 type Library = fn(&mut Env) -> Result<(), DeclarationError>;
 
@@ -101,6 +101,139 @@ pub fn describe(error: &ExecutionError) -> String {
         ExecutionError::RemainderByZero(_) => "modulus by zero".to_owned(),
         ExecutionError::Overflow(..) => "integer overflow".to_owned(),
         other => other.to_string(),
+    }
+}
+
+/// An evaluation error of `program` in cel-go's words, in `context` whose variables'
+/// values are `variables` (by name). cel-go reports the error of the operand it evaluated
+/// first (the left one of `&&` and `||` when both fail, where the crate reports the right
+/// one), and names an attribute it cannot resolve by its qualified name: a variable the
+/// object lacks (`status` of an object without one: `no such attribute(s):
+/// status.conditions`), or an intermediate field missing under `has()` (`has(data.foo.bar)`
+/// on empty `data`: `no such attribute(s): data.foo.bar`); a key missing from a field read
+/// outside `has()` stays `no such key: conditions`.
+pub fn describe_for(
+    program: &Program,
+    context: &Context,
+    variables: &serde_json::Value,
+    error: &ExecutionError,
+) -> String {
+    let blamed = blame(program.expression(), context);
+    if let Some(message) = chain_of(blamed).and_then(|chain| chain.failure(variables)) {
+        return message;
+    }
+    match cel::Value::resolve(blamed, context) {
+        Err(own) => describe(&own),
+        Ok(_) => describe(error),
+    }
+}
+
+/// The operand whose error cel-go reports for `expression`, which fails in `context`: the
+/// first failing operand of a call in evaluation order (the left of `&&` and `||` before the
+/// right; a conditional's condition, then the branch it takes), else the expression itself.
+fn blame<'e>(expression: &'e IdedExpr, context: &Context) -> &'e IdedExpr {
+    let fails = |e: &IdedExpr| cel::Value::resolve(e, context).is_err();
+    let next = match &expression.expr {
+        Expr::Call(call) if call.func_name == "_?_:_" && call.args.len() == 3 => {
+            match cel::Value::resolve(&call.args[0], context) {
+                Err(_) => Some(&call.args[0]),
+                Ok(value) => match value {
+                    cel::Value::Bool(true) => Some(&call.args[1]),
+                    cel::Value::Bool(false) => Some(&call.args[2]),
+                    _ => None,
+                },
+            }
+        }
+        Expr::Call(call) => {
+            let target = call
+                .target
+                .as_deref()
+                .filter(|t| !matches!(&t.expr, Expr::Ident(n) if is_function_namespace(n)));
+            target.into_iter().chain(&call.args).find(|e| fails(e))
+        }
+        Expr::Select(select) if chain_of(expression).is_none() => {
+            Some(select.operand.as_ref()).filter(|e| fails(e))
+        }
+        Expr::Comprehension(comprehension) => Some(&comprehension.iter_range).filter(|e| fails(e)),
+        Expr::List(list) => list.elements.iter().find(|e| fails(e)),
+        Expr::Map(map) => map.entries.iter().find_map(|entry| match &entry.expr {
+            EntryExpr::MapEntry(pair) => [&pair.key, &pair.value].into_iter().find(|e| fails(e)),
+            EntryExpr::StructField(field) => Some(&field.value).filter(|e| fails(e)),
+        }),
+        _ => None,
+    };
+    match next {
+        Some(operand) => blame(operand, context),
+        None => expression,
+    }
+}
+
+/// A variable read through field selections: `status.conditions`, or under `has()`
+/// (`has(data.foo.bar)`: `data.foo`, testing `bar`).
+struct Chain<'e> {
+    root: &'e str,
+    fields: Vec<&'e str>,
+    tested: Option<&'e str>,
+}
+
+impl Chain<'_> {
+    fn qualified(&self) -> String {
+        let mut name = self.root.to_string();
+        for field in self.fields.iter().chain(&self.tested) {
+            name.push('.');
+            name.push_str(field);
+        }
+        name
+    }
+
+    /// cel-go's words for this chain failing over `variables`: an attribute it cannot
+    /// resolve, or a key missing outside `has()`; `None` when the chain does not fail so
+    /// (a field of something other than a map).
+    fn failure(&self, variables: &serde_json::Value) -> Option<String> {
+        let missing_attribute = || Some(format!("no such attribute(s): {}", self.qualified()));
+        let Some(mut value) = variables.get(self.root) else {
+            return missing_attribute();
+        };
+        for field in &self.fields {
+            match value.as_object()?.get(*field) {
+                Some(next) => value = next,
+                None if self.tested.is_some() => return missing_attribute(),
+                None => return Some(format!("no such key: {field}")),
+            }
+        }
+        None
+    }
+}
+
+/// The chain an expression spells, if it is one: an identifier, then field selections, the
+/// last of which may be `has()`'s test.
+fn chain_of(expression: &IdedExpr) -> Option<Chain<'_>> {
+    let mut fields = Vec::new();
+    let mut tested = None;
+    let mut node = expression;
+    loop {
+        match &node.expr {
+            Expr::Ident(root) => {
+                fields.reverse();
+                return Some(Chain {
+                    root,
+                    fields,
+                    tested,
+                });
+            }
+            Expr::Select(select) => {
+                if select.test {
+                    if tested.is_some() || !fields.is_empty() {
+                        return None;
+                    }
+                    tested = Some(select.field.as_str());
+                } else {
+                    fields.push(select.field.as_str());
+                }
+                node = &select.operand;
+            }
+            _ => return None,
+        }
     }
 }
 

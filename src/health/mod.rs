@@ -179,7 +179,7 @@ impl CelChecks {
             Err(error) => Err(format!(
                 "failed to evaluate the CEL expression '{}': {}",
                 expression.text,
-                cel_ext::describe(&error)
+                cel_ext::describe_for(&expression.program, &context, &variables(object), &error)
             )),
         };
         let verdict = (|| {
@@ -262,6 +262,17 @@ pub fn assess(
         return compute(None);
     };
     cel.assess(live).unwrap_or_else(|| compute(Some(live)))
+}
+
+/// The variables a health expression reads, by name: the object's top-level fields and
+/// `self`, the whole object.
+fn variables(object: &Value) -> Value {
+    let mut variables = match object {
+        Value::Object(fields) => fields.clone(),
+        _ => serde_json::Map::new(),
+    };
+    variables.insert("self".into(), object.clone());
+    Value::Object(variables)
 }
 
 /// One object's poll: its status and the error that decided it, if any.
@@ -400,6 +411,10 @@ pub async fn wait_with(
         tokio::time::sleep(options.interval).await;
     }
 }
+
+#[cfg(test)]
+#[path = "cel_flux_tests.rs"]
+mod cel_flux_tests;
 
 #[cfg(test)]
 mod tests {

@@ -178,7 +178,12 @@ fn ready_by_expression(
         }
         Err(error) => Err(DependencyError::ReadyExprEvaluation {
             expression: expression.to_string(),
-            reason: crate::health::cel_ext::describe(&error),
+            reason: crate::health::cel_ext::describe_for(
+                &program,
+                &context,
+                &serde_json::json!({"self": this, "dep": that}),
+                &error,
+            ),
         }),
     }
 }
