@@ -6,17 +6,8 @@
 
 use serde_json::{Value, json};
 
+use super::tests::check;
 use super::*;
-
-fn check(current: &str, in_progress: Option<&str>, failed: Option<&str>) -> CustomHealthCheck {
-    CustomHealthCheck {
-        api_version: "example.com/v1".into(),
-        kind: Some("Widget".into()),
-        current: current.into(),
-        in_progress: in_progress.map(str::to_string),
-        failed: failed.map(str::to_string),
-    }
-}
 
 /// A check's expressions: Current, then InProgress and Failed if any.
 type Exprs<'a> = (&'a str, Option<&'a str>, Option<&'a str>);

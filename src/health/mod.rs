@@ -421,7 +421,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn check(current: &str, in_progress: Option<&str>, failed: Option<&str>) -> CustomHealthCheck {
+    /// A check of `example.com/v1` `Widget`s.
+    pub(super) fn check(
+        current: &str,
+        in_progress: Option<&str>,
+        failed: Option<&str>,
+    ) -> CustomHealthCheck {
         CustomHealthCheck {
             api_version: "example.com/v1".into(),
             kind: Some("Widget".into()),

@@ -9,7 +9,7 @@ use kustomize_controller::apply::{ApplyError, ApplyOptions, prepare};
 use kustomize_controller::objects::{Action, Owner};
 use serde_json::{Value, json};
 
-use super::{action_of, entries, first, forced, manager, read_manifest, subject};
+use super::{action_of, apply, entries, first, forced, manager, read_manifest, subject};
 use crate::support::cluster::{TestCluster, dynamic_api, unique, wait_for};
 
 const OURS: &str = "kustomize-controller";
@@ -116,10 +116,7 @@ async fn flux_ssa_apply() {
     let config_map = first(&objects, "ConfigMap", &id);
 
     // creates objects in order
-    let created = manager(&cluster.client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    let created = apply(&cluster.client, &objects).await;
     let order: Vec<String> = [
         "Namespace/{id}",
         "ClusterRole/{id}",
@@ -142,18 +139,12 @@ async fn flux_ssa_apply() {
     );
 
     // does not apply unchanged objects
-    let again = manager(&cluster.client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    let again = apply(&cluster.client, &objects).await;
     assert!(all(&again, Action::Unchanged), "{again:?}");
 
     // applies only changed objects
     objects[config_map]["data"]["key"] = json!("val");
-    let changed = manager(&cluster.client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    let changed = apply(&cluster.client, &objects).await;
     for (entry, action) in entries(&changed) {
         let expected = if entry == subject(&objects[config_map]) {
             Action::Configured
@@ -204,10 +195,7 @@ async fn flux_ssa_apply_all_staged_partial_failure() {
     let binding = first(&objects, "ClusterRoleBinding", &id);
 
     // creates objects in order (the StorageClass's namespace is not its own)
-    let created = manager(&restricted, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    let created = apply(&restricted, &objects).await;
     let order =
         |kinds: &[&str]| -> Vec<String> { kinds.iter().map(|k| format!("{k}/{id}")).collect() };
     assert_eq!(
@@ -272,10 +260,7 @@ async fn flux_ssa_apply_force() {
     let binding = first(&objects, "ClusterRoleBinding", &id);
     let class = first(&objects, "StorageClass", &id);
     let service = first(&objects, "Service", &id);
-    manager(client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    apply(client, &objects).await;
     let secret_subject = subject(&objects[secret]);
     let only_created = |set: &kustomize_controller::objects::ChangeSet, recreated: &str| {
         for (entry, action) in entries(set) {
@@ -354,10 +339,7 @@ async fn flux_ssa_apply_force() {
         .unwrap_err();
     assert!(matches!(error, ApplyError::Immutable { .. }), "{error}");
     objects[class]["metadata"]["annotations"] = json!({FORCE: "enabled"});
-    let recreated = manager(client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    let recreated = apply(client, &objects).await;
     assert_eq!(
         action_of(&recreated, &subject(&objects[class])),
         Action::Created
@@ -372,41 +354,28 @@ async fn flux_ssa_apply_force() {
     assert!(error.to_string().contains("is invalid"), "{error}");
 }
 
+/// Applies a manifest of ssa's and applies it again: nothing changes the second time.
+async fn applies_twice_unchanged(file: &str) {
+    let cluster = TestCluster::start().await;
+    let objects = read_manifest(file, &unique("fix"));
+    apply(&cluster.client, &objects).await;
+    let again = apply(&cluster.client, &objects).await;
+    assert!(all(&again, Action::Unchanged), "{again:?}");
+}
+
 /// `TestApply_SetNativeKindsDefaults`: a Deployment and Service whose ports leave out their
 /// protocol (part of the list key) and whose quantities are numbers apply, and applying them
 /// again changes nothing.
 #[tokio::test]
 async fn flux_ssa_apply_set_native_kinds_defaults() {
-    let cluster = TestCluster::start().await;
-    let id = unique("fix");
-    let objects = read_manifest("test2.yaml", &id);
-    manager(&cluster.client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
-    let again = manager(&cluster.client, ApplyOptions::default())
-        .apply_all(objects)
-        .await
-        .unwrap();
-    assert!(all(&again, Action::Unchanged), "{again:?}");
+    applies_twice_unchanged("test2.yaml").await;
 }
 
 /// `TestApply_NoOp`: empty data, a null creation time and a Secret's `stringData` do not
 /// count as drift.
 #[tokio::test]
 async fn flux_ssa_apply_no_op() {
-    let cluster = TestCluster::start().await;
-    let id = unique("fix");
-    let objects = read_manifest("test3.yaml", &id);
-    manager(&cluster.client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
-    let again = manager(&cluster.client, ApplyOptions::default())
-        .apply_all(objects)
-        .await
-        .unwrap();
-    assert!(all(&again, Action::Unchanged), "{again:?}");
+    applies_twice_unchanged("test3.yaml").await;
 }
 
 /// `TestApply_SkipsExcluded`: an object excluded by its annotation (the controller's
@@ -421,10 +390,7 @@ async fn flux_ssa_apply_skips_excluded() {
     let mut objects = read_manifest("test13.yaml", &id);
     objects[0]["metadata"]["annotations"] = json!({RECONCILE: "disabled"});
     let skipped = format!("Secret/{id}/data-{id}-excluded");
-    let set = manager(&cluster.client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    let set = apply(&cluster.client, &objects).await;
     assert_eq!(entries(&set), vec![(skipped, Action::Skipped)]);
     let api = dynamic_api(&cluster.client, &objects[0]).await;
     assert!(
@@ -448,10 +414,7 @@ async fn flux_ssa_apply_exclusions() {
     let objects = read_manifest("test1.yaml", &id);
     let config_map = first(&objects, "ConfigMap", &id);
     let config_map_subject = subject(&objects[config_map]);
-    manager(client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    apply(client, &objects).await;
 
     // skips apply
     let api = dynamic_api(client, &objects[config_map]).await;
@@ -463,10 +426,7 @@ async fn flux_ssa_apply_exclusions() {
     )
     .await
     .unwrap();
-    let set = manager(client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    let set = apply(client, &objects).await;
     assert!(
         !set.changes.iter().any(|c| c.action == Action::Configured),
         "{set:?}"
@@ -485,10 +445,7 @@ async fn flux_ssa_apply_exclusions() {
     )
     .await
     .unwrap();
-    let set = manager(client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    let set = apply(client, &objects).await;
     assert_eq!(action_of(&set, &config_map_subject), Action::Configured);
     assert_eq!(
         live(client, &objects[config_map]).await["data"]["key"],
@@ -499,10 +456,7 @@ async fn flux_ssa_apply_exclusions() {
     let mut annotated = objects[config_map].clone();
     annotated["metadata"]["annotations"] = json!({RECONCILE: "disabled"});
     annotated["data"]["key"] = json!("other");
-    let set = manager(client, ApplyOptions::default())
-        .apply_all(vec![annotated])
-        .await
-        .unwrap();
+    let set = apply(client, &[annotated]).await;
     assert_eq!(entries(&set), vec![(config_map_subject, Action::Skipped)]);
     assert_eq!(
         live(client, &objects[config_map]).await["data"]["key"],
@@ -522,25 +476,16 @@ async fn flux_ssa_apply_if_not_present() {
     config_map["metadata"]["annotations"] = json!({SSA: "IfNotPresent"});
 
     // creates objects
-    let set = manager(&cluster.client, ApplyOptions::default())
-        .apply_all(vec![namespace, config_map.clone()])
-        .await
-        .unwrap();
+    let set = apply(&cluster.client, &[namespace, config_map.clone()]).await;
     assert!(all(&set, Action::Created), "{set:?}");
 
     // skips apply when annotated IfNotPresent
-    let set = manager(&cluster.client, ApplyOptions::default())
-        .apply_all(vec![config_map.clone()])
-        .await
-        .unwrap();
+    let set = apply(&cluster.client, &[config_map.clone()]).await;
     assert_eq!(entries(&set), vec![(subject(&config_map), Action::Skipped)]);
 
     // resume apply when is annotated Override
     config_map["metadata"]["annotations"] = json!({SSA: "Override"});
-    let set = manager(&cluster.client, ApplyOptions::default())
-        .apply_all(vec![config_map.clone()])
-        .await
-        .unwrap();
+    let set = apply(&cluster.client, &[config_map.clone()]).await;
     assert_eq!(
         entries(&set),
         vec![(subject(&config_map), Action::Configured)]
@@ -559,20 +504,14 @@ async fn flux_ssa_apply_if_not_present_cluster_scoped_namespace_injection() {
     role["metadata"]["annotations"] = json!({SSA: "IfNotPresent"});
 
     // creates cluster-scoped object
-    let set = manager(&cluster.client, ApplyOptions::default())
-        .apply_all(vec![role.clone()])
-        .await
-        .unwrap();
+    let set = apply(&cluster.client, &[role.clone()]).await;
     assert_eq!(set.changes[0].action, Action::Created);
     assert_eq!(set.changes[0].object.namespace, "");
 
     // skipped entry ignores injected namespace on desired (ssa's Apply and ApplyAll are one
     // call here)
     role["metadata"]["namespace"] = json!("injected-ns");
-    let set = manager(&cluster.client, ApplyOptions::default())
-        .apply_all(vec![role])
-        .await
-        .unwrap();
+    let set = apply(&cluster.client, &[role]).await;
     assert_eq!(set.changes.len(), 1);
     assert_eq!(set.changes[0].action, Action::Skipped);
     assert_eq!(set.changes[0].object.namespace, "");
@@ -646,10 +585,7 @@ async fn flux_ssa_apply_cleanup() {
     }
 
     // removes kubectl client-side-apply manager and annotation
-    let set = manager(client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    let set = apply(client, &objects).await;
     assert!(all(&set, Action::Configured), "{set:?}");
     let taken = live(client, deployment).await;
     assert!(
@@ -668,10 +604,7 @@ async fn flux_ssa_apply_cleanup() {
     for object in &objects {
         apply_as(client, "kubectl", object).await;
     }
-    let set = manager(client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    let set = apply(client, &objects).await;
     assert!(all(&set, Action::Configured), "{set:?}");
     for object in &objects {
         assert_eq!(
@@ -696,10 +629,7 @@ async fn flux_ssa_apply_cleanup_removals() {
     let ingress = objects[first(&objects, "Ingress", &id)].clone();
 
     // creates objects using manager apply
-    manager(client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    apply(client, &objects).await;
     assert_eq!(managers(client, &ingress).await, vec![OURS.to_string()]);
 
     // applies edited objects as kubectl
@@ -726,10 +656,7 @@ async fn flux_ssa_apply_cleanup_removals() {
     assert_eq!(rules.as_array().map(Vec::len), Some(2), "{rules}");
 
     // applies edited object using manager apply
-    manager(client, ApplyOptions::default())
-        .apply_all(edited.clone())
-        .await
-        .unwrap();
+    apply(client, &edited).await;
     assert_eq!(managers(client, &ingress).await, vec![OURS.to_string()]);
     let now = live(client, &ingress).await;
     assert!(now["spec"]["tls"].is_null(), "{}", now["spec"]);
@@ -754,10 +681,7 @@ async fn flux_ssa_apply_cleanup_exclusions() {
     for object in &mut objects {
         object["metadata"]["annotations"] = json!({SSA: "Merge"});
     }
-    let set = manager(client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    let set = apply(client, &objects).await;
     assert!(all(&set, Action::Configured), "{set:?}");
     let found = managers(client, &objects[deployment]).await;
     assert!(

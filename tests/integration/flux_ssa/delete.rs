@@ -3,12 +3,11 @@
 //! as deleted, and an object marked `prune: disabled` left alone.
 
 use kube::api::{Patch, PatchParams};
-use kustomize_controller::apply::ApplyOptions;
 use kustomize_controller::inventory::prune;
 use kustomize_controller::objects::{Action, ObjectRef, Owner};
 use serde_json::json;
 
-use super::{entries, first, manager, read_manifest, subject};
+use super::{apply, entries, first, read_manifest, subject};
 use crate::support::cluster::{TestCluster, dynamic_api, unique};
 
 fn owner() -> Owner {
@@ -29,10 +28,7 @@ async fn flux_ssa_delete() {
     let client = &cluster.client;
     let id = unique("delete");
     let objects = read_manifest("test1.yaml", &id);
-    manager(client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    apply(client, &objects).await;
     let stale: Vec<ObjectRef> = objects.iter().map(ObjectRef::of).collect();
     let in_order: Vec<(String, Action)> = objects
         .iter()
@@ -66,10 +62,7 @@ async fn flux_ssa_delete_exclusions() {
     let config_map = &objects[first(&objects, "ConfigMap", &id)];
 
     // creates objects
-    manager(client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    apply(client, &objects).await;
 
     // skips delete
     let api = dynamic_api(client, config_map).await;

@@ -9,7 +9,7 @@ use kustomize_controller::apply::{ApplyOptions, Drift, Planned, drifted, mask_se
 use kustomize_controller::objects::Action;
 use serde_json::{Value, json};
 
-use super::{first, manager, read_manifest, subject};
+use super::{apply, first, manager, read_manifest, subject};
 use crate::support::cluster::{TestCluster, dynamic_api, unique};
 
 const SSA: &str = "kustomize.toolkit.fluxcd.io/ssa";
@@ -25,13 +25,6 @@ async fn diff(client: &kube::Client, object: &Value) -> Planned {
     planned.remove(0)
 }
 
-async fn apply(client: &kube::Client, objects: &[Value]) {
-    manager(client, ApplyOptions::default())
-        .apply_all(objects.to_vec())
-        .await
-        .unwrap();
-}
-
 /// The live object as a client reads it, its managed fields left out.
 async fn live_copy(client: &kube::Client, object: &Value) -> Value {
     let api = dynamic_api(client, object).await;
@@ -42,6 +35,21 @@ async fn live_copy(client: &kube::Client, object: &Value) -> Value {
         .unwrap()
         .remove("managedFields");
     live
+}
+
+/// The action a plan of `object` reports.
+async fn action(client: &kube::Client, object: &Value) -> Action {
+    diff(client, object).await.change.action
+}
+
+/// The live copy of `object` with another data key, and `annotations` when given.
+async fn edited(client: &kube::Client, object: &Value, annotations: Option<Value>) -> Value {
+    let mut edited = live_copy(client, object).await;
+    edited["data"]["secondKey"] = json!("public-second-key");
+    if let Some(annotations) = annotations {
+        edited["metadata"]["annotations"] = annotations;
+    }
+    edited
 }
 
 fn drift(planned: &Planned) -> &Drift {
@@ -155,24 +163,15 @@ async fn flux_ssa_diff_if_not_present_on_existing() {
     apply(client, &objects).await;
 
     // diffs skips
-    assert_eq!(
-        diff(client, &objects[config_map]).await.change.action,
-        Action::Skipped
-    );
+    assert_eq!(action(client, &objects[config_map]).await, Action::Skipped);
 
     // diffs applies without meta
-    let mut edited = live_copy(client, &objects[config_map]).await;
-    edited["data"]["secondKey"] = json!("public-second-key");
-    edited["metadata"]["annotations"] = json!({SSA: ""});
-    assert_eq!(
-        diff(client, &edited).await.change.action,
-        Action::Configured
-    );
+    let without = edited(client, &objects[config_map], Some(json!({SSA: ""}))).await;
+    assert_eq!(action(client, &without).await, Action::Configured);
 
     // diffs skips with meta
-    let mut edited = live_copy(client, &objects[config_map]).await;
-    edited["data"]["secondKey"] = json!("public-second-key");
-    assert_eq!(diff(client, &edited).await.change.action, Action::Skipped);
+    let with = edited(client, &objects[config_map], None).await;
+    assert_eq!(action(client, &with).await, Action::Skipped);
 }
 
 /// `TestDiff_IfNotPresent_OnObject`: an unannotated ConfigMap is unchanged; its live copy with
@@ -187,24 +186,15 @@ async fn flux_ssa_diff_if_not_present_on_object() {
     apply(client, &objects).await;
 
     // diffs unchanged
-    assert_eq!(
-        diff(client, config_map).await.change.action,
-        Action::Unchanged
-    );
+    assert_eq!(action(client, config_map).await, Action::Unchanged);
 
     // diffs skips with meta
-    let mut edited = live_copy(client, config_map).await;
-    edited["metadata"]["annotations"] = json!({SSA: "IfNotPresent"});
-    edited["data"]["secondKey"] = json!("public-second-key");
-    assert_eq!(diff(client, &edited).await.change.action, Action::Skipped);
+    let with = edited(client, config_map, Some(json!({SSA: "IfNotPresent"}))).await;
+    assert_eq!(action(client, &with).await, Action::Skipped);
 
     // diffs configures without meta
-    let mut edited = live_copy(client, config_map).await;
-    edited["data"]["secondKey"] = json!("public-second-key");
-    assert_eq!(
-        diff(client, &edited).await.change.action,
-        Action::Configured
-    );
+    let without = edited(client, config_map, None).await;
+    assert_eq!(action(client, &without).await, Action::Configured);
 }
 
 /// `TestDiff_Removals`: a ConfigMap without data is unchanged; an added entry is configured

@@ -5,11 +5,11 @@
 
 use kube::api::{Patch, PatchParams};
 use kustomize_controller::api::{IgnoreRule, Selector};
-use kustomize_controller::apply::{ApplyOptions, Planned};
+use kustomize_controller::apply::Planned;
 use kustomize_controller::objects::Action;
 use serde_json::{Value, json};
 
-use super::{first, manager, manager_ignoring, read_manifest};
+use super::{apply, first, manager_ignoring, read_manifest};
 use crate::support::cluster::{TestCluster, dynamic_api, unique};
 
 fn rule(path: &str, kind: &str) -> IgnoreRule {
@@ -34,10 +34,7 @@ async fn plan(client: &kube::Client, rules: &[IgnoreRule], object: &Value) -> Pl
 async fn applied_deployment(cluster: &TestCluster, prefix: &str) -> (String, Value) {
     let id = unique(prefix);
     let objects = read_manifest("test2.yaml", &id);
-    manager(&cluster.client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    apply(&cluster.client, &objects).await;
     let deployment = objects[first(&objects, "Deployment", &id)].clone();
     (id, deployment)
 }
@@ -123,10 +120,7 @@ async fn flux_ssa_diff_drift_ignore_rules_empty_rules_falls_back() {
     let cluster = TestCluster::start().await;
     let id = unique("diff-empty");
     let objects = read_manifest("test1.yaml", &id);
-    manager(&cluster.client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    apply(&cluster.client, &objects).await;
     let config_map = objects[first(&objects, "ConfigMap", &id)].clone();
 
     // unchanged object returns unchanged with nil rules
@@ -162,10 +156,7 @@ async fn flux_ssa_diff_drift_ignore_rules_selector_scoping() {
     let cluster = TestCluster::start().await;
     let id = unique("diff-sel");
     let objects = read_manifest("test1.yaml", &id);
-    manager(&cluster.client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    apply(&cluster.client, &objects).await;
     let mut config_map = objects[first(&objects, "ConfigMap", &id)].clone();
     let rules = [rule("/data/key", "Deployment")];
 

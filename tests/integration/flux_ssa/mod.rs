@@ -75,6 +75,14 @@ fn manager(client: &kube::Client, options: ApplyOptions) -> Applier {
     )
 }
 
+/// ssa's `ApplyAllStaged` with its default options, which must succeed.
+async fn apply(client: &kube::Client, objects: &[Value]) -> ChangeSet {
+    manager(client, ApplyOptions::default())
+        .apply_all(objects.to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("applying: {e}"))
+}
+
 /// The manager with `spec.ignore` rules (ssa's `DriftIgnoreRules`).
 fn manager_ignoring(
     client: &kube::Client,

@@ -7,12 +7,11 @@
 use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
-use kustomize_controller::apply::ApplyOptions;
 use kustomize_controller::health::{CelChecks, HealthError, WaitOptions, jobs_with_ttl, wait};
 use kustomize_controller::objects::{ChangeSet, ObjectRef};
 use serde_json::{Value, json};
 
-use super::{first, manager, read_manifest, subject};
+use super::{apply, first, read_manifest, subject};
 use crate::support::cluster::{TestCluster, dynamic_api, unique, wait_for};
 
 fn options(timeout: Duration, interval: Duration, fail_fast: bool) -> WaitOptions {
@@ -64,18 +63,12 @@ async fn flux_ssa_wait_for_set() {
     objects[cr]["apiVersion"] = json!(format!("{group}/v1"));
 
     // waits for CRD and CR
-    let set = manager(client, ApplyOptions::default())
-        .apply_all(vec![objects[crd].clone()])
-        .await
-        .unwrap();
+    let set = apply(client, &[objects[crd].clone()]).await;
     wait_for_set(client, &references(&set), &default_options())
         .await
         .unwrap_or_else(|e| panic!("wait failed for CRD: {e}"));
 
-    let set = manager(client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    let set = apply(client, &objects).await;
     let short = options(Duration::from_secs(3), Duration::from_secs(1), true);
     let error = wait_for_set(client, &references(&set), &short)
         .await
@@ -110,10 +103,7 @@ async fn stalled_deployment(cluster: &TestCluster, prefix: &str) -> (String, Vec
     let mut objects = read_manifest("test10.yaml", &id);
     let deployment = first(&objects, "Deployment", &id);
     objects[deployment]["spec"]["progressDeadlineSeconds"] = json!(1);
-    manager(&cluster.client, ApplyOptions::default())
-        .apply_all(objects.clone())
-        .await
-        .unwrap();
+    apply(&cluster.client, &objects).await;
     let api = dynamic_api(&cluster.client, &objects[deployment]).await;
     let stalled = wait_for(Duration::from_secs(60), || async {
         let live = serde_json::to_value(api.get(&id).await.ok()?).ok()?;
@@ -235,10 +225,7 @@ async fn flux_ssa_wait_for_set_job_with_ttl() {
         "spec": {"ttlSecondsAfterFinished": 0, "template": {"spec": {
             "restartPolicy": "Never",
             "containers": [{"name": "test", "image": "busybox", "command": ["echo", "hello"]}]}}}});
-    manager(&cluster.client, ApplyOptions::default())
-        .apply_all(vec![job.clone()])
-        .await
-        .unwrap();
+    apply(&cluster.client, std::slice::from_ref(&job)).await;
     let api = dynamic_api(&cluster.client, &job).await;
     api.delete(&id, &kube::api::DeleteParams::background())
         .await
