@@ -4,7 +4,8 @@
 Generates the presets of bench/workload.py, builds each with our binary and,
 when kubectl is on PATH, with `kubectl kustomize`, and prints CPU time (user+sys), wall
 time and peak RSS of each, their ratios, and whether the outputs are byte-identical.
-Measurements come from wait4() of each child, so nothing else on the machine is counted.
+Measurements come from wait4() of each child, started from a minimal interpreter (whose
+~5 MiB is the floor of any peak RSS reported), so nothing else on the machine is counted.
 """
 import argparse
 import os
@@ -12,25 +13,48 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATOR = os.path.join(HERE, "workload.py")
 
 
+# Runs the measured command from a minimal interpreter (`python3 -S -I`, about 5 MiB) and
+# reports its child's CPU, wall time and peak RSS on the descriptor it is given. Linux counts
+# a process's RSS before exec in its peak, so a command started from this script directly
+# would report at least this script's own size (tens of MiB once a large preset is generated).
+SPAWNER = """
+import os, sys, time
+fd = int(sys.argv[1])
+start = time.monotonic()
+pid = os.fork()
+if pid == 0:
+    os.close(fd)
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+wall = time.monotonic() - start
+os.write(fd, f"{usage.ru_utime + usage.ru_stime} {wall} {usage.ru_maxrss}".encode())
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def measure(argv):
     """Runs argv; returns (exit code, stdout bytes, stderr text, cpu s, wall s, peak RSS MiB)."""
-    start = time.monotonic()
+    read_end, write_end = os.pipe()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.monotonic() - start
+        proc = subprocess.Popen(
+            [sys.executable, "-S", "-I", "-c", SPAWNER, str(write_end), *argv],
+            stdout=out, stderr=err, pass_fds=(write_end,))
+        os.close(write_end)
+        code = proc.wait()
+        with os.fdopen(read_end, "rb") as report:
+            cpu, wall, maxrss = report.read().decode().split()
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read().decode(errors="replace")
-    code = os.waitstatus_to_exitcode(status)
-    cpu = usage.ru_utime + usage.ru_stime
-    return code, stdout, stderr, cpu, wall, usage.ru_maxrss / 1024.0
+    return code, stdout, stderr, float(cpu), float(wall), int(maxrss) / 1024.0
 
 
 KUBECTL_MAX_TINY = 10000
