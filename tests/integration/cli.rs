@@ -81,6 +81,37 @@ fn a_failed_build_exits_nonzero_with_one_clear_line() {
     );
 }
 
+/// A patch that fails is named by the path it was read from, as the kustomization before it
+/// is (not relative to the filesystem's root: `tmp/…`).
+#[test]
+fn a_failed_patch_is_named_by_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    write(
+        "kustomization.yaml",
+        "resources:\n- cm.yaml\npatches:\n- path: patch.yaml\n",
+    );
+    write(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  x: \"1\"\n",
+    );
+    write(
+        "patch.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n- wrong\n",
+    );
+    let output = run_cli(&["build", dir.path().to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = stderr_of(&output);
+    let patch = dir.path().canonicalize().unwrap().join("patch.yaml");
+    assert!(
+        stderr.contains(&format!(
+            "{}: ConfigMap.v1.[noGrp]/a.[noNs]: wrong node kind",
+            patch.display()
+        )),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn build_honours_kustomize_load_restrictor_flag() {
     let dir = "tests/fixtures/kustomize/error-file-outside-root/input/overlay";

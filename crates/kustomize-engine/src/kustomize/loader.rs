@@ -150,8 +150,13 @@ impl Loader {
         Ok(())
     }
 
-    /// A path relative to the build root, for messages and origins.
+    /// A path relative to the build root (an artifact's, in the controller), for messages and
+    /// origins; absolute when the root is the filesystem's (`build DIR`), as the CLI's other
+    /// messages name files.
     pub fn relative<'a>(&self, path: &'a Path) -> &'a Path {
+        if self.root == Path::new("/") {
+            return path;
+        }
         path.strip_prefix(&self.root).unwrap_or(path)
     }
 }
