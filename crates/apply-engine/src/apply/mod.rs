@@ -14,8 +14,10 @@
 //! `diff` shows what an apply would do. Object identities, change sets, policies and
 //! discovery come from [`crate::objects`].
 
+mod cache;
 mod decide;
 mod drift;
+mod error;
 mod normalize;
 mod order;
 mod ownership;
@@ -23,10 +25,13 @@ mod sanitize;
 mod stage;
 mod undeclared;
 
+pub use cache::AppliedCache;
+pub use error::ApplyError;
+use error::{api_error_parts, is_immutable};
 use stage::{Prefetched, Watched};
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, PatchParams};
@@ -45,78 +50,6 @@ use crate::objects::{
     Action, Change, ChangeSet, KindCache, KindError, NAME_LABEL, NAMESPACE_LABEL, ObjectRef,
     OwnedObjects, Owner, Served,
 };
-
-#[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
-    /// fluxcd/pkg/ssa's DryRunErr: the reason in brackets, when the answer has one.
-    #[error("{subject} dry-run failed{}: {message}", bracketed(.reason))]
-    DryRun {
-        subject: String,
-        reason: String,
-        message: String,
-    },
-    /// What the dry-run needs is missing (the namespace, or an object it refers to), in
-    /// fluxcd/pkg/ssa's words.
-    #[error("{subject} not found: {message}")]
-    DryRunNotFound { subject: String, message: String },
-    #[error("{subject} namespace not specified: {message}")]
-    NamespaceNotSpecified { subject: String, message: String },
-    /// An immutable field changed and the object may not be recreated (no `spec.force`, no
-    /// force annotation): fluxcd/pkg/ssa's DryRunErr, as for any refused dry-run.
-    #[error("{subject} dry-run failed{}: {message}", bracketed(.reason))]
-    Immutable {
-        subject: String,
-        reason: String,
-        message: String,
-    },
-    #[error("{subject} apply failed: {message}")]
-    Apply { subject: String, message: String },
-    /// A write around the apply failed, in fluxcd/pkg/ssa's words for it (`failed to migrate
-    /// API version`, `metadata.managedFields cleanup failed`, `immutable field detected,
-    /// failed to delete object`).
-    #[error("{subject} {step}: {message}")]
-    Step {
-        subject: String,
-        step: &'static str,
-        message: String,
-    },
-    #[error("{subject}: {message}")]
-    Invalid { subject: String, message: String },
-    /// The kind is not served (its CRD is missing): fluxcd/pkg/ssa's DryRunErr around the
-    /// REST mapper's error.
-    #[error(
-        "{subject} dry-run failed: no matches for kind \"{kind}\" in version \"{api_version}\""
-    )]
-    UnknownKind {
-        subject: String,
-        api_version: String,
-        kind: String,
-    },
-    #[error("timeout waiting for: [{}]", .0.join(", "))]
-    WaitTimeout(Vec<String>),
-    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
-    Many(Vec<ApplyError>),
-}
-
-/// ` (reason)`, or nothing for an answer without one.
-fn bracketed(reason: &str) -> String {
-    if reason.is_empty() {
-        String::new()
-    } else {
-        format!(" ({reason})")
-    }
-}
-
-impl ApplyError {
-    /// One error for a stage's failures, if any.
-    fn of_all(mut errors: Vec<ApplyError>) -> Option<ApplyError> {
-        match errors.len() {
-            0 => None,
-            1 => Some(errors.remove(0)),
-            _ => Some(ApplyError::Many(errors)),
-        }
-    }
-}
 
 /// Engine-wide settings (flags and the Kustomization's `spec.force`).
 #[derive(Clone, Debug)]
@@ -145,105 +78,6 @@ impl Default for ApplyOptions {
             migrate_api_version: false,
             wait_timeout: Duration::from_secs(60),
             poll_interval: Duration::from_millis(500),
-        }
-    }
-}
-
-/// What we last applied per object (digest of the applied body, resourceVersion it
-/// produced, the fields our apply owned then), shared across reconciles of one Kustomization.
-#[derive(Clone, Debug, Default)]
-pub struct AppliedCache(Arc<Mutex<HashMap<ObjectRef, Applied>>>);
-
-#[derive(Clone, Debug)]
-struct Applied {
-    digest: String,
-    resource_version: String,
-    /// The digest of our `Apply` entry's `fieldsV1` in the apply's answer (a digest: a
-    /// fleet's field sets would cost more memory than everything else cached).
-    owned_fields: String,
-}
-
-/// The `fieldsV1` of `manager`'s `Apply` entry on the main resource, or null.
-fn applied_fields(managed_fields: &Value, manager: &str) -> Value {
-    managed_fields
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|entry| {
-            entry["manager"] == manager
-                && entry["operation"] == "Apply"
-                && entry
-                    .get("subresource")
-                    .is_none_or(|s| s.as_str().unwrap_or("").is_empty())
-        })
-        .map(|entry| entry["fieldsV1"].clone())
-        .unwrap_or(Value::Null)
-}
-
-impl AppliedCache {
-    fn get(&self, object: &ObjectRef) -> Option<(String, String)> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(object)
-            .map(|applied| (applied.digest.clone(), applied.resource_version.clone()))
-    }
-
-    /// Takes the live resourceVersion of an object the control plane has since written to
-    /// (a CRD established, a Namespace activated) as the one our apply produced, when every
-    /// other manager's entry is on the status subresource and ours still owns exactly what our
-    /// apply did (a write that removed one of our fields leaves no entry of its own, but
-    /// changes ours): the applied fields cannot have drifted then, and the next reconcile
-    /// needs no dry-run for it.
-    fn settled(&self, object: &ObjectRef, live: &Value, manager: &str) {
-        let Some(rv) = live
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-        else {
-            return;
-        };
-        let managed = live
-            .pointer("/metadata/managedFields")
-            .unwrap_or(&Value::Null);
-        let others_status_only = managed.as_array().is_some_and(|entries| {
-            entries
-                .iter()
-                .all(|entry| entry["manager"] == manager || entry["subresource"] == "status")
-        });
-        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(applied) = cache.get_mut(object)
-            && others_status_only
-            && digest(&applied_fields(managed, manager)) == applied.owned_fields
-        {
-            applied.resource_version = rv.to_string();
-        }
-    }
-
-    /// Records an apply's (or a dry-run's confirming no change) resourceVersion and our
-    /// entry's fields from the object's `managedFields`.
-    fn put(
-        &self,
-        object: ObjectRef,
-        digest: String,
-        resource_version: Option<String>,
-        managed_fields: &Value,
-        manager: &str,
-    ) {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        match resource_version {
-            Some(resource_version) => {
-                map.insert(
-                    object,
-                    Applied {
-                        digest,
-                        resource_version,
-                        owned_fields: self::digest(&applied_fields(managed_fields, manager)),
-                    },
-                );
-            }
-            None => {
-                map.remove(&object);
-            }
         }
     }
 }
@@ -297,40 +131,7 @@ pub struct Applier {
     dropped: Mutex<Vec<String>>,
 }
 
-fn api_error_parts(error: &kube::Error) -> (String, String, u16) {
-    match error {
-        kube::Error::Api(status) => (status.reason.clone(), status.message.clone(), status.code),
-        other => ("Unknown".into(), other.to_string(), 0),
-    }
-}
-
-/// Whether the server refused a change because a field may not change: fluxcd/pkg
-/// `ssa/errors.IsImmutableError`'s message patterns (`is immutable`, `immutable field`, as
-/// CEL rules and admission webhooks word it, whatever the status code), and Kubernetes' own
-/// wordings of an invalid (422) change (a StorageClass's "updates to parameters are
-/// forbidden.", a PriorityClass's "may not be changed in an update."). Unlike Flux, other
-/// invalid or conflicting requests are not taken for immutable ones: with `force`, Flux would
-/// delete such an object and fail to create it again.
-fn is_immutable(error: &kube::Error) -> bool {
-    static FLUX_PATTERNS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    static KUBERNETES_PATTERNS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    let (reason, message, code) = api_error_parts(error);
-    let flux_patterns = FLUX_PATTERNS
-        .get_or_init(|| regex::Regex::new(r"is\simmutable|immutable\sfield").expect("valid"));
-    // Kubernetes' own, precisely: a policy's "hostPath volumes are forbidden." is no
-    // immutable field, and recreating its object would lose it.
-    let kubernetes_patterns = KUBERNETES_PATTERNS.get_or_init(|| {
-        regex::Regex::new(
-            r"may not change|may not be changed in an update|cannot change|updates to statefulset spec|updates to [a-z][a-zA-Z.]* are forbidden",
-        )
-        .expect("valid")
-    });
-    let message = message.to_ascii_lowercase();
-    flux_patterns.is_match(&message)
-        || ((code == 422 || reason == "Invalid") && kubernetes_patterns.is_match(&message))
-}
-
-fn digest(object: &Value) -> String {
+pub(super) fn digest(object: &Value) -> String {
     hex::encode(Sha256::digest(
         serde_json::to_vec(object).unwrap_or_default(),
     ))
@@ -712,40 +513,6 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn only_status_writes_since_our_apply_settle_the_cached_version() {
-        let cache = AppliedCache::default();
-        let crd = ObjectRef {
-            api_version: "apiextensions.k8s.io/v1".into(),
-            kind: "CustomResourceDefinition".into(),
-            namespace: String::new(),
-            name: "widgets.example.com".into(),
-        };
-        let ours = serde_json::json!({"manager": "kc", "operation": "Apply",
-            "fieldsV1": {"f:metadata": {"f:labels": {"f:team": {}}}}});
-        cache.put(
-            crd.clone(),
-            "d".into(),
-            Some("5".into()),
-            &serde_json::json!([ours]),
-            "kc",
-        );
-        let established = serde_json::json!({"metadata": {"resourceVersion": "6",
-            "managedFields": [ours, {"manager": "kube-apiserver", "operation": "Update",
-                "subresource": "status", "fieldsV1": {"f:status": {}}}]}});
-        cache.settled(&crd, &established, "kc");
-        assert_eq!(cache.get(&crd).unwrap().1, "6");
-        // A label of ours removed by another client: no entry of theirs, ours shrank.
-        let edited = serde_json::json!({"metadata": {"resourceVersion": "7",
-            "managedFields": [{"manager": "kc", "operation": "Apply", "fieldsV1": {}}]}});
-        cache.settled(&crd, &edited, "kc");
-        assert_eq!(
-            cache.get(&crd).unwrap().1,
-            "6",
-            "the edit is not taken as ours"
-        );
-    }
-
     use super::*;
     use serde_json::json;
 
@@ -794,127 +561,5 @@ mod tests {
                 .ends_with("ClusterRole/r created\nSecret/ns/s skipped")
         );
         assert_eq!(with_skipped.listing().lines().count(), 4);
-    }
-
-    /// fluxcd/pkg/ssa's DryRunErr: the reason in brackets only when the answer has one.
-    #[test]
-    fn refused_dry_runs_read_as_fluxcd_pkgs() {
-        let refused = |reason: &str| ApplyError::DryRun {
-            subject: "ConfigMap/apps/x".into(),
-            reason: reason.into(),
-            message: "no".into(),
-        };
-        assert_eq!(
-            refused("Invalid").to_string(),
-            "ConfigMap/apps/x dry-run failed (Invalid): no"
-        );
-        assert_eq!(
-            refused("").to_string(),
-            "ConfigMap/apps/x dry-run failed: no"
-        );
-        let immutable = ApplyError::Immutable {
-            subject: "Job/apps/once".into(),
-            reason: "Invalid".into(),
-            message: "field is immutable".into(),
-        };
-        assert_eq!(
-            immutable.to_string(),
-            "Job/apps/once dry-run failed (Invalid): field is immutable"
-        );
-    }
-
-    #[test]
-    fn immutable_errors_are_recognised() {
-        let status = |code: u16, message: &str| {
-            kube::Error::Api(Box::new(kube::core::Status {
-                code,
-                reason: "Invalid".into(),
-                message: message.into(),
-                ..Default::default()
-            }))
-        };
-        assert!(is_immutable(&status(
-            422,
-            "Job.batch \"x\" is invalid: spec.template: Invalid value: ...: field is immutable"
-        )));
-        assert!(!is_immutable(&status(422, "metadata.name: Required value")));
-        // Kubernetes' own wordings of a field that may not change, and a policy's refusal
-        // that only looks like one.
-        for (message, immutable) in [
-            (
-                "StorageClass.storage.k8s.io \"fast\" is invalid: parameters: Forbidden: updates to parameters are forbidden.",
-                true,
-            ),
-            (
-                "PriorityClass.scheduling.k8s.io \"high\" is invalid: value: Forbidden: may not be changed in an update.",
-                true,
-            ),
-            (
-                "pods \"x\" is forbidden: ValidatingAdmissionPolicy 'no-host-path' denied request: hostPath volumes are forbidden.",
-                false,
-            ),
-        ] {
-            assert_eq!(is_immutable(&status(422, message)), immutable, "{message}");
-        }
-        // fluxcd/pkg/ssa's words for the writes around an apply.
-        let step = |step| ApplyError::Step {
-            subject: "ConfigMap/apps/x".into(),
-            step,
-            message: "refused".into(),
-        };
-        assert_eq!(
-            step("immutable field detected, failed to delete object").to_string(),
-            "ConfigMap/apps/x immutable field detected, failed to delete object: refused"
-        );
-        assert_eq!(
-            step("metadata.managedFields cleanup failed").to_string(),
-            "ConfigMap/apps/x metadata.managedFields cleanup failed: refused"
-        );
-        // fluxcd/pkg ssa/errors TestIsImmutableError.
-        let with = |code: u16, reason: &str, message: &str| {
-            kube::Error::Api(Box::new(kube::core::Status {
-                code,
-                reason: reason.into(),
-                message: message.into(),
-                ..Default::default()
-            }))
-        };
-        for (error, immutable) in [
-            (
-                with(
-                    422,
-                    "Invalid",
-                    r#"the ImmutableSinceFirstWrite "test1" is invalid: value: Invalid value: "string": Value is immutable"#,
-                ),
-                true,
-            ),
-            (
-                with(
-                    400,
-                    "BadRequest",
-                    r#"the IAMPolicyMember's spec is immutable: admission webhook "deny-immutable-field-updates.cnrm.cloud.google.com" denied the request: the IAMPolicyMember's spec is immutable"#,
-                ),
-                true,
-            ),
-            (with(400, "BadRequest", "is not immutable"), false),
-            (
-                with(
-                    422,
-                    "Invalid",
-                    "spec.selector: Invalid value: ...: field is immutable",
-                ),
-                true,
-            ),
-            (
-                with(
-                    403,
-                    "Forbidden",
-                    "admission webhook denied: cannot change the immutable field spec.x",
-                ),
-                true,
-            ),
-        ] {
-            assert_eq!(is_immutable(&error), immutable, "{error}");
-        }
     }
 }
