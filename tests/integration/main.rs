@@ -15,6 +15,7 @@ mod crd;
 mod drift_warn;
 mod finalize;
 mod flux;
+mod flux_docs;
 mod flux_ssa;
 mod fuzz_corpus;
 mod generator;
