@@ -1,0 +1,260 @@
+//! Writing a replacement's value at a target's field path: fields created when asked, list
+//! elements picked by key, index or `*`, a delimited part replaced, a scalar's type kept, and
+//! kustomize's words when the path runs into a node of the wrong kind.
+
+use super::{PathSegment, element_matches, scalar_text};
+use crate::kustomize::kustfile::FieldOptions;
+use crate::value::{Map, Value};
+use crate::yaml::{self, Schema};
+
+/// How a target field is written.
+pub(super) struct WriteOptions<'o> {
+    pub(super) field: &'o FieldOptions,
+    /// Fields created under labels or annotations hold strings.
+    pub(super) created_as_string: bool,
+    /// A null field is a value to overwrite (in a document held in a string, where kyaml
+    /// sees a `~` node), not a missing field.
+    pub(super) null_is_value: bool,
+    /// A JSON document held in a string: kustomize keeps a scalar's YAML tag and must read
+    /// the document back through Go's decoder, which refuses a text that is not of that type.
+    pub(super) json_types: bool,
+}
+
+/// What a write reached.
+#[derive(Default)]
+pub(super) struct Tally {
+    pub(super) written: usize,
+    /// A JSON scalar that cannot hold the new text: kustomize's write then lands in a
+    /// throwaway copy, so nothing changes and nothing fails.
+    pub(super) type_not_kept: bool,
+}
+
+/// Why a write failed.
+#[derive(Debug)]
+pub(super) enum WriteError {
+    /// The path runs into a node of the wrong kind: kustomize's cause after "unable to find
+    /// field". The node's contents, which kustomize prints, are left out: they may be a
+    /// Secret's.
+    Path(String),
+    /// A delimiter splits a scalar; the path leads to a mapping or a sequence.
+    DelimiterOnCollection,
+}
+
+fn wrong_kind(expected: &str, found: &Value) -> WriteError {
+    let kind = match found {
+        Value::Object(_) => "MappingNode",
+        Value::Array(_) => "SequenceNode",
+        _ => "ScalarNode",
+    };
+    WriteError::Path(format!(
+        "wrong node kind: expected {expected} but got {kind}"
+    ))
+}
+
+/// Writes `value` at every place `segments` reaches, creating fields when asked.
+pub(super) fn write_at(
+    target: &mut Value,
+    segments: &[PathSegment],
+    value: &Value,
+    write: &WriteOptions,
+    tally: &mut Tally,
+) -> Result<(), WriteError> {
+    let options = write.field;
+    let Some((first, rest)) = segments.split_first() else {
+        if write.json_types && !value.is_object() && !value.is_array() {
+            match json_retyped(target, &scalar_text(value)) {
+                Some(retyped) => *target = retyped,
+                None => tally.type_not_kept = true,
+            }
+        } else {
+            set_field(target, value, options, write.created_as_string)?;
+        }
+        tally.written += 1;
+        return Ok(());
+    };
+    match (first, target) {
+        (PathSegment::Field(name), Value::Object(map)) => {
+            write_field(map, name, rest, value, write, tally)
+        }
+        (PathSegment::Index(i), Value::Array(items)) => {
+            if *i == items.len() && options.create {
+                if rest.is_empty() {
+                    let mut fresh = Value::Null;
+                    set_field(&mut fresh, value, options, write.created_as_string)?;
+                    items.push(fresh);
+                    tally.written += 1;
+                    return Ok(());
+                }
+                items.push(Value::Object(Map::new()));
+            }
+            let found = items.len();
+            match items.get_mut(*i) {
+                Some(item) => write_at(item, rest, value, write, tally),
+                None => Err(WriteError::Path(format!(
+                    "index {i} specified but only {found} elements found"
+                ))),
+            }
+        }
+        (PathSegment::Wildcard, Value::Array(items)) => {
+            for item in items.iter_mut() {
+                write_at(item, rest, value, write, tally)?;
+            }
+            Ok(())
+        }
+        (PathSegment::Match(k, v), Value::Array(items)) => {
+            let mut any = false;
+            for item in items.iter_mut().filter(|item| element_matches(item, k, v)) {
+                any = true;
+                write_at(item, rest, value, write, tally)?;
+            }
+            if !any && options.create && !k.is_empty() {
+                let mut element = Map::new();
+                element.insert(k.clone(), Value::String(v.clone()));
+                items.push(Value::Object(element));
+                let last = items.last_mut().expect("just pushed");
+                write_at(last, rest, value, write, tally)?;
+            }
+            Ok(())
+        }
+        (_, Value::Null) => Ok(()),
+        // kustomize reads a string the path runs through as a YAML document and goes on in
+        // a copy of it: what it finds there counts, what it writes there is lost.
+        (_, Value::String(text)) => match yaml::parse_single(text, Schema::Kyaml) {
+            Ok(mut inner @ (Value::Object(_) | Value::Array(_))) => {
+                write_at(&mut inner, segments, value, write, tally)
+            }
+            Ok(Value::Null) => Ok(()),
+            Ok(scalar) => Err(wrong_kind("MappingNode", &scalar)),
+            Err(error) => Err(WriteError::Path(format!("yaml: {error}"))),
+        },
+        (PathSegment::Field(_), other) => Err(wrong_kind("MappingNode", other)),
+        (_, other) => Err(wrong_kind("SequenceNode", other)),
+    }
+}
+
+/// A path's step into a mapping's field: created (as the next step needs it) when missing
+/// and creation is on, a null one taken as missing unless nulls are values.
+fn write_field(
+    map: &mut Map,
+    name: &str,
+    rest: &[PathSegment],
+    value: &Value,
+    write: &WriteOptions,
+    tally: &mut Tally,
+) -> Result<(), WriteError> {
+    let options = write.field;
+    let null = map.get(name).is_some_and(Value::is_null);
+    let null_is_value = write.null_is_value || write.json_types && rest.is_empty();
+    if null && write.null_is_value && !rest.is_empty() {
+        return Err(WriteError::Path(format!(
+            "wrong node kind: expected a mapping at {name}, found null"
+        )));
+    }
+    if !map.contains_key(name) || null && !null_is_value {
+        if !options.create {
+            return Ok(());
+        }
+        let fresh = if rest.is_empty() {
+            Value::Null
+        } else if matches!(rest[0], PathSegment::Match(..) | PathSegment::Index(_)) {
+            Value::Array(Vec::new())
+        } else {
+            Value::Object(Map::new())
+        };
+        map.insert(name.to_string(), fresh);
+        if rest.is_empty() {
+            // A created field has no tag to keep, in JSON too.
+            let slot = map.get_mut(name).expect("inserted");
+            set_field(slot, value, options, write.created_as_string)?;
+            tally.written += 1;
+            return Ok(());
+        }
+    }
+    write_at(
+        map.get_mut(name).expect("present"),
+        rest,
+        value,
+        write,
+        tally,
+    )
+}
+
+fn set_field(
+    target: &mut Value,
+    value: &Value,
+    options: &FieldOptions,
+    created_as_string: bool,
+) -> Result<(), WriteError> {
+    let mut value = value.clone();
+    if !options.delimiter.is_empty() {
+        if target.is_object() || target.is_array() {
+            return Err(WriteError::DelimiterOnCollection);
+        }
+        let current = scalar_text(target);
+        let mut parts: Vec<String> = current
+            .split(options.delimiter.as_str())
+            .map(str::to_string)
+            .collect();
+        let new = scalar_text(&value);
+        if options.index < 0 {
+            parts.insert(0, new);
+        } else if options.index as usize >= parts.len() {
+            parts.push(new);
+        } else {
+            parts[options.index as usize] = new;
+        }
+        value = Value::String(parts.join(&options.delimiter));
+    }
+    *target = match (&*target, &value) {
+        // A scalar target keeps its type; only the text is copied.
+        (Value::String(_), v) if !v.is_object() && !v.is_array() => Value::String(scalar_text(v)),
+        (Value::Number(_), v) if !v.is_object() && !v.is_array() => retyped_number(&scalar_text(v)),
+        (Value::Bool(_), v) if !v.is_object() && !v.is_array() => match scalar_text(v).as_str() {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            other => Value::String(other.to_string()),
+        },
+        // A field made by `create` is a plain scalar: it reads back by YAML's rules.
+        (Value::Null, v) if created_as_string && !v.is_object() && !v.is_array() => {
+            Value::String(scalar_text(v))
+        }
+        (Value::Null, v) if !v.is_object() && !v.is_array() && !v.is_null() => {
+            let text = scalar_text(v);
+            crate::yaml::parse_single(&text, crate::yaml::Schema::Kyaml)
+                .unwrap_or(Value::String(text))
+        }
+        _ => value,
+    };
+    Ok(())
+}
+
+/// `text` in place of the JSON scalar `target`, as go-yaml reads it back under the tag the
+/// target keeps (an integer widens to a float); `None` where go-yaml refuses it.
+fn json_retyped(target: &Value, text: &str) -> Option<Value> {
+    let read = yaml::plain_scalar(text, Schema::Kyaml);
+    match (target, read) {
+        (Value::String(_), _) => Some(Value::String(text.to_string())),
+        (Value::Null, Value::Null) => Some(Value::Null),
+        (Value::Bool(_), Value::Bool(b)) => Some(Value::Bool(b)),
+        (Value::Number(was), Value::Number(now)) if was.is_f64() || !now.is_f64() => {
+            if was.is_f64() {
+                serde_json::Number::from_f64(now.as_f64()?).map(Value::Number)
+            } else {
+                Some(Value::Number(now))
+            }
+        }
+        _ => None,
+    }
+}
+
+fn retyped_number(text: &str) -> Value {
+    if let Ok(i) = text.parse::<i64>() {
+        return Value::from(i);
+    }
+    if let Ok(f) = text.parse::<f64>()
+        && let Some(n) = serde_json::Number::from_f64(f)
+    {
+        return Value::Number(n);
+    }
+    Value::String(text.to_string())
+}
