@@ -7,11 +7,15 @@
 //! single-quoted, double-quoted and literal block styles by libyaml's rules, long lines fold at
 //! column 80, and floats print as Go's `%g` after Go's JSON round trip.
 
-use std::cmp::Ordering;
-
-use crate::value::{Map, Number, Value};
+use crate::value::{Map, Value};
 
 use super::scalar::needs_quotes;
+
+mod natural;
+mod number;
+
+pub use natural::natural_cmp;
+pub use number::format_number;
 
 /// Lines are folded at the first space past this column, as libyaml's default width does.
 const BEST_WIDTH: usize = 80;
@@ -480,96 +484,6 @@ impl Emitter {
     }
 }
 
-/// go-yaml v3's ordering of string map keys: runs of digits compare by value, a letter
-/// sorts after a non-letter (before it when the common prefix ends in a digit), and
-/// otherwise characters compare by code point; a prefix sorts first.
-pub fn natural_cmp(a: &str, b: &str) -> Ordering {
-    if natural_less(a, b) {
-        Ordering::Less
-    } else if natural_less(b, a) {
-        Ordering::Greater
-    } else {
-        Ordering::Equal
-    }
-}
-
-fn natural_less(a: &str, b: &str) -> bool {
-    // Keys are nearly always ASCII: compare bytes in place, no allocation.
-    if a.is_ascii() && b.is_ascii() {
-        return natural_less_in(
-            a.as_bytes(),
-            b.as_bytes(),
-            |c: &u8| c.is_ascii_digit(),
-            |c: &u8| c.is_ascii_alphabetic(),
-            |c: &u8| i64::from(*c),
-        );
-    }
-    let (ar, br): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    natural_less_in(
-        &ar,
-        &br,
-        |c: &char| c.is_numeric(),
-        |c: &char| c.is_alphabetic(),
-        |c: &char| *c as i64,
-    )
-}
-
-/// go-yaml v3's comparison over any sequence of characters.
-fn natural_less_in<T: Copy + PartialOrd>(
-    ar: &[T],
-    br: &[T],
-    is_digit: impl Fn(&T) -> bool,
-    is_letter: impl Fn(&T) -> bool,
-    code: impl Fn(&T) -> i64,
-) -> bool {
-    let zero = i64::from(b'0');
-    let mut digits = false;
-    for i in 0..ar.len().min(br.len()) {
-        if ar[i] == br[i] {
-            digits = is_digit(&ar[i]);
-            continue;
-        }
-        let (al, bl) = (is_letter(&ar[i]), is_letter(&br[i]));
-        if al && bl {
-            return ar[i] < br[i];
-        }
-        if al || bl {
-            return if digits { al } else { bl };
-        }
-        let (mut an, mut bn) = (0i64, 0i64);
-        if code(&ar[i]) == zero || code(&br[i]) == zero {
-            // Inside a number that already had a non-zero digit, zeros are significant.
-            if ar[..i]
-                .iter()
-                .rev()
-                .take_while(|c| is_digit(c))
-                .any(|c| code(c) != zero)
-            {
-                an = 1;
-                bn = 1;
-            }
-        }
-        let mut ai = i;
-        while ai < ar.len() && is_digit(&ar[ai]) {
-            an = an.wrapping_mul(10).wrapping_add(code(&ar[ai]) - zero);
-            ai += 1;
-        }
-        let mut bi = i;
-        while bi < br.len() && is_digit(&br[bi]) {
-            bn = bn.wrapping_mul(10).wrapping_add(code(&br[bi]) - zero);
-            bi += 1;
-        }
-        if an != bn {
-            return an < bn;
-        }
-        if ai != bi {
-            return ai < bi;
-        }
-        return ar[i] < br[i];
-    }
-    ar.len() < br.len()
-}
-
 enum Style {
     Plain,
     SingleQuoted,
@@ -710,72 +624,11 @@ fn escape(c: char) -> String {
     }
 }
 
-/// Numbers as kustomize prints them: integers exactly; floats as Go's JSON encoder writes them
-/// and go-yaml v3 reads them back, so integral floats below 1e21 become integers and the rest
-/// print in Go's shortest `%g` form (`1e-07`, `1.0000005e+06`).
-pub fn format_number(n: &Number) -> String {
-    if let Some(i) = n.as_i64() {
-        return i.to_string();
-    }
-    if let Some(u) = n.as_u64() {
-        return u.to_string();
-    }
-    let f = n.as_f64().unwrap_or(0.0);
-    if f.fract() == 0.0 && f.abs() < 1e21 {
-        if f > i64::MIN as f64 && f < i64::MAX as f64 {
-            return (f as i64).to_string();
-        }
-        if f >= 0.0 && f < u64::MAX as f64 {
-            return (f as u64).to_string();
-        }
-    }
-    go_shortest_g(f)
-}
-
-/// Go's `strconv.FormatFloat(f, 'g', -1, 64)`.
-fn go_shortest_g(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        };
-    }
-    // Rust's `{:e}` gives the same shortest round-trip digits Go uses.
-    let sci = format!("{:e}", f.abs());
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let sign = if f.is_sign_negative() { "-" } else { "" };
-    if !(-4..6).contains(&exponent) {
-        let (first, rest) = digits.split_at(1);
-        let dot = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
-        let exp_sign = if exponent < 0 { '-' } else { '+' };
-        return format!("{sign}{first}{dot}e{exp_sign}{:02}", exponent.abs());
-    }
-    if exponent < 0 {
-        let zeros = "0".repeat((-exponent - 1) as usize);
-        return format!("{sign}0.{zeros}{digits}");
-    }
-    let point = exponent as usize + 1;
-    if digits.len() <= point {
-        format!("{sign}{digits}{}", "0".repeat(point - digits.len()))
-    } else {
-        format!("{sign}{}.{}", &digits[..point], &digits[point..])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::json;
+    use crate::value::Number;
 
     #[test]
     fn keys_sort_naturally_like_go_yaml() {
