@@ -1,0 +1,170 @@
+//! The YAML reader's tests: documents and scalar types, patches' number keys, anchors and
+//! merge keys, the alias and nesting bounds, errors' lines, block, quoted and folded scalars
+//! as go-yaml reads them, and resources' annotations as their text.
+
+use super::*;
+use crate::json;
+
+fn kyaml(text: &str) -> Vec<Value> {
+    parse_documents(text, Schema::Kyaml).unwrap()
+}
+
+#[test]
+fn reads_documents_and_types() {
+    let docs = kyaml("a: on\nb: 0777\nc: '0777'\nd: !!str 12\ne: |\n  x\n---\n- 1.5\n- ~\n---\n");
+    assert_eq!(
+        docs[0],
+        json!({"a": "on", "b": 511, "c": "0777", "d": "12", "e": "x\n"})
+    );
+    assert_eq!(docs[1], json!([1.5, null]));
+    assert_eq!(
+        docs[2],
+        Value::Null,
+        "an empty document is reported as null"
+    );
+    assert_eq!(docs.len(), 3);
+}
+
+#[test]
+fn patches_read_number_keys_as_their_text_and_say_where() {
+    let patches =
+        parse_patches("data:\n  6443: a\n  true: b\n  x/y:\n    7: c\n---\nk: v\n").unwrap();
+    assert_eq!(
+        patches[0].value,
+        json!({"data": {"6443": "a", "true": "b", "x/y": {"7": "c"}}})
+    );
+    assert_eq!(
+        patches[0].number_keys,
+        ["/data/6443", "/data/true", "/data/x~1y/7"]
+    );
+    assert!(patches[1].number_keys.is_empty());
+    // Under a list the key still has to be quoted; resources never take one.
+    assert!(matches!(
+        parse_patches("items:\n- 1: a\n"),
+        Err(YamlError::NonStringKey { .. })
+    ));
+    assert!(matches!(
+        parse_resources("data:\n  6443: a\n"),
+        Err(YamlError::NonStringKey { .. })
+    ));
+}
+
+#[test]
+fn kubernetes_schema_reads_yaml11_booleans() {
+    let doc = parse_single("labels: {x: y}", Schema::Kubernetes).unwrap();
+    assert_eq!(doc, json!({"labels": {"x": true}}));
+}
+
+#[test]
+fn anchors_aliases_and_merge_keys() {
+    let doc = parse_single(
+        "base: &b {x: 1, y: 2}\nchild:\n  <<: *b\n  y: 3\nlist: [*b]\n",
+        Schema::Kyaml,
+    )
+    .unwrap();
+    assert_eq!(
+        doc,
+        json!({"base": {"x": 1, "y": 2}, "child": {"x": 1, "y": 3}, "list": [{"x": 1, "y": 2}]})
+    );
+}
+
+#[test]
+fn alias_expansion_is_bounded() {
+    // "Billion laughs": ten levels of ten aliases each.
+    let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+        text.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+    }
+    let err = parse_single(&text, Schema::Kyaml).unwrap_err();
+    assert!(matches!(err, YamlError::AliasBudget { .. }), "{err}");
+    // Deep anchors reused at depth.
+    let deep = format!(
+        "a: &d {}1{}\nb: {}*d{}\n",
+        "[".repeat(200),
+        "]".repeat(200),
+        "[".repeat(100),
+        "]".repeat(100)
+    );
+    let err = parse_single(&deep, Schema::Kyaml).unwrap_err();
+    assert!(
+        matches!(err, YamlError::TooDeep { .. } | YamlError::Syntax { .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn nesting_is_bounded() {
+    // granit-parser stops a little below our own bound; either way it is an error, not a
+    // stack overflow.
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let err = parse_single(&deep, Schema::Kyaml).unwrap_err();
+    assert!(
+        matches!(err, YamlError::TooDeep { .. } | YamlError::Syntax { .. }),
+        "{err}"
+    );
+    let ok = format!("{}{}", "[".repeat(100), "]".repeat(100));
+    assert!(parse_single(&ok, Schema::Kyaml).is_ok());
+}
+
+#[test]
+fn errors_carry_lines() {
+    let err = parse_single("a: 1\nb: 2\na: 3\n", Schema::Kyaml).unwrap_err();
+    assert_eq!(err.to_string(), "line 3: mapping key \"a\" already defined");
+    let err = parse_single("a: [1\nb: 2", Schema::Kyaml).unwrap_err();
+    assert!(matches!(err, YamlError::Syntax { .. }), "{err}");
+    let err = parse_single("a: -.inf", Schema::Kyaml).unwrap_err();
+    assert!(err.to_string().contains("-.inf"), "{err}");
+    let err = parse_single("? [a]\n: b\n", Schema::Kyaml).unwrap_err();
+    assert!(matches!(err, YamlError::ComplexKey { .. }), "{err}");
+}
+
+/// go-yaml's reading: a block scalar on the last line, without a final line break.
+#[test]
+fn a_block_scalar_ending_the_text_without_a_break_has_none() {
+    assert_eq!(kyaml("v: |\n  a\n  b")[0]["v"], "a\nb");
+    assert_eq!(kyaml("v: |+\n  a\n  b")[0]["v"], "a\nb");
+    assert_eq!(kyaml("v: >\n  a\n  b")[0]["v"], "a b");
+    assert_eq!(kyaml("v: |\n  a\n")[0]["v"], "a\n");
+    assert_eq!(kyaml("v: |\n  a\n\n  ")[0]["v"], "a\n");
+}
+
+/// Resources read annotations as their text, at `metadata.annotations` only.
+#[test]
+fn resources_read_annotation_values_as_their_text() {
+    let objects = parse_resources(
+        "metadata:\n  annotations:\n    octal: 0755\n    tilde: ~\n    empty:\n    list: [a]\n    inf: .inf\n  labels:\n    octal: 0755\nspec:\n  annotations:\n    n: 1\n",
+    )
+    .unwrap();
+    let object = &objects[0].value;
+    assert_eq!(objects[0].empty_values, ["/metadata/annotations/empty"]);
+    assert_eq!(
+        object["metadata"]["annotations"],
+        crate::json!({"octal": "0755", "tilde": "~", "empty": "", "list": "", "inf": ".inf"})
+    );
+    assert_eq!(object["metadata"]["labels"]["octal"], 493);
+    assert_eq!(object["spec"]["annotations"]["n"], 1);
+    assert!(kyaml("empty:\n")[0]["empty"].is_null());
+    let tracked =
+        parse_resources("a:\n  b:\n  c: null\n  d: ~\nl:\n- x:\n  y: 1\n---\ne:\n").unwrap();
+    assert_eq!(tracked[0].empty_values, ["/a/b", "/l/0/x"]);
+    assert_eq!(tracked[1].empty_values, ["/e"]);
+}
+
+/// go-yaml reads quoted scalars whose continuation lines are no deeper than their key.
+#[test]
+fn quoted_scalars_continued_at_their_key_indent_read_as_go_yaml_reads_them() {
+    let text = "a:\n  d: 'one\n  two ''x''\n\n  three'\n  e: \"x\\\"\n  y\"\n  f: ok\n";
+    let read = kyaml(text);
+    assert_eq!(read[0]["a"]["d"], "one two 'x'\nthree");
+    assert_eq!(read[0]["a"]["e"], "x\" y");
+    assert_eq!(read[0]["a"]["f"], "ok");
+}
+
+/// go-yaml's folding: one more break before a more-indented line after a normal one.
+#[test]
+fn folded_scalars_read_as_go_yaml_reads_them() {
+    let read = kyaml("a: >\n  one\n    two\n    three\n  four\n  five\nc: >\n  one\n\n    two\n");
+    assert_eq!(read[0]["a"], "one\n\n  two\n  three\nfour five\n");
+    assert_eq!(read[0]["c"], "one\n\n\n  two\n");
+}
