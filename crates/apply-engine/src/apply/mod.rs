@@ -24,6 +24,7 @@ mod ownership;
 mod sanitize;
 mod stage;
 mod undeclared;
+mod write;
 
 pub use cache::AppliedCache;
 pub use error::ApplyError;
