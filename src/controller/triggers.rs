@@ -1,7 +1,9 @@
-//! What runs a Kustomization again, decided from plain data: its own changes (generation,
-//! requests, deletion, a prune confirmation, a drift mode), the Kustomizations a Ready one
-//! releases from waiting on it, the ConfigMaps and Secrets it reads, and a source's new
-//! revision for those that have not tried it; `run` wires them to the watches.
+//! What runs a Kustomization again: its own changes (generation, requests, deletion, a prune
+//! confirmation, a drift mode), the Kustomizations a Ready one releases from waiting on it,
+//! the ConfigMaps and Secrets it reads, and a source's new revision for those that have not
+//! tried it; a request also cancels the health checks it makes stale. The decisions read
+//! the objects and the stores the watches keep; the watch streams are narrowed here to the
+//! events that matter (`touched`, `revision_changes`), and `run` wires them together.
 
 use super::*;
 
