@@ -1,0 +1,247 @@
+//! What a kustomization contributes upward ([`Accumulated`]): its resources with their
+//! identities kept apart ([`ObjectKeys`]), field-spec configuration and vars, and how a
+//! generated resource meets another of its name (merged, replaced, or refused).
+
+use super::*;
+
+/// What a kustomization contributes upward: resources, field-spec configuration and vars.
+#[derive(Clone, Debug)]
+pub struct Accumulated {
+    pub resources: Vec<Resource>,
+    /// The built-in configuration, copied only once a kustomization extends it.
+    pub config: Arc<TransformerConfig>,
+    /// The `configurations:` and `crds:` files merged into `config`; the configuration is
+    /// a function of this set, so merging a base whose files are all here changes nothing.
+    pub config_sources: BTreeSet<PathBuf>,
+    pub vars: Vec<Var>,
+    /// A custom schema from an `openapi:` field, consulted before the built-in one.
+    pub custom_schema: Option<Openapi>,
+}
+
+impl Accumulated {
+    pub fn new() -> Accumulated {
+        Accumulated {
+            resources: Vec::new(),
+            config: TransformerConfig::builtin(),
+            config_sources: BTreeSet::new(),
+            vars: Vec::new(),
+            custom_schema: None,
+        }
+    }
+
+    /// Adds the field specs a `configurations:` or `crds:` file declares.
+    pub fn extend_config(&mut self, source: &Path, extension: &TransformerConfig) {
+        if self.config_sources.insert(source.to_path_buf()) {
+            Arc::make_mut(&mut self.config).merge(extension);
+        }
+    }
+
+    /// Adds a base's field specs, unless every file behind them is already merged here.
+    pub fn merge_config_of(&mut self, base: &Accumulated) {
+        if base.config_sources.is_subset(&self.config_sources) {
+            return;
+        }
+        if self.config_sources.is_empty() {
+            // Nothing added here yet: the base's configuration is this one's.
+            self.config = base.config.clone();
+            self.config_sources = base.config_sources.clone();
+            return;
+        }
+        Arc::make_mut(&mut self.config).merge(&base.config);
+        self.config_sources
+            .extend(base.config_sources.iter().cloned());
+    }
+
+    /// Adds resources, refusing a second resource with the same identity. `seen` holds the
+    /// identities already present, so each check is a lookup rather than a scan.
+    pub fn append(
+        &mut self,
+        resources: Vec<Resource>,
+        source: &Path,
+        seen: &mut ObjectKeys,
+    ) -> Result<(), KustomizeError> {
+        self.resources.reserve_exact(resources.len());
+        for resource in resources {
+            self.resources.push(resource);
+            if !seen.insert(&self.resources, self.resources.len() - 1) {
+                let id = self.resources[self.resources.len() - 1].id();
+                self.resources.pop();
+                return Err(KustomizeError::IdConflict {
+                    file: source.to_path_buf(),
+                    id: id.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes in what a base contributed: its resources, field specs, custom schema and vars.
+    pub fn absorb_base(
+        &mut self,
+        base: Accumulated,
+        dir: &Path,
+        file: &Path,
+        seen: &mut ObjectKeys,
+    ) -> Result<(), KustomizeError> {
+        self.merge_config_of(&base);
+        self.append(base.resources, dir, seen)?;
+        if self.custom_schema.is_none() {
+            self.custom_schema = base.custom_schema;
+        }
+        for var in base.vars {
+            if self.vars.iter().any(|v| v.name == var.name) {
+                return Err(KustomizeError::DuplicateVar {
+                    file: file.to_path_buf(),
+                    name: var.name,
+                });
+            }
+            self.vars.push(var);
+        }
+        Ok(())
+    }
+
+    /// The identities present now, for a run of [`Accumulated::append`]s.
+    pub fn object_keys(&self) -> ObjectKeys {
+        let mut keys = ObjectKeys::default();
+        for position in 0..self.resources.len() {
+            keys.insert(&self.resources, position);
+        }
+        keys
+    }
+
+    /// Adds a generated resource according to its behavior: create refuses duplicates, merge
+    /// and replace need an existing resource of the same identity (current or earlier).
+    pub fn absorb(&mut self, resource: Resource, source: &Path) -> Result<(), KustomizeError> {
+        let behavior = resource.generated.map(|g| g.behavior).unwrap_or_default();
+        let id = resource.id();
+        let existing = self.resources.iter().position(|r| {
+            id.same_object_as(&r.object) || r.previous_ids.iter().any(|p| p.same_object(&id))
+        });
+        match (behavior, existing) {
+            (Behavior::Create, None) => {
+                self.resources.push(resource);
+                Ok(())
+            }
+            (Behavior::Create, Some(_)) => Err(KustomizeError::GeneratedExists {
+                file: source.to_path_buf(),
+                id: id.to_string(),
+            }),
+            (_, None) => Err(KustomizeError::MissingMergeTarget {
+                file: source.to_path_buf(),
+                id: id.to_string(),
+            }),
+            (Behavior::Merge, Some(index)) => {
+                merge_generated(&mut self.resources[index], resource);
+                Ok(())
+            }
+            (Behavior::Replace, Some(index)) => {
+                replace_generated(&mut self.resources[index], resource);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The identities ([`object_key`]) of a list of resources, as positions in the list hashed by
+/// identity: a build of many small objects keeps no copy of each identity.
+#[derive(Default)]
+pub struct ObjectKeys {
+    hasher: std::hash::RandomState,
+    positions: hashbrown::HashTable<usize>,
+}
+
+impl ObjectKeys {
+    /// Records `resources[position]`; false when a resource with its identity is recorded.
+    pub fn insert(&mut self, resources: &[Resource], position: usize) -> bool {
+        use std::hash::BuildHasher;
+        let ObjectKeys { hasher, positions } = self;
+        let key = object_key(&resources[position]);
+        let entry = positions.entry(
+            hasher.hash_one(key),
+            |&p| object_key(&resources[p]) == key,
+            |&p| hasher.hash_one(object_key(&resources[p])),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(_) => false,
+            hashbrown::hash_table::Entry::Vacant(vacant) => {
+                vacant.insert(position);
+                true
+            }
+        }
+    }
+}
+
+/// What makes two resources the same object for kustomize: group, version, kind, namespace
+/// (empty meaning `default`) and name.
+fn object_key(resource: &Resource) -> (&str, &str, &str, &str, &str) {
+    let gvk = resource.gvk();
+    let namespace = match resource.namespace() {
+        "" => "default",
+        namespace => namespace,
+    };
+    (gvk.group, gvk.version, gvk.kind, namespace, resource.name())
+}
+
+/// `behavior: merge`: data, binaryData, labels and annotations of the new resource laid over
+/// the existing one.
+fn merge_generated(existing: &mut Resource, new: Resource) {
+    for field in ["data", "binaryData"] {
+        if let Some(Value::Object(entries)) = new.object.get(field) {
+            // Resources are always mappings (loading and patching check it); anything else is
+            // left alone rather than trusted.
+            let Some(object) = existing.object.as_object_mut() else {
+                continue;
+            };
+            let target = object
+                .entry(field)
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(map) = target.as_object_mut() {
+                map.extend(entries.clone());
+            }
+        }
+    }
+    for field in ["labels", "annotations"] {
+        if let Some(entries) = new.metadata_map(field) {
+            let entries = entries.clone();
+            existing.metadata_map_mut(field).extend(entries);
+        }
+    }
+    combine_hash_flags(existing, new.generated);
+}
+
+/// A merged or replaced resource gets a hash suffix only if both the original and the new
+/// generator ask for one.
+fn combine_hash_flags(existing: &mut Resource, new: Option<crate::kustomize::resource::Generated>) {
+    let new_wants_hash = new.is_none_or(|g| g.hash_suffix);
+    if let Some(generated) = &mut existing.generated {
+        generated.hash_suffix &= new_wants_hash;
+    }
+}
+
+/// `behavior: replace`: the new content under the existing identity and history; labels
+/// and annotations are the existing ones with the new ones laid over them.
+fn replace_generated(existing: &mut Resource, new: Resource) {
+    let name = existing.name().to_string();
+    let namespace = existing.namespace().to_string();
+    let generated = new.generated;
+    // The replacing generator's origin annotation wins, as its annotations win in kustomize.
+    if new.origin.is_some() {
+        existing.origin = new.origin.clone();
+    }
+    let mut replacement = new;
+    for field in ["labels", "annotations"] {
+        if let Some(old) = existing.metadata_map(field).cloned() {
+            let merged = replacement.metadata_map_mut(field);
+            for (k, v) in old {
+                merged.entry(k).or_insert(v);
+            }
+        }
+    }
+    let metadata = crate::kustomize::resource::metadata_mut(&mut replacement.object);
+    metadata.insert("name".into(), Value::String(name));
+    if !namespace.is_empty() {
+        metadata.insert("namespace".into(), Value::String(namespace));
+    }
+    existing.object = replacement.object;
+    combine_hash_flags(existing, generated);
+}
