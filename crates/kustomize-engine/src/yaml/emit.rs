@@ -14,7 +14,7 @@ use super::scalar::needs_quotes;
 mod natural;
 mod number;
 
-pub use natural::natural_cmp;
+use natural::sort_naturally;
 pub use number::format_number;
 
 /// Lines are folded at the first space past this column, as libyaml's default width does.
@@ -221,7 +221,7 @@ impl Emitter {
     /// continues the current line (after a sequence dash).
     fn mapping(&mut self, map: &Map, indent: usize, inline_first: bool) {
         let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-        entries.sort_by(|(a, _), (b, _)| natural_cmp(a, b));
+        sort_naturally(&mut entries, |(key, _)| key.as_str());
         for (i, (key, value)) in entries.into_iter().enumerate() {
             if i > 0 || !inline_first {
                 self.indent_to(indent);
@@ -636,14 +636,35 @@ mod tests {
             "item10", "item9", "x1", "x_1", "-", "~", "10", "9", "A", "a", "ä", "1-", "v1.10.0",
             "v1.9.10",
         ];
-        keys.sort_by(|a, b| natural_cmp(a, b));
-        assert_eq!(
-            keys,
-            [
-                "-", "~", "1-", "9", "10", "A", "a", "item9", "item10", "v1.9.10", "v1.10.0",
-                "x_1", "x1", "ä"
-            ]
-        );
+        let sorted = [
+            "-", "~", "1-", "9", "10", "A", "a", "item9", "item10", "v1.9.10", "v1.10.0", "x_1",
+            "x1", "ä",
+        ];
+        sort_naturally(&mut keys, |k| k);
+        assert_eq!(keys, sorted, "a merge sort beyond 12 keys");
+        keys.reverse();
+        keys.truncate(12);
+        sort_naturally(&mut keys, |k| k);
+        assert_eq!(keys, sorted[2..], "Go's insertion sort up to 12");
+    }
+
+    /// Digit runs past int64 wrap around in go-yaml's comparison, which then orders keys in a
+    /// circle: Rust's `sort_by` panics on these keys ("does not correctly implement a total
+    /// order"), the build fuzzer found it (`fuzz/corpus/build_tree/natural-order-overflowing-
+    /// digit-runs`); this sort ends.
+    #[test]
+    fn keys_whose_digit_runs_overflow_sort_without_a_panic() {
+        let long = |d: char, n: usize| format!("k{}", d.to_string().repeat(n));
+        let mut keys: Vec<String> = (0..40)
+            .map(|i| format!("{}{i}", long(char::from(b'1' + (i % 9) as u8), 19 + i % 5)))
+            .collect();
+        keys.push("k9223372036854775807".into());
+        keys.push("k9223372036854775808".into());
+        let mut few = keys[..12].to_vec();
+        sort_naturally(&mut keys, |k| k.as_str());
+        sort_naturally(&mut few, |k| k.as_str());
+        assert_eq!(keys.len(), 42);
+        assert_eq!(few.len(), 12);
     }
 
     #[test]

@@ -1,18 +1,53 @@
 //! go-yaml v3's "natural" order of map keys, in which kustomize prints them.
 
-use std::cmp::Ordering;
-
-/// go-yaml v3's ordering of string map keys: runs of digits compare by value, a letter
-/// sorts after a non-letter (before it when the common prefix ends in a digit), and
-/// otherwise characters compare by code point; a prefix sorts first.
-pub fn natural_cmp(a: &str, b: &str) -> Ordering {
-    if natural_less(a, b) {
-        Ordering::Less
-    } else if natural_less(b, a) {
-        Ordering::Greater
-    } else {
-        Ordering::Equal
+/// Sorts `items` by `key` as go-yaml v3 sorts a mapping's keys: Go's `sort.Sort` with its
+/// "natural" comparison (runs of digits compare by value, a letter sorts after a non-letter,
+/// before it when the common prefix ends in a digit, other characters by code point, a
+/// prefix first), which is an insertion sort up to 12 keys. go-yaml's comparison
+/// is not a total order for every input (digit runs past `int64` wrap around, as in Go), which
+/// Rust's own sorts may answer with a panic; this sort never does, is Go's own up to 12 keys,
+/// and beyond (a merge sort) agrees with Go wherever the comparison is a total order.
+pub fn sort_naturally<T>(items: &mut Vec<T>, key: impl Fn(&T) -> &str) {
+    let less = |a: &T, b: &T| natural_less(key(a), key(b));
+    if items.len() <= 12 {
+        for i in 1..items.len() {
+            let mut j = i;
+            while j > 0 && less(&items[j], &items[j - 1]) {
+                items.swap(j, j - 1);
+                j -= 1;
+            }
+        }
+        return;
     }
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    let mut scratch = order.clone();
+    merge_sort(&mut order, &mut scratch, &|a, b| less(&items[a], &items[b]));
+    let mut taken: Vec<Option<T>> = items.drain(..).map(Some).collect();
+    items.extend(order.into_iter().filter_map(|i| taken[i].take()));
+}
+
+/// A top-down merge sort of indices: every comparison picks a side, so no comparison, however
+/// inconsistent, can stop it.
+fn merge_sort(order: &mut [usize], scratch: &mut [usize], less: &dyn Fn(usize, usize) -> bool) {
+    let n = order.len();
+    if n < 2 {
+        return;
+    }
+    let middle = n / 2;
+    merge_sort(&mut order[..middle], &mut scratch[..middle], less);
+    merge_sort(&mut order[middle..], &mut scratch[middle..], less);
+    let (mut left, mut right) = (0, middle);
+    for slot in scratch.iter_mut().take(n) {
+        let take_right = right < n && (left >= middle || less(order[right], order[left]));
+        if take_right {
+            *slot = order[right];
+            right += 1;
+        } else {
+            *slot = order[left];
+            left += 1;
+        }
+    }
+    order.copy_from_slice(&scratch[..n]);
 }
 
 fn natural_less(a: &str, b: &str) -> bool {
