@@ -27,44 +27,31 @@ pub(super) fn delete(
         .get(&route.rt, &namespace, &name)
         .cloned()
         .ok_or_else(|| ApiError::not_found(&route.rt, &name))?;
-    if let Some(uid) = options
-        .pointer("/preconditions/uid")
-        .and_then(Value::as_str)
-        && object.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid)
-    {
+    // A precondition the stored object does not meet, in kube-apiserver's words.
+    let preconditions = [
+        ("uid", "UID", "deleted and then recreated"),
+        ("resourceVersion", "ResourceVersion", "modified"),
+    ];
+    for (field, shown, meaning) in preconditions {
+        let wanted = options
+            .pointer(&format!("/preconditions/{field}"))
+            .and_then(Value::as_str);
         let actual = object
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        return Err(ApiError::delete_precondition_failed(
-            &route.rt,
-            &name,
-            &format!(
-                "the UID in the precondition ({uid}) does not match the UID in record ({actual}). \
-                 The object might have been deleted and then recreated"
-            ),
-        ));
-    }
-    if let Some(rv) = options
-        .pointer("/preconditions/resourceVersion")
-        .and_then(Value::as_str)
-        && object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            != Some(rv)
-    {
-        let actual = object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        return Err(ApiError::delete_precondition_failed(
-            &route.rt,
-            &name,
-            &format!(
-                "the ResourceVersion in the precondition ({rv}) does not match the \
-                 ResourceVersion in record ({actual}). The object might have been modified"
-            ),
-        ));
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_str);
+        if let Some(wanted) = wanted
+            && actual != Some(wanted)
+        {
+            return Err(ApiError::delete_precondition_failed(
+                &route.rt,
+                &name,
+                &format!(
+                    "the {shown} in the precondition ({wanted}) does not match the {shown} in \
+                     record ({}). The object might have been {meaning}",
+                    actual.unwrap_or("")
+                ),
+            ));
+        }
     }
     let dry_run = dry_run
         || options
