@@ -104,22 +104,22 @@ pub fn describe(error: &ExecutionError) -> String {
     }
 }
 
-/// An evaluation error of `program` in cel-go's words, in `context` whose variables'
-/// values are `variables` (by name). cel-go reports the error of the operand it evaluated
+/// An evaluation error of `program` in cel-go's words, in `context`, whose variables' JSON
+/// values `variable` gives by name. cel-go reports the error of the operand it evaluated
 /// first (the left one of `&&` and `||` when both fail, where the crate reports the right
 /// one), and names an attribute it cannot resolve by its qualified name: a variable the
 /// object lacks (`status` of an object without one: `no such attribute(s):
 /// status.conditions`), or an intermediate field missing under `has()` (`has(data.foo.bar)`
 /// on empty `data`: `no such attribute(s): data.foo.bar`); a key missing from a field read
 /// outside `has()` stays `no such key: conditions`.
-pub fn describe_for(
+pub fn describe_for<'v>(
     program: &Program,
     context: &Context,
-    variables: &serde_json::Value,
+    variable: impl Fn(&str) -> Option<&'v serde_json::Value>,
     error: &ExecutionError,
 ) -> String {
     let blamed = blame(program.expression(), context);
-    if let Some(message) = chain_of(blamed).and_then(|chain| chain.failure(variables)) {
+    if let Some(message) = chain_of(blamed).and_then(|chain| chain.failure(variable)) {
         return message;
     }
     match cel::Value::resolve(blamed, context) {
@@ -186,12 +186,15 @@ impl Chain<'_> {
         name
     }
 
-    /// cel-go's words for this chain failing over `variables`: an attribute it cannot
-    /// resolve, or a key missing outside `has()`; `None` when the chain does not fail so
-    /// (a field of something other than a map).
-    fn failure(&self, variables: &serde_json::Value) -> Option<String> {
+    /// cel-go's words for this chain failing over the variables `variable` gives: an
+    /// attribute it cannot resolve, or a key missing outside `has()`; `None` when the chain
+    /// does not fail so (a field of something other than a map).
+    fn failure<'v>(
+        &self,
+        variable: impl Fn(&str) -> Option<&'v serde_json::Value>,
+    ) -> Option<String> {
         let missing_attribute = || Some(format!("no such attribute(s): {}", self.qualified()));
-        let Some(mut value) = variables.get(self.root) else {
+        let Some(mut value) = variable(self.root) else {
             return missing_attribute();
         };
         for field in &self.fields {

@@ -179,7 +179,12 @@ impl CelChecks {
             Err(error) => Err(format!(
                 "failed to evaluate the CEL expression '{}': {}",
                 expression.text,
-                cel_ext::describe_for(&expression.program, &context, &variables(object), &error)
+                cel_ext::describe_for(
+                    &expression.program,
+                    &context,
+                    |name| variable(object, name),
+                    &error
+                )
             )),
         };
         let verdict = (|| {
@@ -264,15 +269,13 @@ pub fn assess(
     cel.assess(live).unwrap_or_else(|| compute(Some(live)))
 }
 
-/// The variables a health expression reads, by name: the object's top-level fields and
-/// `self`, the whole object.
-fn variables(object: &Value) -> Value {
-    let mut variables = match object {
-        Value::Object(fields) => fields.clone(),
-        _ => serde_json::Map::new(),
-    };
-    variables.insert("self".into(), object.clone());
-    Value::Object(variables)
+/// A variable a health expression reads, by name: `self` is the whole object, any other
+/// name its top-level field.
+fn variable<'o>(object: &'o Value, name: &str) -> Option<&'o Value> {
+    match name {
+        "self" => Some(object),
+        field => object.get(field),
+    }
 }
 
 /// One object's poll: its status and the error that decided it, if any.

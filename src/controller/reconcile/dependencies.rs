@@ -181,7 +181,11 @@ fn ready_by_expression(
             reason: crate::health::cel_ext::describe_for(
                 &program,
                 &context,
-                &serde_json::json!({"self": this, "dep": that}),
+                |name| match name {
+                    "self" => Some(&this),
+                    "dep" => Some(&that),
+                    _ => None,
+                },
                 &error,
             ),
         }),
@@ -299,6 +303,35 @@ mod tests {
             assert!(
                 ready_by_expression(&this, &dep, expression).unwrap(),
                 "{expression}"
+            );
+        }
+    }
+
+    /// An expression that cannot be evaluated yet says why in cel-go's words, as Flux's
+    /// readyExpr evaluation reports it: the first operand evaluated is blamed, a missing
+    /// field under `has()` is named whole.
+    #[test]
+    fn evaluation_errors_read_as_cel_gos() {
+        let kustomization: Kustomization = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "k", "namespace": "ns"},
+            "spec": {"interval": "1m", "prune": true,
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}},
+        }))
+        .unwrap();
+        for (expression, reason) in [
+            ("dep.spec.a == 1 || self.spec.b == 1", "no such key: a"),
+            (
+                "has(dep.spec.missing.x)",
+                "no such attribute(s): dep.spec.missing.x",
+            ),
+        ] {
+            let error = ready_by_expression(&kustomization, &kustomization, expression)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                error,
+                format!("failed to evaluate the CEL expression '{expression}': {reason}")
             );
         }
     }
