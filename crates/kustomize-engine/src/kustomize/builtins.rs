@@ -666,21 +666,9 @@ fn apply_transformer_config(
             let c: ReplacementConfig = decode(config, origin, file)?;
             replacements::apply_all(&c.replacements, loader, file, &mut acc.resources)?;
         }
-        // kustomize's HashTransformer has no settings: every generated resource that takes a
-        // hash suffix gets one now, and keeps taking one, so the build's own pass at the end
-        // adds a second (`cm-4h2mbtbbt6-4h2mbtbbt6`, as kustomize prints it).
-        "HashTransformer" => {
-            for resource in acc.resources.iter_mut() {
-                if resource.generated.is_some_and(|g| g.hash_suffix) {
-                    let name = format!(
-                        "{}-{}",
-                        resource.name(),
-                        super::hash::content_hash(&resource.object)
-                    );
-                    resource.set_name(&name);
-                }
-            }
-        }
+        // kustomize's HashTransformer has no settings; the build's own pass at the end suffixes
+        // again (`cm-4h2mbtbbt6-4h2mbtbbt6`, as kustomize prints it).
+        "HashTransformer" => super::hash::suffix_generated_names(&mut acc.resources),
         other => {
             return Err(KustomizeError::PluginRefused {
                 file: file.to_path_buf(),

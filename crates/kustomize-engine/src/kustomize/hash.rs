@@ -38,6 +38,18 @@ pub fn content_hash(object: &Value) -> String {
     kustomize_hash_encoding(&Sha256::digest(encoded.as_bytes()))
 }
 
+/// kustomize's HashTransformer: every generated resource that takes a hash suffix gets
+/// `-<content hash>` appended to its name (its old name kept for name references). The flag
+/// stays, so a hand-configured HashTransformer and the build's own pass each add one.
+pub fn suffix_generated_names(resources: &mut [super::resource::Resource]) {
+    for resource in resources {
+        if resource.generated.is_some_and(|g| g.hash_suffix) {
+            let name = format!("{}-{}", resource.name(), content_hash(&resource.object));
+            resource.set_name(&name);
+        }
+    }
+}
+
 /// The first ten hex digits of a digest, with `0 1 3 a e` mapped to `g h k m t`.
 pub fn kustomize_hash_encoding(digest: &[u8]) -> String {
     digest

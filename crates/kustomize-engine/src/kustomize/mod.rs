@@ -500,16 +500,7 @@ fn build_on_this_thread(
     };
     let (mut acc, top) = builder.accumulate(&loader, None)?;
 
-    for resource in acc.resources.iter_mut() {
-        if resource.generated.is_some_and(|g| g.hash_suffix) {
-            let name = format!(
-                "{}-{}",
-                resource.name(),
-                hash::content_hash(&resource.object)
-            );
-            resource.set_name(&name);
-        }
-    }
+    hash::suffix_generated_names(&mut acc.resources);
     let schema = openapi::SchemaView {
         custom: acc.custom_schema.as_ref(),
     };
