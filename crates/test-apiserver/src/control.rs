@@ -6,8 +6,9 @@
 //! appearing in discovery. The deployment controller owns a Deployment's status: after
 //! every write to one it reports what a cluster without kubelets has (no Pod ever becomes
 //! available: `replicas: 0` is available, anything more is progressing until its progress
-//! deadline passes, then `ProgressDeadlineExceeded`), overwriting a status a client wrote. Clients must poll for all of it, as on a real cluster. A zero delay (only where a
-//! test sets it) does everything before the write is answered.
+//! deadline passes, then `ProgressDeadlineExceeded`), overwriting a status a client wrote.
+//! Clients must poll for all of it, as on a real cluster. A zero delay (only where a test
+//! sets it) does everything before the write is answered.
 
 use std::time::{Duration, Instant};
 
@@ -161,19 +162,9 @@ pub fn run(store: &mut Store, now: Instant) {
                 CrdStep::Discover => store.undiscovered.retain(|n| *n != pending.name),
             }
         }
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut store.control.deployments)
-            .into_iter()
-            .partition(|(_, _, due)| *due <= now);
-        store.control.deployments = later;
-        for (namespace, name, _) in due {
-            progressed = true;
-            sync_deployment(store, &namespace, &name);
-        }
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut store.control.deadlines)
-            .into_iter()
-            .partition(|(_, _, due)| *due <= now);
-        store.control.deadlines = later;
-        for (namespace, name, _) in due {
+        let mut due = take_due(&mut store.control.deployments, now);
+        due.extend(take_due(&mut store.control.deadlines, now));
+        for (namespace, name) in due {
             progressed = true;
             sync_deployment(store, &namespace, &name);
         }
@@ -189,6 +180,15 @@ pub fn run(store: &mut Store, now: Instant) {
             return;
         }
     }
+}
+
+/// The Deployments (namespace, name) of `pending` due by `now`, taken off it.
+fn take_due(pending: &mut Vec<(String, String, Instant)>, now: Instant) -> Vec<(String, String)> {
+    let (due, later): (Vec<_>, Vec<_>) = std::mem::take(pending)
+        .into_iter()
+        .partition(|(_, _, due)| *due <= now);
+    *pending = later;
+    due.into_iter().map(|(ns, name, _)| (ns, name)).collect()
 }
 
 enum Deadline {
