@@ -5,11 +5,11 @@
 
 use base64::Engine as _;
 use kube::api::{Patch, PatchParams, PostParams};
-use kustomize_controller::apply::{ApplyError, ApplyOptions, prepare};
-use kustomize_controller::objects::{Action, Owner};
+use kustomize_controller::apply::{ApplyError, ApplyOptions};
+use kustomize_controller::objects::Action;
 use serde_json::{Value, json};
 
-use super::{action_of, apply, entries, first, forced, manager, read_manifest, subject};
+use super::{action_of, apply, entries, first, forced, manager, prepared, read_manifest, subject};
 use crate::support::cluster::{TestCluster, dynamic_api, unique, wait_for};
 
 const OURS: &str = "kustomize-controller";
@@ -41,15 +41,10 @@ async fn managers(client: &kube::Client, object: &Value) -> Vec<String> {
 /// besides what our apply does, quantities become the strings the Go types print (`cpu: 2`
 /// is `"2"`), or another manager's apply of the same value would conflict with ours.
 fn normalized(objects: &[Value]) -> Vec<Value> {
-    let owner = Owner {
-        name: "app1".into(),
-        namespace: "default".into(),
-    };
     objects
         .iter()
-        .cloned()
-        .map(|mut object| {
-            prepare(&mut object, &owner, None);
+        .map(|object| {
+            let mut object = prepared(object);
             let containers = object
                 .pointer_mut("/spec/template/spec/containers")
                 .and_then(Value::as_array_mut);

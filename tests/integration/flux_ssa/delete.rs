@@ -4,18 +4,11 @@
 
 use kube::api::{Patch, PatchParams};
 use kustomize_controller::inventory::prune;
-use kustomize_controller::objects::{Action, ObjectRef, Owner};
+use kustomize_controller::objects::{Action, ObjectRef};
 use serde_json::json;
 
-use super::{apply, entries, first, read_manifest, subject};
+use super::{apply, entries, first, owner, read_manifest, subject};
 use crate::support::cluster::{TestCluster, dynamic_api, unique};
-
-fn owner() -> Owner {
-    Owner {
-        name: "app1".into(),
-        namespace: "default".into(),
-    }
-}
 
 /// `TestDelete`: every object is deleted in the order given and is gone (the ConfigMap and
 /// the ClusterRole are read back); deleting them again reports them deleted, being gone.

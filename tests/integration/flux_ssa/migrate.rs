@@ -5,11 +5,11 @@
 //! MigrateAPIVersion gate does before the apply.
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kustomize_controller::apply::{ApplyError, ApplyOptions, prepare};
-use kustomize_controller::objects::{Action, Owner};
+use kustomize_controller::apply::{ApplyError, ApplyOptions};
+use kustomize_controller::objects::Action;
 use serde_json::{Value, json};
 
-use super::manager;
+use super::{manager, prepared};
 use crate::support::cluster::{TestCluster, unique, wait_for};
 
 const OURS: &str = "kustomize-controller";
@@ -169,7 +169,7 @@ async fn set_up(cluster: &TestCluster, widgets: &Widgets, scenario: &Scenario) -
     .unwrap();
 
     if scenario.own_entry_at_v1 {
-        let mut promoted = ours(&at_v1);
+        let mut promoted = prepared(&at_v1);
         promoted["metadata"]["labels"]["test/promoted"] = json!("true");
         api.patch(
             "test-widget",
@@ -194,17 +194,6 @@ async fn set_up(cluster: &TestCluster, widgets: &Widgets, scenario: &Scenario) -
     .await;
     assert!(defaulted.is_some(), "v1's default never shows");
     at_v1
-}
-
-/// The Widget as our apply sends it (owner labels stamped).
-fn ours(object: &Value) -> Value {
-    let mut object = object.clone();
-    let owner = Owner {
-        name: "app1".into(),
-        namespace: "default".into(),
-    };
-    prepare(&mut object, &owner, None);
-    object
 }
 
 fn widgets(cluster: &TestCluster, prefix: &str, status_subresource: bool) -> Widgets {
@@ -262,7 +251,7 @@ async fn flux_ssa_apply_migrate_api_version_real_world_external_secrets() {
         .patch(
             "test-widget",
             &PatchParams::apply(OURS).force().dry_run(),
-            &Patch::Apply(ours(&at_v1)),
+            &Patch::Apply(prepared(&at_v1)),
         )
         .await
         .unwrap_err();

@@ -18,7 +18,7 @@ mod migrate;
 mod wait;
 
 use kustomize_controller::apply::{AppliedCache, Applier, ApplyOptions, IgnoreRules};
-use kustomize_controller::objects::{Action, ChangeSet, Owner};
+use kustomize_controller::objects::{Action, ChangeSet, ObjectRef, Owner};
 use serde_json::Value;
 
 /// ssa's `readManifest`: a file of `testdata/` with `%[1]s` standing for the test's id.
@@ -47,14 +47,25 @@ fn first(objects: &[Value], kind: &str, name: &str) -> usize {
         .unwrap_or_else(|| panic!("no {kind}/{name} in the manifest"))
 }
 
-/// ssa's `FmtUnstructured`: `Kind/namespace/name`, or `Kind/name` without a namespace.
+/// ssa's `FmtUnstructured` (`Kind/namespace/name`, or `Kind/name`): how the change set
+/// names an object.
 fn subject(object: &Value) -> String {
-    let kind = object["kind"].as_str().unwrap_or_default();
-    let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    match object["metadata"]["namespace"].as_str() {
-        Some(namespace) if !namespace.is_empty() => format!("{kind}/{namespace}/{name}"),
-        _ => format!("{kind}/{name}"),
+    ObjectRef::of(object).to_string()
+}
+
+/// The owner ssa's tests stamp (`SetOwnerLabels(objects, "app1", "default")`).
+fn owner() -> Owner {
+    Owner {
+        name: "app1".into(),
+        namespace: "default".into(),
     }
+}
+
+/// An object as our apply sends it: normalized, the owner's labels stamped.
+fn prepared(object: &Value) -> Value {
+    let mut object = object.clone();
+    kustomize_controller::apply::prepare(&mut object, &owner(), None);
+    object
 }
 
 /// The test suite's resource manager: owner labels of `app1` in `default`, as ssa's tests
@@ -65,10 +76,7 @@ fn manager(client: &kube::Client, options: ApplyOptions) -> Applier {
     Applier::new(
         client.clone(),
         options,
-        Owner {
-            name: "app1".into(),
-            namespace: "default".into(),
-        },
+        owner(),
         None,
         IgnoreRules::none(),
         AppliedCache::default(),
@@ -91,10 +99,7 @@ fn manager_ignoring(
     Applier::new(
         client.clone(),
         ApplyOptions::default(),
-        Owner {
-            name: "app1".into(),
-            namespace: "default".into(),
-        },
+        owner(),
         None,
         IgnoreRules::new(rules).expect("valid ignore rules"),
         AppliedCache::default(),
