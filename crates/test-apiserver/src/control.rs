@@ -232,7 +232,10 @@ fn progress_deadline(
         .and_then(|c| c["lastUpdateTime"].as_str())
         .and_then(|t| t.parse::<jiff::Timestamp>().ok())
         .unwrap_or(now);
-    let deadline = since + jiff::SignedDuration::from_secs(seconds);
+    // A deadline past the end of time never comes.
+    let Ok(deadline) = since.checked_add(jiff::SignedDuration::from_secs(seconds)) else {
+        return Deadline::Ahead;
+    };
     if deadline < now {
         return Deadline::Passed;
     }
