@@ -35,23 +35,47 @@ fn about_the_last_revision(event: &Value, severity: &str) {
     );
 }
 
+/// Where the Kustomization `tenant` applies, and where its ServiceAccount is.
+#[derive(Clone, Copy, PartialEq)]
+enum Cluster {
+    /// The controller's own cluster, the account created there.
+    Local,
+    /// A cluster reached through `spec.kubeConfig` (the test cluster again, under an admin
+    /// kubeconfig), whose account is only a name its RBAC binds: none exists locally.
+    Remote,
+}
+
 /// A controller sending its events to `events_address`, and the Kustomization `tenant`, Ready,
 /// which applied the ConfigMap `kept` as the ServiceAccount `tenant` (which may delete
 /// ConfigMaps if `delete`).
-async fn tenant_kustomization(events_address: &str, delete: bool) -> (Harness, String) {
+async fn tenant_kustomization(
+    events_address: &str,
+    delete: bool,
+    cluster: Cluster,
+) -> (Harness, String) {
     let address = events_address.to_string();
     let harness =
         Harness::start_with(|options| options.reconcile.events_addr = Some(address.clone())).await;
     let ns = harness.cluster.namespace.clone();
-    for object in [
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": "tenant", "namespace": ns}}),
+    let mut objects = vec![
         tenant_role(&ns, delete),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": {"name": "tenant", "namespace": ns},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
             "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": ns}]}),
-    ] {
+    ];
+    let mut spec = json!({"serviceAccountName": "tenant"});
+    match cluster {
+        Cluster::Local => objects.push(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "tenant", "namespace": ns}})),
+        Cluster::Remote => {
+            objects.push(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "kubeconfig", "namespace": ns},
+                "stringData": {"value": harness.cluster.kubeconfig_yaml()}}));
+            spec["kubeConfig"] = json!({"secretRef": {"name": "kubeconfig"}});
+        }
+    }
+    for object in objects {
         harness.cluster.apply(&object).await;
     }
     let artifact = harness.publish_files(
@@ -60,9 +84,7 @@ async fn tenant_kustomization(events_address: &str, delete: bool) -> (Harness, S
         &[("cm.yaml", &crate::support::artifacts::config_map("kept"))],
     );
     harness.source("repo", &artifact).await;
-    harness
-        .create_kustomization("tenant", json!({"serviceAccountName": "tenant"}))
-        .await;
+    harness.create_kustomization("tenant", spec).await;
     harness
         .wait_ready("tenant", "True", "ReconciliationSucceeded")
         .await;
@@ -103,7 +125,7 @@ async fn tenant_goes(harness: &Harness) -> bool {
 #[tokio::test]
 async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
     let (address, received) = event_receiver().await;
-    let (harness, ns) = tenant_kustomization(&address, false).await;
+    let (harness, ns) = tenant_kustomization(&address, false, Cluster::Local).await;
 
     harness
         .kustomizations()
@@ -184,7 +206,7 @@ async fn deleting_reports_what_was_pruned_and_when_pruning_fails() {
 #[tokio::test]
 async fn deleting_after_the_tenant_account_is_gone_leaves_the_objects_and_says_so() {
     let (address, received) = event_receiver().await;
-    let (harness, ns) = tenant_kustomization(&address, true).await;
+    let (harness, ns) = tenant_kustomization(&address, true, Cluster::Local).await;
 
     let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
         kube::Api::namespaced(harness.cluster.client.clone(), &ns);
@@ -211,5 +233,34 @@ async fn deleting_after_the_tenant_account_is_gone_leaves_the_objects_and_says_s
             .unwrap()
             .is_some(),
         "nothing was pruned"
+    );
+}
+
+/// Beyond Flux: a remote cluster's account is the remote cluster's, so its absence from the
+/// controller's own cluster does not keep a deletion from pruning (Flux looks for it locally,
+/// and not finding it leaves the objects behind).
+#[tokio::test]
+async fn deleting_a_remote_clusters_kustomization_prunes_though_its_account_is_not_local() {
+    let (address, received) = event_receiver().await;
+    let (harness, ns) = tenant_kustomization(&address, true, Cluster::Remote).await;
+
+    harness
+        .kustomizations()
+        .delete("tenant", &Default::default())
+        .await
+        .unwrap();
+    let deleted = event_about_tenant(&received, &format!("ConfigMap/{ns}/kept deleted"))
+        .await
+        .expect("the deletion reports what it pruned");
+    about_the_last_revision(&deleted, "info");
+    assert!(tenant_goes(&harness).await, "the finalizer goes");
+    assert!(
+        harness
+            .config_maps()
+            .get_opt("kept")
+            .await
+            .unwrap()
+            .is_none(),
+        "pruned as the remote cluster's account"
     );
 }

@@ -151,20 +151,35 @@ async fn prune_applied(
 
 /// Whether the tenant account pruning would impersonate is gone (with its namespace, say):
 /// then nothing can be pruned in its name, and holding the finalizer would block the
-/// namespace forever. Remote clusters are not asked.
+/// namespace forever.
 async fn account_gone(object: &Kustomization, ctx: &Context) -> bool {
-    let account = object
-        .spec
-        .service_account_name
-        .clone()
-        .or_else(|| ctx.options.default_service_account.clone());
-    let (Some(account), None) = (account, &object.spec.kube_config) else {
+    let Some(account) = account_to_look_for(object, ctx.options.default_service_account.as_deref())
+    else {
         return false;
     };
     let namespace = object.metadata.namespace.clone().unwrap_or_default();
     let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
         Api::namespaced(ctx.client.clone(), &namespace);
-    matches!(accounts.get_opt(&account).await, Ok(None))
+    matches!(accounts.get_opt(account).await, Ok(None))
+}
+
+/// The local ServiceAccount whose absence skips pruning on deletion: the Kustomization's,
+/// else the controller's default. Flux also looks one up locally for a remote cluster
+/// (`kubeConfig`), where the account lives on the remote cluster, and skips pruning there
+/// when it is not found locally; here a remote cluster's pruning is never skipped for it.
+fn account_to_look_for<'a>(
+    object: &'a Kustomization,
+    default_account: Option<&'a str>,
+) -> Option<&'a str> {
+    if object.spec.kube_config.is_some() {
+        return None;
+    }
+    object
+        .spec
+        .service_account_name
+        .as_deref()
+        .filter(|name| !name.is_empty())
+        .or(default_account.filter(|name| !name.is_empty()))
 }
 
 /// Removes our finalizer (at the version read, so a concurrent change is not lost) and
@@ -367,6 +382,43 @@ mod tests {
                 plan(&object(policy, prune, suspend, ours)),
                 want,
                 "{policy:?} prune={prune} suspend={suspend} ours={ours}"
+            );
+        }
+    }
+
+    /// Which account's absence skips pruning (Flux's `Impersonator.CanImpersonate`: the
+    /// Kustomization's account, else the default one, none when neither is set).
+    #[test]
+    fn pruning_on_deletion_looks_for_the_kustomizations_account_else_the_default() {
+        let object = |account: Option<&str>, remote: bool| {
+            let mut spec = serde_json::json!({"interval": "10m", "prune": true,
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}});
+            if let Some(account) = account {
+                spec["serviceAccountName"] = serde_json::json!(account);
+            }
+            if remote {
+                spec["kubeConfig"] = serde_json::json!({"secretRef": {"name": "remote"}});
+            }
+            serde_json::from_value::<Kustomization>(serde_json::json!({
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": "apps", "namespace": "tenant"}, "spec": spec}))
+            .unwrap()
+        };
+        let rows = [
+            (None, None, false, None),
+            (Some("tenant"), None, false, Some("tenant")),
+            (None, Some("default"), false, Some("default")),
+            (Some("tenant"), Some("default"), false, Some("tenant")),
+            (Some(""), None, false, None),
+            (Some(""), Some("default"), false, Some("default")),
+            (Some("tenant"), Some("default"), true, None),
+        ];
+        for (account, default_account, remote, want) in rows {
+            let object = object(account, remote);
+            assert_eq!(
+                account_to_look_for(&object, default_account),
+                want,
+                "{account:?} default={default_account:?} remote={remote}"
             );
         }
     }
