@@ -622,6 +622,44 @@ mod flux_oracle {
         );
     }
 
+    /// A name's characters are Go's letters and digits (`unicode.IsLetter`, `IsDigit`): what
+    /// fluxcd/pkg's envsubst v1.7.0 answered for names with a superscript, a letter number, a
+    /// combining vowel sign (none of them Go's) and an Arabic-Indic digit (one of them).
+    #[test]
+    fn names_are_made_of_gos_letters_and_digits() {
+        let vars: BTreeMap<String, String> = [
+            ("a", "A"),
+            ("a²", "SQ"),
+            ("aⅫ", "XII"),
+            ("a\u{093F}", "VS"),
+            ("a١", "AR1"),
+            ("Ünï", "uni"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let context = Context {
+            vars: &vars,
+            strict: false,
+        };
+        for (input, output, error) in [
+            ("${a²}", "", "missing closing brace"),
+            ("${aⅫ}", "", "missing closing brace"),
+            ("${a\u{093F}}", "", "missing closing brace"),
+            ("${a١}", "AR1", ""),
+            ("${Ünï}", "uni", ""),
+            ("${a}²", "A²", ""),
+            ("${a²:-d}", "", "missing closing brace"),
+            ("${aⅫ^^}", "", "missing closing brace"),
+        ] {
+            let ours = match expand(input, &context) {
+                Ok(text) => (text, String::new()),
+                Err(error) => (String::new(), error_kind(&error)),
+            };
+            assert_eq!(ours, (output.to_string(), error.to_string()), "{input}");
+        }
+    }
+
     /// Flux's words for an error, without where the expression starts.
     fn error_kind(error: &ExprError) -> String {
         let text = error.to_string();

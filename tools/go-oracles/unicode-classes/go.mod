@@ -1,0 +1,3 @@
+module unicodeclasses
+
+go 1.26.0
