@@ -6,6 +6,7 @@
 //! A command appears here only once it works: `--help` never lists a placeholder.
 
 pub mod diff;
+pub mod go_url;
 
 use std::path::PathBuf;
 

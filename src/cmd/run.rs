@@ -76,6 +76,10 @@ pub(crate) fn run_controller(args: RunArgs) -> anyhow::Result<()> {
         ))
         .context("unable to set global jitter");
     }
+    // As Flux's event recorder: an address Go's url.Parse refuses stops the controller.
+    if let Some(error) = kustomize_controller::cli::go_url::parse_error(&args.events_addr) {
+        return Err(anyhow::anyhow!(error)).context("unable to create event recorder");
+    }
     // As Flux: the watch selector becomes a LabelSelector object (no `!=`, `>`, `<`), the
     // configs selector is parsed as it is.
     if let Some(selector) = args

@@ -50,8 +50,8 @@ fn setup_error(stderr: &str) -> (String, String) {
 
 /// What Flux's main and its manager refuse before anything runs, each a JSON line of the
 /// `setup` logger and exit 1: an interval jitter of 100% or more, a label selector that does
-/// not parse, leader-election timings client-go refuses. An empty string flag is no value, as
-/// Go's flags have it.
+/// not parse, leader-election timings client-go refuses, an events address Go's `url.Parse`
+/// refuses. An empty string flag is no value, as Go's flags have it.
 #[test]
 fn start_up_flags_flux_refuses_stop_the_controller_in_its_words() {
     let refused = [
@@ -93,6 +93,16 @@ fn start_up_flags_flux_refuses_stop_the_controller_in_its_words() {
             "problem running manager",
             "renewDeadline must be greater than retryPeriod*JitterFactor",
         ),
+        (
+            vec!["--events-addr= http://notification-controller/"],
+            "unable to create event recorder",
+            "parse \" http://notification-controller/\": first path segment in URL cannot contain colon",
+        ),
+        (
+            vec!["--events-addr=http://notification-controller:http/"],
+            "unable to create event recorder",
+            "parse \"http://notification-controller:http/\": invalid port \":http\" after host",
+        ),
     ];
     for (flags, message, error) in refused {
         let mut args = vec!["run"];
@@ -110,6 +120,8 @@ fn start_up_flags_flux_refuses_stop_the_controller_in_its_words() {
             "--default-decryption-service-account=",
             "--watch-label-selector=",
             "--sops-age-secret=",
+            // Go parses an address without a scheme; Flux starts and fails each send.
+            "--events-addr=notification-controller",
         ])
         .env("KUBECONFIG", "/nonexistent/kubeconfig")
         .env_remove("KUBERNETES_SERVICE_HOST")

@@ -1,0 +1,3 @@
+module urlparse
+
+go 1.26.0
