@@ -395,25 +395,7 @@ fn new_requirement(
 
 /// `field.Invalid(...).Error()`.
 fn invalid(field: &str, value: &str, detail: &str) -> String {
-    format!("{field}: Invalid value: {}: {detail}", go_quote(value))
-}
-
-/// Go's `%q` for the texts a selector holds (printable ASCII and UTF-8 as is).
-fn go_quote(text: &str) -> String {
-    let mut out = String::from("\"");
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    format!("{field}: Invalid value: {}: {detail}", go_unicode::quote(value))
 }
 
 const NAME_MESSAGE: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
