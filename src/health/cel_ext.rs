@@ -23,7 +23,9 @@ use cel::common::types::{
 };
 use cel::common::value::{CowVal, Val};
 use cel::parser::Macro;
-use cel::{Context, DeclarationError, Env, ExecutionError, IdedExpr, ParseErrors, Program};
+use cel::{Context, DeclarationError, Env, ExecutionError, IdedExpr, Program};
+
+use super::cel_issues::CompileError;
 
 type Library = fn(&mut Env) -> Result<(), DeclarationError>;
 
@@ -51,9 +53,11 @@ pub fn is_function_namespace(name: &str) -> bool {
     FUNCTION_NAMESPACES.contains(&name)
 }
 
-/// Compiles `expression` in Flux's environment.
-pub fn compile(expression: &str) -> Result<Program, ParseErrors> {
-    ENVIRONMENT.compile(expression)
+/// Compiles `expression` in Flux's environment; what does not parse fails in cel-go's words.
+pub fn compile(expression: &str) -> Result<Program, CompileError> {
+    ENVIRONMENT
+        .compile(expression)
+        .map_err(|errors| CompileError::parsing(expression, &errors))
 }
 
 /// An object's JSON as CEL sees it in Flux: Kubernetes decodes a JSON integer to an int64

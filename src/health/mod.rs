@@ -8,7 +8,10 @@
 //! (`CelChecks`). [`wait`] polls until every object is Current, fails fast when one is Failed,
 //! and reports the stragglers on timeout in Flux's wording.
 
+pub mod cel_check;
 pub mod cel_ext;
+pub mod cel_issues;
+pub mod cel_types;
 mod kstatus;
 
 use std::collections::BTreeSet;

@@ -7,6 +7,7 @@ use kube::api::Api;
 use crate::api::Kustomization;
 use crate::controller::context::Context;
 use crate::controller::status::{READY, get};
+use crate::health::cel_check::{self, CheckError};
 use crate::source::SourceObject;
 
 /// Why a Kustomization cannot proceed past its dependencies.
@@ -39,8 +40,15 @@ pub enum DependencyError {
         expression: String,
         reason: String,
     },
+    /// Terminal, as in Flux: an expression whose type is not `bool` (`output`, as cel-go's
+    /// checker names it: `dep.status.ready` is `dyn`), or, where the type could not be told
+    /// before, whose value was not a boolean.
     #[error("{TERMINAL_PREFIX}{}", self.terminal_cause().unwrap_or_default())]
-    ReadyExprNotBoolean { name: String, expression: String },
+    ReadyExprNotBoolean {
+        name: String,
+        expression: String,
+        output: Option<String>,
+    },
 }
 
 /// What Flux's Ready message wraps around a terminal dependency error.
@@ -65,9 +73,20 @@ impl DependencyError {
                 name,
                 &format!("failed to parse the CEL expression '{expression}': {reason}"),
             )),
-            DependencyError::ReadyExprNotBoolean { name, expression } => Some(invalid_expression(
+            DependencyError::ReadyExprNotBoolean {
                 name,
-                &format!("the CEL expression '{expression}' does not evaluate to a bool"),
+                expression,
+                output,
+            } => Some(invalid_expression(
+                name,
+                &match output {
+                    Some(output) => {
+                        format!("CEL expression output type mismatch: expected bool, got {output}")
+                    }
+                    None => {
+                        format!("the CEL expression '{expression}' does not evaluate to a bool")
+                    }
+                },
             )),
             _ => None,
         }
@@ -157,10 +176,14 @@ fn ready_by_expression(
         reason,
     };
     let program =
-        crate::health::cel_ext::compile(expression).map_err(|e| invalid(e.to_string()))?;
-    if let Some(undeclared) = undeclared_variables(program.expression(), &["self", "dep"]).first() {
-        return Err(invalid(format!("undeclared reference to '{undeclared}'")));
-    }
+        cel_check::compile_boolean(expression, &["self", "dep"]).map_err(|error| match error {
+            CheckError::Issues(issues) => invalid(issues.to_string()),
+            CheckError::OutputType(output) => DependencyError::ReadyExprNotBoolean {
+                name: name.clone(),
+                expression: expression.to_string(),
+                output: Some(output),
+            },
+        })?;
     let mut context = crate::health::cel_ext::context();
     let this = serde_json::to_value(object).unwrap_or_default();
     let that = serde_json::to_value(dep).unwrap_or_default();
@@ -172,10 +195,11 @@ fn ready_by_expression(
         Ok(_) => Err(DependencyError::ReadyExprNotBoolean {
             name,
             expression: expression.to_string(),
+            output: None,
         }),
-        Err(cel::ExecutionError::UndeclaredReference(reference)) => {
-            Err(invalid(format!("undeclared reference to '{reference}'")))
-        }
+        Err(cel::ExecutionError::UndeclaredReference(reference)) => Err(invalid(format!(
+            "undeclared reference to '{reference}' (in container '')"
+        ))),
         Err(error) => Err(DependencyError::ReadyExprEvaluation {
             expression: expression.to_string(),
             reason: crate::health::cel_ext::describe_for(
@@ -192,93 +216,9 @@ fn ready_by_expression(
     }
 }
 
-/// The variables `expression` reads that are neither `declared` nor bound by a macro
-/// (`all`, `exists`, `filter`, `map` bind their iteration and accumulator variables), in
-/// the order they appear.
-fn undeclared_variables(expression: &cel::IdedExpr, declared: &[&str]) -> Vec<String> {
-    use cel::common::ast::{EntryExpr, Expr};
-    fn walk(expression: &cel::IdedExpr, bound: &mut Vec<String>, found: &mut Vec<String>) {
-        let walk_entries = |entries: &[cel::common::ast::IdedEntryExpr],
-                            bound: &mut Vec<String>,
-                            found: &mut Vec<String>| {
-            for entry in entries {
-                match &entry.expr {
-                    EntryExpr::StructField(field) => walk(&field.value, bound, found),
-                    EntryExpr::MapEntry(pair) => {
-                        walk(&pair.key, bound, found);
-                        walk(&pair.value, bound, found);
-                    }
-                }
-            }
-        };
-        match &expression.expr {
-            Expr::Unspecified | Expr::Literal(_) => {}
-            Expr::Ident(name) => {
-                if !name.starts_with('@') && !bound.contains(name) && !found.contains(name) {
-                    found.push(name.clone());
-                }
-            }
-            Expr::Select(select) => walk(&select.operand, bound, found),
-            Expr::Call(call) => {
-                // `optional.of(x)` calls a namespaced function; `optional` is no variable.
-                let namespace = match call.target.as_deref().map(|target| &target.expr) {
-                    Some(Expr::Ident(name)) => crate::health::cel_ext::is_function_namespace(name),
-                    _ => false,
-                };
-                if let Some(target) = call.target.as_deref().filter(|_| !namespace) {
-                    walk(target, bound, found);
-                }
-                for argument in &call.args {
-                    walk(argument, bound, found);
-                }
-            }
-            Expr::List(list) => {
-                for element in &list.elements {
-                    walk(element, bound, found);
-                }
-            }
-            Expr::Map(map) => walk_entries(&map.entries, bound, found),
-            Expr::Struct(object) => walk_entries(&object.entries, bound, found),
-            Expr::Comprehension(loop_) => {
-                walk(&loop_.iter_range, bound, found);
-                walk(&loop_.accu_init, bound, found);
-                let scope = bound.len();
-                bound.push(loop_.iter_var.clone());
-                bound.extend(loop_.iter_var2.clone());
-                bound.push(loop_.accu_var.clone());
-                for inner in [&loop_.loop_cond, &loop_.loop_step, &loop_.result] {
-                    walk(inner, bound, found);
-                }
-                bound.truncate(scope);
-            }
-        }
-    }
-    // CEL's type names are identifiers every checked expression knows (`type(x) == int`).
-    const TYPE_NAMES: [&str; 10] = [
-        "int",
-        "uint",
-        "double",
-        "bool",
-        "string",
-        "bytes",
-        "list",
-        "map",
-        "null_type",
-        "type",
-    ];
-    let mut bound: Vec<String> = declared
-        .iter()
-        .chain(TYPE_NAMES.iter())
-        .map(|name| name.to_string())
-        .collect();
-    let mut found = Vec::new();
-    walk(expression, &mut bound, &mut found);
-    found
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{ready_by_expression, undeclared_variables};
+    use super::{DependencyError, ready_by_expression};
     use crate::api::Kustomization;
 
     /// Integer fields are CEL ints, as Kubernetes decodes them for Flux's evaluation: they add
@@ -336,37 +276,64 @@ mod tests {
         }
     }
 
-    fn undeclared(expression: &str) -> Vec<String> {
-        let program = crate::health::cel_ext::compile(expression).unwrap();
-        undeclared_variables(program.expression(), &["self", "dep"])
-    }
-
+    /// Flux compiles a readyExpr before evaluating it (`cel.WithCompile`,
+    /// `WithOutputType(BoolType)`, `self` and `dep` declared): what cel-go's checker answered
+    /// for the expressions of `tests/fixtures/go/cel-output-types.json` decides here too. One
+    /// naming an undeclared variable fails with cel-go's issues word for word; one whose type
+    /// is not `bool` fails naming its type; one of type `bool` is evaluated. cel-go's overload
+    /// errors (`self == 'bar'`) are not found here: such an expression is evaluated.
     #[test]
-    fn only_self_dep_and_macro_variables_are_declared() {
-        assert_eq!(undeclared("self.generation == deps.generation"), ["deps"]);
-        assert_eq!(undeclared("foo && bar || foo"), ["foo", "bar"]);
-        assert!(undeclared("self.metadata.name == dep.metadata.name").is_empty());
-        assert!(
-            undeclared(
-                "dep.status.conditions.filter(e, e.type == 'Ready').all(c, c.status == 'True')"
-            )
-            .is_empty()
+    fn ready_expressions_compile_as_cel_gos_checker_compiles_them() {
+        #[derive(serde::Deserialize)]
+        struct Fixture {
+            rows: Vec<(String, String, String)>,
+        }
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/go/cel-output-types.json"
         );
+        let fixture: Fixture =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let object: Kustomization = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "dep", "namespace": "ns"},
+            "spec": {"interval": "1m", "prune": true,
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}},
+        }))
+        .unwrap();
+        // cel-go v0.16.1, the oracle, has neither `reverse` nor `first`; Flux's v0.26.1 has
+        // both, and names the optional type `optional_type`.
+        let newer =
+            |expression: &str| expression.contains("reverse") || expression.contains("first");
+        let named = |go: &str| go.replace("optional(", "optional_type(");
+        let mut differ = Vec::new();
+        for (expression, go_type, go_error) in &fixture.rows {
+            let ours = ready_by_expression(&object, &object, expression);
+            let as_expected = if go_error.contains("undeclared reference") && !newer(expression) {
+                matches!(&ours, Err(error @ DependencyError::InvalidReadyExpr { .. })
+                    if error.terminal_cause().unwrap().ends_with(
+                        &format!("failed to parse the CEL expression '{expression}': {go_error}")))
+            } else if !go_error.is_empty() {
+                true
+            } else if go_type == "bool" {
+                !matches!(&ours, Err(error) if error.is_invalid_expression())
+            } else if expression == "type(1)" {
+                true
+            } else {
+                matches!(&ours, Err(DependencyError::ReadyExprNotBoolean { output: Some(output), .. })
+                    if *output == named(go_type))
+            };
+            if !as_expected {
+                differ.push(format!(
+                    "{expression:?}: cel-go {go_type:?} {go_error:?}, ours {ours:?}"
+                ));
+            }
+        }
         assert!(
-            undeclared("dep.spec.dependsOn.exists(d, d.name == self.metadata.name)").is_empty()
+            differ.is_empty(),
+            "{} differ:\n{}",
+            differ.len(),
+            differ.join("\n")
         );
-        assert_eq!(undeclared("[1, 2].map(x, x + y)"), ["y"]);
-        // A macro's variable is bound inside it only.
-        assert_eq!(undeclared("[1].all(x, x > 0) && x"), ["x"]);
-        assert_eq!(undeclared("{'a': other}['a'] == self.kind"), ["other"]);
-        // Namespaced functions are no variables; their arguments are read.
-        assert!(
-            undeclared(
-                "dep.?status.?conditions.orValue([]).size() > 0 || optional.none().hasValue()"
-            )
-            .is_empty()
-        );
-        assert_eq!(undeclared("sets.contains(self.spec.x, others)"), ["others"]);
-        assert_eq!(undeclared("base64.decode(secret) == b''"), ["secret"]);
     }
 }

@@ -330,6 +330,7 @@ async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
             StepError::Dependency(DependencyError::ReadyExprNotBoolean {
                 name: "infra".into(),
                 expression: "1".into(),
+                output: Some("int".into()),
             }),
             reason::INVALID_CEL,
             true,

@@ -1,0 +1,409 @@
+//! The type cel-go's checker gives an expression in Flux's environment, as far as it can be
+//! told for sure. Flux compiles a dependency's `readyExpr` (fluxcd/pkg runtime/cel
+//! `WithCompile`, `WithOutputType(bool)`, `self` and `dep` declared as
+//! `google.protobuf.Struct`, which the checker reads as `map(string, dyn)`) and refuses one
+//! whose output type is not exactly `bool`: `dep.status.ready` is `dyn`, so only
+//! `dep.status.ready == true` passes. [`output_type`] answers `None` wherever cel-go's answer
+//! is not certain from these rules, so nothing cel-go accepts is refused for its type; its
+//! answers are cel-go's own (`tests/fixtures/go/cel-output-types.json`).
+
+use std::fmt;
+
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, operators};
+
+/// A CEL type, named as cel-go names it in its messages.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CelType {
+    Bool,
+    Int,
+    Uint,
+    Double,
+    String,
+    Bytes,
+    Null,
+    Dyn,
+    Duration,
+    Timestamp,
+    List(Box<CelType>),
+    Map(Box<CelType>, Box<CelType>),
+    Optional(Box<CelType>),
+}
+
+impl CelType {
+    /// A `google.protobuf.Struct` variable (Flux's `WithStructVariables`), as the checker
+    /// reads it.
+    pub fn structure() -> CelType {
+        CelType::Map(Box::new(CelType::String), Box::new(CelType::Dyn))
+    }
+}
+
+impl fmt::Display for CelType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CelType::Bool => f.write_str("bool"),
+            CelType::Int => f.write_str("int"),
+            CelType::Uint => f.write_str("uint"),
+            CelType::Double => f.write_str("double"),
+            CelType::String => f.write_str("string"),
+            CelType::Bytes => f.write_str("bytes"),
+            CelType::Null => f.write_str("null_type"),
+            CelType::Dyn => f.write_str("dyn"),
+            CelType::Duration => f.write_str("google.protobuf.Duration"),
+            CelType::Timestamp => f.write_str("google.protobuf.Timestamp"),
+            CelType::List(element) => write!(f, "list({element})"),
+            CelType::Map(key, value) => write!(f, "map({key}, {value})"),
+            CelType::Optional(value) => write!(f, "optional_type({value})"),
+        }
+    }
+}
+
+/// The variables in scope, innermost last; a macro's variable of unknown type is `None`.
+type Scope = Vec<(String, Option<CelType>)>;
+
+/// The output type cel-go's checker gives `expression` with `variables` declared, when it
+/// is certain; `None` when it is not (or when cel-go would refuse the expression otherwise).
+pub fn output_type(expression: &IdedExpr, variables: &[(&str, CelType)]) -> Option<CelType> {
+    let mut scope: Scope = variables
+        .iter()
+        .map(|(name, t)| (name.to_string(), Some(t.clone())))
+        .collect();
+    type_of(expression, &mut scope)
+}
+
+fn type_of(expression: &IdedExpr, scope: &mut Scope) -> Option<CelType> {
+    match &expression.expr {
+        Expr::Literal(literal) => Some(literal_type(literal)),
+        Expr::Ident(name) => lookup(scope, name),
+        Expr::Select(select) if select.test => Some(CelType::Bool),
+        Expr::Select(select) => {
+            let operand = type_of(&select.operand, scope)?;
+            member(operand, field_of)
+        }
+        Expr::Call(call) => call_type(call, scope),
+        Expr::List(list) => {
+            if !list.optional_indices.is_empty() {
+                return None;
+            }
+            let types: Option<Vec<CelType>> =
+                list.elements.iter().map(|e| type_of(e, scope)).collect();
+            Some(CelType::List(Box::new(common(types?)?)))
+        }
+        Expr::Map(map) => {
+            let mut keys = Vec::new();
+            let mut values = Vec::new();
+            for entry in &map.entries {
+                let EntryExpr::MapEntry(entry) = &entry.expr else {
+                    return None;
+                };
+                if entry.optional {
+                    return None;
+                }
+                keys.push(type_of(&entry.key, scope)?);
+                values.push(type_of(&entry.value, scope)?);
+            }
+            Some(CelType::Map(
+                Box::new(common(keys)?),
+                Box::new(common(values)?),
+            ))
+        }
+        Expr::Comprehension(comprehension) => comprehension_type(comprehension, scope),
+        Expr::Struct(_) | Expr::Unspecified => None,
+    }
+}
+
+fn lookup(scope: &Scope, name: &str) -> Option<CelType> {
+    scope
+        .iter()
+        .rev()
+        .find(|(bound, _)| bound == name)
+        .and_then(|(_, t)| t.clone())
+}
+
+fn literal_type(literal: &LiteralValue) -> CelType {
+    match literal {
+        LiteralValue::Boolean(_) => CelType::Bool,
+        LiteralValue::Bytes(_) => CelType::Bytes,
+        LiteralValue::Double(_) => CelType::Double,
+        LiteralValue::Int(_) => CelType::Int,
+        LiteralValue::Null => CelType::Null,
+        LiteralValue::String(_) => CelType::String,
+        LiteralValue::UInt(_) => CelType::Uint,
+    }
+}
+
+/// The one type of a literal's elements (`dyn` for none; mixed ones cel-go refuses).
+fn common(types: Vec<CelType>) -> Option<CelType> {
+    let mut types = types.into_iter();
+    let Some(first) = types.next() else {
+        return Some(CelType::Dyn);
+    };
+    types.all(|t| t == first).then_some(first)
+}
+
+/// A field of a value of type `container`.
+fn field_of(container: CelType) -> Option<CelType> {
+    match container {
+        CelType::Map(_, value) => Some(*value),
+        CelType::Dyn => Some(CelType::Dyn),
+        _ => None,
+    }
+}
+
+/// An element of a value of type `container`.
+fn element_of(container: CelType) -> Option<CelType> {
+    match container {
+        CelType::List(element) => Some(*element),
+        CelType::Map(_, value) => Some(*value),
+        CelType::Dyn => Some(CelType::Dyn),
+        _ => None,
+    }
+}
+
+/// A member of `operand` (a field or an element); through an optional value, an optional
+/// member.
+fn member(operand: CelType, of: impl Fn(CelType) -> Option<CelType>) -> Option<CelType> {
+    match operand {
+        CelType::Optional(inner) => Some(CelType::Optional(Box::new(of(*inner)?))),
+        operand => of(operand),
+    }
+}
+
+/// The namespaces whose calls are functions, not members of a variable.
+const NAMESPACED: [(&str, CelType); 6] = [
+    ("sets.contains", CelType::Bool),
+    ("sets.equivalent", CelType::Bool),
+    ("sets.intersects", CelType::Bool),
+    ("strings.quote", CelType::String),
+    ("base64.encode", CelType::String),
+    ("base64.decode", CelType::Bytes),
+];
+
+/// Functions every overload of which, in Flux's environment, returns the same type.
+fn result_of_function(name: &str) -> Option<CelType> {
+    Some(match name {
+        "startsWith" | "endsWith" | "contains" | "matches" | "hasValue" | "bool" => CelType::Bool,
+        "size" | "indexOf" | "lastIndexOf" | "int" | "getFullYear" | "getMonth"
+        | "getDayOfYear" | "getDayOfMonth" | "getDate" | "getDayOfWeek" | "getHours"
+        | "getMinutes" | "getSeconds" | "getMilliseconds" => CelType::Int,
+        "lowerAscii" | "upperAscii" | "trim" | "replace" | "substring" | "charAt" | "format"
+        | "join" | "reverse" | "string" => CelType::String,
+        "split" => CelType::List(Box::new(CelType::String)),
+        "uint" => CelType::Uint,
+        "double" => CelType::Double,
+        "bytes" => CelType::Bytes,
+        "dyn" => CelType::Dyn,
+        "duration" => CelType::Duration,
+        "timestamp" => CelType::Timestamp,
+        _ => return None,
+    })
+}
+
+fn call_type(call: &cel::common::ast::CallExpr, scope: &mut Scope) -> Option<CelType> {
+    use operators::*;
+    let name = call.func_name.as_str();
+    let arg = |i: usize, scope: &mut Scope| type_of(call.args.get(i)?, scope);
+    match name {
+        EQUALS | NOT_EQUALS | LESS | LESS_EQUALS | GREATER | GREATER_EQUALS | IN | LOGICAL_AND
+        | LOGICAL_OR | LOGICAL_NOT | NOT_STRICTLY_FALSE => {
+            return Some(CelType::Bool);
+        }
+        CONDITIONAL => {
+            let (yes, no) = (arg(1, scope)?, arg(2, scope)?);
+            return match (yes, no) {
+                (yes, no) if yes == no => Some(yes),
+                (CelType::Dyn, _) | (_, CelType::Dyn) => Some(CelType::Dyn),
+                _ => None,
+            };
+        }
+        INDEX => return element_of(arg(0, scope)?),
+        OPT_SELECT => {
+            return Some(CelType::Optional(Box::new(match arg(0, scope)? {
+                CelType::Optional(inner) => field_of(*inner)?,
+                operand => field_of(operand)?,
+            })));
+        }
+        OPT_INDEX => {
+            return Some(CelType::Optional(Box::new(match arg(0, scope)? {
+                CelType::Optional(inner) => element_of(*inner)?,
+                operand => element_of(operand)?,
+            })));
+        }
+        ADD | SUBSTRACT | MULTIPLY | DIVIDE | MODULO => {
+            return arithmetic(name, arg(0, scope)?, arg(1, scope)?);
+        }
+        NEGATE => {
+            return match arg(0, scope)? {
+                t @ (CelType::Int | CelType::Double | CelType::Dyn) => Some(t),
+                _ => None,
+            };
+        }
+        _ => {}
+    }
+    match call.target.as_deref() {
+        Some(IdedExpr {
+            expr: Expr::Ident(namespace),
+            ..
+        }) if lookup(scope, namespace).is_none() => {
+            let qualified = format!("{namespace}.{name}");
+            match qualified.as_str() {
+                "optional.of" | "optional.ofNonZeroValue" => {
+                    Some(CelType::Optional(Box::new(arg(0, scope)?)))
+                }
+                "optional.none" => Some(CelType::Optional(Box::new(CelType::Dyn))),
+                qualified => NAMESPACED
+                    .iter()
+                    .find(|(function, _)| *function == qualified)
+                    .map(|(_, t)| t.clone()),
+            }
+        }
+        Some(target) => {
+            let receiver = type_of(target, scope);
+            match (name, receiver) {
+                ("value", Some(CelType::Optional(inner))) => Some(*inner),
+                ("orValue", Some(CelType::Optional(inner))) => {
+                    let fallback = arg(0, scope)?;
+                    match *inner {
+                        CelType::Dyn => Some(CelType::Dyn),
+                        inner if inner == fallback => Some(inner),
+                        _ => None,
+                    }
+                }
+                ("or", Some(CelType::Optional(inner))) => match (*inner, arg(0, scope)?) {
+                    (CelType::Dyn, _) => Some(CelType::Optional(Box::new(CelType::Dyn))),
+                    (inner, CelType::Optional(other)) if inner == *other => {
+                        Some(CelType::Optional(Box::new(inner)))
+                    }
+                    _ => None,
+                },
+                ("value" | "orValue" | "or", _) => None,
+                _ => result_of_function(name),
+            }
+        }
+        None => result_of_function(name),
+    }
+}
+
+/// `+`, `-`, `*`, `/` and `%` on numbers, and `+` on strings, bytes and lists: a `dyn`
+/// operand takes the other's type (the one overload left), two `dyn`s stay `dyn`.
+fn arithmetic(operator: &str, left: CelType, right: CelType) -> Option<CelType> {
+    let operand = match (left, right) {
+        (left, right) if left == right => left,
+        (CelType::Dyn, other) | (other, CelType::Dyn) => other,
+        _ => return None,
+    };
+    let supported = match &operand {
+        CelType::Dyn | CelType::Int | CelType::Uint => true,
+        CelType::Double => operator != operators::MODULO,
+        CelType::String | CelType::Bytes | CelType::List(_) => operator == operators::ADD,
+        _ => false,
+    };
+    supported.then_some(operand)
+}
+
+/// A macro's comprehension: `all`, `exists` and `exists_one` are `bool`; `map` and `filter`
+/// a list of what they append.
+fn comprehension_type(
+    comprehension: &cel::common::ast::ComprehensionExpr,
+    scope: &mut Scope,
+) -> Option<CelType> {
+    if comprehension.iter_var2.is_some() {
+        return None;
+    }
+    let range = type_of(&comprehension.iter_range, scope);
+    let iterated = match range {
+        Some(CelType::List(element)) => Some(*element),
+        Some(CelType::Map(key, _)) => Some(*key),
+        Some(CelType::Dyn) => Some(CelType::Dyn),
+        _ => None,
+    };
+    scope.push((comprehension.iter_var.clone(), iterated));
+    let result = match &comprehension.accu_init.expr {
+        // `map` and `filter` start from an empty list and append one element a step.
+        Expr::List(list) if list.elements.is_empty() => {
+            match (
+                &comprehension.result.expr,
+                appended(&comprehension.loop_step),
+            ) {
+                (Expr::Ident(result), Some(element)) if *result == comprehension.accu_var => {
+                    type_of(element, scope).map(|t| CelType::List(Box::new(t)))
+                }
+                _ => None,
+            }
+        }
+        _ => {
+            let accumulated = type_of(&comprehension.accu_init, scope);
+            scope.push((comprehension.accu_var.clone(), accumulated));
+            let result = type_of(&comprehension.result, scope);
+            scope.pop();
+            result
+        }
+    };
+    scope.pop();
+    result
+}
+
+/// The element a `map` or `filter` step appends (`accu + [element]`, possibly under a
+/// condition).
+fn appended(step: &IdedExpr) -> Option<&IdedExpr> {
+    match &step.expr {
+        Expr::List(list) if list.elements.len() == 1 => list.elements.first(),
+        Expr::Call(call) => call.args.iter().find_map(appended),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CelType, output_type};
+
+    /// `tests/fixtures/go/cel-output-types.json`: what cel-go's checker gave expressions in
+    /// Flux's environment (`tools/go-oracles/cel-output-types`). Where this module is sure,
+    /// it is cel-go's type; it is unsure only where expected, and never for one cel-go
+    /// refuses as undeclared.
+    #[test]
+    fn output_types_are_cel_gos() {
+        #[derive(serde::Deserialize)]
+        struct Fixture {
+            rows: Vec<(String, String, String)>,
+        }
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/go/cel-output-types.json"
+        );
+        let fixture: Fixture =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let variables = [
+            ("self", CelType::structure()),
+            ("dep", CelType::structure()),
+        ];
+        // Types cel-go v0.16.1 (the oracle) names otherwise than Flux's v0.26.1 does
+        // (`types.NewOptionalType`: "optional_type"), and types this module leaves open.
+        let named = |go: &str| go.replace("optional(", "optional_type(");
+        let open = ["type(1)"];
+        let mut differ = Vec::new();
+        let mut compared = 0;
+        for (expression, go_type, go_error) in &fixture.rows {
+            let Ok(program) = crate::health::cel_ext::compile(expression) else {
+                continue;
+            };
+            let ours = output_type(program.expression(), &variables).map(|t| t.to_string());
+            compared += usize::from(ours.is_some() && go_error.is_empty());
+            match ours {
+                Some(ours) if go_error.is_empty() && ours != named(go_type) => {
+                    differ.push(format!("{expression}: cel-go {go_type}, ours {ours}"))
+                }
+                None if go_error.is_empty() && !open.contains(&expression.as_str()) => {
+                    differ.push(format!("{expression}: cel-go {go_type}, ours unsure"))
+                }
+                _ => {}
+            }
+        }
+        assert!(
+            differ.is_empty(),
+            "{} differ:\n{}",
+            differ.len(),
+            differ.join("\n")
+        );
+        assert!(compared >= 140, "{compared} compared");
+    }
+}
