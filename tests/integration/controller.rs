@@ -1439,9 +1439,32 @@ async fn dependency_chains_and_ready_expressions() {
             .await;
     }
     harness.create_kustomization("broken-expr", json!({"namePrefix": "d-", "dependsOn": [{"name": "first", "readyExpr": "dep.status.("}]})).await;
-    harness
+    let broken = harness
         .wait_ready("broken-expr", "False", "InvalidCELExpression")
         .await;
+    let message = ready_message(&broken);
+    assert!(
+        message.ends_with(
+            "failed to parse the CEL expression 'dep.status.(': ERROR: <input>:1:12: Syntax error: no viable alternative at input '.('\n | dep.status.(\n | ...........^"
+        ),
+        "{message}"
+    );
+    // As Flux's compilation: a field of `dep` is `dyn`, not `bool`, whatever it holds.
+    harness.create_kustomization("dyn-expr", json!({"namePrefix": "e-", "dependsOn": [{"name": "first", "readyExpr": "dep.spec.prune"}]})).await;
+    let dyn_typed = harness
+        .wait_ready("dyn-expr", "False", "InvalidCELExpression")
+        .await;
+    assert_eq!(
+        ready_message(&dyn_typed),
+        "Reconciliation failed terminally due to configuration error: terminal error: failed to evaluate dependency first: CEL expression output type mismatch: expected bool, got dyn"
+    );
+    let stalled = dyn_typed.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "Stalled")
+            .map(|c| c.status.clone())
+    });
+    assert_eq!(stalled.as_deref(), Some("True"));
 }
 
 /// As `flux diff kustomization` (fluxcd/pkg `ssa` `SanitizeUnstructuredData`): a Secret's
