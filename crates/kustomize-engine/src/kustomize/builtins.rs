@@ -666,6 +666,14 @@ fn apply_transformer_config(
             let c: ReplacementConfig = decode(config, origin, file)?;
             replacements::apply_all(&c.replacements, loader, file, &mut acc.resources)?;
         }
+        "ValueAddTransformer" => {
+            let c: super::value_add::ValueAddConfig = decode(config, origin, file)?;
+            let custom = acc.custom_schema.clone();
+            let schema = super::openapi::SchemaView {
+                custom: custom.as_ref(),
+            };
+            super::value_add::apply(c, origin, loader, file, &mut acc.resources, schema)?;
+        }
         // kustomize's HashTransformer has no settings; the build's own pass at the end suffixes
         // again (`cm-4h2mbtbbt6-4h2mbtbbt6`, as kustomize prints it).
         "HashTransformer" => super::hash::suffix_generated_names(&mut acc.resources),

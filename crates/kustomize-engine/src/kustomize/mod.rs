@@ -37,6 +37,7 @@ mod smp;
 mod sort;
 mod target;
 mod transformers;
+mod value_add;
 mod vars;
 
 use std::path::{Path, PathBuf};

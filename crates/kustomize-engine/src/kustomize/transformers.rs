@@ -146,7 +146,11 @@ impl From<super::fieldspec::ScalarInPath> for NamespaceVisit {
     }
 }
 
-fn set_subject_namespaces(resource: &mut Resource, namespace: &str, options: NamespaceOptions) {
+pub(super) fn set_subject_namespaces(
+    resource: &mut Resource,
+    namespace: &str,
+    options: NamespaceOptions,
+) {
     let Some(Value::Array(subjects)) = resource.object.get_mut("subjects") else {
         return;
     };
