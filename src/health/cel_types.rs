@@ -352,9 +352,27 @@ fn appended(step: &IdedExpr) -> Option<&IdedExpr> {
     }
 }
 
+/// `tests/fixtures/go/cel-output-types.json`'s rows: an expression, the output type cel-go's
+/// checker gave it, or its compile error (`tools/go-oracles/cel-output-types`).
+#[cfg(test)]
+pub(crate) fn cel_go_rows() -> Vec<(String, String, String)> {
+    #[derive(serde::Deserialize)]
+    struct Fixture {
+        rows: Vec<(String, String, String)>,
+    }
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/go/cel-output-types.json"
+    );
+    let text = std::fs::read_to_string(path).expect("the cel-go fixture");
+    serde_json::from_str::<Fixture>(&text)
+        .expect("the cel-go fixture parses")
+        .rows
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{CelType, output_type};
+    use super::{CelType, cel_go_rows, output_type};
 
     /// `tests/fixtures/go/cel-output-types.json`: what cel-go's checker gave expressions in
     /// Flux's environment (`tools/go-oracles/cel-output-types`). Where this module is sure,
@@ -362,16 +380,7 @@ mod tests {
     /// refuses as undeclared.
     #[test]
     fn output_types_are_cel_gos() {
-        #[derive(serde::Deserialize)]
-        struct Fixture {
-            rows: Vec<(String, String, String)>,
-        }
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/go/cel-output-types.json"
-        );
-        let fixture: Fixture =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let rows = cel_go_rows();
         let variables = [
             ("self", CelType::structure()),
             ("dep", CelType::structure()),
@@ -382,7 +391,7 @@ mod tests {
         let open = ["type(1)"];
         let mut differ = Vec::new();
         let mut compared = 0;
-        for (expression, go_type, go_error) in &fixture.rows {
+        for (expression, go_type, go_error) in &rows {
             let Ok(program) = crate::health::cel_ext::compile(expression) else {
                 continue;
             };

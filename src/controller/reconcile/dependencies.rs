@@ -284,16 +284,7 @@ mod tests {
     /// errors (`self == 'bar'`) are not found here: such an expression is evaluated.
     #[test]
     fn ready_expressions_compile_as_cel_gos_checker_compiles_them() {
-        #[derive(serde::Deserialize)]
-        struct Fixture {
-            rows: Vec<(String, String, String)>,
-        }
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/go/cel-output-types.json"
-        );
-        let fixture: Fixture =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let rows = crate::health::cel_types::cel_go_rows();
         let object: Kustomization = serde_json::from_value(serde_json::json!({
             "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
             "metadata": {"name": "dep", "namespace": "ns"},
@@ -307,7 +298,7 @@ mod tests {
             |expression: &str| expression.contains("reverse") || expression.contains("first");
         let named = |go: &str| go.replace("optional(", "optional_type(");
         let mut differ = Vec::new();
-        for (expression, go_type, go_error) in &fixture.rows {
+        for (expression, go_type, go_error) in &rows {
             let ours = ready_by_expression(&object, &object, expression);
             let as_expected = if go_error.contains("undeclared reference") && !newer(expression) {
                 matches!(&ours, Err(error @ DependencyError::InvalidReadyExpr { .. })

@@ -273,28 +273,28 @@ fn insert_path_part(path: &str, position: usize, part: &str) -> String {
     join_file_path(&parts)
 }
 
-/// kyaml's `PathSplit`: the names of a path, an empty first one for a leading `/`.
+/// kyaml's `PathSplit`: the names of a path, an empty first one for a leading `/` (a
+/// doubled `/` leaves an empty name between). Taken from the end, as Go's recursion does, in
+/// a loop: the path is a field's value, of any length.
 fn split_file_path(path: &str) -> Vec<String> {
-    if path.is_empty() {
-        return Vec::new();
-    }
-    let (dir, name) = match path.rfind('/') {
-        Some(slash) => (&path[..=slash], &path[slash + 1..]),
-        None => ("", path),
-    };
-    if dir == "/" {
-        return if name.is_empty() {
-            vec![String::new()]
-        } else {
-            vec![String::new(), name.to_string()]
+    let mut parts = Vec::new();
+    let mut rest = path;
+    while !rest.is_empty() {
+        let (dir, name) = match rest.rfind('/') {
+            Some(slash) => (&rest[..=slash], &rest[slash + 1..]),
+            None => ("", rest),
         };
+        if dir == "/" {
+            if !name.is_empty() {
+                parts.push(name.to_string());
+            }
+            parts.push(String::new());
+            break;
+        }
+        parts.push(name.to_string());
+        rest = dir.strip_suffix('/').unwrap_or(dir);
     }
-    let dir = dir.strip_suffix('/').unwrap_or(dir);
-    if dir.is_empty() {
-        return vec![name.to_string()];
-    }
-    let mut parts = split_file_path(dir);
-    parts.push(name.to_string());
+    parts.reverse();
     parts
 }
 
@@ -365,6 +365,11 @@ mod tests {
             );
         }
         assert_eq!(insert_path_part("a/b", 1, ""), "a/b");
+        assert_eq!(insert_path_part("a//b", 1, "PEACH"), "a/PEACH/b");
+        assert_eq!(insert_path_part("a/../..", 0, "PEACH"), ".");
+        // A field's value of any length: no recursion as deep as its slashes.
+        let long = "a/".repeat(200_000);
+        assert!(insert_path_part(&long, 1, "PEACH").starts_with("a/PEACH/a/"));
     }
 
     #[test]
