@@ -244,16 +244,7 @@ fn unescape(text: &str, mode: Mode) -> Result<Vec<u8>, String> {
 
 /// Go's `EscapeError`: the escape quoted, bytes that are not UTF-8 as `\xHH`.
 fn escape_error(escape: &[u8]) -> String {
-    let mut quoted = String::from("\"");
-    for chunk in escape.utf8_chunks() {
-        let valid = quote(chunk.valid());
-        quoted.push_str(&valid[1..valid.len() - 1]);
-        for byte in chunk.invalid() {
-            quoted.push_str(&format!("\\x{byte:02x}"));
-        }
-    }
-    quoted.push('"');
-    format!("invalid URL escape {quoted}")
+    format!("invalid URL escape {}", go_unicode::quote_bytes(escape))
 }
 
 /// The ASCII characters Go leaves unescaped in a host: letters, digits, `-_.~`, the

@@ -32,31 +32,45 @@ pub fn is_print(c: char) -> bool {
     within(&tables::PRINTS, c)
 }
 
-/// Go's `strconv.Quote` (what `%q` prints for a string): double quotes, `\"` and `\\`, the
-/// C escapes, `\xHH` below a space and for DEL, `\uHHHH` or `\UHHHHHHHH` for the rest Go does
+/// Go's `strconv.Quote` (what `%q` prints for a string): double quotes, `\\"` and `\\\\`, the
+/// C escapes, `\\xHH` below a space and for DEL, `\\uHHHH` or `\\UHHHHHHHH` for the rest Go does
 /// not print.
 pub fn quote(text: &str) -> String {
+    quote_bytes(text.as_bytes())
+}
+
+/// [`quote`] of a Go string that may hold bytes that are not UTF-8: each such byte `\\xHH`.
+pub fn quote_bytes(text: &[u8]) -> String {
     let mut quoted = String::with_capacity(text.len() + 2);
     quoted.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => quoted.push_str("\\\""),
-            '\\' => quoted.push_str("\\\\"),
-            c if is_print(c) => quoted.push(c),
-            '\u{7}' => quoted.push_str("\\a"),
-            '\u{8}' => quoted.push_str("\\b"),
-            '\u{c}' => quoted.push_str("\\f"),
-            '\n' => quoted.push_str("\\n"),
-            '\r' => quoted.push_str("\\r"),
-            '\t' => quoted.push_str("\\t"),
-            '\u{b}' => quoted.push_str("\\v"),
-            c if c < ' ' || c == '\u{7f}' => quoted.push_str(&format!("\\x{:02x}", u32::from(c))),
-            c if u32::from(c) < 0x10000 => quoted.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => quoted.push_str(&format!("\\U{:08x}", u32::from(c))),
+    for chunk in text.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            push_quoted(&mut quoted, c);
+        }
+        for byte in chunk.invalid() {
+            quoted.push_str(&format!("\\x{byte:02x}"));
         }
     }
     quoted.push('"');
     quoted
+}
+
+fn push_quoted(quoted: &mut String, c: char) {
+    match c {
+        '"' => quoted.push_str("\\\""),
+        '\\' => quoted.push_str("\\\\"),
+        c if is_print(c) => quoted.push(c),
+        '\u{7}' => quoted.push_str("\\a"),
+        '\u{8}' => quoted.push_str("\\b"),
+        '\u{c}' => quoted.push_str("\\f"),
+        '\n' => quoted.push_str("\\n"),
+        '\r' => quoted.push_str("\\r"),
+        '\t' => quoted.push_str("\\t"),
+        '\u{b}' => quoted.push_str("\\v"),
+        c if c < ' ' || c == '\u{7f}' => quoted.push_str(&format!("\\x{:02x}", u32::from(c))),
+        c if u32::from(c) < 0x10000 => quoted.push_str(&format!("\\u{:04x}", u32::from(c))),
+        c => quoted.push_str(&format!("\\U{:08x}", u32::from(c))),
+    }
 }
 
 /// Whether `c` falls in one of `ranges` (sorted, inclusive, disjoint).
@@ -68,7 +82,7 @@ fn within(ranges: &[(u32, u32)], c: char) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_digit, is_letter, is_print, quote};
+    use super::{is_digit, is_letter, is_print, quote, quote_bytes};
 
     /// Every code point is a letter and a digit exactly where Go's own answers say
     /// (`tests/fixtures/go/unicode-classes.json`, printed by Go 1.26 itself).
@@ -149,5 +163,6 @@ mod tests {
         ] {
             assert_eq!(quote(text), go, "{text:?}");
         }
+        assert_eq!(quote_bytes(b"%z\xc3"), "\"%z\\xc3\"");
     }
 }
