@@ -32,14 +32,14 @@ pub fn is_print(c: char) -> bool {
     within(&tables::PRINTS, c)
 }
 
-/// Go's `strconv.Quote` (what `%q` prints for a string): double quotes, `\\"` and `\\\\`, the
-/// C escapes, `\\xHH` below a space and for DEL, `\\uHHHH` or `\\UHHHHHHHH` for the rest Go does
+/// Go's `strconv.Quote` (what `%q` prints for a string): double quotes, `\"` and `\\`, the
+/// C escapes, `\xHH` below a space and for DEL, `\uHHHH` or `\UHHHHHHHH` for the rest Go does
 /// not print.
 pub fn quote(text: &str) -> String {
     quote_bytes(text.as_bytes())
 }
 
-/// [`quote`] of a Go string that may hold bytes that are not UTF-8: each such byte `\\xHH`.
+/// [`quote`] of a Go string that may hold bytes that are not UTF-8: each such byte `\xHH`.
 pub fn quote_bytes(text: &[u8]) -> String {
     let mut quoted = String::with_capacity(text.len() + 2);
     quoted.push('"');
