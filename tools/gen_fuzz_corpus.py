@@ -6,13 +6,17 @@ by NUL bytes (the layout fuzz/harness.rs reads). sops_decrypt: a format selector
 SOPS file from tests/fixtures/sops. Run from the repository root; the output is committed.
 """
 import os
-import shutil
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "tests/fixtures/kustomize")
 SOPS = os.path.join(ROOT, "tests/fixtures/sops")
 OUT = os.path.join(ROOT, "fuzz/corpus")
 FORMATS = {".yaml": 0, ".yml": 0, ".json": 1, ".env": 2, ".ini": 3}
+# Cases seeded whatever the sampling picks: features the sample may miss.
+ALWAYS = [
+    "transformers-valueadd-defaults-namespace-and-lists",
+    "transformers-valueadd-filter-rows",
+]
 
 
 def build_seeds():
@@ -35,7 +39,8 @@ def build_seeds():
         if any(b"\0" in p for p in [text] + parts):
             continue
         seeds.append((case, b"\0".join([text] + parts)))
-    return seeds[::6][:60]
+    sampled = seeds[::6][:60]
+    return sampled + [seed for seed in seeds if seed[0] in ALWAYS and seed not in sampled]
 
 
 def sops_seeds():
@@ -53,9 +58,9 @@ def sops_seeds():
 
 
 def write(target, seeds):
+    # The corpus only grows: inputs libFuzzer found, or added by hand, stay.
     out = os.path.join(OUT, target)
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
+    os.makedirs(out, exist_ok=True)
     for name, data in seeds:
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
