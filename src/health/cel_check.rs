@@ -1,16 +1,16 @@
 //! What Flux's compilation of a dependency's `readyExpr` refuses before anything is
 //! evaluated (fluxcd/pkg runtime/cel `NewExpression` with `WithCompile`,
 //! `WithStructVariables("self", "dep")` and `WithOutputType(BoolType)`): cel-go's checker
-//! issues for references to undeclared variables and functions, in its words and order, then
-//! an output type other than `bool` ([`super::cel_types`]). The checker's overload errors
-//! (`self == 'bar'`) are not found here: such an expression is evaluated, and fails or answers
-//! then.
+//! issues — references to undeclared variables and functions, operators no overload of which
+//! takes their operands (`self == 'bar'`), literals of mixed types — in its words and order,
+//! then an output type other than `bool` ([`super::cel_types`]). Functions' overloads
+//! (`size(1)`) are not checked: such an expression is evaluated, and fails then.
 
 use cel::Program;
 
 use super::cel_ext;
 use super::cel_issues::CompileError;
-use super::cel_types::{CelType, output_type};
+use super::cel_types::{CelType, check};
 
 /// Why an expression does not compile as Flux compiles a `readyExpr`.
 #[derive(Debug, thiserror::Error)]
@@ -27,25 +27,34 @@ pub enum CheckError {
 /// `bool` output required.
 pub fn compile_boolean(expression: &str, variables: &[&str]) -> Result<Program, CheckError> {
     let program = cel_ext::compile(expression).map_err(CheckError::Issues)?;
-    let mut undeclared = undeclared_references(program.expression(), variables);
-    // cel-go lists its issues in the order of where they are.
-    let offset = |id: u64| program.source_info().offset_for(id).map(|(start, _)| start);
-    undeclared.sort_by_key(|(_, id)| offset(*id));
-    if !undeclared.is_empty() {
-        let issues: Vec<String> = undeclared
-            .iter()
-            .map(|(name, id)| {
-                let message = format!("undeclared reference to '{name}' (in container '')");
-                CompileError::at_node(&program, expression, *id, &message).to_string()
-            })
-            .collect();
-        return Err(CheckError::Issues(CompileError::from_lines(issues)));
-    }
     let declared: Vec<(&str, CelType)> = variables
         .iter()
         .map(|name| (*name, CelType::structure()))
         .collect();
-    match output_type(program.expression(), &declared) {
+    let (output, type_errors) = check(program.expression(), &declared);
+    let mut issues: Vec<(u64, String)> = undeclared_references(program.expression(), variables)
+        .into_iter()
+        .map(|(name, id)| {
+            (
+                id,
+                format!("undeclared reference to '{name}' (in container '')"),
+            )
+        })
+        .chain(type_errors)
+        .collect();
+    // cel-go lists its issues in the order of where they are.
+    let offset = |id: u64| program.source_info().offset_for(id).map(|(start, _)| start);
+    issues.sort_by_key(|(id, _)| offset(*id));
+    if !issues.is_empty() {
+        let shown: Vec<String> = issues
+            .iter()
+            .map(|(id, message)| {
+                CompileError::at_node(&program, expression, *id, message).to_string()
+            })
+            .collect();
+        return Err(CheckError::Issues(CompileError::from_lines(shown)));
+    }
+    match output {
         Some(output) if output != CelType::Bool => Err(CheckError::OutputType(output.to_string())),
         _ => Ok(program),
     }

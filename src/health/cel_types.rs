@@ -57,58 +57,135 @@ impl fmt::Display for CelType {
     }
 }
 
+impl CelType {
+    /// The type as cel-go's overload errors name it (`FormatCELType`: `null`, `timestamp`,
+    /// `duration` where the output type says `null_type` and the protobuf names).
+    fn overload_name(&self) -> String {
+        match self {
+            CelType::Null => "null".into(),
+            CelType::Duration => "duration".into(),
+            CelType::Timestamp => "timestamp".into(),
+            CelType::List(element) => format!("list({})", element.overload_name()),
+            CelType::Map(key, value) => {
+                format!("map({}, {})", key.overload_name(), value.overload_name())
+            }
+            CelType::Optional(value) => format!("optional_type({})", value.overload_name()),
+            other => other.to_string(),
+        }
+    }
+}
+
 /// The variables in scope, innermost last; a macro's variable of unknown type is `None`.
 type Scope = Vec<(String, Option<CelType>)>;
 
 /// The output type cel-go's checker gives `expression` with `variables` declared, when it
 /// is certain; `None` when it is not (or when cel-go would refuse the expression otherwise).
 pub fn output_type(expression: &IdedExpr, variables: &[(&str, CelType)]) -> Option<CelType> {
-    let mut scope: Scope = variables
-        .iter()
-        .map(|(name, t)| (name.to_string(), Some(t.clone())))
-        .collect();
-    type_of(expression, &mut scope)
+    check(expression, variables).0
 }
 
-fn type_of(expression: &IdedExpr, scope: &mut Scope) -> Option<CelType> {
+/// The output type (as [`output_type`]) and the checker's errors cel-go would report, each
+/// with the node it is about: an operator no overload of which takes its operands' types, a
+/// list or map literal whose elements differ in type.
+pub fn check(
+    expression: &IdedExpr,
+    variables: &[(&str, CelType)],
+) -> (Option<CelType>, Vec<(u64, String)>) {
+    let mut cx = Checker {
+        scope: variables
+            .iter()
+            .map(|(name, t)| (name.to_string(), Some(t.clone())))
+            .collect(),
+        errors: Vec::new(),
+    };
+    let output = type_of(expression, &mut cx);
+    // A node walked twice (a `map`'s element, in its step and for its type) is reported once.
+    let mut reported = std::collections::HashSet::new();
+    cx.errors.retain(|(id, _)| reported.insert(*id));
+    (output, cx.errors)
+}
+
+/// What a walk knows: the variables in scope and the errors found so far.
+struct Checker {
+    scope: Scope,
+    errors: Vec<(u64, String)>,
+}
+
+fn type_of(expression: &IdedExpr, cx: &mut Checker) -> Option<CelType> {
     match &expression.expr {
         Expr::Literal(literal) => Some(literal_type(literal)),
-        Expr::Ident(name) => lookup(scope, name),
+        Expr::Ident(name) => lookup(&cx.scope, name),
         Expr::Select(select) if select.test => Some(CelType::Bool),
         Expr::Select(select) => {
-            let operand = type_of(&select.operand, scope)?;
+            let operand = type_of(&select.operand, cx)?;
             member(operand, field_of)
         }
-        Expr::Call(call) => call_type(call, scope),
+        Expr::Call(call) => call_type(call, expression.id, cx),
         Expr::List(list) => {
-            if !list.optional_indices.is_empty() {
+            let types: Vec<Option<CelType>> =
+                list.elements.iter().map(|e| type_of(e, cx)).collect();
+            let ids: Vec<u64> = list.elements.iter().map(|e| e.id).collect();
+            let homogeneous = homogeneous(&types, &ids, cx);
+            if !list.optional_indices.is_empty() || !homogeneous {
                 return None;
             }
-            let types: Option<Vec<CelType>> =
-                list.elements.iter().map(|e| type_of(e, scope)).collect();
+            let types: Option<Vec<CelType>> = types.into_iter().collect();
             Some(CelType::List(Box::new(common(types?)?)))
         }
         Expr::Map(map) => {
             let mut keys = Vec::new();
             let mut values = Vec::new();
+            let mut optional = false;
             for entry in &map.entries {
                 let EntryExpr::MapEntry(entry) = &entry.expr else {
                     return None;
                 };
-                if entry.optional {
-                    return None;
-                }
-                keys.push(type_of(&entry.key, scope)?);
-                values.push(type_of(&entry.value, scope)?);
+                optional |= entry.optional;
+                keys.push((type_of(&entry.key, cx), entry.key.id));
+                values.push((type_of(&entry.value, cx), entry.value.id));
             }
+            let (key_types, key_ids): (Vec<_>, Vec<_>) = keys.into_iter().unzip();
+            let (value_types, value_ids): (Vec<_>, Vec<_>) = values.into_iter().unzip();
+            let homogeneous =
+                homogeneous(&key_types, &key_ids, cx) & homogeneous(&value_types, &value_ids, cx);
+            if optional || !homogeneous {
+                return None;
+            }
+            let keys: Option<Vec<CelType>> = key_types.into_iter().collect();
+            let values: Option<Vec<CelType>> = value_types.into_iter().collect();
             Some(CelType::Map(
-                Box::new(common(keys)?),
-                Box::new(common(values)?),
+                Box::new(common(keys?)?),
+                Box::new(common(values?)?),
             ))
         }
-        Expr::Comprehension(comprehension) => comprehension_type(comprehension, scope),
+        Expr::Comprehension(comprehension) => comprehension_type(comprehension, cx),
         Expr::Struct(_) | Expr::Unspecified => None,
     }
+}
+
+/// HomogeneousAggregateLiterals, as Flux's environment has it: a literal's elements (or keys,
+/// or values) of the first one's type, each other reported at its node.
+fn homogeneous(types: &[Option<CelType>], ids: &[u64], cx: &mut Checker) -> bool {
+    let Some(Some(expected)) = types.first() else {
+        return true;
+    };
+    let mut homogeneous = true;
+    for (found, id) in types.iter().zip(ids).skip(1) {
+        if let Some(found) = found
+            && !unifies(expected, found)
+        {
+            cx.errors.push((
+                *id,
+                format!(
+                    "expected type '{}' but found '{}'",
+                    expected.overload_name(),
+                    found.overload_name()
+                ),
+            ));
+            homogeneous = false;
+        }
+    }
+    homogeneous
 }
 
 fn lookup(scope: &Scope, name: &str) -> Option<CelType> {
@@ -198,88 +275,185 @@ fn result_of_function(name: &str) -> Option<CelType> {
     })
 }
 
-fn call_type(call: &cel::common::ast::CallExpr, scope: &mut Scope) -> Option<CelType> {
+fn call_type(call: &cel::common::ast::CallExpr, id: u64, cx: &mut Checker) -> Option<CelType> {
     use operators::*;
     let name = call.func_name.as_str();
-    let arg = |i: usize, scope: &mut Scope| type_of(call.args.get(i)?, scope);
+    // `optional.of(x)`: a function of a namespace, not a member of a variable.
+    let namespace = match call.target.as_deref() {
+        Some(IdedExpr {
+            expr: Expr::Ident(namespace),
+            ..
+        }) if lookup(&cx.scope, namespace).is_none() => Some(namespace.as_str()),
+        _ => None,
+    };
+    // Every operand is checked, whatever the call makes of it: errors hide anywhere.
+    let receiver = match (call.target.as_deref(), namespace) {
+        (Some(target), None) => Some(type_of(target, cx)),
+        _ => None,
+    };
+    let args: Vec<Option<CelType>> = call.args.iter().map(|a| type_of(a, cx)).collect();
+    let arg = |i: usize| args.get(i).cloned().flatten();
+    let operator = matches!(
+        name,
+        EQUALS
+            | NOT_EQUALS
+            | LESS
+            | LESS_EQUALS
+            | GREATER
+            | GREATER_EQUALS
+            | IN
+            | LOGICAL_AND
+            | LOGICAL_OR
+            | LOGICAL_NOT
+            | CONDITIONAL
+            | ADD
+            | SUBSTRACT
+            | MULTIPLY
+            | DIVIDE
+            | MODULO
+            | NEGATE
+    );
+    if operator && args.iter().all(Option::is_some) {
+        let known: Vec<CelType> = args.iter().flatten().cloned().collect();
+        if !overload_exists(name, &known) {
+            let signature: Vec<String> = known.iter().map(CelType::overload_name).collect();
+            cx.errors.push((
+                id,
+                format!(
+                    "found no matching overload for '{name}' applied to '({})'",
+                    signature.join(", ")
+                ),
+            ));
+            return None;
+        }
+    }
     match name {
         EQUALS | NOT_EQUALS | LESS | LESS_EQUALS | GREATER | GREATER_EQUALS | IN | LOGICAL_AND
-        | LOGICAL_OR | LOGICAL_NOT | NOT_STRICTLY_FALSE => {
-            return Some(CelType::Bool);
-        }
+        | LOGICAL_OR | LOGICAL_NOT | NOT_STRICTLY_FALSE => return Some(CelType::Bool),
         CONDITIONAL => {
-            let (yes, no) = (arg(1, scope)?, arg(2, scope)?);
-            return match (yes, no) {
+            return match (arg(1)?, arg(2)?) {
                 (yes, no) if yes == no => Some(yes),
                 (CelType::Dyn, _) | (_, CelType::Dyn) => Some(CelType::Dyn),
                 _ => None,
             };
         }
-        INDEX => return element_of(arg(0, scope)?),
+        INDEX => return element_of(arg(0)?),
         OPT_SELECT => {
-            return Some(CelType::Optional(Box::new(match arg(0, scope)? {
+            return Some(CelType::Optional(Box::new(match arg(0)? {
                 CelType::Optional(inner) => field_of(*inner)?,
                 operand => field_of(operand)?,
             })));
         }
         OPT_INDEX => {
-            return Some(CelType::Optional(Box::new(match arg(0, scope)? {
+            return Some(CelType::Optional(Box::new(match arg(0)? {
                 CelType::Optional(inner) => element_of(*inner)?,
                 operand => element_of(operand)?,
             })));
         }
         ADD | SUBSTRACT | MULTIPLY | DIVIDE | MODULO => {
-            return arithmetic(name, arg(0, scope)?, arg(1, scope)?);
+            return arithmetic(name, arg(0)?, arg(1)?);
         }
         NEGATE => {
-            return match arg(0, scope)? {
+            return match arg(0)? {
                 t @ (CelType::Int | CelType::Double | CelType::Dyn) => Some(t),
                 _ => None,
             };
         }
         _ => {}
     }
-    match call.target.as_deref() {
-        Some(IdedExpr {
-            expr: Expr::Ident(namespace),
-            ..
-        }) if lookup(scope, namespace).is_none() => {
-            let qualified = format!("{namespace}.{name}");
-            match qualified.as_str() {
-                "optional.of" | "optional.ofNonZeroValue" => {
-                    Some(CelType::Optional(Box::new(arg(0, scope)?)))
-                }
-                "optional.none" => Some(CelType::Optional(Box::new(CelType::Dyn))),
-                qualified => NAMESPACED
-                    .iter()
-                    .find(|(function, _)| *function == qualified)
-                    .map(|(_, t)| t.clone()),
+    if let Some(namespace) = namespace {
+        let qualified = format!("{namespace}.{name}");
+        return match qualified.as_str() {
+            "optional.of" | "optional.ofNonZeroValue" => Some(CelType::Optional(Box::new(arg(0)?))),
+            "optional.none" => Some(CelType::Optional(Box::new(CelType::Dyn))),
+            qualified => NAMESPACED
+                .iter()
+                .find(|(function, _)| *function == qualified)
+                .map(|(_, t)| t.clone()),
+        };
+    }
+    match (name, receiver) {
+        ("value", Some(Some(CelType::Optional(inner)))) => Some(*inner),
+        ("orValue", Some(Some(CelType::Optional(inner)))) => {
+            let fallback = arg(0)?;
+            match *inner {
+                CelType::Dyn => Some(CelType::Dyn),
+                inner if inner == fallback => Some(inner),
+                _ => None,
             }
         }
-        Some(target) => {
-            let receiver = type_of(target, scope);
-            match (name, receiver) {
-                ("value", Some(CelType::Optional(inner))) => Some(*inner),
-                ("orValue", Some(CelType::Optional(inner))) => {
-                    let fallback = arg(0, scope)?;
-                    match *inner {
-                        CelType::Dyn => Some(CelType::Dyn),
-                        inner if inner == fallback => Some(inner),
-                        _ => None,
-                    }
-                }
-                ("or", Some(CelType::Optional(inner))) => match (*inner, arg(0, scope)?) {
-                    (CelType::Dyn, _) => Some(CelType::Optional(Box::new(CelType::Dyn))),
-                    (inner, CelType::Optional(other)) if inner == *other => {
-                        Some(CelType::Optional(Box::new(inner)))
-                    }
-                    _ => None,
-                },
-                ("value" | "orValue" | "or", _) => None,
-                _ => result_of_function(name),
+        ("or", Some(Some(CelType::Optional(inner)))) => match (*inner, arg(0)?) {
+            (CelType::Dyn, _) => Some(CelType::Optional(Box::new(CelType::Dyn))),
+            (inner, CelType::Optional(other)) if inner == *other => {
+                Some(CelType::Optional(Box::new(inner)))
             }
+            _ => None,
+        },
+        ("value" | "orValue" | "or", _) => None,
+        _ => result_of_function(name),
+    }
+}
+
+/// Whether one of cel-go's overloads of the operator `name` takes operands of these types
+/// (`dyn` takes any; numbers of different kinds compare but are not equal, as
+/// CrossTypeNumericComparisons has it).
+fn overload_exists(name: &str, operands: &[CelType]) -> bool {
+    use operators::*;
+    let boolean = |t: &CelType| matches!(t, CelType::Bool | CelType::Dyn);
+    match (name, operands) {
+        (EQUALS | NOT_EQUALS, [left, right]) => unifies(left, right),
+        (LESS | LESS_EQUALS | GREATER | GREATER_EQUALS, [left, right]) => orderable(left, right),
+        (LOGICAL_AND | LOGICAL_OR, [left, right]) => boolean(left) && boolean(right),
+        (LOGICAL_NOT, [operand]) => boolean(operand),
+        (IN, [element, container]) => match container {
+            CelType::List(item) => unifies(element, item),
+            CelType::Map(key, _) => unifies(element, key),
+            CelType::Dyn => true,
+            _ => false,
+        },
+        (CONDITIONAL, [condition, yes, no]) => boolean(condition) && unifies(yes, no),
+        (ADD | SUBSTRACT | MULTIPLY | DIVIDE | MODULO, [left, right]) => match (left, right) {
+            (CelType::Dyn, _) | (_, CelType::Dyn) => true,
+            (CelType::List(a), CelType::List(b)) => name == ADD && unifies(a, b),
+            (left, right) => {
+                left == right && arithmetic(name, left.clone(), right.clone()).is_some()
+            }
+        },
+        (NEGATE, [operand]) => matches!(operand, CelType::Int | CelType::Double | CelType::Dyn),
+        _ => true,
+    }
+}
+
+/// Whether values of the two types may be compared for equality: the same type, `dyn`
+/// standing for any, type parameters unified.
+fn unifies(left: &CelType, right: &CelType) -> bool {
+    match (left, right) {
+        (CelType::Dyn, _) | (_, CelType::Dyn) => true,
+        (CelType::List(a), CelType::List(b)) | (CelType::Optional(a), CelType::Optional(b)) => {
+            unifies(a, b)
         }
-        None => result_of_function(name),
+        (CelType::Map(k1, v1), CelType::Map(k2, v2)) => unifies(k1, k2) && unifies(v1, v2),
+        (left, right) => left == right,
+    }
+}
+
+/// Whether `<` takes the two types: numbers of any kinds, or two of one ordered type.
+fn orderable(left: &CelType, right: &CelType) -> bool {
+    let number = |t: &CelType| matches!(t, CelType::Int | CelType::Uint | CelType::Double);
+    match (left, right) {
+        (CelType::Dyn, _) | (_, CelType::Dyn) => true,
+        (l, r) if number(l) && number(r) => true,
+        (l, r) => {
+            l == r
+                && matches!(
+                    l,
+                    CelType::String
+                        | CelType::Bytes
+                        | CelType::Bool
+                        | CelType::Timestamp
+                        | CelType::Duration
+                )
+        }
     }
 }
 
@@ -304,41 +478,44 @@ fn arithmetic(operator: &str, left: CelType, right: CelType) -> Option<CelType> 
 /// a list of what they append.
 fn comprehension_type(
     comprehension: &cel::common::ast::ComprehensionExpr,
-    scope: &mut Scope,
+    cx: &mut Checker,
 ) -> Option<CelType> {
-    if comprehension.iter_var2.is_some() {
-        return None;
-    }
-    let range = type_of(&comprehension.iter_range, scope);
+    let range = type_of(&comprehension.iter_range, cx);
     let iterated = match range {
-        Some(CelType::List(element)) => Some(*element),
-        Some(CelType::Map(key, _)) => Some(*key),
+        Some(CelType::List(element)) if comprehension.iter_var2.is_none() => Some(*element),
+        Some(CelType::Map(key, _)) if comprehension.iter_var2.is_none() => Some(*key),
         Some(CelType::Dyn) => Some(CelType::Dyn),
         _ => None,
     };
-    scope.push((comprehension.iter_var.clone(), iterated));
-    let result = match &comprehension.accu_init.expr {
+    let mapping =
+        matches!(&comprehension.accu_init.expr, Expr::List(list) if list.elements.is_empty());
+    let accumulated = type_of(&comprehension.accu_init, cx).filter(|_| !mapping);
+    let bound = cx.scope.len();
+    cx.scope.push((comprehension.iter_var.clone(), iterated));
+    if let Some(second) = &comprehension.iter_var2 {
+        cx.scope.push((second.clone(), None));
+    }
+    cx.scope.push((comprehension.accu_var.clone(), accumulated));
+    // The condition and the step are checked for their errors (each reported once).
+    type_of(&comprehension.loop_cond, cx);
+    type_of(&comprehension.loop_step, cx);
+    let result = if mapping {
         // `map` and `filter` start from an empty list and append one element a step.
-        Expr::List(list) if list.elements.is_empty() => {
-            match (
-                &comprehension.result.expr,
-                appended(&comprehension.loop_step),
-            ) {
-                (Expr::Ident(result), Some(element)) if *result == comprehension.accu_var => {
-                    type_of(element, scope).map(|t| CelType::List(Box::new(t)))
-                }
-                _ => None,
+        match (
+            &comprehension.result.expr,
+            appended(&comprehension.loop_step),
+        ) {
+            (Expr::Ident(result), Some(element))
+                if *result == comprehension.accu_var && comprehension.iter_var2.is_none() =>
+            {
+                type_of(element, cx).map(|t| CelType::List(Box::new(t)))
             }
+            _ => None,
         }
-        _ => {
-            let accumulated = type_of(&comprehension.accu_init, scope);
-            scope.push((comprehension.accu_var.clone(), accumulated));
-            let result = type_of(&comprehension.result, scope);
-            scope.pop();
-            result
-        }
+    } else {
+        type_of(&comprehension.result, cx)
     };
-    scope.pop();
+    cx.scope.truncate(bound);
     result
 }
 

@@ -280,11 +280,13 @@ mod tests {
     /// `WithOutputType(BoolType)`, `self` and `dep` declared): what cel-go's checker answered
     /// for the expressions of `tests/fixtures/go/cel-output-types.json` decides here too. One
     /// naming an undeclared variable fails with cel-go's issues word for word; one whose type
-    /// is not `bool` fails naming its type; one of type `bool` is evaluated. cel-go's overload
-    /// errors (`self == 'bar'`) are not found here: such an expression is evaluated.
+    /// is not `bool` fails naming its type, as do operators no overload takes (`self == 'bar'`)
+    /// and literals of mixed types; one of type `bool` is evaluated. Functions' overloads
+    /// (`size(1)`) are not checked here: such an expression is evaluated.
     #[test]
     fn ready_expressions_compile_as_cel_gos_checker_compiles_them() {
         let rows = crate::health::cel_types::cel_go_rows();
+        let mut refused = 0;
         let object: Kustomization = serde_json::from_value(serde_json::json!({
             "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
             "metadata": {"name": "dep", "namespace": "ns"},
@@ -300,10 +302,16 @@ mod tests {
         let mut differ = Vec::new();
         for (expression, go_type, go_error) in &rows {
             let ours = ready_by_expression(&object, &object, expression);
-            let as_expected = if go_error.contains("undeclared reference") && !newer(expression) {
+            // Functions' overloads are not checked (`size(1)`, `1.startsWith('a')`).
+            let function_overload = ["'size'", "'startsWith'"]
+                .iter()
+                .any(|function| go_error.contains(&format!("overload for {function}")));
+            let as_expected = if !go_error.is_empty() && !newer(expression) && !function_overload {
+                refused += 1;
+                let issues = named(go_error);
                 matches!(&ours, Err(error @ DependencyError::InvalidReadyExpr { .. })
                     if error.terminal_cause().unwrap().ends_with(
-                        &format!("failed to parse the CEL expression '{expression}': {go_error}")))
+                        &format!("failed to parse the CEL expression '{expression}': {issues}")))
             } else if !go_error.is_empty() {
                 true
             } else if go_type == "bool" {
@@ -320,6 +328,7 @@ mod tests {
                 ));
             }
         }
+        assert!(refused >= 50, "{refused} refusals compared");
         assert!(
             differ.is_empty(),
             "{} differ:\n{}",

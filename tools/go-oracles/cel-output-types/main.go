@@ -76,6 +76,18 @@ var expressions = []string{
 	// Errors cel-go's checker finds.
 	"self == 'bar'", "1 == 'a'", "'a' + 1", "true + true", "[1, 'a']", "foo", "x.y",
 	"dep.a.b.c == 1 && 'a'", "size(1)", "1.startsWith('a')", "'a'.nosuch()", "nosuch(1)",
+	// Operators' overloads.
+	"1 == 1.0", "1 == 1u", "[1] == ['a']", "[1] == [dep.a]", "dep.a == 'x'",
+	"{'a': 1} == {'a': 'b'}", "null == 1", "null == self", "self == null", "null == null",
+	"1 < 1.0", "1 < 1u", "'a' < 1", "'a' < 'b'", "1 + 1.0", "'a' in 1", "1 in ['a']",
+	"1 in {'a': 1}", "'a' in {'a': 1}", "!1", "1 && true", "true || 'a'", "true ? 1 : 'a'",
+	"1 ? true : false", "self.x + 1 == 'a'", "self == dep", "self == {'a': 1}",
+	"self.a == 1 || 2", "dep.a || 'x'", "-'a'", "'a' - 'b'", "b'a' < b'b'", "true < false",
+	"[1] < [2]", "self.?a == 1", "self.?a == optional.of(1)", "duration('1s') < duration('2s')",
+	"timestamp('2024-01-01T00:00:00Z') == 1", "duration('1s') == 1", "1 == true",
+	"(1 == 'a') == true", "1 == 'a' || 2 == 'b'", "[1, 2] == [1]", "{1: 'a'} == {'a': 1}",
+	"1 % 2.0", "2.0 % 1.0", "1u - 1", "[1] + ['a']", "[1] + [2]", "b'a' + 'b'", "-true",
+	"-1u", "dep.a in dep.b", "[self][0] == 'x'", "{'a': self}['a'] == 1",
 }
 
 func main() {
