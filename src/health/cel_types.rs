@@ -164,25 +164,30 @@ fn type_of(expression: &IdedExpr, cx: &mut Checker) -> Option<CelType> {
 }
 
 /// HomogeneousAggregateLiterals, as Flux's environment has it: a literal's elements (or keys,
-/// or values) of the first one's type, each other reported at its node.
+/// or values) of one type — the first's, or `dyn` from the first `dyn` on — each other
+/// reported at its node.
 fn homogeneous(types: &[Option<CelType>], ids: &[u64], cx: &mut Checker) -> bool {
-    let Some(Some(expected)) = types.first() else {
-        return true;
-    };
+    let mut joined: Option<CelType> = None;
     let mut homogeneous = true;
-    for (found, id) in types.iter().zip(ids).skip(1) {
-        if let Some(found) = found
-            && !unifies(expected, found)
-        {
-            cx.errors.push((
-                *id,
-                format!(
-                    "expected type '{}' but found '{}'",
-                    expected.overload_name(),
-                    found.overload_name()
-                ),
-            ));
-            homogeneous = false;
+    for (found, id) in types.iter().zip(ids) {
+        let Some(found) = found else { continue };
+        match &joined {
+            None => joined = Some(found.clone()),
+            // Once an element is `dyn`, any other joins it.
+            Some(CelType::Dyn) => {}
+            Some(_) if *found == CelType::Dyn => joined = Some(CelType::Dyn),
+            Some(expected) if !unifies(expected, found) => {
+                cx.errors.push((
+                    *id,
+                    format!(
+                        "expected type '{}' but found '{}'",
+                        expected.overload_name(),
+                        found.overload_name()
+                    ),
+                ));
+                homogeneous = false;
+            }
+            Some(_) => {}
         }
     }
     homogeneous
@@ -208,8 +213,11 @@ fn literal_type(literal: &LiteralValue) -> CelType {
     }
 }
 
-/// The one type of a literal's elements (`dyn` for none; mixed ones cel-go refuses).
+/// The one type of a literal's elements (`dyn` for none, or where one is `dyn`).
 fn common(types: Vec<CelType>) -> Option<CelType> {
+    if types.contains(&CelType::Dyn) {
+        return Some(CelType::Dyn);
+    }
     let mut types = types.into_iter();
     let Some(first) = types.next() else {
         return Some(CelType::Dyn);
@@ -415,9 +423,7 @@ fn overload_exists(name: &str, operands: &[CelType]) -> bool {
         (ADD | SUBSTRACT | MULTIPLY | DIVIDE | MODULO, [left, right]) => match (left, right) {
             (CelType::Dyn, _) | (_, CelType::Dyn) => true,
             (CelType::List(a), CelType::List(b)) => name == ADD && unifies(a, b),
-            (left, right) => {
-                left == right && arithmetic(name, left.clone(), right.clone()).is_some()
-            }
+            (left, right) => arithmetic(name, left.clone(), right.clone()).is_some(),
         },
         (NEGATE, [operand]) => matches!(operand, CelType::Int | CelType::Double | CelType::Dyn),
         _ => true,
@@ -457,9 +463,21 @@ fn orderable(left: &CelType, right: &CelType) -> bool {
     }
 }
 
-/// `+`, `-`, `*`, `/` and `%` on numbers, and `+` on strings, bytes and lists: a `dyn`
-/// operand takes the other's type (the one overload left), two `dyn`s stay `dyn`.
+/// `+`, `-`, `*`, `/` and `%` on numbers, `+` on strings, bytes and lists, `+` and `-` on
+/// timestamps and durations: a `dyn` operand takes the other's type (the one overload
+/// left), two `dyn`s stay `dyn`.
 fn arithmetic(operator: &str, left: CelType, right: CelType) -> Option<CelType> {
+    use CelType::{Duration, Timestamp};
+    // Time: a timestamp moves by a duration, two timestamps are a duration apart.
+    match (operator, &left, &right) {
+        (operators::ADD, Timestamp, Duration) | (operators::ADD, Duration, Timestamp) => {
+            return Some(Timestamp);
+        }
+        (operators::SUBSTRACT, Timestamp, Duration) => return Some(Timestamp),
+        (operators::SUBSTRACT, Timestamp, Timestamp) => return Some(Duration),
+        (operators::ADD | operators::SUBSTRACT, Duration, Duration) => return Some(Duration),
+        _ => {}
+    }
     let operand = match (left, right) {
         (left, right) if left == right => left,
         (CelType::Dyn, other) | (other, CelType::Dyn) => other,
