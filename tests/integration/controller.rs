@@ -759,11 +759,14 @@ async fn sops_secrets_are_applied_decrypted() {
     let secret = secrets.get("age").await.unwrap();
     assert_eq!(secret.data.unwrap()["key"].0, b"value");
 
-    // Without keys the build refuses to apply the still-encrypted Secret.
+    // Without keys the still-encrypted Secret is refused before anything is applied, with
+    // the reason of Flux's apply step, which refuses it there.
     harness
         .create_kustomization("nokeys", json!({"namePrefix": "x-"}))
         .await;
-    let failed = harness.wait_ready("nokeys", "False", "BuildFailed").await;
+    let failed = harness
+        .wait_ready("nokeys", "False", "ReconciliationFailed")
+        .await;
     assert!(
         ready_message(&failed).ends_with(
             "x-age is SOPS encrypted, configuring decryption is required for this secret to be reconciled"

@@ -174,6 +174,8 @@ impl StepError {
             | StepError::Source(_) => reason::ARTIFACT_FAILED,
             StepError::Dependency(error) if error.is_invalid_expression() => reason::INVALID_CEL,
             StepError::Dependency(_) => reason::DEPENDENCY_NOT_READY,
+            // Flux finds it at its apply step, before applying anything.
+            StepError::Build(ManifestError::EncryptedSecret(_)) => reason::FAILED,
             StepError::BuildInputs(_) | StepError::Build(_) | StepError::BuildStopped(_) => {
                 reason::BUILD_FAILED
             }

@@ -350,6 +350,17 @@ async fn every_step_failure_maps_to_its_flux_reason_stall_and_requeue() {
             false,
             Next::After(RETRY),
         ),
+        // Flux refuses a still-encrypted Secret at its apply step.
+        (
+            StepError::Build(ManifestError::EncryptedSecret(
+                crate::sops::EncryptedSecret {
+                    object: "Secret/apps/creds".into(),
+                },
+            )),
+            reason::FAILED,
+            false,
+            Next::After(RETRY),
+        ),
         (
             StepError::BuildStopped(stopped),
             reason::BUILD_FAILED,
