@@ -68,8 +68,8 @@ pub fn fold_keys(map: Map, fields: &[&str], lenient: bool) -> Map {
         let name = if fields.contains(&key.as_str()) {
             Some(key)
         } else {
-            let lower = key.to_lowercase();
-            match fields.iter().find(|field| field.to_lowercase() == lower) {
+            let folded = go_fold(&key);
+            match fields.iter().find(|field| go_fold(field) == folded) {
                 Some(field) => Some(field.to_string()),
                 None if lenient => None,
                 None => Some(key),
@@ -80,6 +80,20 @@ pub fn fold_keys(map: Map, fields: &[&str], lenient: bool) -> Map {
         }
     }
     folded
+}
+
+/// A name as Go's `encoding/json` folds it to match fields in any letter case: each letter
+/// to the smallest of its simple case folding (`k`, `K` and the Kelvin sign `K` fold alike,
+/// as do `s`, `S` and the long `ſ`). Field names are ASCII, so only those two non-ASCII
+/// letters can ever name one; others are kept as they are.
+fn go_fold(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            '\u{17f}' => 'S',
+            '\u{212a}' => 'K',
+            c => c.to_ascii_uppercase(),
+        })
+        .collect()
 }
 
 impl<'de> de::Deserializer<'de> for Folded {
@@ -270,6 +284,24 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(both.name_prefix, "folded-");
+    }
+
+    /// Go folds the long s and the Kelvin sign with `s` and `k`; Rust's lowercase does not.
+    #[test]
+    fn the_long_s_and_the_kelvin_sign_fold_as_in_go() {
+        let decoded = Outer::deserialize(Folded::strict(
+            json!({"nameprefix": "a-", "\u{212a}eys": 1, "commonLabel\u{17f}": {"k": "v"}}),
+        ));
+        assert!(decoded.is_err(), "no field is named keys");
+        let decoded = Outer::deserialize(Folded::strict(
+            json!({"commonLabel\u{17f}": {"\u{212a}": "v"}}),
+        ))
+        .unwrap();
+        assert_eq!(decoded.common_labels["\u{212a}"], "v");
+        assert_eq!(
+            super::go_fold("\u{17f}ort\u{212a}ey\u{e9}"),
+            "SORTKEY\u{e9}"
+        );
     }
 
     #[test]
