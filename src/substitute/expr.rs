@@ -98,10 +98,11 @@ fn apply(name: &str, value: String, args: &[String], budget: &Budget) -> Result<
         Some(pattern) => trim_prefix(&value, pattern, longest, budget),
     };
     Ok(match name {
-        "," => map_first(value, char::to_lowercase),
-        ",," => value.chars().map(|c| single(c, c.to_lowercase())).collect(),
-        "^" => map_first(value, char::to_uppercase),
-        "^^" => value.chars().map(|c| single(c, c.to_uppercase())).collect(),
+        // Go's per-character case mapping (strings.ToLower, unicode.ToUpper, …).
+        "," => map_first(value, go_unicode::to_lower),
+        ",," => value.chars().map(go_unicode::to_lower).collect(),
+        "^" => map_first(value, go_unicode::to_upper),
+        "^^" => value.chars().map(go_unicode::to_upper).collect(),
         // Bytes, as Flux (Go's len).
         "#" if args.is_empty() => value.len().to_string(),
         "#" => trim(false, false)?,
@@ -139,20 +140,12 @@ fn one_arg(args: &[String]) -> Option<&str> {
     args.first().map(String::as_str)
 }
 
-/// A character's mapping when it is one character (Go's per-rune case mapping), else itself.
-fn single(c: char, mut mapped: impl Iterator<Item = char>) -> char {
-    match (mapped.next(), mapped.next()) {
-        (Some(one), None) => one,
-        _ => c,
-    }
-}
-
-fn map_first<I: Iterator<Item = char>>(value: String, map: fn(char) -> I) -> String {
+fn map_first(value: String, map: fn(char) -> char) -> String {
     let mut chars = value.chars();
     match chars.next() {
         Some(first) => {
             let mut out = String::with_capacity(value.len());
-            out.push(single(first, map(first)));
+            out.push(map(first));
             out.push_str(chars.as_str());
             out
         }
@@ -657,6 +650,48 @@ mod flux_oracle {
                 Err(error) => (String::new(), error_kind(&error)),
             };
             assert_eq!(ours, (output.to_string(), error.to_string()), "{input}");
+        }
+    }
+
+    /// Case operators map each character as Go's `unicode.ToUpper`/`ToLower` do (what
+    /// fluxcd/pkg's envsubst v1.7.0 printed for these, run here): `İ` lowers to `i` and `ᾳ`
+    /// uppers to `ᾼ` (Rust's full mappings make two characters of each), `ß` and `ŉ` stay.
+    #[test]
+    fn case_operators_map_characters_as_go_does() {
+        let vars: BTreeMap<String, String> = [
+            ("turkish", "İSTANBUL"),
+            ("greek", "ᾳᾼΐ"),
+            ("german", "straße"),
+            ("title", "ǅemal"),
+            ("n", "ŉote"),
+            ("mixed", "ǈubljana Ǳ"),
+            ("cyr", "ѐЀ"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let context = Context {
+            vars: &vars,
+            strict: false,
+        };
+        for (input, flux) in [
+            ("${turkish,,}", "istanbul"),
+            ("${turkish,}", "iSTANBUL"),
+            ("${greek^^}", "ᾼᾼΐ"),
+            ("${greek^}", "ᾼᾼΐ"),
+            ("${greek,,}", "ᾳᾳΐ"),
+            ("${german^^}", "STRAßE"),
+            ("${title^^}", "ǄEMAL"),
+            ("${title,,}", "ǆemal"),
+            ("${title,}", "ǆemal"),
+            ("${n^^}", "ŉOTE"),
+            ("${n^}", "ŉote"),
+            ("${mixed^^}", "ǇUBLJANA Ǳ"),
+            ("${mixed,,}", "ǉubljana ǳ"),
+            ("${cyr^^}", "ЀЀ"),
+            ("${cyr,,}", "ѐѐ"),
+        ] {
+            assert_eq!(expand(input, &context).unwrap(), flux, "{input}");
         }
     }
 
