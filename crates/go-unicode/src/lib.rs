@@ -52,6 +52,22 @@ fn to_case(c: char, case: usize) -> char {
     char::from_u32(mapped).unwrap_or(c)
 }
 
+/// Go's `strings.EqualFold(text, name)` for an ASCII `name` (a struct field, as Go's
+/// `encoding/json` matches keys to fields): letters in any case, and also the long `ſ` for
+/// `s` and the Kelvin sign `K` for `k`, which fold with them.
+pub fn equal_fold_ascii(text: &str, name: &str) -> bool {
+    let fold = |c: char| match c {
+        '\u{17f}' => 'S',
+        '\u{212a}' => 'K',
+        c => c.to_ascii_uppercase(),
+    };
+    text.chars().count() == name.len()
+        && text
+            .chars()
+            .zip(name.chars())
+            .all(|(t, n)| fold(t) == fold(n))
+}
+
 /// Go's `strconv.IsPrint`: letters, marks, numbers, punctuation, symbols and the ASCII space.
 pub fn is_print(c: char) -> bool {
     if c.is_ascii() {
@@ -196,6 +212,20 @@ mod tests {
             ('_', false, false),
         ] {
             assert_eq!((is_letter(c), is_digit(c)), (letter, digit), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn names_fold_as_go_folds_them() {
+        for (text, name, equal) in [
+            ("RESOURCES", "resources", true),
+            ("re\u{17f}ources", "resources", true),
+            ("\u{212a}ind", "kind", true),
+            ("kind", "kin", false),
+            ("r\u{e9}sources", "resources", false),
+            ("\u{130}mages", "images", false),
+        ] {
+            assert_eq!(super::equal_fold_ascii(text, name), equal, "{text}");
         }
     }
 

@@ -330,7 +330,7 @@ fn is_local_relative_path(path: &str) -> bool {
 fn has_resources(kustomization: &Value) -> bool {
     kustomization.as_object().is_some_and(|fields| {
         fields.iter().any(|(key, value)| {
-            key.eq_ignore_ascii_case("resources")
+            go_unicode::equal_fold_ascii(key, "resources")
                 && value.as_array().is_some_and(|list| !list.is_empty())
         })
     })
