@@ -1,10 +1,11 @@
 //! What Flux's compilation of a dependency's `readyExpr` refuses before anything is
 //! evaluated (fluxcd/pkg runtime/cel `NewExpression` with `WithCompile`,
 //! `WithStructVariables("self", "dep")` and `WithOutputType(BoolType)`): cel-go's checker
-//! issues — references to undeclared variables and functions, operators no overload of which
-//! takes their operands (`self == 'bar'`), literals of mixed types — in its words and order,
-//! then an output type other than `bool` ([`super::cel_types`]). Functions' overloads
-//! (`size(1)`) are not checked: such an expression is evaluated, and fails then.
+//! issues — references to undeclared variables and functions, operators and functions no
+//! overload of which takes their operands (`self == 'bar'`, `size(1)`), literals of mixed
+//! types — in its words and order, then an output type other than `bool`
+//! ([`super::cel_types`]). Calls of the optional library are not checked: such an expression
+//! is evaluated, and fails then.
 
 use cel::Program;
 
@@ -151,8 +152,9 @@ fn undeclared_references(expression: &cel::IdedExpr, declared: &[&str]) -> Vec<(
                     Some(Expr::Ident(name)) => crate::health::cel_ext::is_function_namespace(name),
                     _ => false,
                 };
-                if !namespace && !is_declared_function(&call.func_name) {
-                    found.push((call.func_name.clone(), expression.id));
+                let function = cel_ext::written_name(&call.func_name);
+                if !namespace && !is_declared_function(function) {
+                    found.push((function.to_string(), expression.id));
                 }
                 if let Some(target) = call.target.as_deref().filter(|_| !namespace) {
                     walk(target, bound, found);
@@ -244,5 +246,34 @@ mod tests {
         );
         assert_eq!(undeclared("sets.contains(self.spec.x, others)"), ["others"]);
         assert_eq!(undeclared("base64.decode(secret) == b''"), ["secret"]);
+    }
+}
+
+#[cfg(test)]
+mod environment_tests {
+    use super::compile_boolean;
+
+    /// Every function of Flux's environment (cel-go v0.26's optional library at version 2,
+    /// the strings library's `reverse`, which the cel-go the oracle comes from lacks, and the
+    /// calls rewritten by macros here) is declared: none of these is refused.
+    #[test]
+    fn the_environments_functions_are_declared() {
+        for expression in [
+            "dep.?a.optMap(x, x + 1).hasValue()",
+            "dep.?a.optFlatMap(x, optional.of(x)).hasValue()",
+            "[optional.of(1)].unwrapOpt().size() == 1",
+            "optional.unwrap([optional.of(1)]).size() == 1",
+            "[1].first().hasValue() && [1].last().hasValue()",
+            "'abc'.reverse() == 'cba'",
+            "'abc'.indexOf('b', 1) == 1 && 'abc'.lastIndexOf('b', 2) == 1",
+            "dep.?a.or(optional.none()).orValue(1) == 1",
+            "[1, 2].exists_one(x, x == 1)",
+        ] {
+            assert!(
+                compile_boolean(expression, &["self", "dep"]).is_ok(),
+                "{expression}: {:?}",
+                compile_boolean(expression, &["self", "dep"]).err()
+            );
+        }
     }
 }

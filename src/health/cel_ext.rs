@@ -292,6 +292,15 @@ fn optional_v2(env: &mut Env) -> Result<(), DeclarationError> {
 const INDEX_OF_FROM: &str = "indexOf(offset)";
 const LAST_INDEX_OF_FROM: &str = "lastIndexOf(offset)";
 
+/// The name a call was written with: `indexOf` and `lastIndexOf` for the calls routed above.
+pub fn written_name(function: &str) -> &str {
+    match function {
+        INDEX_OF_FROM => "indexOf",
+        LAST_INDEX_OF_FROM => "lastIndexOf",
+        other => other,
+    }
+}
+
 fn offsets(env: &mut Env) -> Result<(), DeclarationError> {
     for (function, routed) in [
         ("indexOf", INDEX_OF_FROM),

@@ -60,7 +60,7 @@ impl fmt::Display for CelType {
 impl CelType {
     /// The type as cel-go's overload errors name it (`FormatCELType`: `null`, `timestamp`,
     /// `duration` where the output type says `null_type` and the protobuf names).
-    fn overload_name(&self) -> String {
+    pub(crate) fn overload_name(&self) -> String {
         match self {
             CelType::Null => "null".into(),
             CelType::Duration => "duration".into(),
@@ -285,7 +285,7 @@ fn result_of_function(name: &str) -> Option<CelType> {
 
 fn call_type(call: &cel::common::ast::CallExpr, id: u64, cx: &mut Checker) -> Option<CelType> {
     use operators::*;
-    let name = call.func_name.as_str();
+    let name = super::cel_ext::written_name(&call.func_name);
     // `optional.of(x)`: a function of a namespace, not a member of a variable.
     let namespace = match call.target.as_deref() {
         Some(IdedExpr {
@@ -369,6 +369,10 @@ fn call_type(call: &cel::common::ast::CallExpr, id: u64, cx: &mut Checker) -> Op
         }
         _ => {}
     }
+    if !operator && let Some(error) = function_refused(name, namespace, &receiver, &args) {
+        cx.errors.push((id, error));
+        return None;
+    }
     if let Some(namespace) = namespace {
         let qualified = format!("{namespace}.{name}");
         return match qualified.as_str() {
@@ -402,6 +406,37 @@ fn call_type(call: &cel::common::ast::CallExpr, id: u64, cx: &mut Checker) -> Op
     }
 }
 
+/// cel-go's error for a call of a function none of whose overloads takes it, when the
+/// function is listed and every operand's type known.
+fn function_refused(
+    name: &str,
+    namespace: Option<&str>,
+    receiver: &Option<Option<CelType>>,
+    args: &[Option<CelType>],
+) -> Option<String> {
+    let function = match namespace {
+        Some(namespace) => format!("{namespace}.{name}"),
+        None => name.to_string(),
+    };
+    let receiver = match receiver {
+        Some(Some(receiver)) => Some(receiver),
+        Some(None) => return None,
+        None => None,
+    };
+    let args: Vec<CelType> = args.iter().cloned().collect::<Option<_>>()?;
+    if super::cel_functions::call_is_taken(&function, receiver, &args)? {
+        return None;
+    }
+    let listed: Vec<String> = args.iter().map(CelType::overload_name).collect();
+    let signature = match receiver {
+        Some(receiver) => format!("{}.({})", receiver.overload_name(), listed.join(", ")),
+        None => format!("({})", listed.join(", ")),
+    };
+    Some(format!(
+        "found no matching overload for '{function}' applied to '{signature}'"
+    ))
+}
+
 /// Whether one of cel-go's overloads of the operator `name` takes operands of these types
 /// (`dyn` takes any; numbers of different kinds compare but are not equal, as
 /// CrossTypeNumericComparisons has it).
@@ -432,7 +467,7 @@ fn overload_exists(name: &str, operands: &[CelType]) -> bool {
 
 /// Whether values of the two types may be compared for equality: the same type, `dyn`
 /// standing for any, type parameters unified.
-fn unifies(left: &CelType, right: &CelType) -> bool {
+pub(crate) fn unifies(left: &CelType, right: &CelType) -> bool {
     match (left, right) {
         (CelType::Dyn, _) | (_, CelType::Dyn) => true,
         (CelType::List(a), CelType::List(b)) | (CelType::Optional(a), CelType::Optional(b)) => {

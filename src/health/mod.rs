@@ -10,6 +10,7 @@
 
 pub mod cel_check;
 pub mod cel_ext;
+mod cel_functions;
 pub mod cel_issues;
 pub mod cel_types;
 mod kstatus;

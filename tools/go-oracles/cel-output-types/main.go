@@ -123,6 +123,24 @@ var expressions = []string{
 	"[1, 2].map(x, [x]).exists(l, l[0] == 1)", "{'a': [1]}['a'][0] == 1",
 	"dep.a.exists(x, x) || [true].exists(x, x)", "dep.metadata.generation - 1 == self.metadata.generation",
 	"dep.status.conditions.all(c, c.status in ['True', 'Unknown'])",
+	// Functions' overloads.
+	"size(true)", "size(null)", "size(1.5)", "size(b'a') == 1", "size({'a': 1}) == 1", "size('a', 'b')",
+	"'a'.size() == 1", "1.size()", "'a'.contains(1)", "'a'.startsWith()", "'a'.endsWith('a', 'b')",
+	"'a'.charAt('x') == 'a'", "1.lowerAscii()", "'a'.substring('x')", "'abc'.substring(1, 2) == 'b'",
+	"dep.a.contains(1)", "base64.encode('a')", "base64.decode(b'a')", "matches(1, 'a')",
+	"'a'.matches(1)", "'abc'.indexOf('b', 'x')", "'abc'.indexOf('b', 1) == 1", "[1].join(',')",
+	"['a'].join(1)", "['a'].join() == 'a'", "'%s'.format('x')", "'a'.replace('a', 1)",
+	"'a'.replace('a', 'b', 1) == 'b'", "'a,b'.split(',', 1).size() == 1", "'a'.split(1)",
+	"'a'.trim(1)", "int(true)", "int([1])", "int(1.5) == 1", "int('1') == 1",
+	"int(timestamp('2024-01-01T00:00:00Z')) > 0", "int(duration('1s')) == 1", "uint(true)",
+	"uint('1') == 1u", "double(true)", "double('1.5') == 1.5", "string(true) == 'true'",
+	"string([1])", "string(b'a') == 'a'", "string(timestamp('2024-01-01T00:00:00Z')) != ''",
+	"bytes(1)", "bytes('a') == b'a'", "bool(1)", "bool('true')", "duration(1)", "duration(duration('1s')) == duration('1s')",
+	"timestamp(1) == timestamp(1)", "timestamp(true)", "timestamp(timestamp(1)) == timestamp(1)",
+	"timestamp(1).getFullYear('UTC') > 0", "timestamp(1).getFullYear(1)", "duration('1s').getFullYear()",
+	"'a'.getHours()", "duration('1s').getHours() == 0", "sets.contains([1], 1)", "sets.contains([1], ['a'])",
+	"strings.quote(1)", "[1].size() == 1", "{'a': 1}.size() == 1", "dep.a.size() == 1",
+	"dep.a.startsWith(dep.b)", "'a'.startsWith(dep.b)", "size(dep.a) == 1", "int(dep.a) == 1",
 }
 
 func main() {
