@@ -155,7 +155,9 @@ mod tests {
     #[test]
     fn calls_are_taken_by_an_overload_or_refused() {
         let list = |t: CelType| CelType::List(Box::new(t));
-        let rows: [(&str, Option<CelType>, Vec<CelType>, Option<bool>); 8] = [
+        /// A function, its receiver, its arguments, and whether an overload takes them.
+        type Row = (&'static str, Option<CelType>, Vec<CelType>, Option<bool>);
+        let rows: [Row; 8] = [
             ("size", None, vec![CelType::Bool], Some(false)),
             ("size", Some(CelType::String), vec![], Some(true)),
             (
