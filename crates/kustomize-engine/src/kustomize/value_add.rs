@@ -187,8 +187,8 @@ fn move_to_namespace(resource: &mut Resource, namespace: &str, schema: SchemaVie
 }
 
 /// kyaml's `LookupCreate(ScalarNode, fields…)` then the scalar set: maps made where fields
-/// are missing (or null), `[key=value]` picking (or adding) a list element; an existing leaf
-/// keeps its type, a new one is a plain scalar, read back by YAML's rules.
+/// are missing (or null), `[key=value]` picking (or adding) a list element; the leaf a plain
+/// scalar read back by YAML's rules, unless it was a string.
 fn add_at(object: &mut Value, fields: &[String], value: &str, position: i64) -> Result<(), String> {
     let Some((field, rest)) = fields.split_first() else {
         let text = match (&*object, position) {
@@ -200,15 +200,14 @@ fn add_at(object: &mut Value, fields: &[String], value: &str, position: i64) -> 
             }
             _ => value.to_string(),
         };
-        let plain = yaml::parse_single(&text, Schema::Kyaml);
-        *object = match (&*object, plain) {
-            // An existing scalar keeps its tag: a string stays a string ("80" becomes "8080").
-            (Value::String(_), _) => Value::String(text),
-            (Value::Number(_), Ok(number @ Value::Number(_))) => number,
-            (Value::Bool(_), Ok(boolean @ Value::Bool(_))) => boolean,
-            (Value::Number(_) | Value::Bool(_), _) => Value::String(text),
-            // A field made here is a plain scalar, read back by YAML's rules.
-            (_, plain) => plain.unwrap_or(Value::String(text)),
+        // kyaml keeps the node's style: a number, a boolean, a null or a new field is plain,
+        // and reads back by YAML's rules (`replicas: true`); a string is taken as quoted and
+        // stays a string ("80" becomes "8080"). A string written plain in the source would be
+        // read back as well in kustomize (`port: abc` becomes the number 8080); the source's
+        // style is not kept here.
+        *object = match &*object {
+            Value::String(_) => Value::String(text),
+            _ => yaml::parse_single(&text, Schema::Kyaml).unwrap_or(Value::String(text)),
         };
         return Ok(());
     };
