@@ -283,8 +283,29 @@ fn result_of_function(name: &str) -> Option<CelType> {
     })
 }
 
+/// The operators the checker knows the overloads of.
+const OPERATORS: [&str; 17] = [
+    operators::EQUALS,
+    operators::NOT_EQUALS,
+    operators::LESS,
+    operators::LESS_EQUALS,
+    operators::GREATER,
+    operators::GREATER_EQUALS,
+    operators::IN,
+    operators::LOGICAL_AND,
+    operators::LOGICAL_OR,
+    operators::LOGICAL_NOT,
+    operators::CONDITIONAL,
+    operators::ADD,
+    operators::SUBSTRACT,
+    operators::MULTIPLY,
+    operators::DIVIDE,
+    operators::MODULO,
+    operators::NEGATE,
+];
+
+/// A call's type; a call no overload takes is reported and typed `None`.
 fn call_type(call: &cel::common::ast::CallExpr, id: u64, cx: &mut Checker) -> Option<CelType> {
-    use operators::*;
     let name = super::cel_ext::written_name(&call.func_name);
     // `optional.of(x)`: a function of a namespace, not a member of a variable.
     let namespace = match call.target.as_deref() {
@@ -300,90 +321,86 @@ fn call_type(call: &cel::common::ast::CallExpr, id: u64, cx: &mut Checker) -> Op
         _ => None,
     };
     let args: Vec<Option<CelType>> = call.args.iter().map(|a| type_of(a, cx)).collect();
-    let arg = |i: usize| args.get(i).cloned().flatten();
-    let operator = matches!(
-        name,
-        EQUALS
-            | NOT_EQUALS
-            | LESS
-            | LESS_EQUALS
-            | GREATER
-            | GREATER_EQUALS
-            | IN
-            | LOGICAL_AND
-            | LOGICAL_OR
-            | LOGICAL_NOT
-            | CONDITIONAL
-            | ADD
-            | SUBSTRACT
-            | MULTIPLY
-            | DIVIDE
-            | MODULO
-            | NEGATE
-    );
-    if operator && args.iter().all(Option::is_some) {
-        let known: Vec<CelType> = args.iter().flatten().cloned().collect();
-        if !overload_exists(name, &known) {
-            let signature: Vec<String> = known.iter().map(CelType::overload_name).collect();
-            cx.errors.push((
-                id,
-                format!(
-                    "found no matching overload for '{name}' applied to '({})'",
-                    signature.join(", ")
-                ),
-            ));
-            return None;
-        }
-    }
-    match name {
-        EQUALS | NOT_EQUALS | LESS | LESS_EQUALS | GREATER | GREATER_EQUALS | IN | LOGICAL_AND
-        | LOGICAL_OR | LOGICAL_NOT | NOT_STRICTLY_FALSE => return Some(CelType::Bool),
-        CONDITIONAL => {
-            return match (arg(1)?, arg(2)?) {
-                (yes, no) if yes == no => Some(yes),
-                (CelType::Dyn, _) | (_, CelType::Dyn) => Some(CelType::Dyn),
-                _ => None,
-            };
-        }
-        INDEX => return element_of(arg(0)?),
-        OPT_SELECT => {
-            return Some(CelType::Optional(Box::new(match arg(0)? {
-                CelType::Optional(inner) => field_of(*inner)?,
-                operand => field_of(operand)?,
-            })));
-        }
-        OPT_INDEX => {
-            return Some(CelType::Optional(Box::new(match arg(0)? {
-                CelType::Optional(inner) => element_of(*inner)?,
-                operand => element_of(operand)?,
-            })));
-        }
-        ADD | SUBSTRACT | MULTIPLY | DIVIDE | MODULO => {
-            return arithmetic(name, arg(0)?, arg(1)?);
-        }
-        NEGATE => {
-            return match arg(0)? {
-                t @ (CelType::Int | CelType::Double | CelType::Dyn) => Some(t),
-                _ => None,
-            };
-        }
-        _ => {}
-    }
-    if !operator && let Some(error) = function_refused(name, namespace, &receiver, &args) {
+    let refused = if OPERATORS.contains(&name) {
+        operator_refused(name, &args)
+    } else {
+        function_refused(name, namespace, &receiver, &args)
+    };
+    if let Some(error) = refused {
         cx.errors.push((id, error));
         return None;
     }
-    if let Some(namespace) = namespace {
-        let qualified = format!("{namespace}.{name}");
-        return match qualified.as_str() {
-            "optional.of" | "optional.ofNonZeroValue" => Some(CelType::Optional(Box::new(arg(0)?))),
-            "optional.none" => Some(CelType::Optional(Box::new(CelType::Dyn))),
-            qualified => NAMESPACED
-                .iter()
-                .find(|(function, _)| *function == qualified)
-                .map(|(_, t)| t.clone()),
-        };
+    match namespace {
+        Some(namespace) => namespaced_type(&format!("{namespace}.{name}"), &args),
+        None => operator_type(name, &args).or_else(|| member_type(name, receiver, &args)),
     }
+}
+
+/// cel-go's error for an operator no overload of which takes its operands' types.
+fn operator_refused(name: &str, args: &[Option<CelType>]) -> Option<String> {
+    let known: Vec<CelType> = args.iter().cloned().collect::<Option<_>>()?;
+    if overload_exists(name, &known) {
+        return None;
+    }
+    let signature: Vec<String> = known.iter().map(CelType::overload_name).collect();
+    Some(format!(
+        "found no matching overload for '{name}' applied to '({})'",
+        signature.join(", ")
+    ))
+}
+
+/// An operator's result (`None` for a call that is not one, or whose type is not certain).
+fn operator_type(name: &str, args: &[Option<CelType>]) -> Option<CelType> {
+    use operators::*;
+    let arg = |i: usize| args.get(i).cloned().flatten();
+    match name {
+        EQUALS | NOT_EQUALS | LESS | LESS_EQUALS | GREATER | GREATER_EQUALS | IN | LOGICAL_AND
+        | LOGICAL_OR | LOGICAL_NOT | NOT_STRICTLY_FALSE => Some(CelType::Bool),
+        CONDITIONAL => match (arg(1)?, arg(2)?) {
+            (yes, no) if yes == no => Some(yes),
+            (CelType::Dyn, _) | (_, CelType::Dyn) => Some(CelType::Dyn),
+            _ => None,
+        },
+        INDEX => element_of(arg(0)?),
+        OPT_SELECT => Some(CelType::Optional(Box::new(match arg(0)? {
+            CelType::Optional(inner) => field_of(*inner)?,
+            operand => field_of(operand)?,
+        }))),
+        OPT_INDEX => Some(CelType::Optional(Box::new(match arg(0)? {
+            CelType::Optional(inner) => element_of(*inner)?,
+            operand => element_of(operand)?,
+        }))),
+        ADD | SUBSTRACT | MULTIPLY | DIVIDE | MODULO => arithmetic(name, arg(0)?, arg(1)?),
+        NEGATE => match arg(0)? {
+            t @ (CelType::Int | CelType::Double | CelType::Dyn) => Some(t),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A namespaced function's result (`optional.of`, `sets.contains`, …).
+fn namespaced_type(qualified: &str, args: &[Option<CelType>]) -> Option<CelType> {
+    match qualified {
+        "optional.of" | "optional.ofNonZeroValue" => Some(CelType::Optional(Box::new(
+            args.first().cloned().flatten()?,
+        ))),
+        "optional.none" => Some(CelType::Optional(Box::new(CelType::Dyn))),
+        qualified => NAMESPACED
+            .iter()
+            .find(|(function, _)| *function == qualified)
+            .map(|(_, t)| t.clone()),
+    }
+}
+
+/// A global or member function's result: an optional value's members by the value's type,
+/// the others by [`result_of_function`].
+fn member_type(
+    name: &str,
+    receiver: Option<Option<CelType>>,
+    args: &[Option<CelType>],
+) -> Option<CelType> {
+    let arg = |i: usize| args.get(i).cloned().flatten();
     match (name, receiver) {
         ("value", Some(Some(CelType::Optional(inner)))) => Some(*inner),
         ("orValue", Some(Some(CelType::Optional(inner)))) => {
