@@ -61,61 +61,10 @@ pub fn compile_boolean(expression: &str, variables: &[&str]) -> Result<Program, 
     }
 }
 
-/// The functions Flux's environment declares (cel-go's standard library, `ext.Strings`,
-/// `ext.Encoders`, `ext.Sets` and the optional library), by their name without a namespace,
-/// and the operators, whose names start with `_`, `@`, `!` or `-`.
+/// The functions Flux's environment declares, and the operators, whose names start with `_`,
+/// `@`, `!` or `-`.
 fn is_declared_function(name: &str) -> bool {
-    const FUNCTIONS: [&str; 48] = [
-        "size",
-        "int",
-        "uint",
-        "double",
-        "string",
-        "bytes",
-        "bool",
-        "dyn",
-        "type",
-        "duration",
-        "timestamp",
-        "matches",
-        "contains",
-        "startsWith",
-        "endsWith",
-        "getFullYear",
-        "getMonth",
-        "getDayOfYear",
-        "getDayOfMonth",
-        "getDate",
-        "getDayOfWeek",
-        "getHours",
-        "getMinutes",
-        "getSeconds",
-        "getMilliseconds",
-        "charAt",
-        "indexOf",
-        "lastIndexOf",
-        "lowerAscii",
-        "upperAscii",
-        "replace",
-        "split",
-        "substring",
-        "trim",
-        "join",
-        "reverse",
-        "format",
-        "value",
-        "hasValue",
-        "or",
-        "orValue",
-        "first",
-        "last",
-        "unwrapOpt",
-        "optMap",
-        "optFlatMap",
-        "all",
-        "exists",
-    ];
-    name.starts_with(['_', '@', '!', '-']) || FUNCTIONS.contains(&name)
+    name.starts_with(['_', '@', '!', '-']) || super::cel_functions::is_declared(name)
 }
 
 /// Each reference `expression` makes to a variable that is neither `declared` nor bound by a

@@ -101,6 +101,27 @@ fn overloads(name: &str) -> Option<Vec<Overload>> {
     })
 }
 
+/// The optional library's functions (cel-go's at version 2), whose calls are not checked.
+const OPTIONAL_FUNCTIONS: [&str; 9] = [
+    "value",
+    "hasValue",
+    "or",
+    "orValue",
+    "optMap",
+    "optFlatMap",
+    "first",
+    "last",
+    "unwrapOpt",
+];
+
+/// Whether Flux's environment declares the function `name` (without its namespace): the
+/// listed ones, `dyn`, `type` and the optional library's.
+pub fn is_declared(name: &str) -> bool {
+    overloads(name).is_some()
+        || OPTIONAL_FUNCTIONS.contains(&name)
+        || matches!(name, "dyn" | "type" | "all" | "exists")
+}
+
 /// Whether a parameter takes a value of type `t` (`dyn` goes anywhere).
 fn takes(param: Param, t: &CelType) -> bool {
     match (param, t) {

@@ -620,17 +620,14 @@ mod flux_oracle {
     /// combining vowel sign (none of them Go's) and an Arabic-Indic digit (one of them).
     #[test]
     fn names_are_made_of_gos_letters_and_digits() {
-        let vars: BTreeMap<String, String> = [
+        let vars = named(&[
             ("a", "A"),
             ("a²", "SQ"),
             ("aⅫ", "XII"),
             ("a\u{093F}", "VS"),
             ("a١", "AR1"),
             ("Ünï", "uni"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+        ]);
         let context = Context {
             vars: &vars,
             strict: false,
@@ -658,7 +655,7 @@ mod flux_oracle {
     /// uppers to `ᾼ` (Rust's full mappings make two characters of each), `ß` and `ŉ` stay.
     #[test]
     fn case_operators_map_characters_as_go_does() {
-        let vars: BTreeMap<String, String> = [
+        let vars = named(&[
             ("turkish", "İSTANBUL"),
             ("greek", "ᾳᾼΐ"),
             ("german", "straße"),
@@ -666,10 +663,7 @@ mod flux_oracle {
             ("n", "ŉote"),
             ("mixed", "ǈubljana Ǳ"),
             ("cyr", "ѐЀ"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+        ]);
         let context = Context {
             vars: &vars,
             strict: false,
@@ -693,6 +687,14 @@ mod flux_oracle {
         ] {
             assert_eq!(expand(input, &context).unwrap(), flux, "{input}");
         }
+    }
+
+    /// Variables by name.
+    fn named(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     /// Flux's words for an error, without where the expression starts.
