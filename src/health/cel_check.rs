@@ -2,10 +2,9 @@
 //! evaluated (fluxcd/pkg runtime/cel `NewExpression` with `WithCompile`,
 //! `WithStructVariables("self", "dep")` and `WithOutputType(BoolType)`): cel-go's checker
 //! issues — references to undeclared variables and functions, operators and functions no
-//! overload of which takes their operands (`self == 'bar'`, `size(1)`), literals of mixed
-//! types — in its words and order, then an output type other than `bool`
-//! ([`super::cel_types`]). Calls of the optional library are not checked: such an expression
-//! is evaluated, and fails then.
+//! overload of which takes their operands (`self == 'bar'`, `size(1)`, `1.value()`), literals
+//! of mixed types — in its words and order, then an output type other than `bool`
+//! ([`super::cel_types`]).
 
 use cel::Program;
 

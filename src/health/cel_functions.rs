@@ -1,7 +1,7 @@
 //! The overloads of the functions in Flux's CEL environment (cel-go's standard library,
-//! `ext.Strings`, `ext.Encoders`, `ext.Sets`), for the checker to refuse a call none of them
-//! takes, as cel-go's does: `size(1)`, `'a'.contains(1)`, `1.lowerAscii()`. The optional
-//! library's functions are not listed: their calls are not checked.
+//! `ext.Strings`, `ext.Encoders`, `ext.Sets`, the optional library), for the checker to refuse
+//! a call none of them takes, as cel-go's does: `size(1)`, `'a'.contains(1)`, `1.value()`,
+//! `optional.of(1).orValue('a')`.
 
 use super::cel_types::{CelType, unifies};
 
@@ -24,6 +24,15 @@ enum Param {
     Map,
     /// A list whose elements' type the other `SameList` parameters share (`sets.*`).
     SameList,
+    /// An optional value whose value's type the other `SameOptional` and `OptionalValue`
+    /// parameters share (`or`, `orValue`).
+    SameOptional,
+    /// A value of the type of the `SameOptional` parameter's value.
+    OptionalValue,
+    /// Anything.
+    Any,
+    /// A list of optional values.
+    Optionals,
 }
 
 use Param::*;
@@ -97,29 +106,26 @@ fn overloads(name: &str) -> Option<Vec<Overload>> {
         "sets.contains" | "sets.equivalent" | "sets.intersects" => {
             vec![(None, &[SameList, SameList])]
         }
+        "optional.of" | "optional.ofNonZeroValue" => vec![(None, &[Any])],
+        "optional.none" => vec![(None, &[])],
+        "value" | "hasValue" => vec![(Some(SameOptional), &[])],
+        "or" => vec![(Some(SameOptional), &[SameOptional])],
+        "orValue" => vec![(Some(SameOptional), &[OptionalValue])],
+        "first" | "last" => vec![(Some(List), &[])],
+        "optional.unwrap" => vec![(None, &[Optionals])],
+        "unwrapOpt" => vec![(Some(Optionals), &[])],
         _ => return None,
     })
 }
 
-/// The optional library's functions (cel-go's at version 2), whose calls are not checked.
-const OPTIONAL_FUNCTIONS: [&str; 9] = [
-    "value",
-    "hasValue",
-    "or",
-    "orValue",
-    "optMap",
-    "optFlatMap",
-    "first",
-    "last",
-    "unwrapOpt",
-];
-
 /// Whether Flux's environment declares the function `name` (without its namespace): the
-/// listed ones, `dyn`, `type` and the optional library's.
+/// listed ones, `dyn`, `type` and the optional library's macros.
 pub fn is_declared(name: &str) -> bool {
     overloads(name).is_some()
-        || OPTIONAL_FUNCTIONS.contains(&name)
-        || matches!(name, "dyn" | "type" | "all" | "exists")
+        || matches!(
+            name,
+            "dyn" | "type" | "all" | "exists" | "optMap" | "optFlatMap"
+        )
 }
 
 /// Whether a parameter takes a value of type `t` (`dyn` goes anywhere).
@@ -137,6 +143,10 @@ fn takes(param: Param, t: &CelType) -> bool {
         | (List | SameList, CelType::List(_))
         | (Map, CelType::Map(..)) => true,
         (Strings, CelType::List(element)) => unifies(element, &CelType::String),
+        (SameOptional, CelType::Optional(_)) | (Any | OptionalValue, _) => true,
+        (Optionals, CelType::List(element)) => {
+            matches!(**element, CelType::Optional(_) | CelType::Dyn)
+        }
         _ => false,
     }
 }
@@ -165,7 +175,28 @@ pub fn call_is_taken(name: &str, receiver: Option<&CelType>, args: &[CelType]) -
                 .zip(args)
                 .all(|(param, arg)| takes(*param, arg))
             && same_lists
+            && same_optionals(*wanted, receiver, params, args)
     }))
+}
+
+/// `or` and `orValue`: the receiver's value and the argument (its value, for `or`) unify.
+fn same_optionals(
+    wanted: Option<Param>,
+    receiver: Option<&CelType>,
+    params: &[Param],
+    args: &[CelType],
+) -> bool {
+    let Some((SameOptional, CelType::Optional(value))) = wanted.zip(receiver) else {
+        return true;
+    };
+    params
+        .iter()
+        .zip(args)
+        .all(|(param, arg)| match (param, arg) {
+            (SameOptional, CelType::Optional(other)) => unifies(value, other),
+            (OptionalValue, arg) => unifies(value, arg),
+            _ => true,
+        })
 }
 
 #[cfg(test)]
@@ -178,7 +209,7 @@ mod tests {
         let list = |t: CelType| CelType::List(Box::new(t));
         /// A function, its receiver, its arguments, and whether an overload takes them.
         type Row = (&'static str, Option<CelType>, Vec<CelType>, Option<bool>);
-        let rows: [Row; 8] = [
+        let rows: [Row; 9] = [
             ("size", None, vec![CelType::Bool], Some(false)),
             ("size", Some(CelType::String), vec![], Some(true)),
             (
@@ -206,7 +237,8 @@ mod tests {
                 vec![list(CelType::Int), list(CelType::String)],
                 Some(false),
             ),
-            ("value", Some(CelType::Dyn), vec![], None),
+            ("value", Some(CelType::Dyn), vec![], Some(true)),
+            ("optMap", Some(CelType::Dyn), vec![], None),
         ];
         for (name, receiver, args, taken) in rows {
             assert_eq!(

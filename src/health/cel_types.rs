@@ -418,7 +418,12 @@ fn member_type(
             }
             _ => None,
         },
-        ("value" | "orValue" | "or", _) => None,
+        ("first" | "last", Some(Some(CelType::List(element)))) => Some(CelType::Optional(element)),
+        ("unwrapOpt", Some(Some(CelType::List(element)))) => match *element {
+            CelType::Optional(value) => Some(CelType::List(value)),
+            _ => None,
+        },
+        ("value" | "orValue" | "or" | "first" | "last" | "unwrapOpt", _) => None,
         _ => result_of_function(name),
     }
 }

@@ -134,9 +134,13 @@ fn documented_kustomizations_read_whole_and_their_expressions_compile() {
         assert!(missing.is_empty(), "{name}: not kept: {missing:?}");
         CelChecks::new(&typed.spec.health_check_exprs).unwrap_or_else(|e| panic!("{name}: {e}"));
         for dependency in &typed.spec.depends_on {
+            // As Flux compiles a readyExpr: checked, its output a boolean.
             if let Some(expression) = &dependency.ready_expr {
-                kustomize_controller::health::cel_ext::compile(expression)
-                    .unwrap_or_else(|e| panic!("{name}: {expression}: {e}"));
+                kustomize_controller::health::cel_check::compile_boolean(
+                    expression,
+                    &["self", "dep"],
+                )
+                .unwrap_or_else(|e| panic!("{name}: {expression}: {e}"));
             }
         }
     }

@@ -141,6 +141,12 @@ var expressions = []string{
 	"'a'.getHours()", "duration('1s').getHours() == 0", "sets.contains([1], 1)", "sets.contains([1], ['a'])",
 	"strings.quote(1)", "[1].size() == 1", "{'a': 1}.size() == 1", "dep.a.size() == 1",
 	"dep.a.startsWith(dep.b)", "'a'.startsWith(dep.b)", "size(dep.a) == 1", "int(dep.a) == 1",
+	// The optional library's overloads.
+	"1.value()", "1.hasValue()", "dep.a.value() == 1", "dep.a.hasValue()", "optional.of(1).value() == 1",
+	"optional.of(1).orValue('a')", "optional.of(1).orValue(2) == 2", "optional.of(1).or(optional.of('a'))",
+	"optional.of(1).or(1)", "optional.of(1).or(optional.none()).hasValue()", "dep.?a.orValue(1) == 1",
+	"'a'.orValue('b')", "optional.none().orValue(1) == 1", "optional.of(1).hasValue(1)",
+	"dep.?a.or(dep.?b).hasValue()", "optional.of()", "optional.none(1)",
 }
 
 func main() {
