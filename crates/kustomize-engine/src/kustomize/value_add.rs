@@ -76,36 +76,11 @@ pub(super) fn apply(
         trimmed => trimmed.to_string(),
     };
     if !config.target_file_path.is_empty() {
-        let (path, text) = loader.read_text(&config.target_file_path)?;
-        let parsed = yaml::parse_single(&text, Schema::Kubernetes).map_err(|error| {
-            KustomizeError::Yaml {
-                file: path.clone(),
-                error,
-            }
-        })?;
-        let more: TargetFile = serde_path_to_error::deserialize(super::fold::Folded::lenient(
-            parsed,
-        ))
-        .map_err(|e| KustomizeError::InvalidConfig {
-            file: path,
-            message: super::kustfile::describe(e),
-        })?;
-        config.targets.extend(more.targets);
+        config
+            .targets
+            .extend(targets_from(loader, &config.target_file_path)?);
     }
-    if config.targets.is_empty() {
-        return Err(invalid("must specify at least one target".into()));
-    }
-    for target in &config.targets {
-        if target.field_path.is_empty() {
-            return Err(invalid("fieldPath cannot be empty".into()));
-        }
-        if target.file_path_position < 0 {
-            return Err(invalid(format!(
-                "value of FilePathPosition ({}) cannot be negative",
-                target.file_path_position
-            )));
-        }
-    }
+    validate(&config.targets).map_err(invalid)?;
     for target in &config.targets {
         let selector = target
             .selector
@@ -136,6 +111,41 @@ pub(super) fn apply(
                     target.field_path
                 ),
             })?;
+        }
+    }
+    Ok(())
+}
+
+/// The targets a `targetFilePath` file lists.
+fn targets_from(loader: &Loader, entry: &str) -> Result<Vec<ValueAddTarget>, KustomizeError> {
+    let (path, text) = loader.read_text(entry)?;
+    let parsed =
+        yaml::parse_single(&text, Schema::Kubernetes).map_err(|error| KustomizeError::Yaml {
+            file: path.clone(),
+            error,
+        })?;
+    let file: TargetFile = serde_path_to_error::deserialize(super::fold::Folded::lenient(parsed))
+        .map_err(|e| KustomizeError::InvalidConfig {
+        file: path,
+        message: super::kustfile::describe(e),
+    })?;
+    Ok(file.targets)
+}
+
+/// What the plugin refuses in its configuration, in its words.
+fn validate(targets: &[ValueAddTarget]) -> Result<(), String> {
+    if targets.is_empty() {
+        return Err("must specify at least one target".into());
+    }
+    for target in targets {
+        if target.field_path.is_empty() {
+            return Err("fieldPath cannot be empty".into());
+        }
+        if target.file_path_position < 0 {
+            return Err(format!(
+                "value of FilePathPosition ({}) cannot be negative",
+                target.file_path_position
+            ));
         }
     }
     Ok(())
