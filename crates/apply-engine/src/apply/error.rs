@@ -139,14 +139,15 @@ mod tests {
 
     #[test]
     fn immutable_errors_are_recognised() {
-        let status = |code: u16, message: &str| {
+        let with = |code: u16, reason: &str, message: &str| {
             kube::Error::Api(Box::new(kube::core::Status {
                 code,
-                reason: "Invalid".into(),
+                reason: reason.into(),
                 message: message.into(),
                 ..Default::default()
             }))
         };
+        let status = |code: u16, message: &str| with(code, "Invalid", message);
         assert!(is_immutable(&status(
             422,
             "Job.batch \"x\" is invalid: spec.template: Invalid value: ...: field is immutable"
@@ -185,14 +186,6 @@ mod tests {
             "ConfigMap/apps/x metadata.managedFields cleanup failed: refused"
         );
         // fluxcd/pkg ssa/errors TestIsImmutableError.
-        let with = |code: u16, reason: &str, message: &str| {
-            kube::Error::Api(Box::new(kube::core::Status {
-                code,
-                reason: reason.into(),
-                message: message.into(),
-                ..Default::default()
-            }))
-        };
         for (error, immutable) in [
             (
                 with(
