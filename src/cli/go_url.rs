@@ -11,7 +11,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use go_unicode::quote;
+use go_std::quote;
 
 /// Go's `url.Parse(raw)` error (`parse "…": …`), or `None` when Go parses it.
 pub fn parse_error(raw: &str) -> Option<String> {
@@ -244,7 +244,7 @@ fn unescape(text: &str, mode: Mode) -> Result<Vec<u8>, String> {
 
 /// Go's `EscapeError`: the escape quoted, bytes that are not UTF-8 as `\xHH`.
 fn escape_error(escape: &[u8]) -> String {
-    format!("invalid URL escape {}", go_unicode::quote_bytes(escape))
+    format!("invalid URL escape {}", go_std::quote_bytes(escape))
 }
 
 /// The ASCII characters Go leaves unescaped in a host: letters, digits, `-_.~`, the

@@ -99,10 +99,10 @@ fn apply(name: &str, value: String, args: &[String], budget: &Budget) -> Result<
     };
     Ok(match name {
         // Go's per-character case mapping (strings.ToLower, unicode.ToUpper, …).
-        "," => map_first(value, go_unicode::to_lower),
-        ",," => value.chars().map(go_unicode::to_lower).collect(),
-        "^" => map_first(value, go_unicode::to_upper),
-        "^^" => value.chars().map(go_unicode::to_upper).collect(),
+        "," => map_first(value, go_std::to_lower),
+        ",," => value.chars().map(go_std::to_lower).collect(),
+        "^" => map_first(value, go_std::to_upper),
+        "^^" => value.chars().map(go_std::to_upper).collect(),
         // Bytes, as Flux (Go's len).
         "#" if args.is_empty() => value.len().to_string(),
         "#" => trim(false, false)?,

@@ -209,7 +209,7 @@ fn accept_any(_: char, _: usize) -> bool {
 
 /// A name's characters: Go's `unicode.IsLetter`, `unicode.IsDigit` or `_`.
 fn accept_ident(c: char, _: usize) -> bool {
-    c == '_' || go_unicode::is_letter(c) || go_unicode::is_digit(c)
+    c == '_' || go_std::is_letter(c) || go_std::is_digit(c)
 }
 
 fn accept_colons(c: char, _: usize) -> bool {

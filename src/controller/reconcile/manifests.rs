@@ -330,7 +330,7 @@ fn is_local_relative_path(path: &str) -> bool {
 fn has_resources(kustomization: &Value) -> bool {
     kustomization.as_object().is_some_and(|fields| {
         fields.iter().any(|(key, value)| {
-            go_unicode::equal_fold_ascii(key, "resources")
+            go_std::equal_fold_ascii(key, "resources")
                 && value.as_array().is_some_and(|list| !list.is_empty())
         })
     })

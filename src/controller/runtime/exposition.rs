@@ -251,53 +251,13 @@ fn number(text: &str) -> String {
     }
 }
 
-/// Go's `strconv.FormatFloat(value, 'g', -1, 64)` with expfmt's spellings of infinities:
-/// the shortest digits that read back as `value`, in exponent form when the decimal exponent
-/// is below -4 or at least 6 (what `%g` decides for the shortest output).
+/// A sample value as expfmt writes it: Go's `strconv.FormatFloat(value, 'g', -1, 64)`, zero
+/// (negative too) as `0`.
 pub fn go_float(value: f64) -> String {
-    if value.is_nan() {
-        return "NaN".into();
-    }
-    if value.is_infinite() {
-        return if value > 0.0 { "+Inf" } else { "-Inf" }.into();
-    }
     if value == 0.0 {
         return "0".into();
     }
-    // Rust's `{:e}` gives the shortest round-trip digits: `d.ddde±x`.
-    let scientific = format!("{value:e}");
-    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let (sign, mantissa) = match mantissa.strip_prefix('-') {
-        Some(rest) => ("-", rest),
-        None => ("", mantissa),
-    };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    if !(-4..6).contains(&exponent) {
-        let (first, rest) = digits.split_at(1);
-        let fraction = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
-        let exponent_sign = if exponent < 0 { '-' } else { '+' };
-        return format!(
-            "{sign}{first}{fraction}e{exponent_sign}{:02}",
-            exponent.unsigned_abs()
-        );
-    }
-    let point = exponent + 1;
-    if point <= 0 {
-        let zeros = "0".repeat(point.unsigned_abs() as usize);
-        return format!("{sign}0.{zeros}{digits}");
-    }
-    let point = point as usize;
-    if digits.len() <= point {
-        let zeros = "0".repeat(point - digits.len());
-        format!("{sign}{digits}{zeros}")
-    } else {
-        format!("{sign}{}.{}", &digits[..point], &digits[point..])
-    }
+    go_std::format_float_g(value)
 }
 
 #[cfg(test)]

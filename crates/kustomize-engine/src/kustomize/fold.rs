@@ -70,7 +70,7 @@ pub fn fold_keys(map: Map, fields: &[&str], lenient: bool) -> Map {
         } else {
             match fields
                 .iter()
-                .find(|field| go_unicode::equal_fold_ascii(&key, field))
+                .find(|field| go_std::equal_fold_ascii(&key, field))
             {
                 Some(field) => Some(field.to_string()),
                 None if lenient => None,

@@ -395,10 +395,7 @@ fn new_requirement(
 
 /// `field.Invalid(...).Error()`.
 fn invalid(field: &str, value: &str, detail: &str) -> String {
-    format!(
-        "{field}: Invalid value: {}: {detail}",
-        go_unicode::quote(value)
-    )
+    format!("{field}: Invalid value: {}: {detail}", go_std::quote(value))
 }
 
 const NAME_MESSAGE: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";

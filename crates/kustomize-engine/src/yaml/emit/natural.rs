@@ -65,8 +65,8 @@ fn natural_less(a: &str, b: &str) -> bool {
     natural_less_in(
         &ar,
         &br,
-        |c: &char| go_unicode::is_digit(*c),
-        |c: &char| go_unicode::is_letter(*c),
+        |c: &char| go_std::is_digit(*c),
+        |c: &char| go_std::is_letter(*c),
         |c: &char| *c as i64,
     )
 }

@@ -21,45 +21,5 @@ pub fn format_number(n: &Number) -> String {
             return (f as u64).to_string();
         }
     }
-    go_shortest_g(f)
-}
-
-/// Go's `strconv.FormatFloat(f, 'g', -1, 64)`.
-fn go_shortest_g(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        };
-    }
-    // Rust's `{:e}` gives the same shortest round-trip digits Go uses.
-    let sci = format!("{:e}", f.abs());
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let sign = if f.is_sign_negative() { "-" } else { "" };
-    if !(-4..6).contains(&exponent) {
-        let (first, rest) = digits.split_at(1);
-        let dot = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
-        let exp_sign = if exponent < 0 { '-' } else { '+' };
-        return format!("{sign}{first}{dot}e{exp_sign}{:02}", exponent.abs());
-    }
-    if exponent < 0 {
-        let zeros = "0".repeat((-exponent - 1) as usize);
-        return format!("{sign}0.{zeros}{digits}");
-    }
-    let point = exponent as usize + 1;
-    if digits.len() <= point {
-        format!("{sign}{digits}{}", "0".repeat(point - digits.len()))
-    } else {
-        format!("{sign}{}.{}", &digits[..point], &digits[point..])
-    }
+    go_std::format_float_g(f)
 }
