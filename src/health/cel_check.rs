@@ -101,8 +101,26 @@ fn undeclared_references(expression: &cel::IdedExpr, declared: &[&str]) -> Vec<(
                     _ => false,
                 };
                 let function = cel_ext::written_name(&call.func_name);
-                if !namespace && !is_declared_function(function) {
-                    found.push((function.to_string(), expression.id));
+                let space = match call.target.as_deref() {
+                    Some(
+                        target @ cel::IdedExpr {
+                            expr: Expr::Ident(space),
+                            ..
+                        },
+                    ) if namespace => Some((space, target.id)),
+                    _ => None,
+                };
+                match space {
+                    // A namespace's misspelled function: cel-go names both parts.
+                    Some((space, id)) if !is_declared_function(&format!("{space}.{function}")) => {
+                        found.push((space.clone(), id));
+                        found.push((function.to_string(), expression.id));
+                    }
+                    Some(_) => {}
+                    None if !is_declared_function(function) => {
+                        found.push((function.to_string(), expression.id));
+                    }
+                    None => {}
                 }
                 if let Some(target) = call.target.as_deref().filter(|_| !namespace) {
                     walk(target, bound, found);

@@ -97,21 +97,27 @@ pub fn check(
             .map(|(name, t)| (name.to_string(), Some(t.clone())))
             .collect(),
         errors: Vec::new(),
+        types: std::collections::HashMap::new(),
     };
     let output = type_of(expression, &mut cx);
-    // A node walked twice (a `map`'s element, in its step and for its type) is reported once.
-    let mut reported = std::collections::HashSet::new();
-    cx.errors.retain(|(id, _)| reported.insert(*id));
     (output, cx.errors)
 }
 
-/// What a walk knows: the variables in scope and the errors found so far.
+/// What a walk knows: the variables in scope, the errors found so far, and the type of
+/// each node walked (a `map`'s element, walked in its step, is not walked again for its type).
 struct Checker {
     scope: Scope,
     errors: Vec<(u64, String)>,
+    types: std::collections::HashMap<u64, Option<CelType>>,
 }
 
 fn type_of(expression: &IdedExpr, cx: &mut Checker) -> Option<CelType> {
+    let walked = node_type(expression, cx);
+    cx.types.insert(expression.id, walked.clone());
+    walked
+}
+
+fn node_type(expression: &IdedExpr, cx: &mut Checker) -> Option<CelType> {
     match &expression.expr {
         Expr::Literal(literal) => Some(literal_type(literal)),
         Expr::Ident(name) => lookup(&cx.scope, name),
@@ -583,7 +589,9 @@ fn comprehension_type(
             (Expr::Ident(result), Some(element))
                 if *result == comprehension.accu_var && comprehension.iter_var2.is_none() =>
             {
-                type_of(element, cx).map(|t| CelType::List(Box::new(t)))
+                // Typed when the step was walked.
+                let element = cx.types.get(&element.id).cloned().flatten();
+                element.map(|t| CelType::List(Box::new(t)))
             }
             _ => None,
         }
@@ -597,9 +605,17 @@ fn comprehension_type(
 /// The element a `map` or `filter` step appends (`accu + [element]`, possibly under a
 /// condition).
 fn appended(step: &IdedExpr) -> Option<&IdedExpr> {
-    match &step.expr {
-        Expr::List(list) if list.elements.len() == 1 => list.elements.first(),
-        Expr::Call(call) => call.args.iter().find_map(appended),
+    let Expr::Call(call) = &step.expr else {
+        return None;
+    };
+    match call.func_name.as_str() {
+        // `accu + [element]`.
+        operators::ADD => match &call.args.get(1)?.expr {
+            Expr::List(list) if list.elements.len() == 1 => list.elements.first(),
+            _ => None,
+        },
+        // `condition ? accu + [element] : accu` (`filter`, `map` with a filter).
+        operators::CONDITIONAL => appended(call.args.get(1)?),
         _ => None,
     }
 }

@@ -80,9 +80,7 @@ impl DependencyError {
             } => Some(invalid_expression(
                 name,
                 &match output {
-                    Some(output) => {
-                        format!("CEL expression output type mismatch: expected bool, got {output}")
-                    }
+                    Some(output) => CheckError::OutputType(output.clone()).to_string(),
                     None => {
                         format!("the CEL expression '{expression}' does not evaluate to a bool")
                     }
@@ -245,6 +243,25 @@ mod tests {
                 "{expression}"
             );
         }
+    }
+
+    /// Where the checker cannot tell the type (`type(…)`), a result that is not a boolean is
+    /// still refused, terminally, when evaluated.
+    #[test]
+    fn a_result_of_untold_type_that_is_not_a_boolean_is_refused_when_evaluated() {
+        let object: Kustomization = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "dep", "namespace": "ns"},
+            "spec": {"interval": "1m", "prune": true,
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}},
+        }))
+        .unwrap();
+        let error = ready_by_expression(&object, &object, "type(dep)").unwrap_err();
+        assert!(error.is_invalid_expression(), "{error}");
+        assert_eq!(
+            error.terminal_cause().unwrap(),
+            "terminal error: failed to evaluate dependency dep: the CEL expression 'type(dep)' does not evaluate to a bool"
+        );
     }
 
     /// An expression that cannot be evaluated yet says why in cel-go's words, as Flux's

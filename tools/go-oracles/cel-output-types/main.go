@@ -147,6 +147,10 @@ var expressions = []string{
 	"optional.of(1).or(1)", "optional.of(1).or(optional.none()).hasValue()", "dep.?a.orValue(1) == 1",
 	"'a'.orValue('b')", "optional.none().orValue(1) == 1", "optional.of(1).hasValue(1)",
 	"dep.?a.or(dep.?b).hasValue()", "optional.of()", "optional.none(1)",
+	// Macros' steps, misspelled namespaced functions.
+	"dep.a.filter(x, x in ['a']).exists(y, y == 1)", "[1, 2].map(x, x in [1], 'a') == ['a']",
+	"[1, 2].map(x, x in [1], 'a')", "dep.a.filter(x, x in ['a'])", "sets.contain([1], [1])",
+	"optional.off(1)", "[[[1]].map(x, x.map(y, y))].map(z, z)",
 }
 
 func main() {
