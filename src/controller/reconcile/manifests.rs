@@ -328,12 +328,16 @@ fn is_local_relative_path(path: &str) -> bool {
 /// Whether a kustomization lists resources, its `resources` key spelled in any letter case as
 /// Go's decoding reads it.
 fn has_resources(kustomization: &Value) -> bool {
-    kustomization.as_object().is_some_and(|fields| {
-        fields.iter().any(|(key, value)| {
-            go_std::equal_fold_ascii(key, "resources")
-                && value.as_array().is_some_and(|list| !list.is_empty())
+    // Of several spellings, Go's decoding keeps the last in sorted order, as the map holds them.
+    kustomization
+        .as_object()
+        .and_then(|fields| {
+            fields
+                .iter()
+                .rev()
+                .find(|(key, _)| go_std::equal_fold_ascii(key, "resources"))
         })
-    })
+        .is_some_and(|(_, value)| value.as_array().is_some_and(|list| !list.is_empty()))
 }
 
 /// Builds the objects of `dir` (inside the extracted artifact at `root`).
@@ -449,6 +453,22 @@ fn merge_images(images: &mut Vec<Value>, overrides: &[crate::api::Image]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `resources` key in any letter case (the long `ſ` too), the last spelling in sorted
+    /// order deciding, as Go's decoding of the kustomization does.
+    #[test]
+    fn resources_are_read_as_gos_decoding_reads_them() {
+        for (kustomization, listed) in [
+            (json!({"resources": ["a.yaml"]}), true),
+            (json!({"RESOURCES": ["a.yaml"]}), true),
+            (json!({"re\u{17f}ources": ["a.yaml"]}), true),
+            (json!({"resources": []}), false),
+            (json!({"Resources": ["a.yaml"], "resources": []}), false),
+            (json!({"Resources": [], "resources": ["a.yaml"]}), true),
+        ] {
+            assert_eq!(has_resources(&kustomization), listed, "{kustomization}");
+        }
+    }
 
     /// kustomize's `Gvk.String()` and the name, as Flux's build errors print them.
     #[test]

@@ -217,7 +217,7 @@ fn add_at(object: &mut Value, fields: &[String], value: &str, position: i64) -> 
         // style is not kept here.
         *object = match &*object {
             Value::String(_) => Value::String(text),
-            _ => yaml::parse_single(&text, Schema::Kyaml).unwrap_or(Value::String(text)),
+            _ => yaml::plain_scalar(&text, Schema::Kyaml),
         };
         return Ok(());
     };
