@@ -309,15 +309,14 @@ impl Context {
             .clone()
     }
 
-    /// The client that applies for a Kustomization: impersonating its service account when
-    /// it names one (or `--default-service-account` does).
-    pub(crate) fn applier_client(
+    /// The client that applies for a Kustomization: impersonating `account` in `namespace`
+    /// when there is one.
+    fn applier_client(
         &self,
         namespace: &str,
-        service_account: Option<&str>,
+        account: Option<&str>,
     ) -> Result<kube::Client, ClientError> {
-        let Some(account) = service_account.or(self.options.default_service_account.as_deref())
-        else {
+        let Some(account) = account else {
             return Ok(self.client.clone());
         };
         let user = format!("system:serviceaccount:{namespace}:{account}");
@@ -346,15 +345,16 @@ impl Context {
         object: &Kustomization,
     ) -> Result<kube::Client, ClientError> {
         let namespace = object.metadata.namespace.clone().unwrap_or_default();
-        let account = object.spec.service_account_name.as_deref();
+        // As Flux: the service account (or --default-service-account) is impersonated on a
+        // remote cluster too.
+        let account = object
+            .spec
+            .service_account()
+            .or(self.options.default_service_account.as_deref());
         match &object.spec.kube_config {
             Some(reference) => {
-                // As Flux: the service account (or --default-service-account) is impersonated
-                // on the remote cluster too.
-                let impersonate = account
-                    .filter(|sa| !sa.is_empty())
-                    .or(self.options.default_service_account.as_deref())
-                    .map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
+                let impersonate =
+                    account.map(|sa| format!("system:serviceaccount:{namespace}:{sa}"));
                 if let (None, Some(config_map)) = (&reference.secret_ref, &reference.config_map_ref)
                 {
                     let options = super::remote_identity::IdentityOptions {

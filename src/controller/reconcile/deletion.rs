@@ -176,9 +176,7 @@ fn account_to_look_for<'a>(
     }
     object
         .spec
-        .service_account_name
-        .as_deref()
-        .filter(|name| !name.is_empty())
+        .service_account()
         .or(default_account.filter(|name| !name.is_empty()))
 }
 

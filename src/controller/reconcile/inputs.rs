@@ -56,15 +56,13 @@ pub(crate) async fn decryption_keys(
     // its cloud identity, never the controller's (the gate is checked before the build).
     let namespace = object.metadata.namespace.clone().unwrap_or_default();
     let service_account = decryption
-        .service_account_name
-        .clone()
-        .filter(|name| !name.is_empty())
-        .or_else(|| ctx.options.default_decryption_service_account.clone())
+        .service_account()
+        .or(ctx.options.default_decryption_service_account.as_deref())
         .map(|name| {
             std::sync::Arc::new(crate::controller::identity::KubeServiceAccount::new(
                 ctx.client.clone(),
                 &namespace,
-                &name,
+                name,
             ))
         });
     // Key services get the Kustomization's timeout, from now, for all of its files.

@@ -266,10 +266,7 @@ async fn object_account(
     reference: &ClusterReference,
     options: &IdentityOptions<'_>,
 ) -> Result<Option<String>, AuthError> {
-    let named = reference
-        .service_account_name
-        .clone()
-        .filter(|name| !name.is_empty());
+    let named = reference.service_account_name.clone();
     let default = options
         .default_kubeconfig_service_account
         .filter(|_| named.is_none());

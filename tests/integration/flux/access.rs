@@ -247,6 +247,46 @@ async fn flux_impersonation() {
     let _ = bindings.delete(&binding, &Default::default()).await;
 }
 
+/// Ours, from Flux's Go strings: `serviceAccountName: ""` names no account, so the controller
+/// applies as itself, and with `--default-service-account` as that account (never as a
+/// nameless `system:serviceaccount:<namespace>:`).
+#[tokio::test]
+async fn an_empty_service_account_name_names_no_account() {
+    let mut harness = Harness::start().await;
+    let ns = harness.cluster.namespace.clone();
+    let files = [("config.yaml", config_map("unnamed", "abcde"))];
+    let files: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let v1 = harness.publish_files("unnamed-v1.0.0", "v1.0.0", &files);
+    harness.source("repo", &v1).await;
+    harness
+        .create_kustomization(
+            "unnamed",
+            json!({"interval": "1m", "serviceAccountName": ""}),
+        )
+        .await;
+    let ready = applied(&harness, "unnamed", "v1.0.0").await;
+    assert_eq!(
+        condition(&ready, "Ready").unwrap().reason,
+        "ReconciliationSucceeded",
+        "{}",
+        ready_message(&ready)
+    );
+
+    harness
+        .restart_with(|options| options.reconcile.default_service_account = Some("default".into()))
+        .await;
+    let v2 = harness.publish_files("unnamed-v2.0.0", "v2.0.0", &files);
+    harness.source("repo", &v2).await;
+    let failed = harness
+        .wait_ready("unnamed", "False", "ReconciliationFailed")
+        .await;
+    assert!(
+        ready_message(&failed).contains(&format!("\"system:serviceaccount:{ns}:default\"")),
+        "{}",
+        ready_message(&failed)
+    );
+}
+
 /// `TestKustomizationReconciler_KubeConfig`: a kubeconfig Secret with a user-defined name and
 /// key; while it is missing the reconciliation fails naming it, and once created a new
 /// revision is applied.

@@ -152,6 +152,27 @@ fn default_false() -> bool {
     false
 }
 
+/// A name as Flux's Go string reads it: empty is no name.
+fn named(name: &Option<String>) -> Option<&str> {
+    name.as_deref().filter(|name| !name.is_empty())
+}
+
+impl KustomizationSpec {
+    /// The ServiceAccount to impersonate, when the spec names one (`serviceAccountName: ""`
+    /// names none, so `--default-service-account` applies, as in Flux).
+    pub fn service_account(&self) -> Option<&str> {
+        named(&self.service_account_name)
+    }
+}
+
+impl Decryption {
+    /// The ServiceAccount whose identity opens key services, when one is named (empty names
+    /// none, so `--default-decryption-service-account` applies, as in Flux).
+    pub fn service_account(&self) -> Option<&str> {
+        named(&self.service_account_name)
+    }
+}
+
 /// Labels and annotations added to every applied object.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CommonMetadata {
@@ -653,5 +674,25 @@ status:
         )
         .unwrap_err();
         assert!(err.to_string().contains("ten minutes"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_service_account_name_names_no_account() {
+        let spec = |account: Option<&str>| KustomizationSpec {
+            service_account_name: account.map(str::to_string),
+            ..Default::default()
+        };
+        let decryption = |account: Option<&str>| Decryption {
+            service_account_name: account.map(str::to_string),
+            ..Default::default()
+        };
+        for (written, named) in [
+            (None, None),
+            (Some(""), None),
+            (Some("tenant"), Some("tenant")),
+        ] {
+            assert_eq!(spec(written).service_account(), named, "{written:?}");
+            assert_eq!(decryption(written).service_account(), named, "{written:?}");
+        }
     }
 }

@@ -66,7 +66,11 @@ impl ClusterReference {
             cluster: data.get("cluster").cloned(),
             address: data.get("address").cloned(),
             ca_pem: data.get("ca.crt").cloned(),
-            service_account_name: data.get("serviceAccountName").cloned(),
+            // A Go string: empty names no account, so the default one applies.
+            service_account_name: data
+                .get("serviceAccountName")
+                .filter(|name| !name.is_empty())
+                .cloned(),
             audiences: data
                 .get("audiences")
                 .map(|text| {
@@ -138,7 +142,14 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(reference.provider, Provider::Generic);
+        assert_eq!(reference.service_account_name.as_deref(), Some("deployer"));
         assert_eq!(reference.audiences, ["one", "two"]);
+        let unnamed = ClusterReference::from_data(&data(&[
+            ("provider", "generic"),
+            ("serviceAccountName", ""),
+        ]))
+        .unwrap();
+        assert_eq!(unnamed.service_account_name, None, "empty names no account");
         assert_eq!(reference.generic_audiences(), ["one", "two"]);
         let plain = ClusterReference::from_data(&data(&[
             ("provider", "generic"),

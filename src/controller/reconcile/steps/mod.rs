@@ -166,8 +166,8 @@ pub(crate) fn identity(object: &Kustomization, ctx: &Context) -> Result<(), Step
         .spec
         .decryption
         .as_ref()
-        .and_then(|d| d.service_account_name.as_deref())
-        .is_some_and(|name| !name.is_empty());
+        .and_then(|d| d.service_account())
+        .is_some();
     // With the gate on, the account is asked for tokens only when a key service needs one
     // (cloud KMS, Vault login); a key it cannot open fails the build, naming it.
     if wants && !ctx.options.object_level_workload_identity {
