@@ -102,6 +102,7 @@ pub(super) fn apply(
                 &fields,
                 &value,
                 target.file_path_position,
+                false,
             )
             .map_err(|cause| KustomizeError::InvalidConfig {
                 file: file.to_path_buf(),
@@ -151,7 +152,8 @@ fn validate(targets: &[ValueAddTarget]) -> Result<(), String> {
     Ok(())
 }
 
-/// `a/b\/c/d` → `a`, `b/c`, `d`: a backslash before a slash keeps it in the field name.
+/// `a/b\/c/d` → `a`, `b/c`, `d`: a backslash before a slash keeps it in the field name;
+/// then, as kyaml's path lookup cleans a path, each name trimmed and empty ones dropped.
 fn split_fields(path: &str) -> Vec<String> {
     let mut fields: Vec<String> = Vec::new();
     for part in path.split('/') {
@@ -165,6 +167,10 @@ fn split_fields(path: &str) -> Vec<String> {
         }
     }
     fields
+        .into_iter()
+        .map(|field| field.trim().to_string())
+        .filter(|field| !field.is_empty())
+        .collect()
 }
 
 /// kustomize's namespace filter without field specs: a namespaced resource's
@@ -196,73 +202,177 @@ fn move_to_namespace(resource: &mut Resource, namespace: &str, schema: SchemaVie
     }
 }
 
-/// kyaml's `LookupCreate(ScalarNode, fields…)` then the scalar set: maps made where fields
-/// are missing (or null), `[key=value]` picking (or adding) a list element; the leaf a plain
-/// scalar read back by YAML's rules, unless it was a string.
-fn add_at(object: &mut Value, fields: &[String], value: &str, position: i64) -> Result<(), String> {
-    let Some((field, rest)) = fields.split_first() else {
-        let text = match (&*object, position) {
-            (Value::Object(_), _) => return Err(wrong_kind("ScalarNode", "MappingNode")),
-            (Value::Array(_), _) => return Err(wrong_kind("ScalarNode", "SequenceNode")),
-            (current, position) if position > 0 => {
-                let current = scalar_text(current);
-                insert_path_part(&current, usize::try_from(position - 1).unwrap_or(0), value)
-            }
-            _ => value.to_string(),
-        };
-        // kyaml keeps the node's style: a number, a boolean, a null or a new field is plain,
-        // and reads back by YAML's rules (`replicas: true`); a string is taken as quoted and
-        // stays a string ("80" becomes "8080"). A string written plain in the source would be
-        // read back as well in kustomize (`port: abc` becomes the number 8080); the source's
-        // style is not kept here.
-        *object = match &*object {
-            Value::String(_) => Value::String(text),
-            _ => yaml::plain_scalar(&text, Schema::Kyaml),
-        };
-        return Ok(());
-    };
-    if object.is_null() {
-        *object = if field.starts_with('[') {
+/// One step of a kyaml `PathGetter` path, read only when the walk reaches it (a step after
+/// one that finds nothing is never read, so never refused).
+#[derive(Debug, PartialEq)]
+enum Step<'p> {
+    /// `0`, `+1`, `01`: the element at that index, if there is one.
+    Index(usize),
+    /// `-`: the last element.
+    Last,
+    /// `[key=value]` (or `[=value]`, a list of scalars): the first element that matches,
+    /// added when none does.
+    Element(&'p str, &'p str),
+    /// A mapping's field, added when missing.
+    Field(&'p str),
+}
+
+fn step(part: &str) -> Result<Step<'_>, String> {
+    match part.parse::<i64>() {
+        Ok(index) if index < 0 => Err(format!("array index {index} cannot be negative")),
+        Ok(index) => Ok(Step::Index(usize::try_from(index).unwrap_or(usize::MAX))),
+        Err(_) if part == "-" => Ok(Step::Last),
+        Err(_) if part == "*" => Err("wildcard is not supported in PathGetter".into()),
+        Err(_) if part.starts_with('[') && part.ends_with(']') => {
+            let inner = part.strip_suffix(']').unwrap_or(part);
+            let inner = inner.strip_prefix('[').unwrap_or(inner);
+            inner
+                .split_once('=')
+                .map(|(key, value)| Step::Element(key, value))
+                .ok_or_else(|| {
+                    "list path element must contain fieldName=fieldValue for element to match"
+                        .into()
+                })
+        }
+        Err(_) => Ok(Step::Field(part)),
+    }
+}
+
+/// What kyaml makes for a missing field: a list when the next step picks an element by
+/// index or match, an empty scalar at the end of the path, else a mapping.
+fn made_for(next: Option<&String>) -> Value {
+    match next {
+        None => Value::Null,
+        Some(next)
+            if (next.starts_with('[') && next.ends_with(']'))
+                || next.parse::<i64>().is_ok_and(|index| index >= 0) =>
+        {
             Value::Array(Vec::new())
-        } else {
-            Value::Object(Map::new())
+        }
+        Some(_) => Value::Object(Map::new()),
+    }
+}
+
+/// kyaml's `LookupCreate(ScalarNode, fields…)` then the scalar set. A null (or missing
+/// element) on the way ends the walk with nothing written and nothing refused, as kyaml's
+/// lookup finds nothing there; what was made before it stays. `made` says the node was just
+/// made, so holds no string of the source's.
+fn add_at(
+    node: &mut Value,
+    fields: &[String],
+    value: &str,
+    position: i64,
+    made: bool,
+) -> Result<(), String> {
+    let Some((part, rest)) = fields.split_first() else {
+        return set_leaf(node, value, position, made);
+    };
+    let step = step(part)?;
+    if node.is_null() {
+        // kustomize looks for the last element of no list and crashes.
+        return match step {
+            Step::Last => Err(NO_LAST_ELEMENT.into()),
+            _ => Ok(()),
         };
     }
-    match (object, element_match(field)) {
-        (Value::Array(items), Some((key, wanted))) => {
-            let position_of = items
+    match step {
+        Step::Index(index) => match list(node)?.get_mut(index) {
+            Some(element) => add_at(element, rest, value, position, false),
+            None => Ok(()),
+        },
+        Step::Last => match list(node)?.last_mut() {
+            Some(element) => add_at(element, rest, value, position, false),
+            None => Err(NO_LAST_ELEMENT.into()),
+        },
+        Step::Element(key, wanted) => {
+            let items = list(node)?;
+            let found = items
                 .iter()
-                .position(|item| item.get(key).map(scalar_text).as_deref() == Some(wanted));
-            let index = match position_of {
-                Some(index) => index,
+                .position(|item| element_matches(item, key, wanted));
+            let (index, made) = match found {
+                Some(index) => (index, false),
                 None => {
-                    let mut element = Map::new();
-                    element.insert(key.to_string(), Value::String(wanted.to_string()));
-                    items.push(Value::Object(element));
-                    items.len() - 1
+                    items.push(new_element(key, wanted));
+                    (items.len() - 1, true)
                 }
             };
-            add_at(&mut items[index], rest, value, position)
+            add_at(&mut items[index], rest, value, position, made)
         }
-        (Value::Object(map), None) => add_at(
-            map.entry(field.clone()).or_insert(Value::Null),
-            rest,
-            value,
-            position,
-        ),
-        (Value::Array(_), None) => Err(wrong_kind("MappingNode", "SequenceNode")),
-        (Value::Object(_), Some(_)) => Err(wrong_kind("SequenceNode", "MappingNode")),
-        (_, Some(_)) => Err(wrong_kind("SequenceNode", "ScalarNode")),
-        (_, None) => Err(wrong_kind("MappingNode", "ScalarNode")),
+        Step::Field(name) => {
+            let Value::Object(map) = node else {
+                return Err(wrong_kind("MappingNode", node));
+            };
+            let made = !map.contains_key(name);
+            let field = map
+                .entry(name.to_string())
+                .or_insert_with(|| made_for(rest.first()));
+            add_at(field, rest, value, position, made)
+        }
     }
 }
 
-/// `[key=value]` as its key and value.
-fn element_match(field: &str) -> Option<(&str, &str)> {
-    field.strip_prefix('[')?.strip_suffix(']')?.split_once('=')
+const NO_LAST_ELEMENT: &str = "'-' names the last element of a list that has none";
+
+/// The value (or, at `position`, a file-path part) written into the scalar a path ends at.
+fn set_leaf(node: &mut Value, value: &str, position: i64, made: bool) -> Result<(), String> {
+    if node.is_object() || node.is_array() {
+        return Err(wrong_kind("ScalarNode", node));
+    }
+    let text = match usize::try_from(position - 1) {
+        Ok(at) if position > 0 => insert_path_part(&scalar_text(node), at, value),
+        _ => value.to_string(),
+    };
+    // kyaml keeps the node's style: a number, a boolean, a null or a node just made is
+    // plain, and reads back by YAML's rules (`replicas: true`); a string is taken as quoted
+    // and stays a string ("80" becomes "8080"). A string written plain in the source would
+    // be read back as well in kustomize (`port: abc` becomes the number 8080); the source's
+    // style is not kept here.
+    *node = match node {
+        Value::String(_) if !made => Value::String(text),
+        _ => yaml::plain_scalar(&text, Schema::Kyaml),
+    };
+    Ok(())
 }
 
-fn wrong_kind(expected: &str, found: &str) -> String {
+fn list(node: &mut Value) -> Result<&mut Vec<Value>, String> {
+    match node {
+        Value::Array(items) => Ok(items),
+        other => Err(wrong_kind("SequenceNode", other)),
+    }
+}
+
+/// kyaml's element match: `[=value]` compares the element's own text (a mapping's or a
+/// list's is empty), `[key=value]` the text of a mapping element's field.
+fn element_matches(item: &Value, key: &str, wanted: &str) -> bool {
+    let text = |value: &Value| match value {
+        Value::Object(_) | Value::Array(_) => String::new(),
+        scalar => scalar_text(scalar),
+    };
+    if key.is_empty() {
+        return text(item) == wanted;
+    }
+    item.as_object()
+        .and_then(|map| map.get(key))
+        .is_some_and(|field| text(field) == wanted)
+}
+
+/// The element kyaml adds when none matches: the scalar itself for `[=value]`, else a
+/// mapping with the plain scalar as the key's value (`[port=80]` adds the number 80).
+fn new_element(key: &str, wanted: &str) -> Value {
+    if key.is_empty() {
+        return Value::String(wanted.to_string());
+    }
+    let mut element = Map::new();
+    element.insert(key.to_string(), yaml::plain_scalar(wanted, Schema::Kyaml));
+    Value::Object(element)
+}
+
+fn wrong_kind(expected: &str, found: &Value) -> String {
+    let found = match found {
+        Value::Object(_) => "MappingNode",
+        Value::Array(_) => "SequenceNode",
+        _ => "ScalarNode",
+    };
     format!("wrong node kind: expected {expected} but got {found}")
 }
 
@@ -347,7 +457,59 @@ fn clean_join(parts: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{insert_path_part, split_fields};
+    use super::{Step, add_at, insert_path_part, split_fields, step};
+    use crate::value::Value;
+
+    /// kyaml's `PathGetter` reads a step as Go's `strconv.Atoi` and its own bracket rules.
+    #[test]
+    fn steps_are_read_as_kyaml_reads_them() {
+        for (part, read) in [
+            ("0", Ok(Step::Index(0))),
+            ("+1", Ok(Step::Index(1))),
+            ("01", Ok(Step::Index(1))),
+            ("-0", Ok(Step::Index(0))),
+            ("-", Ok(Step::Last)),
+            ("+", Ok(Step::Field("+"))),
+            ("1_000", Ok(Step::Field("1_000"))),
+            (
+                "99999999999999999999",
+                Ok(Step::Field("99999999999999999999")),
+            ),
+            ("[name=app]", Ok(Step::Element("name", "app"))),
+            ("[=-jar]", Ok(Step::Element("", "-jar"))),
+            ("[a=b=c]", Ok(Step::Element("a", "b=c"))),
+            ("[a=]]", Ok(Step::Element("a", "]"))),
+            ("-2", Err("array index -2 cannot be negative".to_string())),
+            (
+                "*",
+                Err("wildcard is not supported in PathGetter".to_string()),
+            ),
+            (
+                "[app]",
+                Err(
+                    "list path element must contain fieldName=fieldValue for element to match"
+                        .to_string(),
+                ),
+            ),
+        ] {
+            assert_eq!(step(part), read, "{part}");
+        }
+    }
+
+    /// kustomize crashes looking for the last element of an empty list (or of a null); here
+    /// it is refused.
+    #[test]
+    fn the_last_element_of_no_list_is_refused() {
+        for document in [r#"{"spec": {"args": []}}"#, r#"{"spec": {"args": null}}"#] {
+            let mut object: Value = serde_json::from_str(document).unwrap();
+            let fields = split_fields("spec/args/-");
+            let refused = add_at(&mut object, &fields, "x", 0, false).unwrap_err();
+            assert_eq!(
+                refused,
+                "'-' names the last element of a list that has none"
+            );
+        }
+    }
 
     /// kustomize's `filesys.InsertPathPart` table (the filter's doc comment and kyaml's
     /// util_test rows).
