@@ -72,10 +72,11 @@ impl TransformerConfig {
                 let text = include_str!("builtin_fieldspecs.yaml");
                 let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kubernetes)
                     .expect("builtin_fieldspecs.yaml is valid YAML");
-                Arc::new(
+                let mut builtin: TransformerConfig =
                     serde_json::from_value(serde_json::Value::from(value))
-                        .expect("builtin_fieldspecs.yaml matches TransformerConfig"),
-                )
+                        .expect("builtin_fieldspecs.yaml matches TransformerConfig");
+                sort_name_references(&mut builtin.name_reference);
+                Arc::new(builtin)
             })
             .clone()
     }
@@ -107,6 +108,7 @@ impl TransformerConfig {
                 None => self.name_reference.push(reference.clone()),
             }
         }
+        sort_name_references(&mut self.name_reference);
     }
 }
 
@@ -125,9 +127,13 @@ fn merge_spec_lists(mine: &mut Vec<FieldSpec>, theirs: &[FieldSpec]) {
     sort_by_gvk(mine);
 }
 
+fn sort_by_gvk(specs: &mut [FieldSpec]) {
+    specs.sort_by_cached_key(|spec| gvk_order(&spec.group, &spec.version, &spec.kind));
+}
+
 /// kyaml's `Gvk.IsLessThan`: the kind's rank, then `group_version_kind` with `~` for what is
 /// empty.
-fn sort_by_gvk(specs: &mut [FieldSpec]) {
+fn gvk_order(group: &str, version: &str, kind: &str) -> (i32, String) {
     let or = |text: &str, empty: &'static str| -> String {
         if text.is_empty() {
             empty.to_string()
@@ -135,17 +141,22 @@ fn sort_by_gvk(specs: &mut [FieldSpec]) {
             text.to_string()
         }
     };
-    specs.sort_by_cached_key(|spec| {
-        (
-            super::sort::kind_rank(&spec.kind),
-            format!(
-                "{}_{}_{}",
-                or(&spec.group, "~G"),
-                or(&spec.version, "~V"),
-                or(&spec.kind, "~K")
-            ),
-        )
-    });
+    (
+        super::sort::kind_rank(kind),
+        format!(
+            "{}_{}_{}",
+            or(group, "~G"),
+            or(version, "~V"),
+            or(kind, "~K")
+        ),
+    )
+}
+
+/// kustomize keeps the name-reference table sorted by the referred-to kind's GVK (each
+/// entry's is its own, so the order is total): which reference a resource's fields are
+/// walked for first decides which error a malformed resource gets.
+fn sort_name_references(references: &mut [NameReference]) {
+    references.sort_by_cached_key(|r| gvk_order(&r.group, &r.version, &r.kind));
 }
 
 /// Appends the specs of `theirs` as kustomize's `FsSlice.MergeAll` does: one is left out

@@ -73,11 +73,23 @@ fn field_of(segment: &str) -> (&str, bool) {
 /// Called with the map holding a leaf and the leaf's key.
 pub type LeafVisitor<'v, E> = dyn FnMut(&mut Map, &str) -> Result<(), E> + 'v;
 
-/// A path that runs into a scalar before its end (`spec: "oops"` for `spec/selector`).
-#[derive(Debug)]
+/// A path that runs into a scalar before its end (`spec: "oops"` for `spec/selector`, or a
+/// scalar element of a list the path goes through).
+#[derive(Debug, Default)]
 pub struct ScalarInPath {
-    /// The key whose value is a scalar.
-    pub key: String,
+    /// The rest of the path at each list the walk went through to the scalar, innermost
+    /// first, as kustomize's fieldspec filter names them (`[env valueFrom name]`).
+    lists: Vec<String>,
+}
+
+/// kustomize's words: each list traversed, outermost first, then the refusal.
+impl std::fmt::Display for ScalarInPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for list in self.lists.iter().rev() {
+            write!(f, "visit traversal on path: {list}: ")?;
+        }
+        f.write_str("expected sequence or mapping node")
+    }
 }
 
 /// Callers that treat every object leniently ignore scalars met on the way.
@@ -88,17 +100,42 @@ impl From<ScalarInPath> for () {
 /// Calls `visit` with every value at `segments` below `value`. `visit` receives the parent
 /// map and the final key, so it can read, replace or create the leaf. Lists met on the way
 /// are traversed element by element. Missing intermediate maps are created when `create`.
-/// A scalar met before the end of the path is a [`ScalarInPath`] error, as in kustomize.
+/// A scalar met before the end of the path (a field's value or a list's element) is a
+/// [`ScalarInPath`] error, as in kustomize; a null ends that branch of the walk.
 pub fn visit_leaves<E: From<ScalarInPath>>(
     value: &mut Value,
     segments: &[Cow<'_, str>],
     create: bool,
     visit: &mut LeafVisitor<'_, E>,
 ) -> Result<(), E> {
+    walk(value, segments, create, visit).map_err(|stop| match stop {
+        Stop::Scalar(scalar) => scalar.into(),
+        Stop::Visitor(error) => error,
+    })
+}
+
+/// Why a walk stopped.
+enum Stop<E> {
+    Scalar(ScalarInPath),
+    Visitor(E),
+}
+
+fn walk<E>(
+    value: &mut Value,
+    segments: &[Cow<'_, str>],
+    create: bool,
+    visit: &mut LeafVisitor<'_, E>,
+) -> Result<(), Stop<E>> {
     match value {
         Value::Array(items) => {
             for item in items {
-                visit_leaves(item, segments, create, visit)?;
+                walk(item, segments, create, visit).map_err(|stop| match stop {
+                    Stop::Scalar(mut scalar) => {
+                        scalar.lists.push(format!("[{}]", segments.join(" ")));
+                        Stop::Scalar(scalar)
+                    }
+                    visitor => visitor,
+                })?;
             }
             Ok(())
         }
@@ -109,7 +146,7 @@ pub fn visit_leaves<E: From<ScalarInPath>>(
             let (first, is_list) = field_of(first.as_ref());
             if rest.is_empty() {
                 if map.contains_key(first) || (create && !is_list) {
-                    return visit(map, first);
+                    return visit(map, first).map_err(Stop::Visitor);
                 }
                 return Ok(());
             }
@@ -132,15 +169,11 @@ pub fn visit_leaves<E: From<ScalarInPath>>(
                 }
                 *child = Value::Object(Map::new());
             }
-            if !child.is_object() && !child.is_array() {
-                return Err(ScalarInPath {
-                    key: first.to_string(),
-                }
-                .into());
-            }
-            visit_leaves(child, rest, create, visit)
+            walk(child, rest, create, visit)
         }
-        _ => Ok(()),
+        Value::Null => Ok(()),
+        _ if segments.is_empty() => Ok(()),
+        _ => Err(Stop::Scalar(ScalarInPath::default())),
     }
 }
 
@@ -201,5 +234,40 @@ mod tests {
         )
         .unwrap();
         assert_eq!(object["spec"]["selector"]["matchLabels"], json!({"a": "b"}));
+    }
+
+    /// kustomize's fieldspec filter: a scalar element fails the walk, each list on the way
+    /// named with the rest of the path, outermost first; nulls end their branch.
+    #[test]
+    fn a_scalar_element_on_the_way_is_refused_naming_each_list() {
+        let refused = |mut object: Value, path: &str| {
+            visit_leaves::<ScalarInPath>(&mut object, &split_path(path), false, &mut |_, _| Ok(()))
+                .err()
+                .map(|e| e.to_string())
+        };
+        assert_eq!(
+            refused(
+                json!({"spec": {"containers": [{"env": [null, "x"]}]}}),
+                "spec/containers/env/name"
+            )
+            .as_deref(),
+            Some(
+                "visit traversal on path: [env name]: visit traversal on path: [name]: \
+                 expected sequence or mapping node"
+            )
+        );
+        assert_eq!(
+            refused(json!({"spec": "oops"}), "spec/selector").as_deref(),
+            Some("expected sequence or mapping node")
+        );
+        assert_eq!(
+            refused(json!({"spec": {"list": [null, {}]}}), "spec/list/a"),
+            None
+        );
+        assert_eq!(
+            refused(json!({"spec": "oops"}), "spec"),
+            None,
+            "a scalar leaf is no path through"
+        );
     }
 }

@@ -417,12 +417,21 @@ pub enum KustomizeError {
     #[error("{}: {message}", .file.display())]
     InvalidConfig { file: PathBuf, message: String },
 
-    #[error("{object}: considering field '{path}': expected sequence or mapping node at {key}")]
-    ScalarInFieldPath {
+    /// A field spec's path runs into a scalar, or ends at a node the transformer cannot
+    /// set (kustomize's words; `during` names the transformer's step when kustomize does,
+    /// e.g. a name reference's update).
+    #[error("{during}considering field '{path}' of object {object}: {cause}")]
+    FieldSpecPath {
+        during: String,
         object: String,
         path: String,
-        key: String,
+        cause: String,
     },
+
+    /// The `images:` walk through every `containers`/`initContainers` list met an element
+    /// that is not a mapping, or an `image` that is not a scalar.
+    #[error("{object}: updating images: {cause}")]
+    ContainerImage { object: String, cause: String },
 
     /// kustomize's words for a RoleBinding subject whose namespace is written but empty.
     #[error("Invalid Input: namespace is blank for resource \"{resource}\"")]
@@ -598,13 +607,25 @@ pub fn find_kustomization(dir: &Path) -> Result<PathBuf, KustomizeError> {
     kustfile::find(dir)
 }
 
+/// kyaml's words for a node of the wrong kind (without the node's contents, which kyaml
+/// adds and which may be a Secret's).
+pub(crate) fn node_kind_mismatch(expected: &str, found: &Value) -> String {
+    let found = match found {
+        Value::Object(_) => "MappingNode",
+        Value::Array(_) => "SequenceNode",
+        _ => "ScalarNode",
+    };
+    format!("wrong node kind: expected {expected} but got {found}")
+}
+
 impl From<fieldspec::ScalarInPath> for KustomizeError {
     /// The caller adds which object and field spec; see [`KustomizeError::in_field`].
     fn from(error: fieldspec::ScalarInPath) -> Self {
-        KustomizeError::ScalarInFieldPath {
+        KustomizeError::FieldSpecPath {
+            during: String::new(),
             object: String::new(),
             path: String::new(),
-            key: error.key,
+            cause: error.to_string(),
         }
     }
 }
@@ -613,10 +634,40 @@ impl KustomizeError {
     /// Names the object and field spec of a scalar met inside a field path.
     fn in_field(self, object: &resource::ResId, path: &str) -> KustomizeError {
         match self {
-            KustomizeError::ScalarInFieldPath { key, .. } => KustomizeError::ScalarInFieldPath {
+            KustomizeError::FieldSpecPath { during, cause, .. } => KustomizeError::FieldSpecPath {
+                during,
                 object: object.to_string(),
                 path: path.to_string(),
-                key,
+                cause,
+            },
+            other => other,
+        }
+    }
+
+    /// A field spec's target that is not what the transformer sets: the object and path
+    /// are added by [`Self::in_field`].
+    fn field_not(expected: &str, found: &Value) -> KustomizeError {
+        KustomizeError::FieldSpecPath {
+            during: String::new(),
+            object: String::new(),
+            path: String::new(),
+            cause: node_kind_mismatch(expected, found),
+        }
+    }
+
+    /// As [`Self::in_field`], for a name reference's update, which kustomize also names.
+    fn in_name_reference(self, object: &resource::ResId, path: &str) -> KustomizeError {
+        match self.in_field(object, path) {
+            KustomizeError::FieldSpecPath {
+                object,
+                path,
+                cause,
+                ..
+            } => KustomizeError::FieldSpecPath {
+                during: format!("updating name reference in '{path}' field of '{object}': "),
+                object,
+                path,
+                cause,
             },
             other => other,
         }

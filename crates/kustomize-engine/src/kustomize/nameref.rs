@@ -36,10 +36,9 @@ pub fn fix(
     schema: SchemaView,
 ) -> Result<(), KustomizeError> {
     refuse_blank_subject_namespaces(resources, schema)?;
-    // Only renamed resources can be referred to by an outdated name.
-    if resources.iter().all(|r| r.previous_ids.is_empty()) {
-        return Ok(());
-    }
+    // Only renamed resources can be referred to by an outdated name; without any, the
+    // fields are still walked, for kustomize refuses a path through a scalar either way.
+    let renamed = resources.iter().any(|r| !r.previous_ids.is_empty());
     let candidates: Vec<Candidate> = resources
         .iter()
         .map(|r| Candidate {
@@ -77,13 +76,13 @@ pub fn fix(
                     index: &index,
                     role_ref_kind: is_role_ref.then_some(role_ref_kind.as_str()),
                 };
-                visit_leaves(&mut resource.object, path, false, &mut |map, key| {
-                    let Some(value) = map.get_mut(key) else {
-                        return Ok(());
-                    };
-                    context.update(value, &referrer_id, &mut found)
+                visit_leaves(&mut resource.object, path, false, &mut |map, key| match map
+                    .get_mut(key)
+                {
+                    Some(value) if renamed => context.update(value, &referrer_id, &mut found),
+                    _ => Ok(()),
                 })
-                .map_err(|e| e.in_field(&referrer_id, &spec.path))?;
+                .map_err(|e| e.in_name_reference(&referrer_id, &spec.path))?;
             }
         }
         referrals.extend(

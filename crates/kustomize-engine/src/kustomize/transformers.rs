@@ -123,8 +123,8 @@ pub fn set_namespace(
                         found,
                     });
                 }
-                Err(NamespaceVisit::ScalarOnTheWay) => {
-                    return Err(failed(resource, "expected sequence or mapping node"));
+                Err(NamespaceVisit::ScalarOnTheWay(scalar)) => {
+                    return Err(failed(resource, &scalar.to_string()));
                 }
                 Ok(()) => {}
             }
@@ -136,13 +136,13 @@ pub fn set_namespace(
 /// Why a namespace field spec's walk stopped: a scalar on the way, or a target that is not
 /// a scalar; kustomize refuses both.
 enum NamespaceVisit {
-    ScalarOnTheWay,
+    ScalarOnTheWay(super::fieldspec::ScalarInPath),
     NotScalar(&'static str),
 }
 
 impl From<super::fieldspec::ScalarInPath> for NamespaceVisit {
-    fn from(_: super::fieldspec::ScalarInPath) -> Self {
-        NamespaceVisit::ScalarOnTheWay
+    fn from(scalar: super::fieldspec::ScalarInPath) -> Self {
+        NamespaceVisit::ScalarOnTheWay(scalar)
     }
 }
 
@@ -297,24 +297,32 @@ pub fn set_replicas(
 ) -> Result<(), KustomizeError> {
     for replica in replicas {
         let mut found = false;
-        for resource in resources.iter_mut() {
-            let named = resource.name() == replica.name
-                || resource.previous_ids.iter().any(|p| p.name == replica.name);
-            if !named {
-                continue;
-            }
-            let id = resource.id();
-            for spec in specs.iter().filter(|s| s.applies_to(&id)) {
+        // As kustomize: each field spec in turn, over every resource of that name.
+        for spec in specs {
+            let path = split_path(&spec.path);
+            for resource in resources.iter_mut() {
+                let named = resource.name() == replica.name
+                    || resource.previous_ids.iter().any(|p| p.name == replica.name);
+                let id = resource.id();
+                if !named || !spec.applies_to(&id) {
+                    continue;
+                }
                 found = true;
-                let _ = visit_leaves::<()>(
+                visit_leaves(
                     &mut resource.object,
-                    &split_path(&spec.path),
+                    &path,
                     spec.create,
-                    &mut |map, key| {
-                        map.insert(key.to_string(), Value::from(replica.count));
-                        Ok(())
+                    &mut |map, key| match map.get(key) {
+                        Some(found @ (Value::Object(_) | Value::Array(_))) => {
+                            Err(KustomizeError::field_not("ScalarNode", found))
+                        }
+                        _ => {
+                            map.insert(key.to_string(), Value::from(replica.count));
+                            Ok(())
+                        }
                     },
-                );
+                )
+                .map_err(|e| e.in_field(&id, &spec.path))?;
             }
         }
         if !found {
@@ -355,54 +363,96 @@ pub fn set_images(
                 name: image.name.clone(),
                 message: e.to_string(),
             })?;
+        // As kustomize: the container lists of every resource, then the field specs.
+        for resource in resources.iter_mut() {
+            if resource.kind() != "CustomResourceDefinition" {
+                update_container_lists(&mut resource.object, &matcher, image).map_err(|cause| {
+                    KustomizeError::ContainerImage {
+                        object: resource.id().to_string(),
+                        cause,
+                    }
+                })?;
+            }
+        }
         for resource in resources.iter_mut() {
             if resource.kind() == "CustomResourceDefinition" {
                 continue;
             }
-            update_container_lists(&mut resource.object, &matcher, image);
-            let applicable: Vec<&[Cow<str>]> = specs
-                .iter()
-                .zip(&paths)
-                .filter(|(s, _)| s.applies_to_gvk(resource.gvk()))
-                .map(|(_, path)| path.as_slice())
-                .collect();
-            for path in applicable {
-                let _ = visit_leaves::<()>(&mut resource.object, path, false, &mut |map, key| {
-                    if let Some(Value::String(current)) = map.get(key)
-                        && let Some(updated) = updated_image(current, &matcher, image)
-                    {
-                        map.insert(key.to_string(), Value::String(updated));
-                    }
-                    Ok(())
-                });
+            let id = resource.id();
+            for (spec, path) in specs.iter().zip(&paths) {
+                if !spec.applies_to(&id) {
+                    continue;
+                }
+                visit_leaves(
+                    &mut resource.object,
+                    path,
+                    false,
+                    &mut |map, key| match map.get(key) {
+                        Some(Value::String(current)) => {
+                            if let Some(updated) = updated_image(current, &matcher, image) {
+                                map.insert(key.to_string(), Value::String(updated));
+                            }
+                            Ok(())
+                        }
+                        Some(found @ (Value::Object(_) | Value::Array(_))) => {
+                            Err(KustomizeError::field_not("ScalarNode", found))
+                        }
+                        _ => Ok(()),
+                    },
+                )
+                .map_err(|e| e.in_field(&id, &spec.path))?;
             }
         }
     }
     Ok(())
 }
 
-fn update_container_lists(value: &mut Value, matcher: &Regex, image: &Image) {
+fn update_container_lists(value: &mut Value, matcher: &Regex, image: &Image) -> Result<(), String> {
     match value {
         Value::Object(map) => {
             for (key, child) in map.iter_mut() {
+                // kustomize walks a field's value before looking at the field.
+                update_container_lists(child, matcher, image)?;
                 if matches!(key.as_str(), "containers" | "initContainers")
                     && let Value::Array(containers) = child
                 {
-                    for container in containers.iter_mut().filter_map(Value::as_object_mut) {
-                        if let Some(Value::String(current)) = container.get("image")
-                            && let Some(updated) = updated_image(current, matcher, image)
-                        {
-                            container.insert("image".into(), Value::String(updated));
-                        }
+                    for container in containers.iter_mut() {
+                        update_container_image(container, matcher, image)?;
                     }
                 }
-                update_container_lists(child, matcher, image);
             }
+            Ok(())
         }
         Value::Array(items) => items
             .iter_mut()
-            .for_each(|item| update_container_lists(item, matcher, image)),
-        _ => {}
+            .try_for_each(|item| update_container_lists(item, matcher, image)),
+        _ => Ok(()),
+    }
+}
+
+/// One element of a container list: kustomize looks its `image` up as a mapping's field (a
+/// null element is skipped) and sets it as a scalar.
+fn update_container_image(
+    container: &mut Value,
+    matcher: &Regex,
+    image: &Image,
+) -> Result<(), String> {
+    let container = match container {
+        Value::Null => return Ok(()),
+        Value::Object(container) => container,
+        other => return Err(super::node_kind_mismatch("MappingNode", other)),
+    };
+    match container.get("image") {
+        Some(Value::String(current)) => {
+            if let Some(updated) = updated_image(current, matcher, image) {
+                container.insert("image".into(), Value::String(updated));
+            }
+            Ok(())
+        }
+        Some(found @ (Value::Object(_) | Value::Array(_))) => {
+            Err(super::node_kind_mismatch("ScalarNode", found))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -368,12 +368,7 @@ fn new_element(key: &str, wanted: &str) -> Value {
 }
 
 fn wrong_kind(expected: &str, found: &Value) -> String {
-    let found = match found {
-        Value::Object(_) => "MappingNode",
-        Value::Array(_) => "SequenceNode",
-        _ => "ScalarNode",
-    };
-    format!("wrong node kind: expected {expected} but got {found}")
+    super::node_kind_mismatch(expected, found)
 }
 
 /// kyaml's `filesys.InsertPathPart`: `part` inserted into the `/`-separated `path` at `position`

@@ -41,14 +41,7 @@ pub(super) enum WriteError {
 }
 
 fn wrong_kind(expected: &str, found: &Value) -> WriteError {
-    let kind = match found {
-        Value::Object(_) => "MappingNode",
-        Value::Array(_) => "SequenceNode",
-        _ => "ScalarNode",
-    };
-    WriteError::Path(format!(
-        "wrong node kind: expected {expected} but got {kind}"
-    ))
+    WriteError::Path(crate::kustomize::node_kind_mismatch(expected, found))
 }
 
 /// Writes `value` at every place `segments` reaches, creating fields when asked.
