@@ -605,7 +605,7 @@ fn apply_transformer_config(
                 &c.suffix,
                 &c.field_specs,
                 &c.field_specs,
-            );
+            )?;
         }
         "LabelTransformer" => {
             let c: MapConfig = decode(config, origin, file)?;

@@ -85,11 +85,26 @@ pub struct ScalarInPath {
 /// kustomize's words: each list traversed, outermost first, then the refusal.
 impl std::fmt::Display for ScalarInPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for list in self.lists.iter().rev() {
-            write!(f, "visit traversal on path: {list}: ")?;
-        }
+        f.write_str(&traversal(&self.lists))?;
         f.write_str("expected sequence or mapping node")
     }
+}
+
+/// `visit traversal on path: [..]: ` for each list (given innermost first), outermost
+/// first: how kustomize prefixes whatever failed inside a list a path goes through.
+fn traversal(lists: &[String]) -> String {
+    lists
+        .iter()
+        .rev()
+        .map(|list| format!("visit traversal on path: {list}: "))
+        .collect()
+}
+
+/// An error of a walk's visitor, which kustomize prefixes with the lists the walk went
+/// through to the failing leaf.
+pub trait Traversed: From<ScalarInPath> {
+    /// This error, met after `prefix` (the lists' words, outermost first).
+    fn traversed(self, prefix: &str) -> Self;
 }
 
 /// Callers that treat every object leniently ignore scalars met on the way.
@@ -97,12 +112,22 @@ impl From<ScalarInPath> for () {
     fn from(_: ScalarInPath) {}
 }
 
+impl Traversed for () {
+    fn traversed(self, _: &str) {}
+}
+
+impl Traversed for ScalarInPath {
+    fn traversed(self, _: &str) -> Self {
+        self
+    }
+}
+
 /// Calls `visit` with every value at `segments` below `value`. `visit` receives the parent
 /// map and the final key, so it can read, replace or create the leaf. Lists met on the way
 /// are traversed element by element. Missing intermediate maps are created when `create`.
 /// A scalar met before the end of the path (a field's value or a list's element) is a
 /// [`ScalarInPath`] error, as in kustomize; a null ends that branch of the walk.
-pub fn visit_leaves<E: From<ScalarInPath>>(
+pub fn visit_leaves<E: Traversed>(
     value: &mut Value,
     segments: &[Cow<'_, str>],
     create: bool,
@@ -110,14 +135,16 @@ pub fn visit_leaves<E: From<ScalarInPath>>(
 ) -> Result<(), E> {
     walk(value, segments, create, visit).map_err(|stop| match stop {
         Stop::Scalar(scalar) => scalar.into(),
-        Stop::Visitor(error) => error,
+        Stop::Visitor(error, lists) if lists.is_empty() => error,
+        Stop::Visitor(error, lists) => error.traversed(&traversal(&lists)),
     })
 }
 
-/// Why a walk stopped.
+/// Why a walk stopped, with the rest of the path at each list it went through (innermost
+/// first).
 enum Stop<E> {
     Scalar(ScalarInPath),
-    Visitor(E),
+    Visitor(E, Vec<String>),
 }
 
 fn walk<E>(
@@ -129,12 +156,18 @@ fn walk<E>(
     match value {
         Value::Array(items) => {
             for item in items {
-                walk(item, segments, create, visit).map_err(|stop| match stop {
-                    Stop::Scalar(mut scalar) => {
-                        scalar.lists.push(format!("[{}]", segments.join(" ")));
-                        Stop::Scalar(scalar)
+                walk(item, segments, create, visit).map_err(|stop| {
+                    let list = format!("[{}]", segments.join(" "));
+                    match stop {
+                        Stop::Scalar(mut scalar) => {
+                            scalar.lists.push(list);
+                            Stop::Scalar(scalar)
+                        }
+                        Stop::Visitor(error, mut lists) => {
+                            lists.push(list);
+                            Stop::Visitor(error, lists)
+                        }
                     }
-                    visitor => visitor,
                 })?;
             }
             Ok(())
@@ -146,7 +179,7 @@ fn walk<E>(
             let (first, is_list) = field_of(first.as_ref());
             if rest.is_empty() {
                 if map.contains_key(first) || (create && !is_list) {
-                    return visit(map, first).map_err(Stop::Visitor);
+                    return visit(map, first).map_err(|error| Stop::Visitor(error, Vec::new()));
                 }
                 return Ok(());
             }

@@ -373,13 +373,15 @@ pub enum KustomizeError {
     NamespaceConflict { ids: String },
 
     #[error(
-        "{}: namespace field specs must target scalar nodes: considering field '{path}' of object {object}: wrong node kind: expected ScalarNode but got {found}",
+        "{}: namespace field specs must target scalar nodes: considering field '{path}' of object {object}: {traversal}wrong node kind: expected ScalarNode but got {found}",
         .file.display()
     )]
     NamespaceFieldNotScalar {
         file: PathBuf,
         object: String,
         path: String,
+        /// The lists the path went through, in kustomize's words.
+        traversal: String,
         found: &'static str,
     },
 
@@ -626,6 +628,25 @@ impl From<fieldspec::ScalarInPath> for KustomizeError {
             object: String::new(),
             path: String::new(),
             cause: error.to_string(),
+        }
+    }
+}
+
+impl fieldspec::Traversed for KustomizeError {
+    fn traversed(self, prefix: &str) -> Self {
+        match self {
+            KustomizeError::FieldSpecPath {
+                during,
+                object,
+                path,
+                cause,
+            } => KustomizeError::FieldSpecPath {
+                during,
+                object,
+                path,
+                cause: format!("{prefix}{cause}"),
+            },
+            other => other,
         }
     }
 }

@@ -384,12 +384,12 @@ impl<'a> Builder<'a> {
         }
         if !k.name_prefix.is_empty() {
             let specs = acc.config.name_prefix.clone();
-            transformers::add_prefix_suffix(&mut acc.resources, &k.name_prefix, "", &specs, &[]);
+            transformers::add_prefix_suffix(&mut acc.resources, &k.name_prefix, "", &specs, &[])?;
             record(acc, "PrefixTransformer");
         }
         if !k.name_suffix.is_empty() {
             let specs = acc.config.name_suffix.clone();
-            transformers::add_prefix_suffix(&mut acc.resources, "", &k.name_suffix, &[], &specs);
+            transformers::add_prefix_suffix(&mut acc.resources, "", &k.name_suffix, &[], &specs)?;
             record(acc, "SuffixTransformer");
         }
         for label in &k.labels {

@@ -16,7 +16,9 @@ use super::KustomizeError;
 use super::fieldspec::{split_path, visit_leaves};
 use super::kustfile::{FieldSpec, Image, Replica};
 use super::openapi::SchemaView;
+use super::replacements::scalar_text;
 use super::resource::{Resource, str_at};
+use crate::yaml::{self, Schema};
 
 /// How the namespace transformer treats RoleBinding and ClusterRoleBinding subjects.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -101,10 +103,10 @@ pub fn set_namespace(
                 &mut |map, key| {
                     match map.get(key) {
                         Some(Value::Object(_)) => {
-                            return Err(NamespaceVisit::NotScalar("MappingNode"));
+                            return Err(NamespaceVisit::not_scalar("MappingNode"));
                         }
                         Some(Value::Array(_)) => {
-                            return Err(NamespaceVisit::NotScalar("SequenceNode"));
+                            return Err(NamespaceVisit::not_scalar("SequenceNode"));
                         }
                         _ => {}
                     }
@@ -115,11 +117,12 @@ pub fn set_namespace(
                 },
             );
             match visited {
-                Err(NamespaceVisit::NotScalar(found)) => {
+                Err(NamespaceVisit::NotScalar { found, traversal }) => {
                     return Err(KustomizeError::NamespaceFieldNotScalar {
                         file: file.to_path_buf(),
                         object: resource.id().to_string(),
                         path: spec.path.clone(),
+                        traversal,
                         found,
                     });
                 }
@@ -137,7 +140,31 @@ pub fn set_namespace(
 /// a scalar; kustomize refuses both.
 enum NamespaceVisit {
     ScalarOnTheWay(super::fieldspec::ScalarInPath),
-    NotScalar(&'static str),
+    NotScalar {
+        found: &'static str,
+        traversal: String,
+    },
+}
+
+impl NamespaceVisit {
+    fn not_scalar(found: &'static str) -> NamespaceVisit {
+        NamespaceVisit::NotScalar {
+            found,
+            traversal: String::new(),
+        }
+    }
+}
+
+impl super::fieldspec::Traversed for NamespaceVisit {
+    fn traversed(self, prefix: &str) -> Self {
+        match self {
+            NamespaceVisit::NotScalar { found, traversal } => NamespaceVisit::NotScalar {
+                found,
+                traversal: format!("{prefix}{traversal}"),
+            },
+            scalar => scalar,
+        }
+    }
 }
 
 impl From<super::fieldspec::ScalarInPath> for NamespaceVisit {
@@ -183,16 +210,19 @@ fn keeps_its_name(resource: &Resource) -> bool {
     ) || (original.kind == "APIService" && original.group == "apiregistration.k8s.io")
 }
 
-/// Adds `prefix` and `suffix` to the names the specs point at.
+/// Adds `prefix` and `suffix` to the names the specs point at. As kustomize, any scalar
+/// there takes them (a number's or a boolean's text too, read back by YAML's rules: `1` on
+/// `23` gives the number 123), a field a spec creates starts empty, and a mapping or a list
+/// there, or a scalar on the way, is refused.
 pub fn add_prefix_suffix(
     resources: &mut [Resource],
     prefix: &str,
     suffix: &str,
     prefix_specs: &[FieldSpec],
     suffix_specs: &[FieldSpec],
-) {
+) -> Result<(), KustomizeError> {
     if prefix.is_empty() && suffix.is_empty() {
-        return;
+        return Ok(());
     }
     for resource in resources.iter_mut() {
         if keeps_its_name(resource) {
@@ -205,35 +235,43 @@ pub fn add_prefix_suffix(
             if affix.is_empty() {
                 continue;
             }
+            let affixed = |text: &str| {
+                if is_prefix {
+                    format!("{affix}{text}")
+                } else {
+                    format!("{text}{affix}")
+                }
+            };
             let mut applied = false;
             for spec in specs.iter().filter(|s| s.applies_to(&id)) {
                 if spec.path == "metadata/name" {
-                    let name = resource.name().to_string();
-                    let renamed = if is_prefix {
-                        format!("{affix}{name}")
-                    } else {
-                        format!("{name}{affix}")
-                    };
+                    let renamed = affixed(resource.name());
                     resource.set_name(&renamed);
                     applied = true;
                     continue;
                 }
-                let _ = visit_leaves::<()>(
+                visit_leaves(
                     &mut resource.object,
                     &split_path(&spec.path),
                     spec.create,
                     &mut |map, key| {
-                        if let Some(Value::String(current)) = map.get(key) {
-                            let renamed = if is_prefix {
-                                format!("{affix}{current}")
-                            } else {
-                                format!("{current}{affix}")
-                            };
-                            map.insert(key.to_string(), Value::String(renamed));
-                        }
+                        let renamed = match map.get(key) {
+                            Some(found @ (Value::Object(_) | Value::Array(_))) => {
+                                return Err(KustomizeError::field_not("ScalarNode", found));
+                            }
+                            Some(Value::String(current)) => Value::String(affixed(current)),
+                            // kyaml's text of a null is how it was written; `null` here.
+                            Some(Value::Null) => Value::String(affixed("null")),
+                            Some(scalar) => {
+                                yaml::plain_scalar(&affixed(&scalar_text(scalar)), Schema::Kyaml)
+                            }
+                            None => Value::String(affixed("")),
+                        };
+                        map.insert(key.to_string(), renamed);
                         Ok(())
                     },
-                );
+                )
+                .map_err(|e| e.in_field(&id, &spec.path))?;
             }
             if applied {
                 if is_prefix {
@@ -244,6 +282,7 @@ pub fn add_prefix_suffix(
             }
         }
     }
+    Ok(())
 }
 
 /// Sets `entries` in the maps the specs point at (labels, selectors, annotations); returns

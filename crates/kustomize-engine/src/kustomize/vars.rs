@@ -101,20 +101,27 @@ pub fn resolve(
         })?;
         values.insert(var.name.clone(), value.clone());
     }
+    let texts: HashMap<String, String> = values
+        .iter()
+        .map(|(name, value)| (name.clone(), scalar_text(value)))
+        .collect();
+    let substitution = Substitution {
+        values: &values,
+        texts: &texts,
+    };
     for resource in resources.iter_mut() {
         let id = resource.id();
         for spec in specs.iter().filter(|s| s.applies_to(&id)) {
-            let _ = visit_leaves::<()>(
+            visit_leaves(
                 &mut resource.object,
                 &split_path(&spec.path),
                 false,
-                &mut |map, key| {
-                    if let Some(value) = map.get_mut(key) {
-                        substitute(value, &values);
-                    }
-                    Ok(())
+                &mut |map, key| match map.get_mut(key) {
+                    Some(value) => substitution.substitute_field(value),
+                    None => Ok(()),
                 },
-            );
+            )
+            .map_err(|e| e.in_field(&id, &spec.path))?;
         }
     }
     Ok(())
@@ -140,28 +147,55 @@ fn read_path<'v>(object: &'v Value, path: &str) -> Option<&'v Value> {
     (!current.is_object() && !current.is_array()).then_some(current)
 }
 
-fn substitute(value: &mut Value, values: &HashMap<String, Value>) {
-    match value {
-        Value::String(text) => {
-            // A field that is exactly one reference takes the var's value with its type.
-            let whole = text
-                .strip_prefix("$(")
-                .and_then(|t| t.strip_suffix(')'))
-                .and_then(|name| values.get(name));
-            match whole {
-                Some(typed) => *value = typed.clone(),
-                None => {
-                    let texts: HashMap<String, String> = values
-                        .iter()
-                        .map(|(k, v)| (k.clone(), scalar_text(v)))
-                        .collect();
-                    *text = expand(text, &texts);
+/// The vars' values, and their texts for references inside longer strings.
+struct Substitution<'v> {
+    values: &'v HashMap<String, Value>,
+    texts: &'v HashMap<String, String>,
+}
+
+impl Substitution<'_> {
+    /// kustomize's refvar filter on the field a spec reaches: a string, each string value of
+    /// a mapping (others left alone), or each element of a list, which must all be strings;
+    /// nothing deeper.
+    fn substitute_field(&self, value: &mut Value) -> Result<(), KustomizeError> {
+        match value {
+            Value::String(_) => self.substitute_string(value),
+            Value::Object(map) => map
+                .values_mut()
+                .filter(|value| value.is_string())
+                .for_each(|value| self.substitute_string(value)),
+            Value::Array(items) => {
+                for item in items {
+                    if !item.is_string() {
+                        return Err(KustomizeError::FieldSpecPath {
+                            during: String::new(),
+                            object: String::new(),
+                            path: String::new(),
+                            cause: "invalid value type expect a string".into(),
+                        });
+                    }
+                    self.substitute_string(item);
                 }
             }
+            _ => {}
         }
-        Value::Array(items) => items.iter_mut().for_each(|item| substitute(item, values)),
-        Value::Object(map) => map.values_mut().for_each(|item| substitute(item, values)),
-        _ => {}
+        Ok(())
+    }
+
+    /// A string that is exactly one reference takes the var's value with its type; else the
+    /// references in it are expanded.
+    fn substitute_string(&self, value: &mut Value) {
+        let Value::String(text) = value else {
+            return;
+        };
+        let whole = text
+            .strip_prefix("$(")
+            .and_then(|t| t.strip_suffix(')'))
+            .and_then(|name| self.values.get(name));
+        match whole {
+            Some(typed) => *value = typed.clone(),
+            None => *text = expand(text, self.texts),
+        }
     }
 }
 
