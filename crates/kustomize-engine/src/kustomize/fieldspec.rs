@@ -34,12 +34,11 @@ impl FieldSpec {
 /// [`visit_leaves`]. Keys borrow from `path` unless an escape had to be removed (this runs for
 /// every resource and field spec of every transformer).
 pub fn split_path(path: &str) -> Vec<Cow<'_, str>> {
+    // As kyaml's PathSplitter: one leading `/` allowed, other empty names kept (the walk
+    // refuses them, as kustomize does).
+    let path = path.strip_prefix('/').unwrap_or(path);
     if !path.contains('\\') {
-        return path
-            .split('/')
-            .filter(|s| !s.is_empty())
-            .map(Cow::Borrowed)
-            .collect();
+        return path.split('/').map(Cow::Borrowed).collect();
     }
     let mut segments = Vec::new();
     let mut current = String::new();
@@ -55,11 +54,7 @@ pub fn split_path(path: &str) -> Vec<Cow<'_, str>> {
         }
     }
     segments.push(current);
-    segments
-        .into_iter()
-        .filter(|s| !s.is_empty())
-        .map(Cow::Owned)
-        .collect()
+    segments.into_iter().map(Cow::Owned).collect()
 }
 
 /// A path segment's field name, and whether the path marks it as a list (`containers[]`).
@@ -73,20 +68,31 @@ fn field_of(segment: &str) -> (&str, bool) {
 /// Called with the map holding a leaf and the leaf's key.
 pub type LeafVisitor<'v, E> = dyn FnMut(&mut Map, &str) -> Result<(), E> + 'v;
 
-/// A path that runs into a scalar before its end (`spec: "oops"` for `spec/selector`, or a
-/// scalar element of a list the path goes through).
-#[derive(Debug, Default)]
-pub struct ScalarInPath {
+/// What kustomize's fieldspec filter refuses on the way: a scalar before the path's end
+/// (`spec: "oops"` for `spec/selector`, or a scalar element of a list the path goes
+/// through), or an empty field name.
+#[derive(Debug)]
+pub struct PathRefused {
+    cause: &'static str,
     /// The rest of the path at each list the walk went through to the scalar, innermost
     /// first, as kustomize's fieldspec filter names them (`[env valueFrom name]`).
     lists: Vec<String>,
 }
 
+impl PathRefused {
+    fn new(cause: &'static str) -> PathRefused {
+        PathRefused {
+            cause,
+            lists: Vec::new(),
+        }
+    }
+}
+
 /// kustomize's words: each list traversed, outermost first, then the refusal.
-impl std::fmt::Display for ScalarInPath {
+impl std::fmt::Display for PathRefused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&traversal(&self.lists))?;
-        f.write_str("expected sequence or mapping node")
+        f.write_str(self.cause)
     }
 }
 
@@ -102,21 +108,21 @@ fn traversal(lists: &[String]) -> String {
 
 /// An error of a walk's visitor, which kustomize prefixes with the lists the walk went
 /// through to the failing leaf.
-pub trait Traversed: From<ScalarInPath> {
+pub trait Traversed: From<PathRefused> {
     /// This error, met after `prefix` (the lists' words, outermost first).
     fn traversed(self, prefix: &str) -> Self;
 }
 
 /// Callers that treat every object leniently ignore scalars met on the way.
-impl From<ScalarInPath> for () {
-    fn from(_: ScalarInPath) {}
+impl From<PathRefused> for () {
+    fn from(_: PathRefused) {}
 }
 
 impl Traversed for () {
     fn traversed(self, _: &str) {}
 }
 
-impl Traversed for ScalarInPath {
+impl Traversed for PathRefused {
     fn traversed(self, _: &str) -> Self {
         self
     }
@@ -126,7 +132,7 @@ impl Traversed for ScalarInPath {
 /// map and the final key, so it can read, replace or create the leaf. Lists met on the way
 /// are traversed element by element. Missing intermediate maps are created when `create`.
 /// A scalar met before the end of the path (a field's value or a list's element) is a
-/// [`ScalarInPath`] error, as in kustomize; a null ends that branch of the walk.
+/// [`PathRefused`] error, as in kustomize; a null ends that branch of the walk.
 pub fn visit_leaves<E: Traversed>(
     value: &mut Value,
     segments: &[Cow<'_, str>],
@@ -134,7 +140,7 @@ pub fn visit_leaves<E: Traversed>(
     visit: &mut LeafVisitor<'_, E>,
 ) -> Result<(), E> {
     walk(value, segments, create, visit).map_err(|stop| match stop {
-        Stop::Scalar(scalar) => scalar.into(),
+        Stop::Refused(scalar) => scalar.into(),
         Stop::Visitor(error, lists) if lists.is_empty() => error,
         Stop::Visitor(error, lists) => error.traversed(&traversal(&lists)),
     })
@@ -143,7 +149,7 @@ pub fn visit_leaves<E: Traversed>(
 /// Why a walk stopped, with the rest of the path at each list it went through (innermost
 /// first).
 enum Stop<E> {
-    Scalar(ScalarInPath),
+    Refused(PathRefused),
     Visitor(E, Vec<String>),
 }
 
@@ -159,9 +165,9 @@ fn walk<E>(
                 walk(item, segments, create, visit).map_err(|stop| {
                     let list = format!("[{}]", segments.join(" "));
                     match stop {
-                        Stop::Scalar(mut scalar) => {
+                        Stop::Refused(mut scalar) => {
                             scalar.lists.push(list);
-                            Stop::Scalar(scalar)
+                            Stop::Refused(scalar)
                         }
                         Stop::Visitor(error, mut lists) => {
                             lists.push(list);
@@ -177,6 +183,11 @@ fn walk<E>(
                 return Ok(());
             };
             let (first, is_list) = field_of(first.as_ref());
+            if first.is_empty() {
+                return Err(Stop::Refused(PathRefused::new(
+                    "cannot set or create an empty field name",
+                )));
+            }
             if rest.is_empty() {
                 if map.contains_key(first) || (create && !is_list) {
                     return visit(map, first).map_err(|error| Stop::Visitor(error, Vec::new()));
@@ -206,7 +217,9 @@ fn walk<E>(
         }
         Value::Null => Ok(()),
         _ if segments.is_empty() => Ok(()),
-        _ => Err(Stop::Scalar(ScalarInPath::default())),
+        _ => Err(Stop::Refused(PathRefused::new(
+            "expected sequence or mapping node",
+        ))),
     }
 }
 
@@ -222,6 +235,13 @@ mod tests {
             ["spec", "containers[]", "image"]
         );
         assert_eq!(field_of("containers[]"), ("containers", true));
+        // kyaml's PathSplitter: one leading slash dropped, other empty names kept.
+        assert_eq!(split_path("/spec/x"), ["spec", "x"]);
+        assert_eq!(split_path("spec//x"), ["spec", "", "x"]);
+        assert_eq!(split_path("spec/x/"), ["spec", "x", ""]);
+        assert_eq!(split_path(""), [""]);
+        assert_eq!(split_path("/"), [""]);
+        assert_eq!(split_path("a\\/b/"), ["a/b", ""]);
         assert_eq!(
             split_path("metadata/annotations/config.kubernetes.io\\/local-config"),
             [
@@ -274,7 +294,7 @@ mod tests {
     #[test]
     fn a_scalar_element_on_the_way_is_refused_naming_each_list() {
         let refused = |mut object: Value, path: &str| {
-            visit_leaves::<ScalarInPath>(&mut object, &split_path(path), false, &mut |_, _| Ok(()))
+            visit_leaves::<PathRefused>(&mut object, &split_path(path), false, &mut |_, _| Ok(()))
                 .err()
                 .map(|e| e.to_string())
         };

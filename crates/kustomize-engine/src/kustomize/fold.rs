@@ -109,12 +109,37 @@ impl<'de> de::Deserializer<'de> for Folded {
             Value::Number(n) if self.stringify => {
                 visitor.visit_string(crate::yaml::format_number(&n))
             }
+            // Go decodes a null into a string as its zero value.
+            Value::Null => visitor.visit_string(String::new()),
             _ => self.deserialize_any(visitor),
         }
     }
 
     fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
         self.deserialize_string(visitor)
+    }
+
+    /// Go decodes a null into a list as an empty (nil) one.
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.value {
+            Value::Null => visitor.visit_seq(FoldedSeq {
+                items: Vec::new().into_iter(),
+                template: self.child(Value::Null),
+            }),
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
+    /// Go decodes a null into a map as an empty (nil) one.
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.value {
+            Value::Null => visitor.visit_map(FoldedMap {
+                entries: Map::new().into_iter(),
+                value: None,
+                template: self.child(Value::Null),
+            }),
+            _ => self.deserialize_any(visitor),
+        }
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
@@ -134,6 +159,12 @@ impl<'de> de::Deserializer<'de> for Folded {
         match self.value {
             Value::Object(map) => visitor.visit_map(FoldedMap {
                 entries: fold_keys(map, fields, template.lenient).into_iter(),
+                value: None,
+                template,
+            }),
+            // Go decodes a null into a struct as its zero value.
+            Value::Null => visitor.visit_map(FoldedMap {
+                entries: Map::new().into_iter(),
                 value: None,
                 template,
             }),
@@ -170,7 +201,7 @@ impl<'de> de::Deserializer<'de> for Folded {
 
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char bytes byte_buf
-        unit unit_struct seq tuple tuple_struct map identifier ignored_any
+        unit unit_struct tuple tuple_struct identifier ignored_any
     }
 }
 

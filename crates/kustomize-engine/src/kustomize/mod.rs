@@ -620,9 +620,9 @@ pub(crate) fn node_kind_mismatch(expected: &str, found: &Value) -> String {
     format!("wrong node kind: expected {expected} but got {found}")
 }
 
-impl From<fieldspec::ScalarInPath> for KustomizeError {
+impl From<fieldspec::PathRefused> for KustomizeError {
     /// The caller adds which object and field spec; see [`KustomizeError::in_field`].
-    fn from(error: fieldspec::ScalarInPath) -> Self {
+    fn from(error: fieldspec::PathRefused) -> Self {
         KustomizeError::FieldSpecPath {
             during: String::new(),
             object: String::new(),
@@ -668,11 +668,17 @@ impl KustomizeError {
     /// A field spec's target that is not what the transformer sets: the object and path
     /// are added by [`Self::in_field`].
     fn field_not(expected: &str, found: &Value) -> KustomizeError {
+        KustomizeError::field_spec(node_kind_mismatch(expected, found))
+    }
+
+    /// What a field spec's target cannot take, in kustomize's words: the object and path are
+    /// added by [`Self::in_field`].
+    fn field_spec(cause: impl Into<String>) -> KustomizeError {
         KustomizeError::FieldSpecPath {
             during: String::new(),
             object: String::new(),
             path: String::new(),
-            cause: node_kind_mismatch(expected, found),
+            cause: cause.into(),
         }
     }
 

@@ -76,13 +76,17 @@ pub fn fix(
                     index: &index,
                     role_ref_kind: is_role_ref.then_some(role_ref_kind.as_str()),
                 };
-                visit_leaves(&mut resource.object, path, false, &mut |map, key| match map
-                    .get_mut(key)
-                {
-                    Some(value) if renamed => context.update(value, &referrer_id, &mut found),
-                    _ => Ok(()),
+                visit_leaves(&mut resource.object, path, false, &mut |map, key| {
+                    let Some(value) = map.get_mut(key) else {
+                        return Ok(());
+                    };
+                    refuse_unreferable(value).map_err(KustomizeError::field_spec)?;
+                    if renamed {
+                        context.update(value, &referrer_id, &mut found)?;
+                    }
+                    Ok(())
                 })
-                .map_err(|e| e.in_name_reference(&referrer_id, &spec.path))?;
+                .map_err(|e: KustomizeError| e.in_name_reference(&referrer_id, &spec.path))?;
             }
         }
         referrals.extend(
@@ -98,6 +102,30 @@ pub fn fix(
         }
     }
     Ok(())
+}
+
+/// What kustomize's name-reference filter refuses at a field before looking for referrals:
+/// a mapping without a `name` (the field spec cannot say which field to update), and in a
+/// list, an element that is neither a scalar nor such a mapping.
+fn refuse_unreferable(value: &Value) -> Result<(), &'static str> {
+    let mapping = |map: &crate::value::Map| {
+        if map.contains_key("name") {
+            Ok(())
+        } else {
+            Err("path config error; no 'name' field in node")
+        }
+    };
+    match value {
+        Value::Object(map) => mapping(map),
+        Value::Array(items) => items.iter().try_for_each(|item| match item {
+            Value::Object(map) => mapping(map),
+            Value::Array(_) => {
+                Err("a list element is expected to be either a string or a map of string")
+            }
+            _ => Ok(()),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// kustomize reads the namespaces a RoleBinding's ServiceAccount subjects name before fixing

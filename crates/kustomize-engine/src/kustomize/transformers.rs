@@ -126,7 +126,7 @@ pub fn set_namespace(
                         found,
                     });
                 }
-                Err(NamespaceVisit::ScalarOnTheWay(scalar)) => {
+                Err(NamespaceVisit::RefusedOnTheWay(scalar)) => {
                     return Err(failed(resource, &scalar.to_string()));
                 }
                 Ok(()) => {}
@@ -139,7 +139,7 @@ pub fn set_namespace(
 /// Why a namespace field spec's walk stopped: a scalar on the way, or a target that is not
 /// a scalar; kustomize refuses both.
 enum NamespaceVisit {
-    ScalarOnTheWay(super::fieldspec::ScalarInPath),
+    RefusedOnTheWay(super::fieldspec::PathRefused),
     NotScalar {
         found: &'static str,
         traversal: String,
@@ -167,9 +167,9 @@ impl super::fieldspec::Traversed for NamespaceVisit {
     }
 }
 
-impl From<super::fieldspec::ScalarInPath> for NamespaceVisit {
-    fn from(scalar: super::fieldspec::ScalarInPath) -> Self {
-        NamespaceVisit::ScalarOnTheWay(scalar)
+impl From<super::fieldspec::PathRefused> for NamespaceVisit {
+    fn from(scalar: super::fieldspec::PathRefused) -> Self {
+        NamespaceVisit::RefusedOnTheWay(scalar)
     }
 }
 

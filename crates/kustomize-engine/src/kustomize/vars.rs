@@ -167,12 +167,9 @@ impl Substitution<'_> {
             Value::Array(items) => {
                 for item in items {
                     if !item.is_string() {
-                        return Err(KustomizeError::FieldSpecPath {
-                            during: String::new(),
-                            object: String::new(),
-                            path: String::new(),
-                            cause: "invalid value type expect a string".into(),
-                        });
+                        return Err(KustomizeError::field_spec(
+                            "invalid value type expect a string",
+                        ));
                     }
                     self.substitute_string(item);
                 }
