@@ -609,17 +609,12 @@ fn apply_transformer_config(
         }
         "LabelTransformer" => {
             let c: MapConfig = decode(config, origin, file)?;
-            writes +=
-                transformers::add_map_entries(&mut acc.resources, &c.labels, &c.field_specs, file)?;
+            writes += transformers::add_map_entries(&mut acc.resources, &c.labels, &c.field_specs)?;
         }
         "AnnotationsTransformer" => {
             let c: MapConfig = decode(config, origin, file)?;
-            writes += transformers::add_map_entries(
-                &mut acc.resources,
-                &c.annotations,
-                &c.field_specs,
-                file,
-            )?;
+            writes +=
+                transformers::add_map_entries(&mut acc.resources, &c.annotations, &c.field_specs)?;
         }
         "NamespaceTransformer" => {
             let c: NamespaceConfig = decode(config, origin, file)?;

@@ -318,6 +318,13 @@ fn replace_at(
             file,
             format!("{before}: delimiter option can only be used with scalar nodes"),
         )),
+        Err(WriteError::CollectionIntoTypedScalar { tag }) => Err(error(
+            file,
+            format!(
+                "{before}: field \"{path}\": yaml: cannot decode !!null `` as a {tag} (the \
+                 source is a mapping or a list, whose text is empty)"
+            ),
+        )),
         Ok(()) if tally.written == 0 => Err(error(file, not_found)),
         Ok(()) => Ok(()),
     }

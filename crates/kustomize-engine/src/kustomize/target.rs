@@ -394,17 +394,12 @@ impl<'a> Builder<'a> {
         }
         for label in &k.labels {
             let specs = label_specs(label, &acc.config);
-            transformers::add_map_entries(&mut acc.resources, &label.pairs, &specs, file)?;
+            transformers::add_map_entries(&mut acc.resources, &label.pairs, &specs)?;
             record(acc, "LabelTransformer");
         }
         if !k.common_labels.is_empty() {
             let common_labels = acc.config.common_labels.clone();
-            transformers::add_map_entries(
-                &mut acc.resources,
-                &k.common_labels,
-                &common_labels,
-                file,
-            )?;
+            transformers::add_map_entries(&mut acc.resources, &k.common_labels, &common_labels)?;
             record(acc, "LabelTransformer");
         }
         if !k.common_annotations.is_empty() {
@@ -413,7 +408,6 @@ impl<'a> Builder<'a> {
                 &mut acc.resources,
                 &k.common_annotations,
                 &common_annotations,
-                file,
             )?;
             record(acc, "AnnotationsTransformer");
         }

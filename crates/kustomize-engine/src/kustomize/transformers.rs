@@ -291,7 +291,6 @@ pub fn add_map_entries(
     resources: &mut [Resource],
     entries: &BTreeMap<String, String>,
     specs: &[FieldSpec],
-    file: &Path,
 ) -> Result<usize, KustomizeError> {
     let mut written = 0;
     if entries.is_empty() {
@@ -306,14 +305,15 @@ pub fn add_map_entries(
                     .entry(key.to_string())
                     .or_insert_with(|| Value::Object(Map::new()));
                 if leaf.is_null() {
+                    // kustomize makes a null into a map only where the spec creates; else
+                    // its entries go nowhere and the null stays.
+                    if !spec.create {
+                        return Ok(());
+                    }
                     *leaf = Value::Object(Map::new());
                 }
                 let Value::Object(target) = leaf else {
-                    return Err(KustomizeError::Transformer {
-                        file: file.to_path_buf(),
-                        object: id.to_string(),
-                        message: format!("{} is not a map", spec.path),
-                    });
+                    return Err(KustomizeError::field_not("MappingNode", leaf));
                 };
                 for (k, v) in entries {
                     target.insert(k.clone(), Value::String(v.clone()));

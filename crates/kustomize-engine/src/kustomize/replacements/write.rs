@@ -38,6 +38,9 @@ pub(super) enum WriteError {
     Path(String),
     /// A delimiter splits a scalar; the path leads to a mapping or a sequence.
     DelimiterOnCollection,
+    /// A mapping or a list copied into a number or a boolean: kustomize copies only the
+    /// collection's (empty) text, keeps the target's tag, and fails reading it back.
+    CollectionIntoTypedScalar { tag: &'static str },
 }
 
 fn wrong_kind(expected: &str, found: &Value) -> WriteError {
@@ -198,8 +201,17 @@ fn set_field(
         }
         value = Value::String(parts.join(&options.delimiter));
     }
+    let collection = value.is_object() || value.is_array();
     *target = match (&*target, &value) {
-        // A scalar target keeps its type; only the text is copied.
+        // A scalar target keeps its type; only the text is copied, and a collection's is
+        // empty.
+        (Value::String(_), _) if collection => Value::String(String::new()),
+        (Value::Number(_), _) if collection => {
+            return Err(WriteError::CollectionIntoTypedScalar { tag: "!!int" });
+        }
+        (Value::Bool(_), _) if collection => {
+            return Err(WriteError::CollectionIntoTypedScalar { tag: "!!bool" });
+        }
         (Value::String(_), v) if !v.is_object() && !v.is_array() => Value::String(scalar_text(v)),
         (Value::Number(_), v) if !v.is_object() && !v.is_array() => retyped_number(&scalar_text(v)),
         (Value::Bool(_), v) if !v.is_object() && !v.is_array() => match scalar_text(v).as_str() {
