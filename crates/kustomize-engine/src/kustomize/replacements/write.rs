@@ -57,13 +57,21 @@ pub(super) fn write_at(
 ) -> Result<(), WriteError> {
     let options = write.field;
     let Some((first, rest)) = segments.split_first() else {
-        if write.json_types && !value.is_object() && !value.is_array() {
+        let collection = value.is_object() || value.is_array();
+        if write.json_types && !collection {
             match json_retyped(target, &scalar_text(value)) {
                 Some(retyped) => *target = retyped,
                 None => tally.type_not_kept = true,
             }
+        } else if write.json_types && !target.is_object() && !target.is_array() {
+            // Only the collection's (empty) text reaches a JSON scalar: a string or a null
+            // reads it back as "", a number or a boolean cannot, so nothing changes.
+            match target {
+                Value::Number(_) | Value::Bool(_) => tally.type_not_kept = true,
+                _ => *target = Value::String(String::new()),
+            }
         } else {
-            set_field(target, value, options, write.created_as_string)?;
+            set_field(target, value, options, write)?;
         }
         tally.written += 1;
         return Ok(());
@@ -76,7 +84,7 @@ pub(super) fn write_at(
             if *i == items.len() && options.create {
                 if rest.is_empty() {
                     let mut fresh = Value::Null;
-                    set_field(&mut fresh, value, options, write.created_as_string)?;
+                    set_field(&mut fresh, value, options, write)?;
                     items.push(fresh);
                     tally.written += 1;
                     return Ok(());
@@ -161,7 +169,7 @@ fn write_field(
         if rest.is_empty() {
             // A created field has no tag to keep, in JSON too.
             let slot = map.get_mut(name).expect("inserted");
-            set_field(slot, value, options, write.created_as_string)?;
+            set_field(slot, value, options, write)?;
             tally.written += 1;
             return Ok(());
         }
@@ -179,8 +187,10 @@ fn set_field(
     target: &mut Value,
     value: &Value,
     options: &FieldOptions,
-    created_as_string: bool,
+    write: &WriteOptions,
 ) -> Result<(), WriteError> {
+    let created_as_string = write.created_as_string;
+    let embedded = write.null_is_value || write.json_types;
     let mut value = value.clone();
     if !options.delimiter.is_empty() {
         if target.is_object() || target.is_array() {
@@ -206,10 +216,12 @@ fn set_field(
         // A scalar target keeps its type; only the text is copied, and a collection's is
         // empty.
         (Value::String(_), _) if collection => Value::String(String::new()),
-        (Value::Number(_), _) if collection => {
+        // A YAML document held in a string keeps the empty text under the tag (`d: !!int`),
+        // which these values cannot say; there the collection is written instead.
+        (Value::Number(_), _) if collection && !embedded => {
             return Err(WriteError::CollectionIntoTypedScalar { tag: "!!int" });
         }
-        (Value::Bool(_), _) if collection => {
+        (Value::Bool(_), _) if collection && !embedded => {
             return Err(WriteError::CollectionIntoTypedScalar { tag: "!!bool" });
         }
         (Value::String(_), v) if !v.is_object() && !v.is_array() => Value::String(scalar_text(v)),
