@@ -99,7 +99,17 @@ pub fn resolve(
                 resource.id()
             ),
         })?;
-        values.insert(var.name.clone(), value.clone());
+        // As kustomize's primitive replacer: a var whose value is a mapping or a list
+        // replaces nothing (its `$(NAME)` stays as written); a null is read as its text.
+        match value {
+            Value::Object(_) | Value::Array(_) => {}
+            Value::Null => {
+                values.insert(var.name.clone(), Value::String("null".into()));
+            }
+            scalar => {
+                values.insert(var.name.clone(), scalar.clone());
+            }
+        }
     }
     let texts: HashMap<String, String> = values
         .iter()
@@ -144,7 +154,7 @@ fn read_path<'v>(object: &'v Value, path: &str) -> Option<&'v Value> {
             _ => return None,
         };
     }
-    (!current.is_object() && !current.is_array()).then_some(current)
+    Some(current)
 }
 
 /// The vars' values, and their texts for references inside longer strings.
