@@ -3,6 +3,7 @@
 //! generated resource meets another of its name (merged, replaced, or refused).
 
 use super::*;
+use crate::value::Map;
 
 /// What a kustomization contributes upward: resources, field-spec configuration and vars.
 #[derive(Clone, Debug)]
@@ -182,31 +183,63 @@ fn object_key(resource: &Resource) -> (&str, &str, &str, &str, &str) {
     (gvk.group, gvk.version, gvk.kind, namespace, resource.name())
 }
 
-/// `behavior: merge`: data, binaryData, labels and annotations of the new resource laid over
-/// the existing one.
+/// `behavior: merge`, as kustomize merges: the new resource, under the existing one's name
+/// and namespace, with the existing labels, annotations, `data` and `binaryData` beneath its
+/// own. Whatever else the existing object had is not kept (a Secret's `type` becomes the
+/// generator's), its data values are read as text (a number's digits; a mapping, a list or
+/// a null as nothing), and an empty `data` goes.
 fn merge_generated(existing: &mut Resource, new: Resource) {
-    for field in ["data", "binaryData"] {
-        if let Some(Value::Object(entries)) = new.object.get(field) {
-            // Resources are always mappings (loading and patching check it); anything else is
-            // left alone rather than trusted.
-            let Some(object) = existing.object.as_object_mut() else {
-                continue;
-            };
-            let target = object
-                .entry(field)
-                .or_insert_with(|| Value::Object(Default::default()));
-            if let Some(map) = target.as_object_mut() {
-                map.extend(entries.clone());
+    let mut merged = new.object;
+    let name = existing.name().to_string();
+    let namespace = existing.namespace().to_string();
+    {
+        let metadata = crate::kustomize::resource::metadata_mut(&mut merged);
+        metadata.insert("name".into(), Value::String(name));
+        if namespace.is_empty() {
+            metadata.remove("namespace");
+        } else {
+            metadata.insert("namespace".into(), Value::String(namespace));
+        }
+        for field in ["labels", "annotations"] {
+            let mut entries = existing.metadata_map(field).cloned().unwrap_or_default();
+            if let Some(Value::Object(own)) = metadata.remove(field) {
+                entries.extend(own);
+            }
+            if !entries.is_empty() {
+                metadata.insert(field.into(), Value::Object(entries));
             }
         }
     }
-    for field in ["labels", "annotations"] {
-        if let Some(entries) = new.metadata_map(field) {
-            let entries = entries.clone();
-            existing.metadata_map_mut(field).extend(entries);
+    if let Some(object) = merged.as_object_mut() {
+        for field in ["data", "binaryData"] {
+            let mut entries = text_map(existing.object.get(field));
+            entries.extend(text_map(object.get(field)));
+            object.remove(field);
+            if !entries.is_empty() {
+                object.insert(field.into(), Value::Object(entries));
+            }
         }
     }
+    existing.object = merged;
     combine_hash_flags(existing, new.generated);
+}
+
+/// kyaml's `GetDataMap`: a mapping's values as text (a scalar's, else empty); anything but a
+/// mapping as no entries.
+fn text_map(field: Option<&Value>) -> Map {
+    let Some(Value::Object(entries)) = field else {
+        return Map::new();
+    };
+    entries
+        .iter()
+        .map(|(key, value)| {
+            let text = match value {
+                Value::Object(_) | Value::Array(_) | Value::Null => String::new(),
+                scalar => crate::kustomize::replacements::scalar_text(scalar),
+            };
+            (key.clone(), Value::String(text))
+        })
+        .collect()
 }
 
 /// A merged or replaced resource gets a hash suffix only if both the original and the new
