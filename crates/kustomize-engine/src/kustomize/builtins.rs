@@ -315,13 +315,13 @@ struct GeneratorConfig {
 
 #[derive(Deserialize, Default)]
 struct ConfigMetadata {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     namespace: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     labels: BTreeMap<String, String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     annotations: BTreeMap<String, String>,
 }
 

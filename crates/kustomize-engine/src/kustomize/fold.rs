@@ -9,7 +9,19 @@
 //! maps (labels, annotations) keep their keys as written.
 
 use crate::value::{Map, Value};
+use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
+
+/// A field Go decodes a null into as its zero value, for fields serde reads outside
+/// [`Folded`] (below a `#[serde(flatten)]`, which buffers the values first):
+/// `#[serde(default, deserialize_with = "go_zero")]`.
+pub fn go_zero<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + serde::Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Option::unwrap_or_default)
+}
 
 /// A value to decode with Go's field matching. `lenient` drops keys that name no field, as
 /// Go's non-strict decoding ignores them.

@@ -336,25 +336,25 @@ pub struct LegacySortOptions {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GeneratorArgs {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     pub namespace: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     pub name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     pub behavior: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     pub literals: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     pub files: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     pub envs: Vec<String>,
     /// Deprecated single env file; folded into `envs`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     pub env: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     pub options: Option<GeneratorOptions>,
     /// Secrets only.
-    #[serde(default, rename = "type")]
+    #[serde(default, rename = "type", deserialize_with = "super::fold::go_zero")]
     pub secret_type: String,
 }
 
@@ -362,13 +362,13 @@ pub struct GeneratorArgs {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GeneratorOptions {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     pub labels: BTreeMap<String, String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     pub annotations: BTreeMap<String, String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     pub disable_name_suffix_hash: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::go_zero")]
     pub immutable: bool,
 }
 
