@@ -201,7 +201,12 @@ fn set_field(
             .split(options.delimiter.as_str())
             .map(str::to_string)
             .collect();
-        let new = scalar_text(&value);
+        // kyaml's text of a mapping or a list is empty.
+        let new = if value.is_object() || value.is_array() {
+            String::new()
+        } else {
+            scalar_text(&value)
+        };
         if options.index < 0 {
             parts.insert(0, new);
         } else if options.index as usize >= parts.len() {
@@ -216,6 +221,8 @@ fn set_field(
         // A scalar target keeps its type; only the text is copied, and a collection's is
         // empty.
         (Value::String(_), _) if collection => Value::String(String::new()),
+        // An annotation holds a string: a collection's text, which is empty.
+        (Value::Null, _) if collection && created_as_string => Value::String(String::new()),
         // A YAML document held in a string keeps the empty text under the tag (`d: !!int`),
         // which these values cannot say; there the collection is written instead.
         (Value::Number(_), _) if collection && !embedded => {
