@@ -43,8 +43,14 @@ pub fn parse_config(text: &str, path: &Path) -> Result<TransformerConfig, Kustom
     })
 }
 
-/// Field specs declared by a `crds:` file of OpenAPI definitions: properties carrying
-/// `x-kubernetes-object-ref-kind` refer to objects of that kind by name.
+/// Field specs declared by a `crds:` file of OpenAPI definitions, as kustomize reads them:
+/// from each definition that looks like a Kubernetes type (its properties include `kind`,
+/// `apiVersion` and `metadata`), following `$ref`s (not inline `properties`), a property
+/// with `x-kubernetes-annotation` or `x-kubernetes-label-selector` takes annotations or
+/// labels when present (never created), `x-kubernetes-identity` takes the name prefix, and
+/// one with both `x-kubernetes-object-ref-api-version` and `-kind` refers to objects of that
+/// kind and version (the whole API version: `apps/v1` matches no group) by its name key.
+/// The field specs apply to the definition's kind, in any group.
 pub fn config_from_crd(text: &str, path: &Path) -> Result<TransformerConfig, KustomizeError> {
     let value = yaml::parse_single(text, Schema::Kyaml).map_err(|error| KustomizeError::Yaml {
         file: path.to_path_buf(),
@@ -62,11 +68,19 @@ pub fn config_from_crd(text: &str, path: &Path) -> Result<TransformerConfig, Kus
         return Err(unparsable());
     }
     for (name, definition) in definitions {
+        let schema = schema_of(definition);
+        let looks_like_a_type = schema
+            .and_then(|s| s.get("properties"))
+            .and_then(Value::as_object)
+            .is_some_and(|p| {
+                ["kind", "apiVersion", "metadata"]
+                    .iter()
+                    .all(|k| p.contains_key(*k))
+            });
+        let Some(schema) = schema.filter(|_| looks_like_a_type) else {
+            continue;
+        };
         let kind = name.rsplit('.').next().unwrap_or(name).to_string();
-        let schema = definition
-            .get("Schema")
-            .or_else(|| definition.get("schema"))
-            .unwrap_or(definition);
         let mut walk = Walk {
             definitions,
             on_path: vec![name.as_str()],
@@ -85,11 +99,21 @@ pub fn config_from_crd(text: &str, path: &Path) -> Result<TransformerConfig, Kus
     Ok(config)
 }
 
+/// A definition's `Schema` (Go's JSON decoding matches the key in any case).
+fn schema_of(definition: &Value) -> Option<&Value> {
+    definition
+        .as_object()?
+        .iter()
+        .rfind(|(key, _)| go_std::equal_fold_ascii(key, "Schema"))
+        .map(|(_, schema)| schema)
+}
+
 /// The most properties one `crds:` definition may expand to through `$ref`s.
 const MAX_CRD_NODES: usize = 100_000;
 
 /// A walk over definitions that refer to each other: a definition already on the current
-/// path is not entered again (recursive schemas), and the whole walk is bounded.
+/// path is not entered again (recursive schemas, on which kustomize itself never returns),
+/// and the whole walk is bounded.
 struct Walk<'d> {
     definitions: &'d crate::value::Map,
     on_path: Vec<&'d str>,
@@ -119,73 +143,52 @@ impl<'d> Walk<'d> {
             } else {
                 format!("{prefix}/{property}")
             };
-            let extension = |key: &str| spec.get(key).and_then(Value::as_str).map(str::to_string);
-            if let Some(ref_kind) = extension("x-kubernetes-object-ref-kind") {
-                let api_version =
-                    extension("x-kubernetes-object-ref-api-version").unwrap_or_default();
-                let (group, version) = super::resource::split_api_version(&api_version);
-                let name_key =
-                    extension("x-kubernetes-object-ref-name-key").unwrap_or_else(|| "name".into());
-                let spec_path = if spec.get("type").and_then(Value::as_str) == Some("string") {
-                    path.clone()
-                } else {
-                    format!("{path}/{name_key}")
-                };
-                let field_spec = FieldSpec {
-                    kind: kind.to_string(),
-                    path: spec_path,
-                    ..Default::default()
-                };
+            // kube-openapi's `GetString`: the extension is there and a string.
+            let extension = |key: &str| spec.get(key).and_then(Value::as_str);
+            let field_spec = |path: String| FieldSpec {
+                kind: kind.to_string(),
+                path,
+                ..Default::default()
+            };
+            if extension("x-kubernetes-annotation").is_some() {
+                config.common_annotations.push(field_spec(path.clone()));
+            }
+            if extension("x-kubernetes-label-selector").is_some() {
+                config.common_labels.push(field_spec(path.clone()));
+            }
+            if extension("x-kubernetes-identity").is_some() {
+                config.name_prefix.push(field_spec(path.clone()));
+            }
+            if let (Some(version), Some(ref_kind)) = (
+                extension("x-kubernetes-object-ref-api-version"),
+                extension("x-kubernetes-object-ref-kind"),
+            ) {
+                let name_key = extension("x-kubernetes-object-ref-name-key").unwrap_or("name");
+                let referrer = field_spec(format!("{path}/{name_key}"));
                 match config
                     .name_reference
                     .iter_mut()
-                    .find(|r| r.kind == ref_kind && r.group == group && r.version == version)
+                    .find(|r| r.kind == ref_kind && r.group.is_empty() && r.version == version)
                 {
-                    Some(existing) => existing.field_specs.push(field_spec),
+                    Some(existing) => existing.field_specs.push(referrer),
                     None => config.name_reference.push(NameReference {
-                        group: group.to_string(),
+                        group: String::new(),
                         version: version.to_string(),
-                        kind: ref_kind,
-                        field_specs: vec![field_spec],
+                        kind: ref_kind.to_string(),
+                        field_specs: vec![referrer],
                     }),
                 }
             }
-            if spec.get("x-kubernetes-annotation").is_some() {
-                config.common_annotations.push(FieldSpec {
-                    kind: kind.to_string(),
-                    path: path.clone(),
-                    create: true,
-                    ..Default::default()
-                });
-            }
-            if spec.get("x-kubernetes-label-selector").is_some() {
-                config.common_labels.push(FieldSpec {
-                    kind: kind.to_string(),
-                    path: path.clone(),
-                    create: true,
-                    ..Default::default()
-                });
-            }
-            let reference = spec
-                .get("$ref")
-                .and_then(Value::as_str)
-                .map(|r| r.trim_start_matches("#/definitions/"));
-            match reference.and_then(|r| definitions.get_key_value(r)) {
-                Some((name, definition)) => {
-                    if self.on_path.contains(&name.as_str()) {
-                        continue;
-                    }
-                    self.on_path.push(name);
-                    self.collect_refs(
-                        definition.get("Schema").unwrap_or(definition),
-                        kind,
-                        &path,
-                        config,
-                        depth + 1,
-                    );
-                    self.on_path.pop();
-                }
-                None => self.collect_refs(spec, kind, &path, config, depth + 1),
+            // A `$ref` names a definition of the file as written (`#/definitions/...`
+            // names none, as in kustomize).
+            let reference = spec.get("$ref").and_then(Value::as_str);
+            if let Some((name, definition)) = reference.and_then(|r| definitions.get_key_value(r))
+                && !self.on_path.contains(&name.as_str())
+                && let Some(schema) = schema_of(definition)
+            {
+                self.on_path.push(name);
+                self.collect_refs(schema, kind, &path, config, depth + 1);
+                self.on_path.pop();
             }
         }
     }
