@@ -601,7 +601,13 @@ fn apply_transformer_config(
     let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
     match kind {
         "PrefixSuffixTransformer" | "PrefixTransformer" | "SuffixTransformer" => {
-            let c: PrefixSuffixConfig = decode(config, origin, file)?;
+            // These two decode with go-yaml, which leaves a null field spec out (the others
+            // decode through JSON, where it is a zero one).
+            let mut config = config.clone();
+            if let Some(Value::Array(specs)) = config.get_mut("fieldSpecs") {
+                specs.retain(|spec| !spec.is_null());
+            }
+            let c: PrefixSuffixConfig = decode(&config, origin, file)?;
             transformers::add_prefix_suffix(
                 &mut acc.resources,
                 &c.prefix,

@@ -174,6 +174,8 @@ impl<'de> de::Deserializer<'de> for Folded {
                 value: None,
                 template,
             }),
+            // Go never reads a list as a struct (serde would, field by field).
+            Value::Array(_) => Err(de::Error::invalid_type(de::Unexpected::Seq, &visitor)),
             // Go decodes a null into a struct as its zero value.
             Value::Null => visitor.visit_map(FoldedMap {
                 entries: Map::new().into_iter(),
