@@ -38,9 +38,14 @@ pub(super) enum WriteError {
     Path(String),
     /// A delimiter splits a scalar; the path leads to a mapping or a sequence.
     DelimiterOnCollection,
-    /// A mapping or a list copied into a number or a boolean: kustomize copies only the
-    /// collection's (empty) text, keeps the target's tag, and fails reading it back.
-    CollectionIntoTypedScalar { tag: &'static str },
+    /// A text copied into a number or a boolean that go-yaml cannot read back under the tag
+    /// kustomize keeps (a mapping's or a list's text is empty): the tag the text reads as,
+    /// the text, the target's tag.
+    TagMismatch {
+        found: &'static str,
+        text: String,
+        tag: &'static str,
+    },
 }
 
 fn wrong_kind(expected: &str, found: &Value) -> WriteError {
@@ -225,11 +230,13 @@ fn set_field(
         (Value::Null, _) if collection && created_as_string => Value::String(String::new()),
         // A YAML document held in a string keeps the empty text under the tag (`d: !!int`),
         // which these values cannot say; there the collection is written instead.
-        (Value::Number(_), _) if collection && !embedded => {
-            return Err(WriteError::CollectionIntoTypedScalar { tag: "!!int" });
-        }
-        (Value::Bool(_), _) if collection && !embedded => {
-            return Err(WriteError::CollectionIntoTypedScalar { tag: "!!bool" });
+        (Value::Number(_) | Value::Bool(_), _) if !embedded => {
+            let text = if collection {
+                String::new()
+            } else {
+                scalar_text(&value)
+            };
+            under_kept_tag(target, text)?
         }
         (Value::String(_), v) if !v.is_object() && !v.is_array() => Value::String(scalar_text(v)),
         (Value::Number(_), v) if !v.is_object() && !v.is_array() => retyped_number(&scalar_text(v)),
@@ -269,6 +276,33 @@ fn json_retyped(target: &Value, text: &str) -> Option<Value> {
         }
         _ => None,
     }
+}
+
+/// `text` in place of the number or boolean `target`, as go-yaml reads it back under the tag
+/// kustomize keeps: an integer takes only an integer, a float a number, a boolean a boolean.
+fn under_kept_tag(target: &Value, text: String) -> Result<Value, WriteError> {
+    let read = yaml::plain_scalar(&text, Schema::Kyaml);
+    let tag_of = |value: &Value| match value {
+        Value::Null => "!!null",
+        Value::Bool(_) => "!!bool",
+        Value::Number(n) if n.is_f64() => "!!float",
+        Value::Number(_) => "!!int",
+        _ => "!!str",
+    };
+    let kept = tag_of(target);
+    let fits = match (target, &read) {
+        (Value::Bool(_), Value::Bool(_)) => true,
+        (Value::Number(was), Value::Number(now)) => was.is_f64() || !now.is_f64(),
+        _ => false,
+    };
+    if fits {
+        return Ok(read);
+    }
+    Err(WriteError::TagMismatch {
+        found: tag_of(&read),
+        text,
+        tag: kept,
+    })
 }
 
 fn retyped_number(text: &str) -> Value {
