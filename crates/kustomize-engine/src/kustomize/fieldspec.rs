@@ -73,18 +73,26 @@ pub type LeafVisitor<'v, E> = dyn FnMut(&mut Map, &str) -> Result<(), E> + 'v;
 /// through), or an empty field name.
 #[derive(Debug)]
 pub struct PathRefused {
-    cause: &'static str,
+    cause: Cow<'static, str>,
     /// The rest of the path at each list the walk went through to the scalar, innermost
     /// first, as kustomize's fieldspec filter names them (`[env valueFrom name]`).
     lists: Vec<String>,
+    met_a_collection: bool,
 }
 
 impl PathRefused {
-    fn new(cause: &'static str) -> PathRefused {
+    fn new(cause: impl Into<Cow<'static, str>>) -> PathRefused {
         PathRefused {
-            cause,
+            cause: cause.into(),
             lists: Vec::new(),
+            met_a_collection: false,
         }
+    }
+
+    /// Whether this is kyaml's node-kind error on a mapping or a list (which kustomize's
+    /// namespace filter words differently).
+    pub fn met_a_collection(&self) -> bool {
+        self.met_a_collection
     }
 }
 
@@ -92,7 +100,37 @@ impl PathRefused {
 impl std::fmt::Display for PathRefused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&traversal(&self.lists))?;
-        f.write_str(self.cause)
+        f.write_str(&self.cause)
+    }
+}
+
+/// What kyaml's lookup of the field `name` in a mapping refuses: it reads a number, `-`,
+/// `*` and `[..]` as steps into a list (kustomize looks each field up that way); and
+/// whether that is a node-kind error.
+fn lookup_refusal(name: &str) -> Option<(String, bool)> {
+    let not_a_list = || {
+        Some((
+            "wrong node kind: expected SequenceNode but got MappingNode".into(),
+            true,
+        ))
+    };
+    match name.parse::<i64>() {
+        Ok(index) if index < 0 => Some((format!("array index {index} cannot be negative"), false)),
+        Ok(_) => not_a_list(),
+        Err(_) if name == "-" => not_a_list(),
+        Err(_) if name == "*" => Some(("wildcard is not supported in PathGetter".into(), false)),
+        Err(_) if name.starts_with('[') && name.ends_with(']') => {
+            if name.contains('=') {
+                not_a_list()
+            } else {
+                Some((
+                    "list path element must contain fieldName=fieldValue for element to match"
+                        .into(),
+                    false,
+                ))
+            }
+        }
+        Err(_) => None,
     }
 }
 
@@ -187,6 +225,11 @@ fn walk<E>(
                 return Err(Stop::Refused(PathRefused::new(
                     "cannot set or create an empty field name",
                 )));
+            }
+            if let Some((refusal, met_a_collection)) = lookup_refusal(first) {
+                let mut refused = PathRefused::new(format!("fieldName: {first}: {refusal}"));
+                refused.met_a_collection = met_a_collection;
+                return Err(Stop::Refused(refused));
             }
             if rest.is_empty() {
                 if map.contains_key(first) || (create && !is_list) {

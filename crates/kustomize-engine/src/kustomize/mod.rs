@@ -373,16 +373,16 @@ pub enum KustomizeError {
     NamespaceConflict { ids: String },
 
     #[error(
-        "{}: namespace field specs must target scalar nodes: considering field '{path}' of object {object}: {traversal}wrong node kind: expected ScalarNode but got {found}",
+        "{}: namespace field specs must target scalar nodes: considering field '{path}' of object {object}: {cause}",
         .file.display()
     )]
+    /// A namespace field spec that meets a mapping or a list where kyaml wanted another kind
+    /// (kustomize's words for its node-kind errors there).
     NamespaceFieldNotScalar {
         file: PathBuf,
         object: String,
         path: String,
-        /// The lists the path went through, in kustomize's words.
-        traversal: String,
-        found: &'static str,
+        cause: String,
     },
 
     #[error(

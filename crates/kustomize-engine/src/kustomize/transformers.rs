@@ -122,12 +122,22 @@ pub fn set_namespace(
                         file: file.to_path_buf(),
                         object: resource.id().to_string(),
                         path: spec.path.clone(),
-                        traversal,
-                        found,
+                        cause: format!(
+                            "{traversal}wrong node kind: expected ScalarNode but got {found}"
+                        ),
                     });
                 }
-                Err(NamespaceVisit::RefusedOnTheWay(scalar)) => {
-                    return Err(failed(resource, &scalar.to_string()));
+                // kustomize words a node-kind error on a mapping or list as the first.
+                Err(NamespaceVisit::RefusedOnTheWay(refused)) if refused.met_a_collection() => {
+                    return Err(KustomizeError::NamespaceFieldNotScalar {
+                        file: file.to_path_buf(),
+                        object: resource.id().to_string(),
+                        path: spec.path.clone(),
+                        cause: refused.to_string(),
+                    });
+                }
+                Err(NamespaceVisit::RefusedOnTheWay(refused)) => {
+                    return Err(failed(resource, &refused.to_string()));
                 }
                 Ok(()) => {}
             }
