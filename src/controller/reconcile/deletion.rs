@@ -174,10 +174,7 @@ fn account_to_look_for<'a>(
     if object.spec.kube_config.is_some() {
         return None;
     }
-    object
-        .spec
-        .service_account()
-        .or(default_account.filter(|name| !name.is_empty()))
+    object.spec.service_account().or(default_account)
 }
 
 /// Removes our finalizer (at the version read, so a concurrent change is not lost) and

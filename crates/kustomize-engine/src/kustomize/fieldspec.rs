@@ -3,8 +3,10 @@
 //! A path is slash-separated (`spec/template/spec/containers/image`, `\/` escapes a slash in
 //! a key). A segment that lands on a list visits every element, as kustomize does, so
 //! `containers/image` reaches each container's image; `[]` says the same explicitly. With
-//! `create`, missing maps along the way are made, and the visitor is handed `None` for a
-//! missing leaf so it can decide what to create.
+//! `create`, missing maps along the way are made, and the visitor is handed the map and the
+//! key of a missing leaf so it can decide what to create. What kustomize's fieldspec filter
+//! refuses on the way (a scalar, an empty name, a list step in a mapping) is refused here in
+//! its words, each list walked through named.
 
 use crate::value::{Map, Value};
 use std::borrow::Cow;
@@ -108,29 +110,13 @@ impl std::fmt::Display for PathRefused {
 /// `*` and `[..]` as steps into a list (kustomize looks each field up that way); and
 /// whether that is a node-kind error.
 fn lookup_refusal(name: &str) -> Option<(String, bool)> {
-    let not_a_list = || {
-        Some((
+    match super::path_step::Step::parse(name) {
+        Ok(super::path_step::Step::Field(_)) => None,
+        Ok(_) => Some((
             "wrong node kind: expected SequenceNode but got MappingNode".into(),
             true,
-        ))
-    };
-    match name.parse::<i64>() {
-        Ok(index) if index < 0 => Some((format!("array index {index} cannot be negative"), false)),
-        Ok(_) => not_a_list(),
-        Err(_) if name == "-" => not_a_list(),
-        Err(_) if name == "*" => Some(("wildcard is not supported in PathGetter".into(), false)),
-        Err(_) if name.starts_with('[') && name.ends_with(']') => {
-            if name.contains('=') {
-                not_a_list()
-            } else {
-                Some((
-                    "list path element must contain fieldName=fieldValue for element to match"
-                        .into(),
-                    false,
-                ))
-            }
-        }
-        Err(_) => None,
+        )),
+        Err(refusal) => Some((refusal, false)),
     }
 }
 
@@ -149,15 +135,6 @@ fn traversal(lists: &[String]) -> String {
 pub trait Traversed: From<PathRefused> {
     /// This error, met after `prefix` (the lists' words, outermost first).
     fn traversed(self, prefix: &str) -> Self;
-}
-
-/// Callers that treat every object leniently ignore scalars met on the way.
-impl From<PathRefused> for () {
-    fn from(_: PathRefused) {}
-}
-
-impl Traversed for () {
-    fn traversed(self, _: &str) {}
 }
 
 impl Traversed for PathRefused {
@@ -300,7 +277,7 @@ mod tests {
         let mut object =
             json!({"spec": {"containers": [{"image": "a"}, {"image": "b"}, {"name": "c"}]}});
         let mut seen = Vec::new();
-        visit_leaves::<()>(
+        visit_leaves::<PathRefused>(
             &mut object,
             &split_path("spec/containers/image"),
             false,
@@ -319,7 +296,7 @@ mod tests {
         );
 
         let mut object = json!({"metadata": {}});
-        visit_leaves::<()>(
+        visit_leaves::<PathRefused>(
             &mut object,
             &split_path("spec/selector/matchLabels"),
             true,

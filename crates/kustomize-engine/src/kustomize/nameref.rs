@@ -41,6 +41,7 @@ pub fn fix(
     let renamed = resources.iter().any(|r| !r.previous_ids.is_empty());
     let candidates: Vec<Candidate> = resources
         .iter()
+        .filter(|_| renamed)
         .map(|r| Candidate {
             current: r.id(),
             previous: r.previous_ids.clone(),
@@ -58,7 +59,7 @@ pub fn fix(
     for (referrer_index, resource) in resources.iter_mut().enumerate() {
         let referrer_id = resource.id();
         let mut found = Vec::new();
-        let referrer = &candidates[referrer_index];
+        let referrer = candidates.get(referrer_index);
         let role_ref_kind = str_at(&resource.object, "/roleRef/kind").to_string();
         for (reference, paths) in references.iter().zip(&paths) {
             for (spec, path) in reference
@@ -68,20 +69,20 @@ pub fn fix(
                 .filter(|(s, _)| s.applies_to(&referrer_id))
             {
                 let is_role_ref = spec.path.ends_with("roleRef/name");
-                let context = Context {
+                let context = referrer.map(|referrer| Context {
                     reference,
                     field: &spec.path,
                     referrer,
                     candidates: &candidates,
                     index: &index,
                     role_ref_kind: is_role_ref.then_some(role_ref_kind.as_str()),
-                };
+                });
                 visit_leaves(&mut resource.object, path, false, &mut |map, key| {
                     let Some(value) = map.get_mut(key) else {
                         return Ok(());
                     };
                     refuse_unreferable(value).map_err(KustomizeError::field_spec)?;
-                    if renamed {
+                    if let Some(context) = &context {
                         context.update(value, &referrer_id, &mut found)?;
                     }
                     Ok(())

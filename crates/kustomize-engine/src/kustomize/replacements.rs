@@ -318,9 +318,9 @@ fn replace_at(
             file,
             format!("{before}: delimiter option can only be used with scalar nodes"),
         )),
-        Err(WriteError::TagMismatch { found, text, tag }) => Err(error(
+        Err(WriteError::TagMismatch { found, tag }) => Err(error(
             file,
-            format!("{before}: field \"{path}\": yaml: cannot decode {found} `{text}` as a {tag}"),
+            format!("{before}: field \"{path}\": yaml: cannot decode {found} as a {tag}"),
         )),
         Ok(()) if tally.written == 0 => Err(error(file, not_found)),
         Ok(()) => Ok(()),

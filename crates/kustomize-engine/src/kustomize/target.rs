@@ -483,7 +483,7 @@ fn resources_from(
     source: &Path,
     origin: Option<Origin>,
 ) -> Result<Vec<Resource>, KustomizeError> {
-    super::read_objects(text, source)?
+    super::read::read_objects(text, source)?
         .into_iter()
         .map(|(object, empty_values)| {
             let mut resource = Resource::new(object);

@@ -82,9 +82,6 @@ pub fn set_namespace(
                     path: spec.path.clone(),
                     cause: cause.to_string(),
                 };
-            if spec.path.is_empty() {
-                return Err(failed(resource, "cannot set or create an empty field name"));
-            }
             let renames = spec.kind == "Namespace" && spec.path == "metadata/name";
             if renames {
                 if api_version != "v1"
@@ -146,8 +143,8 @@ pub fn set_namespace(
     Ok(())
 }
 
-/// Why a namespace field spec's walk stopped: a scalar on the way, or a target that is not
-/// a scalar; kustomize refuses both.
+/// Why a namespace field spec's walk stopped: the walk's own refusal (a scalar on the way,
+/// an empty name, a list step in a mapping), or a target that is not a scalar.
 enum NamespaceVisit {
     RefusedOnTheWay(super::fieldspec::PathRefused),
     NotScalar {

@@ -13,6 +13,7 @@ use super::KustomizeError;
 use super::kustfile::Selector;
 use super::loader::Loader;
 use super::openapi::SchemaView;
+use super::path_step::Step;
 use super::replacements::scalar_text;
 use super::resource::Resource;
 use super::selector::CompiledSelector;
@@ -202,42 +203,6 @@ fn move_to_namespace(resource: &mut Resource, namespace: &str, schema: SchemaVie
     }
 }
 
-/// One step of a kyaml `PathGetter` path, read only when the walk reaches it (a step after
-/// one that finds nothing is never read, so never refused).
-#[derive(Debug, PartialEq)]
-enum Step<'p> {
-    /// `0`, `+1`, `01`: the element at that index, if there is one.
-    Index(usize),
-    /// `-`: the last element.
-    Last,
-    /// `[key=value]` (or `[=value]`, a list of scalars): the first element that matches,
-    /// added when none does.
-    Element(&'p str, &'p str),
-    /// A mapping's field, added when missing.
-    Field(&'p str),
-}
-
-fn step(part: &str) -> Result<Step<'_>, String> {
-    match part.parse::<i64>() {
-        Ok(index) if index < 0 => Err(format!("array index {index} cannot be negative")),
-        Ok(index) => Ok(Step::Index(usize::try_from(index).unwrap_or(usize::MAX))),
-        Err(_) if part == "-" => Ok(Step::Last),
-        Err(_) if part == "*" => Err("wildcard is not supported in PathGetter".into()),
-        Err(_) if part.starts_with('[') && part.ends_with(']') => {
-            let inner = part.strip_suffix(']').unwrap_or(part);
-            let inner = inner.strip_prefix('[').unwrap_or(inner);
-            inner
-                .split_once('=')
-                .map(|(key, value)| Step::Element(key, value))
-                .ok_or_else(|| {
-                    "list path element must contain fieldName=fieldValue for element to match"
-                        .into()
-                })
-        }
-        Err(_) => Ok(Step::Field(part)),
-    }
-}
-
 /// What kyaml makes for a missing field: a list when the next step picks an element by
 /// index or match, an empty scalar at the end of the path, else a mapping.
 fn made_for(next: Option<&String>) -> Value {
@@ -267,7 +232,7 @@ fn add_at(
     let Some((part, rest)) = fields.split_first() else {
         return set_leaf(node, value, position, made);
     };
-    let step = step(part)?;
+    let step = Step::parse(part)?;
     if node.is_null() {
         // kustomize looks for the last element of no list and crashes.
         return match step {
@@ -452,12 +417,14 @@ fn clean_join(parts: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{Step, add_at, insert_path_part, split_fields, step};
+    use super::{add_at, insert_path_part, split_fields};
     use crate::value::Value;
 
     /// kyaml's `PathGetter` reads a step as Go's `strconv.Atoi` and its own bracket rules.
     #[test]
     fn steps_are_read_as_kyaml_reads_them() {
+        use crate::kustomize::path_step::Step;
+        let step = Step::parse;
         for (part, read) in [
             ("0", Ok(Step::Index(0))),
             ("+1", Ok(Step::Index(1))),

@@ -39,11 +39,11 @@ pub(super) enum WriteError {
     /// A delimiter splits a scalar; the path leads to a mapping or a sequence.
     DelimiterOnCollection,
     /// A text copied into a number or a boolean that go-yaml cannot read back under the tag
-    /// kustomize keeps (a mapping's or a list's text is empty): the tag the text reads as,
-    /// the text, the target's tag.
+    /// kustomize keeps (a mapping's or a list's text is empty): the tag the text reads as and
+    /// the target's. The text itself is left out of the message (kustomize prints it): it may
+    /// be a Secret's.
     TagMismatch {
         found: &'static str,
-        text: String,
         tag: &'static str,
     },
 }
@@ -236,7 +236,7 @@ fn set_field(
             } else {
                 scalar_text(&value)
             };
-            under_kept_tag(target, text)?
+            under_kept_tag(target, &text)?
         }
         (Value::String(_), v) if !v.is_object() && !v.is_array() => Value::String(scalar_text(v)),
         (Value::Number(_), v) if !v.is_object() && !v.is_array() => retyped_number(&scalar_text(v)),
@@ -262,26 +262,27 @@ fn set_field(
 /// `text` in place of the JSON scalar `target`, as go-yaml reads it back under the tag the
 /// target keeps (an integer widens to a float); `None` where go-yaml refuses it.
 fn json_retyped(target: &Value, text: &str) -> Option<Value> {
-    let read = yaml::plain_scalar(text, Schema::Kyaml);
-    match (target, read) {
-        (Value::String(_), _) => Some(Value::String(text.to_string())),
-        (Value::Null, Value::Null) => Some(Value::Null),
-        (Value::Bool(_), Value::Bool(b)) => Some(Value::Bool(b)),
-        (Value::Number(was), Value::Number(now)) if was.is_f64() || !now.is_f64() => {
-            if was.is_f64() {
+    match target {
+        Value::String(_) => Some(Value::String(text.to_string())),
+        Value::Null => yaml::plain_scalar(text, Schema::Kyaml)
+            .is_null()
+            .then_some(Value::Null),
+        Value::Bool(_) => under_kept_tag(target, text).ok(),
+        // JSON keeps a float a float (`5` becomes `5.0`).
+        Value::Number(was) => match under_kept_tag(target, text).ok()? {
+            Value::Number(now) if was.is_f64() => {
                 serde_json::Number::from_f64(now.as_f64()?).map(Value::Number)
-            } else {
-                Some(Value::Number(now))
             }
-        }
+            now => Some(now),
+        },
         _ => None,
     }
 }
 
 /// `text` in place of the number or boolean `target`, as go-yaml reads it back under the tag
 /// kustomize keeps: an integer takes only an integer, a float a number, a boolean a boolean.
-fn under_kept_tag(target: &Value, text: String) -> Result<Value, WriteError> {
-    let read = yaml::plain_scalar(&text, Schema::Kyaml);
+fn under_kept_tag(target: &Value, text: &str) -> Result<Value, WriteError> {
+    let read = yaml::plain_scalar(text, Schema::Kyaml);
     let tag_of = |value: &Value| match value {
         Value::Null => "!!null",
         Value::Bool(_) => "!!bool",
@@ -300,7 +301,6 @@ fn under_kept_tag(target: &Value, text: String) -> Result<Value, WriteError> {
     }
     Err(WriteError::TagMismatch {
         found: tag_of(&read),
-        text,
         tag: kept,
     })
 }
