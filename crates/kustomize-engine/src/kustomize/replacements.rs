@@ -574,6 +574,15 @@ pub fn scalar_text(value: &Value) -> String {
     }
 }
 
+/// kyaml's text of a node (`GetValue`, a node's `Value`): a scalar's text, and nothing for a
+/// mapping or a list (or a null).
+pub fn kyaml_text(value: &Value) -> String {
+    match value {
+        Value::Object(_) | Value::Array(_) => String::new(),
+        scalar => scalar_text(scalar),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,12 +12,12 @@ use std::path::Path;
 use crate::value::{Map, Value};
 use regex::Regex;
 
-use super::KustomizeError;
 use super::fieldspec::{split_path, visit_leaves};
 use super::kustfile::{FieldSpec, Image, Replica};
 use super::openapi::SchemaView;
 use super::replacements::scalar_text;
-use super::resource::{Resource, str_at};
+use super::resource::{ResId, Resource, str_at};
+use super::{KustomizeError, node_kind_mismatch};
 use crate::yaml::{self, Schema};
 
 /// How the namespace transformer treats RoleBinding and ClusterRoleBinding subjects.
@@ -75,13 +75,6 @@ pub fn set_namespace(
             {
                 continue;
             }
-            let failed =
-                |resource: &Resource, cause: &str| KustomizeError::NamespaceTransformation {
-                    file: file.to_path_buf(),
-                    object: resource.id().to_string(),
-                    path: spec.path.clone(),
-                    cause: cause.to_string(),
-                };
             let renames = spec.kind == "Namespace" && spec.path == "metadata/name";
             if renames {
                 if api_version != "v1"
@@ -93,71 +86,63 @@ pub fn set_namespace(
                 resource.set_name(namespace);
                 continue;
             }
-            let visited = visit_leaves::<NamespaceVisit>(
+            visit_leaves::<NamespaceVisit>(
                 &mut resource.object,
                 &split_path(&spec.path),
                 spec.create,
                 &mut |map, key| {
-                    match map.get(key) {
-                        Some(Value::Object(_)) => {
-                            return Err(NamespaceVisit::not_scalar("MappingNode"));
-                        }
-                        Some(Value::Array(_)) => {
-                            return Err(NamespaceVisit::not_scalar("SequenceNode"));
-                        }
-                        _ => {}
+                    if let Some(found @ (Value::Object(_) | Value::Array(_))) = map.get(key) {
+                        return Err(NamespaceVisit::NotScalar(node_kind_mismatch(
+                            "ScalarNode",
+                            found,
+                        )));
                     }
                     if should_set(map.get(key)) {
                         map.insert(key.to_string(), Value::String(namespace.to_string()));
                     }
                     Ok(())
                 },
-            );
-            match visited {
-                Err(NamespaceVisit::NotScalar { found, traversal }) => {
-                    return Err(KustomizeError::NamespaceFieldNotScalar {
-                        file: file.to_path_buf(),
-                        object: resource.id().to_string(),
-                        path: spec.path.clone(),
-                        cause: format!(
-                            "{traversal}wrong node kind: expected ScalarNode but got {found}"
-                        ),
-                    });
-                }
-                // kustomize words a node-kind error on a mapping or list as the first.
-                Err(NamespaceVisit::RefusedOnTheWay(refused)) if refused.met_a_collection() => {
-                    return Err(KustomizeError::NamespaceFieldNotScalar {
-                        file: file.to_path_buf(),
-                        object: resource.id().to_string(),
-                        path: spec.path.clone(),
-                        cause: refused.to_string(),
-                    });
-                }
-                Err(NamespaceVisit::RefusedOnTheWay(refused)) => {
-                    return Err(failed(resource, &refused.to_string()));
-                }
-                Ok(()) => {}
-            }
+            )
+            .map_err(|visit| visit.into_error(file, &resource.id(), &spec.path))?;
         }
     }
     Ok(())
 }
 
 /// Why a namespace field spec's walk stopped: the walk's own refusal (a scalar on the way,
-/// an empty name, a list step in a mapping), or a target that is not a scalar.
+/// an empty name, a list step in a mapping), or a target that is not a scalar (in kyaml's
+/// words, after the lists walked through).
 enum NamespaceVisit {
     RefusedOnTheWay(super::fieldspec::PathRefused),
-    NotScalar {
-        found: &'static str,
-        traversal: String,
-    },
+    NotScalar(String),
 }
 
 impl NamespaceVisit {
-    fn not_scalar(found: &'static str) -> NamespaceVisit {
-        NamespaceVisit::NotScalar {
-            found,
-            traversal: String::new(),
+    /// kustomize's namespace filter words a node-kind error on a mapping or a list apart
+    /// from its other failures.
+    fn into_error(self, file: &Path, object: &ResId, path: &str) -> KustomizeError {
+        let (file, object, path) = (file.to_path_buf(), object.to_string(), path.to_string());
+        match self {
+            NamespaceVisit::NotScalar(cause) => KustomizeError::NamespaceFieldNotScalar {
+                file,
+                object,
+                path,
+                cause,
+            },
+            NamespaceVisit::RefusedOnTheWay(refused) if refused.met_a_collection() => {
+                KustomizeError::NamespaceFieldNotScalar {
+                    file,
+                    object,
+                    path,
+                    cause: refused.to_string(),
+                }
+            }
+            NamespaceVisit::RefusedOnTheWay(refused) => KustomizeError::NamespaceTransformation {
+                file,
+                object,
+                path,
+                cause: refused.to_string(),
+            },
         }
     }
 }
@@ -165,18 +150,17 @@ impl NamespaceVisit {
 impl super::fieldspec::Traversed for NamespaceVisit {
     fn traversed(self, prefix: &str) -> Self {
         match self {
-            NamespaceVisit::NotScalar { found, traversal } => NamespaceVisit::NotScalar {
-                found,
-                traversal: format!("{prefix}{traversal}"),
-            },
-            scalar => scalar,
+            NamespaceVisit::NotScalar(cause) => {
+                NamespaceVisit::NotScalar(format!("{prefix}{cause}"))
+            }
+            refused => refused,
         }
     }
 }
 
 impl From<super::fieldspec::PathRefused> for NamespaceVisit {
-    fn from(scalar: super::fieldspec::PathRefused) -> Self {
-        NamespaceVisit::RefusedOnTheWay(scalar)
+    fn from(refused: super::fieldspec::PathRefused) -> Self {
+        NamespaceVisit::RefusedOnTheWay(refused)
     }
 }
 

@@ -2,7 +2,7 @@
 //! elements picked by key, index or `*`, a delimited part replaced, a scalar's type kept, and
 //! kustomize's words when the path runs into a node of the wrong kind.
 
-use super::{PathSegment, element_matches, scalar_text};
+use super::{PathSegment, element_matches, kyaml_text, scalar_text};
 use crate::kustomize::kustfile::FieldOptions;
 use crate::value::{Map, Value};
 use crate::yaml::{self, Schema};
@@ -206,12 +206,7 @@ fn set_field(
             .split(options.delimiter.as_str())
             .map(str::to_string)
             .collect();
-        // kyaml's text of a mapping or a list is empty.
-        let new = if value.is_object() || value.is_array() {
-            String::new()
-        } else {
-            scalar_text(&value)
-        };
+        let new = kyaml_text(&value);
         if options.index < 0 {
             parts.insert(0, new);
         } else if options.index as usize >= parts.len() {
@@ -231,12 +226,7 @@ fn set_field(
         // A YAML document held in a string keeps the empty text under the tag (`d: !!int`),
         // which these values cannot say; there the collection is written instead.
         (Value::Number(_) | Value::Bool(_), _) if !embedded => {
-            let text = if collection {
-                String::new()
-            } else {
-                scalar_text(&value)
-            };
-            under_kept_tag(target, &text)?
+            under_kept_tag(target, &kyaml_text(&value))?
         }
         (Value::String(_), v) if !v.is_object() && !v.is_array() => Value::String(scalar_text(v)),
         (Value::Number(_), v) if !v.is_object() && !v.is_array() => retyped_number(&scalar_text(v)),

@@ -233,10 +233,7 @@ fn text_map(field: Option<&Value>) -> Map {
     entries
         .iter()
         .map(|(key, value)| {
-            let text = match value {
-                Value::Object(_) | Value::Array(_) | Value::Null => String::new(),
-                scalar => crate::kustomize::replacements::scalar_text(scalar),
-            };
+            let text = crate::kustomize::replacements::kyaml_text(value);
             (key.clone(), Value::String(text))
         })
         .collect()
