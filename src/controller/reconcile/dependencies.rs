@@ -219,20 +219,21 @@ mod tests {
     use super::{DependencyError, ready_by_expression};
     use crate::api::Kustomization;
 
+    fn kustomization(name: &str, generation: i64) -> Kustomization {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": name, "namespace": "ns", "generation": generation},
+            "spec": {"interval": "1m", "prune": true,
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}},
+        }))
+        .unwrap()
+    }
+
     /// Integer fields are CEL ints, as Kubernetes decodes them for Flux's evaluation: they add
     /// to and compare with int literals, and their type is `int`.
     #[test]
     fn integer_fields_are_cel_ints_in_ready_expressions() {
-        let kustomization = |generation: i64| -> Kustomization {
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-                "metadata": {"name": "k", "namespace": "ns", "generation": generation},
-                "spec": {"interval": "1m", "prune": true,
-                    "sourceRef": {"kind": "GitRepository", "name": "repo"}},
-            }))
-            .unwrap()
-        };
-        let (this, dep) = (kustomization(1), kustomization(2));
+        let (this, dep) = (kustomization("k", 1), kustomization("k", 2));
         for expression in [
             "dep.metadata.generation == self.metadata.generation + 1",
             "type(dep.metadata.generation) == int",
@@ -249,13 +250,7 @@ mod tests {
     /// still refused, terminally, when evaluated.
     #[test]
     fn a_result_of_untold_type_that_is_not_a_boolean_is_refused_when_evaluated() {
-        let object: Kustomization = serde_json::from_value(serde_json::json!({
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-            "metadata": {"name": "dep", "namespace": "ns"},
-            "spec": {"interval": "1m", "prune": true,
-                "sourceRef": {"kind": "GitRepository", "name": "repo"}},
-        }))
-        .unwrap();
+        let object: Kustomization = kustomization("dep", 1);
         let error = ready_by_expression(&object, &object, "type(dep)").unwrap_err();
         assert!(error.is_invalid_expression(), "{error}");
         assert_eq!(
@@ -269,13 +264,7 @@ mod tests {
     /// field under `has()` is named whole.
     #[test]
     fn evaluation_errors_read_as_cel_gos() {
-        let kustomization: Kustomization = serde_json::from_value(serde_json::json!({
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-            "metadata": {"name": "k", "namespace": "ns"},
-            "spec": {"interval": "1m", "prune": true,
-                "sourceRef": {"kind": "GitRepository", "name": "repo"}},
-        }))
-        .unwrap();
+        let kustomization: Kustomization = kustomization("k", 1);
         for (expression, reason) in [
             ("dep.spec.a == 1 || self.spec.b == 1", "no such key: a"),
             (
@@ -298,19 +287,13 @@ mod tests {
     /// for the expressions of `tests/fixtures/go/cel-output-types.json` decides here too. One
     /// naming an undeclared variable fails with cel-go's issues word for word; one whose type
     /// is not `bool` fails naming its type, as do operators no overload takes (`self == 'bar'`)
-    /// and literals of mixed types; one of type `bool` is evaluated. Functions' overloads
-    /// (`size(1)`) are not checked here: such an expression is evaluated.
+    /// and literals of mixed types, and functions no overload takes (`size(1)`); one of type
+    /// `bool` is evaluated.
     #[test]
     fn ready_expressions_compile_as_cel_gos_checker_compiles_them() {
         let rows = crate::health::cel_types::cel_go_rows();
         let mut refused = 0;
-        let object: Kustomization = serde_json::from_value(serde_json::json!({
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-            "metadata": {"name": "dep", "namespace": "ns"},
-            "spec": {"interval": "1m", "prune": true,
-                "sourceRef": {"kind": "GitRepository", "name": "repo"}},
-        }))
-        .unwrap();
+        let object: Kustomization = kustomization("dep", 1);
         // cel-go v0.16.1, the oracle, has neither `reverse` nor `first`; Flux's v0.26.1 has
         // both, and names the optional type `optional_type`.
         let newer =
