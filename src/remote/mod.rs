@@ -1,10 +1,12 @@
 //! Remote bases: git repositories and plain HTTP(S) files named in `resources:` and
-//! `components:`, fetched for the build engine (which never touches the network itself).
+//! `components:`, and http(s) files named wherever a kustomization names a file, fetched for
+//! the build engine (which never touches the network itself).
 //!
 //! An entry is parsed with kustomize's repository-spec rules (`spec.rs`): a git repository
 //! (`https://host/org/repo//path?ref=v1`, `git::https://…`, `github.com/org/repo/path`,
 //! `git://…`, `file://…`) is fetched with gix into a temporary directory and its commit's tree
-//! written out there (`git.rs`); anything else over http(s) is downloaded as one manifest file.
+//! written out there (`git.rs`); an http(s) URL the engine asks to download is one file (the
+//! engine tries a `resources:` URL as a file before it asks for a repository, as kustomize).
 //! ssh URLs are refused: gix's ssh transport runs the `ssh` program, and nothing here executes
 //! programs. Every download is bounded in time and size, each repository and ref is fetched
 //! once per [`Fetcher`], and the copies are removed when the fetcher is dropped.
@@ -17,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::kustomize::{Remote, RemoteBase, RemoteFetcher};
+use crate::kustomize::{DownloadError, RemoteBase, RemoteFetcher};
 pub use spec::{RemoteSpec, parse_remote};
 
 /// Limits on what a remote may bring in.
@@ -90,9 +92,11 @@ impl Fetcher {
         })
     }
 
-    fn fetch_entry(&self, entry: &str) -> Result<Remote, RemoteError> {
+    fn checkout(&self, entry: &str) -> Result<RemoteBase, RemoteError> {
         match parse_remote(entry)? {
-            RemoteSpec::File { url } => Ok(Remote::File(download(&url, &self.limits)?)),
+            RemoteSpec::File { url } => Err(RemoteError::Unsupported(format!(
+                "{url}: not a repository (one reads as https://host/org/repo//path?ref=…)"
+            ))),
             RemoteSpec::Git {
                 repo,
                 path,
@@ -135,20 +139,24 @@ impl Fetcher {
                     url: repo.clone(),
                     path: path.clone(),
                 })?;
-                Ok(Remote::Base(RemoteBase {
+                Ok(RemoteBase {
                     root,
                     dir,
                     repo,
                     git_ref: git_ref.unwrap_or_default(),
-                }))
+                })
             }
         }
     }
 }
 
 impl RemoteFetcher for Fetcher {
-    fn fetch(&self, url: &str) -> Result<Remote, crate::kustomize::FetchError> {
-        Ok(self.fetch_entry(url)?)
+    fn fetch_repository(&self, url: &str) -> Result<RemoteBase, crate::kustomize::FetchError> {
+        Ok(self.checkout(url)?)
+    }
+
+    fn download(&self, url: &str) -> Result<Vec<u8>, DownloadError> {
+        download(url, &self.limits)
     }
 }
 
@@ -163,11 +171,13 @@ fn resolve_inside(root: &std::path::Path, path: &str) -> Option<PathBuf> {
 }
 
 /// Downloads one file, refusing more than the byte limit.
-fn download(url: &str, limits: &Limits) -> Result<Vec<u8>, RemoteError> {
+fn download(url: &str, limits: &Limits) -> Result<Vec<u8>, DownloadError> {
     use std::io::Read;
-    let fail = |message: String| RemoteError::Fetch {
-        url: url.to_string(),
-        message,
+    let fail = |message: String| {
+        DownloadError::MaybeRepository(Box::new(RemoteError::Fetch {
+            url: url.to_string(),
+            message,
+        }))
     };
     let client = crate::tls::blocking_client_builder()
         .timeout(limits.default_timeout)
@@ -175,16 +185,28 @@ fn download(url: &str, limits: &Limits) -> Result<Vec<u8>, RemoteError> {
         .map_err(|e| fail(crate::report::cause_chain(&e)))?;
     let response = client.get(url).send().map_err(|e| {
         if e.is_timeout() {
-            RemoteError::Timeout {
+            DownloadError::MaybeRepository(Box::new(RemoteError::Timeout {
                 url: url.to_string(),
                 timeout: limits.default_timeout,
-            }
+            }))
         } else {
             fail(crate::report::cause_chain(&e))
         }
     })?;
-    if !response.status().is_success() {
-        return Err(fail(format!("HTTP status {}", response.status())));
+    let status = response.status();
+    if !status.is_success() {
+        // kustomize's loader words; a URL that reads as a repository is tried as one.
+        if matches!(parse_remote(url), Ok(RemoteSpec::Git { .. })) {
+            return Err(fail("URL is a git repository".to_string()));
+        }
+        return Err(DownloadError::Final(Box::new(RemoteError::Fetch {
+            url: url.to_string(),
+            message: format!(
+                "HTTP Error: status code {} ({})",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or("")
+            ),
+        })));
     }
     let mut body = Vec::new();
     response
@@ -192,11 +214,11 @@ fn download(url: &str, limits: &Limits) -> Result<Vec<u8>, RemoteError> {
         .read_to_end(&mut body)
         .map_err(|e| fail(crate::report::cause_chain(&e)))?;
     if body.len() as u64 > limits.max_bytes {
-        return Err(RemoteError::TooLarge {
+        return Err(DownloadError::Final(Box::new(RemoteError::TooLarge {
             url: url.to_string(),
             what: "the file",
             limit: limits.max_bytes,
-        });
+        })));
     }
     Ok(body)
 }

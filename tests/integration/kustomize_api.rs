@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kustomize_controller::kustomize::{
-    self, BuildOptions, EnvLookup, FetchError, KustomizeError, LoadRestrictions, Remote,
+    self, BuildOptions, DownloadError, EnvLookup, FetchError, KustomizeError, LoadRestrictions,
     RemoteBase, RemoteFetcher, Reorder,
 };
 use kustomize_controller::value::Value;
@@ -32,17 +32,24 @@ struct FakeRemote {
 }
 
 impl RemoteFetcher for FakeRemote {
-    fn fetch(&self, url: &str) -> Result<Remote, FetchError> {
+    fn fetch_repository(&self, url: &str) -> Result<RemoteBase, FetchError> {
         if url == "https://example.com/fleet//base?ref=v1" {
-            Ok(Remote::Base(RemoteBase {
+            Ok(RemoteBase {
                 root: self.dir.clone(),
                 dir: self.dir.clone(),
                 repo: "https://example.com/fleet".into(),
                 git_ref: "v1".into(),
-            }))
+            })
         } else {
             Err(format!("unknown repository {url}").into())
         }
+    }
+
+    /// Every URL reads as a repository here, so a `resources:` entry is tried as one next.
+    fn download(&self, url: &str) -> Result<Vec<u8>, DownloadError> {
+        Err(DownloadError::MaybeRepository(
+            format!("{url}: URL is a git repository").into(),
+        ))
     }
 }
 

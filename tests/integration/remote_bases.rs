@@ -1,5 +1,6 @@
 //! Remote bases fetched with gix from repositories the tests create and serve themselves:
-//! `file://` URLs and a `git daemon` on loopback. Nothing leaves the machine.
+//! `file://` URLs and a `git daemon` on loopback; files served over HTTP on loopback. Nothing
+//! leaves the machine.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -123,6 +124,15 @@ fn unreachable_remotes_name_the_cause() {
         Default::default(),
     );
     assert!(error.contains("Connection refused"), "{error}");
+    // Tried as a file, then as a repository (kustomize's order): both causes are told.
+    let error = build(
+        &format!("http://127.0.0.1:{closed}/org/repo//base"),
+        Default::default(),
+    );
+    let as_file = error.find("as a file: ").expect(&error);
+    let as_repository = error.find("; as a repository: ").expect(&error);
+    assert!(as_file < as_repository, "{error}");
+    assert_eq!(error.matches("Connection refused").count(), 2, "{error}");
 
     // Accepts, never answers.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -402,4 +412,186 @@ fn plain_http_files_are_downloaded_with_a_size_limit() {
     let err = kustomize::build_dir(dir.path(), &options).unwrap_err();
     assert!(err.to_string().contains("exceeds the limit of 10"), "{err}");
     server.join().unwrap();
+}
+
+/// Serves the files of a directory on a loopback port (404 for anything else), one request
+/// per connection, until dropped.
+struct FileServer {
+    port: u16,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FileServer {
+    fn serve(dir: &Path) -> FileServer {
+        use std::io::{Read, Write};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (dir, stopped) = (dir.to_path_buf(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut stream) = stream else { continue };
+                let mut request = [0u8; 4096];
+                let read = stream.read(&mut request).unwrap_or(0);
+                let request = String::from_utf8_lossy(&request[..read]);
+                let path = request.split_whitespace().nth(1).unwrap_or("/");
+                let file = dir.join(path.trim_start_matches('/'));
+                let (status, body) = match std::fs::read(&file) {
+                    Ok(body) if !path.contains("..") => ("200 OK", body),
+                    _ => ("404 Not Found", b"not found".to_vec()),
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes());
+                let _ = stream.write_all(&body);
+            }
+        });
+        FileServer {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+impl Drop for FileServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wakes the accept loop so that it sees the flag.
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Wherever a kustomization names a file (an OpenAPI schema, a patch, a strategic merge
+/// patch, a generator's files and env files, a configuration, a replacement, a transformer's
+/// config), an http(s) URL is downloaded as kustomize's loader downloads it. The golden case
+/// names the same files locally; kubectl v1.37 builds both forms alike (checked against
+/// `python3 -m http.server` when the case was made), so the URL build must print the case's
+/// expected output.
+#[test]
+fn files_named_by_url_are_downloaded_wherever_a_kustomization_names_a_file() {
+    let case = crate::support::repo_root()
+        .join("tests/fixtures/kustomize/files-named-by-url-read-as-local-files");
+    let server = FileServer::serve(&case.join("input"));
+    let local = std::fs::read_to_string(case.join("input/kustomization.yaml")).unwrap();
+    let mut by_url = local.clone();
+    for (local_form, name) in [
+        ("path: schema.json", "schema.json"),
+        ("path: widget-patch.yaml", "widget-patch.yaml"),
+        ("- deployment-patch.yaml", "deployment-patch.yaml"),
+        ("  - app.properties", "app.properties"),
+        ("renamed=app.properties", "app.properties"),
+        ("- app.env", "app.env"),
+        ("- name-reference.yaml", "name-reference.yaml"),
+        ("path: replacement.yaml", "replacement.yaml"),
+        ("- label-transformer.yaml", "label-transformer.yaml"),
+    ] {
+        assert!(by_url.contains(local_form), "{local_form}");
+        let prefix = local_form.strip_suffix(name).unwrap();
+        by_url = by_url.replace(local_form, &format!("{prefix}{}", server.url(name)));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "kustomization.yaml", &by_url);
+    for resource in ["widget.yaml", "deployment.yaml"] {
+        std::fs::copy(case.join("input").join(resource), dir.path().join(resource)).unwrap();
+    }
+    let options = BuildOptions {
+        remote: Some(Arc::new(Fetcher::default())),
+        ..Default::default()
+    };
+    let built = kustomize::build_dir(dir.path(), &options).unwrap();
+    let expected = std::fs::read_to_string(case.join("expected.yaml")).unwrap();
+    assert_eq!(kustomize::to_yaml(&built), expected);
+
+    // Without a fetcher (`--no-remote-bases`) the URL is refused, not read from the disk.
+    let err = kustomize::build_dir(dir.path(), &BuildOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, KustomizeError::RemoteFileDisabled { .. }),
+        "{err}"
+    );
+}
+
+/// A file that is not there fails the build in kustomize's words, naming the URL; a URL
+/// that reads as a repository says so.
+#[test]
+fn a_missing_file_named_by_url_fails_the_build_naming_it() {
+    let served = tempfile::tempdir().unwrap();
+    let server = FileServer::serve(served.path());
+    let build = |kustomization: String| {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n",
+        );
+        write(dir.path(), "kustomization.yaml", &kustomization);
+        let options = BuildOptions {
+            remote: Some(Arc::new(Fetcher::default())),
+            ..Default::default()
+        };
+        kustomize::build_dir(dir.path(), &options)
+            .unwrap_err()
+            .to_string()
+    };
+    let missing = server.url("missing.yaml");
+    let message = build(format!(
+        "resources: [cm.yaml]\npatches:\n- path: {missing}\n"
+    ));
+    assert!(
+        message.contains(&format!("remote file {missing:?}"))
+            && message.contains("HTTP Error: status code 404 (Not Found)"),
+        "{message}"
+    );
+    let repository = server.url("org/repo//patch.yaml");
+    let message = build(format!(
+        "resources: [cm.yaml]\npatches:\n- path: {repository}\n"
+    ));
+    assert!(message.contains("URL is a git repository"), "{message}");
+}
+
+/// kustomize loads every `resources:` URL as a file first, so a URL that reads as a
+/// repository (`.git` in it, as every raw.githubusercontent.com address has) but answers
+/// with manifests is those manifests; an error status that does not read as a repository
+/// ends there, and malformed YAML that is no repository either is reported alone.
+#[test]
+fn resource_urls_are_tried_as_files_before_repositories() {
+    let served = tempfile::tempdir().unwrap();
+    write(
+        served.path(),
+        "org/repo.git/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-dot-git\n",
+    );
+    write(served.path(), "bad.yaml", "a: [\n");
+    let server = FileServer::serve(served.path());
+    let build = |entry: String| build_with_remote(&format!("resources:\n- {entry}\n"));
+
+    let built = build(server.url("org/repo.git/cm.yaml")).unwrap();
+    assert_eq!(built[0]["metadata"]["name"], "from-dot-git");
+
+    let missing = server.url("missing.yaml");
+    let err = build(missing.clone()).unwrap_err();
+    assert!(
+        matches!(err, KustomizeError::RemoteFailed { .. })
+            && err.to_string().ends_with(&format!(
+                "fetching {missing}: HTTP Error: status code 404 (Not Found)"
+            )),
+        "{err}"
+    );
+
+    let err = build(server.url("bad.yaml")).unwrap_err();
+    assert!(matches!(err, KustomizeError::Yaml { .. }), "{err}");
+    assert!(err.to_string().contains("unclosed bracket"), "{err}");
 }

@@ -228,10 +228,19 @@ impl RecordingFetcher {
 }
 
 impl crate::kustomize::RemoteFetcher for RecordingFetcher {
-    fn fetch(&self, url: &str) -> Result<crate::kustomize::Remote, crate::kustomize::FetchError> {
+    fn fetch_repository(
+        &self,
+        url: &str,
+    ) -> Result<crate::kustomize::RemoteBase, crate::kustomize::FetchError> {
         self.fetched
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        self.inner.fetch(url)
+        self.inner.fetch_repository(url)
+    }
+
+    fn download(&self, url: &str) -> Result<Vec<u8>, crate::kustomize::DownloadError> {
+        self.fetched
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.inner.download(url)
     }
 }
 
@@ -243,11 +252,18 @@ mod tests {
     #[derive(Debug)]
     struct OneFile;
 
+    const REMOTE_FILE: &[u8] = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: remote\n";
+
     impl crate::kustomize::RemoteFetcher for OneFile {
-        fn fetch(&self, _: &str) -> Result<crate::kustomize::Remote, crate::kustomize::FetchError> {
-            Ok(crate::kustomize::Remote::File(
-                b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: remote\n".to_vec(),
-            ))
+        fn fetch_repository(
+            &self,
+            url: &str,
+        ) -> Result<crate::kustomize::RemoteBase, crate::kustomize::FetchError> {
+            Err(format!("{url}: no repositories here").into())
+        }
+
+        fn download(&self, _: &str) -> Result<Vec<u8>, crate::kustomize::DownloadError> {
+            Ok(REMOTE_FILE.to_vec())
         }
     }
 
@@ -278,5 +294,11 @@ mod tests {
             &remote,
         );
         assert!(remote.fetched());
+        let remote_source = RecordingFetcher::new(Arc::new(OneFile));
+        build_with(
+            "resources:\n- local.yaml\nconfigMapGenerator:\n- name: settings\n  files:\n  - https://example.com/remote.yaml\n",
+            &remote_source,
+        );
+        assert!(remote_source.fetched());
     }
 }

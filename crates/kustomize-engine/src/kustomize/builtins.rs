@@ -211,6 +211,9 @@ fn load_configs(
 ) -> Result<Vec<LoadedConfig>, KustomizeError> {
     let configs: Vec<LoadedConfig> = if entry.contains('\n') {
         parse_configs(entry, "inline configuration", file)?
+    } else if super::loader::is_remote_file(entry) {
+        let (path, text) = loader.read_text(entry)?;
+        parse_configs(&text, entry, &path)?
     } else {
         match loader.resolve(entry)? {
             Target::Dir(dir) => {

@@ -159,7 +159,9 @@ fn sources(
     }
     for source in &args.files {
         let (key, path) = parse_file_source(source).map_err(|e| invalid(e.to_string()))?;
-        if let super::loader::Target::Dir(dir) = loader.resolve(&path)? {
+        if !super::loader::is_remote_file(&path)
+            && let super::loader::Target::Dir(dir) = loader.resolve(&path)?
+        {
             return Err(invalid(format!(
                 "file source '{}' must resolve to a file",
                 dir.display()

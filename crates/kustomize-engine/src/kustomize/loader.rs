@@ -4,10 +4,15 @@
 //! root (the artifact, for the controller), and with [`LoadRestrictions::RootOnly`] a file
 //! must also sit in or below the directory of the kustomization that names it. Absolute
 //! paths and remote URLs are refused unless a remote hook takes the URL.
+//!
+//! A file named by an http(s) URL (a patch, a generator's source, a configuration, the
+//! OpenAPI schema) is downloaded through the build's [`RemoteFetcher`], as kustomize's loader
+//! downloads it; load restrictions concern the disk and do not apply to it.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
-use super::{KustomizeError, LoadRestrictions};
+use super::{KustomizeError, LoadRestrictions, RemoteFetcher};
 
 /// Files larger than this are refused: manifests are text, and a controller must not be made
 /// to read an arbitrarily large file into memory.
@@ -33,6 +38,8 @@ pub struct Loader {
     pub restrictions: LoadRestrictions,
     /// Bytes the build may still read, shared by every loader of the build.
     budget: std::rc::Rc<std::cell::Cell<u64>>,
+    /// Downloads files named by http(s) URLs; `None` refuses them.
+    remote: Option<Arc<dyn RemoteFetcher>>,
 }
 
 /// Whether a resource entry names something remote (git or HTTP) rather than a local path.
@@ -42,6 +49,15 @@ pub fn is_remote(entry: &str) -> bool {
         || entry.starts_with("github.com/")
         || entry.starts_with("gitlab.com/")
         || entry.starts_with("bitbucket.org/")
+}
+
+/// kustomize's `IsRemoteFile`: Go's `url.Parse` finds the scheme `http` or `https` (in any
+/// case, since Go lowercases it).
+pub fn is_remote_file(entry: &str) -> bool {
+    let Some((scheme, _)) = entry.split_once(':') else {
+        return false;
+    };
+    scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")
 }
 
 impl Loader {
@@ -61,7 +77,14 @@ impl Loader {
             root,
             restrictions,
             budget: std::rc::Rc::new(std::cell::Cell::new(MAX_BUILD_READ_BYTES)),
+            remote: None,
         })
+    }
+
+    /// This loader, downloading files named by http(s) URLs through `remote`.
+    pub fn with_remote(mut self, remote: Option<Arc<dyn RemoteFetcher>>) -> Loader {
+        self.remote = remote;
+        self
     }
 
     /// Limits what the build may read in all (by default [`MAX_BUILD_READ_BYTES`]).
@@ -73,6 +96,7 @@ impl Loader {
     pub fn for_tree(&self, root: &Path, dir: &Path) -> Result<Loader, KustomizeError> {
         let mut loader = Loader::new(root, dir, self.restrictions)?;
         loader.budget = self.budget.clone();
+        loader.remote = self.remote.clone();
         Ok(loader)
     }
 
@@ -83,6 +107,7 @@ impl Loader {
             root: self.root.clone(),
             restrictions: self.restrictions,
             budget: self.budget.clone(),
+            remote: self.remote.clone(),
         }
     }
 
@@ -110,8 +135,15 @@ impl Loader {
         }
     }
 
-    /// Reads a file named by this kustomization, enforcing the restrictions.
+    /// Reads a file named by this kustomization, enforcing the restrictions, or downloads it
+    /// when `entry` is an http(s) URL (the path returned is then the URL).
     pub fn read(&self, entry: &str) -> Result<(PathBuf, Vec<u8>), KustomizeError> {
+        if is_remote_file(entry) {
+            let bytes = self.download(entry)?;
+            let file = PathBuf::from(entry);
+            self.spend(&file, bytes.len())?;
+            return Ok((file, bytes));
+        }
         match self.resolve(entry)? {
             Target::Dir(dir) => Err(KustomizeError::Io {
                 path: dir,
@@ -120,14 +152,38 @@ impl Loader {
             Target::File(file) => {
                 self.check_file(&file)?;
                 let bytes = read_bounded(&file)?;
-                let left = self.budget.get();
-                if bytes.len() as u64 > left {
-                    return Err(KustomizeError::ReadBudget { file });
-                }
-                self.budget.set(left - bytes.len() as u64);
+                self.spend(&file, bytes.len())?;
                 Ok((file, bytes))
             }
         }
+    }
+
+    fn download(&self, url: &str) -> Result<Vec<u8>, KustomizeError> {
+        let Some(remote) = &self.remote else {
+            return Err(KustomizeError::RemoteFileDisabled {
+                dir: self.dir.clone(),
+                url: url.to_string(),
+            });
+        };
+        remote
+            .download(url)
+            .map_err(|error| KustomizeError::RemoteFileFailed {
+                dir: self.dir.clone(),
+                url: url.to_string(),
+                error,
+            })
+    }
+
+    /// Takes `bytes` read from `file` off the build's read budget.
+    fn spend(&self, file: &Path, bytes: usize) -> Result<(), KustomizeError> {
+        let left = self.budget.get();
+        if bytes as u64 > left {
+            return Err(KustomizeError::ReadBudget {
+                file: file.to_path_buf(),
+            });
+        }
+        self.budget.set(left - bytes as u64);
+        Ok(())
     }
 
     /// Reads a file as UTF-8 text.
@@ -208,4 +264,31 @@ fn lexically_clean(path: &Path) -> PathBuf {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_remote_file;
+
+    /// kustomize downloads what Go's `url.Parse` gives the scheme http or https, in any case;
+    /// repositories without that scheme and local paths are not files to download.
+    #[test]
+    fn remote_files_are_http_and_https_urls() {
+        for (entry, remote) in [
+            (
+                "https://raw.githubusercontent.com/org/repo/v1/crd.yaml",
+                true,
+            ),
+            ("http://127.0.0.1:8080/cm.yaml", true),
+            ("HTTPS://example.com/cm.yaml", true),
+            ("git::https://example.com/org/repo", false),
+            ("github.com/org/repo//dir", false),
+            ("file:///srv/repo", false),
+            ("patch.yaml", false),
+            ("dir/http:x.yaml", false),
+            ("httpx://example.com", false),
+        ] {
+            assert_eq!(is_remote_file(entry), remote, "{entry}");
+        }
+    }
 }

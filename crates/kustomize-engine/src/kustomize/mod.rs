@@ -86,24 +86,36 @@ pub enum Reorder {
     AsWritten,
 }
 
-/// Makes remote bases (git or HTTP URLs in `resources:` and `components:`) available
-/// locally. The engine never touches the network itself; without a fetcher, remote entries
-/// are an error.
+/// Makes remote entries available locally: repositories named in `resources:` and
+/// `components:`, and files named by http(s) URLs. The engine never touches the network
+/// itself; without a fetcher, remote entries are an error.
+///
+/// As kustomize's loader, a `resources:` entry with an http(s) URL is downloaded as a file
+/// first and checked out as a repository only when that fails other than by an error status
+/// of the server (or the content is not manifests).
 pub trait RemoteFetcher: Send + Sync + std::fmt::Debug {
-    /// What `url` names, fetched.
-    fn fetch(&self, url: &str) -> Result<Remote, FetchError>;
+    /// The kustomization directory a repository entry names (`https://host/org/repo//dir?ref=v1`,
+    /// `git::…`, `github.com/org/repo`), checked out.
+    fn fetch_repository(&self, url: &str) -> Result<RemoteBase, FetchError>;
+
+    /// The content of an http(s) URL, downloaded as one file.
+    fn download(&self, url: &str) -> Result<Vec<u8>, DownloadError>;
 }
 
 /// Why a [`RemoteFetcher`] could not fetch an entry: the fetcher's own error.
 pub type FetchError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A fetched remote entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Remote {
-    /// A kustomization directory inside a fetched repository.
-    Base(RemoteBase),
-    /// The content of a manifest file.
-    File(Vec<u8>),
+/// Why a download failed, as kustomize tells the two apart.
+#[derive(Debug, thiserror::Error)]
+pub enum DownloadError {
+    /// The server answered with an error status (kustomize's `ErrHTTP`), or the file is over
+    /// the size limit: a `resources:` entry is not tried as a repository.
+    #[error("{0}")]
+    Final(FetchError),
+    /// No answer, or an error status for a URL that reads as a repository: a `resources:`
+    /// entry is tried as one.
+    #[error("{0}")]
+    MaybeRepository(FetchError),
 }
 
 /// A kustomization inside a local copy of a repository.
@@ -355,11 +367,21 @@ pub enum KustomizeError {
     #[error("{}: remote resource {entry:?}: remote bases are not enabled in this build", .file.display())]
     RemoteDisabled { file: PathBuf, entry: String },
 
-    #[error("{}: remote resource {entry:?}: {source}", .file.display())]
+    #[error("{}: remote resource {entry:?}: {error}", .file.display())]
     RemoteFailed {
         file: PathBuf,
         entry: String,
-        source: FetchError,
+        error: FetchError,
+    },
+
+    #[error("{}: remote file {url:?}: remote files are not enabled in this build", .dir.display())]
+    RemoteFileDisabled { dir: PathBuf, url: String },
+
+    #[error("{}: remote file {url:?}: {error}", .dir.display())]
+    RemoteFileFailed {
+        dir: PathBuf,
+        url: String,
+        error: DownloadError,
     },
 
     #[error("{}: {what}: external plugins disabled; plugins, exec and KRM functions are never run", .file.display())]
@@ -497,7 +519,8 @@ fn build_on_this_thread(
     options: &BuildOptions,
     provenance: bool,
 ) -> Result<Vec<resource::Resource>, KustomizeError> {
-    let loader = loader::Loader::new(root, dir, options.load_restrictions)?;
+    let loader = loader::Loader::new(root, dir, options.load_restrictions)?
+        .with_remote(options.remote.clone());
     loader.set_read_budget(options.limits.max_read_bytes);
     // Only the top kustomization's buildMetadata decides what is recorded and written.
     let requested = Tracking::from_build_metadata(

@@ -38,7 +38,10 @@ fn load_entry(entry: &str, loader: &Loader, file: &Path) -> Result<Loaded, Kusto
     let looks_inline = entry.contains('\n')
         || entry.trim_start().starts_with('{')
         || entry.trim_start().starts_with('[');
-    if !looks_inline && let Ok(Target::File(_)) = loader.resolve(entry) {
+    if !looks_inline
+        && (super::loader::is_remote_file(entry)
+            || matches!(loader.resolve(entry), Ok(Target::File(_))))
+    {
         let (path, text) = loader.read_text(entry)?;
         return parse(&text, &loader.relative(&path).display().to_string(), file);
     }

@@ -23,10 +23,11 @@ use super::openapi::{Openapi, SchemaView};
 use super::provenance::{ConfiguredBy, Origin, Tracking, relative_to};
 use super::resource::{Behavior, Resource};
 use super::{
-    BuildOptions, KustomizeError, Remote, RemoteBase, builtins, patches, replacements, transformers,
+    BuildOptions, KustomizeError, RemoteBase, builtins, patches, replacements, transformers,
 };
 
 mod accumulated;
+mod remote;
 
 pub use accumulated::{Accumulated, ObjectKeys};
 
@@ -67,30 +68,6 @@ impl<'a> Builder<'a> {
             top_dir: PathBuf::new(),
             remotes: Vec::new(),
         }
-    }
-
-    /// Fetches a remote entry, refusing it when no fetcher is configured and when it is
-    /// already being built (a cycle between repositories).
-    fn fetch_remote(&self, entry: &str, file: &Path) -> Result<Remote, KustomizeError> {
-        let Some(fetcher) = self.options.remote.clone() else {
-            return Err(KustomizeError::RemoteDisabled {
-                file: file.to_path_buf(),
-                entry: entry.to_string(),
-            });
-        };
-        if self.remotes.iter().any(|r| r.url == entry) {
-            return Err(KustomizeError::Cycle {
-                dir: PathBuf::from(entry),
-                via: file.to_path_buf(),
-            });
-        }
-        fetcher
-            .fetch(entry)
-            .map_err(|source| KustomizeError::RemoteFailed {
-                file: file.to_path_buf(),
-                entry: entry.to_string(),
-                source,
-            })
     }
 
     /// An origin for `path`: relative to the repository with its repo and ref inside a
@@ -203,11 +180,7 @@ impl<'a> Builder<'a> {
 
         for entry in &k.components {
             if loader::is_remote(entry) {
-                let Remote::Base(base) = self.fetch_remote(entry, &file)? else {
-                    return Err(KustomizeError::ExpectedComponent {
-                        dir: PathBuf::from(entry),
-                    });
-                };
+                let base = self.fetch_repository(entry, &file, None)?;
                 let remote_loader = loader.for_tree(&base.root, &base.dir)?;
                 self.remotes.push(RemoteContext {
                     url: entry.clone(),
@@ -292,29 +265,7 @@ impl<'a> Builder<'a> {
         seen: &mut ObjectKeys,
     ) -> Result<(), KustomizeError> {
         if loader::is_remote(entry) {
-            match self.fetch_remote(entry, file)? {
-                Remote::File(bytes) => {
-                    let text =
-                        String::from_utf8(bytes).map_err(|_| KustomizeError::RemoteFailed {
-                            file: file.to_path_buf(),
-                            entry: entry.to_string(),
-                            source: "not UTF-8 text".into(),
-                        })?;
-                    let origin = self.tracking.any().then(|| Origin::file(entry.to_string()));
-                    let source = PathBuf::from(entry);
-                    return acc.append(resources_from(&text, &source, origin)?, &source, seen);
-                }
-                Remote::Base(base) => {
-                    let remote_loader = loader.for_tree(&base.root, &base.dir)?;
-                    self.remotes.push(RemoteContext {
-                        url: entry.to_string(),
-                        base,
-                    });
-                    let built = self.base(&remote_loader, &remote_loader.dir.clone());
-                    self.remotes.pop();
-                    return acc.absorb_base(built?, &remote_loader.dir, file, seen);
-                }
-            }
+            return self.accumulate_remote_resource(loader, entry, file, acc, seen);
         }
         match loader.resolve(entry)? {
             Target::File(path) => {
