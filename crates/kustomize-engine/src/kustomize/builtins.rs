@@ -211,6 +211,8 @@ fn load_configs(
 ) -> Result<Vec<LoadedConfig>, KustomizeError> {
     let configs: Vec<LoadedConfig> = if entry.contains('\n') {
         parse_configs(entry, "inline configuration", file)?
+    } else if let Some(inline) = one_line_inline_configs(entry, file) {
+        inline
     } else if super::loader::is_remote_file(entry) {
         let (path, text) = loader.read_text(entry)?;
         parse_configs(&text, entry, &path)?
@@ -259,6 +261,24 @@ fn load_configs(
 }
 
 /// The configurations in `text`, written in `source` (the kustomization itself when inline).
+/// kustomize reads a `transformers:` or `generators:` entry as inline manifests whenever it
+/// reads as manifests at all, and as a path otherwise: so an entry on one line can be a
+/// flow-style config (`{apiVersion: builtin, kind: …}`), and one with no manifest in it (empty,
+/// `null`, `{}`, `---`) configures nothing. A path reads as a scalar, which is no manifest.
+fn one_line_inline_configs(entry: &str, file: &Path) -> Option<Vec<LoadedConfig>> {
+    let objects = super::read::read_objects(entry, file).ok()?;
+    Some(
+        objects
+            .into_iter()
+            .map(|(config, _)| LoadedConfig {
+                config,
+                origin: "inline configuration".to_string(),
+                source: file.to_path_buf(),
+            })
+            .collect(),
+    )
+}
+
 fn parse_configs(
     text: &str,
     origin: &str,

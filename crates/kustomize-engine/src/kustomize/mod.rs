@@ -348,6 +348,9 @@ pub enum KustomizeError {
     )]
     ComponentNotDirectory { path: PathBuf },
 
+    #[error("{}: an empty entry in {list}: new root cannot be empty", .file.display())]
+    EmptyEntry { file: PathBuf, list: &'static str },
+
     #[error("expected kind 'Kustomization' for path '{}' but got 'Component'", .dir.display())]
     UnexpectedComponent { dir: PathBuf },
 

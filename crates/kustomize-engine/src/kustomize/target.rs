@@ -179,6 +179,12 @@ impl<'a> Builder<'a> {
         self.run_generators(&k, loader, &file, &mut acc)?;
 
         for entry in &k.components {
+            if entry.is_empty() {
+                return Err(KustomizeError::EmptyEntry {
+                    file,
+                    list: "components",
+                });
+            }
             if loader::is_remote(entry) {
                 let base = self.fetch_repository(entry, &file, None)?;
                 let remote_loader = loader.for_tree(&base.root, &base.dir)?;
@@ -264,6 +270,12 @@ impl<'a> Builder<'a> {
         acc: &mut Accumulated,
         seen: &mut ObjectKeys,
     ) -> Result<(), KustomizeError> {
+        if entry.is_empty() {
+            return Err(KustomizeError::EmptyEntry {
+                file: file.to_path_buf(),
+                list: "resources",
+            });
+        }
         if loader::is_remote(entry) {
             return self.accumulate_remote_resource(loader, entry, file, acc, seen);
         }
