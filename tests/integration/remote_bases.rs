@@ -595,3 +595,45 @@ fn resource_urls_are_tried_as_files_before_repositories() {
     assert!(matches!(err, KustomizeError::Yaml { .. }), "{err}");
     assert!(err.to_string().contains("unclosed bracket"), "{err}");
 }
+
+/// kustomize accumulates the entries of `transformers:` and `generators:` that are not
+/// inline as it accumulates resources, so a config list may come from a repository's
+/// kustomization or from a URL (kubectl v1.37 builds this tree alike).
+#[test]
+fn transformer_and_generator_configs_come_from_repositories_and_urls() {
+    let root = tempfile::tempdir().unwrap();
+    let repo = root.path().join("configs");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    write(
+        &repo,
+        "labels/labels.yaml",
+        "apiVersion: builtin\nkind: LabelTransformer\nmetadata:\n  name: team\nlabels:\n  team: remote\nfieldSpecs:\n- path: metadata/labels\n  create: true\n",
+    );
+    write(
+        &repo,
+        "labels/kustomization.yaml",
+        "resources:\n- labels.yaml\n",
+    );
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "configs"]);
+
+    let served = tempfile::tempdir().unwrap();
+    write(
+        served.path(),
+        "generator.yaml",
+        "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata:\n  name: generated\nliterals:\n- k=v\noptions:\n  disableNameSuffixHash: true\n",
+    );
+    let server = FileServer::serve(served.path());
+
+    let built = build_with_remote(&format!(
+        "generators:\n- {}\ntransformers:\n- file://{}//labels\n",
+        server.url("generator.yaml"),
+        repo.display()
+    ))
+    .unwrap();
+    assert_eq!(built.len(), 1, "{built:?}");
+    assert_eq!(built[0]["metadata"]["name"], "generated");
+    assert_eq!(built[0]["data"]["k"], "v");
+    assert_eq!(built[0]["metadata"]["labels"]["team"], "remote");
+}

@@ -18,7 +18,7 @@ use super::kustfile::{
 use super::loader::{Loader, Target};
 use super::provenance::ConfiguredBy;
 use super::resource::Resource;
-use super::target::{Accumulated, Builder};
+use super::target::{Accumulated, Builder, ObjectKeys};
 use super::transformers::{self, NamespaceOptions, RoleBindingSubjects};
 use super::{KustomizeError, patches, replacements};
 use crate::yaml::{self, Schema};
@@ -213,9 +213,25 @@ fn load_configs(
         parse_configs(entry, "inline configuration", file)?
     } else if let Some(inline) = one_line_inline_configs(entry, file) {
         inline
-    } else if super::loader::is_remote_file(entry) {
-        let (path, text) = loader.read_text(entry)?;
-        parse_configs(&text, entry, &path)?
+    } else if super::loader::is_remote(entry) {
+        // kustomize accumulates the paths of configs as resources: a URL is a file of
+        // configs or a repository's kustomization of them.
+        let mut acc = Accumulated::new();
+        builder.accumulate_remote_resource(
+            loader,
+            entry,
+            file,
+            &mut acc,
+            &mut ObjectKeys::default(),
+        )?;
+        acc.resources
+            .into_iter()
+            .map(|r| LoadedConfig {
+                config: r.object,
+                origin: entry.to_string(),
+                source: std::path::PathBuf::from(entry),
+            })
+            .collect()
     } else {
         match loader.resolve(entry)? {
             Target::Dir(dir) => {

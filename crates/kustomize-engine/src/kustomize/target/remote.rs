@@ -1,4 +1,5 @@
-//! Remote entries of `resources:` and `components:`, through the build's [`RemoteFetcher`]:
+//! Remote entries of `resources:`, `components:` and config lists, through the build's
+//! [`RemoteFetcher`]:
 //! repositories checked out, and http(s) URLs downloaded as files, in kustomize's order.
 //!
 //! kustomize loads every `resources:` entry as a file first, so an http(s) URL is downloaded
@@ -29,8 +30,10 @@ pub(super) enum FileFailure {
 }
 
 impl Builder<'_> {
-    /// A remote `resources:` entry: a file of manifests, else a repository's kustomization.
-    pub(super) fn accumulate_remote_resource(
+    /// A remote `resources:` entry (or a `transformers:`, `generators:` or `validators:` one,
+    /// which kustomize accumulates as resources): a file of manifests, else a repository's
+    /// kustomization.
+    pub(in crate::kustomize) fn accumulate_remote_resource(
         &mut self,
         loader: &Loader,
         entry: &str,
