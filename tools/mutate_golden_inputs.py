@@ -2,7 +2,9 @@
 """Differential check against kubectl: malformed variants of the golden cases' resources.
 
 For every succeeding golden case under tests/fixtures/kustomize, each resource file's first
-document (with `--kustomizations`, each kustomization file instead) is mutated one way at a time (a scalar element added to a list of mappings, a
+document (with `--kustomizations`, each kustomization file instead) is mutated one way at a time
+(with `--styles`, the file is instead written in another YAML style: flow, quoted, folded,
+canonical with tags, re-indented, with document markers, escaped, with CRLF line breaks) (a scalar element added to a list of mappings, a
 mapping made a scalar or null, a scalar made a mapping, a list made a scalar or a mapping, a
 string made a number or a boolean, a list element made a list; a list of strings made its
 first string, given a mapping element or a null element), and the mutated tree is
@@ -15,9 +17,11 @@ variants are written under target/mutations/; the ones that differ are kept ther
 
 Usage: python3 tools/mutate_golden_inputs.py [--binary target/debug/kustomize-controller]
                                              [--only SUBSTRING] [--kustomizations]
+                                             [--styles]
 Needs PyYAML (the venv `make setup` makes has it: target/venv/bin/python3).
 """
 import argparse
+import copy
 import glob
 import os
 import shutil
@@ -82,6 +86,34 @@ def mutations(document, kept=("apiVersion", "kind", "metadata")):
         yield "string-list-null-element", lambda d, p=string_lists[0]: at(d, p).append(None)
 
 
+# Ways to write the same documents: what kustomize reads must not depend on them, and what it
+# writes never does.
+STYLES = {
+    "flow": dict(default_flow_style=True),
+    "double-quoted": dict(default_style='"'),
+    "single-quoted": dict(default_style="'"),
+    "folded-at-24": dict(width=24),
+    "canonical": dict(canonical=True),
+    "indent-4": dict(indent=4),
+    "explicit-markers": dict(explicit_start=True, explicit_end=True),
+    "ascii-escapes": dict(allow_unicode=False),
+    "crlf": dict(line_break="\r\n"),
+}
+
+
+def variants(documents, kept, styles):
+    """(name, text) pairs: the file's documents changed or written another way."""
+    if styles:
+        for name, options in STYLES.items():
+            yield name, yaml.safe_dump_all(documents, sort_keys=False,
+                                           **{"allow_unicode": True, **options})
+        return
+    for name, mutate in mutations(documents[0], kept):
+        mutated = copy.deepcopy(documents)
+        mutate(mutated[0])
+        yield name, yaml.safe_dump_all(mutated, sort_keys=False)
+
+
 def run(command):
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     return done.returncode, done.stdout, done.stderr
@@ -98,6 +130,8 @@ def main():
     parser.add_argument("--only", default="")
     parser.add_argument("--kustomizations", action="store_true",
                         help="mutate the kustomization files instead of the resources")
+    parser.add_argument("--styles", action="store_true",
+                        help="write the files' documents in other YAML styles instead of changing them")
     args = parser.parse_args()
     runs = differ = 0
     for case in sorted(os.listdir(GOLDEN)):
@@ -119,14 +153,12 @@ def main():
                 continue
             kept = ("apiVersion", "kind") if args.kustomizations else ("apiVersion", "kind", "metadata")
             relative = os.path.relpath(path, case_input)
-            for name, mutate in mutations(documents[0], kept):
+            for name, text in variants(documents, kept, args.styles):
                 work = os.path.join(OUT, f"{case}--{relative.replace('/', '_')}--{name}")
                 shutil.rmtree(work, ignore_errors=True)
                 shutil.copytree(case_input, work)
-                mutated = [d for d in yaml.safe_load_all(open(path)) if d is not None]
-                mutate(mutated[0])
-                with open(os.path.join(work, relative), "w") as out:
-                    yaml.safe_dump_all(mutated, out, sort_keys=False)
+                with open(os.path.join(work, relative), "w", newline="") as out:
+                    out.write(text)
                 target = os.path.join(work, "overlay") if os.path.isdir(os.path.join(work, "overlay")) else work
                 kubectl = run([KUBECTL, "kustomize", target])
                 ours = run([args.binary, "build", target])

@@ -301,7 +301,7 @@ fn parse_configs(
     source: &Path,
 ) -> Result<Vec<LoadedConfig>, KustomizeError> {
     let documents =
-        yaml::parse_documents(text, Schema::Kyaml).map_err(|error| KustomizeError::Yaml {
+        yaml::parse_kio_documents(text, Schema::Kyaml).map_err(|error| KustomizeError::Yaml {
             file: source.to_path_buf(),
             error,
         })?;

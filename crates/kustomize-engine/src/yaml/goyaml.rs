@@ -1,7 +1,11 @@
 //! Where go-yaml, kustomize's YAML reader, reads text otherwise than the YAML spec (and the
 //! parser used here) does, and how the parser's output is brought to go-yaml's reading:
-//! folded block scalars keep an extra line break before more-indented lines, and quoted
-//! scalars may continue on lines no deeper than their key (common in generated CRDs).
+//! folded block scalars keep an extra line break before more-indented lines, quoted
+//! scalars may continue on lines no deeper than their key (common in generated CRDs), and
+//! NEL (U+0085) breaks lines as YAML 1.1 says. Also kyaml's own rule for the lines that
+//! separate documents in resource files.
+
+use std::borrow::Cow;
 
 use super::YamlError;
 
@@ -44,6 +48,7 @@ pub(super) fn leniently<R>(
     text: &str,
     read: impl Fn(&str) -> Result<R, YamlError>,
 ) -> Result<R, YamlError> {
+    let text = &*nel_as_line_break(text);
     match read(text) {
         Err(error @ YamlError::Syntax { .. }) if is_shallow_continuation(&error) => {
             match indent_quoted_continuations(text) {
@@ -127,6 +132,49 @@ fn closes(rest: &str, quote: char) -> bool {
     false
 }
 
+/// go-yaml breaks lines at NEL (U+0085) as YAML 1.1 says, and reads the break as `\n`: in a
+/// quoted or plain scalar it folds to a space, in a block scalar it is a line break, and it
+/// ends a comment. The spec the parser follows (YAML 1.2) reads NEL as an ordinary character.
+/// (go-yaml breaks lines at U+2028 and U+2029 too but keeps them as they are, which no
+/// rewriting of the text reproduces; those are read as ordinary characters here.)
+fn nel_as_line_break(text: &str) -> Cow<'_, str> {
+    if text.contains('\u{85}') {
+        Cow::Owned(text.replace('\u{85}', "\n"))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// kyaml's reader of resource files splits them at every line that starts with `---` and
+/// follows a line break (matched as the regular expression `\n---.*\n`, one match ending
+/// where the next may start only after a line break), and refuses a separator line with
+/// anything but blanks or a comment after the `---`. The YAML spec allows a document to start
+/// on its separator line (`--- {kind: X}`); kustomize does not.
+pub(super) fn kyaml_document_separators(text: &str) -> Result<(), YamlError> {
+    let text = text.replace("\r\n", "\n");
+    let mut line = 1;
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("\n---") {
+        line += rest[..at].matches('\n').count() + 1;
+        let after = &rest[at + 4..];
+        // The regular expression needs the separator line to end in a line break.
+        let Some(end) = after.find('\n') else {
+            break;
+        };
+        let content = after[..end].trim();
+        if !content.is_empty() && !content.starts_with('#') {
+            return Err(YamlError::DocumentSeparator {
+                separator: format!("---{}", &after[..end]).trim().to_string(),
+                line,
+            });
+        }
+        // The next match must start with a line break after this one's.
+        line += 1;
+        rest = &after[end + 1..];
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +188,44 @@ mod tests {
             indent_quoted_continuations("k:\n  d: 'one\n  two'\n").as_deref(),
             Some("k:\n  d: 'one\n   two'\n")
         );
+        assert_eq!(nel_as_line_break("a: b\n"), "a: b\n");
+        assert_eq!(nel_as_line_break("a: 'b\u{85}c'\n"), "a: 'b\nc'\n");
+    }
+
+    /// kyaml's `splitDocuments` (kio/byteio_reader.go) and what its tests accept and refuse.
+    #[test]
+    fn separator_lines_are_checked_as_kyaml_checks_them() {
+        let refused = |text: &str| match kyaml_document_separators(text) {
+            Err(YamlError::DocumentSeparator { separator, line }) => Some((separator, line)),
+            Err(other) => panic!("{other}"),
+            Ok(()) => None,
+        };
+        for accepted in [
+            "a: 1\n---\nb: 2\n",
+            "a: 1\n---   \nb: 2\n",
+            "a: 1\n--- # comment\nb: 2\n",
+            "a: 1\r\n---\t#x\r\nb: 2\r\n",
+            // The first line follows no line break; the decoder reads it.
+            "--- {a: 1}\n---\nb: 2\n",
+            // A separator line right after another is not matched.
+            "a: 1\n---\n--- {b: 2}\n",
+            // Nor one the text ends on without a line break.
+            "a: 1\n--- {b: 2}",
+            "a: |\n  ---x\n",
+        ] {
+            assert_eq!(refused(accepted), None, "{accepted:?}");
+        }
+        for (text, separator, line) in [
+            ("a: 1\n--- {b: 2}\n", "--- {b: 2}", 2),
+            ("a: 1\n---\nb: 2\n--- !!map\nc: 3\n", "--- !!map", 4),
+            ("a: 1\n----\n", "----", 2),
+            ("a: 1\n---x # y\n", "---x # y", 2),
+        ] {
+            assert_eq!(
+                refused(text),
+                Some((separator.to_string(), line)),
+                "{text:?}"
+            );
+        }
     }
 }

@@ -20,7 +20,7 @@ pub use emit::{
 };
 pub use parse::{
     Patch, Resource, parse_documents, parse_documents_last_key_wins, parse_documents_ordered,
-    parse_patches, parse_resources, parse_single,
+    parse_kio_documents, parse_patches, parse_resources, parse_single,
 };
 pub use scalar::Schema;
 
@@ -40,6 +40,9 @@ pub enum YamlError {
         column: usize,
         message: String,
     },
+
+    #[error("line {line}: invalid document separator: {separator}")]
+    DocumentSeparator { separator: String, line: usize },
 
     #[error("line {line}: mapping key {key:?} already defined")]
     DuplicateKey { key: String, line: usize },

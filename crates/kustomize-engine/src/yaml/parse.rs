@@ -13,12 +13,19 @@ use granit_parser::{Event, Options, Parser, ScalarStyle, Tag};
 
 use super::YamlError;
 use super::emit::Ordered;
-use super::goyaml::{go_yaml_folded, leniently};
+use super::goyaml::{go_yaml_folded, kyaml_document_separators, leniently};
 use super::scalar::{Resolved, Schema, resolve_plain, to_json};
 
 /// Every document of a YAML stream, in order. Empty documents come back as `Value::Null`.
 pub fn parse_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlError> {
     build_documents(text, schema, false)
+}
+
+/// [`parse_documents`] of a text kustomize reads as a stream of manifests (kyaml's reader:
+/// a transformer's or generator's configs), which refuses more on separator lines.
+pub fn parse_kio_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlError> {
+    kyaml_document_separators(text)?;
+    parse_documents(text, schema)
 }
 
 /// [`parse_documents`], where a key written twice in one mapping takes its last value instead
@@ -41,6 +48,7 @@ pub fn parse_documents_ordered(text: &str, schema: Schema) -> Result<Vec<Ordered
 /// object's `metadata.annotations` as the text they were written as (kustomize ends every
 /// build by writing annotations back from their text: `0755` stays "0755", `~` "~").
 pub fn parse_resources(text: &str) -> Result<Vec<Resource>, YamlError> {
+    kyaml_document_separators(text)?;
     let documents = leniently(text, |text| {
         let mut builder = Builder::new(Schema::Kyaml, true);
         builder.track_empty_values = true;
@@ -61,6 +69,7 @@ pub fn parse_resources(text: &str) -> Result<Vec<Resource>, YamlError> {
 /// existing key is refused as kustomize's build refuses it. Such a key under a list is still
 /// an error.
 pub fn parse_patches(text: &str) -> Result<Vec<Patch>, YamlError> {
+    kyaml_document_separators(text)?;
     let documents = leniently(text, |text| {
         let mut builder = Builder::new(Schema::Kyaml, false);
         builder.track_number_keys = true;
