@@ -694,7 +694,7 @@ async fn bench_apply_medium() {
     .expect("the workload builds");
     let cluster = TestCluster::start().await;
     // Objects the workload leaves without a namespace go where spec.targetNamespace would put them.
-    let schema = kustomize_controller::kustomize::SchemaView { custom: None };
+    let schema = kustomize_controller::kustomize::SchemaView::builtin();
     let objects: Vec<Value> = built
         .into_iter()
         .map(Value::from)

@@ -714,6 +714,7 @@ fn apply_transformer_config(
             let custom = acc.custom_schema.clone();
             let schema = super::openapi::SchemaView {
                 custom: custom.as_ref(),
+                replaces_builtin: acc.custom_replaces_builtin,
             };
             super::value_add::apply(c, origin, loader, file, &mut acc.resources, schema)?;
         }
@@ -758,6 +759,7 @@ fn set_namespace(
     let custom = acc.custom_schema.clone();
     let schema = super::openapi::SchemaView {
         custom: custom.as_ref(),
+        replaces_builtin: acc.custom_replaces_builtin,
     };
     transformers::set_namespace(
         &mut acc.resources,

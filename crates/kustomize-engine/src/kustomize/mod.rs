@@ -543,6 +543,7 @@ fn build_on_this_thread(
     hash::suffix_generated_names(&mut acc.resources);
     let schema = openapi::SchemaView {
         custom: acc.custom_schema.as_ref(),
+        replaces_builtin: acc.custom_replaces_builtin,
     };
     nameref::fix(&mut acc.resources, &acc.config.name_reference, schema)?;
     vars::resolve(&acc.vars, &mut acc.resources, &acc.config.var_reference)?;

@@ -3,8 +3,8 @@
 //!
 //! The built-in table is derived from the Kubernetes v1.21.2 OpenAPI document kustomize
 //! embeds (`tools/gen_openapi_table.py` writes `openapi_v1_21_2.json`) and parsed once per
-//! process. A kustomization's `openapi: {path: …}` adds definitions for custom kinds, which
-//! are consulted before the built-in ones.
+//! process. A kustomization's `openapi: {path: …}` replaces it or joins it for merge
+//! metadata, as kyaml's one schema per build does ([`SchemaView`]).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -179,24 +179,43 @@ impl Openapi {
     }
 }
 
-/// The built-in schema, optionally preceded by a kustomization's custom one.
+/// The schema a build looks kinds up in: the built-in one, and a kustomization's custom one.
+///
+/// kyaml keeps one schema per build: the top kustomization's `openapi: {path: …}` is set
+/// before anything is read, so it replaces the built-in schema for merge metadata (a
+/// Deployment's containers have no merge key under a schema that does not define
+/// Deployment; `replaces_builtin`). A base's or component's custom schema comes after
+/// kyaml has read the built-in one (it does as soon as a resource of a kind outside its
+/// precomputed table is read), so its definitions join the built-in ones and are looked up
+/// first. Whether a kind is cluster-scoped is looked up in the built-in kinds first (kyaml's
+/// precomputed table), then in the custom schema.
 #[derive(Clone, Copy, Debug)]
 pub struct SchemaView<'a> {
     pub custom: Option<&'a Openapi>,
+    pub replaces_builtin: bool,
 }
 
 impl<'a> SchemaView<'a> {
-    fn layers(self) -> impl Iterator<Item = &'a Openapi> {
-        self.custom
-            .into_iter()
-            .chain(std::iter::once(Openapi::builtin()))
+    /// The built-in schema alone.
+    pub fn builtin() -> SchemaView<'static> {
+        SchemaView {
+            custom: None,
+            replaces_builtin: false,
+        }
+    }
+
+    /// Where merge metadata comes from, first to last.
+    fn merge_layers(self) -> impl Iterator<Item = &'a Openapi> {
+        let builtin = (self.custom.is_none() || !self.replaces_builtin).then(Openapi::builtin);
+        self.custom.into_iter().chain(builtin)
     }
 
     /// Whether the schema knows `apiVersion`/`kind` to be cluster-scoped; unknown kinds are
     /// treated as namespaced, as kustomize does.
     pub fn is_cluster_scoped(self, api_version: &str, kind: &str) -> bool {
         let key = (api_version.to_string(), kind.to_string());
-        self.layers()
+        std::iter::once(Openapi::builtin())
+            .chain(self.custom)
             .find_map(|s| s.kinds.get(&key).and_then(|(_, namespaced)| *namespaced))
             .is_some_and(|namespaced| !namespaced)
     }
@@ -204,13 +223,13 @@ impl<'a> SchemaView<'a> {
     /// The root definition of a kind.
     pub fn root(self, api_version: &str, kind: &str) -> Option<&'a str> {
         let key = (api_version.to_string(), kind.to_string());
-        self.layers()
+        self.merge_layers()
             .find_map(|s| s.kinds.get(&key).and_then(|(d, _)| d.as_deref()))
     }
 
     /// Merge metadata of `property` in `definition`.
     pub fn property(self, definition: &str, property: &str) -> Option<&'a PropertyMeta> {
-        self.layers()
+        self.merge_layers()
             .find_map(|s| s.definitions.get(definition)?.get(property))
     }
 }
@@ -221,7 +240,7 @@ mod tests {
 
     #[test]
     fn builtin_scopes_and_merge_keys() {
-        let view = SchemaView { custom: None };
+        let view = SchemaView::builtin();
         assert!(view.is_cluster_scoped("rbac.authorization.k8s.io/v1", "ClusterRole"));
         assert!(view.is_cluster_scoped("v1", "Namespace"));
         assert!(!view.is_cluster_scoped("apps/v1", "Deployment"));

@@ -270,6 +270,7 @@ fn apply_smp_to(
     }
     let schema = super::openapi::SchemaView {
         custom: acc.custom_schema.as_ref(),
+        replaces_builtin: acc.custom_replaces_builtin,
     };
     acc.resources[index].drop_empty_values();
     // A key the patch wrote as a number merges onto the object's key of that text; one that

@@ -141,8 +141,8 @@ impl CompiledSelector {
             // Cluster-scoped objects are in no namespace, not in `default`.
             let gvk = resource.gvk();
             let api_version = super::resource::str_at(&resource.object, "/apiVersion");
-            let cluster_scoped = super::openapi::SchemaView { custom: None }
-                .is_cluster_scoped(api_version, gvk.kind);
+            let cluster_scoped =
+                super::openapi::SchemaView::builtin().is_cluster_scoped(api_version, gvk.kind);
             let matches = |ns: &str| {
                 !(cluster_scoped && ns.is_empty()) && namespace.is_match(effective_namespace(ns))
             };

@@ -155,7 +155,7 @@ impl<'a> Builder<'a> {
         }
         refuse_plugins(&k, &file)?;
         let mut acc = component_of.unwrap_or_else(Accumulated::new);
-        load_openapi(&k, loader, &file, &mut acc)?;
+        load_openapi(&k, loader, &file, &mut acc, top_level)?;
 
         // Nothing renames resources while they are collected, so identities stay valid.
         let mut seen = acc.object_keys();
@@ -333,6 +333,7 @@ impl<'a> Builder<'a> {
             let custom = acc.custom_schema.clone();
             let schema = SchemaView {
                 custom: custom.as_ref(),
+                replaces_builtin: acc.custom_replaces_builtin,
             };
             transformers::set_namespace(
                 &mut acc.resources,
@@ -502,6 +503,7 @@ fn load_openapi(
     loader: &Loader,
     file: &Path,
     acc: &mut Accumulated,
+    top_level: bool,
 ) -> Result<(), KustomizeError> {
     if k.openapi.contains_key("version") && k.openapi.contains_key("path") {
         return Err(KustomizeError::InvalidKustomization {
@@ -529,6 +531,8 @@ fn load_openapi(
                 }
             })?;
         acc.custom_schema = Some(Openapi::from_document(&document));
+        // kyaml sets the top kustomization's schema before it reads anything else.
+        acc.custom_replaces_builtin = top_level;
     }
     Ok(())
 }

@@ -5,7 +5,7 @@ use super::*;
 use crate::json;
 
 fn view() -> SchemaView<'static> {
-    SchemaView { custom: None }
+    SchemaView::builtin()
 }
 
 fn deployment(pod_spec: Value) -> Value {

@@ -17,6 +17,9 @@ pub struct Accumulated {
     pub vars: Vec<Var>,
     /// A custom schema from an `openapi:` field, consulted before the built-in one.
     pub custom_schema: Option<Openapi>,
+    /// Whether the custom schema is the top kustomization's, which replaces the built-in
+    /// schema for merge metadata (`SchemaView`).
+    pub custom_replaces_builtin: bool,
 }
 
 impl Accumulated {
@@ -27,6 +30,7 @@ impl Accumulated {
             config_sources: BTreeSet::new(),
             vars: Vec::new(),
             custom_schema: None,
+            custom_replaces_builtin: false,
         }
     }
 
@@ -88,6 +92,7 @@ impl Accumulated {
         self.append(base.resources, dir, seen)?;
         if self.custom_schema.is_none() {
             self.custom_schema = base.custom_schema;
+            self.custom_replaces_builtin = base.custom_replaces_builtin;
         }
         for var in base.vars {
             if self.vars.iter().any(|v| v.name == var.name) {
