@@ -179,15 +179,26 @@ impl Openapi {
     }
 }
 
+impl Openapi {
+    /// Whether the built-in schema knows the scope of `apiVersion`/`kind`: kyaml's
+    /// precomputed table, consulted without reading the schema itself.
+    pub fn builtin_knows_scope(api_version: &str, kind: &str) -> bool {
+        let key = (api_version.to_string(), kind.to_string());
+        Openapi::builtin()
+            .kinds
+            .get(&key)
+            .is_some_and(|(_, namespaced)| namespaced.is_some())
+    }
+}
+
 /// The schema a build looks kinds up in: the built-in one, and a kustomization's custom one.
 ///
-/// kyaml keeps one schema per build: the top kustomization's `openapi: {path: …}` is set
-/// before anything is read, so it replaces the built-in schema for merge metadata (a
-/// Deployment's containers have no merge key under a schema that does not define
-/// Deployment; `replaces_builtin`). A base's or component's custom schema comes after
-/// kyaml has read the built-in one (it does as soon as a resource of a kind outside its
-/// precomputed table is read), so its definitions join the built-in ones and are looked up
-/// first. Whether a kind is cluster-scoped is looked up in the built-in kinds first (kyaml's
+/// kyaml keeps one schema per build, read when first needed. A custom schema set before
+/// kyaml has read the built-in one (the top kustomization's always is: it is set before
+/// anything is read) replaces it for merge metadata: a Deployment's containers have no merge
+/// key under a schema that does not define Deployment (`replaces_builtin`). One set after
+/// (a base's or component's, once a resource of a kind outside kyaml's precomputed table
+/// was read or a patch merged) joins the built-in definitions and is looked up first. Whether a kind is cluster-scoped is looked up in the built-in kinds first (kyaml's
 /// precomputed table), then in the custom schema.
 #[derive(Clone, Copy, Debug)]
 pub struct SchemaView<'a> {

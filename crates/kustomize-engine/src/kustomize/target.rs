@@ -48,6 +48,9 @@ pub struct Builder<'a> {
     pub top_dir: PathBuf,
     /// Remote bases being built, innermost last: for cycles and provenance.
     remotes: Vec<RemoteContext>,
+    /// Whether kyaml would have read its built-in schema by now: a custom schema set after
+    /// that joins it instead of replacing it (`SchemaView`).
+    builtin_schema_read: bool,
 }
 
 /// A remote base being built.
@@ -67,6 +70,7 @@ impl<'a> Builder<'a> {
             tracking: Tracking::default(),
             top_dir: PathBuf::new(),
             remotes: Vec::new(),
+            builtin_schema_read: false,
         }
     }
 
@@ -155,7 +159,7 @@ impl<'a> Builder<'a> {
         }
         refuse_plugins(&k, &file)?;
         let mut acc = component_of.unwrap_or_else(Accumulated::new);
-        load_openapi(&k, loader, &file, &mut acc, top_level)?;
+        load_openapi(&k, loader, &file, &mut acc, !self.builtin_schema_read)?;
 
         // Nothing renames resources while they are collected, so identities stay valid.
         let mut seen = acc.object_keys();
@@ -284,7 +288,9 @@ impl<'a> Builder<'a> {
                 loader.check_file(&path)?;
                 let (path, text) = loader.read_text(entry)?;
                 let origin = self.file_origin(&path);
-                acc.append(resources_from(&text, &path, origin)?, &path, seen)?;
+                let resources = resources_from(&text, &path, origin)?;
+                self.note_kinds(&resources);
+                acc.append(resources, &path, seen)?;
             }
             Target::Dir(dir) => {
                 let sub = self.base(loader, &dir)?;
@@ -292,6 +298,17 @@ impl<'a> Builder<'a> {
             }
         }
         Ok(())
+    }
+
+    /// kyaml reads its built-in schema (unless a custom one is set) when it first checks the
+    /// scope of a kind outside its precomputed table.
+    pub(super) fn note_kinds(&mut self, resources: &[Resource]) {
+        if !self.builtin_schema_read {
+            self.builtin_schema_read = resources.iter().any(|r| {
+                let api_version = super::resource::str_at(&r.object, "/apiVersion");
+                !Openapi::builtin_knows_scope(api_version, r.gvk().kind)
+            });
+        }
     }
 
     /// Refuses a build that holds more objects than its limit, counting the bases kept for
@@ -310,7 +327,7 @@ impl<'a> Builder<'a> {
     }
 
     fn run_builtin_transformers(
-        &self,
+        &mut self,
         k: &Kustomization,
         loader: &Loader,
         file: &Path,
@@ -319,6 +336,10 @@ impl<'a> Builder<'a> {
         // Each configured transformer is recorded as kustomize configures them: one per
         // `patches`, `patchesJson6902`, `labels`, `replicas` and `images` entry, one for each
         // other field that is set.
+        if !k.patches_strategic_merge.is_empty() || !k.patches.is_empty() {
+            // Merging a patch reads the schema (an approximation: JSON 6902 patches do not).
+            self.builtin_schema_read = true;
+        }
         let record = |acc: &mut Accumulated, kind: &str| self.record_builtin(acc, file, kind);
         if !k.patches_strategic_merge.is_empty() {
             patches::apply_strategic_merge_files(&k.patches_strategic_merge, loader, file, acc)?;
@@ -503,7 +524,7 @@ fn load_openapi(
     loader: &Loader,
     file: &Path,
     acc: &mut Accumulated,
-    top_level: bool,
+    replaces_builtin: bool,
 ) -> Result<(), KustomizeError> {
     if k.openapi.contains_key("version") && k.openapi.contains_key("path") {
         return Err(KustomizeError::InvalidKustomization {
@@ -531,8 +552,7 @@ fn load_openapi(
                 }
             })?;
         acc.custom_schema = Some(Openapi::from_document(&document));
-        // kyaml sets the top kustomization's schema before it reads anything else.
-        acc.custom_replaces_builtin = top_level;
+        acc.custom_replaces_builtin = replaces_builtin;
     }
     Ok(())
 }

@@ -44,7 +44,10 @@ impl Builder<'_> {
         let mut file_failure = None;
         if loader::is_remote_file(entry) {
             match self.remote_file_resources(entry, file) {
-                Ok(resources) => return acc.append(resources, Path::new(entry), seen),
+                Ok(resources) => {
+                    self.note_kinds(&resources);
+                    return acc.append(resources, Path::new(entry), seen);
+                }
                 Err(FileFailure::Final(error)) => return Err(error),
                 Err(failure) => file_failure = Some(failure),
             }
