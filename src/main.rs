@@ -172,6 +172,8 @@ fn build(args: &kustomize_controller::cli::BuildArgs, out: &mut impl Write) -> a
             RemoteBases::AnyUrl
         }),
         root_unknown_fields: kustomize::UnknownFields::Refuse,
+        // As `kustomize build`: the top kustomization's custom schema replaces the built-in one.
+        builtin_schema_preloaded: false,
     };
     let dir = &args.dir;
     let context = || format!("building {}", dir.display());

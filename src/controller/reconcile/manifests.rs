@@ -359,6 +359,8 @@ pub fn build(root: &Path, dir: &Path, inputs: &Inputs) -> Result<Vec<Value>, Man
         // Flux's krusty options leave `Reorder` unset: no legacy kind order unless the
         // kustomization asks for one (fluxcd/pkg's `kustomization_expected.yaml`).
         reorder: Some(kustomize::Reorder::AsWritten),
+        // A custom `openapi` schema adds to the built-in one, as Flux preloads it.
+        builtin_schema_preloaded: true,
         ..BuildOptions::default()
     };
     let mut objects =

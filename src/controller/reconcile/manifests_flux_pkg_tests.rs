@@ -502,17 +502,33 @@ fn openapi_pollution() {
     }
 }
 
-/// A custom `openapi` schema adds to kustomize's built-in one: the DaemonSet's containers
+/// A custom `openapi` schema adds to kustomize's built-in one, which Flux preloads before
+/// every build (`kustomize build` lets the top kustomization's replace it: the golden case
+/// `openapi-custom-schema-replaces-builtin-merge-keys`): the DaemonSet's containers
 /// still merge by name, and the patch's volume mount without a `mountPath` (the merge key)
 /// clears the list as kyaml's merge does. (fluxcd/pkg then dry-runs the object against a
 /// real API server; the apply tests here cover that path.)
 #[test]
 fn openapi_path_merges_builtins() {
     let dir = tempfile::tempdir().unwrap();
+    write_openapi_path_daemonset_fixture(dir.path(), "custom-openapi.json");
+    let objects = build_with(
+        dir.path(),
+        dir.path(),
+        &spec(json!({})),
+        &BTreeMap::new(),
+        false,
+    )
+    .unwrap();
+    expect_openapi_path_daemonset(&objects);
+}
+
+/// fluxcd/pkg's `writeOpenAPIPathDaemonSetFixture`: the schema named by `openapi_path`.
+fn write_openapi_path_daemonset_fixture(dir: &std::path::Path, openapi_path: &str) {
     let files = [
         (
             "kustomization.yaml",
-            "resources:\n- daemonset.yaml\nopenapi:\n  path: custom-openapi.json\npatches:\n- patch: |-\n    apiVersion: apps/v1\n    kind: DaemonSet\n    metadata:\n      name: monitoring-prometheus-node-exporter\n    spec:\n      template:\n        spec:\n          containers:\n          - name: node-exporter\n            volumeMounts:\n            - name: root\n              mountPropagation: None\n  target:\n    group: apps\n    kind: DaemonSet\n    name: monitoring-prometheus-node-exporter\n",
+            "resources:\n- daemonset.yaml\nopenapi:\n  path: OPENAPI_PATH\npatches:\n- patch: |-\n    apiVersion: apps/v1\n    kind: DaemonSet\n    metadata:\n      name: monitoring-prometheus-node-exporter\n    spec:\n      template:\n        spec:\n          containers:\n          - name: node-exporter\n            volumeMounts:\n            - name: root\n              mountPropagation: None\n  target:\n    group: apps\n    kind: DaemonSet\n    name: monitoring-prometheus-node-exporter\n",
         ),
         (
             "custom-openapi.json",
@@ -524,16 +540,13 @@ fn openapi_path_merges_builtins() {
         ),
     ];
     for (name, text) in files {
-        std::fs::write(dir.path().join(name), text).unwrap();
+        let text = text.replace("OPENAPI_PATH", openapi_path);
+        std::fs::write(dir.join(name), text).unwrap();
     }
-    let objects = build_with(
-        dir.path(),
-        dir.path(),
-        &spec(json!({})),
-        &BTreeMap::new(),
-        false,
-    )
-    .unwrap();
+}
+
+/// fluxcd/pkg's `expectOpenAPIPathDaemonSet`.
+fn expect_openapi_path_daemonset(objects: &[Value]) {
     assert_eq!(objects.len(), 1);
     let containers = objects[0]["spec"]["template"]["spec"]["containers"]
         .as_array()
@@ -544,6 +557,57 @@ fn openapi_path_merges_builtins() {
         "quay.io/prometheus/node-exporter:v1.10.2"
     );
     assert_eq!(containers[0]["volumeMounts"], json!([]));
+}
+
+/// The same with the schema fetched over HTTP (a server on loopback, as the upstream test's
+/// `httptest` server).
+#[cfg(feature = "remote-bases")]
+#[test]
+fn openapi_path_http_url_merges_builtins() {
+    use std::io::{Read, Write};
+    let schema_dir = tempfile::tempdir().unwrap();
+    write_openapi_path_daemonset_fixture(schema_dir.path(), "unused");
+    let schema = std::fs::read_to_string(schema_dir.path().join("custom-openapi.json")).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut request = [0u8; 4096];
+        let read = stream.read(&mut request).unwrap();
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            schema.len()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(schema.as_bytes()).unwrap();
+        String::from_utf8_lossy(&request[..read]).to_string()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    write_openapi_path_daemonset_fixture(
+        dir.path(),
+        &format!("http://127.0.0.1:{port}/custom-openapi.json"),
+    );
+    let spec = spec(json!({}));
+    let variables = BTreeMap::new();
+    let objects = build(
+        dir.path(),
+        dir.path(),
+        &Inputs {
+            spec: &spec,
+            keys: None,
+            variables: Ok(&variables),
+            remote: Some(std::sync::Arc::new(crate::remote::Fetcher::network_only())),
+            strict_substitution: false,
+            limits: Default::default(),
+        },
+    )
+    .unwrap();
+    let request = server.join().unwrap();
+    assert!(
+        request.starts_with("GET /custom-openapi.json "),
+        "{request}"
+    );
+    expect_openapi_path_daemonset(&objects);
 }
 
 /// The variables of a Flux Kustomization fixture, its `substituteFrom` objects read from

@@ -144,6 +144,11 @@ pub struct BuildOptions {
     pub limits: Limits,
     /// Unknown fields of the top kustomization (those it includes are always refused).
     pub root_unknown_fields: UnknownFields,
+    /// Whether kyaml's built-in schema counts as read before the build starts, so that a
+    /// custom `openapi` schema always adds to it: Flux's generator preloads it before every
+    /// build (fluxcd/pkg's `TestOpenAPIPathMergesBuiltins`), while `kustomize build` lets the
+    /// top kustomization's custom schema replace it.
+    pub builtin_schema_preloaded: bool,
 }
 
 /// Bounds on one build, far above what real repositories need, so that one hostile tree

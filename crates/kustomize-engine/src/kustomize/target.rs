@@ -70,7 +70,7 @@ impl<'a> Builder<'a> {
             tracking: Tracking::default(),
             top_dir: PathBuf::new(),
             remotes: Vec::new(),
-            builtin_schema_read: false,
+            builtin_schema_read: options.builtin_schema_preloaded,
         }
     }
 
