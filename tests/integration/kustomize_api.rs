@@ -311,3 +311,72 @@ fn provenance_does_not_change_the_output() {
         "every object has an origin"
     );
 }
+
+/// As kustomize's loader: an absolute path may name a file (a resource, a patch), within the
+/// load restrictions (at RootOnly in or below the kustomization's directory); a directory
+/// named by an absolute path is refused ("new root cannot be absolute"). kubectl v1.37 gives
+/// the same answers for the same tree.
+#[test]
+fn absolute_paths_name_files_within_the_load_restrictions_but_never_bases() {
+    let tree = tempfile::tempdir().unwrap();
+    let app = tree.path().join("app");
+    let elsewhere = tree.path().join("elsewhere");
+    write(&app, "cm.yaml", &CONFIGMAP.replace("NAME", "inside"));
+    write(
+        &app,
+        "patch.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: inside\ndata:\n  patched: \"yes\"\n",
+    );
+    write(&elsewhere, "cm.yaml", &CONFIGMAP.replace("NAME", "outside"));
+    write(
+        &elsewhere,
+        "base/kustomization.yaml",
+        "resources: [../cm.yaml]\n",
+    );
+    let build = |kustomization: String, load_restrictions: LoadRestrictions| {
+        write(&app, "kustomization.yaml", &kustomization);
+        let options = BuildOptions {
+            load_restrictions,
+            ..Default::default()
+        };
+        kustomize::build(Path::new("/"), &app, &options)
+    };
+
+    let built = build(
+        format!(
+            "resources:\n- {}\npatches:\n- path: {}\n",
+            app.join("cm.yaml").display(),
+            app.join("patch.yaml").display()
+        ),
+        LoadRestrictions::RootOnly,
+    )
+    .unwrap();
+    assert_eq!(names(&built), ["inside"]);
+    assert_eq!(built[0]["data"]["patched"], "yes");
+
+    let outside = format!("resources:\n- {}\n", elsewhere.join("cm.yaml").display());
+    let err = build(outside.clone(), LoadRestrictions::RootOnly).unwrap_err();
+    assert!(err.to_string().contains("is not in or below"), "{err}");
+    let built = build(outside.clone(), LoadRestrictions::None).unwrap();
+    assert_eq!(names(&built), ["outside"]);
+    // The controller builds inside the artifact's root: nothing outside it is read, however
+    // named.
+    let options = BuildOptions {
+        load_restrictions: LoadRestrictions::None,
+        ..Default::default()
+    };
+    let err = kustomize::build(&app, &app, &options).unwrap_err();
+    assert!(matches!(err, KustomizeError::OutsideRoot { .. }), "{err}");
+
+    let base = elsewhere.join("base");
+    let err = build(
+        format!("resources:\n- {}\n", base.display()),
+        LoadRestrictions::None,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, KustomizeError::AbsolutePath { .. })
+            && err.to_string().contains("cannot be absolute"),
+        "{err}"
+    );
+}

@@ -2,8 +2,9 @@
 //!
 //! Two boundaries apply after symlinks are resolved: everything must stay inside the build
 //! root (the artifact, for the controller), and with [`LoadRestrictions::RootOnly`] a file
-//! must also sit in or below the directory of the kustomization that names it. Absolute
-//! paths and remote URLs are refused unless a remote hook takes the URL.
+//! must also sit in or below the directory of the kustomization that names it. An absolute
+//! path may name a file, as in kustomize, never a base or component; remote URLs are refused
+//! unless a remote hook takes them.
 //!
 //! A file named by an http(s) URL (a patch, a generator's source, a configuration, the
 //! OpenAPI schema) is downloaded through the build's [`RemoteFetcher`], as kustomize's loader
@@ -112,14 +113,10 @@ impl Loader {
     }
 
     /// Resolves `entry` (relative to this kustomization) to a file or directory inside the
-    /// build root.
+    /// build root. As kustomize's loader, an absolute path may name a file (the load
+    /// restrictions still apply when it is read) but not a directory: "new root cannot be
+    /// absolute".
     pub fn resolve(&self, entry: &str) -> Result<Target, KustomizeError> {
-        if Path::new(entry).is_absolute() {
-            return Err(KustomizeError::AbsolutePath {
-                dir: self.dir.clone(),
-                entry: entry.to_string(),
-            });
-        }
         let joined = self.dir.join(entry);
         let resolved = canonical(&joined)?;
         if !resolved.starts_with(&self.root) {
@@ -128,11 +125,16 @@ impl Loader {
                 root: self.root.clone(),
             });
         }
-        if resolved.is_dir() {
-            Ok(Target::Dir(resolved))
-        } else {
-            Ok(Target::File(resolved))
+        if !resolved.is_dir() {
+            return Ok(Target::File(resolved));
         }
+        if Path::new(entry).is_absolute() {
+            return Err(KustomizeError::AbsolutePath {
+                dir: self.dir.clone(),
+                entry: entry.to_string(),
+            });
+        }
+        Ok(Target::Dir(resolved))
     }
 
     /// Reads a file named by this kustomization, enforcing the restrictions, or downloads it

@@ -278,7 +278,7 @@ pub enum KustomizeError {
     #[error("security; file '{}' is not in or below '{}'", .file.display(), .root.display())]
     OutsideRoot { file: PathBuf, root: PathBuf },
 
-    #[error("{}: resource '{entry}' cannot be absolute; use a path relative to the kustomization", .dir.display())]
+    #[error("{}: new root '{entry}' cannot be absolute: a base or component is named by a path relative to the kustomization", .dir.display())]
     AbsolutePath { dir: PathBuf, entry: String },
 
     #[error("{}: kustomizations nest deeper than {limit} levels (the build's limit)", .dir.display())]
