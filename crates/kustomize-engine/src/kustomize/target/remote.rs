@@ -1,13 +1,13 @@
 //! Remote entries of `resources:`, `components:` and config lists, through the build's
-//! [`RemoteFetcher`]:
-//! repositories checked out, and http(s) URLs downloaded as files, in kustomize's order.
+//! [`RemoteFetcher`]: repositories checked out, and http(s) URLs downloaded as files, in
+//! kustomize's order.
 //!
 //! kustomize loads every `resources:` entry as a file first, so an http(s) URL is downloaded
 //! before anything else: manifests in the answer are the entry's resources. It gives up when
 //! the server answered with an error status (unless the URL reads as a repository; here also
-//! when the file is over the size limit), and otherwise tries the entry as a repository; when that fails too, a file that was malformed
-//! YAML is reported alone, anything else with both causes. A component is always a
-//! directory, so only ever a repository.
+//! when the file is over the size limit), and otherwise tries the entry as a repository; when
+//! that fails too, a file that was malformed YAML is reported alone, anything else with both
+//! causes. A component is always a directory, so only ever a repository.
 //!
 //! [`RemoteFetcher`]: super::super::RemoteFetcher
 
