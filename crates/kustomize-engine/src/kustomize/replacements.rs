@@ -286,6 +286,23 @@ fn replace_at(
     before: &ResId,
     file: &Path,
 ) -> Result<(), KustomizeError> {
+    let verb = if options.create {
+        "find or create"
+    } else {
+        "find"
+    };
+    let not_found = format!("unable to {verb} field \"{path}\" in replacement target {before}");
+    // A path of no field names (``, `.`) is the object itself, which kyaml's path lookup
+    // refuses to hand back as a value to set.
+    if segments
+        .iter()
+        .all(|s| matches!(s, PathSegment::Field(f) if f.is_empty()))
+    {
+        return Err(error(
+            file,
+            format!("{not_found}: wrong node kind: expected ScalarNode but got MappingNode"),
+        ));
+    }
     if write_inside_embedded_document(&mut resource.object, segments, value, options) {
         return Ok(());
     }
@@ -306,12 +323,6 @@ fn replace_at(
         },
         &mut tally,
     );
-    let verb = if options.create {
-        "find or create"
-    } else {
-        "find"
-    };
-    let not_found = format!("unable to {verb} field \"{path}\" in replacement target {before}");
     match written {
         Err(WriteError::Path(cause)) => Err(error(file, format!("{not_found}: {cause}"))),
         Err(WriteError::DelimiterOnCollection) => Err(error(
