@@ -96,6 +96,28 @@ pub fn fold_keys(map: Map, fields: &[&str], lenient: bool) -> Map {
     folded
 }
 
+/// The values `fold_keys` lets a later spelling overwrite, with the field each names: Go
+/// still decodes them (and reports a type error in one), since it decodes every key in turn.
+pub fn shadowed_values(map: &Map, fields: &[&str]) -> Vec<(String, Value)> {
+    let field_of = |key: &str| {
+        fields
+            .iter()
+            .find(|field| **field == key)
+            .or_else(|| fields.iter().find(|f| go_std::equal_fold_ascii(key, f)))
+            .map(|field| field.to_string())
+    };
+    let named: Vec<(String, &Value)> = map
+        .iter()
+        .filter_map(|(key, value)| field_of(key).map(|field| (field, value)))
+        .collect();
+    named
+        .iter()
+        .enumerate()
+        .filter(|(index, (field, _))| named[index + 1..].iter().any(|(later, _)| later == field))
+        .map(|(_, (field, value))| (field.clone(), (*value).clone()))
+        .collect()
+}
+
 impl<'de> de::Deserializer<'de> for Folded {
     type Error = serde_json::Error;
 

@@ -439,8 +439,20 @@ pub fn parse_with(
         .into_iter()
         .next()
         .unwrap_or(Value::Null);
-    // Keys name fields in any letter case, as kustomize's JSON decoding reads them.
+    // Keys name fields in any letter case, as kustomize's JSON decoding reads them; a field
+    // written in two spellings takes the last, but Go decodes the other too.
     if let Value::Object(map) = value {
+        for (field, shadowed) in super::fold::shadowed_values(&map, KNOWN_FIELDS) {
+            let mut alone = crate::value::Map::new();
+            alone.insert(field, shadowed);
+            let mut alone = Value::Object(alone);
+            empty_strings_for_nulls_in_string_maps(&mut alone);
+            drop_nulls(&mut alone);
+            serde_path_to_error::deserialize::<_, Kustomization>(super::fold::Folded::lenient(
+                alone,
+            ))
+            .map_err(|e| invalid(describe(e)))?;
+        }
         value = Value::Object(super::fold::fold_keys(map, KNOWN_FIELDS, drop_unknown));
     }
     // Go decodes a null value of a string map as "", and a null field as one left out.
