@@ -276,7 +276,6 @@ fn load_configs(
     Ok(configs)
 }
 
-/// The configurations in `text`, written in `source` (the kustomization itself when inline).
 /// kustomize reads a `transformers:` or `generators:` entry as inline manifests whenever it
 /// reads as manifests at all, and as a path otherwise: so an entry on one line can be a
 /// flow-style config (`{apiVersion: builtin, kind: …}`), and one with no manifest in it (empty,
@@ -295,6 +294,7 @@ fn one_line_inline_configs(entry: &str, file: &Path) -> Option<Vec<LoadedConfig>
     )
 }
 
+/// The configurations in `text`, written in `source` (the kustomization itself when inline).
 fn parse_configs(
     text: &str,
     origin: &str,
