@@ -65,8 +65,8 @@ pub fn generate(
     if args.name.is_empty() {
         return Err(invalid(format!("a {kind_word} must have a name")));
     }
-    // kustomize treats a behavior it does not know as `create`.
-    let behavior = Behavior::parse(&args.behavior).unwrap_or(Behavior::Create);
+    // kustomize treats a behavior it does not know as none, which creates.
+    let behavior = Behavior::parse(&args.behavior);
     let options = merge_options(args.options.as_ref(), global);
 
     let entries = sources(args, loader, env_lookup, &invalid)?;

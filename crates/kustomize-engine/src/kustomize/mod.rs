@@ -22,6 +22,7 @@ mod hash;
 mod history;
 mod inputs;
 mod inventory;
+mod json6902;
 mod kustfile;
 pub mod labels;
 mod loader;

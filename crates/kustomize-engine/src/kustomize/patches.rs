@@ -5,12 +5,14 @@
 //! identity (current or earlier); with a target, to every selected resource, keeping the
 //! resource's name and kind unless the options allow the patch to change them.
 
+use std::ops::Not;
 use std::path::Path;
 
 use crate::value::Value;
 use serde_json::Value as JsonValue;
 
 use super::KustomizeError;
+use super::json6902::JsonPatch;
 use super::kustfile::{Patch, Selector};
 use super::loader::{Loader, Target};
 use super::resource::{ResId, Resource};
@@ -23,6 +25,8 @@ use crate::yaml;
 /// the keys each wrote as numbers or booleans (`yaml::parse_patches`).
 struct Loaded {
     origin: String,
+    /// The patch as written: a JSON 6902 patch is read again from it with YAML 1.1 rules.
+    text: String,
     documents: Vec<Value>,
     number_keys: Vec<Vec<String>>,
 }
@@ -71,6 +75,7 @@ fn parse(text: &str, origin: &str, file: &Path) -> Result<Loaded, KustomizeError
         .unzip();
     Ok(Loaded {
         origin: origin.to_string(),
+        text: text.to_string(),
         documents,
         number_keys,
     })
@@ -361,13 +366,10 @@ pub fn apply_patches(
                     )?;
                 }
             }
-            (Some(target), true) => apply_json6902_to_selection(
-                &loaded.documents[0],
-                target,
-                &loaded.origin,
-                file,
-                acc,
-            )?,
+            (Some(target), true) => {
+                let patch = json6902_patch(&loaded.text, &loaded.origin, file)?;
+                apply_json6902_to_selection(&patch, target, (&loaded.origin, file), true, acc)?;
+            }
             (Some(_), false) if loaded.documents.is_empty() => {}
             (Some(target), false) => {
                 let [document] = loaded.documents.as_slice() else {
@@ -395,12 +397,22 @@ pub fn apply_patches(
 }
 
 fn load_patch(entry: &Patch, loader: &Loader, file: &Path) -> Result<Loaded, KustomizeError> {
+    let (origin, text) = read_patch(entry, loader, file)?;
+    parse(&text, &origin, file)
+}
+
+/// Where a `patches` or `patchesJson6902` entry's patch comes from, and its text.
+fn read_patch(
+    entry: &Patch,
+    loader: &Loader,
+    file: &Path,
+) -> Result<(String, String), KustomizeError> {
     match (entry.path.is_empty(), entry.patch.trim().is_empty()) {
         (false, true) => {
             let (path, text) = loader.read_text(&entry.path)?;
-            parse(&text, &loader.relative(&path).display().to_string(), file)
+            Ok((loader.relative(&path).display().to_string(), text))
         }
-        (true, false) => parse(&entry.patch, "inline patch", file),
+        (true, false) => Ok(("inline patch".to_string(), entry.patch.clone())),
         (false, false) => Err(patch_error(
             file,
             &entry.path,
@@ -431,155 +443,6 @@ fn select(
         .collect())
 }
 
-/// Why a JSON 6902 operation could not be applied.
-#[derive(Debug, thiserror::Error)]
-enum OperationError {
-    #[error("testing value {path} failed: test failed")]
-    TestFailed { path: String },
-    #[error(transparent)]
-    Patch(#[from] json_patch::PatchError),
-    #[error("index {index} is out of range for {parent} ({len} elements)")]
-    IndexOutOfRange {
-        index: i64,
-        parent: String,
-        len: usize,
-    },
-    #[error("{0}")]
-    Pointer(#[from] json_patch::jsonptr::ParseError),
-    #[error("the patched object grows past {} MiB", super::MAX_OBJECT_BYTES >> 20)]
-    TooLarge,
-}
-
-/// Applies JSON 6902 operations one by one with kustomize's leniency: `replace` of a missing
-/// member adds it. The `json_patch` crate works on serde_json values.
-fn apply_operations(object: &mut Value, patch: &json_patch::Patch) -> Result<(), OperationError> {
-    let mut json = JsonValue::from(object.take());
-    let result = apply_json_operations(&mut json, patch);
-    *object = Value::from(json);
-    result
-}
-
-fn apply_json_operations(
-    object: &mut JsonValue,
-    patch: &json_patch::Patch,
-) -> Result<(), OperationError> {
-    use json_patch::PatchOperation;
-    for operation in &patch.0 {
-        let mut operation = operation.clone();
-        resolve_negative_index(object, &mut operation)?;
-        let operation = match operation {
-            // `replace` of a missing member of a map adds it; a missing list index stays an
-            // error.
-            PatchOperation::Replace(replace)
-                if object.pointer(replace.path.as_str()).is_none()
-                    && parent_of(object, replace.path.as_str())
-                        .is_some_and(JsonValue::is_object) =>
-            {
-                PatchOperation::Add(json_patch::AddOperation {
-                    path: replace.path.clone(),
-                    value: replace.value.clone(),
-                })
-            }
-            // kustomize's JSON patch library treats a missing member as null for `test`.
-            PatchOperation::Test(test)
-                if test.value.is_null()
-                    && object.pointer(test.path.as_str()).is_none()
-                    && parent_of(object, test.path.as_str()).is_some() =>
-            {
-                continue;
-            }
-            other => other,
-        };
-        json_patch::patch(object, std::slice::from_ref(&operation)).map_err(|e| {
-            match (&operation, &e.kind) {
-                (PatchOperation::Test(test), json_patch::PatchErrorKind::TestFailed) => {
-                    OperationError::TestFailed {
-                        path: test.path.to_string(),
-                    }
-                }
-                _ => OperationError::Patch(e),
-            }
-        })?;
-        // `copy` and `add` can double an object with every operation.
-        if matches!(operation, PatchOperation::Copy(_) | PatchOperation::Add(_))
-            && exceeds_bytes(object, super::MAX_OBJECT_BYTES)
-        {
-            return Err(OperationError::TooLarge);
-        }
-    }
-    Ok(())
-}
-
-/// Whether `value` takes more than `limit` bytes written as JSON (about: punctuation is
-/// counted a byte per value and key). Stops counting at the limit.
-fn exceeds_bytes(value: &JsonValue, limit: usize) -> bool {
-    let mut total = 0usize;
-    let mut pending = vec![value];
-    while let Some(value) = pending.pop() {
-        total += match value {
-            JsonValue::String(text) => text.len() + 2,
-            JsonValue::Object(map) => {
-                pending.extend(map.values());
-                map.keys().map(|k| k.len() + 4).sum::<usize>() + 2
-            }
-            JsonValue::Array(items) => {
-                pending.extend(items);
-                2 + items.len()
-            }
-            _ => 8,
-        };
-        if total > limit {
-            return true;
-        }
-    }
-    false
-}
-
-/// The value holding the last token of `pointer`.
-fn parent_of<'v>(object: &'v JsonValue, pointer: &str) -> Option<&'v JsonValue> {
-    let (parent, _) = pointer.rsplit_once('/')?;
-    object.pointer(parent)
-}
-
-/// kustomize counts negative list indices from the end: `-1` is the last element for
-/// `replace`, `remove` and `test`, and the end of the list for `add`.
-fn resolve_negative_index(
-    object: &JsonValue,
-    operation: &mut json_patch::PatchOperation,
-) -> Result<(), OperationError> {
-    use json_patch::PatchOperation;
-    let (path, extra) = match operation {
-        PatchOperation::Add(op) => (&mut op.path, 1),
-        PatchOperation::Replace(op) => (&mut op.path, 0),
-        PatchOperation::Remove(op) => (&mut op.path, 0),
-        PatchOperation::Test(op) => (&mut op.path, 0),
-        _ => return Ok(()),
-    };
-    let text = path.as_str().to_string();
-    let Some((parent, last)) = text.rsplit_once('/') else {
-        return Ok(());
-    };
-    let Ok(index) = last.parse::<i64>() else {
-        return Ok(());
-    };
-    if index >= 0 {
-        return Ok(());
-    }
-    let Some(JsonValue::Array(items)) = object.pointer(parent) else {
-        return Ok(());
-    };
-    let resolved = items.len() as i64 + index + extra;
-    if resolved < 0 {
-        return Err(OperationError::IndexOutOfRange {
-            index,
-            parent: parent.to_string(),
-            len: items.len(),
-        });
-    }
-    *path = format!("{parent}/{resolved}").parse()?;
-    Ok(())
-}
-
 /// `patchesJson6902`: JSON 6902 patches for a target.
 pub fn apply_json6902(
     entries: &[Patch],
@@ -606,32 +469,160 @@ pub fn apply_json6902(
             (false, false) => return refuse("must specify a file path or jsonOp, not both"),
             _ => {}
         }
-        let loaded = load_patch(entry, loader, file)?;
-        let [operations] = loaded.documents.as_slice() else {
-            return Err(patch_error(
-                file,
-                &loaded.origin,
-                "a JSON 6902 patch is one list of operations",
-            ));
-        };
-        apply_json6902_to_selection(operations, target, &loaded.origin, file, acc)?;
+        let (origin, text) = read_patch(entry, loader, file)?;
+        if text.is_empty() {
+            return Err(patch_error(file, &origin, "the patch file is empty"));
+        }
+        // Unlike `patches`, this transformer reads its operations when configured.
+        let patch = json6902_patch(&text, &origin, file)?;
+        if patch.is_empty() {
+            return Err(patch_error(file, &origin, "patch appears to be empty"));
+        }
+        apply_json6902_to_selection(&patch, target, (&origin, file), false, acc)?;
     }
     Ok(())
 }
 
+/// A JSON 6902 patch read as kustomize reads one: a text starting with `[` as JSON, any
+/// other as YAML 1.1 (sigs.k8s.io/yaml: `value: y` is true, `0755` is 493), first document.
+fn json6902_patch(text: &str, origin: &str, file: &Path) -> Result<JsonPatch, KustomizeError> {
+    let invalid =
+        |message: String| patch_error(file, origin, format!("invalid JSON 6902 patch: {message}"));
+    let document = if text.starts_with('[') {
+        serde_json::from_str::<JsonValue>(text).map_err(|e| invalid(e.to_string()))?
+    } else {
+        let documents = yaml::parse_documents(text, yaml::Schema::Kubernetes)
+            .map_err(|e| invalid(e.to_string()))?;
+        JsonValue::from(documents.into_iter().next().unwrap_or(Value::Null))
+    };
+    JsonPatch::decode(document).map_err(|e| invalid(format!("decoding {}: {e}", text.trim())))
+}
+
+/// Applies a JSON patch to the resource as kustomize holds it: with its bookkeeping in
+/// annotations (so a patch adding `/metadata/annotations/x` finds the map even on an object
+/// that has none, and removing `/metadata/annotations` succeeds), and with every annotation
+/// read back as text afterwards, as kustomize reads them (a number as Go prints a float64,
+/// null as "null", a mapping or a list as ""). The bookkeeping itself stays in our fields.
+fn apply_as_kustomize_holds(
+    resource: &mut Resource,
+    patch: &JsonPatch,
+    bookkeeping: &[(&'static str, String)],
+) -> Result<(), HeldPatchError> {
+    let mut object = JsonValue::from(resource.object.take());
+    if !bookkeeping.is_empty()
+        && let Some(JsonValue::Object(metadata)) = object.get_mut("metadata")
+    {
+        let annotations = metadata
+            .entry("annotations")
+            .and_modify(|a| {
+                if a.is_null() {
+                    *a = JsonValue::Object(Default::default());
+                }
+            })
+            .or_insert_with(|| JsonValue::Object(Default::default()));
+        if let JsonValue::Object(annotations) = annotations {
+            for (key, value) in bookkeeping {
+                annotations.insert(key.to_string(), JsonValue::String(value.clone()));
+            }
+        }
+    }
+    let applied = patch.apply(&mut object, super::MAX_OBJECT_BYTES);
+    round_large_integers(&mut object);
+    if let Some(JsonValue::Object(metadata)) = object.get_mut("metadata")
+        && let Some(JsonValue::Object(annotations)) = metadata.get_mut("annotations")
+    {
+        for (key, _) in bookkeeping {
+            annotations.remove(*key);
+        }
+        for value in annotations.values_mut() {
+            *value = JsonValue::String(annotation_text(value));
+        }
+        if annotations.is_empty() {
+            metadata.remove("annotations");
+        }
+    }
+    applied?;
+    // kustomize writes the annotations back with plain keys, so a key that reads as a
+    // number, a boolean or null makes the object one it cannot print.
+    if let Some(JsonValue::Object(annotations)) = object.pointer("/metadata/annotations")
+        && let Some(key) = annotations
+            .keys()
+            .find(|key| yaml::scalar_is_string(key, yaml::Schema::Kyaml).not())
+    {
+        return Err(HeldPatchError::AnnotationKey(key.clone()));
+    }
+    resource.object = Value::from(object);
+    Ok(())
+}
+
+/// Why a JSON patch could not be applied to a resource as kustomize holds it.
+#[derive(Debug, thiserror::Error)]
+enum HeldPatchError {
+    #[error(transparent)]
+    Operation(#[from] super::json6902::OperationError),
+    #[error(
+        "annotation key {0:?} is no string once kustomize writes it back unquoted: json: unsupported type: map[interface {{}}]interface {{}}"
+    )]
+    AnnotationKey(String),
+}
+
+/// kustomize reads a patched object back with every number a Go float64, so an integer
+/// beyond 2^53 loses its low digits (12345678901234567890 comes out 12345678901234567000).
+fn round_large_integers(value: &mut JsonValue) {
+    const EXACT: u64 = 1 << 53;
+    match value {
+        JsonValue::Number(number)
+            if number.as_u64().is_some_and(|n| n > EXACT)
+                || number.as_i64().is_some_and(|n| n.unsigned_abs() > EXACT) =>
+        {
+            if let Some(rounded) = number.as_f64().and_then(serde_json::Number::from_f64) {
+                *number = rounded;
+            }
+        }
+        JsonValue::Object(members) => members.values_mut().for_each(round_large_integers),
+        JsonValue::Array(elements) => elements.iter_mut().for_each(round_large_integers),
+        _ => {}
+    }
+}
+
+/// An annotation's text as kustomize reads it after a JSON patch, whose numbers come back
+/// as Go float64s.
+fn annotation_text(value: &JsonValue) -> String {
+    match value {
+        JsonValue::String(text) => text.clone(),
+        JsonValue::Number(number) => go_std::format_float_g(number.as_f64().unwrap_or(0.0)),
+        JsonValue::Bool(flag) => flag.to_string(),
+        JsonValue::Null => "null".to_string(),
+        JsonValue::Object(_) | JsonValue::Array(_) => String::new(),
+    }
+}
+
+/// `stores_current_id`: the `patches` transformer records each selected resource's identity
+/// in its bookkeeping annotations before patching it; `patchesJson6902` does not.
 fn apply_json6902_to_selection(
-    operations: &Value,
+    patch: &JsonPatch,
     target: &Selector,
-    origin: &str,
-    file: &Path,
+    (origin, file): (&str, &Path),
+    stores_current_id: bool,
     acc: &mut Accumulated,
 ) -> Result<(), KustomizeError> {
-    let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::from(operations))
-        .map_err(|e| patch_error(file, origin, format!("invalid JSON 6902 patch: {e}")))?;
+    let schema = super::openapi::SchemaView {
+        custom: acc.custom_schema.as_ref(),
+        replaces_builtin: acc.custom_replaces_builtin,
+    };
     for index in select(target, acc, file, origin)? {
         let resource = &mut acc.resources[index];
         let before = resource.id();
-        apply_operations(&mut resource.object, &patch).map_err(|message| {
+        let cluster_scoped = schema.is_cluster_scoped(
+            resource
+                .object
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+            &before.kind,
+        );
+        let bookkeeping = resource.build_annotations(stores_current_id, cluster_scoped);
+        apply_as_kustomize_holds(resource, patch, &bookkeeping).map_err(|message| {
             patch_error(file, origin, format!("applying to {before}: {message}"))
         })?;
         let kind = resource

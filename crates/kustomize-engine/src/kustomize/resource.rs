@@ -158,21 +158,34 @@ pub fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
 }
 
 /// How a generated resource combines with one of the same name from a base.
+/// `Unspecified` (none written, or one kustomize does not know) acts as `Create`, but
+/// kustomize tells them apart in its bookkeeping annotations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Behavior {
     #[default]
+    Unspecified,
     Create,
     Merge,
     Replace,
 }
 
 impl Behavior {
-    pub fn parse(text: &str) -> Option<Behavior> {
+    pub fn parse(text: &str) -> Behavior {
         match text {
-            "" | "create" => Some(Behavior::Create),
-            "merge" => Some(Behavior::Merge),
-            "replace" => Some(Behavior::Replace),
-            _ => None,
+            "create" => Behavior::Create,
+            "merge" => Behavior::Merge,
+            "replace" => Behavior::Replace,
+            _ => Behavior::Unspecified,
+        }
+    }
+
+    /// The word kustomize's `generatorBehavior` annotation holds.
+    fn as_str(self) -> &'static str {
+        match self {
+            Behavior::Unspecified => "unspecified",
+            Behavior::Create => "create",
+            Behavior::Merge => "merge",
+            Behavior::Replace => "replace",
         }
     }
 }
@@ -335,6 +348,62 @@ impl Resource {
 
     pub fn id(&self) -> ResId {
         ResId::of(&self.object)
+    }
+
+    /// The annotations kustomize would hold this resource's bookkeeping in at this point of
+    /// the build (we keep it in fields): previous identities (with the current one when
+    /// `with_current_id`, as a transformer about to change it stores it), prefixes,
+    /// suffixes and what its generator asked for. A JSON patch sees them.
+    pub fn build_annotations(
+        &self,
+        with_current_id: bool,
+        cluster_scoped: bool,
+    ) -> Vec<(&'static str, String)> {
+        let current = self.id();
+        // Histories read newest first; kustomize lists oldest first.
+        let mut ids: Vec<&ResId> = self.previous_ids.iter().collect();
+        ids.reverse();
+        ids.extend(with_current_id.then_some(&current));
+        let csv =
+            |part: fn(&ResId) -> &str| ids.iter().map(|id| part(id)).collect::<Vec<_>>().join(",");
+        let mut annotations = Vec::new();
+        if !ids.is_empty() {
+            annotations.push((PREVIOUS_NAMES, csv(|id| &id.name)));
+            annotations.push((PREVIOUS_KINDS, csv(|id| &id.kind)));
+            let namespaces = ids
+                .iter()
+                .map(|id| match id.namespace.as_str() {
+                    _ if cluster_scoped => "_non_namespaceable_",
+                    "" => "default",
+                    namespace => namespace,
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            annotations.push((PREVIOUS_NAMESPACES, namespaces));
+        }
+        for (key, affixes) in [
+            ("internal.config.kubernetes.io/prefixes", &self.prefixes),
+            ("internal.config.kubernetes.io/suffixes", &self.suffixes),
+        ] {
+            if !affixes.is_empty() {
+                let mut oldest_first: Vec<&str> = affixes.iter().map(String::as_str).collect();
+                oldest_first.reverse();
+                annotations.push((key, oldest_first.join(",")));
+            }
+        }
+        if let Some(generated) = self.generated {
+            annotations.push((
+                "internal.config.kubernetes.io/generatorBehavior",
+                generated.behavior.as_str().to_string(),
+            ));
+            if generated.hash_suffix {
+                annotations.push((
+                    "internal.config.kubernetes.io/needsHashSuffix",
+                    "enabled".to_string(),
+                ));
+            }
+        }
+        annotations
     }
 
     pub fn gvk(&self) -> Gvk<'_> {

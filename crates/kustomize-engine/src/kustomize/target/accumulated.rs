@@ -124,14 +124,16 @@ impl Accumulated {
             id.same_object_as(&r.object) || r.previous_ids.iter().any(|p| p.same_object(&id))
         });
         match (behavior, existing) {
-            (Behavior::Create, None) => {
+            (Behavior::Create | Behavior::Unspecified, None) => {
                 self.resources.push(resource);
                 Ok(())
             }
-            (Behavior::Create, Some(_)) => Err(KustomizeError::GeneratedExists {
-                file: source.to_path_buf(),
-                id: id.to_string(),
-            }),
+            (Behavior::Create | Behavior::Unspecified, Some(_)) => {
+                Err(KustomizeError::GeneratedExists {
+                    file: source.to_path_buf(),
+                    id: id.to_string(),
+                })
+            }
             (_, None) => Err(KustomizeError::MissingMergeTarget {
                 file: source.to_path_buf(),
                 id: id.to_string(),
@@ -245,11 +247,14 @@ fn text_map(field: Option<&Value>) -> Map {
 }
 
 /// A merged or replaced resource gets a hash suffix only if both the original and the new
-/// generator ask for one.
+/// generator ask for one, and it has the new generator's behavior.
 fn combine_hash_flags(existing: &mut Resource, new: Option<crate::kustomize::resource::Generated>) {
     let new_wants_hash = new.is_none_or(|g| g.hash_suffix);
     if let Some(generated) = &mut existing.generated {
         generated.hash_suffix &= new_wants_hash;
+        if let Some(new) = new {
+            generated.behavior = new.behavior;
+        }
     }
 }
 

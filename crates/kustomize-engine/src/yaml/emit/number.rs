@@ -14,11 +14,17 @@ pub fn format_number(n: &Number) -> String {
     }
     let f = n.as_f64().unwrap_or(0.0);
     if f.fract() == 0.0 && f.abs() < 1e21 {
-        if f > i64::MIN as f64 && f < i64::MAX as f64 {
-            return (f as i64).to_string();
-        }
-        if f >= 0.0 && f < u64::MAX as f64 {
-            return (f as u64).to_string();
+        // Go's encoder writes the shortest digits that read back as `f`, padded with zeros
+        // (1.2345678901234567e19 is 12345678901234567000, not the float's exact value);
+        // Rust's `Display` writes the same.
+        let fits =
+            (f > i64::MIN as f64 && f < i64::MAX as f64) || (f >= 0.0 && f < u64::MAX as f64);
+        if fits {
+            return if f.abs() < 9_007_199_254_740_992.0 {
+                (f as i64).to_string()
+            } else {
+                format!("{f}")
+            };
         }
     }
     go_std::format_float_g(f)
