@@ -171,10 +171,16 @@ def main():
     parser.add_argument("--binary", default=os.path.join(ROOT, "target/debug/kustomize-controller"))
     parser.add_argument("--only", default="")
     args = parser.parse_args()
+    compare_variants(case_variants, args.binary, args.only)
+
+
+def compare_variants(case_variants, binary, only=""):
+    """Builds every variant `case_variants(case_input)` yields (relative file, name, new text)
+    of every succeeding golden case with kubectl and with `binary`, printing where they part."""
     runs = differ = 0
     for case in sorted(os.listdir(GOLDEN)):
         case_input = os.path.join(GOLDEN, case, "input")
-        if args.only not in case or not os.path.exists(os.path.join(GOLDEN, case, "expected.yaml")):
+        if only not in case or not os.path.exists(os.path.join(GOLDEN, case, "expected.yaml")):
             continue
         for relative, name, text in case_variants(case_input):
             work = os.path.join(OUT, f"{case}--{relative.replace('/', '_')}--{name}")
@@ -184,7 +190,7 @@ def main():
                 out.write(text)
             target = os.path.join(work, "overlay") if os.path.isdir(os.path.join(work, "overlay")) else work
             kubectl = run([KUBECTL, "kustomize", target])
-            ours = run([args.binary, "build", target])
+            ours = run([binary, "build", target])
             runs += 1
             if (kubectl[0] == 0) == (ours[0] == 0) and (kubectl[0] != 0 or kubectl[1] == ours[1]):
                 shutil.rmtree(work, ignore_errors=True)

@@ -233,6 +233,27 @@ fn matches_identity(resource: &Resource, id: &ResId) -> bool {
     same(&resource.id()) || resource.previous_ids.iter().any(same)
 }
 
+/// Whether a mapping on the way to `pointer` in a strategic merge patch replaces its
+/// counterpart (`$patch: replace`): the key there is then the patch's own, however the
+/// object wrote it.
+fn under_replaced_map(patch: &Value, pointer: &str) -> bool {
+    let replaces = |at: &str| {
+        patch
+            .pointer(at)
+            .and_then(|map| map.get("$patch"))
+            .and_then(Value::as_str)
+            == Some("replace")
+    };
+    let mut prefix = String::new();
+    let steps: Vec<&str> = pointer.split('/').skip(1).collect();
+    replaces("")
+        || steps[..steps.len().saturating_sub(1)].iter().any(|step| {
+            prefix.push('/');
+            prefix.push_str(step);
+            replaces(&prefix)
+        })
+}
+
 /// Applies a strategic merge patch to `acc.resources[index]`, removing the resource on
 /// `$patch: delete` and remembering its identity when the patch renames it.
 fn apply_smp_to(
@@ -283,7 +304,10 @@ fn apply_smp_to(
     // key).
     let added_number_keys: Vec<&String> = number_keys
         .iter()
-        .filter(|pointer| acc.resources[index].object.pointer(pointer).is_none())
+        .filter(|pointer| {
+            acc.resources[index].object.pointer(pointer).is_none()
+                || under_replaced_map(&patch, pointer)
+        })
         .collect();
     let outcome = smp::apply(&mut acc.resources[index].object, &patch, schema)
         .map_err(|e| patch_error(file, origin, format!("{before}: {e}")))?;
@@ -298,7 +322,7 @@ fn apply_smp_to(
             file,
             origin,
             format!(
-                "unsupported type: mapping key {key} is not a string, and {before} has no key \"{key}\" for it to patch (quote it)"
+                "unsupported type: mapping key {key} is not a string, and {before} has no key \"{key}\" for it to patch, or the patch replaces the mapping holding it (quote it)"
             ),
         ));
     }
