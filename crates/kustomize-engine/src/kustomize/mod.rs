@@ -556,7 +556,7 @@ fn build_on_this_thread(
     acc.resources
         .retain(|r| r.annotation("config.kubernetes.io/local-config") != Some("true"));
     for resource in acc.resources.iter_mut() {
-        drop_empty_annotations(&mut resource.object);
+        annotations_as_text(&mut resource.object);
         fold_next_lines(&mut resource.object);
         provenance::annotate(resource, requested);
     }
@@ -570,9 +570,22 @@ fn build_on_this_thread(
     Ok(acc.resources)
 }
 
-/// kustomize rewrites annotations on every resource and drops the map when it ends up empty.
-fn drop_empty_annotations(object: &mut Value) {
+/// kustomize rewrites annotations on every resource from their text, and drops the map when
+/// it ends up empty. Files and patches are read with annotations as text; what transformers
+/// wrote since (a replacement's number, a mapping it created) becomes text here (a mapping's
+/// or a list's text is empty).
+fn annotations_as_text(object: &mut Value) {
     if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        if let Some(Value::Object(annotations)) = metadata.get_mut("annotations") {
+            for value in annotations.values_mut() {
+                match value {
+                    Value::Number(_) | Value::Bool(_) | Value::Object(_) | Value::Array(_) => {
+                        *value = Value::String(replacements::kyaml_text(value));
+                    }
+                    Value::String(_) | Value::Null => {}
+                }
+            }
+        }
         let empty = metadata
             .get("annotations")
             .is_some_and(|a| a.is_null() || a.as_object().is_some_and(|m| m.is_empty()));

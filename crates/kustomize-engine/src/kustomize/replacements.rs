@@ -264,12 +264,12 @@ fn apply(
             {
                 continue;
             }
+            // A rename here is no previous identity: kustomize's replacements write the
+            // field without recording one, so later selectors and name references see only
+            // the new name.
             let before = resource.id();
             for (path, segments) in &field_paths {
                 replace_at(resource, (path, segments), &value, &options, &before, file)?;
-            }
-            if resource.id() != before && resource.previous_ids.last() != Some(&before) {
-                resource.previous_ids.push(before);
             }
         }
     }

@@ -67,11 +67,13 @@ pub fn parse_resources(text: &str) -> Result<Vec<Resource>, YamlError> {
 /// boolean (`6443:`) is taken as its text, as the merge compares keys by their text, and its
 /// JSON pointer is kept ([`Patch::number_keys`]) so that one the merge cannot lay onto an
 /// existing key is refused as kustomize's build refuses it. Such a key under a list is still
-/// an error.
+/// an error. Annotation values are their text, as in [`parse_resources`] (`8080` is "8080"),
+/// but a plain null still removes one.
 pub fn parse_patches(text: &str) -> Result<Vec<Patch>, YamlError> {
     kyaml_document_separators(text)?;
     let documents = leniently(text, |text| {
-        let mut builder = Builder::new(Schema::Kyaml, false);
+        let mut builder = Builder::new(Schema::Kyaml, true);
+        builder.annotation_nulls_stay = true;
         builder.track_number_keys = true;
         let (documents, _, number_keys) = builder.read_all(text)?;
         Ok(documents.into_iter().zip(number_keys).collect::<Vec<_>>())
@@ -125,6 +127,7 @@ impl<T: Tree> Builder<T> {
             number_keys: Vec::new(),
             document_number_keys: Vec::new(),
             annotations_as_text,
+            annotation_nulls_stay: false,
             last_key_wins: false,
             anchors: HashMap::new(),
             alias_nodes: 0,
@@ -271,8 +274,10 @@ struct Builder<T: Tree> {
     document_number_keys: Vec<Vec<String>>,
     /// A key written twice takes its last value ([`parse_documents_last_key_wins`]).
     last_key_wins: bool,
-    /// Read annotation values as their text ([`parse_resources`]).
+    /// Read annotation values as their text ([`parse_resources`], [`parse_patches`]).
     annotations_as_text: bool,
+    /// ... except a plain null, which a patch uses to remove the annotation.
+    annotation_nulls_stay: bool,
     /// Anchored values with their node count and depth, for the alias budget.
     anchors: HashMap<usize, Anchored<T>>,
     /// Nodes added to this document by expanding aliases.
@@ -400,7 +405,15 @@ impl<T: Tree> Builder<T> {
             self.record_empty_value();
         }
         let value = if self.in_annotations() {
-            T::scalar(Value::String(text.to_string()))
+            let null = self.annotation_nulls_stay
+                && style == ScalarStyle::Plain
+                && tag.is_none()
+                && resolve_plain(text, self.schema) == Resolved::Null;
+            T::scalar(if null {
+                Value::Null
+            } else {
+                Value::String(text.to_string())
+            })
         } else {
             T::scalar(self.scalar(text, style, tag, line)?)
         };
