@@ -414,7 +414,7 @@ fn value_at_mut<'v>(value: &'v mut Value, segments: &[PathSegment]) -> Option<&'
         (PathSegment::Field(name), Value::Object(map)) => map.get_mut(name)?,
         (PathSegment::Index(i), Value::Array(items)) => items.get_mut(*i)?,
         (PathSegment::Match(k, v), Value::Array(items)) => {
-            items.iter_mut().find(|item| element_matches(item, k, v))?
+            items.iter_mut().find(|item| element_is(item, k, v))?
         }
         (PathSegment::Wildcard, Value::Array(items)) => {
             return items.iter_mut().find_map(|item| value_at_mut(item, rest));
@@ -551,7 +551,7 @@ fn read_at<'v>(value: &'v Value, segments: &[PathSegment]) -> Option<&'v Value> 
         (PathSegment::Field(name), Value::Object(map)) => map.get(name)?,
         (PathSegment::Index(i), Value::Array(items)) => items.get(*i)?,
         (PathSegment::Match(k, v), Value::Array(items)) => {
-            items.iter().find(|item| element_matches(item, k, v))?
+            items.iter().find(|item| element_is(item, k, v))?
         }
         (PathSegment::Wildcard, Value::Array(items)) => {
             return items.iter().find_map(|item| read_at(item, rest));
@@ -561,17 +561,29 @@ fn read_at<'v>(value: &'v Value, segments: &[PathSegment]) -> Option<&'v Value> 
     read_at(next, rest)
 }
 
-/// Whether a list element has `key` matching `value`, an anchored regular expression as in
-/// kustomize (`[name=app.*]`); a `[=value]` matches scalar elements.
-fn element_matches(item: &Value, key: &str, value: &str) -> bool {
-    let Ok(pattern) = super::regexes::compile(&format!("^(?:{value})$")) else {
-        return false;
-    };
+/// Whether a list element's `key` is `value` (its text, exactly), as kustomize looks up a
+/// source field or the field holding an embedded document (kyaml's `Lookup`); a `[=value]`
+/// matches scalar elements.
+fn element_is(item: &Value, key: &str, value: &str) -> bool {
     if key.is_empty() {
-        return item.as_str().is_some_and(|s| pattern.is_match(s));
+        return !item.is_object() && !item.is_array() && kyaml_text(item) == value;
     }
-    item.get(key)
-        .is_some_and(|v| pattern.is_match(&scalar_text(v)))
+    item.get(key).is_some_and(|v| kyaml_text(v) == value)
+}
+
+/// Whether a list element's `key` matches `pattern` anywhere in its text, as kustomize's
+/// `PathMatcher` selects target elements: `[name=app]` selects `my-app` too, `[name=]`
+/// every element with a name. A `[=pattern]` tests scalar elements.
+fn element_matches(item: &Value, key: &str, pattern: &regex::Regex) -> bool {
+    let text = if key.is_empty() {
+        (!item.is_object() && !item.is_array()).then(|| scalar_text(item))
+    } else {
+        item.get(key).map(|field| match field {
+            Value::Object(_) | Value::Array(_) => crate::yaml::to_yaml_string(field),
+            scalar => scalar_text(scalar),
+        })
+    };
+    text.is_some_and(|text| pattern.is_match(text.trim()))
 }
 
 /// The YAML text of a scalar, as kyaml keeps it.

@@ -111,15 +111,25 @@ pub(super) fn write_at(
             Ok(())
         }
         (PathSegment::Match(k, v), Value::Array(items)) => {
+            let pattern = super::super::regexes::compile(v)
+                .map_err(|e| WriteError::Path(format!("error parsing regexp: {e}")))?;
             let mut any = false;
-            for item in items.iter_mut().filter(|item| element_matches(item, k, v)) {
+            for item in items
+                .iter_mut()
+                .filter(|item| element_matches(item, k, &pattern))
+            {
                 any = true;
                 write_at(item, rest, value, write, tally)?;
             }
-            if !any && options.create && !k.is_empty() {
-                let mut element = Map::new();
-                element.insert(k.clone(), Value::String(v.clone()));
-                items.push(Value::Object(element));
+            if !any && options.create {
+                // kustomize creates the element its selector names, with the selector's text.
+                items.push(if k.is_empty() {
+                    Value::String(v.clone())
+                } else {
+                    let mut element = Map::new();
+                    element.insert(k.clone(), Value::String(v.clone()));
+                    Value::Object(element)
+                });
                 let last = items.last_mut().expect("just pushed");
                 write_at(last, rest, value, write, tally)?;
             }
