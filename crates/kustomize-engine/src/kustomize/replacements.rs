@@ -271,9 +271,31 @@ fn apply(
             for (path, segments) in &field_paths {
                 replace_at(resource, (path, segments), &value, &options, &before, file)?;
             }
+            if let Some(missing) = missing_identity(resource) {
+                return Err(error(file, format!("{missing} in object {before}")));
+            }
         }
     }
     Ok(())
+}
+
+/// What kustomize's check of every object a transformer returns finds missing: a kind, or a
+/// name (a List needs none); a name that is a mapping, a list or null has no text.
+fn missing_identity(resource: &Resource) -> Option<&'static str> {
+    let kind = resource
+        .object
+        .get("kind")
+        .map(kyaml_text)
+        .unwrap_or_default();
+    if kind.is_empty() {
+        return Some("missing kind");
+    }
+    let name = resource
+        .object
+        .pointer("/metadata/name")
+        .map(kyaml_text)
+        .unwrap_or_default();
+    (name.is_empty() && !kind.ends_with("List")).then_some("missing metadata.name")
 }
 
 /// Writes `value` at one field path of a selected resource, in kustomize's words when the

@@ -173,6 +173,14 @@ fn write_field(
         if !options.create {
             return Ok(());
         }
+        // kustomize creates the field as the kind of node the value is: a mapping or a list
+        // there cannot be split by a delimiter.
+        if rest.is_empty()
+            && !options.delimiter.is_empty()
+            && (value.is_object() || value.is_array())
+        {
+            return Err(WriteError::DelimiterOnCollection);
+        }
         let fresh = if rest.is_empty() {
             Value::Null
         } else if matches!(rest[0], PathSegment::Match(..) | PathSegment::Index(_)) {
