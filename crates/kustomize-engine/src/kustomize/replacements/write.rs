@@ -122,12 +122,14 @@ pub(super) fn write_at(
                 write_at(item, rest, value, write, tally)?;
             }
             if !any && options.create {
-                // kustomize creates the element its selector names, with the selector's text.
+                // kustomize creates the element its selector names, with the selector's text
+                // as a plain scalar (`[containerPort=80]` makes the number 80).
+                let selected = yaml::plain_scalar(v, Schema::Kyaml);
                 items.push(if k.is_empty() {
-                    Value::String(v.clone())
+                    selected
                 } else {
                     let mut element = Map::new();
-                    element.insert(k.clone(), Value::String(v.clone()));
+                    element.insert(k.clone(), selected);
                     Value::Object(element)
                 });
                 let last = items.last_mut().expect("just pushed");
