@@ -2,7 +2,7 @@
 //! answer differs: `unicode.IsLetter`, `IsDigit`, `ToUpper`, `ToLower` and `strconv.IsPrint`,
 //! exactly as the Go release that builds Flux v1.9.4 and kubectl v1.37 answers them (Go 1.26,
 //! Unicode 15.0.0); `strconv.Quote` (`%q`) on them; `strings.EqualFold` for ASCII names (how
-//! `encoding/json` matches fields); and `strconv.FormatFloat(f, 'g', -1, 64)`. Rust's
+//! `encoding/json` matches fields); and `strconv.FormatFloat(f, 'g', -1, 64)`; and `regexp`'s syntax ([`regexp`]). Rust's
 //! `is_alphabetic`, `is_numeric` and `escape_debug` answer other questions (letter numbers,
 //! combining marks, `²`) under another Unicode release, and go-yaml's key order, Flux's
 //! variable names and the errors Flux prints depend on Go's answer. The tables are generated
@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod float;
+pub mod regexp;
 mod tables;
 
 pub use float::format_float_g;

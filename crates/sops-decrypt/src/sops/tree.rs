@@ -116,7 +116,7 @@ impl Metadata {
         };
         let regex = |key: &str| -> Result<Option<Regex>, SopsError> {
             text(key)
-                .map(|r| Regex::new(&r).map_err(|e| bad(&format!("`{key}`: {e}"))))
+                .map(|r| go_std::regexp::compile(&r).map_err(|e| bad(&format!("`{key}`: {e}"))))
                 .transpose()
         };
         let rule = if let Some(suffix) = text("unencrypted_suffix").filter(|s| !s.is_empty()) {

@@ -1,0 +1,3 @@
+module regexporacle
+
+go 1.22
