@@ -5,7 +5,6 @@
 //! identity (current or earlier); with a target, to every selected resource, keeping the
 //! resource's name and kind unless the options allow the patch to change them.
 
-use std::ops::Not;
 use std::path::Path;
 
 use crate::value::Value;
@@ -531,7 +530,7 @@ fn apply_as_kustomize_holds(
     resource: &mut Resource,
     patch: &JsonPatch,
     bookkeeping: &[(&'static str, String)],
-) -> Result<(), HeldPatchError> {
+) -> Result<(), super::json6902::OperationError> {
     let mut object = JsonValue::from(resource.object.take());
     if !bookkeeping.is_empty()
         && let Some(JsonValue::Object(metadata)) = object.get_mut("metadata")
@@ -565,29 +564,8 @@ fn apply_as_kustomize_holds(
             metadata.remove("annotations");
         }
     }
-    applied?;
-    // kustomize writes the annotations back with plain keys, so a key that reads as a
-    // number, a boolean or null makes the object one it cannot print.
-    if let Some(JsonValue::Object(annotations)) = object.pointer("/metadata/annotations")
-        && let Some(key) = annotations
-            .keys()
-            .find(|key| yaml::scalar_is_string(key, yaml::Schema::Kyaml).not())
-    {
-        return Err(HeldPatchError::AnnotationKey(key.clone()));
-    }
     resource.object = Value::from(object);
-    Ok(())
-}
-
-/// Why a JSON patch could not be applied to a resource as kustomize holds it.
-#[derive(Debug, thiserror::Error)]
-enum HeldPatchError {
-    #[error(transparent)]
-    Operation(#[from] super::json6902::OperationError),
-    #[error(
-        "annotation key {0:?} is no string once kustomize writes it back unquoted: json: unsupported type: map[interface {{}}]interface {{}}"
-    )]
-    AnnotationKey(String),
+    applied
 }
 
 /// kustomize reads a patched object back with every number a Go float64, so an integer
@@ -671,4 +649,31 @@ fn apply_json6902_to_selection(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kustomize::{self, BuildOptions};
+
+    /// A deliberate difference (README): an annotation key that reads as a number stays a
+    /// string, where kustomize writes it unquoted after a JSON patch and fails the build.
+    #[test]
+    fn a_numeric_annotation_key_a_json_patch_adds_stays_a_string() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("kustomization.yaml"),
+            "resources: [cm.yaml]\npatches:\n- target: {kind: ConfigMap}\n  patch: '[{\"op\": \"add\", \"path\": \"/metadata/annotations/8080\", \"value\": \"http\"}]'\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("cm.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n",
+        )
+        .unwrap();
+        let objects = kustomize::build_dir(dir.path(), &BuildOptions::default()).unwrap();
+        assert_eq!(
+            kustomize::to_yaml(&objects),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  annotations:\n    \"8080\": http\n  name: settings\n"
+        );
+    }
 }

@@ -26,11 +26,6 @@ pub use scalar::Schema;
 
 /// What the untagged plain scalar `text` reads as under `schema` (a string when it reads as
 /// nothing else).
-/// Whether `text`, written plain, reads back as a string under `schema`.
-pub fn scalar_is_string(text: &str, schema: Schema) -> bool {
-    !text.is_empty() && scalar::resolve_plain(text, schema) == scalar::Resolved::Str
-}
-
 pub fn plain_scalar(text: &str, schema: Schema) -> crate::value::Value {
     scalar::to_json(scalar::resolve_plain(text, schema), text)
         .unwrap_or_else(|| crate::value::Value::String(text.to_string()))
