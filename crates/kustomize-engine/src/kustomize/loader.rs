@@ -117,7 +117,9 @@ impl Loader {
     /// restrictions still apply when it is read) but not a directory: "new root cannot be
     /// absolute".
     pub fn resolve(&self, entry: &str) -> Result<Target, KustomizeError> {
-        let joined = self.dir.join(entry);
+        // Go joins and cleans the path before it looks at the filesystem: `sub/../file`
+        // names `file` even where `sub` does not exist (or is a link elsewhere).
+        let joined = lexically_clean(&self.dir.join(entry));
         let resolved = canonical(&joined)?;
         if !resolved.starts_with(&self.root) {
             return Err(KustomizeError::OutsideRoot {
@@ -251,14 +253,15 @@ fn read_bounded(file: &Path) -> Result<Vec<u8>, KustomizeError> {
     Ok(bytes)
 }
 
-/// `a/./b/../c` → `a/c`, for naming paths that do not exist.
+/// `a/./b/../c` → `a/c`, as Go's `filepath.Clean` reads a path: without the filesystem.
 fn lexically_clean(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
             Component::CurDir => {}
             Component::ParentDir => {
-                if !out.pop() {
+                // `/..` is `/`, as Go's `filepath.Clean` has it.
+                if !out.pop() && !out.has_root() {
                     out.push("..");
                 }
             }
