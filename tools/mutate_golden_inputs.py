@@ -24,15 +24,10 @@ import argparse
 import copy
 import glob
 import os
-import shutil
-import subprocess
 
 import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GOLDEN = os.path.join(ROOT, "tests/fixtures/kustomize")
-KUBECTL = os.path.join(ROOT, "target/venv/bin/kubectl")
-OUT = os.path.join(ROOT, "target/mutations")
+from differential import BINARY, compare_variants, flat
 
 
 def walk(node, path=()):
@@ -114,35 +109,17 @@ def variants(documents, kept, styles):
         yield name, yaml.safe_dump_all(mutated, sort_keys=False)
 
 
-def run(command):
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        # kustomize loops forever on some inputs (a created list element its own selector
-        # does not match); that counts as a failure.
-        return "timeout", "", "(no answer in 120 s)"
-    return done.returncode, done.stdout, done.stderr
-
-
-def last_line(text):
-    lines = text.strip().splitlines()
-    return lines[-1][:300] if lines else "(output differs)"
-
-
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", default=os.path.join(ROOT, "target/debug/kustomize-controller"))
+    parser.add_argument("--binary", default=BINARY)
     parser.add_argument("--only", default="")
     parser.add_argument("--kustomizations", action="store_true",
                         help="mutate the kustomization files instead of the resources")
     parser.add_argument("--styles", action="store_true",
                         help="write the files' documents in other YAML styles instead of changing them")
     args = parser.parse_args()
-    runs = differ = 0
-    for case in sorted(os.listdir(GOLDEN)):
-        case_input = os.path.join(GOLDEN, case, "input")
-        if args.only not in case or not os.path.exists(os.path.join(GOLDEN, case, "expected.yaml")):
-            continue
+
+    def case_variants(case_input):
         for path in sorted(glob.glob(case_input + "/**/*.yaml", recursive=True)):
             if os.path.basename(path).startswith("kustomization") != args.kustomizations:
                 continue
@@ -159,24 +136,8 @@ def main():
             kept = ("apiVersion", "kind") if args.kustomizations else ("apiVersion", "kind", "metadata")
             relative = os.path.relpath(path, case_input)
             for name, text in variants(documents, kept, args.styles):
-                work = os.path.join(OUT, f"{case}--{relative.replace('/', '_')}--{name}")
-                shutil.rmtree(work, ignore_errors=True)
-                shutil.copytree(case_input, work)
-                with open(os.path.join(work, relative), "w", newline="") as out:
-                    out.write(text)
-                target = os.path.join(work, "overlay") if os.path.isdir(os.path.join(work, "overlay")) else work
-                kubectl = run([KUBECTL, "kustomize", target])
-                ours = run([args.binary, "build", target])
-                runs += 1
-                same_outcome = (kubectl[0] == 0) == (ours[0] == 0)
-                if same_outcome and (kubectl[0] != 0 or kubectl[1] == ours[1]):
-                    shutil.rmtree(work, ignore_errors=True)
-                    continue
-                differ += 1
-                print(f"DIFF {os.path.basename(work)} kubectl={kubectl[0]} ours={ours[0]}")
-                print("   kubectl:", last_line(kubectl[2]))
-                print("   ours:   ", last_line(ours[2]))
-    print(f"{runs} variants, {differ} differ")
+                yield f"{flat(relative)}--{name}", {relative: text}
+    compare_variants(case_variants, args.binary, args.only)
 
 
 if __name__ == "__main__":

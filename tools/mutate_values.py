@@ -24,8 +24,8 @@ import os
 
 import yaml
 
-from mutate_golden_inputs import ROOT, walk, set_at
-from mutate_patches import compare_variants
+from differential import BINARY, ROOT, compare_variants, flat, kustomization_files, succeeding_cases
+from mutate_golden_inputs import walk, set_at
 
 AWKWARD = ["", "0755", "yes", "~", "1e3", "2001-12-14", " padded ", "a: b", "x #y", "k=v,w",
            "${VAR}", "naïve-ü", "two\nlines", "*", "app@sha256:" + "0" * 64, "UPPER", "-", "a/b"]
@@ -49,33 +49,20 @@ def chosen(key, budget_ratio, seed):
 
 
 def all_variants(case_input):
-    for folder, _, names in os.walk(case_input):
-        for name in names:
-            if name not in ("kustomization.yaml", "kustomization.yml", "Kustomization"):
-                continue
-            path = os.path.join(folder, name)
-            try:
-                kustomization = yaml.safe_load(open(path))
-            except (yaml.YAMLError, ValueError):
-                continue
-            if not isinstance(kustomization, dict):
-                continue
-            for spot in value_spots(kustomization):
-                for index, awkward in enumerate(AWKWARD):
-                    yield path, kustomization, spot, index, awkward
+    for path, kustomization in kustomization_files(case_input):
+        for spot in value_spots(kustomization):
+            for index, awkward in enumerate(AWKWARD):
+                yield path, kustomization, spot, index, awkward
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", default=os.path.join(ROOT, "target/debug/kustomize-controller"))
+    parser.add_argument("--binary", default=BINARY)
     parser.add_argument("--only", default="")
     parser.add_argument("--budget", type=int, default=4000)
     parser.add_argument("--seed", default="1")
     args = parser.parse_args()
-    from mutate_golden_inputs import GOLDEN
-    total = sum(1 for case in os.listdir(GOLDEN) if args.only in case
-                and os.path.exists(os.path.join(GOLDEN, case, "expected.yaml"))
-                for _ in all_variants(os.path.join(GOLDEN, case, "input")))
+    total = sum(1 for _, case_input in succeeding_cases(args.only) for _ in all_variants(case_input))
     ratio = min(1.0, args.budget / max(total, 1))
     print(f"{total} possible variants, sampling about {args.budget}", flush=True)
 
@@ -87,8 +74,9 @@ def main():
             changed = copy.deepcopy(kustomization)
             set_at(changed, spot, awkward)
             where = "-".join(str(step) for step in spot)[-60:]
-            yield (os.path.relpath(path, case_input), f"{where}-value{index}",
-                   yaml.safe_dump(changed, sort_keys=False, allow_unicode=True))
+            relative = os.path.relpath(path, case_input)
+            yield (f"{flat(relative)}--{where}-value{index}",
+                   {relative: yaml.safe_dump(changed, sort_keys=False, allow_unicode=True)})
     compare_variants(case_variants, args.binary, args.only)
 
 
