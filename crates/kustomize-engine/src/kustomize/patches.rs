@@ -232,6 +232,21 @@ fn matches_identity(resource: &Resource, id: &ResId) -> bool {
     same(&resource.id()) || resource.previous_ids.iter().any(same)
 }
 
+/// Whether a document can be a strategic merge patch: kustomize reads one as an object, with
+/// a kind and a name (a List needs none), even where a target selects what it patches.
+fn is_patch_object(document: &Value) -> bool {
+    let text = |pointer: &str| {
+        document
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    let kind = text("/kind");
+    document.is_object()
+        && !kind.is_empty()
+        && (kind.ends_with("List") || !text("/metadata/name").is_empty())
+}
+
 /// Whether a mapping on the way to `pointer` in a strategic merge patch replaces its
 /// counterpart (`$patch: replace`): the key there is then the patch's own, however the
 /// object wrote it.
@@ -356,7 +371,7 @@ pub fn apply_patches(
         // kustomize reads a text whose first document is a list as a JSON patch (its other
         // documents ignored), one whose documents are all objects as strategic merge patches.
         let is_json6902 = matches!(loaded.documents.first(), Some(Value::Array(_)));
-        if !is_json6902 && loaded.documents.iter().any(|d| !d.is_object()) {
+        if !is_json6902 && loaded.documents.iter().any(|d| !is_patch_object(d)) {
             return Err(patch_error(
                 file,
                 &loaded.origin,
