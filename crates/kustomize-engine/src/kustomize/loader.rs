@@ -273,7 +273,27 @@ fn lexically_clean(path: &Path) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
-    use super::is_remote_file;
+    use super::{is_remote_file, lexically_clean};
+    use std::path::Path;
+
+    /// What Go's `filepath.Clean` makes of these (no filesystem read).
+    #[test]
+    fn paths_are_cleaned_as_go_cleans_them() {
+        for (path, cleaned) in [
+            ("a/./b/../c", "a/c"),
+            ("missing/../file", "file"),
+            ("a/../../b", "../b"),
+            ("../x", "../x"),
+            ("/..", "/"),
+            ("/a/../../b", "/b"),
+        ] {
+            assert_eq!(
+                lexically_clean(Path::new(path)),
+                Path::new(cleaned),
+                "{path}"
+            );
+        }
+    }
 
     /// kustomize downloads what Go's `url.Parse` gives the scheme http or https, in any case;
     /// repositories without that scheme and local paths are not files to download.

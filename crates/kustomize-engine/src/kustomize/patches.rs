@@ -235,16 +235,7 @@ fn matches_identity(resource: &Resource, id: &ResId) -> bool {
 /// Whether a document can be a strategic merge patch: kustomize reads one as an object, with
 /// a kind and a name (a List needs none), even where a target selects what it patches.
 fn is_patch_object(document: &Value) -> bool {
-    let text = |pointer: &str| {
-        document
-            .pointer(pointer)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    };
-    let kind = text("/kind");
-    document.is_object()
-        && !kind.is_empty()
-        && (kind.ends_with("List") || !text("/metadata/name").is_empty())
+    document.is_object() && super::resource::missing_identity(document).is_none()
 }
 
 /// Whether a mapping on the way to `pointer` in a strategic merge patch replaces its
@@ -642,21 +633,16 @@ fn apply_json6902_to_selection(
         apply_as_kustomize_holds(resource, patch, &bookkeeping).map_err(|message| {
             patch_error(file, origin, format!("applying to {before}: {message}"))
         })?;
-        let kind = resource
-            .object
-            .get("kind")
-            .and_then(Value::as_str)
-            .is_some_and(|k| !k.is_empty());
-        let name = resource
-            .object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .is_some_and(|n| !n.is_empty());
-        if !resource.object.is_object() || !kind || !name {
+        let missing = if resource.object.is_object() {
+            super::resource::missing_identity(&resource.object)
+        } else {
+            Some("no object")
+        };
+        if let Some(missing) = missing {
             return Err(patch_error(
                 file,
                 origin,
-                format!("applying to {before}: the patch leaves no object with a kind and a name"),
+                format!("applying to {before}: the patch leaves {missing}"),
             ));
         }
         if resource.id() != before && resource.previous_ids.last() != Some(&before) {

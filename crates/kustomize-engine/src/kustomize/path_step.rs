@@ -4,6 +4,21 @@
 //! transformer walks such steps; field specs refuse every list step where they meet a
 //! mapping.
 
+use crate::value::Value;
+
+/// kyaml's element match (`ElementMatcher`, exact): `[=value]` compares the element's own
+/// text (a mapping's or a list's is empty), `[key=value]` the text of a mapping element's
+/// field. Replacement targets match differently (a regex, `PathMatcher`).
+pub(super) fn element_matches(item: &Value, key: &str, wanted: &str) -> bool {
+    use super::replacements::kyaml_text;
+    if key.is_empty() {
+        return kyaml_text(item) == wanted;
+    }
+    item.as_object()
+        .and_then(|map| map.get(key))
+        .is_some_and(|field| kyaml_text(field) == wanted)
+}
+
 /// One step of a kyaml `PathGetter` path, read only when the walk reaches it (a step after
 /// one that finds nothing is never read, so never refused).
 #[derive(Debug, PartialEq)]

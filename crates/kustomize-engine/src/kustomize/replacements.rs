@@ -271,31 +271,12 @@ fn apply(
             for (path, segments) in &field_paths {
                 replace_at(resource, (path, segments), &value, &options, &before, file)?;
             }
-            if let Some(missing) = missing_identity(resource) {
+            if let Some(missing) = super::resource::missing_identity(&resource.object) {
                 return Err(error(file, format!("{missing} in object {before}")));
             }
         }
     }
     Ok(())
-}
-
-/// What kustomize's check of every object a transformer returns finds missing: a kind, or a
-/// name (a List needs none); a name that is a mapping, a list or null has no text.
-fn missing_identity(resource: &Resource) -> Option<&'static str> {
-    let kind = resource
-        .object
-        .get("kind")
-        .map(kyaml_text)
-        .unwrap_or_default();
-    if kind.is_empty() {
-        return Some("missing kind");
-    }
-    let name = resource
-        .object
-        .pointer("/metadata/name")
-        .map(kyaml_text)
-        .unwrap_or_default();
-    (name.is_empty() && !kind.ends_with("List")).then_some("missing metadata.name")
 }
 
 /// Writes `value` at one field path of a selected resource, in kustomize's words when the
@@ -435,9 +416,9 @@ fn value_at_mut<'v>(value: &'v mut Value, segments: &[PathSegment]) -> Option<&'
     let next = match (first, value) {
         (PathSegment::Field(name), Value::Object(map)) => map.get_mut(name)?,
         (PathSegment::Index(i), Value::Array(items)) => items.get_mut(*i)?,
-        (PathSegment::Match(k, v), Value::Array(items)) => {
-            items.iter_mut().find(|item| element_is(item, k, v))?
-        }
+        (PathSegment::Match(k, v), Value::Array(items)) => items
+            .iter_mut()
+            .find(|item| super::path_step::element_matches(item, k, v))?,
         (PathSegment::Wildcard, Value::Array(items)) => {
             return items.iter_mut().find_map(|item| value_at_mut(item, rest));
         }
@@ -572,9 +553,9 @@ fn read_at<'v>(value: &'v Value, segments: &[PathSegment]) -> Option<&'v Value> 
     let next = match (first, value) {
         (PathSegment::Field(name), Value::Object(map)) => map.get(name)?,
         (PathSegment::Index(i), Value::Array(items)) => items.get(*i)?,
-        (PathSegment::Match(k, v), Value::Array(items)) => {
-            items.iter().find(|item| element_is(item, k, v))?
-        }
+        (PathSegment::Match(k, v), Value::Array(items)) => items
+            .iter()
+            .find(|item| super::path_step::element_matches(item, k, v))?,
         (PathSegment::Wildcard, Value::Array(items)) => {
             return items.iter().find_map(|item| read_at(item, rest));
         }
@@ -583,20 +564,10 @@ fn read_at<'v>(value: &'v Value, segments: &[PathSegment]) -> Option<&'v Value> 
     read_at(next, rest)
 }
 
-/// Whether a list element's `key` is `value` (its text, exactly), as kustomize looks up a
-/// source field or the field holding an embedded document (kyaml's `Lookup`); a `[=value]`
-/// matches scalar elements.
-fn element_is(item: &Value, key: &str, value: &str) -> bool {
-    if key.is_empty() {
-        return !item.is_object() && !item.is_array() && kyaml_text(item) == value;
-    }
-    item.get(key).is_some_and(|v| kyaml_text(v) == value)
-}
-
 /// Whether a list element's `key` matches `pattern` anywhere in its text, as kustomize's
 /// `PathMatcher` selects target elements: `[name=app]` selects `my-app` too, `[name=]`
 /// every element with a name. A `[=pattern]` tests scalar elements.
-fn element_matches(item: &Value, key: &str, pattern: &regex::Regex) -> bool {
+fn element_matches_pattern(item: &Value, key: &str, pattern: &regex::Regex) -> bool {
     let text = if key.is_empty() {
         (!item.is_object() && !item.is_array()).then(|| scalar_text(item))
     } else {

@@ -224,20 +224,24 @@ pub struct Generated {
 const PREVIOUS_NAMES: &str = "internal.config.kubernetes.io/previousNames";
 const PREVIOUS_NAMESPACES: &str = "internal.config.kubernetes.io/previousNamespaces";
 const PREVIOUS_KINDS: &str = "internal.config.kubernetes.io/previousKinds";
+const PREFIXES: &str = "internal.config.kubernetes.io/prefixes";
+const SUFFIXES: &str = "internal.config.kubernetes.io/suffixes";
+const GENERATOR_BEHAVIOR: &str = "internal.config.kubernetes.io/generatorBehavior";
+const NEEDS_HASH_SUFFIX: &str = "internal.config.kubernetes.io/needsHashSuffix";
 
 /// The annotations kustomize keeps its own state in and removes from what it prints
 /// (`resource.BuildAnnotations`, kio's internal and legacy ones, build metadata).
 const BUILD_ANNOTATIONS: [&str; 20] = [
     PREVIOUS_KINDS,
     PREVIOUS_NAMES,
-    "internal.config.kubernetes.io/prefixes",
-    "internal.config.kubernetes.io/suffixes",
+    PREFIXES,
+    SUFFIXES,
     PREVIOUS_NAMESPACES,
     "internal.config.kubernetes.io/allowNameChange",
     "internal.config.kubernetes.io/allowKindChange",
     "internal.config.kubernetes.io/refBy",
-    "internal.config.kubernetes.io/generatorBehavior",
-    "internal.config.kubernetes.io/needsHashSuffix",
+    GENERATOR_BEHAVIOR,
+    NEEDS_HASH_SUFFIX,
     "internal.config.kubernetes.io/path",
     "internal.config.kubernetes.io/index",
     "internal.config.kubernetes.io/seqindent",
@@ -381,10 +385,7 @@ impl Resource {
                 .join(",");
             annotations.push((PREVIOUS_NAMESPACES, namespaces));
         }
-        for (key, affixes) in [
-            ("internal.config.kubernetes.io/prefixes", &self.prefixes),
-            ("internal.config.kubernetes.io/suffixes", &self.suffixes),
-        ] {
+        for (key, affixes) in [(PREFIXES, &self.prefixes), (SUFFIXES, &self.suffixes)] {
             if !affixes.is_empty() {
                 let mut oldest_first: Vec<&str> = affixes.iter().map(String::as_str).collect();
                 oldest_first.reverse();
@@ -392,15 +393,9 @@ impl Resource {
             }
         }
         if let Some(generated) = self.generated {
-            annotations.push((
-                "internal.config.kubernetes.io/generatorBehavior",
-                generated.behavior.as_str().to_string(),
-            ));
+            annotations.push((GENERATOR_BEHAVIOR, generated.behavior.as_str().to_string()));
             if generated.hash_suffix {
-                annotations.push((
-                    "internal.config.kubernetes.io/needsHashSuffix",
-                    "enabled".to_string(),
-                ));
+                annotations.push((NEEDS_HASH_SUFFIX, "enabled".to_string()));
             }
         }
         annotations
@@ -468,6 +463,23 @@ impl Resource {
     pub fn annotation(&self, key: &str) -> Option<&str> {
         self.metadata_map("annotations")?.get(key)?.as_str()
     }
+}
+
+/// What kustomize's check of an object a transformer returns (`GetValidatedMetadata`) finds
+/// missing: a kind, or a name (a List needs none); a mapping, a list or a null has no text.
+pub fn missing_identity(object: &Value) -> Option<&'static str> {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .map(super::replacements::kyaml_text)
+            .unwrap_or_default()
+    };
+    let kind = text("/kind");
+    if kind.is_empty() {
+        return Some("missing kind");
+    }
+    (text("/metadata/name").is_empty() && !kind.ends_with("List"))
+        .then_some("missing metadata.name")
 }
 
 /// `metadata`, made an object when it is missing or not one.

@@ -13,8 +13,8 @@ use super::KustomizeError;
 use super::kustfile::Selector;
 use super::loader::Loader;
 use super::openapi::SchemaView;
-use super::path_step::Step;
-use super::replacements::{kyaml_text, scalar_text};
+use super::path_step::{Step, element_matches};
+use super::replacements::scalar_text;
 use super::resource::Resource;
 use super::selector::CompiledSelector;
 use super::transformers::{NamespaceOptions, set_subject_namespaces};
@@ -304,17 +304,6 @@ fn list(node: &mut Value) -> Result<&mut Vec<Value>, String> {
         Value::Array(items) => Ok(items),
         other => Err(wrong_kind("SequenceNode", other)),
     }
-}
-
-/// kyaml's element match: `[=value]` compares the element's own text (a mapping's or a
-/// list's is empty), `[key=value]` the text of a mapping element's field.
-fn element_matches(item: &Value, key: &str, wanted: &str) -> bool {
-    if key.is_empty() {
-        return kyaml_text(item) == wanted;
-    }
-    item.as_object()
-        .and_then(|map| map.get(key))
-        .is_some_and(|field| kyaml_text(field) == wanted)
 }
 
 /// The element kyaml adds when none matches: the scalar itself for `[=value]`, else a

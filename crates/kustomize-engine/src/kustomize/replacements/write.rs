@@ -2,7 +2,7 @@
 //! elements picked by key, index or `*`, a delimited part replaced, a scalar's type kept, and
 //! kustomize's words when the path runs into a node of the wrong kind.
 
-use super::{PathSegment, element_matches, kyaml_text, scalar_text};
+use super::{PathSegment, element_matches_pattern, kyaml_text, scalar_text};
 use crate::kustomize::kustfile::FieldOptions;
 use crate::value::{Map, Value};
 use crate::yaml::{self, Schema};
@@ -116,7 +116,7 @@ pub(super) fn write_at(
             let mut any = false;
             for item in items
                 .iter_mut()
-                .filter(|item| element_matches(item, k, &pattern))
+                .filter(|item| element_matches_pattern(item, k, &pattern))
             {
                 any = true;
                 write_at(item, rest, value, write, tally)?;
