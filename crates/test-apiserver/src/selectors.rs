@@ -23,6 +23,7 @@ impl LabelSelector {
                 .pointer("/metadata/labels")
                 .and_then(|labels| labels.get(key))
                 .and_then(Value::as_str)
+                .map(std::borrow::Cow::Borrowed)
         };
         self.0.iter().all(|requirement| requirement.matches(&label))
     }

@@ -6,6 +6,8 @@
 //! watch selectors parse with it, so a selector one refuses the other must refuse, in the same
 //! words.
 
+use std::borrow::Cow;
+
 /// A selector's operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operator {
@@ -47,8 +49,9 @@ pub struct Requirement {
 
 impl Requirement {
     /// Whether a label map (read through `get`) satisfies it.
-    pub fn matches<'v>(&self, get: &impl Fn(&str) -> Option<&'v str>) -> bool {
+    pub fn matches<'v>(&self, get: &impl Fn(&str) -> Option<Cow<'v, str>>) -> bool {
         let value = get(&self.key);
+        let value = value.as_deref();
         let listed = |v: &str| self.values.iter().any(|x| x == v);
         let number = |v: &str| v.parse::<i64>().ok();
         let bound = self.values.first().and_then(|v| number(v));

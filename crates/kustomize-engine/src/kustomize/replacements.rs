@@ -579,11 +579,11 @@ fn element_matches_pattern(item: &Value, key: &str, pattern: &regex::Regex) -> b
     text.is_some_and(|text| pattern.is_match(text.trim()))
 }
 
-/// The YAML text of a scalar, as kyaml keeps it.
+/// The YAML text of a scalar, as kyaml keeps it: a number as it was spelled.
 pub fn scalar_text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
-        Value::Number(n) => crate::yaml::format_number(n),
+        Value::Number(n) => n.text(),
         Value::Bool(b) => b.to_string(),
         Value::Null => String::new(),
         other => other.to_string(),

@@ -3,6 +3,8 @@
 //! identity, an empty namespace counting as `default`), and Kubernetes label and annotation
 //! selectors.
 
+use std::borrow::Cow;
+
 use crate::value::{Map, Value};
 use regex::Regex;
 
@@ -125,8 +127,10 @@ impl CompiledSelector {
             && fits(&self.kind, field("/kind"))
             && fits(&self.name, field("/metadata/name"))
             && fits(&self.namespace, field("/metadata/namespace"))
-            && matches_all(&self.labels, |key| entry("labels", key))
-            && matches_all(&self.annotations, |key| entry("annotations", key))
+            && matches_all(&self.labels, |key| entry("labels", key).map(Cow::Borrowed))
+            && matches_all(&self.annotations, |key| {
+                entry("annotations", key).map(Cow::Borrowed)
+            })
     }
 
     pub fn matches(&self, resource: &Resource) -> bool {
@@ -169,10 +173,21 @@ impl CompiledSelector {
         let labels = resource.metadata_map("labels");
         let annotations = resource.metadata_map("annotations");
         matches_all(&self.labels, |key| {
-            labels.and_then(|m| m.get(key)).and_then(Value::as_str)
+            labels.and_then(|m| m.get(key)).and_then(node_text)
         }) && matches_all(&self.annotations, |key| {
-            annotations.and_then(|m| m.get(key)).and_then(Value::as_str)
+            annotations.and_then(|m| m.get(key)).and_then(node_text)
         })
+    }
+}
+
+/// A label's or annotation's value as kustomize's selectors read it in a build: the text of
+/// its YAML node, so a number matches as it was written (`version: 1.10` is `1.10`).
+fn node_text(value: &Value) -> Option<Cow<'_, str>> {
+    match value {
+        Value::String(text) => Some(Cow::Borrowed(text)),
+        Value::Number(n) => Some(Cow::Owned(n.text())),
+        Value::Bool(b) => Some(Cow::Borrowed(if *b { "true" } else { "false" })),
+        Value::Null | Value::Object(_) | Value::Array(_) => None,
     }
 }
 
@@ -186,7 +201,10 @@ fn effective_namespace(namespace: &str) -> &str {
 
 use super::labels::{Operator, Requirement};
 
-fn matches_all<'v>(requirements: &[Requirement], get: impl Fn(&str) -> Option<&'v str>) -> bool {
+fn matches_all<'v>(
+    requirements: &[Requirement],
+    get: impl Fn(&str) -> Option<Cow<'v, str>>,
+) -> bool {
     requirements
         .iter()
         .all(|requirement| requirement.matches(&get))
@@ -234,7 +252,10 @@ impl LabelSelector {
     /// Whether a label (or annotation) map satisfies every requirement.
     pub fn matches(&self, labels: Option<&Map>) -> bool {
         matches_all(&self.0, |key| {
-            labels.and_then(|m| m.get(key)).and_then(Value::as_str)
+            labels
+                .and_then(|m| m.get(key))
+                .and_then(Value::as_str)
+                .map(Cow::Borrowed)
         })
     }
 }

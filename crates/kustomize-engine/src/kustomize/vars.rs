@@ -106,8 +106,12 @@ pub fn resolve(
             Value::Null => {
                 values.insert(var.name.clone(), Value::String("null".into()));
             }
+            // kustomize decodes the field, so a var is its value as Go prints it: `1.10`
+            // gives `1.1`.
             scalar => {
-                values.insert(var.name.clone(), scalar.clone());
+                let mut decoded = scalar.clone();
+                decoded.forget_spellings();
+                values.insert(var.name.clone(), decoded);
             }
         }
     }

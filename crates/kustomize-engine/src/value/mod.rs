@@ -4,10 +4,11 @@
 //!
 //! Values enter from YAML text (`crate::yaml`) or from `serde_json` values ([`From`] both
 //! ways, [`json!`](crate::json)); they leave as YAML text or, at the engine's edge, as
-//! `serde_json::Value`s for the API client. Numbers are `serde_json::Number`s, so number
-//! formatting has one definition.
+//! `serde_json::Value`s for the API client. Numbers are `serde_json::Number`s that remember
+//! a YAML spelling differing from their own ([`number`]).
 
 pub mod map;
+pub mod number;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -16,7 +17,7 @@ use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 pub use map::{Entry, Map};
-pub use serde_json::Number;
+pub use number::Number;
 
 /// A JSON value; see the module docs.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
@@ -155,13 +156,13 @@ impl Value {
         matches!(self, Value::Object(_))
     }
     pub fn is_i64(&self) -> bool {
-        self.as_number().is_some_and(Number::is_i64)
+        self.as_number().is_some_and(|n| n.is_i64())
     }
     pub fn is_u64(&self) -> bool {
-        self.as_number().is_some_and(Number::is_u64)
+        self.as_number().is_some_and(|n| n.is_u64())
     }
     pub fn is_f64(&self) -> bool {
-        self.as_number().is_some_and(Number::is_f64)
+        self.as_number().is_some_and(|n| n.is_f64())
     }
 
     pub fn as_null(&self) -> Option<()> {
@@ -180,13 +181,13 @@ impl Value {
         }
     }
     pub fn as_i64(&self) -> Option<i64> {
-        self.as_number().and_then(Number::as_i64)
+        self.as_number().and_then(|n| n.as_i64())
     }
     pub fn as_u64(&self) -> Option<u64> {
-        self.as_number().and_then(Number::as_u64)
+        self.as_number().and_then(|n| n.as_u64())
     }
     pub fn as_f64(&self) -> Option<f64> {
-        self.as_number().and_then(Number::as_f64)
+        self.as_number().and_then(|n| n.as_f64())
     }
     pub fn as_str(&self) -> Option<&str> {
         match self {
@@ -255,6 +256,16 @@ impl Value {
                 map.values_mut().for_each(Value::shrink_to_fit);
             }
             Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+
+    /// Every number inside, spelled as it prints: what a value rebuilt from JSON holds.
+    pub fn forget_spellings(&mut self) {
+        match self {
+            Value::Number(n) => n.forget_spelling(),
+            Value::Array(items) => items.iter_mut().for_each(Value::forget_spellings),
+            Value::Object(map) => map.values_mut().for_each(Value::forget_spellings),
+            Value::Null | Value::Bool(_) | Value::String(_) => {}
         }
     }
 
@@ -415,7 +426,7 @@ impl From<serde_json::Value> for Value {
         match value {
             serde_json::Value::Null => Value::Null,
             serde_json::Value::Bool(b) => Value::Bool(b),
-            serde_json::Value::Number(n) => Value::Number(n),
+            serde_json::Value::Number(n) => Value::Number(n.into()),
             serde_json::Value::String(s) => Value::String(s),
             serde_json::Value::Array(items) => {
                 Value::Array(items.into_iter().map(Value::from).collect())
@@ -432,7 +443,7 @@ impl From<Value> for serde_json::Value {
         match value {
             Value::Null => serde_json::Value::Null,
             Value::Bool(b) => serde_json::Value::Bool(b),
-            Value::Number(n) => serde_json::Value::Number(n),
+            Value::Number(n) => serde_json::Value::Number(n.into_json()),
             Value::String(s) => serde_json::Value::String(s),
             Value::Array(items) => {
                 serde_json::Value::Array(items.into_iter().map(serde_json::Value::from).collect())

@@ -295,13 +295,14 @@ fn is_base60_float(text: &str) -> bool {
     head_ok && count > 0 && groups_ok
 }
 
-/// A resolved scalar as a JSON value; non-finite floats are refused as Go's JSON encoder does.
+/// A resolved scalar as a JSON value, a number keeping `text` as its spelling; non-finite floats
+/// are refused as Go's JSON encoder does.
 pub fn to_json(resolved: Resolved, text: &str) -> Option<Value> {
     Some(match resolved {
         Resolved::Null => Value::Null,
         Resolved::Bool(b) => Value::Bool(b),
-        Resolved::Int(n) => Value::Number(n),
-        Resolved::Float(f) => Value::Number(Number::from_f64(f)?),
+        Resolved::Int(n) => Value::Number(Number::spelled(n, text)),
+        Resolved::Float(f) => Value::Number(Number::spelled(Number::from_f64(f)?, text)),
         Resolved::Timestamp(t) => Value::String(t),
         Resolved::Str => Value::String(text.to_string()),
     })

@@ -281,7 +281,7 @@ fn json_retyped(target: &Value, text: &str) -> Option<Value> {
         // JSON keeps a float a float (`5` becomes `5.0`).
         Value::Number(was) => match under_kept_tag(target, text).ok()? {
             Value::Number(now) if was.is_f64() => {
-                serde_json::Number::from_f64(now.as_f64()?).map(Value::Number)
+                crate::value::Number::from_f64(now.as_f64()?).map(Value::Number)
             }
             now => Some(now),
         },
@@ -320,7 +320,7 @@ fn retyped_number(text: &str) -> Value {
         return Value::from(i);
     }
     if let Ok(f) = text.parse::<f64>()
-        && let Some(n) = serde_json::Number::from_f64(f)
+        && let Some(n) = crate::value::Number::from_f64(f)
     {
         return Value::Number(n);
     }

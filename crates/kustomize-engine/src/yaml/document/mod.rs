@@ -20,7 +20,6 @@ mod write;
 use crate::value::{Map, Value};
 use granit_parser::{Options, Parser};
 
-use super::emit::format_number;
 use super::scalar::{Resolved, Schema, resolve_plain};
 use read::Reader;
 use write::Writer;
@@ -149,10 +148,8 @@ impl Node {
                 flow: false,
             },
             Value::String(s) => return Node::scalar(s, "!!str", created),
-            Value::Number(n) if n.is_f64() => {
-                return Node::scalar(&format_number(n), "!!float", created);
-            }
-            Value::Number(n) => return Node::scalar(&n.to_string(), "!!int", created),
+            Value::Number(n) if n.is_f64() => return Node::scalar(&n.text(), "!!float", created),
+            Value::Number(n) => return Node::scalar(&n.text(), "!!int", created),
             Value::Bool(b) => return Node::scalar(&b.to_string(), "!!bool", created),
             Value::Null => return Node::scalar("null", "!!null", created),
         };
@@ -272,7 +269,7 @@ impl Node {
             (Content::Scalar { text, .. }, new) if !new.is_object() && !new.is_array() => {
                 *text = match new {
                     Value::String(s) => s.clone(),
-                    Value::Number(n) => format_number(n),
+                    Value::Number(n) => n.text(),
                     Value::Bool(b) => b.to_string(),
                     _ => String::new(),
                 };
