@@ -19,7 +19,7 @@ use crate::yaml::{self, Schema};
 
 mod write;
 
-use write::{Tally, WriteError, WriteOptions, write_at};
+use write::{Copied, Tally, WriteError, WriteOptions, write_at};
 
 /// One step of a replacement field path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -214,8 +214,8 @@ fn apply(
             ));
         }
         // A literal is an untyped scalar: where it creates a field it reads as plain YAML.
-        (None, Some(text)) => yaml::plain_scalar(text, Schema::Kyaml),
-        (Some(source), None) => source_value(source, file, resources)?,
+        (None, Some(text)) => Copied::literal(text),
+        (Some(source), None) => Copied::field(source_value(source, file, resources)?),
     };
     for target in &replacement.targets {
         let select = target
@@ -284,7 +284,7 @@ fn apply(
 fn replace_at(
     resource: &mut Resource,
     (path, segments): (&str, &[PathSegment]),
-    value: &Value,
+    value: &Copied,
     options: &FieldOptions,
     before: &ResId,
     file: &Path,
@@ -348,7 +348,7 @@ fn replace_at(
 fn write_inside_embedded_document(
     object: &mut Value,
     segments: &[PathSegment],
-    value: &Value,
+    value: &Copied,
     options: &FieldOptions,
 ) -> bool {
     for split in 1..segments.len() {
@@ -397,7 +397,7 @@ fn write_inside_embedded_document(
             {
                 return false;
             }
-            document.update(&data, !value.is_object() && !value.is_array());
+            document.update(&data, !value.value.is_object() && !value.value.is_array());
             document.to_yaml_string()
         };
         if let Some(slot) = value_at_mut(object, outer) {
@@ -637,7 +637,7 @@ mod tests {
             let result = write_at(
                 &mut secret,
                 &parse_field_path(path),
-                &Value::from("new"),
+                &Copied::literal("new"),
                 &write,
                 &mut tally,
             );

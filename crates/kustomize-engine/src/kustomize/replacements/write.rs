@@ -20,6 +20,37 @@ pub(super) struct WriteOptions<'o> {
     pub(super) json_types: bool,
 }
 
+/// What a replacement copies: the value, and the text of its YAML node, which is what an
+/// existing scalar or a created field receives (`sourceValue: "~"` is the text `~` whose value
+/// is null; a number keeps its spelling either way).
+pub(super) struct Copied {
+    pub(super) value: Value,
+    pub(super) text: String,
+}
+
+impl Copied {
+    /// A field's value read from a source object.
+    pub(super) fn field(value: Value) -> Copied {
+        Copied {
+            text: kyaml_text(&value),
+            value,
+        }
+    }
+
+    /// A `sourceValue`: a node of that text with no tag, whose value is the text read as a
+    /// plain YAML scalar.
+    pub(super) fn literal(text: &str) -> Copied {
+        Copied {
+            value: yaml::plain_scalar(text, Schema::Kyaml),
+            text: text.to_string(),
+        }
+    }
+
+    fn is_collection(&self) -> bool {
+        self.value.is_object() || self.value.is_array()
+    }
+}
+
 /// What a write reached.
 #[derive(Default)]
 pub(super) struct Tally {
@@ -56,15 +87,15 @@ fn wrong_kind(expected: &str, found: &Value) -> WriteError {
 pub(super) fn write_at(
     target: &mut Value,
     segments: &[PathSegment],
-    value: &Value,
+    value: &Copied,
     write: &WriteOptions,
     tally: &mut Tally,
 ) -> Result<(), WriteError> {
     let options = write.field;
     let Some((first, rest)) = segments.split_first() else {
-        let collection = value.is_object() || value.is_array();
+        let collection = value.is_collection();
         if write.json_types && !collection {
-            match json_retyped(target, &scalar_text(value)) {
+            match json_retyped(target, &value.text) {
                 Some(retyped) => *target = retyped,
                 None => tally.type_not_kept = true,
             }
@@ -159,7 +190,7 @@ fn write_field(
     map: &mut Map,
     name: &str,
     rest: &[PathSegment],
-    value: &Value,
+    value: &Copied,
     write: &WriteOptions,
     tally: &mut Tally,
 ) -> Result<(), WriteError> {
@@ -177,10 +208,7 @@ fn write_field(
         }
         // kustomize creates the field as the kind of node the value is: a mapping or a list
         // there cannot be split by a delimiter.
-        if rest.is_empty()
-            && !options.delimiter.is_empty()
-            && (value.is_object() || value.is_array())
-        {
+        if rest.is_empty() && !options.delimiter.is_empty() && value.is_collection() {
             return Err(WriteError::DelimiterOnCollection);
         }
         let fresh = if rest.is_empty() {
@@ -210,13 +238,15 @@ fn write_field(
 
 fn set_field(
     target: &mut Value,
-    value: &Value,
+    copied: &Copied,
     options: &FieldOptions,
     write: &WriteOptions,
 ) -> Result<(), WriteError> {
     let created_as_string = write.created_as_string;
     let embedded = write.null_is_value || write.json_types;
-    let mut value = value.clone();
+    let collection = copied.is_collection();
+    let mut text = copied.text.clone();
+    let mut value = copied.value.clone();
     if !options.delimiter.is_empty() {
         if target.is_object() || target.is_array() {
             return Err(WriteError::DelimiterOnCollection);
@@ -226,44 +256,39 @@ fn set_field(
             .split(options.delimiter.as_str())
             .map(str::to_string)
             .collect();
-        let new = kyaml_text(&value);
         if options.index < 0 {
-            parts.insert(0, new);
+            parts.insert(0, text);
         } else if options.index as usize >= parts.len() {
-            parts.push(new);
+            parts.push(text);
         } else {
-            parts[options.index as usize] = new;
+            parts[options.index as usize] = text;
         }
-        value = Value::String(parts.join(&options.delimiter));
+        text = parts.join(&options.delimiter);
+        value = Value::String(text.clone());
     }
-    let collection = value.is_object() || value.is_array();
-    *target = match (&*target, &value) {
+    let collection = collection && options.delimiter.is_empty();
+    *target = match &*target {
         // A scalar target keeps its type; only the text is copied, and a collection's is
         // empty.
-        (Value::String(_), _) if collection => Value::String(String::new()),
+        Value::String(_) if collection => Value::String(String::new()),
         // An annotation holds a string: a collection's text, which is empty.
-        (Value::Null, _) if collection && created_as_string => Value::String(String::new()),
+        Value::Null if collection && created_as_string => Value::String(String::new()),
         // A YAML document held in a string keeps the empty text under the tag (`d: !!int`),
         // which these values cannot say; there the collection is written instead.
-        (Value::Number(_) | Value::Bool(_), _) if !embedded => {
-            under_kept_tag(target, &kyaml_text(&value))?
-        }
-        (Value::String(_), v) if !v.is_object() && !v.is_array() => Value::String(scalar_text(v)),
-        (Value::Number(_), v) if !v.is_object() && !v.is_array() => retyped_number(&scalar_text(v)),
-        (Value::Bool(_), v) if !v.is_object() && !v.is_array() => match scalar_text(v).as_str() {
+        Value::Number(_) | Value::Bool(_) if !embedded => under_kept_tag(target, &text)?,
+        _ if collection => value,
+        Value::String(_) => Value::String(text),
+        Value::Number(_) => retyped_number(&text),
+        Value::Bool(_) => match text.as_str() {
             "true" => Value::Bool(true),
             "false" => Value::Bool(false),
-            other => Value::String(other.to_string()),
+            _ => Value::String(text),
         },
-        // A field made by `create` is a plain scalar: it reads back by YAML's rules.
-        (Value::Null, v) if created_as_string && !v.is_object() && !v.is_array() => {
-            Value::String(scalar_text(v))
-        }
-        (Value::Null, v) if !v.is_object() && !v.is_array() && !v.is_null() => {
-            let text = scalar_text(v);
-            crate::yaml::parse_single(&text, crate::yaml::Schema::Kyaml)
-                .unwrap_or(Value::String(text))
-        }
+        // A field made by `create` is a plain scalar: it reads back by YAML's rules, once
+        // printed: in a flow (JSON) document an empty one prints as `''`.
+        Value::Null if created_as_string => Value::String(text),
+        Value::Null if text.is_empty() && write.json_types => Value::String(text),
+        Value::Null => yaml::plain_scalar(&text, Schema::Kyaml),
         _ => value,
     };
     Ok(())
