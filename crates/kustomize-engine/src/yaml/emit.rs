@@ -226,6 +226,10 @@ impl Emitter {
             if i > 0 || !inline_first {
                 self.indent_to(indent);
             }
+            if !is_simple_key(key) {
+                self.complex_entry(key, value, indent);
+                continue;
+            }
             self.string(key, indent, true);
             self.push_char(':');
             match value {
@@ -242,6 +246,25 @@ impl Emitter {
                     self.scalar(scalar, indent);
                     self.end_line();
                 }
+            }
+        }
+    }
+
+    /// A mapping entry whose key cannot be a simple key: go-yaml writes `? key` (styled and
+    /// folded as a value would be) and then `: value`, the value laid out as a sequence
+    /// item's after its dash.
+    fn complex_entry(&mut self, key: &str, value: &Value, indent: usize) {
+        self.push("? ");
+        self.string(key, indent, false);
+        self.end_line();
+        self.indent_to(indent);
+        self.push(": ");
+        match value {
+            Value::Object(inner) if !inner.is_empty() => self.mapping(inner, indent + INDENT, true),
+            Value::Array(items) if !items.is_empty() => self.sequence(items, indent + INDENT, true),
+            scalar => {
+                self.scalar(scalar, indent);
+                self.end_line();
             }
         }
     }
@@ -595,6 +618,12 @@ pub(crate) fn analyze(s: &str) -> ScalarTraits {
 fn is_printable(c: char) -> bool {
     matches!(c, '\n' | ' '..='~' | '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}')
         && c != '\u{FEFF}'
+}
+
+/// go-yaml's test for a key written before its `:` on one line: no line break, and at most
+/// 128 bytes.
+fn is_simple_key(key: &str) -> bool {
+    key.len() <= 128 && !key.chars().any(is_break)
 }
 
 fn is_break(c: char) -> bool {
