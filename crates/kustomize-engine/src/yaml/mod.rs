@@ -50,6 +50,17 @@ pub enum YamlError {
     #[error("line {line}: {value:?} has no JSON representation")]
     UnsupportedValue { value: String, line: usize },
 
+    #[error("line {line}: cannot decode !!{found} `{value}` as a !!{tag}")]
+    TagMismatch {
+        found: &'static str,
+        tag: String,
+        value: String,
+        line: usize,
+    },
+
+    #[error("line {line}: !!binary value contains invalid base64 data")]
+    InvalidBinary { line: usize },
+
     #[error("line {line}: alias refers to an unknown anchor")]
     UnknownAlias { line: usize },
 

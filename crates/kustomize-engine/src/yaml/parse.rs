@@ -506,13 +506,17 @@ impl<T: Tree> Builder<T> {
         tag: Option<Cow<'_, Tag>>,
         line: usize,
     ) -> Result<Value, YamlError> {
+        // go-yaml knows YAML 1.1's `!!binary` and `!!timestamp` beside the core schema's tags.
         let core_tag = tag
             .as_deref()
-            .and_then(|t| t.is_yaml_core_schema().then(|| t.suffix().to_string()));
+            .and_then(|t| t.suffix_in_namespace("tag:yaml.org,2002:"));
         let resolved = match (core_tag.as_deref(), style) {
             (Some("str"), _) => Resolved::Str,
             (Some("null"), _) => Resolved::Null,
-            (Some("bool" | "int" | "float"), _) => resolve_plain(text, self.schema),
+            (Some("binary"), _) => return decode_binary(text, line),
+            (Some(tag @ ("bool" | "int" | "float" | "timestamp")), _) => {
+                resolve_tagged(text, tag, self.schema, line)?
+            }
             (_, ScalarStyle::Plain) => resolve_plain(text, self.schema),
             _ => Resolved::Str,
         };
@@ -563,6 +567,52 @@ impl<T: Tree> Builder<T> {
             }
         }
     }
+}
+
+/// A scalar under an explicit `!!bool`, `!!int`, `!!float` or `!!timestamp` tag, as go-yaml
+/// decodes it: the text must resolve to that type (an integer widens to a float), quoted or
+/// not.
+fn resolve_tagged(
+    text: &str,
+    tag: &str,
+    schema: Schema,
+    line: usize,
+) -> Result<Resolved, YamlError> {
+    let resolved = resolve_plain(text, schema);
+    let found = match &resolved {
+        Resolved::Null => "null",
+        Resolved::Bool(_) => "bool",
+        Resolved::Int(_) => "int",
+        Resolved::Float(_) => "float",
+        Resolved::Timestamp(_) => "timestamp",
+        Resolved::Str => "str",
+    };
+    match (found, tag) {
+        _ if found == tag => Ok(resolved),
+        ("int", "float") => match resolved {
+            Resolved::Int(n) => Ok(Resolved::Float(n.as_f64().unwrap_or_default())),
+            _ => unreachable!("found says an integer"),
+        },
+        // sigs.k8s.io/yaml keeps a timestamp's text.
+        ("str", "timestamp") if schema == Schema::Kubernetes => Ok(resolved),
+        _ => Err(YamlError::TagMismatch {
+            found,
+            tag: tag.to_string(),
+            value: text.to_string(),
+            line,
+        }),
+    }
+}
+
+/// A `!!binary` scalar: go-yaml decodes its base64 (line breaks ignored) and holds the bytes
+/// as a string; bytes that are no UTF-8 print as U+FFFD in JSON.
+fn decode_binary(text: &str, line: usize) -> Result<Value, YamlError> {
+    use base64::Engine;
+    let compact: String = text.chars().filter(|c| !matches!(c, '\n' | '\r')).collect();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .map_err(|_| YamlError::InvalidBinary { line })?;
+    Ok(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// Applies a `<<` merge: a mapping or a list of mappings whose keys fill in what the mapping

@@ -26,6 +26,49 @@ fn reads_documents_and_types() {
 }
 
 #[test]
+fn explicit_tags_decode_as_go_yaml_or_fail_in_its_words() {
+    let cases: &[(&str, Result<Value, &str>)] = &[
+        ("!!int \"23\"", Ok(json!(23))),
+        ("!!int '0x1F'", Ok(json!(31))),
+        ("!!float \"3\"", Ok(json!(3.0))),
+        ("!!bool \"True\"", Ok(json!(true))),
+        ("!!str 23", Ok(json!("23"))),
+        ("!!null \"\"", Ok(Value::Null)),
+        ("!!binary aGVsbG8=", Ok(json!("hello"))),
+        (
+            "!!timestamp \"2001-12-14\"",
+            Ok(json!("2001-12-14T00:00:00Z")),
+        ),
+        (
+            "!!int \"abc\"",
+            Err("line 1: cannot decode !!str `abc` as a !!int"),
+        ),
+        (
+            "!!int 1.5",
+            Err("line 1: cannot decode !!float `1.5` as a !!int"),
+        ),
+        (
+            "!!bool yes",
+            Err("line 1: cannot decode !!str `yes` as a !!bool"),
+        ),
+        (
+            "!!timestamp x",
+            Err("line 1: cannot decode !!str `x` as a !!timestamp"),
+        ),
+        (
+            "!!binary 'no base64!'",
+            Err("line 1: !!binary value contains invalid base64 data"),
+        ),
+    ];
+    for (text, expected) in cases {
+        let read = parse_documents(&format!("v: {text}\n"), Schema::Kyaml)
+            .map(|documents| documents[0]["v"].clone())
+            .map_err(|e| e.to_string());
+        assert_eq!(read, expected.clone().map_err(str::to_string), "{text}");
+    }
+}
+
+#[test]
 fn patches_read_number_keys_as_their_text_and_say_where() {
     let patches =
         parse_patches("data:\n  6443: a\n  true: b\n  x/y:\n    7: c\n---\nk: v\n").unwrap();
