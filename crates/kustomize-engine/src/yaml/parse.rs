@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
 use crate::value::{Map, Value};
-use granit_parser::{Event, Options, Parser, ScalarStyle, Tag};
+use granit_parser::{Event, Options, Parser, ScalarStyle, StructureStyle, Tag};
 
 use super::YamlError;
 use super::emit::Ordered;
@@ -248,8 +248,10 @@ enum Frame<T: Tree> {
     Sequence {
         items: Vec<T>,
         anchor: usize,
+        flow: bool,
     },
     Mapping {
+        flow: bool,
         map: T::Entries,
         /// Keys written in this mapping (as opposed to merged in through `<<`).
         explicit: BTreeSet<String>,
@@ -264,7 +266,8 @@ type DocumentsRead<T> = (Vec<T>, Vec<Vec<String>>, Vec<Vec<String>>);
 
 struct Builder<T: Tree> {
     schema: Schema,
-    /// Record where mapping fields have no value at all ([`parse_resources`]).
+    /// Record where mapping fields have no value at all, and read one in a flow collection
+    /// (`{key: }`) as "" ([`parse_resources`]).
     track_empty_values: bool,
     empty_values: Vec<String>,
     document_empty_values: Vec<Vec<String>>,
@@ -299,19 +302,21 @@ impl<T: Tree> Builder<T> {
             Event::Scalar(text, style, anchor, tag) => {
                 self.scalar_event(&text, style, anchor, tag, line)
             }
-            Event::SequenceStart(_, anchor, _) => {
+            Event::SequenceStart(style, anchor, _) => {
                 self.ensure_not_key(line)?;
                 self.ensure_depth(line)?;
                 self.stack.push(Frame::Sequence {
                     items: Vec::new(),
                     anchor,
+                    flow: style == StructureStyle::Flow,
                 });
                 Ok(())
             }
-            Event::MappingStart(_, anchor, _) => {
+            Event::MappingStart(style, anchor, _) => {
                 self.ensure_not_key(line)?;
                 self.ensure_depth(line)?;
                 self.stack.push(Frame::Mapping {
+                    flow: style == StructureStyle::Flow,
                     map: T::Entries::default(),
                     explicit: BTreeSet::new(),
                     pending_key: None,
@@ -321,7 +326,7 @@ impl<T: Tree> Builder<T> {
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let (mut value, anchor) = match self.stack.pop() {
-                    Some(Frame::Sequence { items, anchor }) => (T::sequence(items), anchor),
+                    Some(Frame::Sequence { items, anchor, .. }) => (T::sequence(items), anchor),
                     Some(Frame::Mapping { map, anchor, .. }) => (T::mapping(map), anchor),
                     None => return Ok(()),
                 };
@@ -401,10 +406,20 @@ impl<T: Tree> Builder<T> {
             }
             return Ok(());
         }
-        if self.track_empty_values && text.is_empty() && style == ScalarStyle::Plain {
+        let empty = self.track_empty_values && text.is_empty() && style == ScalarStyle::Plain;
+        if empty {
             self.record_empty_value();
         }
-        let value = if self.in_annotations() {
+        // kustomize prints a resource by writing it as YAML and reading that back: an empty
+        // value in a flow collection cannot be written plain there, so it is written `''`
+        // and comes back a string.
+        let in_flow = matches!(
+            self.stack.last(),
+            Some(Frame::Mapping { flow: true, .. } | Frame::Sequence { flow: true, .. })
+        );
+        let value = if empty && in_flow && tag.is_none() {
+            T::scalar(Value::String(String::new()))
+        } else if self.in_annotations() {
             let null = self.annotation_nulls_stay
                 && style == ScalarStyle::Plain
                 && tag.is_none()

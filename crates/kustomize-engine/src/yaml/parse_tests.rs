@@ -69,6 +69,16 @@ fn explicit_tags_decode_as_go_yaml_or_fail_in_its_words() {
 }
 
 #[test]
+fn resources_read_an_empty_value_in_flow_style_as_an_empty_string() {
+    let objects = parse_resources("f: {e: , t: ~, g: !!null }\nb:\n  e:\nl: [k: ]\n").unwrap();
+    assert_eq!(
+        objects[0].value,
+        json!({"f": {"e": "", "t": null, "g": null}, "b": {"e": null}, "l": [{"k": ""}]})
+    );
+    assert_eq!(objects[0].empty_values, ["/f/e", "/f/g", "/b/e", "/l/0/k"]);
+}
+
+#[test]
 fn patches_read_number_keys_as_their_text_and_say_where() {
     let patches =
         parse_patches("data:\n  6443: a\n  true: b\n  x/y:\n    7: c\n---\nk: v\n").unwrap();

@@ -202,7 +202,20 @@ fn write_field(
             "wrong node kind: expected a mapping at {name}, found null"
         )));
     }
-    if !map.contains_key(name) || null && !null_is_value {
+    if null && !null_is_value {
+        // kyaml finds a null field: at the path's end the text is written under the `!!null`
+        // tag it keeps; on the way it is a scalar a created path cannot enter, so the write
+        // lands nowhere and nothing fails.
+        if rest.is_empty() {
+            let slot = map.get_mut(name).expect("present");
+            *slot = under_kept_tag(slot, &value.text)?;
+            tally.written += 1;
+        } else if options.create {
+            tally.written += 1;
+        }
+        return Ok(());
+    }
+    if !map.contains_key(name) {
         if !options.create {
             return Ok(());
         }
@@ -314,8 +327,9 @@ fn json_retyped(target: &Value, text: &str) -> Option<Value> {
     }
 }
 
-/// `text` in place of the number or boolean `target`, as go-yaml reads it back under the tag
-/// kustomize keeps: an integer takes only an integer, a float a number, a boolean a boolean.
+/// `text` in place of the null, number or boolean `target`, as go-yaml reads it back under the
+/// tag kustomize keeps: an integer takes only an integer, a float a number, a boolean a
+/// boolean, a null only a null.
 fn under_kept_tag(target: &Value, text: &str) -> Result<Value, WriteError> {
     let read = yaml::plain_scalar(text, Schema::Kyaml);
     let tag_of = |value: &Value| match value {
@@ -327,7 +341,7 @@ fn under_kept_tag(target: &Value, text: &str) -> Result<Value, WriteError> {
     };
     let kept = tag_of(target);
     let fits = match (target, &read) {
-        (Value::Bool(_), Value::Bool(_)) => true,
+        (Value::Null, Value::Null) | (Value::Bool(_), Value::Bool(_)) => true,
         (Value::Number(was), Value::Number(now)) => was.is_f64() || !now.is_f64(),
         _ => false,
     };
