@@ -50,11 +50,10 @@ pub enum YamlError {
     #[error("line {line}: {value:?} has no JSON representation")]
     UnsupportedValue { value: String, line: usize },
 
-    #[error("line {line}: cannot decode !!{found} `{value}` as a !!{tag}")]
+    #[error("line {line}: cannot decode !!{found} as a !!{tag}")]
     TagMismatch {
         found: &'static str,
         tag: String,
-        value: String,
         line: usize,
     },
 

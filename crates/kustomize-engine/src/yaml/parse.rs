@@ -586,15 +586,14 @@ impl<T: Tree> Builder<T> {
 
 /// A scalar under an explicit `!!bool`, `!!int`, `!!float` or `!!timestamp` tag, as go-yaml
 /// decodes it: the text must resolve to that type (an integer widens to a float), quoted or
-/// not.
+/// not. The error leaves the text out (go-yaml prints it): it may be a Secret's.
 fn resolve_tagged(
     text: &str,
     tag: &str,
     schema: Schema,
     line: usize,
 ) -> Result<Resolved, YamlError> {
-    let resolved = resolve_plain(text, schema);
-    let found = match &resolved {
+    let tag_of = |resolved: &Resolved| match resolved {
         Resolved::Null => "null",
         Resolved::Bool(_) => "bool",
         Resolved::Int(_) => "int",
@@ -602,18 +601,14 @@ fn resolve_tagged(
         Resolved::Timestamp(_) => "timestamp",
         Resolved::Str => "str",
     };
-    match (found, tag) {
-        _ if found == tag => Ok(resolved),
-        ("int", "float") => match resolved {
-            Resolved::Int(n) => Ok(Resolved::Float(n.as_f64().unwrap_or_default())),
-            _ => unreachable!("found says an integer"),
-        },
+    match (resolve_plain(text, schema), tag) {
+        (resolved, _) if tag_of(&resolved) == tag => Ok(resolved),
+        (Resolved::Int(n), "float") => Ok(Resolved::Float(n.as_f64().unwrap_or_default())),
         // sigs.k8s.io/yaml keeps a timestamp's text.
-        ("str", "timestamp") if schema == Schema::Kubernetes => Ok(resolved),
-        _ => Err(YamlError::TagMismatch {
-            found,
+        (Resolved::Str, "timestamp") if schema == Schema::Kubernetes => Ok(Resolved::Str),
+        (resolved, _) => Err(YamlError::TagMismatch {
+            found: tag_of(&resolved),
             tag: tag.to_string(),
-            value: text.to_string(),
             line,
         }),
     }
