@@ -44,7 +44,9 @@ impl Number {
     /// number's printed form (`1.10`, not `1.5`).
     pub fn spelled(number: Number, text: &str) -> Number {
         let number = number.into_json();
-        if text == crate::yaml::format_number(&Number::from(number.clone())) {
+        if !number.is_f64() && is_plain_decimal_integer(text)
+            || text == crate::yaml::format_number(&Number::from(number.clone()))
+        {
             return Number(Repr::Plain(number));
         }
         Number(Repr::Spelled(Box::new(Spelled {
@@ -82,6 +84,18 @@ impl Number {
             Repr::Plain(number) => number,
             Repr::Spelled(spelled) => spelled.number,
         }
+    }
+}
+
+/// Whether `text` is an integer as it prints (`12`, `-3`, `0`): most numbers in manifests,
+/// told apart without formatting the number.
+fn is_plain_decimal_integer(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text).as_bytes();
+    match digits {
+        [] => false,
+        [b'0'] => text == "0",
+        [b'0', ..] => false,
+        _ => digits.iter().all(u8::is_ascii_digit),
     }
 }
 
@@ -178,6 +192,14 @@ mod tests {
             ("+12", Some(Number::from(12)), Some("+12")),
             ("12", Some(Number::from(12)), None),
             ("-3", Some(Number::from(-3)), None),
+            ("0", Some(Number::from(0)), None),
+            ("-0", Some(Number::from(0)), Some("-0")),
+            ("007", Some(Number::from(7)), Some("007")),
+            (
+                "1234567890123456789012",
+                Number::from_f64(1.2345678901234568e21),
+                Some("1234567890123456789012"),
+            ),
         ];
         for (text, number, spelling) in cases {
             let number = Number::spelled(number.unwrap(), text);
