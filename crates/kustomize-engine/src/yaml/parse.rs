@@ -251,12 +251,12 @@ enum Frame<T: Tree> {
         flow: bool,
     },
     Mapping {
-        flow: bool,
         map: T::Entries,
         /// Keys written in this mapping (as opposed to merged in through `<<`).
         explicit: BTreeSet<String>,
         pending_key: Option<(String, usize)>,
         anchor: usize,
+        flow: bool,
     },
 }
 
@@ -316,11 +316,11 @@ impl<T: Tree> Builder<T> {
                 self.ensure_not_key(line)?;
                 self.ensure_depth(line)?;
                 self.stack.push(Frame::Mapping {
-                    flow: style == StructureStyle::Flow,
                     map: T::Entries::default(),
                     explicit: BTreeSet::new(),
                     pending_key: None,
                     anchor,
+                    flow: style == StructureStyle::Flow,
                 });
                 Ok(())
             }
@@ -413,11 +413,13 @@ impl<T: Tree> Builder<T> {
         // kustomize prints a resource by writing it as YAML and reading that back: an empty
         // value in a flow collection cannot be written plain there, so it is written `''`
         // and comes back a string.
-        let in_flow = matches!(
-            self.stack.last(),
-            Some(Frame::Mapping { flow: true, .. } | Frame::Sequence { flow: true, .. })
-        );
-        let value = if empty && in_flow && tag.is_none() {
+        let in_flow = || {
+            matches!(
+                self.stack.last(),
+                Some(Frame::Mapping { flow: true, .. } | Frame::Sequence { flow: true, .. })
+            )
+        };
+        let value = if empty && tag.is_none() && in_flow() {
             T::scalar(Value::String(String::new()))
         } else if self.in_annotations() {
             let null = self.annotation_nulls_stay

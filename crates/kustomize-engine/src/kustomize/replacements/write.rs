@@ -257,9 +257,9 @@ fn set_field(
 ) -> Result<(), WriteError> {
     let created_as_string = write.created_as_string;
     let embedded = write.null_is_value || write.json_types;
-    let collection = copied.is_collection();
+    // A delimiter joins the text into a string, a collection's (empty) text too.
+    let collection = options.delimiter.is_empty() && copied.is_collection();
     let mut text = copied.text.clone();
-    let mut value = copied.value.clone();
     if !options.delimiter.is_empty() {
         if target.is_object() || target.is_array() {
             return Err(WriteError::DelimiterOnCollection);
@@ -277,9 +277,7 @@ fn set_field(
             parts[options.index as usize] = text;
         }
         text = parts.join(&options.delimiter);
-        value = Value::String(text.clone());
     }
-    let collection = collection && options.delimiter.is_empty();
     *target = match &*target {
         // A scalar target keeps its type; only the text is copied, and a collection's is
         // empty.
@@ -289,7 +287,7 @@ fn set_field(
         // A YAML document held in a string keeps the empty text under the tag (`d: !!int`),
         // which these values cannot say; there the collection is written instead.
         Value::Number(_) | Value::Bool(_) if !embedded => under_kept_tag(target, &text)?,
-        _ if collection => value,
+        _ if collection => copied.value.clone(),
         Value::String(_) => Value::String(text),
         Value::Number(_) => retyped_number(&text),
         Value::Bool(_) => match text.as_str() {
@@ -302,7 +300,7 @@ fn set_field(
         Value::Null if created_as_string => Value::String(text),
         Value::Null if text.is_empty() && write.json_types => Value::String(text),
         Value::Null => yaml::plain_scalar(&text, Schema::Kyaml),
-        _ => value,
+        _ => copied.value.clone(),
     };
     Ok(())
 }

@@ -148,8 +148,10 @@ impl Node {
                 flow: false,
             },
             Value::String(s) => return Node::scalar(s, "!!str", created),
-            Value::Number(n) if n.is_f64() => return Node::scalar(&n.text(), "!!float", created),
-            Value::Number(n) => return Node::scalar(&n.text(), "!!int", created),
+            Value::Number(n) => {
+                let tag = if n.is_f64() { "!!float" } else { "!!int" };
+                return Node::scalar(&n.text(), tag, created);
+            }
             Value::Bool(b) => return Node::scalar(&b.to_string(), "!!bool", created),
             Value::Null => return Node::scalar("null", "!!null", created),
         };
