@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use crate::value::Value;
 
-use crate::yaml::{self, Schema};
+use crate::yaml;
 pub use expr::{Context, ExprError, expand};
 
 /// The label or annotation that turns substitution off for one object.
@@ -170,11 +170,9 @@ pub fn substitute_object(
             object: describe(),
             error,
         })?;
-    let parsed = yaml::parse_single(&expanded, Schema::Kubernetes).map_err(|e| {
-        SubstituteError::Reparse {
-            object: describe(),
-            message: without_values(&e),
-        }
+    let parsed = yaml::parse_yaml_to_json(&expanded).map_err(|e| SubstituteError::Reparse {
+        object: describe(),
+        message: without_values(&e),
     })?;
     *object = parsed;
     Ok(())
@@ -330,6 +328,112 @@ mod tests {
             !err.contains("top-secret") && !err.contains("unclosed"),
             "{err}"
         );
+    }
+
+    /// Objects as Flux's own substitution (fluxcd/pkg/kustomize v1.35.4: sigs.k8s.io/yaml's
+    /// printing, envsubst v1.7.0, YAMLToJSON) turned them (`tools/go-oracles/flux-substitute`):
+    /// every string whose meaning could hang on how it is printed — folded at 80 columns, in a
+    /// block scalar, quoted, a key — substituted with values that are quotes, colons, hashes,
+    /// blanks, numbers. The same object, or a failure of the same step (we never show the text).
+    #[test]
+    fn objects_substitute_as_fluxs_printing_and_reading_make_them() {
+        #[derive(serde::Deserialize)]
+        struct Fixture {
+            vars: BTreeMap<String, String>,
+            /// object, output, error, strict output, strict error.
+            rows: Vec<[String; 5]>,
+        }
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/envsubst/flux-substitute-objects-v1.7.0.json"
+        );
+        let fixture: Fixture =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert!(fixture.rows.len() > 2_500);
+        let vars: BTreeMap<String, String> = fixture
+            .vars
+            .iter()
+            .map(|(k, v)| (k.clone(), v.replace('\n', "")))
+            .collect();
+        // Objects known to differ, with why (the file's header says).
+        let known: BTreeMap<&str, &str> = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/envsubst/flux-substitute-objects-known.tsv"
+        ))
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split_once('\t'))
+        .map(|(reason, object)| (object, reason))
+        .collect();
+        let mut differ = Vec::new();
+        let mut known_differ = 0;
+        for [object, output, error, strict_output, strict_error] in &fixture.rows {
+            let mut object_differs = false;
+            for (strict, want_output, want_error) in
+                [(false, output, error), (true, strict_output, strict_error)]
+            {
+                let input: serde_json::Value = serde_json::from_str(object).unwrap();
+                let mut ours = Value::from(input);
+                let got = substitute_object(&mut ours, &vars, strict);
+                let same = match (&got, want_error.as_str()) {
+                    (Ok(()), "") => {
+                        let want: serde_json::Value = serde_json::from_str(want_output).unwrap();
+                        same_json(&serde_json::Value::from(&ours), &want)
+                    }
+                    (Err(SubstituteError::Expression { .. }), e) => e.starts_with("envsubst: "),
+                    (Err(SubstituteError::Reparse { .. }), e) => e.starts_with("yaml: "),
+                    _ => false,
+                };
+                object_differs |= !same;
+                if !same && !known.contains_key(object.as_str()) {
+                    let ours = match got {
+                        Ok(()) => serde_json::Value::from(&ours).to_string(),
+                        Err(e) => e.to_string(),
+                    };
+                    differ.push(format!(
+                        "{object} strict={strict}:\n  Flux {want_output}{want_error}\n  ours {ours}"
+                    ));
+                }
+            }
+            if let Some(reason) = known.get(object.as_str()) {
+                if object_differs {
+                    known_differ += 1;
+                } else {
+                    differ.push(format!(
+                        "{object}: listed as known ({reason}), but it is alike"
+                    ));
+                }
+            }
+        }
+        assert!(
+            differ.is_empty(),
+            "{} of {} differ:\n{}",
+            differ.len(),
+            fixture.rows.len() * 2,
+            differ.join("\n")
+        );
+        assert_eq!(
+            known_differ,
+            known.len(),
+            "every known object is in the fixture"
+        );
+    }
+
+    /// JSON values alike, numbers by what they are worth (Go's JSON writes the float 1.0 as 1).
+    fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+        use serde_json::Value as J;
+        match (a, b) {
+            (J::Number(x), J::Number(y)) => x == y || x.as_f64() == y.as_f64(),
+            (J::Array(x), J::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y))
+            }
+            (J::Object(x), J::Object(y)) => {
+                x.len() == y.len()
+                    && x.iter()
+                        .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+            }
+            _ => a == b,
+        }
     }
 
     #[test]

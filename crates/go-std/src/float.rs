@@ -4,6 +4,18 @@
 /// Go's `strconv.FormatFloat(f, 'g', -1, 64)` (`NaN`, `+Inf`, `-Inf`, `-0` as Go spells
 /// them).
 pub fn format_float_g(f: f64) -> String {
+    format_g(f, format!("{:e}", f.abs()))
+}
+
+/// Go's `strconv.FormatFloat(f, 'g', -1, 32)`: `f` rounded to a float32 (beyond its range,
+/// an infinity), in the shortest digits that read back as that float32.
+pub fn format_float_g32(f: f64) -> String {
+    let single = f as f32;
+    format_g(f64::from(single), format!("{:e}", single.abs()))
+}
+
+/// `f` in Go's 'g' form, from its shortest digits in Rust's `{:e}` form.
+fn format_g(f: f64, scientific: String) -> String {
     if f.is_nan() {
         return "NaN".into();
     }
@@ -15,7 +27,6 @@ pub fn format_float_g(f: f64) -> String {
         return format!("{sign}0");
     }
     // Rust's `{:e}` gives the same shortest round-trip digits Go uses: `d.ddde±x`.
-    let scientific = format!("{:e}", f.abs());
     let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
     let exponent: i32 = exponent.parse().unwrap_or(0);
     let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
@@ -46,7 +57,32 @@ pub fn format_float_g(f: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::format_float_g;
+    use super::{format_float_g, format_float_g32};
+
+    /// What Go's `strconv.FormatFloat(f, 'g', -1, 32)` prints for these (Go 1.26).
+    #[test]
+    fn floats_print_as_gos_shortest_g_at_single_precision() {
+        for (value, go) in [
+            (1.5, "1.5"),
+            (0.1, "0.1"),
+            (3.14159265358979, "3.1415927"),
+            (1000.0, "1000"),
+            (1e39, "+Inf"),
+            (-1e39, "-Inf"),
+            (16777217.0, "1.6777216e+07"),
+            (1e-7, "1e-07"),
+            (123456.7, "123456.7"),
+            (1234567.0, "1.234567e+06"),
+            (0.00012345678, "0.00012345678"),
+            (f64::INFINITY, "+Inf"),
+            (f64::NAN, "NaN"),
+            (0.0, "0"),
+            (2.5e-45, "3e-45"),
+            (1e-46, "0"),
+        ] {
+            assert_eq!(format_float_g32(value), go, "{value}");
+        }
+    }
 
     /// What Go's `strconv.FormatFloat(f, 'g', -1, 64)` prints for these.
     #[test]

@@ -13,7 +13,7 @@ mod float;
 pub mod regexp;
 mod tables;
 
-pub use float::format_float_g;
+pub use float::{format_float_g, format_float_g32};
 
 /// Go's `unicode.IsLetter`.
 pub fn is_letter(c: char) -> bool {

@@ -132,17 +132,31 @@ fn closes(rest: &str, quote: char) -> bool {
     false
 }
 
-/// go-yaml breaks lines at NEL (U+0085) as YAML 1.1 says, and reads the break as `\n`: in a
-/// quoted or plain scalar it folds to a space, in a block scalar it is a line break, and it
-/// ends a comment. The spec the parser follows (YAML 1.2) reads NEL as an ordinary character.
-/// (go-yaml breaks lines at U+2028 and U+2029 too but keeps them as they are, which no
-/// rewriting of the text reproduces; those are read as ordinary characters here.)
+/// go-yaml breaks lines at NEL (U+0085) as YAML 1.1 says, and at a carriage return that no
+/// line feed follows, and reads either break as `\n`: in a quoted or plain scalar it folds to
+/// a space, in a block scalar it is a line break, and it ends a comment. The spec the parser
+/// follows (YAML 1.2) reads NEL as an ordinary character, and the line-based rewrites here
+/// look for `\n` alone. (A value substituted from a Secret written on Windows ends in `\r`
+/// once Flux drops its `\n`.) go-yaml breaks lines at U+2028 and U+2029 too but keeps them as
+/// they are, which no rewriting of the text reproduces; those are read as ordinary characters.
 fn nel_as_line_break(text: &str) -> Cow<'_, str> {
-    if text.contains('\u{85}') {
-        Cow::Owned(text.replace('\u{85}', "\n"))
-    } else {
-        Cow::Borrowed(text)
+    let lone_cr = |text: &str| {
+        text.match_indices('\r')
+            .any(|(at, _)| text.as_bytes().get(at + 1) != Some(&b'\n'))
+    };
+    if !text.contains('\u{85}') && !lone_cr(text) {
+        return Cow::Borrowed(text);
     }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{85}' => out.push('\n'),
+            '\r' if chars.peek() != Some(&'\n') => out.push('\n'),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// kyaml's reader of resource files splits them at every line that starts with `---` and
@@ -190,6 +204,11 @@ mod tests {
         );
         assert_eq!(nel_as_line_break("a: b\n"), "a: b\n");
         assert_eq!(nel_as_line_break("a: 'b\u{85}c'\n"), "a: 'b\nc'\n");
+        assert_eq!(nel_as_line_break("a: b\r\nc: d\r\n"), "a: b\r\nc: d\r\n");
+        assert_eq!(
+            nel_as_line_break("a: 'b\rc'\rd: e\r\n"),
+            "a: 'b\nc'\nd: e\r\n"
+        );
     }
 
     /// kyaml's `splitDocuments` (kio/byteio_reader.go) and what its tests accept and refuse.

@@ -20,7 +20,7 @@ pub use emit::{
 };
 pub use parse::{
     Patch, Resource, parse_documents, parse_documents_last_key_wins, parse_documents_ordered,
-    parse_kio_documents, parse_patches, parse_resources, parse_single,
+    parse_kio_documents, parse_patches, parse_resources, parse_single, parse_yaml_to_json,
 };
 pub use scalar::Schema;
 

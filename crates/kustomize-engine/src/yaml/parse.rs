@@ -14,7 +14,7 @@ use granit_parser::{Event, Options, Parser, ScalarStyle, StructureStyle, Tag};
 use super::YamlError;
 use super::emit::Ordered;
 use super::goyaml::{go_yaml_folded, kyaml_document_separators, leniently};
-use super::scalar::{Resolved, Schema, resolve_plain, to_json};
+use super::scalar::{Resolved, Schema, resolve_plain, to_json, yaml_to_json_key};
 
 /// Every document of a YAML stream, in order. Empty documents come back as `Value::Null`.
 pub fn parse_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlError> {
@@ -129,6 +129,7 @@ impl<T: Tree> Builder<T> {
             annotations_as_text,
             annotation_nulls_stay: false,
             last_key_wins: false,
+            keys_as_yaml_to_json: false,
             anchors: HashMap::new(),
             alias_nodes: 0,
             stack: Vec::new(),
@@ -192,6 +193,23 @@ impl<T: Tree> Builder<T> {
             self.document_empty_values,
             self.document_number_keys,
         ))
+    }
+}
+
+/// A YAML text as sigs.k8s.io/yaml's `YAMLToJSON` reads it (Flux reads its substituted
+/// manifests so): the Kubernetes schema, a key written twice takes its last value (go-yaml v2
+/// fills a map), and plain keys are named as [`yaml_to_json_key`] names them; a key with no
+/// JSON name is an error.
+pub fn parse_yaml_to_json(text: &str) -> Result<Value, YamlError> {
+    let mut documents = leniently(text, |text| {
+        let mut builder = Builder::new(Schema::Kubernetes, false);
+        builder.last_key_wins = true;
+        builder.keys_as_yaml_to_json = true;
+        builder.read(text)
+    })?;
+    match documents.len() {
+        0 => Ok(Value::Null),
+        _ => Ok(documents.remove(0)),
     }
 }
 
@@ -277,6 +295,8 @@ struct Builder<T: Tree> {
     document_number_keys: Vec<Vec<String>>,
     /// A key written twice takes its last value ([`parse_documents_last_key_wins`]).
     last_key_wins: bool,
+    /// Plain keys are named as `YAMLToJSON` names them ([`parse_yaml_to_json`]).
+    keys_as_yaml_to_json: bool,
     /// Read annotation values as their text ([`parse_resources`], [`parse_patches`]).
     annotations_as_text: bool,
     /// ... except a plain null, which a patch uses to remove the annotation.
@@ -401,8 +421,16 @@ impl<T: Tree> Builder<T> {
                 let pointer = self.pointer_to(text);
                 self.number_keys.push(pointer);
             }
+            let key = if self.keys_as_yaml_to_json && style == ScalarStyle::Plain && tag.is_none() {
+                yaml_to_json_key(text).ok_or_else(|| YamlError::NonStringKey {
+                    key: text.to_string(),
+                    line,
+                })?
+            } else {
+                text.to_string()
+            };
             if let Some(Frame::Mapping { pending_key, .. }) = self.stack.last_mut() {
-                *pending_key = Some((text.to_string(), line));
+                *pending_key = Some((key, line));
             }
             return Ok(());
         }
@@ -527,6 +555,13 @@ impl<T: Tree> Builder<T> {
         let core_tag = tag
             .as_deref()
             .and_then(|t| t.suffix_in_namespace("tag:yaml.org,2002:"));
+        // go-yaml resolves only untagged scalars and the core tags; any other tag (`!foo`,
+        // `!!set`, `!<tag:example.com,2000:x>`) leaves the text a string. The non-specific
+        // `!` reads as no tag for go-yaml v3, as another tag for v2.
+        let non_specific = tag
+            .as_deref()
+            .is_some_and(|t| t.handle().is_empty() && t.suffix() == "!");
+        let untagged = tag.is_none() || (non_specific && self.schema == Schema::Kyaml);
         let resolved = match (core_tag.as_deref(), style) {
             (Some("str"), _) => Resolved::Str,
             (Some("null"), _) => Resolved::Null,
@@ -534,7 +569,7 @@ impl<T: Tree> Builder<T> {
             (Some(tag @ ("bool" | "int" | "float" | "timestamp")), _) => {
                 resolve_tagged(text, tag, self.schema, line)?
             }
-            (_, ScalarStyle::Plain) => resolve_plain(text, self.schema),
+            (_, ScalarStyle::Plain) if untagged => resolve_plain(text, self.schema),
             _ => Resolved::Str,
         };
         to_json(resolved, text).ok_or_else(|| YamlError::UnsupportedValue {

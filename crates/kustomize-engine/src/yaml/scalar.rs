@@ -65,6 +65,25 @@ pub fn resolve_plain(text: &str, schema: Schema) -> Resolved {
     }
 }
 
+/// A plain mapping key as sigs.k8s.io/yaml's `YAMLToJSON` names it: go-yaml v2 reads the key
+/// as it reads a value, and the JSON key is that value as Go prints it (`on` is "true",
+/// `0x1F` "31", `1e3` "1000", a float at float32 precision: `3.14159265358979` is
+/// "3.1415927"). A null key or an integer beyond int64 has no JSON key (`None`).
+pub fn yaml_to_json_key(text: &str) -> Option<String> {
+    Some(match resolve_plain(text, Schema::Kubernetes) {
+        Resolved::Null => return None,
+        Resolved::Bool(b) => b.to_string(),
+        Resolved::Int(n) => n.as_i64()?.to_string(),
+        Resolved::Float(f) => match go_std::format_float_g32(f).as_str() {
+            "+Inf" => ".inf".to_string(),
+            "-Inf" => "-.inf".to_string(),
+            "NaN" => ".nan".to_string(),
+            other => other.to_string(),
+        },
+        Resolved::Timestamp(_) | Resolved::Str => text.to_string(),
+    })
+}
+
 /// The YAML 1.1 booleans that go-yaml v3 reads as strings but v2 reads as booleans.
 fn yaml11_bool(text: &str) -> Option<bool> {
     match text {
