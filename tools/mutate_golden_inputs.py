@@ -93,6 +93,7 @@ STYLES = {
     "explicit-markers": dict(explicit_start=True, explicit_end=True),
     "ascii-escapes": dict(allow_unicode=False),
     "crlf": dict(line_break="\r\n"),
+    "cr": dict(line_break="\r"),
 }
 
 

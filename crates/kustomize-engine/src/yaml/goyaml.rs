@@ -1,9 +1,8 @@
 //! Where go-yaml, kustomize's YAML reader, reads text otherwise than the YAML spec (and the
 //! parser used here) does, and how the parser's output is brought to go-yaml's reading:
-//! folded block scalars keep an extra line break before more-indented lines, quoted
-//! scalars may continue on lines no deeper than their key (common in generated CRDs), and
-//! NEL (U+0085) breaks lines as YAML 1.1 says. Also kyaml's own rule for the lines that
-//! separate documents in resource files.
+//! folded block scalars keep an extra line break before more-indented lines, and NEL (U+0085)
+//! and a lone carriage return break lines. Also kyaml's own rules for the lines that separate
+//! documents in resource files and for a BOM that starts a document.
 
 use std::borrow::Cow;
 
@@ -37,107 +36,22 @@ pub(super) fn go_yaml_folded(value: &str) -> Option<String> {
     changed.then_some(out)
 }
 
-/// The parser's words for a quoted scalar whose continuation lines are not indented past
-/// their key: valid for go-yaml (and common in generated CRDs), refused by the spec.
-const SHALLOW_QUOTED_CONTINUATION: &str = "invalid indentation in multiline quoted scalar";
-
-/// Runs `read` on `text`, and when the parser refuses a quoted scalar's shallow continuation
-/// lines, once more with those lines indented past their key. Leading white space of a
-/// quoted scalar's continuation line is folded away, so the value read is go-yaml's.
-pub(super) fn leniently<R>(
+/// Runs `read` on `text` with its line breaks as go-yaml reads them ([`nel_as_line_break`]).
+/// (Quoted scalars whose continuation lines are not indented past their key, valid for
+/// go-yaml and common in generated CRDs, the parser reads as go-yaml does.)
+pub(super) fn with_go_yaml_breaks<R>(
     text: &str,
     read: impl Fn(&str) -> Result<R, YamlError>,
 ) -> Result<R, YamlError> {
-    let text = &*nel_as_line_break(text);
-    match read(text) {
-        Err(error @ YamlError::Syntax { .. }) if is_shallow_continuation(&error) => {
-            match indent_quoted_continuations(text) {
-                Some(fixed) => read(&fixed),
-                None => Err(error),
-            }
-        }
-        other => other,
-    }
-}
-
-fn is_shallow_continuation(error: &YamlError) -> bool {
-    matches!(error, YamlError::Syntax { message, .. } if message == SHALLOW_QUOTED_CONTINUATION)
-}
-
-/// `text` with every continuation line of a multi-line quoted scalar in block context
-/// indented one column past the line the scalar starts on; `None` when there is none.
-pub(super) fn indent_quoted_continuations(text: &str) -> Option<String> {
-    let mut out = String::with_capacity(text.len() + 64);
-    let mut open: Option<(char, usize)> = None;
-    let mut changed = false;
-    for line in text.split_inclusive('\n') {
-        let indent = line.len() - line.trim_start_matches(' ').len();
-        let mut line = std::borrow::Cow::Borrowed(line);
-        let scan_from = match open {
-            Some((_, key_indent)) => {
-                if !line.trim().is_empty() && indent <= key_indent {
-                    line = format!("{}{}", " ".repeat(key_indent + 1 - indent), line).into();
-                    changed = true;
-                }
-                0
-            }
-            None => match quoted_value_start(&line) {
-                Some((quote, at)) => {
-                    open = Some((quote, indent));
-                    at + 1
-                }
-                None => {
-                    out.push_str(&line);
-                    continue;
-                }
-            },
-        };
-        if let Some((quote, _)) = open
-            && closes(&line[scan_from..], quote)
-        {
-            open = None;
-        }
-        out.push_str(&line);
-    }
-    changed.then_some(out)
-}
-
-/// Where a quoted scalar starts as a block value on `line` (after `key:`, `-` or nothing).
-fn quoted_value_start(line: &str) -> Option<(char, usize)> {
-    let at = line.find(['\'', '"'])?;
-    let before = line[..at].trim_end();
-    let starts_value = before.is_empty() || before.ends_with(':') || before.ends_with('-');
-    if !starts_value || before.contains('#') || before.contains(['{', '[']) {
-        return None;
-    }
-    let quote = line[at..].chars().next()?;
-    (!closes(&line[at + 1..], quote)).then_some((quote, at))
-}
-
-/// Whether `rest` (inside a quoted scalar) holds its closing quote.
-fn closes(rest: &str, quote: char) -> bool {
-    let mut chars = rest.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            ('"', '\\') => {
-                chars.next();
-            }
-            ('\'', '\'') if chars.peek() == Some(&'\'') => {
-                chars.next();
-            }
-            (q, c) if q == c => return true,
-            _ => {}
-        }
-    }
-    false
+    read(&nel_as_line_break(text))
 }
 
 /// go-yaml breaks lines at NEL (U+0085) as YAML 1.1 says, and at a carriage return that no
 /// line feed follows, and reads either break as `\n`: in a quoted or plain scalar it folds to
 /// a space, in a block scalar it is a line break, and it ends a comment. The spec the parser
 /// follows (YAML 1.2) reads NEL as an ordinary character, and the line-based rewrites here
-/// look for `\n` alone. (A value substituted from a Secret written on Windows ends in `\r`
-/// once Flux drops its `\n`.) go-yaml breaks lines at U+2028 and U+2029 too but keeps them as
+/// look for `\n` alone. (A value substituted from a Secret written on Windows keeps its `\r`s
+/// once Flux drops the `\n`s.) go-yaml breaks lines at U+2028 and U+2029 too but keeps them as
 /// they are, which no rewriting of the text reproduces; those are read as ordinary characters.
 fn nel_as_line_break(text: &str) -> Cow<'_, str> {
     let lone_cr = |text: &str| {
@@ -155,6 +69,26 @@ fn nel_as_line_break(text: &str) -> Cow<'_, str> {
             '\r' if chars.peek() != Some(&'\n') => out.push('\n'),
             c => out.push(c),
         }
+    }
+    Cow::Owned(out)
+}
+
+/// kyaml decodes each document of a resource file on its own, so a BOM that starts a document
+/// after a separator line (a file saved with one, appended to another) is its stream's BOM,
+/// which go-yaml skips; inside a document it is a character (`bom_inside_document_as_content`).
+pub(super) fn kyaml_document_boms(text: &str) -> Cow<'_, str> {
+    if !text.contains("\n\u{FEFF}") {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut after_separator = false;
+    for line in text.split_inclusive('\n') {
+        let line = match line.strip_prefix('\u{FEFF}') {
+            Some(rest) if after_separator => rest,
+            _ => line,
+        };
+        after_separator = line.starts_with("---");
+        out.push_str(line);
     }
     Cow::Owned(out)
 }
@@ -197,14 +131,14 @@ mod tests {
     fn only_what_go_yaml_reads_otherwise_is_rewritten() {
         assert_eq!(go_yaml_folded("plain folded text\n"), None);
         assert_eq!(go_yaml_folded("a\n  b\n").as_deref(), Some("a\n\n  b\n"));
-        assert_eq!(indent_quoted_continuations("a: 'x'\nb: 1\n"), None);
-        assert_eq!(
-            indent_quoted_continuations("k:\n  d: 'one\n  two'\n").as_deref(),
-            Some("k:\n  d: 'one\n   two'\n")
-        );
         assert_eq!(nel_as_line_break("a: b\n"), "a: b\n");
         assert_eq!(nel_as_line_break("a: 'b\u{85}c'\n"), "a: 'b\nc'\n");
         assert_eq!(nel_as_line_break("a: b\r\nc: d\r\n"), "a: b\r\nc: d\r\n");
+        assert_eq!(kyaml_document_boms("a: \u{FEFF}b\n"), "a: \u{FEFF}b\n");
+        assert_eq!(
+            kyaml_document_boms("a: 1\n--- # x\n\u{FEFF}b: 2\n\u{FEFF}c: 3\n"),
+            "a: 1\n--- # x\nb: 2\n\u{FEFF}c: 3\n"
+        );
         assert_eq!(
             nel_as_line_break("a: 'b\rc'\rd: e\r\n"),
             "a: 'b\nc'\nd: e\r\n"

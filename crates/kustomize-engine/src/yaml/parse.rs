@@ -13,7 +13,9 @@ use granit_parser::{Event, Options, Parser, ScalarStyle, StructureStyle, Tag};
 
 use super::YamlError;
 use super::emit::Ordered;
-use super::goyaml::{go_yaml_folded, kyaml_document_separators, leniently};
+use super::goyaml::{
+    go_yaml_folded, kyaml_document_boms, kyaml_document_separators, with_go_yaml_breaks,
+};
 use super::scalar::{Resolved, Schema, resolve_plain, to_json, yaml_to_json_key};
 
 /// Every document of a YAML stream, in order. Empty documents come back as `Value::Null`.
@@ -25,13 +27,14 @@ pub fn parse_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlErr
 /// a transformer's or generator's configs), which refuses more on separator lines.
 pub fn parse_kio_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlError> {
     kyaml_document_separators(text)?;
+    let text = &*kyaml_document_boms(text);
     parse_documents(text, schema)
 }
 
 /// [`parse_documents`], where a key written twice in one mapping takes its last value instead
 /// of being an error: kustomize reads kustomization files so (resources it refuses).
 pub fn parse_documents_last_key_wins(text: &str, schema: Schema) -> Result<Vec<Value>, YamlError> {
-    leniently(text, |text| {
+    with_go_yaml_breaks(text, |text| {
         let mut builder = Builder::new(schema, false);
         builder.last_key_wins = true;
         builder.read(text)
@@ -49,7 +52,8 @@ pub fn parse_documents_ordered(text: &str, schema: Schema) -> Result<Vec<Ordered
 /// build by writing annotations back from their text: `0755` stays "0755", `~` "~").
 pub fn parse_resources(text: &str) -> Result<Vec<Resource>, YamlError> {
     kyaml_document_separators(text)?;
-    let documents = leniently(text, |text| {
+    let text = &*kyaml_document_boms(text);
+    let documents = with_go_yaml_breaks(text, |text| {
         let mut builder = Builder::new(Schema::Kyaml, true);
         builder.track_empty_values = true;
         builder.read_tracked(text)
@@ -71,7 +75,8 @@ pub fn parse_resources(text: &str) -> Result<Vec<Resource>, YamlError> {
 /// but a plain null still removes one.
 pub fn parse_patches(text: &str) -> Result<Vec<Patch>, YamlError> {
     kyaml_document_separators(text)?;
-    let documents = leniently(text, |text| {
+    let text = &*kyaml_document_boms(text);
+    let documents = with_go_yaml_breaks(text, |text| {
         let mut builder = Builder::new(Schema::Kyaml, true);
         builder.annotation_nulls_stay = true;
         builder.track_number_keys = true;
@@ -111,7 +116,7 @@ fn build_documents<T: Tree>(
     schema: Schema,
     annotations_as_text: bool,
 ) -> Result<Vec<T>, YamlError> {
-    leniently(text, |text| {
+    with_go_yaml_breaks(text, |text| {
         Builder::new(schema, annotations_as_text).read(text)
     })
 }
@@ -150,16 +155,15 @@ impl<T: Tree> Builder<T> {
     /// Every document, and the pointers of the empty values of each.
     fn read_all(mut self, text: &str) -> Result<DocumentsRead<T>, YamlError> {
         let builder = &mut self;
-        // go-yaml ends a block scalar whose last line ends the text without a line break with no
-        // break either (`|` reads as `|-`); the parser here adds one.
-        let unterminated_last_line = !text.ends_with('\n')
-            && text
-                .rsplit('\n')
-                .next()
-                .is_some_and(|last| !last.trim().is_empty());
         // Comments are data only for an edited document (`super::document`).
         let mut options = Options::default();
         options.set_emit_comments(false);
+        // libyaml reads a BOM inside a document as a character of the scalar it starts (a
+        // substituted value from a file saved with one).
+        options.bom_inside_document_as_content = true;
+        // go-yaml ends a block scalar whose last line ends the text without a line break with no
+        // break either (`|` reads as `|-`).
+        options.block_scalar_eof_without_line_feed = true;
         let mut parser = Parser::new_from_str_with_options(text, options);
         while let Some(event) = parser.next_event() {
             let (mut event, span) = event.map_err(|e| YamlError::Syntax {
@@ -167,14 +171,6 @@ impl<T: Tree> Builder<T> {
                 column: e.marker().col() + 1,
                 message: e.info().to_string(),
             })?;
-            if unterminated_last_line
-                && let Event::Scalar(value, ScalarStyle::Literal | ScalarStyle::Folded, ..) =
-                    &mut event
-                && value.ends_with('\n')
-                && text.chars().skip(span.end.index()).all(char::is_whitespace)
-            {
-                value.to_mut().pop();
-            }
             if let Event::Scalar(value, ScalarStyle::Folded, ..) = &mut event
                 && let Some(refolded) = go_yaml_folded(value)
             {
@@ -201,7 +197,7 @@ impl<T: Tree> Builder<T> {
 /// fills a map), and plain keys are named as [`yaml_to_json_key`] names them; a key with no
 /// JSON name is an error.
 pub fn parse_yaml_to_json(text: &str) -> Result<Value, YamlError> {
-    let mut documents = leniently(text, |text| {
+    let mut documents = with_go_yaml_breaks(text, |text| {
         let mut builder = Builder::new(Schema::Kubernetes, false);
         builder.last_key_wins = true;
         builder.keys_as_yaml_to_json = true;

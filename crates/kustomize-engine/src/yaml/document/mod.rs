@@ -334,6 +334,8 @@ impl Document {
         let mut options = Options::default();
         options.set_emit_comments(true);
         options.emit_anchor_events = true;
+        // libyaml reads a BOM inside a document as a character of the scalar it starts.
+        options.bom_inside_document_as_content = true;
         let mut parser = Parser::new_from_str_with_options(text, options);
         while let Some(event) = parser.next_event() {
             let (event, span) = event.map_err(|e| DocumentError::Syntax {
