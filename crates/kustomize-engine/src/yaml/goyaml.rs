@@ -73,10 +73,71 @@ fn nel_as_line_break(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A resource stream as kyaml's reader takes it apart: separator lines checked
+/// ([`kyaml_document_separators`]), a BOM that starts a document dropped
+/// ([`kyaml_document_boms`]), and of a part that kyaml does not split further only the first
+/// document kept ([`kyaml_first_documents`]).
+pub(super) fn kyaml_stream(text: &str) -> Result<Cow<'_, str>, YamlError> {
+    kyaml_document_separators(text)?;
+    Ok(match kyaml_first_documents(text) {
+        Some(parts) => Cow::Owned(kyaml_document_boms(&parts).into_owned()),
+        None => kyaml_document_boms(text),
+    })
+}
+
+/// kyaml splits a stream only at separator lines after a line feed and decodes one document
+/// of each part, so in a file whose lines end in a carriage return alone every document after
+/// the first of a part is never read. `None` when the text has no such carriage return.
+fn kyaml_first_documents(text: &str) -> Option<String> {
+    let text = text.replace("\r\n", "\n");
+    if !text.contains('\r') {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut part = String::new();
+    // The pattern `\n---.*\n`: a match takes the line feed after it, so a separator line right
+    // after another is not one.
+    let mut after_separator = false;
+    for (index, line) in text.split_inclusive('\n').enumerate() {
+        let separator =
+            index > 0 && !after_separator && line.starts_with("---") && line.ends_with('\n');
+        if separator {
+            out.push_str(first_document(&part));
+            out.push_str(line);
+            part.clear();
+        } else {
+            part.push_str(line);
+        }
+        after_separator = separator;
+    }
+    out.push_str(first_document(&part));
+    Some(out)
+}
+
+/// `part` up to where a second document would start, breaking lines at `\r` as at `\n`.
+fn first_document(part: &str) -> &str {
+    let mut content = false;
+    let mut at = 0;
+    for line in part.split_inclusive(['\r', '\n']) {
+        let text = line.trim_end_matches(['\r', '\n']);
+        let marker = |m: &str| {
+            text.strip_prefix(m)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t']))
+        };
+        if (marker("---") && content) || marker("...") {
+            return &part[..at];
+        }
+        let trimmed = text.trim();
+        content |= marker("---") || !(trimmed.is_empty() || trimmed.starts_with('#'));
+        at += line.len();
+    }
+    part
+}
+
 /// kyaml decodes each document of a resource file on its own, so a BOM that starts a document
 /// after a separator line (a file saved with one, appended to another) is its stream's BOM,
 /// which go-yaml skips; inside a document it is a character (`bom_inside_document_as_content`).
-pub(super) fn kyaml_document_boms(text: &str) -> Cow<'_, str> {
+fn kyaml_document_boms(text: &str) -> Cow<'_, str> {
     if !text.contains("\n\u{FEFF}") {
         return Cow::Borrowed(text);
     }
@@ -98,7 +159,7 @@ pub(super) fn kyaml_document_boms(text: &str) -> Cow<'_, str> {
 /// where the next may start only after a line break), and refuses a separator line with
 /// anything but blanks or a comment after the `---`. The YAML spec allows a document to start
 /// on its separator line (`--- {kind: X}`); kustomize does not.
-pub(super) fn kyaml_document_separators(text: &str) -> Result<(), YamlError> {
+fn kyaml_document_separators(text: &str) -> Result<(), YamlError> {
     let text = text.replace("\r\n", "\n");
     let mut line = 1;
     let mut rest = text.as_str();
@@ -135,6 +196,11 @@ mod tests {
         assert_eq!(nel_as_line_break("a: 'b\u{85}c'\n"), "a: 'b\nc'\n");
         assert_eq!(nel_as_line_break("a: b\r\nc: d\r\n"), "a: b\r\nc: d\r\n");
         assert_eq!(kyaml_document_boms("a: \u{FEFF}b\n"), "a: \u{FEFF}b\n");
+        assert_eq!(kyaml_first_documents("a: 1\n---\nb: 2\n"), None);
+        assert_eq!(
+            kyaml_first_documents("a: 1\r---\rb: 2\n---\n---\rc: 3\r---\rd: 4\r...\r").as_deref(),
+            Some("a: 1\r---\n---\rc: 3\r")
+        );
         assert_eq!(
             kyaml_document_boms("a: 1\n--- # x\n\u{FEFF}b: 2\n\u{FEFF}c: 3\n"),
             "a: 1\n--- # x\nb: 2\n\u{FEFF}c: 3\n"

@@ -13,9 +13,7 @@ use granit_parser::{Event, Options, Parser, ScalarStyle, StructureStyle, Tag};
 
 use super::YamlError;
 use super::emit::Ordered;
-use super::goyaml::{
-    go_yaml_folded, kyaml_document_boms, kyaml_document_separators, with_go_yaml_breaks,
-};
+use super::goyaml::{go_yaml_folded, kyaml_stream, with_go_yaml_breaks};
 use super::scalar::{Resolved, Schema, resolve_plain, to_json, yaml_to_json_key};
 
 /// Every document of a YAML stream, in order. Empty documents come back as `Value::Null`.
@@ -26,8 +24,7 @@ pub fn parse_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlErr
 /// [`parse_documents`] of a text kustomize reads as a stream of manifests (kyaml's reader:
 /// a transformer's or generator's configs), which refuses more on separator lines.
 pub fn parse_kio_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlError> {
-    kyaml_document_separators(text)?;
-    let text = &*kyaml_document_boms(text);
+    let text = &*kyaml_stream(text)?;
     parse_documents(text, schema)
 }
 
@@ -51,8 +48,7 @@ pub fn parse_documents_ordered(text: &str, schema: Schema) -> Result<Vec<Ordered
 /// object's `metadata.annotations` as the text they were written as (kustomize ends every
 /// build by writing annotations back from their text: `0755` stays "0755", `~` "~").
 pub fn parse_resources(text: &str) -> Result<Vec<Resource>, YamlError> {
-    kyaml_document_separators(text)?;
-    let text = &*kyaml_document_boms(text);
+    let text = &*kyaml_stream(text)?;
     let documents = with_go_yaml_breaks(text, |text| {
         let mut builder = Builder::new(Schema::Kyaml, true);
         builder.track_empty_values = true;
@@ -74,8 +70,7 @@ pub fn parse_resources(text: &str) -> Result<Vec<Resource>, YamlError> {
 /// an error. Annotation values are their text, as in [`parse_resources`] (`8080` is "8080"),
 /// but a plain null still removes one.
 pub fn parse_patches(text: &str) -> Result<Vec<Patch>, YamlError> {
-    kyaml_document_separators(text)?;
-    let text = &*kyaml_document_boms(text);
+    let text = &*kyaml_stream(text)?;
     let documents = with_go_yaml_breaks(text, |text| {
         let mut builder = Builder::new(Schema::Kyaml, true);
         builder.annotation_nulls_stay = true;
