@@ -615,7 +615,7 @@ pub(crate) fn analyze(s: &str) -> ScalarTraits {
 }
 
 /// libyaml's printable set: tab, CR, NEL, BOM and astral-plane characters are not.
-fn is_printable(c: char) -> bool {
+pub(super) fn is_printable(c: char) -> bool {
     matches!(c, '\n' | ' '..='~' | '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}')
         && c != '\u{FEFF}'
 }

@@ -7,24 +7,33 @@
 use std::borrow::Cow;
 
 use super::YamlError;
+use super::emit::is_printable;
 
-/// A folded block scalar's value as go-yaml reads it, where that differs from the spec: a
-/// "more-indented" line (one starting with a space or tab) that follows a normal line gets one
-/// line break more than the spec gives it.
+/// A folded block scalar's value as kustomize reads a resource, where that differs from the
+/// spec. go-yaml reads the spec's value, but kyaml writes the scalar back folded and reads it
+/// again, and go-yaml's emitter, writing a line break after a line that starts with no blank,
+/// adds a blank line so that the break does not fold into a space; it tests the value's first
+/// character for the line's, so it adds one where no folding happens either: before a
+/// "more-indented" line (one starting with a space or tab) and at the end of breaks kept by
+/// `+`. Each of those comes back one line break longer. None of it happens when the emitter
+/// writes the value quoted instead (a space before a line break or at the end, a character it
+/// cannot print) or starts it with a blank (left as the spec reads it).
 pub(super) fn go_yaml_folded(value: &str) -> Option<String> {
-    let more_indented = |line: &str| line.starts_with([' ', '\t']);
-    if !value.contains("\n ") && !value.contains("\n\t") {
+    let blank_start = |line: &str| line.starts_with([' ', '\t']);
+    let block_allowed = !value.ends_with(' ')
+        && !value.contains(" \n")
+        && value.chars().all(|c| c == '\t' || is_printable(c));
+    if !block_allowed || blank_start(value.trim_start_matches('\n')) {
         return None;
     }
-    let lines: Vec<&str> = value.split('\n').collect();
     let mut out = String::with_capacity(value.len() + 8);
     let mut previous_text: Option<&str> = None;
     let mut changed = false;
-    for (index, line) in lines.iter().enumerate() {
+    for (index, line) in value.split('\n').enumerate() {
         if index > 0 {
             out.push('\n');
         }
-        if more_indented(line) && previous_text.is_some_and(|p| !more_indented(p)) {
+        if blank_start(line) && previous_text.is_some_and(|p| !blank_start(p)) {
             out.push('\n');
             changed = true;
         }
@@ -32,6 +41,10 @@ pub(super) fn go_yaml_folded(value: &str) -> Option<String> {
             previous_text = Some(line);
         }
         out.push_str(line);
+    }
+    if value.ends_with("\n\n") && previous_text.is_some_and(|p| !blank_start(p)) {
+        out.push('\n');
+        changed = true;
     }
     changed.then_some(out)
 }
@@ -192,6 +205,13 @@ mod tests {
     fn only_what_go_yaml_reads_otherwise_is_rewritten() {
         assert_eq!(go_yaml_folded("plain folded text\n"), None);
         assert_eq!(go_yaml_folded("a\n  b\n").as_deref(), Some("a\n\n  b\n"));
+        assert_eq!(go_yaml_folded("a\n\tb").as_deref(), Some("a\n\n\tb"));
+        assert_eq!(go_yaml_folded("one\n\n").as_deref(), Some("one\n\n\n"));
+        assert_eq!(go_yaml_folded("one\n"), None);
+        // Written quoted, or starting with a blank: read back as it is.
+        assert_eq!(go_yaml_folded("one \n  two\n"), None);
+        assert_eq!(go_yaml_folded("one\n  two "), None);
+        assert_eq!(go_yaml_folded(" one\ntwo\n  three\n"), None);
         assert_eq!(nel_as_line_break("a: b\n"), "a: b\n");
         assert_eq!(nel_as_line_break("a: 'b\u{85}c'\n"), "a: 'b\nc'\n");
         assert_eq!(nel_as_line_break("a: b\r\nc: d\r\n"), "a: b\r\nc: d\r\n");

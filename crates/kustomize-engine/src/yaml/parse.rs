@@ -166,7 +166,15 @@ impl<T: Tree> Builder<T> {
                 column: e.marker().col() + 1,
                 message: e.info().to_string(),
             })?;
+            if let Event::Scalar(_, ScalarStyle::DoubleQuoted, ..) = &event
+                && let Some(bytes) = span.byte_range()
+            {
+                refuse_yaml_1_2_escapes(text, bytes.start, bytes.end)?;
+            }
+            // kyaml writes a folded scalar back folded and reads it again, which adds the break;
+            // sigs.k8s.io/yaml reads it once.
             if let Event::Scalar(value, ScalarStyle::Folded, ..) = &mut event
+                && builder.schema == Schema::Kyaml
                 && let Some(refolded) = go_yaml_folded(value)
             {
                 *value = refolded.into();
@@ -202,6 +210,28 @@ pub fn parse_yaml_to_json(text: &str) -> Result<Value, YamlError> {
         0 => Ok(Value::Null),
         _ => Ok(documents.remove(0)),
     }
+}
+
+/// go-yaml knows YAML 1.1's escapes, which lack 1.2's `\/`: a double-quoted scalar (the text
+/// from byte `start` to `end`) that uses it is an error.
+fn refuse_yaml_1_2_escapes(text: &str, start: usize, end: usize) -> Result<(), YamlError> {
+    let Some(quoted) = text.get(start..end) else {
+        return Ok(());
+    };
+    let mut chars = quoted.char_indices();
+    while let Some((_, c)) = chars.next() {
+        if c == '\\'
+            && let Some((at, '/')) = chars.next()
+        {
+            let before = &text[..start + at];
+            return Err(YamlError::Syntax {
+                line: before.matches('\n').count() + 1,
+                column: before.len() - before.rfind('\n').map_or(0, |n| n + 1),
+                message: "found unknown escape character".to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The single document of a YAML text; several documents are an error, none is `Null`.
@@ -394,10 +424,33 @@ impl<T: Tree> Builder<T> {
             pending_key: None, ..
         }) = self.stack.last()
         {
-            if schema == Schema::Kyaml
-                && style == ScalarStyle::Plain
-                && tag.is_none()
-                && !matches!(resolve_plain(text, schema), Resolved::Str | Resolved::Null)
+            // A tagged key is decoded as a value would be (a tag its text does not resolve to
+            // fails); one that is no string then is none for JSON either.
+            let core_tag = tag
+                .as_deref()
+                .and_then(|t| t.suffix_in_namespace("tag:yaml.org,2002:"))
+                .filter(|core| core != "str");
+            let tagged_non_string = match core_tag {
+                Some(_) => !matches!(
+                    self.scalar(text, style, tag.clone(), line)?,
+                    Value::String(_)
+                ),
+                None => false,
+            };
+            if schema == Schema::Kyaml && tagged_non_string {
+                return Err(YamlError::NonStringKey {
+                    key: text.to_string(),
+                    line,
+                });
+            }
+            // go-yaml v3 decodes a null key as nil, which JSON cannot hold either; a patch's
+            // keys are matched by their text.
+            let non_string = match resolve_plain(text, schema) {
+                Resolved::Str => false,
+                Resolved::Null => !self.track_number_keys,
+                _ => true,
+            };
+            if schema == Schema::Kyaml && style == ScalarStyle::Plain && tag.is_none() && non_string
             {
                 let under_a_list = self
                     .stack
@@ -412,7 +465,9 @@ impl<T: Tree> Builder<T> {
                 let pointer = self.pointer_to(text);
                 self.number_keys.push(pointer);
             }
-            let key = if self.keys_as_yaml_to_json && style == ScalarStyle::Plain && tag.is_none() {
+            let key = if self.keys_as_yaml_to_json
+                && ((style == ScalarStyle::Plain && tag.is_none()) || tagged_non_string)
+            {
                 yaml_to_json_key(text).ok_or_else(|| YamlError::NonStringKey {
                     key: text.to_string(),
                     line,
@@ -555,9 +610,8 @@ impl<T: Tree> Builder<T> {
         let untagged = tag.is_none() || (non_specific && self.schema == Schema::Kyaml);
         let resolved = match (core_tag.as_deref(), style) {
             (Some("str"), _) => Resolved::Str,
-            (Some("null"), _) => Resolved::Null,
             (Some("binary"), _) => return decode_binary(text, line),
-            (Some(tag @ ("bool" | "int" | "float" | "timestamp")), _) => {
+            (Some(tag @ ("null" | "bool" | "int" | "float" | "timestamp")), _) => {
                 resolve_tagged(text, tag, self.schema, line)?
             }
             (_, ScalarStyle::Plain) if untagged => resolve_plain(text, self.schema),

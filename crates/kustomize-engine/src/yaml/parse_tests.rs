@@ -215,3 +215,119 @@ fn folded_scalars_read_as_go_yaml_reads_them() {
     assert_eq!(read[0]["a"], "one\n\n  two\n  three\nfour five\n");
     assert_eq!(read[0]["c"], "one\n\n\n  two\n");
 }
+
+/// `tests/fixtures/go/yaml-documents.json`: 3,000 random documents (block and flow
+/// collections, every scalar style and indicator, anchors, aliases, merge keys, tags,
+/// comments, markers; tabs, carriage returns, trailing blanks, odd indentation, a BOM) as
+/// go-yaml v3 decodes them (kyaml's reading of resources) and as sigs.k8s.io/yaml's
+/// `YAMLToJSON` reads them (go-yaml v2: kustomization files, Flux's substituted manifests),
+/// written by `tools/go-oracles/yaml-documents`. Ours reads each to the same JSON, or fails
+/// where go-yaml fails; `yaml-documents-known.tsv` lists the documents still read otherwise.
+#[test]
+fn documents_read_as_go_yaml_reads_them() {
+    #[derive(serde::Deserialize)]
+    struct Fixture {
+        /// document, v3 json, v3 error, v2 json, v2 error.
+        rows: Vec<[String; 5]>,
+    }
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/go/");
+    let fixture: Fixture = serde_json::from_str(
+        &std::fs::read_to_string(format!("{root}yaml-documents.json")).unwrap(),
+    )
+    .unwrap();
+    let known_text = std::fs::read_to_string(format!("{root}yaml-documents-known.tsv")).unwrap();
+    let known: std::collections::BTreeMap<String, &str> = known_text
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split_once('\t'))
+        .map(|(reason, document)| (serde_json::from_str(document).unwrap(), reason))
+        .collect();
+    let as_json = |read: Result<Value, YamlError>| read.ok().map(|v| serde_json::Value::from(&v));
+    let mut differ = Vec::new();
+    let mut known_differ = 0;
+    for [document, v3_json, _, v2_json, _] in &fixture.rows {
+        let kyaml = as_json(parse_resources(document).map(|mut documents| {
+            if documents.is_empty() {
+                Value::Null
+            } else {
+                documents.remove(0).value
+            }
+        }));
+        let flux = as_json(parse_yaml_to_json(document));
+        let want = |text: &str| {
+            (!text.is_empty()).then(|| serde_json::from_str::<serde_json::Value>(text).unwrap())
+        };
+        let mut this_differs = false;
+        for (reader, ours, go) in [("v3", kyaml, want(v3_json)), ("v2", flux, want(v2_json))] {
+            if !same_json(ours.as_ref(), go.as_ref()) {
+                this_differs = true;
+                if !known.contains_key(document) {
+                    differ.push(format!(
+                        "{document:?} {reader}:\n  Go   {go:?}\n  ours {ours:?}"
+                    ));
+                }
+            }
+        }
+        match (known.get(document), this_differs) {
+            (Some(_), true) => known_differ += 1,
+            (Some(reason), false) => differ.push(format!(
+                "{document:?}: listed as known ({reason}), but alike"
+            )),
+            _ => {}
+        }
+    }
+    assert!(fixture.rows.len() >= 3_000);
+    assert!(
+        differ.is_empty(),
+        "{} differ:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
+    assert_eq!(
+        known_differ,
+        known.len(),
+        "every known document is in the fixture"
+    );
+}
+
+/// Equal, numbers by value within a rounding step (Go's JSON writes `1e3` as `1000`).
+fn same_json(a: Option<&serde_json::Value>, b: Option<&serde_json::Value>) -> bool {
+    use serde_json::Value as J;
+    match (a, b) {
+        (None, None) => true,
+        (Some(J::Number(x)), Some(J::Number(y))) => match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => x == y || (x - y).abs() <= f64::EPSILON * x.abs().max(y.abs()),
+            _ => x == y,
+        },
+        (Some(J::Array(x)), Some(J::Array(y))) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(Some(x), Some(y)))
+        }
+        (Some(J::Object(x)), Some(J::Object(y))) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(Some(v), Some(w))))
+        }
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// go-yaml knows YAML 1.1's escapes only: `\/` (YAML 1.2) is an error, in every position.
+#[test]
+fn yaml_1_2_escapes_are_refused_as_go_yaml_refuses_them() {
+    for text in [
+        "k: \"\\/\"\n",
+        "k0:\n  k0:\n    k1: \"\\/\"\n    k0: 1 # note\n",
+        "é: [\"a\\/b\"]\n",
+        "\"\\/\": 1\n",
+        "\u{FEFF}a: 1\nk: \"\\/\"\n",
+        "é: 1\nk: [\"\\/\"]\n",
+    ] {
+        let error = parse_documents(text, Schema::Kyaml).unwrap_err();
+        assert!(
+            error.to_string().contains("found unknown escape character"),
+            "{text:?}: {error}"
+        );
+    }
+    assert_eq!(kyaml("k: \"\\\\/\"\n")[0]["k"], "\\/");
+}
