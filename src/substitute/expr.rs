@@ -573,18 +573,8 @@ mod flux_oracle {
     /// expression starts).
     #[test]
     fn expressions_evaluate_as_fluxs_envsubst_evaluates_them() {
-        #[derive(serde::Deserialize)]
-        struct Fixture {
-            vars: BTreeMap<String, String>,
-            /// input, output, error, strict output, strict error.
-            rows: Vec<[String; 5]>,
-        }
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/envsubst/flux-envsubst-v1.7.0.json"
-        );
-        let fixture: Fixture =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        // input, output, error, strict output, strict error.
+        let fixture = super::super::fixtures::table("flux-envsubst-v1.7.0.json");
         assert!(fixture.rows.len() > 4_000);
         let mut differ = Vec::new();
         for [input, output, error, strict_output, strict_error] in &fixture.rows {

@@ -193,6 +193,27 @@ fn without_values(error: &yaml::YamlError) -> String {
     }
 }
 
+/// The tables of `tests/fixtures/envsubst/` that Flux's own code wrote.
+#[cfg(test)]
+mod fixtures {
+    use std::collections::BTreeMap;
+
+    /// The variables every row sees, and five columns a row.
+    #[derive(serde::Deserialize)]
+    pub(super) struct Table {
+        pub(super) vars: BTreeMap<String, String>,
+        pub(super) rows: Vec<[String; 5]>,
+    }
+
+    pub(super) fn table(name: &str) -> Table {
+        let path = format!(
+            "{}/tests/fixtures/envsubst/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,18 +358,8 @@ mod tests {
     /// blanks, numbers. The same object, or a failure of the same step (we never show the text).
     #[test]
     fn objects_substitute_as_fluxs_printing_and_reading_make_them() {
-        #[derive(serde::Deserialize)]
-        struct Fixture {
-            vars: BTreeMap<String, String>,
-            /// object, output, error, strict output, strict error.
-            rows: Vec<[String; 5]>,
-        }
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/envsubst/flux-substitute-objects-v1.7.0.json"
-        );
-        let fixture: Fixture =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        // object, output, error, strict output, strict error.
+        let fixture = fixtures::table("flux-substitute-objects-v1.7.0.json");
         assert!(fixture.rows.len() > 2_500);
         let vars: BTreeMap<String, String> = fixture
             .vars

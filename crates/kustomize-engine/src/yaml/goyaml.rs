@@ -59,6 +59,32 @@ pub(super) fn with_go_yaml_breaks<R>(
     read(&nel_as_line_break(text))
 }
 
+/// go-yaml knows YAML 1.1's escapes, which lack 1.2's `\/`: a double-quoted scalar (the text
+/// from byte `start` to `end`) that uses it is an error.
+pub(super) fn refuse_yaml_1_2_escapes(
+    text: &str,
+    start: usize,
+    end: usize,
+) -> Result<(), YamlError> {
+    let Some(quoted) = text.get(start..end) else {
+        return Ok(());
+    };
+    let mut chars = quoted.char_indices();
+    while let Some((_, c)) = chars.next() {
+        if c == '\\'
+            && let Some((at, '/')) = chars.next()
+        {
+            let before = &text[..start + at];
+            return Err(YamlError::Syntax {
+                line: before.matches('\n').count() + 1,
+                column: before.len() - before.rfind('\n').map_or(0, |n| n + 1),
+                message: "found unknown escape character".to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// go-yaml breaks lines at NEL (U+0085) as YAML 1.1 says, and at a carriage return that no
 /// line feed follows, and reads either break as `\n`: in a quoted or plain scalar it folds to
 /// a space, in a block scalar it is a line break, and it ends a comment. The spec the parser

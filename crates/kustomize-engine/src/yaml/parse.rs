@@ -13,8 +13,10 @@ use granit_parser::{Event, Options, Parser, ScalarStyle, StructureStyle, Tag};
 
 use super::YamlError;
 use super::emit::Ordered;
-use super::goyaml::{go_yaml_folded, kyaml_stream, with_go_yaml_breaks};
-use super::scalar::{Resolved, Schema, resolve_plain, to_json, yaml_to_json_key};
+use super::goyaml::{go_yaml_folded, kyaml_stream, refuse_yaml_1_2_escapes, with_go_yaml_breaks};
+use super::scalar::{
+    Resolved, Schema, decode_binary, resolve_plain, resolve_tagged, to_json, yaml_to_json_key,
+};
 
 /// Every document of a YAML stream, in order. Empty documents come back as `Value::Null`.
 pub fn parse_documents(text: &str, schema: Schema) -> Result<Vec<Value>, YamlError> {
@@ -212,28 +214,6 @@ pub fn parse_yaml_to_json(text: &str) -> Result<Value, YamlError> {
     }
 }
 
-/// go-yaml knows YAML 1.1's escapes, which lack 1.2's `\/`: a double-quoted scalar (the text
-/// from byte `start` to `end`) that uses it is an error.
-fn refuse_yaml_1_2_escapes(text: &str, start: usize, end: usize) -> Result<(), YamlError> {
-    let Some(quoted) = text.get(start..end) else {
-        return Ok(());
-    };
-    let mut chars = quoted.char_indices();
-    while let Some((_, c)) = chars.next() {
-        if c == '\\'
-            && let Some((at, '/')) = chars.next()
-        {
-            let before = &text[..start + at];
-            return Err(YamlError::Syntax {
-                line: before.matches('\n').count() + 1,
-                column: before.len() - before.rfind('\n').map_or(0, |n| n + 1),
-                message: "found unknown escape character".to_string(),
-            });
-        }
-    }
-    Ok(())
-}
-
 /// The single document of a YAML text; several documents are an error, none is `Null`.
 pub fn parse_single(text: &str, schema: Schema) -> Result<Value, YamlError> {
     let mut documents = parse_documents(text, schema)?;
@@ -408,6 +388,69 @@ impl<T: Tree> Builder<T> {
         self.complete(value, line)
     }
 
+    /// A scalar read as a mapping's key: its text, refused where go-yaml's reading would give a
+    /// key JSON cannot hold.
+    fn mapping_key(
+        &mut self,
+        text: &str,
+        style: ScalarStyle,
+        tag: Option<Cow<'_, Tag>>,
+        line: usize,
+    ) -> Result<String, YamlError> {
+        // Resources must have string keys: go-yaml v3 reads `1:` as an integer key, which
+        // JSON cannot hold.
+        let schema = self.schema;
+        // A tagged key is decoded as a value would be (a tag its text does not resolve to
+        // fails); one that is no string then is none for JSON either.
+        let core_tag = tag
+            .as_deref()
+            .and_then(|t| t.suffix_in_namespace("tag:yaml.org,2002:"))
+            .filter(|core| core != "str");
+        let tagged_non_string = match core_tag {
+            Some(_) => !matches!(
+                self.scalar(text, style, tag.clone(), line)?,
+                Value::String(_)
+            ),
+            None => false,
+        };
+        if schema == Schema::Kyaml && tagged_non_string {
+            return Err(YamlError::NonStringKey {
+                key: text.to_string(),
+                line,
+            });
+        }
+        // go-yaml v3 decodes a null key as nil, which JSON cannot hold either; a patch's
+        // keys are matched by their text.
+        let non_string = match resolve_plain(text, schema) {
+            Resolved::Str => false,
+            Resolved::Null => !self.track_number_keys,
+            _ => true,
+        };
+        if schema == Schema::Kyaml && style == ScalarStyle::Plain && tag.is_none() && non_string {
+            let under_a_list = self
+                .stack
+                .iter()
+                .any(|frame| matches!(frame, Frame::Sequence { .. }));
+            if !self.track_number_keys || under_a_list {
+                return Err(YamlError::NonStringKey {
+                    key: text.to_string(),
+                    line,
+                });
+            }
+            let pointer = self.pointer_to(text);
+            self.number_keys.push(pointer);
+        }
+        if self.keys_as_yaml_to_json
+            && ((style == ScalarStyle::Plain && tag.is_none()) || tagged_non_string)
+        {
+            return yaml_to_json_key(text).ok_or_else(|| YamlError::NonStringKey {
+                key: text.to_string(),
+                line,
+            });
+        }
+        Ok(text.to_string())
+    }
+
     /// A scalar is a mapping's pending key or a value.
     fn scalar_event(
         &mut self,
@@ -417,64 +460,11 @@ impl<T: Tree> Builder<T> {
         tag: Option<Cow<'_, Tag>>,
         line: usize,
     ) -> Result<(), YamlError> {
-        // Resources must have string keys: go-yaml v3 reads `1:` as an integer key, which
-        // JSON cannot hold.
-        let schema = self.schema;
         if let Some(Frame::Mapping {
             pending_key: None, ..
         }) = self.stack.last()
         {
-            // A tagged key is decoded as a value would be (a tag its text does not resolve to
-            // fails); one that is no string then is none for JSON either.
-            let core_tag = tag
-                .as_deref()
-                .and_then(|t| t.suffix_in_namespace("tag:yaml.org,2002:"))
-                .filter(|core| core != "str");
-            let tagged_non_string = match core_tag {
-                Some(_) => !matches!(
-                    self.scalar(text, style, tag.clone(), line)?,
-                    Value::String(_)
-                ),
-                None => false,
-            };
-            if schema == Schema::Kyaml && tagged_non_string {
-                return Err(YamlError::NonStringKey {
-                    key: text.to_string(),
-                    line,
-                });
-            }
-            // go-yaml v3 decodes a null key as nil, which JSON cannot hold either; a patch's
-            // keys are matched by their text.
-            let non_string = match resolve_plain(text, schema) {
-                Resolved::Str => false,
-                Resolved::Null => !self.track_number_keys,
-                _ => true,
-            };
-            if schema == Schema::Kyaml && style == ScalarStyle::Plain && tag.is_none() && non_string
-            {
-                let under_a_list = self
-                    .stack
-                    .iter()
-                    .any(|frame| matches!(frame, Frame::Sequence { .. }));
-                if !self.track_number_keys || under_a_list {
-                    return Err(YamlError::NonStringKey {
-                        key: text.to_string(),
-                        line,
-                    });
-                }
-                let pointer = self.pointer_to(text);
-                self.number_keys.push(pointer);
-            }
-            let key = if self.keys_as_yaml_to_json
-                && ((style == ScalarStyle::Plain && tag.is_none()) || tagged_non_string)
-            {
-                yaml_to_json_key(text).ok_or_else(|| YamlError::NonStringKey {
-                    key: text.to_string(),
-                    line,
-                })?
-            } else {
-                text.to_string()
-            };
+            let key = self.mapping_key(text, style, tag, line)?;
             if let Some(Frame::Mapping { pending_key, .. }) = self.stack.last_mut() {
                 *pending_key = Some((key, line));
             }
@@ -664,47 +654,6 @@ impl<T: Tree> Builder<T> {
             }
         }
     }
-}
-
-/// A scalar under an explicit `!!bool`, `!!int`, `!!float` or `!!timestamp` tag, as go-yaml
-/// decodes it: the text must resolve to that type (an integer widens to a float), quoted or
-/// not. The error leaves the text out (go-yaml prints it): it may be a Secret's.
-fn resolve_tagged(
-    text: &str,
-    tag: &str,
-    schema: Schema,
-    line: usize,
-) -> Result<Resolved, YamlError> {
-    let tag_of = |resolved: &Resolved| match resolved {
-        Resolved::Null => "null",
-        Resolved::Bool(_) => "bool",
-        Resolved::Int(_) => "int",
-        Resolved::Float(_) => "float",
-        Resolved::Timestamp(_) => "timestamp",
-        Resolved::Str => "str",
-    };
-    match (resolve_plain(text, schema), tag) {
-        (resolved, _) if tag_of(&resolved) == tag => Ok(resolved),
-        (Resolved::Int(n), "float") => Ok(Resolved::Float(n.as_f64().unwrap_or_default())),
-        // sigs.k8s.io/yaml keeps a timestamp's text.
-        (Resolved::Str, "timestamp") if schema == Schema::Kubernetes => Ok(Resolved::Str),
-        (resolved, _) => Err(YamlError::TagMismatch {
-            found: tag_of(&resolved),
-            tag: tag.to_string(),
-            line,
-        }),
-    }
-}
-
-/// A `!!binary` scalar: go-yaml decodes its base64 (line breaks ignored) and holds the bytes
-/// as a string; bytes that are no UTF-8 print as U+FFFD in JSON.
-fn decode_binary(text: &str, line: usize) -> Result<Value, YamlError> {
-    use base64::Engine;
-    let compact: String = text.chars().filter(|c| !matches!(c, '\n' | '\r')).collect();
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(compact)
-        .map_err(|_| YamlError::InvalidBinary { line })?;
-    Ok(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// Applies a `<<` merge: a mapping or a list of mappings whose keys fill in what the mapping

@@ -11,6 +11,7 @@
 //!
 //! The emitter asks [`needs_quotes`] whether a string would be misread by either reader.
 
+use super::YamlError;
 use crate::value::{Number, Value};
 
 /// Which reader's rules resolve plain scalars.
@@ -325,6 +326,47 @@ pub fn to_json(resolved: Resolved, text: &str) -> Option<Value> {
         Resolved::Timestamp(t) => Value::String(t),
         Resolved::Str => Value::String(text.to_string()),
     })
+}
+
+/// A scalar under an explicit `!!bool`, `!!int`, `!!float` or `!!timestamp` tag, as go-yaml
+/// decodes it: the text must resolve to that type (an integer widens to a float), quoted or
+/// not. The error leaves the text out (go-yaml prints it): it may be a Secret's.
+pub(super) fn resolve_tagged(
+    text: &str,
+    tag: &str,
+    schema: Schema,
+    line: usize,
+) -> Result<Resolved, YamlError> {
+    let tag_of = |resolved: &Resolved| match resolved {
+        Resolved::Null => "null",
+        Resolved::Bool(_) => "bool",
+        Resolved::Int(_) => "int",
+        Resolved::Float(_) => "float",
+        Resolved::Timestamp(_) => "timestamp",
+        Resolved::Str => "str",
+    };
+    match (resolve_plain(text, schema), tag) {
+        (resolved, _) if tag_of(&resolved) == tag => Ok(resolved),
+        (Resolved::Int(n), "float") => Ok(Resolved::Float(n.as_f64().unwrap_or_default())),
+        // sigs.k8s.io/yaml keeps a timestamp's text.
+        (Resolved::Str, "timestamp") if schema == Schema::Kubernetes => Ok(Resolved::Str),
+        (resolved, _) => Err(YamlError::TagMismatch {
+            found: tag_of(&resolved),
+            tag: tag.to_string(),
+            line,
+        }),
+    }
+}
+
+/// A `!!binary` scalar: go-yaml decodes its base64 (line breaks ignored) and holds the bytes
+/// as a string; bytes that are no UTF-8 print as U+FFFD in JSON.
+pub(super) fn decode_binary(text: &str, line: usize) -> Result<Value, YamlError> {
+    use base64::Engine;
+    let compact: String = text.chars().filter(|c| !matches!(c, '\n' | '\r')).collect();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .map_err(|_| YamlError::InvalidBinary { line })?;
+    Ok(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 #[cfg(test)]
