@@ -208,7 +208,8 @@ fn write_field(
         // lands nowhere and nothing fails.
         if rest.is_empty() {
             let slot = map.get_mut(name).expect("present");
-            *slot = under_kept_tag(slot, &value.text)?;
+            let text = delimited(slot, &value.text, options)?;
+            *slot = under_kept_tag(slot, &text)?;
             tally.written += 1;
         } else if options.create {
             tally.written += 1;
@@ -259,25 +260,7 @@ fn set_field(
     let embedded = write.null_is_value || write.json_types;
     // A delimiter joins the text into a string, a collection's (empty) text too.
     let collection = options.delimiter.is_empty() && copied.is_collection();
-    let mut text = copied.text.clone();
-    if !options.delimiter.is_empty() {
-        if target.is_object() || target.is_array() {
-            return Err(WriteError::DelimiterOnCollection);
-        }
-        let current = scalar_text(target);
-        let mut parts: Vec<String> = current
-            .split(options.delimiter.as_str())
-            .map(str::to_string)
-            .collect();
-        if options.index < 0 {
-            parts.insert(0, text);
-        } else if options.index as usize >= parts.len() {
-            parts.push(text);
-        } else {
-            parts[options.index as usize] = text;
-        }
-        text = parts.join(&options.delimiter);
-    }
+    let text = delimited(target, &copied.text, options)?;
     *target = match &*target {
         // A scalar target keeps its type; only the text is copied, and a collection's is
         // empty.
@@ -303,6 +286,26 @@ fn set_field(
         _ => copied.value.clone(),
     };
     Ok(())
+}
+
+/// `text` as it is written into the scalar `target`: in place of the target's part at the
+/// delimiter option's index (before the first part for a negative one, after the last for one
+/// past it), the parts joined again; the text itself without a delimiter.
+fn delimited(target: &Value, text: &str, options: &FieldOptions) -> Result<String, WriteError> {
+    if options.delimiter.is_empty() {
+        return Ok(text.to_string());
+    }
+    if target.is_object() || target.is_array() {
+        return Err(WriteError::DelimiterOnCollection);
+    }
+    let current = scalar_text(target);
+    let mut parts: Vec<&str> = current.split(options.delimiter.as_str()).collect();
+    match usize::try_from(options.index) {
+        Err(_) => parts.insert(0, text),
+        Ok(index) if index >= parts.len() => parts.push(text),
+        Ok(index) => parts[index] = text,
+    }
+    Ok(parts.join(&options.delimiter))
 }
 
 /// `text` in place of the JSON scalar `target`, as go-yaml reads it back under the tag the
