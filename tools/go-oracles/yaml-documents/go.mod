@@ -10,7 +10,7 @@ require (
 require go.yaml.in/yaml/v2 v2.4.2 // indirect
 
 // No module proxy is reachable here: each module is a directory extracted from a `fetch`ed
-// repository at the tag kustomize-controller v1.9.4 pins; see ../flux-substitute/main.go.
+// repository at the tag kustomize-controller v1.9.4 pins (tools/go-oracles/go-src.sh).
 replace (
 	github.com/google/go-cmp => ../../../target/go-src/stub/go-cmp
 	go.yaml.in/yaml/v2 => ../../../target/go-src/yamlv2
