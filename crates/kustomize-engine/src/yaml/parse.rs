@@ -413,20 +413,16 @@ impl<T: Tree> Builder<T> {
             ),
             None => false,
         };
-        if schema == Schema::Kyaml && tagged_non_string {
-            return Err(YamlError::NonStringKey {
-                key: text.to_string(),
-                line,
-            });
-        }
         // go-yaml v3 decodes a null key as nil, which JSON cannot hold either; a patch's
         // keys are matched by their text.
-        let non_string = match resolve_plain(text, schema) {
-            Resolved::Str => false,
-            Resolved::Null => !self.track_number_keys,
-            _ => true,
-        };
-        if schema == Schema::Kyaml && style == ScalarStyle::Plain && tag.is_none() && non_string {
+        let plain_non_string = style == ScalarStyle::Plain
+            && tag.is_none()
+            && match resolve_plain(text, schema) {
+                Resolved::Str => false,
+                Resolved::Null => !self.track_number_keys,
+                _ => true,
+            };
+        if schema == Schema::Kyaml && (tagged_non_string || plain_non_string) {
             let under_a_list = self
                 .stack
                 .iter()
