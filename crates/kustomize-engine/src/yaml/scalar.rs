@@ -68,8 +68,8 @@ pub fn resolve_plain(text: &str, schema: Schema) -> Resolved {
 
 /// A plain mapping key as sigs.k8s.io/yaml's `YAMLToJSON` names it: go-yaml v2 reads the key
 /// as it reads a value, and the JSON key is that value as Go prints it (`on` is "true",
-/// `0x1F` "31", `1e3` "1000", a float at float32 precision: `3.14159265358979` is
-/// "3.1415927"). A null key or an integer beyond int64 has no JSON key (`None`).
+/// `0x1F` "31", `1e3` "1000", a float at float32 precision: `1.23456789012345` is
+/// "1.2345679"). A null key or an integer beyond int64 has no JSON key (`None`).
 pub fn yaml_to_json_key(text: &str) -> Option<String> {
     Some(match resolve_plain(text, Schema::Kubernetes) {
         Resolved::Null => return None,
