@@ -49,16 +49,6 @@ pub(super) fn go_yaml_folded(value: &str) -> Option<String> {
     changed.then_some(out)
 }
 
-/// Runs `read` on `text` with its line breaks as go-yaml reads them ([`nel_as_line_break`]).
-/// (Quoted scalars whose continuation lines are not indented past their key, valid for
-/// go-yaml and common in generated CRDs, the parser reads as go-yaml does.)
-pub(super) fn with_go_yaml_breaks<R>(
-    text: &str,
-    read: impl Fn(&str) -> Result<R, YamlError>,
-) -> Result<R, YamlError> {
-    read(&nel_as_line_break(text))
-}
-
 /// go-yaml knows YAML 1.1's escapes, which lack 1.2's `\/`: a double-quoted scalar (the text
 /// from byte `start` to `end`) that uses it is an error.
 pub(super) fn refuse_yaml_1_2_escapes(
@@ -77,7 +67,9 @@ pub(super) fn refuse_yaml_1_2_escapes(
             let before = &text[..start + at];
             return Err(YamlError::Syntax {
                 line: before.matches('\n').count() + 1,
-                column: before.len() - before.rfind('\n').map_or(0, |n| n + 1),
+                column: before[before.rfind('\n').map_or(0, |n| n + 1)..]
+                    .chars()
+                    .count(),
                 message: "found unknown escape character".to_string(),
             });
         }
@@ -92,12 +84,8 @@ pub(super) fn refuse_yaml_1_2_escapes(
 /// look for `\n` alone. (A value substituted from a Secret written on Windows keeps its `\r`s
 /// once Flux drops the `\n`s.) go-yaml breaks lines at U+2028 and U+2029 too but keeps them as
 /// they are, which no rewriting of the text reproduces; those are read as ordinary characters.
-fn nel_as_line_break(text: &str) -> Cow<'_, str> {
-    let lone_cr = |text: &str| {
-        text.match_indices('\r')
-            .any(|(at, _)| text.as_bytes().get(at + 1) != Some(&b'\n'))
-    };
-    if !text.contains('\u{85}') && !lone_cr(text) {
+pub(super) fn go_yaml_line_breaks(text: &str) -> Cow<'_, str> {
+    if !text.contains('\u{85}') && !has_lone_cr(text) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len());
@@ -110,6 +98,12 @@ fn nel_as_line_break(text: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// Whether a carriage return in `text` has no line feed after it.
+fn has_lone_cr(text: &str) -> bool {
+    text.match_indices('\r')
+        .any(|(at, _)| text.as_bytes().get(at + 1) != Some(&b'\n'))
 }
 
 /// A resource stream as kyaml's reader takes it apart: separator lines checked
@@ -128,10 +122,10 @@ pub(super) fn kyaml_stream(text: &str) -> Result<Cow<'_, str>, YamlError> {
 /// of each part, so in a file whose lines end in a carriage return alone every document after
 /// the first of a part is never read. `None` when the text has no such carriage return.
 fn kyaml_first_documents(text: &str) -> Option<String> {
-    let text = text.replace("\r\n", "\n");
-    if !text.contains('\r') {
+    if !has_lone_cr(text) {
         return None;
     }
+    let text = text.replace("\r\n", "\n");
     let mut out = String::with_capacity(text.len());
     let mut part = String::new();
     // The pattern `\n---.*\n`: a match takes the line feed after it, so a separator line right
@@ -199,9 +193,13 @@ fn kyaml_document_boms(text: &str) -> Cow<'_, str> {
 /// anything but blanks or a comment after the `---`. The YAML spec allows a document to start
 /// on its separator line (`--- {kind: X}`); kustomize does not.
 fn kyaml_document_separators(text: &str) -> Result<(), YamlError> {
-    let text = text.replace("\r\n", "\n");
+    let text = if text.contains('\r') {
+        Cow::Owned(text.replace("\r\n", "\n"))
+    } else {
+        Cow::Borrowed(text)
+    };
     let mut line = 1;
-    let mut rest = text.as_str();
+    let mut rest: &str = &text;
     while let Some(at) = rest.find("\n---") {
         line += rest[..at].matches('\n').count() + 1;
         let after = &rest[at + 4..];
@@ -238,9 +236,9 @@ mod tests {
         assert_eq!(go_yaml_folded("one \n  two\n"), None);
         assert_eq!(go_yaml_folded("one\n  two "), None);
         assert_eq!(go_yaml_folded(" one\ntwo\n  three\n"), None);
-        assert_eq!(nel_as_line_break("a: b\n"), "a: b\n");
-        assert_eq!(nel_as_line_break("a: 'b\u{85}c'\n"), "a: 'b\nc'\n");
-        assert_eq!(nel_as_line_break("a: b\r\nc: d\r\n"), "a: b\r\nc: d\r\n");
+        assert_eq!(go_yaml_line_breaks("a: b\n"), "a: b\n");
+        assert_eq!(go_yaml_line_breaks("a: 'b\u{85}c'\n"), "a: 'b\nc'\n");
+        assert_eq!(go_yaml_line_breaks("a: b\r\nc: d\r\n"), "a: b\r\nc: d\r\n");
         assert_eq!(kyaml_document_boms("a: \u{FEFF}b\n"), "a: \u{FEFF}b\n");
         assert_eq!(kyaml_first_documents("a: 1\n---\nb: 2\n"), None);
         assert_eq!(
@@ -252,7 +250,7 @@ mod tests {
             "a: 1\n--- # x\nb: 2\n\u{FEFF}c: 3\n"
         );
         assert_eq!(
-            nel_as_line_break("a: 'b\rc'\rd: e\r\n"),
+            go_yaml_line_breaks("a: 'b\rc'\rd: e\r\n"),
             "a: 'b\nc'\nd: e\r\n"
         );
     }

@@ -13,7 +13,7 @@ use granit_parser::{Event, Options, Parser, ScalarStyle, StructureStyle, Tag};
 
 use super::YamlError;
 use super::emit::Ordered;
-use super::goyaml::{go_yaml_folded, kyaml_stream, refuse_yaml_1_2_escapes, with_go_yaml_breaks};
+use super::goyaml::{go_yaml_folded, go_yaml_line_breaks, kyaml_stream, refuse_yaml_1_2_escapes};
 use super::scalar::{
     Resolved, Schema, decode_binary, resolve_plain, resolve_tagged, to_json, yaml_to_json_key,
 };
@@ -33,11 +33,9 @@ pub fn parse_kio_documents(text: &str, schema: Schema) -> Result<Vec<Value>, Yam
 /// [`parse_documents`], where a key written twice in one mapping takes its last value instead
 /// of being an error: kustomize reads kustomization files so (resources it refuses).
 pub fn parse_documents_last_key_wins(text: &str, schema: Schema) -> Result<Vec<Value>, YamlError> {
-    with_go_yaml_breaks(text, |text| {
-        let mut builder = Builder::new(schema, false);
-        builder.last_key_wins = true;
-        builder.read(text)
-    })
+    let mut builder = Builder::new(schema, false);
+    builder.last_key_wins = true;
+    builder.read(&go_yaml_line_breaks(text))
 }
 
 /// Every document of a YAML stream with mapping keys in document order, for formats whose
@@ -51,11 +49,9 @@ pub fn parse_documents_ordered(text: &str, schema: Schema) -> Result<Vec<Ordered
 /// build by writing annotations back from their text: `0755` stays "0755", `~` "~").
 pub fn parse_resources(text: &str) -> Result<Vec<Resource>, YamlError> {
     let text = &*kyaml_stream(text)?;
-    let documents = with_go_yaml_breaks(text, |text| {
-        let mut builder = Builder::new(Schema::Kyaml, true);
-        builder.track_empty_values = true;
-        builder.read_tracked(text)
-    })?;
+    let mut builder = Builder::new(Schema::Kyaml, true);
+    builder.track_empty_values = true;
+    let documents = builder.read_tracked(&go_yaml_line_breaks(text))?;
     Ok(documents
         .into_iter()
         .map(|(value, empty_values)| Resource {
@@ -73,15 +69,13 @@ pub fn parse_resources(text: &str) -> Result<Vec<Resource>, YamlError> {
 /// but a plain null still removes one.
 pub fn parse_patches(text: &str) -> Result<Vec<Patch>, YamlError> {
     let text = &*kyaml_stream(text)?;
-    let documents = with_go_yaml_breaks(text, |text| {
-        let mut builder = Builder::new(Schema::Kyaml, true);
-        builder.annotation_nulls_stay = true;
-        builder.track_number_keys = true;
-        let (documents, _, number_keys) = builder.read_all(text)?;
-        Ok(documents.into_iter().zip(number_keys).collect::<Vec<_>>())
-    })?;
+    let mut builder = Builder::new(Schema::Kyaml, true);
+    builder.annotation_nulls_stay = true;
+    builder.track_number_keys = true;
+    let (documents, _, number_keys) = builder.read_all(&go_yaml_line_breaks(text))?;
     Ok(documents
         .into_iter()
+        .zip(number_keys)
         .map(|(value, number_keys)| Patch { value, number_keys })
         .collect())
 }
@@ -113,9 +107,7 @@ fn build_documents<T: Tree>(
     schema: Schema,
     annotations_as_text: bool,
 ) -> Result<Vec<T>, YamlError> {
-    with_go_yaml_breaks(text, |text| {
-        Builder::new(schema, annotations_as_text).read(text)
-    })
+    Builder::new(schema, annotations_as_text).read(&go_yaml_line_breaks(text))
 }
 
 impl<T: Tree> Builder<T> {
@@ -161,6 +153,8 @@ impl<T: Tree> Builder<T> {
         // go-yaml ends a block scalar whose last line ends the text without a line break with no
         // break either (`|` reads as `|-`).
         options.block_scalar_eof_without_line_feed = true;
+        // Only a text with `\/` somewhere needs its double-quoted scalars looked at.
+        let may_escape_slash = text.contains("\\/");
         let mut parser = Parser::new_from_str_with_options(text, options);
         while let Some(event) = parser.next_event() {
             let (mut event, span) = event.map_err(|e| YamlError::Syntax {
@@ -168,7 +162,8 @@ impl<T: Tree> Builder<T> {
                 column: e.marker().col() + 1,
                 message: e.info().to_string(),
             })?;
-            if let Event::Scalar(_, ScalarStyle::DoubleQuoted, ..) = &event
+            if may_escape_slash
+                && let Event::Scalar(_, ScalarStyle::DoubleQuoted, ..) = &event
                 && let Some(bytes) = span.byte_range()
             {
                 refuse_yaml_1_2_escapes(text, bytes.start, bytes.end)?;
@@ -202,16 +197,11 @@ impl<T: Tree> Builder<T> {
 /// fills a map), and plain keys are named as [`yaml_to_json_key`] names them; a key with no
 /// JSON name is an error.
 pub fn parse_yaml_to_json(text: &str) -> Result<Value, YamlError> {
-    let mut documents = with_go_yaml_breaks(text, |text| {
-        let mut builder = Builder::new(Schema::Kubernetes, false);
-        builder.last_key_wins = true;
-        builder.keys_as_yaml_to_json = true;
-        builder.read(text)
-    })?;
-    match documents.len() {
-        0 => Ok(Value::Null),
-        _ => Ok(documents.remove(0)),
-    }
+    let mut builder = Builder::new(Schema::Kubernetes, false);
+    builder.last_key_wins = true;
+    builder.keys_as_yaml_to_json = true;
+    let documents = builder.read(&go_yaml_line_breaks(text))?;
+    Ok(documents.into_iter().next().unwrap_or(Value::Null))
 }
 
 /// The single document of a YAML text; several documents are an error, none is `Null`.
@@ -415,7 +405,8 @@ impl<T: Tree> Builder<T> {
         };
         // go-yaml v3 decodes a null key as nil, which JSON cannot hold either; a patch's
         // keys are matched by their text.
-        let plain_non_string = style == ScalarStyle::Plain
+        let plain_non_string = schema == Schema::Kyaml
+            && style == ScalarStyle::Plain
             && tag.is_none()
             && match resolve_plain(text, schema) {
                 Resolved::Str => false,

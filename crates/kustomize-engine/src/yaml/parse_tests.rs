@@ -330,4 +330,9 @@ fn yaml_1_2_escapes_are_refused_as_go_yaml_refuses_them() {
         );
     }
     assert_eq!(kyaml("k: \"\\\\/\"\n")[0]["k"], "\\/");
+    // Where: the escape's backslash, counted in characters.
+    match parse_documents("a: 1\nk: \"é\\/\"\n", Schema::Kyaml) {
+        Err(YamlError::Syntax { line, column, .. }) => assert_eq!((line, column), (2, 6)),
+        other => panic!("{other:?}"),
+    }
 }
