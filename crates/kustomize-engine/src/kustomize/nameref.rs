@@ -4,9 +4,11 @@
 //!
 //! A reference holds a name the referenced resource had before it was renamed. Candidates
 //! are found through an index of earlier names, so the pass is linear in the number of
-//! referring fields. Among candidates of the referenced kind, kustomize's sieve applies:
-//! same kind as a `roleRef` says, same current namespace as the referrer (cluster-scoped
-//! resources and ServiceAccounts pass), then matching prefixes and suffixes to break ties.
+//! referring fields. A namespaced referrer reaches only its own namespace, cluster-scoped
+//! resources and, for a RoleBinding, the namespaces its ServiceAccount subjects name. Among
+//! the candidates of the referenced kind it reaches, kustomize's sieve applies: same kind as
+//! a `roleRef` says, same current namespace as the referrer (cluster-scoped resources and
+//! ServiceAccounts pass), then matching prefixes and suffixes to break ties.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -35,7 +37,7 @@ pub fn fix(
     references: &[NameReference],
     schema: SchemaView,
 ) -> Result<(), KustomizeError> {
-    refuse_blank_subject_namespaces(resources, schema)?;
+    let subject_namespaces = rolebinding_subject_namespaces(resources, schema)?;
     // Only renamed resources can be referred to by an outdated name; without any, the
     // fields are still walked, for kustomize refuses a path through a scalar either way.
     let renamed = resources.iter().any(|r| !r.previous_ids.is_empty());
@@ -73,6 +75,7 @@ pub fn fix(
                     reference,
                     field: &spec.path,
                     referrer,
+                    subject_namespaces: &subject_namespaces[referrer_index],
                     candidates: &candidates,
                     index: &index,
                     role_ref_kind: is_role_ref.then_some(role_ref_kind.as_str()),
@@ -129,29 +132,41 @@ fn refuse_unreferable(value: &Value) -> Result<(), &'static str> {
     }
 }
 
-/// kustomize reads the namespaces a RoleBinding's ServiceAccount subjects name before fixing
-/// any reference, and refuses one written without a value.
-fn refuse_blank_subject_namespaces(
+/// The namespaces each RoleBinding's ServiceAccount subjects name, read before any reference
+/// is fixed: besides its own namespace and cluster-scoped resources, a namespaced RoleBinding
+/// reaches only these (kustomize's `SubsetThatCouldBeReferencedByResource`). kustomize refuses
+/// a subject namespace written without a value there.
+fn rolebinding_subject_namespaces(
     resources: &[Resource],
     schema: SchemaView,
-) -> Result<(), KustomizeError> {
-    for resource in resources.iter() {
-        if resource.kind() == "RoleBinding"
-            && !schema.is_cluster_scoped(str_at(&resource.object, "/apiVersion"), "RoleBinding")
-        {
-            let subjects = resource.object.get("subjects").and_then(Value::as_array);
-            let blank = subjects.into_iter().flatten().any(|subject| {
-                subject.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
-                    && subject.get("namespace").is_some_and(|ns| !ns.is_string())
-            });
-            if blank {
-                return Err(KustomizeError::BlankSubjectNamespace {
-                    resource: resource.id().to_string(),
-                });
+) -> Result<Vec<Vec<String>>, KustomizeError> {
+    resources
+        .iter()
+        .map(|resource| {
+            if resource.kind() != "RoleBinding"
+                || schema.is_cluster_scoped(str_at(&resource.object, "/apiVersion"), "RoleBinding")
+            {
+                return Ok(Vec::new());
             }
-        }
-    }
-    Ok(())
+            let subjects = resource.object.get("subjects").and_then(Value::as_array);
+            let service_accounts = subjects.into_iter().flatten().filter(|subject| {
+                subject.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
+            });
+            let mut namespaces = Vec::new();
+            for subject in service_accounts {
+                match subject.get("namespace") {
+                    None => {}
+                    Some(Value::String(namespace)) => namespaces.push(namespace.clone()),
+                    Some(_) => {
+                        return Err(KustomizeError::BlankSubjectNamespace {
+                            resource: resource.id().to_string(),
+                        });
+                    }
+                }
+            }
+            Ok(namespaces)
+        })
+        .collect()
 }
 
 impl<'a> CandidateIndex<'a> {
@@ -213,6 +228,8 @@ struct Context<'a> {
     /// The referrer's field being updated, for errors.
     field: &'a str,
     referrer: &'a Candidate,
+    /// The referrer's ServiceAccount subject namespaces, where it is a RoleBinding.
+    subject_namespaces: &'a [String],
     candidates: &'a [Candidate],
     index: &'a CandidateIndex<'a>,
     role_ref_kind: Option<&'a str>,
@@ -315,6 +332,7 @@ impl Context<'_> {
                     .iter()
                     .any(|p| p.name == name && self.reference.refers_to(p))
             })
+            .filter(|(_, c)| self.reaches(c))
             .filter(|(_, c)| self.role_ref_kind.is_none_or(|kind| c.current.kind == kind))
             .filter(|(_, c)| match namespace {
                 Some(ns) => c
@@ -353,6 +371,22 @@ impl Context<'_> {
                     .join(", "),
             }),
         }
+    }
+
+    /// Whether the referrer can refer to `candidate` at all, before kustomize's sieve: a
+    /// cluster-scoped referrer reaches everything; a namespaced one, cluster-scoped resources,
+    /// its own namespace and, for a RoleBinding, its ServiceAccount subjects' namespaces (a
+    /// ServiceAccount elsewhere is not reached, though the sieve would let it through).
+    fn reaches(&self, candidate: &Candidate) -> bool {
+        self.referrer.cluster_scoped
+            || candidate.cluster_scoped
+            || namespaces_equal(
+                &self.referrer.current.namespace,
+                &candidate.current.namespace,
+            )
+            || self
+                .subject_namespaces
+                .contains(&candidate.current.namespace)
     }
 
     fn same_namespace(&self, candidate: &Candidate) -> bool {
