@@ -331,6 +331,10 @@ pub enum KustomizeError {
     #[error("{}: may not add resource with an already registered id: {id}", .file.display())]
     IdConflict { file: PathBuf, id: String },
 
+    /// Two resources share an identity once every transformer ran.
+    #[error("may not add resource with an already registered id: {id}")]
+    IdConflictAfterBuild { id: String },
+
     #[error("{}: id {id} does not exist; cannot merge or replace", .file.display())]
     MissingMergeTarget { file: PathBuf, id: String },
 
@@ -555,6 +559,7 @@ fn build_on_this_thread(
     vars::resolve(&acc.vars, &mut acc.resources, &acc.config.var_reference)?;
     acc.resources
         .retain(|r| r.annotation("config.kubernetes.io/local-config") != Some("true"));
+    target::Accumulated::refuse_twins(&acc.resources)?;
     for resource in acc.resources.iter_mut() {
         annotations_as_text(&mut resource.object);
         fold_next_lines(&mut resource.object);

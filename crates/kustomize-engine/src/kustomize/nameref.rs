@@ -25,6 +25,9 @@ use super::resource::{ResId, Resource, namespaces_equal, str_at};
 /// What the fix-up needs to know about a possible referral target.
 struct Candidate {
     current: ResId,
+    /// The namespace the resource had before any transformer moved it, as kustomize's
+    /// `OrgId().EffectiveNamespace()` (`default` for none); `None` if it was cluster-scoped.
+    original_namespace: Option<String>,
     previous: History<ResId>,
     prefixes: History<String>,
     suffixes: History<String>,
@@ -46,6 +49,7 @@ pub fn fix(
         .filter(|_| renamed)
         .map(|r| Candidate {
             current: r.id(),
+            original_namespace: original_namespace(r, schema),
             previous: r.previous_ids.clone(),
             prefixes: r.prefixes.clone(),
             suffixes: r.suffixes.clone(),
@@ -62,7 +66,7 @@ pub fn fix(
         let referrer_id = resource.id();
         let mut found = Vec::new();
         let referrer = candidates.get(referrer_index);
-        let role_ref_kind = str_at(&resource.object, "/roleRef/kind").to_string();
+        let role_ref = role_ref_selector(&resource.object);
         for (reference, paths) in references.iter().zip(&paths) {
             for (spec, path) in reference
                 .field_specs
@@ -78,7 +82,7 @@ pub fn fix(
                     subject_namespaces: &subject_namespaces[referrer_index],
                     candidates: &candidates,
                     index: &index,
-                    role_ref_kind: is_role_ref.then_some(role_ref_kind.as_str()),
+                    role_ref: role_ref.as_ref().filter(|_| is_role_ref),
                 });
                 visit_leaves(&mut resource.object, path, false, &mut |map, key| {
                     let Some(value) = map.get_mut(key) else {
@@ -106,6 +110,26 @@ pub fn fix(
         }
     }
     Ok(())
+}
+
+/// The group and kind a referrer's `roleRef` names, which a `roleRef/name` candidate must
+/// have had at some point (a JSON patch may have turned a ClusterRole into a Role since);
+/// `None`, accepting every candidate, where `roleRef`, its `apiGroup` or its `kind` is missing.
+fn role_ref_selector(object: &Value) -> Option<(String, String)> {
+    let role_ref = object.get("roleRef")?;
+    let text = |field: &str| role_ref.get(field).map(super::replacements::kyaml_text);
+    Some((text("apiGroup")?, text("kind")?))
+}
+
+fn original_namespace(resource: &Resource, schema: SchemaView) -> Option<String> {
+    let original = resource.original_id();
+    let api_version = if original.group.is_empty() {
+        original.version.clone()
+    } else {
+        format!("{}/{}", original.group, original.version)
+    };
+    (!schema.is_cluster_scoped(&api_version, &original.kind))
+        .then(|| effective_namespace(&original.namespace).to_string())
 }
 
 /// What kustomize's name-reference filter refuses at a field before looking for referrals:
@@ -175,6 +199,19 @@ impl<'a> CandidateIndex<'a> {
     /// earlier names.
     fn of(candidates: &'a [Candidate]) -> CandidateIndex<'a> {
         let mut index = CandidateIndex::default();
+        for candidate in candidates {
+            if let Some(original) = &candidate.original_namespace {
+                let group = index.by_original_namespace.entry(original).or_default();
+                if candidate.cluster_scoped {
+                    group.cluster_scoped_now = true;
+                } else if !group
+                    .current_namespaces
+                    .contains(&candidate.current.namespace.as_str())
+                {
+                    group.current_namespaces.push(&candidate.current.namespace);
+                }
+            }
+        }
         for (position, candidate) in candidates.iter().enumerate() {
             let namespaced =
                 !candidate.cluster_scoped && candidate.current.kind != "ServiceAccount";
@@ -207,6 +244,18 @@ struct CandidateIndex<'a> {
     by_namespace: HashMap<(&'a str, &'a str, &'a str), Vec<usize>>,
     /// Cluster-scoped candidates and ServiceAccounts, which any namespace may refer to.
     unscoped: HashMap<(&'a str, &'a str), Vec<usize>>,
+    /// Every resource, of any kind, by the namespace it came from: where a referrer reaches
+    /// any of them, a reference naming that namespace looks only among them.
+    by_original_namespace: HashMap<&'a str, OriginalGroup<'a>>,
+}
+
+/// Where the resources that came from one namespace are now.
+#[derive(Default)]
+struct OriginalGroup<'a> {
+    /// Their current namespaces as written, each once.
+    current_namespaces: Vec<&'a str>,
+    /// Whether one of them is cluster-scoped now (a JSON patch changed its kind).
+    cluster_scoped_now: bool,
 }
 
 fn push_once(positions: &mut Vec<usize>, position: usize) {
@@ -232,7 +281,8 @@ struct Context<'a> {
     subject_namespaces: &'a [String],
     candidates: &'a [Candidate],
     index: &'a CandidateIndex<'a>,
-    role_ref_kind: Option<&'a str>,
+    /// For a `roleRef/name` field, the group and kind its `roleRef` names.
+    role_ref: Option<&'a (String, String)>,
 }
 
 impl Context<'_> {
@@ -262,10 +312,7 @@ impl Context<'_> {
                 let Some(name) = map.get("name").and_then(Value::as_str).map(str::to_string) else {
                     return Ok(());
                 };
-                let namespace = map
-                    .get("namespace")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
+                let namespace = map.get("namespace").map(super::replacements::kyaml_text);
                 if let Some(position) =
                     self.select(&name, namespace.as_deref(), true, referrer_id)?
                 {
@@ -324,6 +371,10 @@ impl Context<'_> {
         if positions.is_empty() {
             return Ok(None);
         }
+        // kustomize's filterMapCandidatesByNamespace: a `{name, namespace}` reference looks
+        // among the resources that came from that namespace if the referrer reaches any, of
+        // whatever kind, and otherwise among those now in it.
+        let by_original_namespace = namespace.is_some_and(|ns| self.reaches_original_group(ns));
         let mut found: Vec<(usize, &Candidate)> = positions
             .iter()
             .map(|i| (*i, &self.candidates[*i]))
@@ -333,15 +384,20 @@ impl Context<'_> {
                     .any(|p| p.name == name && self.reference.refers_to(p))
             })
             .filter(|(_, c)| self.reaches(c))
-            .filter(|(_, c)| self.role_ref_kind.is_none_or(|kind| c.current.kind == kind))
-            .filter(|(_, c)| match namespace {
-                Some(ns) => c
-                    .previous
-                    .iter()
-                    .chain(std::iter::once(&c.current))
-                    .any(|id| namespaces_equal(&id.namespace, ns)),
-                None => self.same_namespace(c),
+            .filter(|(_, c)| {
+                self.role_ref.is_none_or(|(group, kind)| {
+                    c.previous.iter().any(|id| {
+                        (group.is_empty() || id.group == *group)
+                            && (kind.is_empty() || id.kind == *kind)
+                    })
+                })
             })
+            .filter(|(_, c)| match namespace {
+                Some(ns) if by_original_namespace => c.original_namespace.as_deref() == Some(ns),
+                Some(ns) => !c.cluster_scoped && effective_namespace(&c.current.namespace) == ns,
+                None => true,
+            })
+            .filter(|(_, c)| self.same_namespace(c))
             .collect();
         if found.len() > 1 {
             found.retain(|(_, c)| affixes_agree(c, self.referrer, true));
@@ -387,6 +443,19 @@ impl Context<'_> {
             || self
                 .subject_namespaces
                 .contains(&candidate.current.namespace)
+    }
+
+    /// Whether the referrer reaches one of the resources that came from `namespace`.
+    fn reaches_original_group(&self, namespace: &str) -> bool {
+        let Some(group) = self.index.by_original_namespace.get(namespace) else {
+            return false;
+        };
+        self.referrer.cluster_scoped
+            || group.cluster_scoped_now
+            || group.current_namespaces.iter().any(|current| {
+                namespaces_equal(current, &self.referrer.current.namespace)
+                    || self.subject_namespaces.iter().any(|ns| ns == current)
+            })
     }
 
     fn same_namespace(&self, candidate: &Candidate) -> bool {

@@ -106,6 +106,19 @@ impl Accumulated {
         Ok(())
     }
 
+    /// Refuses two resources with one identity, as kustomize does when it lists the build's
+    /// resources at the end: a JSON patch, a replacement or a patch allowed to rename can
+    /// make one object another's twin after every append was checked.
+    pub fn refuse_twins(resources: &[Resource]) -> Result<(), KustomizeError> {
+        let mut keys = ObjectKeys::default();
+        match (0..resources.len()).find(|&position| !keys.insert(resources, position)) {
+            Some(twin) => Err(KustomizeError::IdConflictAfterBuild {
+                id: resources[twin].id().to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// The identities present now, for a run of [`Accumulated::append`]s.
     pub fn object_keys(&self) -> ObjectKeys {
         let mut keys = ObjectKeys::default();
@@ -180,12 +193,21 @@ impl ObjectKeys {
 }
 
 /// What makes two resources the same object for kustomize: group, version, kind, namespace
-/// (empty meaning `default`) and name.
+/// (empty meaning `default`, and none at all for a cluster-scoped kind, whatever its
+/// `metadata.namespace` says) and name.
 fn object_key(resource: &Resource) -> (&str, &str, &str, &str, &str) {
     let gvk = resource.gvk();
     let namespace = match resource.namespace() {
-        "" => "default",
-        namespace => namespace,
+        "" | "default" => "default",
+        namespace => {
+            let api_version = super::super::resource::str_at(&resource.object, "/apiVersion");
+            // Within one kind every object has the same scope, so any one value will do.
+            if SchemaView::builtin().is_cluster_scoped(api_version, gvk.kind) {
+                "default"
+            } else {
+                namespace
+            }
+        }
     };
     (gvk.group, gvk.version, gvk.kind, namespace, resource.name())
 }
