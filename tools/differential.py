@@ -96,6 +96,43 @@ def main(case_variants):
     compare_variants(case_variants, args.binary, args.only)
 
 
+def compare_random_trees(label, tree, binary=BINARY, count=300, first_seed=0):
+    """Builds `count` trees drawn by `tree(seed)` ({relative path: text}, built at `overlay/`)
+    with kubectl and with `binary`, keeps the differing ones under
+    target/mutations/<label>-<seed>/ and prints them, and counts the verdicts."""
+    verdicts = {}
+    for seed in range(first_seed, first_seed + count):
+        work = os.path.join(OUT, f"{label}-{seed}")
+        shutil.rmtree(work, ignore_errors=True)
+        for relative, text in tree(seed).items():
+            os.makedirs(os.path.dirname(os.path.join(work, relative)), exist_ok=True)
+            with open(os.path.join(work, relative), "w") as out:
+                out.write(text)
+        target = os.path.join(work, "overlay")
+        kubectl = run([KUBECTL, "kustomize", target])
+        ours = run([binary, "build", target])
+        same = (kubectl[0] == 0) == (ours[0] == 0) and (kubectl[0] != 0 or kubectl[1] == ours[1])
+        verdict = ("both build" if kubectl[0] == 0 else "both fail") if same else "differ"
+        verdicts[verdict] = verdicts.get(verdict, 0) + 1
+        if same:
+            shutil.rmtree(work, ignore_errors=True)
+            continue
+        print(f"DIFF {label}-{seed} kubectl={kubectl[0]} ours={ours[0]}", flush=True)
+        print("   kubectl:", last_line(kubectl[2]))
+        print("   ours:   ", last_line(ours[2]))
+    print(f"{count} trees: " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())))
+
+
+def random_main(label, tree):
+    """A random check's command line: `[--binary PATH] [--count N] [--seed S]`."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--binary", default=BINARY)
+    parser.add_argument("--count", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    compare_random_trees(label, tree, args.binary, args.count, args.seed)
+
+
 def flat(relative):
     """A relative path as part of a variant's folder name."""
     return relative.replace("/", "_")

@@ -508,12 +508,13 @@ fn updated_image(current: &str, matcher: &Regex, image: &Image) -> Option<String
             tag.clear();
             digest = image.digest.clone();
         }
+        // Only where neither is set: the suffix goes on the tag (or is the tag, where there
+        // is none) and any digest is dropped.
+        (true, true) if !image.tag_suffix.is_empty() => {
+            tag.push_str(&image.tag_suffix);
+            digest.clear();
+        }
         (true, true) => {}
-    }
-    if !image.tag_suffix.is_empty() {
-        // kustomize appends the suffix to the tag and drops any digest.
-        tag.push_str(&image.tag_suffix);
-        digest.clear();
     }
     let mut out = name;
     if !tag.is_empty() {
