@@ -81,34 +81,53 @@ impl TransformerConfig {
             .clone()
     }
 
-    /// Adds `other`'s specs that this configuration lacks.
-    pub fn merge(&mut self, other: &TransformerConfig) {
-        let lists: [(&mut Vec<FieldSpec>, &Vec<FieldSpec>); 10] = [
-            (&mut self.name_prefix, &other.name_prefix),
-            (&mut self.name_suffix, &other.name_suffix),
-            (&mut self.namespace, &other.namespace),
-            (&mut self.common_labels, &other.common_labels),
-            (&mut self.labels, &other.labels),
-            (&mut self.template_labels, &other.template_labels),
-            (&mut self.common_annotations, &other.common_annotations),
-            (&mut self.var_reference, &other.var_reference),
-            (&mut self.images, &other.images),
-            (&mut self.replicas, &other.replicas),
+    /// Adds `other`'s specs that this configuration lacks. A spec for a field this one has
+    /// with the other `create` is refused, naming the list as kustomize does (`CommonLabels`);
+    /// the lists are merged in kustomize's order, so the first conflict is the one it reports.
+    pub fn merge(&mut self, other: &TransformerConfig) -> Result<(), &'static str> {
+        let lists: [(&'static str, &mut Vec<FieldSpec>, &Vec<FieldSpec>); 7] = [
+            ("NamePrefix", &mut self.name_prefix, &other.name_prefix),
+            ("NameSuffix", &mut self.name_suffix, &other.name_suffix),
+            ("NameSpace", &mut self.namespace, &other.namespace),
+            (
+                "CommonAnnotations",
+                &mut self.common_annotations,
+                &other.common_annotations,
+            ),
+            (
+                "CommonLabels",
+                &mut self.common_labels,
+                &other.common_labels,
+            ),
+            ("Labels", &mut self.labels, &other.labels),
+            (
+                "TemplateLabels",
+                &mut self.template_labels,
+                &other.template_labels,
+            ),
         ];
-        for (mine, theirs) in lists {
-            merge_spec_lists(mine, theirs);
+        for (section, mine, theirs) in lists {
+            merge_spec_lists(mine, theirs).map_err(|ConflictingFieldSpecs| section)?;
         }
+        merge_spec_lists(&mut self.var_reference, &other.var_reference)
+            .map_err(|ConflictingFieldSpecs| "VarReference")?;
         for reference in &other.name_reference {
             match self.name_reference.iter_mut().find(|r| {
                 r.kind == reference.kind
                     && r.group == reference.group
                     && r.version == reference.version
             }) {
-                Some(existing) => merge_specs(&mut existing.field_specs, &reference.field_specs),
+                Some(existing) => merge_specs(&mut existing.field_specs, &reference.field_specs)
+                    .map_err(|ConflictingFieldSpecs| "NameReference")?,
                 None => self.name_reference.push(reference.clone()),
             }
         }
         sort_name_references(&mut self.name_reference);
+        merge_spec_lists(&mut self.images, &other.images)
+            .map_err(|ConflictingFieldSpecs| "Images")?;
+        merge_spec_lists(&mut self.replicas, &other.replicas)
+            .map_err(|ConflictingFieldSpecs| "Replicas")?;
+        Ok(())
     }
 }
 
@@ -116,15 +135,19 @@ impl TransformerConfig {
 /// (a configuration is merged into its defaults, and the result into the accumulator):
 /// [`merge_specs`], then sorted by GVK, kinds before the spec for every kind, so that a spec
 /// for every kind goes once any kind's spec for its path precedes it.
-fn merge_spec_lists(mine: &mut Vec<FieldSpec>, theirs: &[FieldSpec]) {
+fn merge_spec_lists(
+    mine: &mut Vec<FieldSpec>,
+    theirs: &[FieldSpec],
+) -> Result<(), ConflictingFieldSpecs> {
     if theirs.is_empty() {
-        return;
+        return Ok(());
     }
     let mut merged = std::mem::take(mine);
-    merge_specs(&mut merged, theirs);
+    merge_specs(&mut merged, theirs)?;
     sort_by_gvk(&mut merged);
-    merge_specs(mine, &merged);
+    merge_specs(mine, &merged)?;
     sort_by_gvk(mine);
+    Ok(())
 }
 
 fn sort_by_gvk(specs: &mut [FieldSpec]) {
@@ -162,19 +185,31 @@ fn sort_name_references(references: &mut [NameReference]) {
 /// Appends the specs of `theirs` as kustomize's `FsSlice.MergeAll` does: one is left out
 /// when a spec already kept has its path and a GVK it selects (its empty fields match
 /// anything), so exact repeats go, and so does a spec for every kind after one for some kind.
-pub fn merge_specs(mine: &mut Vec<FieldSpec>, theirs: &[FieldSpec]) {
+/// The first such kept spec must agree on `create`.
+pub fn merge_specs(
+    mine: &mut Vec<FieldSpec>,
+    theirs: &[FieldSpec],
+) -> Result<(), ConflictingFieldSpecs> {
     for spec in theirs {
-        let selected_by = |kept: &FieldSpec| {
+        let selected_by = |kept: &&FieldSpec| {
             kept.path == spec.path
                 && (spec.group.is_empty() || kept.group == spec.group)
                 && (spec.version.is_empty() || kept.version == spec.version)
                 && (spec.kind.is_empty() || kept.kind == spec.kind)
         };
-        if !mine.iter().any(selected_by) {
-            mine.push(spec.clone());
+        match mine.iter().find(selected_by) {
+            Some(kept) if kept.create != spec.create => return Err(ConflictingFieldSpecs),
+            Some(_) => {}
+            None => mine.push(spec.clone()),
         }
     }
+    Ok(())
 }
+
+/// Two field specs for one field, one creating it and one not (kustomize's "conflicting
+/// fieldspecs").
+#[derive(Debug, PartialEq, Eq)]
+pub struct ConflictingFieldSpecs;
 
 #[cfg(test)]
 mod tests {
@@ -200,7 +235,8 @@ mod tests {
                 spec("IngressHost", "metadata/name"),
                 spec("IngressSecret", "metadata/name"),
             ],
-        );
+        )
+        .unwrap();
         assert_eq!(
             prefix,
             [
@@ -212,7 +248,7 @@ mod tests {
             spec("", "metadata/labels"),
             spec("Deployment", "spec/selector"),
         ];
-        merge_spec_lists(&mut labels, &[spec("Widget", "spec/labels")]);
+        merge_spec_lists(&mut labels, &[spec("Widget", "spec/labels")]).unwrap();
         assert_eq!(
             labels,
             [

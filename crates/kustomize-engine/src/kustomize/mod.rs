@@ -331,6 +331,12 @@ pub enum KustomizeError {
     #[error("{}: may not add resource with an already registered id: {id}", .file.display())]
     IdConflict { file: PathBuf, id: String },
 
+    /// Field specs for one field that disagree on creating it: `what` is the configuration
+    /// list (`CommonLabels fieldSpec`) or a `labels` entry's merge (`labels`, `template
+    /// fieldSpec`), in kustomize's words.
+    #[error("failed to merge {what}: conflicting fieldspecs")]
+    ConflictingFieldSpecs { what: String },
+
     /// Two resources share an identity once every transformer ran.
     #[error("may not add resource with an already registered id: {id}")]
     IdConflictAfterBuild { id: String },

@@ -173,11 +173,11 @@ impl<'a> Builder<'a> {
         }
         for configuration in &k.configurations {
             let (path, text) = loader.read_text(configuration)?;
-            acc.extend_config(&path, &builtins::parse_config(&text, &path)?);
+            acc.extend_config(&path, &builtins::parse_config(&text, &path)?)?;
         }
         for crd in &k.crds {
             let (path, text) = loader.read_text(crd)?;
-            acc.extend_config(&path, &builtins::config_from_crd(&text, &path)?);
+            acc.extend_config(&path, &builtins::config_from_crd(&text, &path)?)?;
         }
 
         self.run_generators(&k, loader, &file, &mut acc)?;
@@ -378,7 +378,7 @@ impl<'a> Builder<'a> {
             record(acc, "SuffixTransformer");
         }
         for label in &k.labels {
-            let specs = label_specs(label, &acc.config);
+            let specs = label_specs(label, &acc.config)?;
             transformers::add_map_entries(&mut acc.resources, &label.pairs, &specs)?;
             record(acc, "LabelTransformer");
         }
@@ -500,21 +500,31 @@ pub(super) fn check_unique_ids(resources: &[Resource]) -> Result<(), KustomizeEr
 
 /// The fields a `labels` entry writes: its own, the configuration's, and the selectors (or
 /// only `metadata.labels`, plus templates when asked).
+/// An entry's own field that one of these names with the other `create` is refused.
 fn label_specs(
     label: &kustfile::Label,
     config: &super::config::TransformerConfig,
-) -> Vec<kustfile::FieldSpec> {
-    let mut specs = label.fields.clone();
-    super::config::merge_specs(&mut specs, &config.labels);
-    if label.include_selectors {
-        super::config::merge_specs(&mut specs, &config.common_labels);
-    } else {
-        super::config::merge_specs(&mut specs, &[metadata_labels_spec()]);
-        if label.include_templates {
-            super::config::merge_specs(&mut specs, &config.template_labels);
+) -> Result<Vec<kustfile::FieldSpec>, KustomizeError> {
+    use super::config::merge_specs;
+    fn conflict(
+        what: &'static str,
+    ) -> impl Fn(super::config::ConflictingFieldSpecs) -> KustomizeError {
+        move |_| KustomizeError::ConflictingFieldSpecs {
+            what: what.to_string(),
         }
     }
-    specs
+    let mut specs = label.fields.clone();
+    merge_specs(&mut specs, &config.labels).map_err(conflict("labels"))?;
+    if label.include_selectors {
+        merge_specs(&mut specs, &config.common_labels).map_err(conflict("labels"))?;
+    } else {
+        if label.include_templates {
+            merge_specs(&mut specs, &config.template_labels)
+                .map_err(conflict("template fieldSpec"))?;
+        }
+        merge_specs(&mut specs, &[metadata_labels_spec()]).map_err(conflict("labels"))?;
+    }
+    Ok(specs)
 }
 
 /// `openapi`: the built-in schema's version (only v1.21.2 is built in) or a custom schema

@@ -35,26 +35,36 @@ impl Accumulated {
     }
 
     /// Adds the field specs a `configurations:` or `crds:` file declares.
-    pub fn extend_config(&mut self, source: &Path, extension: &TransformerConfig) {
+    pub fn extend_config(
+        &mut self,
+        source: &Path,
+        extension: &TransformerConfig,
+    ) -> Result<(), KustomizeError> {
         if self.config_sources.insert(source.to_path_buf()) {
-            Arc::make_mut(&mut self.config).merge(extension);
+            Arc::make_mut(&mut self.config)
+                .merge(extension)
+                .map_err(conflicting_config)?;
         }
+        Ok(())
     }
 
     /// Adds a base's field specs, unless every file behind them is already merged here.
-    pub fn merge_config_of(&mut self, base: &Accumulated) {
+    pub fn merge_config_of(&mut self, base: &Accumulated) -> Result<(), KustomizeError> {
         if base.config_sources.is_subset(&self.config_sources) {
-            return;
+            return Ok(());
         }
         if self.config_sources.is_empty() {
             // Nothing added here yet: the base's configuration is this one's.
             self.config = base.config.clone();
             self.config_sources = base.config_sources.clone();
-            return;
+            return Ok(());
         }
-        Arc::make_mut(&mut self.config).merge(&base.config);
+        Arc::make_mut(&mut self.config)
+            .merge(&base.config)
+            .map_err(conflicting_config)?;
         self.config_sources
             .extend(base.config_sources.iter().cloned());
+        Ok(())
     }
 
     /// Adds resources, refusing a second resource with the same identity. `seen` holds the
@@ -88,7 +98,7 @@ impl Accumulated {
         file: &Path,
         seen: &mut ObjectKeys,
     ) -> Result<(), KustomizeError> {
-        self.merge_config_of(&base);
+        self.merge_config_of(&base)?;
         self.append(base.resources, dir, seen)?;
         if self.custom_schema.is_none() {
             self.custom_schema = base.custom_schema;
@@ -160,6 +170,12 @@ impl Accumulated {
                 Ok(())
             }
         }
+    }
+}
+
+fn conflicting_config(section: &'static str) -> KustomizeError {
+    KustomizeError::ConflictingFieldSpecs {
+        what: format!("{section} fieldSpec"),
     }
 }
 
