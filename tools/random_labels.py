@@ -7,9 +7,11 @@ field specs name (Deployment, StatefulSet with volume claim templates, DaemonSet
 Job, CronJob, Service, NetworkPolicy, PodDisruptionBudget, a custom resource), each with its
 selector and template metadata present, absent, null, empty or holding `matchExpressions`
 only, and an overlay with `commonLabels`, `labels` entries (with and without
-`includeSelectors`, `includeTemplates` and extra `fields`) and `commonAnnotations`. Which
-fields are created, which are only updated, and in which order entries apply are where the
-corners are.
+`includeSelectors`, `includeTemplates` and extra `fields`) and `commonAnnotations`, in the
+overlay or in the base, where the overlay may relabel, patch (strategic merge or JSON) or
+replace what they made. Which fields are created, which are only updated, in which order
+entries apply, and which fields kustomize holds as one node (a write into one changes all)
+are where the corners are.
 
 Each tree is built by kubectl and by our binary (tools/differential.py); the differing ones
 stay under target/mutations/random-labels-<seed>/. Not run by `make test`: each difference
@@ -118,19 +120,58 @@ def label_entry(rng):
     return entry
 
 
+def label_transformers(rng, kustomization):
+    if rng.random() < 0.5:
+        kustomization["commonLabels"] = rng.choice([{"app": "common"}, {"owner": "o", "app": "c"}])
+    if rng.random() < 0.7:
+        kustomization["labels"] = [label_entry(rng) for _ in range(rng.randint(1, 2))]
+    if rng.random() < 0.3:
+        kustomization["commonAnnotations"] = {"note": rng.choice(["n", "m"])}
+
+
+def rewrites(rng, kustomization, objects):
+    """Writes into label fields a base's transformers may have made: a strategic merge patch,
+    a replacement, a JSON patch."""
+    target = rng.choice(objects)
+    identity = {"apiVersion": target["apiVersion"], "kind": target["kind"],
+                "metadata": {"name": target["metadata"]["name"]}}
+    choice = rng.random()
+    if choice < 0.4:
+        patch = dict(identity, metadata=dict(identity["metadata"], labels={"app": "patched"}))
+        if rng.random() < 0.3:
+            patch["spec"] = {"selector": {"matchLabels": {"app": "sel"}}}
+        kustomization["patches"] = [{"patch": yaml.safe_dump(patch, sort_keys=False)}]
+    elif choice < 0.7:
+        kustomization["replacements"] = [{
+            "source": {"kind": target["kind"], "name": target["metadata"]["name"],
+                       "fieldPath": "metadata.name"},
+            "targets": [{"select": {"kind": target["kind"]},
+                         "fieldPaths": [rng.choice(["metadata.labels.app", "metadata.annotations.note",
+                                                    "spec.template.metadata.labels.app"])],
+                         "options": {"create": rng.random() < 0.3}}]}]
+    elif choice < 0.85:
+        kustomization["patches"] = [{
+            "patch": "- op: add\n  path: /metadata/labels/extra\n  value: x\n",
+            "target": {"kind": target["kind"]}}]
+
+
 def tree(seed):
-    """{relative path: text} of one random tree; the top is `overlay/`."""
+    """{relative path: text} of one random tree; the top is `overlay/`. The label
+    transformers run in the overlay, or in the base with the overlay relabelling or
+    rewriting what they made."""
     rng = random.Random(seed)
     objects = [workload(rng, *rng.choice(KINDS), index) for index in range(rng.randint(1, 4))]
+    base = {"resources": ["objects.yaml"]}
     overlay = {"resources": ["../base"]}
     if rng.random() < 0.5:
-        overlay["commonLabels"] = rng.choice([{"app": "common"}, {"owner": "o", "app": "c"}])
-    if rng.random() < 0.7:
-        overlay["labels"] = [label_entry(rng) for _ in range(rng.randint(1, 2))]
-    if rng.random() < 0.3:
-        overlay["commonAnnotations"] = {"note": "n"}
+        label_transformers(rng, overlay)
+    else:
+        label_transformers(rng, base)
+        if rng.random() < 0.5:
+            label_transformers(rng, overlay)
+        rewrites(rng, overlay, objects)
     return {
-        "base/kustomization.yaml": yaml.safe_dump({"resources": ["objects.yaml"]}),
+        "base/kustomization.yaml": yaml.safe_dump(base, sort_keys=False),
         "base/objects.yaml": yaml.safe_dump_all(objects, sort_keys=False),
         "overlay/kustomization.yaml": yaml.safe_dump(overlay, sort_keys=False),
     }

@@ -70,6 +70,11 @@ fn field_of(segment: &str) -> (&str, bool) {
 /// Called with the map holding a leaf and the leaf's key.
 pub type LeafVisitor<'v, E> = dyn FnMut(&mut Map, &str) -> Result<(), E> + 'v;
 
+/// A [`LeafVisitor`] that is also told where the leaf's map is: the keys and list positions
+/// from the walked value down to it.
+pub type PlacedLeafVisitor<'v, E> =
+    dyn FnMut(&mut Map, &str, &[super::aliases::Place<'_>]) -> Result<(), E> + 'v;
+
 /// What kustomize's fieldspec filter refuses on the way: a scalar before the path's end
 /// (`spec: "oops"` for `spec/selector`, or a scalar element of a list the path goes
 /// through), or an empty field name.
@@ -154,7 +159,17 @@ pub fn visit_leaves<E: Traversed>(
     create: bool,
     visit: &mut LeafVisitor<'_, E>,
 ) -> Result<(), E> {
-    walk(value, segments, create, visit).map_err(|stop| match stop {
+    visit_placed_leaves(value, segments, create, &mut |map, key, _| visit(map, key))
+}
+
+/// [`visit_leaves`], telling `visit` where each leaf's map is.
+pub fn visit_placed_leaves<E: Traversed>(
+    value: &mut Value,
+    segments: &[Cow<'_, str>],
+    create: bool,
+    visit: &mut PlacedLeafVisitor<'_, E>,
+) -> Result<(), E> {
+    walk(value, segments, create, &mut Vec::new(), visit).map_err(|stop| match stop {
         Stop::Refused(scalar) => scalar.into(),
         Stop::Visitor(error, lists) if lists.is_empty() => error,
         Stop::Visitor(error, lists) => error.traversed(&traversal(&lists)),
@@ -168,16 +183,20 @@ enum Stop<E> {
     Visitor(E, Vec<String>),
 }
 
-fn walk<E>(
+fn walk<'s, E>(
     value: &mut Value,
-    segments: &[Cow<'_, str>],
+    segments: &'s [Cow<'s, str>],
     create: bool,
-    visit: &mut LeafVisitor<'_, E>,
+    path: &mut Vec<super::aliases::Place<'s>>,
+    visit: &mut PlacedLeafVisitor<'_, E>,
 ) -> Result<(), Stop<E>> {
     match value {
         Value::Array(items) => {
-            for item in items {
-                walk(item, segments, create, visit).map_err(|stop| {
+            for (position, item) in items.iter_mut().enumerate() {
+                path.push(super::aliases::Place::Index(position));
+                let walked = walk(item, segments, create, path, visit);
+                path.pop();
+                walked.map_err(|stop| {
                     let list = format!("[{}]", segments.join(" "));
                     match stop {
                         Stop::Refused(mut scalar) => {
@@ -210,7 +229,8 @@ fn walk<E>(
             }
             if rest.is_empty() {
                 if map.contains_key(first) || (create && !is_list) {
-                    return visit(map, first).map_err(|error| Stop::Visitor(error, Vec::new()));
+                    return visit(map, first, path)
+                        .map_err(|error| Stop::Visitor(error, Vec::new()));
                 }
                 return Ok(());
             }
@@ -233,7 +253,10 @@ fn walk<E>(
                 }
                 *child = Value::Object(Map::new());
             }
-            walk(child, rest, create, visit)
+            path.push(super::aliases::Place::Key(first));
+            let walked = walk(child, rest, create, path, visit);
+            path.pop();
+            walked
         }
         Value::Null => Ok(()),
         _ if segments.is_empty() => Ok(()),

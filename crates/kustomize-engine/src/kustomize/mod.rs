@@ -11,6 +11,7 @@
 //! Schema facts (merge keys, cluster scope) and kustomize's default field specs are compiled
 //! in and parsed once per process (`openapi`, `config`).
 
+mod aliases;
 mod builtins;
 mod config;
 mod edit;

@@ -314,6 +314,9 @@ fn apply_smp_to(
                 || under_replaced_map(&patch, pointer)
         })
         .collect();
+    let shared = acc.resources[index]
+        .aliases
+        .before_write(&acc.resources[index].object);
     let outcome = smp::apply(&mut acc.resources[index].object, &patch, schema)
         .map_err(|e| patch_error(file, origin, format!("{before}: {e}")))?;
     if outcome == Outcome::Patched
@@ -337,6 +340,7 @@ fn apply_smp_to(
         }
         Outcome::Patched => {
             let resource = &mut acc.resources[index];
+            resource.aliases.after_write(&mut resource.object, shared);
             if !allow_kind_change && let Some(map) = resource.object.as_object_mut() {
                 map.insert("kind".into(), Value::String(before.kind.clone()));
             }
@@ -538,6 +542,7 @@ fn apply_as_kustomize_holds(
     bookkeeping: &[(&'static str, String)],
 ) -> Result<(), super::json6902::OperationError> {
     let mut object = JsonValue::from(resource.object.take());
+    resource.aliases.clear();
     if !bookkeeping.is_empty()
         && let Some(JsonValue::Object(metadata)) = object.get_mut("metadata")
     {

@@ -212,6 +212,8 @@ pub struct Resource {
     pub empty_values: ThinVec<String>,
     /// The transformers that ran over it, in order, when tracked.
     pub transformations: ThinVec<super::provenance::Origin>,
+    /// Fields holding one YAML node in kustomize, which a write into one changes in all.
+    pub aliases: super::aliases::Aliases,
 }
 
 /// What a generator recorded about a resource it made.
@@ -267,6 +269,7 @@ impl Resource {
             origin: None,
             transformations: ThinVec::new(),
             empty_values: ThinVec::new(),
+            aliases: Default::default(),
         }
     }
 
@@ -536,8 +539,9 @@ mod tests {
 
     #[test]
     fn a_resource_without_history_costs_little_beyond_its_object() {
-        // The object, three shared histories, four thin lists, a boxed origin and flags.
-        assert!(std::mem::size_of::<Resource>() <= 104);
+        // The object, three shared histories, four thin lists, the shared fields' thin list,
+        // a boxed origin and flags.
+        assert!(std::mem::size_of::<Resource>() <= 112);
         let resource = Resource::new(Value::Null);
         assert!(resource.previous_ids.is_empty() && resource.origin.is_none());
     }

@@ -12,7 +12,8 @@ use std::path::Path;
 use crate::value::{Map, Value};
 use regex::Regex;
 
-use super::fieldspec::{split_path, visit_leaves};
+use super::aliases::{Place, Step, field_path};
+use super::fieldspec::{split_path, visit_leaves, visit_placed_leaves};
 use super::kustfile::{FieldSpec, Image, Replica};
 use super::openapi::SchemaView;
 use super::replacements::scalar_text;
@@ -290,29 +291,52 @@ pub fn add_map_entries(
     let paths: Vec<Vec<Cow<str>>> = specs.iter().map(|s| split_path(&s.path)).collect();
     for resource in resources.iter_mut() {
         let id = resource.id();
+        // Per key, the fields this pass creates (one node in kustomize) and those it writes
+        // into (whose node's other holders change with them).
+        let mut created: Vec<Vec<Vec<Step>>> = vec![Vec::new(); entries.len()];
+        let mut written_into: Vec<Vec<Step>> = Vec::new();
         for (spec, path) in specs.iter().zip(&paths).filter(|(s, _)| s.applies_to(&id)) {
-            visit_leaves(&mut resource.object, path, spec.create, &mut |map, key| {
-                let leaf = map
-                    .entry(key.to_string())
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if leaf.is_null() {
-                    // kustomize makes a null into a map only where the spec creates; else
-                    // its entries go nowhere and the null stays.
-                    if !spec.create {
-                        return Ok(());
+            visit_placed_leaves(
+                &mut resource.object,
+                path,
+                spec.create,
+                &mut |map, key, at| {
+                    let leaf = map
+                        .entry(key.to_string())
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    if leaf.is_null() {
+                        // kustomize makes a null into a map only where the spec creates; else
+                        // its entries go nowhere and the null stays.
+                        if !spec.create {
+                            return Ok(());
+                        }
+                        *leaf = Value::Object(Map::new());
                     }
-                    *leaf = Value::Object(Map::new());
-                }
-                let Value::Object(target) = leaf else {
-                    return Err(KustomizeError::field_not("MappingNode", leaf));
-                };
-                for (k, v) in entries {
-                    target.insert(k.clone(), Value::String(v.clone()));
-                }
-                written += 1;
-                Ok(())
-            })
+                    let Value::Object(target) = leaf else {
+                        return Err(KustomizeError::field_not("MappingNode", leaf));
+                    };
+                    for (index, (k, v)) in entries.iter().enumerate() {
+                        let field = || {
+                            let mut map_path = at.to_vec();
+                            map_path.push(Place::Key(key));
+                            field_path(&map_path, k)
+                        };
+                        match target.insert(k.clone(), Value::String(v.clone())) {
+                            None => created[index].push(field()),
+                            Some(_) => written_into.push(field()),
+                        }
+                    }
+                    written += 1;
+                    Ok(())
+                },
+            )
             .map_err(|e| e.in_field(&id, &spec.path))?;
+        }
+        for path in &written_into {
+            resource.aliases.written(&mut resource.object, path);
+        }
+        for paths in created.into_iter().filter(|paths| !paths.is_empty()) {
+            resource.aliases.created(paths);
         }
     }
     Ok(written)

@@ -266,6 +266,7 @@ fn merge_generated(existing: &mut Resource, new: Resource) {
         }
     }
     existing.object = merged;
+    existing.aliases.clear();
     combine_hash_flags(existing, new.generated);
 }
 
@@ -321,5 +322,6 @@ fn replace_generated(existing: &mut Resource, new: Resource) {
         metadata.insert("namespace".into(), Value::String(namespace));
     }
     existing.object = replacement.object;
+    existing.aliases.clear();
     combine_hash_flags(existing, generated);
 }
