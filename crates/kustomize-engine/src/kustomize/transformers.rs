@@ -49,17 +49,21 @@ pub fn set_namespace(
     options: NamespaceOptions,
     file: &Path,
 ) -> Result<(), KustomizeError> {
-    let should_set = |current: Option<&Value>| {
-        !options.unset_only || current.and_then(Value::as_str).is_none_or(str::is_empty)
-    };
     for resource in resources.iter_mut() {
+        let should_set = |current: Option<&Value>, pointer: &str, empty: &[String]| {
+            !options.unset_only || has_no_text(current, pointer, empty)
+        };
         // As kustomize's namespace transformer: every resource's identity so far is kept as a
         // previous one, moved or not (a name reference may still name it that way).
         resource.remember_id();
         let id = resource.id();
         let api_version = str_at(&resource.object, "/apiVersion").to_string();
         if !schema.is_cluster_scoped(&api_version, &id.kind)
-            && should_set(resource.object.pointer("/metadata/namespace"))
+            && should_set(
+                resource.object.pointer("/metadata/namespace"),
+                "/metadata/namespace",
+                &resource.empty_values,
+            )
             && id.namespace != namespace
         {
             resource.set_namespace(namespace);
@@ -79,7 +83,11 @@ pub fn set_namespace(
             let renames = spec.kind == "Namespace" && spec.path == "metadata/name";
             if renames {
                 if api_version != "v1"
-                    || !should_set(resource.object.pointer("/metadata/name"))
+                    || !should_set(
+                        resource.object.pointer("/metadata/name"),
+                        "/metadata/name",
+                        &resource.empty_values,
+                    )
                     || resource.name() == namespace
                 {
                     continue;
@@ -98,7 +106,7 @@ pub fn set_namespace(
                             found,
                         )));
                     }
-                    if should_set(map.get(key)) {
+                    if !options.unset_only || is_unset(map.get(key)) {
                         map.insert(key.to_string(), Value::String(namespace.to_string()));
                     }
                     Ok(())
@@ -183,14 +191,28 @@ pub(super) fn set_subject_namespaces(
             }
             RoleBindingSubjects::None => false,
         };
-        let empty = subject
-            .get("namespace")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty);
-        if selected && (!options.unset_only || empty) {
+        if selected && (!options.unset_only || is_unset(subject.get("namespace"))) {
             subject.insert("namespace".into(), Value::String(namespace.to_string()));
         }
     }
+}
+
+/// Whether `unsetOnly` finds no value at a resource's own namespace (or a Namespace's name):
+/// kustomize sets one where the field is missing or its YAML text is empty (`""`, or a key
+/// written with nothing after it); a null spelled out (`null`, `~`), a number or a boolean
+/// is a value there and stays. Elsewhere ([`is_unset`]) kyaml makes a null field anew first.
+fn has_no_text(current: Option<&Value>, pointer: &str, empty_values: &[String]) -> bool {
+    match current {
+        None | Some(Value::Object(_) | Value::Array(_)) => true,
+        Some(Value::String(text)) => text.is_empty(),
+        Some(Value::Null) => empty_values.iter().any(|empty| empty == pointer),
+        Some(Value::Number(_) | Value::Bool(_)) => false,
+    }
+}
+
+/// Whether `unsetOnly` finds no value at a subject's or a field spec's namespace field.
+fn is_unset(current: Option<&Value>) -> bool {
+    current.and_then(Value::as_str).is_none_or(str::is_empty)
 }
 
 /// Kinds never renamed by prefixes and suffixes (checked against the original identity).
