@@ -50,20 +50,18 @@ pub fn set_namespace(
     file: &Path,
 ) -> Result<(), KustomizeError> {
     for resource in resources.iter_mut() {
-        let should_set = |current: Option<&Value>, pointer: &str, empty: &[String]| {
-            !options.unset_only || has_no_text(current, pointer, empty)
-        };
         // As kustomize's namespace transformer: every resource's identity so far is kept as a
         // previous one, moved or not (a name reference may still name it that way).
         resource.remember_id();
         let id = resource.id();
         let api_version = str_at(&resource.object, "/apiVersion").to_string();
         if !schema.is_cluster_scoped(&api_version, &id.kind)
-            && should_set(
-                resource.object.pointer("/metadata/namespace"),
-                "/metadata/namespace",
-                &resource.empty_values,
-            )
+            && (!options.unset_only
+                || has_no_text(
+                    resource.object.pointer("/metadata/namespace"),
+                    "/metadata/namespace",
+                    &resource.empty_values,
+                ))
             && id.namespace != namespace
         {
             resource.set_namespace(namespace);
@@ -83,11 +81,7 @@ pub fn set_namespace(
             let renames = spec.kind == "Namespace" && spec.path == "metadata/name";
             if renames {
                 if api_version != "v1"
-                    || !should_set(
-                        resource.object.pointer("/metadata/name"),
-                        "/metadata/name",
-                        &resource.empty_values,
-                    )
+                    || options.unset_only && !is_unset(resource.object.pointer("/metadata/name"))
                     || resource.name() == namespace
                 {
                     continue;
@@ -197,7 +191,7 @@ pub(super) fn set_subject_namespaces(
     }
 }
 
-/// Whether `unsetOnly` finds no value at a resource's own namespace (or a Namespace's name):
+/// Whether `unsetOnly` finds no value at a resource's own namespace:
 /// kustomize sets one where the field is missing or its YAML text is empty (`""`, or a key
 /// written with nothing after it); a null spelled out (`null`, `~`), a number or a boolean
 /// is a value there and stays. Elsewhere ([`is_unset`]) kyaml makes a null field anew first.
@@ -210,7 +204,8 @@ fn has_no_text(current: Option<&Value>, pointer: &str, empty_values: &[String]) 
     }
 }
 
-/// Whether `unsetOnly` finds no value at a subject's or a field spec's namespace field.
+/// Whether `unsetOnly` finds no value at a subject's or a field spec's namespace field (or a
+/// Namespace's name).
 fn is_unset(current: Option<&Value>) -> bool {
     current.and_then(Value::as_str).is_none_or(str::is_empty)
 }
