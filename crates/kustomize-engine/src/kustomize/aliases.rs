@@ -102,8 +102,14 @@ impl Aliases {
     /// After a strategic merge patch (which kyaml applies by writing the patch's values into
     /// the fields it names, walking keys in sorted order) or a replacement's write: in each
     /// group, the value of the last field written into is every field's. A field removed,
-    /// or made anew where there was none, leaves its group.
-    pub fn after_write(&mut self, object: &mut Value, before: Vec<Vec<Option<Value>>>) {
+    /// made anew where there was none, or under a map the write `renewed` (a patch's `$patch:
+    /// replace` puts the patch's own nodes there) leaves its group.
+    pub fn after_write(
+        &mut self,
+        object: &mut Value,
+        before: Vec<Vec<Option<Value>>>,
+        renewed: &[Vec<Step>],
+    ) {
         for (group, before) in self.groups.iter_mut().zip(before) {
             let mut kept = Vec::with_capacity(group.len());
             let mut last_written: Option<Vec<Step>> = None;
@@ -111,6 +117,9 @@ impl Aliases {
                 let (Some(old), Some(now)) = (old, get(object, &path)) else {
                     continue;
                 };
+                if renewed.iter().any(|map| path.starts_with(map)) {
+                    continue;
+                }
                 if *now != old
                     && last_written
                         .as_ref()
@@ -152,6 +161,27 @@ impl Aliases {
         }
         self.groups.retain(|group| group.len() > 1);
     }
+}
+
+/// The maps a strategic merge patch replaces whole (`$patch: replace`), through maps only.
+pub fn replaced_maps(patch: &Value) -> Vec<Vec<Step>> {
+    fn walk(value: &Value, path: &mut Vec<Step>, found: &mut Vec<Vec<Step>>) {
+        let Value::Object(map) = value else {
+            return;
+        };
+        if map.get("$patch").and_then(Value::as_str) == Some("replace") {
+            found.push(path.clone());
+            return;
+        }
+        for (key, child) in map.iter() {
+            path.push(Step::Key(key.as_str().into()));
+            walk(child, path, found);
+            path.pop();
+        }
+    }
+    let mut found = Vec::new();
+    walk(patch, &mut Vec::new(), &mut found);
+    found
 }
 
 /// kyaml's walk order: keys sorted as strings at each level, list elements in order.
@@ -242,7 +272,7 @@ mod tests {
         let before = aliases.before_write(&object);
         object["metadata"]["labels"]["app"] = json!("m");
         object["spec"]["selector"]["app"] = json!("s");
-        aliases.after_write(&mut object, before);
+        aliases.after_write(&mut object, before, &[]);
         for member in members {
             assert_eq!(get(&object, &path(member)), Some(&json!("s")), "{member}");
         }
@@ -253,7 +283,7 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("app");
-        aliases.after_write(&mut object, before);
+        aliases.after_write(&mut object, before, &[]);
         object["metadata"]["labels"]["app"] = json!("z");
         aliases.written(&mut object, &path("metadata/labels/app"));
         assert_eq!(object["spec"]["template"]["labels"]["app"], json!("z"));

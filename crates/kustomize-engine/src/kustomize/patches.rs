@@ -340,7 +340,15 @@ fn apply_smp_to(
         }
         Outcome::Patched => {
             let resource = &mut acc.resources[index];
-            resource.aliases.after_write(&mut resource.object, shared);
+            // Only a resource with shared fields needs to know what the patch replaced.
+            let renewed = if shared.is_empty() {
+                Vec::new()
+            } else {
+                super::aliases::replaced_maps(&patch)
+            };
+            resource
+                .aliases
+                .after_write(&mut resource.object, shared, &renewed);
             if !allow_kind_change && let Some(map) = resource.object.as_object_mut() {
                 map.insert("kind".into(), Value::String(before.kind.clone()));
             }

@@ -272,7 +272,9 @@ fn apply(
                 // kyaml writes into the field's node: fields sharing it change too.
                 let shared = resource.aliases.before_write(&resource.object);
                 replace_at(resource, (path, segments), &value, &options, &before, file)?;
-                resource.aliases.after_write(&mut resource.object, shared);
+                resource
+                    .aliases
+                    .after_write(&mut resource.object, shared, &[]);
             }
             if let Some(missing) = super::resource::missing_identity(&resource.object) {
                 return Err(error(file, format!("{missing} in object {before}")));
