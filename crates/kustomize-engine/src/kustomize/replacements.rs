@@ -217,6 +217,21 @@ fn apply(
         (None, Some(text)) => Copied::literal(text),
         (Some(source), None) => Copied::field(source_value(source, file, resources)?),
     };
+    // kustomize holds the source field's node and copies it at each write, so a target that
+    // writes into the source field itself changes what later writes copy (a part picked by a
+    // delimiter is a node of its own, and does not follow).
+    let mut value = value;
+    let source_node = match &replacement.source {
+        Some(source)
+            if source
+                .options
+                .as_ref()
+                .is_none_or(|o| o.delimiter.is_empty()) =>
+        {
+            source_position(source, resources).map(|at| (at, source))
+        }
+        _ => None,
+    };
     for target in &replacement.targets {
         let select = target
             .select
@@ -250,7 +265,7 @@ fn apply(
             .iter()
             .map(|path| (path.as_str(), parse_field_path(path)))
             .collect();
-        for resource in resources.iter_mut() {
+        for (position, resource) in resources.iter_mut().enumerate() {
             // As kustomize: label and annotation selectors first (a reject's only when it has
             // one), then identities, a reject's only when it names one.
             let rejected = rejected_metadata.iter().any(|r| r.matches(resource))
@@ -275,6 +290,11 @@ fn apply(
                 resource
                     .aliases
                     .after_write(&mut resource.object, shared, &[]);
+                if let Some((_, source)) = source_node.filter(|(at, _)| *at == position)
+                    && let Some(now) = read_at(&resource.object, &source_path(source))
+                {
+                    value = Copied::field(now.clone());
+                }
             }
             if let Some(missing) = super::resource::missing_identity(&resource.object) {
                 return Err(error(file, format!("{missing} in object {before}")));
@@ -440,6 +460,33 @@ fn metadata_selector(
         label_selector: selector.label_selector.clone(),
         annotation_selector: selector.annotation_selector.clone(),
         ..Default::default()
+    })
+}
+
+/// The position of the one resource `source` selects, if there is exactly one.
+fn source_position(source: &ReplacementSource, resources: &[Resource]) -> Option<usize> {
+    let mut matches = resources.iter().enumerate().filter(|(_, r)| {
+        identities(r).any(|id| {
+            selected_by(
+                &id,
+                &source.group,
+                &source.version,
+                &source.kind,
+                &source.name,
+                &source.namespace,
+            )
+        })
+    });
+    let (position, _) = matches.next()?;
+    matches.next().is_none().then_some(position)
+}
+
+/// The field a source reads (`metadata.name` when none is named).
+fn source_path(source: &ReplacementSource) -> Vec<PathSegment> {
+    parse_field_path(if source.field_path.is_empty() {
+        "metadata.name"
+    } else {
+        &source.field_path
     })
 }
 
