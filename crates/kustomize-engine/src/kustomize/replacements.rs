@@ -465,20 +465,26 @@ fn metadata_selector(
 
 /// The position of the one resource `source` selects, if there is exactly one.
 fn source_position(source: &ReplacementSource, resources: &[Resource]) -> Option<usize> {
-    let mut matches = resources.iter().enumerate().filter(|(_, r)| {
-        identities(r).any(|id| {
-            selected_by(
-                &id,
-                &source.group,
-                &source.version,
-                &source.kind,
-                &source.name,
-                &source.namespace,
-            )
-        })
-    });
+    let mut matches = resources
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| selects_source(source, r));
     let (position, _) = matches.next()?;
     matches.next().is_none().then_some(position)
+}
+
+/// Whether `source`'s selector selects `resource` by any of its identities.
+fn selects_source(source: &ReplacementSource, resource: &Resource) -> bool {
+    identities(resource).any(|id| {
+        selected_by(
+            &id,
+            &source.group,
+            &source.version,
+            &source.kind,
+            &source.name,
+            &source.namespace,
+        )
+    })
 }
 
 /// The field a source reads (`metadata.name` when none is named).
@@ -526,18 +532,7 @@ fn source_value(
             options.delimiter, options.index, options.create
         );
     }
-    let mut matches = resources.iter().filter(|r| {
-        identities(r).any(|id| {
-            selected_by(
-                &id,
-                &source.group,
-                &source.version,
-                &source.kind,
-                &source.name,
-                &source.namespace,
-            )
-        })
-    });
+    let mut matches = resources.iter().filter(|r| selects_source(source, r));
     let resource = matches
         .next()
         .ok_or_else(|| error(file, format!("nothing selected by {selector_text}")))?;
