@@ -71,6 +71,11 @@ impl Aliases {
         }
     }
 
+    /// Whether no fields share a node.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
     /// The field at `path` was written into: the fields sharing its node take its value.
     pub fn written(&self, object: &mut Value, path: &[Step]) {
         let Some(group) = self.group_of(path) else {

@@ -334,9 +334,10 @@ pub enum KustomizeError {
 
     /// Field specs for one field that disagree on creating it: `what` is the configuration
     /// list (`CommonLabels fieldSpec`) or a `labels` entry's merge (`labels`, `template
-    /// fieldSpec`), in kustomize's words.
-    #[error("failed to merge {what}: conflicting fieldspecs")]
-    ConflictingFieldSpecs { what: String },
+    /// fieldSpec`), in kustomize's words; `file` is the configuration or kustomization file
+    /// whose specs were being merged.
+    #[error("{}: failed to merge {what}: conflicting fieldspecs", .file.display())]
+    ConflictingFieldSpecs { file: PathBuf, what: String },
 
     /// Two resources share an identity once every transformer ran.
     #[error("may not add resource with an already registered id: {id}")]
@@ -566,7 +567,12 @@ fn build_on_this_thread(
     vars::resolve(&acc.vars, &mut acc.resources, &acc.config.var_reference)?;
     acc.resources
         .retain(|r| r.annotation("config.kubernetes.io/local-config") != Some("true"));
-    target::Accumulated::refuse_twins(&acc.resources)?;
+    // kustomize lists the build's resources once more at the end, refusing twins.
+    if let Some(twin) = target::Accumulated::first_twin(&acc.resources) {
+        return Err(KustomizeError::IdConflictAfterBuild {
+            id: twin.id().to_string(),
+        });
+    }
     for resource in acc.resources.iter_mut() {
         annotations_as_text(&mut resource.object);
         fold_next_lines(&mut resource.object);

@@ -434,28 +434,28 @@ impl Context<'_> {
     /// its own namespace and, for a RoleBinding, its ServiceAccount subjects' namespaces (a
     /// ServiceAccount elsewhere is not reached, though the sieve would let it through).
     fn reaches(&self, candidate: &Candidate) -> bool {
-        self.referrer.cluster_scoped
-            || candidate.cluster_scoped
-            || namespaces_equal(
-                &self.referrer.current.namespace,
-                &candidate.current.namespace,
-            )
-            || self
-                .subject_namespaces
-                .contains(&candidate.current.namespace)
+        candidate.cluster_scoped || self.reaches_namespace(&candidate.current.namespace)
     }
 
     /// Whether the referrer reaches one of the resources that came from `namespace`.
     fn reaches_original_group(&self, namespace: &str) -> bool {
-        let Some(group) = self.index.by_original_namespace.get(namespace) else {
-            return false;
-        };
-        self.referrer.cluster_scoped
-            || group.cluster_scoped_now
-            || group.current_namespaces.iter().any(|current| {
-                namespaces_equal(current, &self.referrer.current.namespace)
-                    || self.subject_namespaces.iter().any(|ns| ns == current)
+        self.index
+            .by_original_namespace
+            .get(namespace)
+            .is_some_and(|group| {
+                group.cluster_scoped_now
+                    || group
+                        .current_namespaces
+                        .iter()
+                        .any(|current| self.reaches_namespace(current))
             })
+    }
+
+    /// Whether the referrer reaches a namespaced resource now in `namespace` (as written).
+    fn reaches_namespace(&self, namespace: &str) -> bool {
+        self.referrer.cluster_scoped
+            || namespaces_equal(&self.referrer.current.namespace, namespace)
+            || self.subject_namespaces.iter().any(|ns| ns == namespace)
     }
 
     fn same_namespace(&self, candidate: &Candidate) -> bool {

@@ -205,7 +205,10 @@ fn apply(
     if replacement.targets.is_empty() {
         return Err(incomplete());
     }
-    let value = match (&replacement.source, &replacement.source_value) {
+    // kustomize holds the source field's node and copies it at each write, so a target that
+    // writes into the source field itself changes what later writes copy: `source_node` is
+    // where that node is (a part picked by a delimiter is a node of its own, and none).
+    let (mut value, source_node) = match (&replacement.source, &replacement.source_value) {
         (None, None) => return Err(incomplete()),
         (Some(_), Some(_)) => {
             return Err(error(
@@ -214,23 +217,11 @@ fn apply(
             ));
         }
         // A literal is an untyped scalar: where it creates a field it reads as plain YAML.
-        (None, Some(text)) => Copied::literal(text),
-        (Some(source), None) => Copied::field(source_value(source, file, resources)?),
-    };
-    // kustomize holds the source field's node and copies it at each write, so a target that
-    // writes into the source field itself changes what later writes copy (a part picked by a
-    // delimiter is a node of its own, and does not follow).
-    let mut value = value;
-    let source_node = match &replacement.source {
-        Some(source)
-            if source
-                .options
-                .as_ref()
-                .is_none_or(|o| o.delimiter.is_empty()) =>
-        {
-            source_position(source, resources).map(|at| (at, source))
+        (None, Some(text)) => (Copied::literal(text), None),
+        (Some(source), None) => {
+            let (value, node) = source_value(source, file, resources)?;
+            (Copied::field(value), node.map(|at| (at, source)))
         }
-        _ => None,
     };
     for target in &replacement.targets {
         let select = target
@@ -463,16 +454,6 @@ fn metadata_selector(
     })
 }
 
-/// The position of the one resource `source` selects, if there is exactly one.
-fn source_position(source: &ReplacementSource, resources: &[Resource]) -> Option<usize> {
-    let mut matches = resources
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| selects_source(source, r));
-    let (position, _) = matches.next()?;
-    matches.next().is_none().then_some(position)
-}
-
 /// Whether `source`'s selector selects `resource` by any of its identities.
 fn selects_source(source: &ReplacementSource, resource: &Resource) -> bool {
     identities(resource).any(|id| {
@@ -496,11 +477,13 @@ fn source_path(source: &ReplacementSource) -> Vec<PathSegment> {
     })
 }
 
+/// The source's value, and the position of the resource holding it where the value is the
+/// field's own node (no delimiter picked a part).
 fn source_value(
     source: &ReplacementSource,
     file: &Path,
     resources: &[Resource],
-) -> Result<Value, KustomizeError> {
+) -> Result<(Value, Option<usize>), KustomizeError> {
     let or = |s: &str, placeholder: &'static str| {
         if s.is_empty() {
             placeholder.to_string()
@@ -532,8 +515,11 @@ fn source_value(
             options.delimiter, options.index, options.create
         );
     }
-    let mut matches = resources.iter().filter(|r| selects_source(source, r));
-    let resource = matches
+    let mut matches = resources
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| selects_source(source, r));
+    let (position, resource) = matches
         .next()
         .ok_or_else(|| error(file, format!("nothing selected by {selector_text}")))?;
     if matches.next().is_some() {
@@ -547,7 +533,7 @@ fn source_value(
     } else {
         &source.field_path
     };
-    let value = read_at(&resource.object, &parse_field_path(path))
+    let value = read_at(&resource.object, &source_path(source))
         .filter(|v| !is_nil_or_empty(v))
         .ok_or_else(|| {
             error(
@@ -577,9 +563,9 @@ fn source_value(
                         ),
                     )
                 })?;
-            Ok(Value::String(parts[index].to_string()))
+            Ok((Value::String(parts[index].to_string()), None))
         }
-        _ => Ok(value.clone()),
+        _ => Ok((value.clone(), Some(position))),
     }
 }
 

@@ -378,7 +378,7 @@ impl<'a> Builder<'a> {
             record(acc, "SuffixTransformer");
         }
         for label in &k.labels {
-            let specs = label_specs(label, &acc.config)?;
+            let specs = label_specs(label, &acc.config, file)?;
             transformers::add_map_entries(&mut acc.resources, &label.pairs, &specs)?;
             record(acc, "LabelTransformer");
         }
@@ -487,15 +487,12 @@ fn resources_from(
 
 /// Moving resources into one namespace can make two of them the same object.
 pub(super) fn check_unique_ids(resources: &[Resource]) -> Result<(), KustomizeError> {
-    let mut seen = ObjectKeys::default();
-    for (position, resource) in resources.iter().enumerate() {
-        if !seen.insert(resources, position) {
-            return Err(KustomizeError::NamespaceConflict {
-                ids: resource.id().to_string(),
-            });
-        }
+    match Accumulated::first_twin(resources) {
+        Some(twin) => Err(KustomizeError::NamespaceConflict {
+            ids: twin.id().to_string(),
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// The fields a `labels` entry writes: its own, the configuration's, and the selectors (or
@@ -504,15 +501,15 @@ pub(super) fn check_unique_ids(resources: &[Resource]) -> Result<(), KustomizeEr
 fn label_specs(
     label: &kustfile::Label,
     config: &super::config::TransformerConfig,
+    file: &Path,
 ) -> Result<Vec<kustfile::FieldSpec>, KustomizeError> {
     use super::config::merge_specs;
-    fn conflict(
-        what: &'static str,
-    ) -> impl Fn(super::config::ConflictingFieldSpecs) -> KustomizeError {
+    let conflict = |what: &'static str| {
         move |_| KustomizeError::ConflictingFieldSpecs {
+            file: file.to_path_buf(),
             what: what.to_string(),
         }
-    }
+    };
     let mut specs = label.fields.clone();
     merge_specs(&mut specs, &config.labels).map_err(conflict("labels"))?;
     if label.include_selectors {

@@ -312,6 +312,7 @@ pub fn add_map_entries(
         // into (whose node's other holders change with them).
         let mut created: Vec<Vec<Vec<Step>>> = vec![Vec::new(); entries.len()];
         let mut written_into: Vec<Vec<Step>> = Vec::new();
+        let shares_fields = !resource.aliases.is_empty();
         for (spec, path) in specs.iter().zip(&paths).filter(|(s, _)| s.applies_to(&id)) {
             visit_placed_leaves(
                 &mut resource.object,
@@ -340,7 +341,8 @@ pub fn add_map_entries(
                         };
                         match target.insert(k.clone(), Value::String(v.clone())) {
                             None => created[index].push(field()),
-                            Some(_) => written_into.push(field()),
+                            Some(_) if shares_fields => written_into.push(field()),
+                            Some(_) => {}
                         }
                     }
                     written += 1;

@@ -43,13 +43,17 @@ impl Accumulated {
         if self.config_sources.insert(source.to_path_buf()) {
             Arc::make_mut(&mut self.config)
                 .merge(extension)
-                .map_err(conflicting_config)?;
+                .map_err(|section| conflicting_config(source, section))?;
         }
         Ok(())
     }
 
     /// Adds a base's field specs, unless every file behind them is already merged here.
-    pub fn merge_config_of(&mut self, base: &Accumulated) -> Result<(), KustomizeError> {
+    pub fn merge_config_of(
+        &mut self,
+        base: &Accumulated,
+        file: &Path,
+    ) -> Result<(), KustomizeError> {
         if base.config_sources.is_subset(&self.config_sources) {
             return Ok(());
         }
@@ -61,7 +65,7 @@ impl Accumulated {
         }
         Arc::make_mut(&mut self.config)
             .merge(&base.config)
-            .map_err(conflicting_config)?;
+            .map_err(|section| conflicting_config(file, section))?;
         self.config_sources
             .extend(base.config_sources.iter().cloned());
         Ok(())
@@ -98,7 +102,7 @@ impl Accumulated {
         file: &Path,
         seen: &mut ObjectKeys,
     ) -> Result<(), KustomizeError> {
-        self.merge_config_of(&base)?;
+        self.merge_config_of(&base, file)?;
         self.append(base.resources, dir, seen)?;
         if self.custom_schema.is_none() {
             self.custom_schema = base.custom_schema;
@@ -116,17 +120,14 @@ impl Accumulated {
         Ok(())
     }
 
-    /// Refuses two resources with one identity, as kustomize does when it lists the build's
-    /// resources at the end: a JSON patch, a replacement or a patch allowed to rename can
-    /// make one object another's twin after every append was checked.
-    pub fn refuse_twins(resources: &[Resource]) -> Result<(), KustomizeError> {
+    /// The first resource with the identity of one before it, if any: a namespace moving
+    /// two into one, or, at the end of a build, a JSON patch, a replacement or a patch
+    /// allowed to rename making one object another's twin after every append was checked.
+    pub fn first_twin(resources: &[Resource]) -> Option<&Resource> {
         let mut keys = ObjectKeys::default();
-        match (0..resources.len()).find(|&position| !keys.insert(resources, position)) {
-            Some(twin) => Err(KustomizeError::IdConflictAfterBuild {
-                id: resources[twin].id().to_string(),
-            }),
-            None => Ok(()),
-        }
+        (0..resources.len())
+            .find(|&position| !keys.insert(resources, position))
+            .map(|twin| &resources[twin])
     }
 
     /// The identities present now, for a run of [`Accumulated::append`]s.
@@ -173,8 +174,9 @@ impl Accumulated {
     }
 }
 
-fn conflicting_config(section: &'static str) -> KustomizeError {
+fn conflicting_config(file: &Path, section: &'static str) -> KustomizeError {
     KustomizeError::ConflictingFieldSpecs {
+        file: file.to_path_buf(),
         what: format!("{section} fieldSpec"),
     }
 }
