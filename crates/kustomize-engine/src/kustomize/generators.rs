@@ -3,8 +3,8 @@
 //!
 //! Keys come from `key=value` literals (surrounding quotes dropped), file names or
 //! `key=path`, and `KEY=value` lines of env files (comments and blank lines skipped). File
-//! contents that are not UTF-8 go to `binaryData`. Options from `generatorOptions` override
-//! the generator's own labels and annotations, as in kustomize.
+//! contents that are not UTF-8 go to `binaryData`. A generator's own labels and annotations
+//! win over those of `generatorOptions` with the same key, as in kustomize.
 
 use std::path::Path;
 
@@ -203,15 +203,22 @@ fn data_maps(
     Ok((data, binary_data))
 }
 
-/// The generator's options with the global ones laid over them.
+/// The generator's options, with the global labels and annotations it does not set itself and
+/// the global flags that are on.
 fn merge_options(
     local: Option<&GeneratorOptions>,
     global: Option<&GeneratorOptions>,
 ) -> GeneratorOptions {
     let mut merged = local.cloned().unwrap_or_default();
     if let Some(global) = global {
-        merged.labels.extend(global.labels.clone());
-        merged.annotations.extend(global.annotations.clone());
+        for (own, global) in [
+            (&mut merged.labels, &global.labels),
+            (&mut merged.annotations, &global.annotations),
+        ] {
+            for (key, value) in global {
+                own.entry(key.clone()).or_insert_with(|| value.clone());
+            }
+        }
         if global.disable_name_suffix_hash == Some(true) {
             merged.disable_name_suffix_hash = Some(true);
         }

@@ -239,14 +239,9 @@ fn merge_generated(existing: &mut Resource, new: Resource) {
     let mut merged = new.object;
     let name = existing.name().to_string();
     let namespace = existing.namespace().to_string();
+    take_identity(&mut merged, name, namespace);
     {
         let metadata = crate::kustomize::resource::metadata_mut(&mut merged);
-        metadata.insert("name".into(), Value::String(name));
-        if namespace.is_empty() {
-            metadata.remove("namespace");
-        } else {
-            metadata.insert("namespace".into(), Value::String(namespace));
-        }
         for field in ["labels", "annotations"] {
             let mut entries = existing.metadata_map(field).cloned().unwrap_or_default();
             if let Some(Value::Object(own)) = metadata.remove(field) {
@@ -299,6 +294,18 @@ fn combine_hash_flags(existing: &mut Resource, new: Option<crate::kustomize::res
     }
 }
 
+/// A merged or replaced resource keeps the existing one's name and namespace (none, when it
+/// had none, even where the generator named `default`).
+fn take_identity(object: &mut Value, name: String, namespace: String) {
+    let metadata = crate::kustomize::resource::metadata_mut(object);
+    metadata.insert("name".into(), Value::String(name));
+    if namespace.is_empty() {
+        metadata.remove("namespace");
+    } else {
+        metadata.insert("namespace".into(), Value::String(namespace));
+    }
+}
+
 /// `behavior: replace`: the new content under the existing identity and history; labels
 /// and annotations are the existing ones with the new ones laid over them.
 fn replace_generated(existing: &mut Resource, new: Resource) {
@@ -318,11 +325,7 @@ fn replace_generated(existing: &mut Resource, new: Resource) {
             }
         }
     }
-    let metadata = crate::kustomize::resource::metadata_mut(&mut replacement.object);
-    metadata.insert("name".into(), Value::String(name));
-    if !namespace.is_empty() {
-        metadata.insert("namespace".into(), Value::String(namespace));
-    }
+    take_identity(&mut replacement.object, name, namespace);
     existing.object = replacement.object;
     existing.aliases.clear();
     combine_hash_flags(existing, generated);
