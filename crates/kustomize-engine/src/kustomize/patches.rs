@@ -21,13 +21,15 @@ use super::target::Accumulated;
 use crate::yaml;
 
 /// A loaded patch: where it came from (for messages) and its documents, with the pointers of
-/// the keys each wrote as numbers or booleans (`yaml::parse_patches`).
+/// the keys each wrote as numbers or booleans and of its nulls not spelled `null`
+/// (`yaml::parse_patches`).
 struct Loaded {
     origin: String,
     /// The patch as written: a JSON 6902 patch is read again from it with YAML 1.1 rules.
     text: String,
     documents: Vec<Value>,
     number_keys: Vec<Vec<String>>,
+    null_spellings: Vec<Vec<(String, String)>>,
 }
 
 impl Loaded {
@@ -62,22 +64,24 @@ fn load_entry(entry: &str, loader: &Loader, file: &Path) -> Result<Loaded, Kusto
 }
 
 fn parse(text: &str, origin: &str, file: &Path) -> Result<Loaded, KustomizeError> {
-    let (documents, number_keys) = yaml::parse_patches(text)
-        .map_err(|error| KustomizeError::Patch {
-            file: file.to_path_buf(),
-            patch: origin.to_string(),
-            message: error.to_string(),
-        })?
-        .into_iter()
-        .filter(|d| !d.value.is_null())
-        .map(|d| (d.value, d.number_keys))
-        .unzip();
-    Ok(Loaded {
+    let mut loaded = Loaded {
         origin: origin.to_string(),
         text: text.to_string(),
-        documents,
-        number_keys,
-    })
+        documents: Vec::new(),
+        number_keys: Vec::new(),
+        null_spellings: Vec::new(),
+    };
+    let documents = yaml::parse_patches(text).map_err(|error| KustomizeError::Patch {
+        file: file.to_path_buf(),
+        patch: origin.to_string(),
+        message: error.to_string(),
+    })?;
+    for document in documents.into_iter().filter(|d| !d.value.is_null()) {
+        loaded.documents.push(document.value);
+        loaded.number_keys.push(document.number_keys);
+        loaded.null_spellings.push(document.null_spellings);
+    }
+    Ok(loaded)
 }
 
 fn patch_error(file: &Path, origin: &str, message: impl Into<String>) -> KustomizeError {
@@ -147,8 +151,19 @@ pub fn apply_strategic_merge_config(
     apply_each_by_identity(&loaded, file, acc)
 }
 
-/// Applies every document of `loaded` to the resource with its identity, names and kinds
-/// kept (`patchesStrategicMerge`, the PatchStrategicMergeTransformer).
+/// Applies a copy ([`patch_copy`]) of every document of `loaded` to the resource with its
+/// identity, names and kinds kept (`patchesStrategicMerge`, the
+/// PatchStrategicMergeTransformer).
+/// How a strategic merge patch meets a resource: whether it may rename it or change its kind,
+/// and whether kustomize applies a copy of it ([`patch_copy`]: for a target and for
+/// `patchesStrategicMerge`), which takes the resource's apiVersion.
+#[derive(Clone, Copy, Default)]
+struct SmpMode {
+    allow_name_change: bool,
+    allow_kind_change: bool,
+    copied: bool,
+}
+
 fn apply_each_by_identity(
     loaded: &[Loaded],
     file: &Path,
@@ -156,10 +171,14 @@ fn apply_each_by_identity(
 ) -> Result<(), KustomizeError> {
     for loaded in loaded {
         for (position, document) in loaded.documents.iter().enumerate() {
-            let number_keys = loaded.number_keys_of(position);
+            let copy = patch_copy(document, loaded, position);
+            let mode = SmpMode {
+                copied: true,
+                ..SmpMode::default()
+            };
             apply_by_identity(
-                (document, number_keys),
-                (false, false),
+                (&copy, loaded.number_keys_of(position)),
+                mode,
                 &loaded.origin,
                 file,
                 acc,
@@ -172,7 +191,7 @@ fn apply_each_by_identity(
 /// Applies a strategic merge patch to the one resource whose identity it carries.
 fn apply_by_identity(
     (patch, number_keys): (&Value, &[String]),
-    (allow_name_change, allow_kind_change): (bool, bool),
+    mode: SmpMode,
     origin: &str,
     file: &Path,
     acc: &mut Accumulated,
@@ -209,13 +228,7 @@ fn apply_by_identity(
             ));
         }
     };
-    apply_smp_to(
-        acc,
-        index,
-        (patch, number_keys),
-        (allow_name_change, allow_kind_change),
-        (file, origin),
-    )
+    apply_smp_to(acc, index, (patch, number_keys), mode, (file, origin))
 }
 
 /// Same group, kind, name and namespace as `id`, now or before a rename.
@@ -265,9 +278,14 @@ fn apply_smp_to(
     acc: &mut Accumulated,
     index: usize,
     (patch, number_keys): (&Value, &[String]),
-    (allow_name_change, allow_kind_change): (bool, bool),
+    mode: SmpMode,
     (file, origin): (&Path, &str),
 ) -> Result<(), KustomizeError> {
+    let SmpMode {
+        allow_name_change,
+        allow_kind_change,
+        copied,
+    } = mode;
     let resource = &mut acc.resources[index];
     let before = resource.id();
     let mut patch = patch.clone();
@@ -281,10 +299,10 @@ fn apply_smp_to(
         {
             map.insert("kind".into(), Value::String(before.kind.clone()));
             map.insert("apiVersion".into(), Value::String(api_version));
-        } else if !allow_kind_change {
+        } else if !allow_kind_change || copied {
             // The patch keeps its kind for the merge, which finds the schema by it (a
             // Deployment patch merges containers by name in a custom kind, as in kustomize);
-            // the resource's kind is put back afterwards.
+            // the resource's kind is put back afterwards unless the patch may change it.
             map.insert("apiVersion".into(), Value::String(api_version));
         }
         if !allow_name_change
@@ -369,8 +387,11 @@ pub fn apply_patches(
 ) -> Result<(), KustomizeError> {
     for entry in entries {
         let loaded = load_patch(entry, loader, file)?;
-        let allow_name_change = entry.options.allow_name_change;
-        let allow_kind_change = entry.options.allow_kind_change;
+        let mode = SmpMode {
+            allow_name_change: entry.options.allow_name_change,
+            allow_kind_change: entry.options.allow_kind_change,
+            copied: false,
+        };
         // kustomize reads a text whose first document is a list as a JSON patch (its other
         // documents ignored), one whose documents are all objects as strategic merge patches.
         let is_json6902 = matches!(loaded.documents.first(), Some(Value::Array(_)));
@@ -400,7 +421,7 @@ pub fn apply_patches(
                 for (position, document) in loaded.documents.iter().enumerate() {
                     apply_by_identity(
                         (document, loaded.number_keys_of(position)),
-                        (allow_name_change, allow_kind_change),
+                        mode,
                         &loaded.origin,
                         file,
                         acc,
@@ -421,13 +442,18 @@ pub fn apply_patches(
                     ));
                 };
                 let selected = select(target, acc, file, &loaded.origin)?;
+                let copy = patch_copy(document, &loaded, 0);
+                let mode = SmpMode {
+                    copied: true,
+                    ..mode
+                };
                 // Indexes shift when a patch deletes a resource; walk from the end.
                 for &index in selected.iter().rev() {
                     apply_smp_to(
                         acc,
                         index,
-                        (document, loaded.number_keys_of(0)),
-                        (allow_name_change, allow_kind_change),
+                        (&copy, loaded.number_keys_of(0)),
+                        mode,
                         (file, &loaded.origin),
                     )?;
                 }
@@ -435,6 +461,63 @@ pub fn apply_patches(
         }
     }
     Ok(())
+}
+
+/// The strategic merge patch kustomize applies for a target or for `patchesStrategicMerge`:
+/// a copy whose labels and annotations it has read back as text
+/// (`CopyMergeMetaDataFieldsFrom`), so each value is a string (a null its spelling: `tier:
+/// null` sets the label to "null" where a `patches` entry without a target removes it; a
+/// number or a boolean its text; a mapping or a list "") and a field that is empty or not a
+/// mapping is gone. Keys keep their spelling (one written as a number is still refused where
+/// it would be added). `position` is the document's in `loaded`.
+fn patch_copy(document: &Value, loaded: &Loaded, position: usize) -> Value {
+    let null_spellings = loaded
+        .null_spellings
+        .get(position)
+        .map_or(&[][..], Vec::as_slice);
+    let mut copy = document.clone();
+    let Some(Value::Object(metadata)) = copy.get_mut("metadata") else {
+        return copy;
+    };
+    for field in ["labels", "annotations"] {
+        let Some(current) = metadata.remove(field) else {
+            continue;
+        };
+        let entries: Vec<(String, Value)> = match current {
+            Value::Object(entries) => entries.into_iter().collect(),
+            // kyaml reads a list's items in pairs, as keys and values (a last item without a
+            // partner is left out, where kustomize panics).
+            Value::Array(items) => items
+                .chunks_exact(2)
+                .map(|pair| (super::replacements::kyaml_text(&pair[0]), pair[1].clone()))
+                .collect(),
+            _ => continue,
+        };
+        if entries.is_empty() {
+            continue;
+        }
+        let texts = entries
+            .into_iter()
+            .map(|(key, value)| {
+                let text = match value {
+                    Value::Null => {
+                        let pointer = format!(
+                            "/metadata/{field}/{}",
+                            key.replace('~', "~0").replace('/', "~1")
+                        );
+                        null_spellings
+                            .iter()
+                            .find(|(at, _)| *at == pointer)
+                            .map_or_else(|| "null".to_string(), |(_, text)| text.clone())
+                    }
+                    other => super::replacements::kyaml_text(&other),
+                };
+                (key, Value::String(text))
+            })
+            .collect();
+        metadata.insert(field.into(), Value::Object(texts));
+    }
+    copy
 }
 
 fn load_patch(entry: &Patch, loader: &Loader, file: &Path) -> Result<Loaded, KustomizeError> {
@@ -570,6 +653,24 @@ fn apply_as_kustomize_holds(
     }
     let applied = patch.apply(&mut object, super::MAX_OBJECT_BYTES);
     round_large_integers(&mut object);
+    // kyaml reads annotations the patch made a list as a mapping of its items in pairs
+    // (`[a, b]` is `a: b`; a last item without a partner is left out, where kustomize
+    // panics), and anything else that is not a mapping as none.
+    if let Some(JsonValue::Object(metadata)) = object.get_mut("metadata") {
+        match metadata.remove("annotations") {
+            Some(JsonValue::Array(items)) => {
+                let pairs = items
+                    .chunks_exact(2)
+                    .map(|pair| (annotation_text(&pair[0]), pair[1].clone()))
+                    .collect();
+                metadata.insert("annotations".into(), JsonValue::Object(pairs));
+            }
+            Some(annotations @ JsonValue::Object(_)) => {
+                metadata.insert("annotations".into(), annotations);
+            }
+            _ => {}
+        }
+    }
     if let Some(JsonValue::Object(metadata)) = object.get_mut("metadata")
         && let Some(JsonValue::Object(annotations)) = metadata.get_mut("annotations")
     {

@@ -254,7 +254,11 @@ pub fn add_prefix_suffix(
             let mut applied = false;
             for spec in specs.iter().filter(|s| s.applies_to(&id)) {
                 if spec.path == "metadata/name" {
-                    let renamed = affixed(resource.name());
+                    // A name a JSON patch made a number is affixed to its text.
+                    let renamed = match resource.object.pointer("/metadata/name") {
+                        Some(number @ Value::Number(_)) => affixed(&scalar_text(number)),
+                        _ => affixed(resource.name()),
+                    };
                     resource.set_name(&renamed);
                     applied = true;
                     continue;

@@ -72,11 +72,18 @@ pub fn parse_patches(text: &str) -> Result<Vec<Patch>, YamlError> {
     let mut builder = Builder::new(Schema::Kyaml, true);
     builder.annotation_nulls_stay = true;
     builder.track_number_keys = true;
-    let (documents, _, number_keys) = builder.read_all(&go_yaml_line_breaks(text))?;
-    Ok(documents
+    builder.track_null_spellings = true;
+    let read = builder.read_all(&go_yaml_line_breaks(text))?;
+    Ok(read
+        .documents
         .into_iter()
-        .zip(number_keys)
-        .map(|(value, number_keys)| Patch { value, number_keys })
+        .zip(read.number_keys)
+        .zip(read.null_spellings)
+        .map(|((value, number_keys), null_spellings)| Patch {
+            value,
+            number_keys,
+            null_spellings,
+        })
         .collect())
 }
 
@@ -91,6 +98,9 @@ pub struct Patch {
     pub value: Value,
     /// JSON pointers of the keys written as numbers or booleans, read as their text.
     pub number_keys: Vec<String>,
+    /// JSON pointers and texts of the nulls not written `null` (`~`, nothing, `Null`): a
+    /// targeted patch's labels and annotations are read back as their text.
+    pub null_spellings: Vec<(String, String)>,
 }
 
 /// A document read by [`parse_resources`].
@@ -120,6 +130,9 @@ impl<T: Tree> Builder<T> {
             track_number_keys: false,
             number_keys: Vec::new(),
             document_number_keys: Vec::new(),
+            track_null_spellings: false,
+            null_spellings: Vec::new(),
+            document_null_spellings: Vec::new(),
             annotations_as_text,
             annotation_nulls_stay: false,
             last_key_wins: false,
@@ -133,12 +146,12 @@ impl<T: Tree> Builder<T> {
 
     /// [`read`](Self::read), each document with the empty values it holds.
     fn read_tracked(self, text: &str) -> Result<Vec<(T, Vec<String>)>, YamlError> {
-        let (documents, empty_values, _) = self.read_all(text)?;
-        Ok(documents.into_iter().zip(empty_values).collect())
+        let read = self.read_all(text)?;
+        Ok(read.documents.into_iter().zip(read.empty_values).collect())
     }
 
     fn read(self, text: &str) -> Result<Vec<T>, YamlError> {
-        Ok(self.read_all(text)?.0)
+        Ok(self.read_all(text)?.documents)
     }
 
     /// Every document, and the pointers of the empty values of each.
@@ -184,11 +197,12 @@ impl<T: Tree> Builder<T> {
             }
             builder.event(event, span.start.line())?;
         }
-        Ok((
-            self.documents,
-            self.document_empty_values,
-            self.document_number_keys,
-        ))
+        Ok(DocumentsRead {
+            documents: self.documents,
+            empty_values: self.document_empty_values,
+            number_keys: self.document_number_keys,
+            null_spellings: self.document_null_spellings,
+        })
     }
 }
 
@@ -269,9 +283,13 @@ enum Frame<T: Tree> {
     },
 }
 
-/// What [`Builder::read_all`] reads: the documents, and each one's empty-value and
-/// number-key pointers.
-type DocumentsRead<T> = (Vec<T>, Vec<Vec<String>>, Vec<Vec<String>>);
+/// What [`Builder::read_all`] reads: the documents, and what each one's tracking recorded.
+struct DocumentsRead<T> {
+    documents: Vec<T>,
+    empty_values: Vec<Vec<String>>,
+    number_keys: Vec<Vec<String>>,
+    null_spellings: Vec<Vec<(String, String)>>,
+}
 
 struct Builder<T: Tree> {
     schema: Schema,
@@ -284,6 +302,10 @@ struct Builder<T: Tree> {
     track_number_keys: bool,
     number_keys: Vec<String>,
     document_number_keys: Vec<Vec<String>>,
+    /// Record where a null is not spelled `null` ([`parse_patches`]).
+    track_null_spellings: bool,
+    null_spellings: Vec<(String, String)>,
+    document_null_spellings: Vec<Vec<(String, String)>>,
     /// A key written twice takes its last value ([`parse_documents_last_key_wins`]).
     last_key_wins: bool,
     /// Plain keys are named as `YAMLToJSON` names them ([`parse_yaml_to_json`]).
@@ -461,6 +483,15 @@ impl<T: Tree> Builder<T> {
         if empty {
             self.record_empty_value();
         }
+        if self.track_null_spellings
+            && style == ScalarStyle::Plain
+            && tag.is_none()
+            && text != "null"
+            && resolve_plain(text, self.schema) == Resolved::Null
+        {
+            let pointer = Self::pointer_of(&self.stack);
+            self.null_spellings.push((pointer, text.to_string()));
+        }
         // kustomize prints a resource by writing it as YAML and reading that back: an empty
         // value in a flow collection cannot be written plain there, so it is written `''`
         // and comes back a string.
@@ -608,6 +639,8 @@ impl<T: Tree> Builder<T> {
                     .push(std::mem::take(&mut self.empty_values));
                 self.document_number_keys
                     .push(std::mem::take(&mut self.number_keys));
+                self.document_null_spellings
+                    .push(std::mem::take(&mut self.null_spellings));
                 Ok(())
             }
             Some(Frame::Sequence { items, .. }) => {

@@ -73,6 +73,24 @@ fn resources_read_an_empty_value_in_flow_style_as_an_empty_string() {
 }
 
 #[test]
+fn patches_say_where_a_null_is_not_spelled_null() {
+    let patches = parse_patches(
+        "metadata:\n  labels:\n    a: null\n    b: ~\n    c:\n    d: Null\n    e: 'null'\nl:\n- ~\n---\nk: null\n",
+    )
+    .unwrap();
+    assert_eq!(
+        patches[0].null_spellings,
+        [
+            ("/metadata/labels/b".to_string(), "~".to_string()),
+            ("/metadata/labels/c".to_string(), String::new()),
+            ("/metadata/labels/d".to_string(), "Null".to_string()),
+            ("/l/0".to_string(), "~".to_string()),
+        ]
+    );
+    assert!(patches[1].null_spellings.is_empty());
+}
+
+#[test]
 fn patches_read_number_keys_as_their_text_and_say_where() {
     let patches =
         parse_patches("data:\n  6443: a\n  true: b\n  x/y:\n    7: c\n---\nk: v\n").unwrap();
