@@ -17,7 +17,9 @@ use super::kustfile::{FieldSpec, Var};
 use super::replacements::{PathSegment, parse_field_path, scalar_text};
 use super::resource::{Resource, split_api_version};
 
-/// Binds `var` to the one resource its `objref` names.
+/// Binds `var` to the one resource its `objref` names: kind, name, group and version exactly
+/// (an objref without an apiVersion names the empty group and version, so it finds nothing,
+/// as in kustomize), and the namespace where the objref gives one.
 pub fn bind(var: &Var, resources: &mut [Resource], file: &Path) -> Result<(), KustomizeError> {
     let objref = &var.objref;
     let (group, version) = if objref.api_version.is_empty() {
@@ -34,8 +36,8 @@ pub fn bind(var: &Var, resources: &mut [Resource], file: &Path) -> Result<(), Ku
                 .any(|id| {
                     id.kind == objref.kind
                         && id.name == objref.name
-                        && (group.is_empty() || group == id.group)
-                        && (version.is_empty() || version == id.version)
+                        && group == id.group
+                        && version == id.version
                         && (objref.namespace.is_empty()
                             || super::resource::namespaces_equal(&objref.namespace, &id.namespace))
                 })
@@ -51,8 +53,14 @@ pub fn bind(var: &Var, resources: &mut [Resource], file: &Path) -> Result<(), Ku
             file: file.to_path_buf(),
             name: var.name.clone(),
             message: format!(
-                "cannot be mapped to a field in the set of known resources (no {} named {})",
-                objref.kind, objref.name
+                "cannot be mapped to a field in the set of known resources (no {} named {}{})",
+                objref.kind,
+                objref.name,
+                if version.is_empty() {
+                    " with no version: the objref needs the object's apiVersion"
+                } else {
+                    ""
+                }
             ),
         }),
         many => Err(KustomizeError::Var {
