@@ -282,7 +282,7 @@ fn apply(
                     .aliases
                     .after_write(&mut resource.object, shared, &[]);
                 if let Some((_, source)) = source_node.filter(|(at, _)| *at == position)
-                    && let Some(now) = read_at(&resource.object, &source_path(source))
+                    && let Ok(Some(now)) = source_lookup(&resource.object, &source_path(source))
                 {
                     value = Copied::field(now.clone());
                 }
@@ -533,7 +533,13 @@ fn source_value(
     } else {
         &source.field_path
     };
-    let value = read_at(&resource.object, &source_path(source))
+    let value = source_lookup(&resource.object, &source_path(source))
+        .map_err(|message| {
+            error(
+                file,
+                format!("error looking up replacement source: {message}"),
+            )
+        })?
         .filter(|v| !is_nil_or_empty(v))
         .ok_or_else(|| {
             error(
@@ -576,6 +582,30 @@ fn is_nil_or_empty(value: &Value) -> bool {
         Value::Array(a) => a.is_empty(),
         _ => false,
     }
+}
+
+/// The source field as kyaml's path getter finds it: `-` is a list's last element, and a
+/// `*` or a negative index it reaches is an error (the walk ends quietly where a field is
+/// missing before them).
+fn source_lookup<'v>(
+    value: &'v Value,
+    segments: &[PathSegment],
+) -> Result<Option<&'v Value>, String> {
+    let Some((first, rest)) = segments.split_first() else {
+        return Ok(Some(value));
+    };
+    let next = match first {
+        PathSegment::Wildcard => return Err("wildcard is not supported in PathGetter".into()),
+        PathSegment::Field(name) if name == "-" => match value {
+            Value::Array(items) => items.last(),
+            _ => None,
+        },
+        PathSegment::Field(name) if name.parse::<i64>().is_ok_and(|index| index < 0) => {
+            return Err(format!("array index {name} cannot be negative"));
+        }
+        _ => read_at(value, std::slice::from_ref(first)),
+    };
+    next.map_or(Ok(None), |next| source_lookup(next, rest))
 }
 
 /// The single value at `segments` (the first match).
