@@ -2,7 +2,9 @@
 //!
 //! The defaults mirror Kustomize v5.8.1's built-in configuration (`builtin_fieldspecs.yaml`,
 //! parsed once per process). A build extends them with `configurations:` files and with what
-//! `crds:` declares, and the extensions of a base flow up into the kustomizations above it.
+//! `crds:` declares, and the extensions of a base flow up into the kustomizations above it,
+//! each step one [`TransformerConfig::merge`] as kustomize merges (which is not idempotent:
+//! merging a configuration into nothing can drop specs, or find them conflicting).
 
 use std::sync::{Arc, OnceLock};
 
@@ -64,26 +66,84 @@ impl NameReference {
 }
 
 impl TransformerConfig {
-    /// Kustomize's built-in configuration.
-    pub fn builtin() -> Arc<TransformerConfig> {
-        static BUILTIN: OnceLock<Arc<TransformerConfig>> = OnceLock::new();
-        BUILTIN
+    /// Kustomize's built-in configuration as it reads it (`MakeDefaultConfig`, sorted).
+    pub fn builtin() -> &'static TransformerConfig {
+        static BUILTIN: OnceLock<TransformerConfig> = OnceLock::new();
+        BUILTIN.get_or_init(|| {
+            let text = include_str!("builtin_fieldspecs.yaml");
+            let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kubernetes)
+                .expect("builtin_fieldspecs.yaml is valid YAML");
+            let builtin: TransformerConfig = serde_json::from_value(serde_json::Value::from(value))
+                .expect("builtin_fieldspecs.yaml matches TransformerConfig");
+            builtin.sorted()
+        })
+    }
+
+    /// The built-in configuration as a kustomization without bases holds it: merged into
+    /// nothing by its accumulator. Merging the built-in configuration into this again, or
+    /// this into itself, changes nothing (a test shows it), so a build without
+    /// configurations shares this one.
+    pub fn defaults() -> Arc<TransformerConfig> {
+        static DEFAULTS: OnceLock<Arc<TransformerConfig>> = OnceLock::new();
+        DEFAULTS
             .get_or_init(|| {
-                let text = include_str!("builtin_fieldspecs.yaml");
-                let value = crate::yaml::parse_single(text, crate::yaml::Schema::Kubernetes)
-                    .expect("builtin_fieldspecs.yaml is valid YAML");
-                let mut builtin: TransformerConfig =
-                    serde_json::from_value(serde_json::Value::from(value))
-                        .expect("builtin_fieldspecs.yaml matches TransformerConfig");
-                sort_name_references(&mut builtin.name_reference);
-                Arc::new(builtin)
+                let mut defaults = TransformerConfig::default();
+                defaults
+                    .merge(TransformerConfig::builtin())
+                    .expect("the built-in field specs do not conflict");
+                Arc::new(defaults)
             })
             .clone()
     }
 
-    /// Adds `other`'s specs that this configuration lacks. A spec for a field this one has
-    /// with the other `create` is refused, naming the list as kustomize does (`CommonLabels`);
-    /// the lists are merged in kustomize's order, so the first conflict is the one it reports.
+    /// Whether nothing is configured (an accumulator before its first merge).
+    pub fn is_empty(&self) -> bool {
+        self.lists().iter().all(|list| list.is_empty()) && self.name_reference.is_empty()
+    }
+
+    /// The configuration with each list sorted as kustomize sorts a configuration it reads.
+    pub fn sorted(mut self) -> TransformerConfig {
+        for list in self.lists_mut() {
+            sort_by_gvk(list);
+        }
+        sort_name_references(&mut self.name_reference);
+        self
+    }
+
+    fn lists(&self) -> [&Vec<FieldSpec>; 10] {
+        [
+            &self.name_prefix,
+            &self.name_suffix,
+            &self.namespace,
+            &self.common_labels,
+            &self.labels,
+            &self.template_labels,
+            &self.common_annotations,
+            &self.var_reference,
+            &self.images,
+            &self.replicas,
+        ]
+    }
+
+    fn lists_mut(&mut self) -> [&mut Vec<FieldSpec>; 10] {
+        [
+            &mut self.name_prefix,
+            &mut self.name_suffix,
+            &mut self.namespace,
+            &mut self.common_labels,
+            &mut self.labels,
+            &mut self.template_labels,
+            &mut self.common_annotations,
+            &mut self.var_reference,
+            &mut self.images,
+            &mut self.replicas,
+        ]
+    }
+
+    /// kustomize's `TransformerConfig.Merge`: adds `other`'s specs that this configuration
+    /// lacks, each list then sorted. A spec for a field this one has with the other `create`
+    /// is refused, naming the list as kustomize does (`CommonLabels`); the lists are merged in
+    /// kustomize's order, so the first conflict is the one it reports.
     pub fn merge(&mut self, other: &TransformerConfig) -> Result<(), &'static str> {
         let lists: [(&'static str, &mut Vec<FieldSpec>, &Vec<FieldSpec>); 7] = [
             ("NamePrefix", &mut self.name_prefix, &other.name_prefix),
@@ -131,21 +191,15 @@ impl TransformerConfig {
     }
 }
 
-/// Merges two configurations' lists as kustomize's `TransformerConfig.Merge` does, twice over
-/// (a configuration is merged into its defaults, and the result into the accumulator):
-/// [`merge_specs`], then sorted by GVK, kinds before the spec for every kind, so that a spec
-/// for every kind goes once any kind's spec for its path precedes it.
+/// Merges a list of another configuration as kustomize's `TransformerConfig.Merge` does:
+/// [`merge_specs`], then sorted by GVK, kinds before the spec for every kind (so that, merged
+/// into nothing again, a spec for every kind goes once any kind's spec for its path precedes
+/// it).
 fn merge_spec_lists(
     mine: &mut Vec<FieldSpec>,
     theirs: &[FieldSpec],
 ) -> Result<(), ConflictingFieldSpecs> {
-    if theirs.is_empty() {
-        return Ok(());
-    }
-    let mut merged = std::mem::take(mine);
-    merge_specs(&mut merged, theirs)?;
-    sort_by_gvk(&mut merged);
-    merge_specs(mine, &merged)?;
+    merge_specs(mine, theirs)?;
     sort_by_gvk(mine);
     Ok(())
 }
@@ -223,25 +277,42 @@ mod tests {
         }
     }
 
-    /// kustomize's merge: a configuration naming `metadata/name` for some kinds takes the
-    /// place of the spec for every kind (its own upstream test `TestIssue4884`), while specs
-    /// of other paths stay, sorted by GVK.
+    fn with_prefix_specs(specs: Vec<FieldSpec>) -> TransformerConfig {
+        TransformerConfig {
+            name_prefix: specs,
+            ..TransformerConfig::default()
+        }
+    }
+
+    /// kustomize's merge into nothing: a configuration naming `metadata/name` for some kinds,
+    /// merged into the defaults and the result into an empty accumulator, takes the place of
+    /// the spec for every kind (its own upstream test `TestIssue4884`); merged into an
+    /// accumulator a base filled, it does not. Specs of other paths stay, sorted by GVK.
     #[test]
     fn merged_specs_follow_kustomize_merge_and_order() {
-        let mut prefix = vec![spec("", "metadata/name")];
-        merge_spec_lists(
-            &mut prefix,
-            &[
-                spec("IngressHost", "metadata/name"),
-                spec("IngressSecret", "metadata/name"),
-            ],
-        )
-        .unwrap();
+        let user = with_prefix_specs(vec![
+            spec("IngressHost", "metadata/name"),
+            spec("IngressSecret", "metadata/name"),
+        ]);
+        let mut own = TransformerConfig::builtin().clone();
+        own.merge(&user).unwrap();
+        let mut fresh = TransformerConfig::default();
+        fresh.merge(&own).unwrap();
         assert_eq!(
-            prefix,
+            fresh.name_prefix,
             [
                 spec("IngressHost", "metadata/name"),
                 spec("IngressSecret", "metadata/name")
+            ]
+        );
+        let mut from_base = (*TransformerConfig::defaults()).clone();
+        from_base.merge(&own).unwrap();
+        assert_eq!(
+            from_base.name_prefix,
+            [
+                spec("IngressHost", "metadata/name"),
+                spec("IngressSecret", "metadata/name"),
+                spec("", "metadata/name")
             ]
         );
         let mut labels = vec![
@@ -257,5 +328,23 @@ mod tests {
                 spec("", "metadata/labels")
             ]
         );
+    }
+
+    /// What lets a build without configurations share one configuration: the defaults merged
+    /// into nothing, the built-in configuration merged into them, and they into themselves,
+    /// are all the defaults.
+    #[test]
+    fn the_defaults_are_a_fixed_point_of_the_merge() {
+        let defaults = TransformerConfig::defaults();
+        let lists = |config: &TransformerConfig| {
+            let mut text = format!("{:?}", config.lists());
+            text.push_str(&format!("{:?}", config.name_reference));
+            text
+        };
+        let mut again = (*defaults).clone();
+        again.merge(TransformerConfig::builtin()).unwrap();
+        assert_eq!(lists(&again), lists(&defaults));
+        again.merge(&defaults).unwrap();
+        assert_eq!(lists(&again), lists(&defaults));
     }
 }

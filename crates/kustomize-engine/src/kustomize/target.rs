@@ -9,7 +9,7 @@
 //! replicas, images, replacements), then `transformers:` configs. Steps that only make sense
 //! once (hash suffixes, name references, vars, sorting) run in `build` at the top.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -171,14 +171,22 @@ impl<'a> Builder<'a> {
         if k.openapi.contains_key("version") {
             acc.custom_schema = None;
         }
+        let mut configurations = Vec::with_capacity(k.configurations.len());
         for configuration in &k.configurations {
             let (path, text) = loader.read_text(configuration)?;
-            acc.extend_config(&path, &builtins::parse_config(&text, &path)?)?;
+            let config = builtins::parse_config(&text, &path)?.sorted();
+            configurations.push((path, config));
         }
+        acc.merge_own_config(&configurations, &file)?;
+        let mut crds = Vec::with_capacity(k.crds.len());
         for crd in &k.crds {
             let (path, text) = loader.read_text(crd)?;
-            acc.extend_config(&path, &builtins::config_from_crd(&text, &path)?)?;
+            crds.push((
+                path.clone(),
+                builtins::config_from_crd(&text, &path)?.sorted(),
+            ));
         }
+        acc.merge_crd_config(&crds)?;
 
         self.run_generators(&k, loader, &file, &mut acc)?;
 

@@ -9,11 +9,10 @@ use crate::value::Map;
 #[derive(Clone, Debug)]
 pub struct Accumulated {
     pub resources: Vec<Resource>,
-    /// The built-in configuration, copied only once a kustomization extends it.
+    /// The field specs merged so far, as kustomize's accumulator holds them: nothing before
+    /// a base or the kustomization's own configuration is merged in; the shared defaults
+    /// until a configuration differs from them.
     pub config: Arc<TransformerConfig>,
-    /// The `configurations:` and `crds:` files merged into `config`; the configuration is
-    /// a function of this set, so merging a base whose files are all here changes nothing.
-    pub config_sources: BTreeSet<PathBuf>,
     pub vars: Vec<Var>,
     /// A custom schema from an `openapi:` field, consulted before the built-in one.
     pub custom_schema: Option<Openapi>,
@@ -26,49 +25,85 @@ impl Accumulated {
     pub fn new() -> Accumulated {
         Accumulated {
             resources: Vec::new(),
-            config: TransformerConfig::builtin(),
-            config_sources: BTreeSet::new(),
+            config: Arc::new(TransformerConfig::default()),
             vars: Vec::new(),
             custom_schema: None,
             custom_replaces_builtin: false,
         }
     }
 
-    /// Adds the field specs a `configurations:` or `crds:` file declares.
-    pub fn extend_config(
+    /// Merges in a kustomization's own configuration (`MakeTransformerConfig`): its
+    /// `configurations:` files, each merged into the ones before, merged into the built-in
+    /// configuration (the defaults alone without files). A conflict names the configuration
+    /// file where there is one, else `file`, the kustomization file.
+    pub fn merge_own_config(
         &mut self,
-        source: &Path,
-        extension: &TransformerConfig,
+        files: &[(PathBuf, TransformerConfig)],
+        file: &Path,
     ) -> Result<(), KustomizeError> {
-        if self.config_sources.insert(source.to_path_buf()) {
-            Arc::make_mut(&mut self.config)
-                .merge(extension)
-                .map_err(|section| conflicting_config(source, section))?;
+        let named = match files {
+            [(path, _)] => path.as_path(),
+            _ => file,
+        };
+        if files.is_empty() {
+            return self.merge_config(&TransformerConfig::defaults(), named);
         }
-        Ok(())
+        let mut configured = TransformerConfig::default();
+        for (path, config) in files {
+            configured
+                .merge(config)
+                .map_err(|section| conflicting_config(path, section))?;
+        }
+        let mut own = TransformerConfig::builtin().clone();
+        own.merge(&configured)
+            .map_err(|section| conflicting_config(named, section))?;
+        self.merge_config(&Arc::new(own), named)
     }
 
-    /// Adds a base's field specs, unless every file behind them is already merged here.
+    /// Merges in what a kustomization's `crds:` files declare, each merged into the ones
+    /// before.
+    pub fn merge_crd_config(
+        &mut self,
+        files: &[(PathBuf, TransformerConfig)],
+    ) -> Result<(), KustomizeError> {
+        let Some((last, _)) = files.last() else {
+            return Ok(());
+        };
+        let mut declared = TransformerConfig::default();
+        for (path, config) in files {
+            declared
+                .merge(config)
+                .map_err(|section| conflicting_config(path, section))?;
+        }
+        self.merge_config(&Arc::new(declared), last)
+    }
+
+    /// Merges in a base's field specs.
     pub fn merge_config_of(
         &mut self,
         base: &Accumulated,
         file: &Path,
     ) -> Result<(), KustomizeError> {
-        if base.config_sources.is_subset(&self.config_sources) {
-            return Ok(());
-        }
-        if self.config_sources.is_empty() {
-            // Nothing added here yet: the base's configuration is this one's.
-            self.config = base.config.clone();
-            self.config_sources = base.config_sources.clone();
+        self.merge_config(&base.config, file)
+    }
+
+    /// kustomize's accumulator merge (`MergeConfig`), sharing the defaults where merging
+    /// them changes nothing.
+    fn merge_config(
+        &mut self,
+        incoming: &Arc<TransformerConfig>,
+        file: &Path,
+    ) -> Result<(), KustomizeError> {
+        let defaults = TransformerConfig::defaults();
+        if Arc::ptr_eq(incoming, &defaults)
+            && (self.config.is_empty() || Arc::ptr_eq(&self.config, &defaults))
+        {
+            self.config = defaults;
             return Ok(());
         }
         Arc::make_mut(&mut self.config)
-            .merge(&base.config)
-            .map_err(|section| conflicting_config(file, section))?;
-        self.config_sources
-            .extend(base.config_sources.iter().cloned());
-        Ok(())
+            .merge(incoming)
+            .map_err(|section| conflicting_config(file, section))
     }
 
     /// Adds resources, refusing a second resource with the same identity. `seen` holds the
