@@ -151,9 +151,6 @@ pub fn apply_strategic_merge_config(
     apply_each_by_identity(&loaded, file, acc)
 }
 
-/// Applies a copy ([`patch_copy`]) of every document of `loaded` to the resource with its
-/// identity, names and kinds kept (`patchesStrategicMerge`, the
-/// PatchStrategicMergeTransformer).
 /// How a strategic merge patch meets a resource: whether it may rename it or change its kind,
 /// and whether kustomize applies a copy of it ([`patch_copy`]: for a target and for
 /// `patchesStrategicMerge`), which takes the resource's apiVersion.
@@ -164,6 +161,9 @@ struct SmpMode {
     copied: bool,
 }
 
+/// Applies a copy ([`patch_copy`]) of every document of `loaded` to the resource with its
+/// identity, names and kinds kept (`patchesStrategicMerge`, the
+/// PatchStrategicMergeTransformer).
 fn apply_each_by_identity(
     loaded: &[Loaded],
     file: &Path,
@@ -657,18 +657,17 @@ fn apply_as_kustomize_holds(
     // (`[a, b]` is `a: b`; a last item without a partner is left out, where kustomize
     // panics), and anything else that is not a mapping as none.
     if let Some(JsonValue::Object(metadata)) = object.get_mut("metadata") {
-        match metadata.remove("annotations") {
-            Some(JsonValue::Array(items)) => {
-                let pairs = items
-                    .chunks_exact(2)
-                    .map(|pair| (annotation_text(&pair[0]), pair[1].clone()))
-                    .collect();
-                metadata.insert("annotations".into(), JsonValue::Object(pairs));
-            }
-            Some(annotations @ JsonValue::Object(_)) => {
-                metadata.insert("annotations".into(), annotations);
-            }
-            _ => {}
+        if let Some(JsonValue::Array(items)) = metadata.get_mut("annotations") {
+            let pairs = std::mem::take(items)
+                .chunks_exact(2)
+                .map(|pair| (annotation_text(&pair[0]), pair[1].clone()))
+                .collect();
+            metadata.insert("annotations".into(), JsonValue::Object(pairs));
+        } else if metadata
+            .get("annotations")
+            .is_some_and(|annotations| !annotations.is_object())
+        {
+            metadata.remove("annotations");
         }
     }
     if let Some(JsonValue::Object(metadata)) = object.get_mut("metadata")
