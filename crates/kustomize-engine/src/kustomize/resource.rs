@@ -33,7 +33,7 @@ impl ResId {
             version: version.to_string(),
             kind: field_str(object, "kind").to_string(),
             namespace: field_str(metadata, "namespace").to_string(),
-            name: field_str(metadata, "name").to_string(),
+            name: name_text(metadata).into_owned(),
         }
     }
 
@@ -43,7 +43,7 @@ impl ResId {
         let metadata = object.get("metadata").unwrap_or(&Value::Null);
         split_api_version(field_str(object, "apiVersion")).0 == self.group
             && field_str(object, "kind") == self.kind
-            && field_str(metadata, "name") == self.name
+            && name_text(metadata) == self.name
             && namespaces_equal(field_str(metadata, "namespace"), &self.namespace)
     }
 
@@ -134,6 +134,19 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
 /// The string field `key` of `object`, or `""`.
 fn field_str<'a>(object: &'a Value, key: &str) -> &'a str {
     object.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// A name as kustomize reads it (`GetName`, a scalar's text): a name a JSON patch made a
+/// number or a boolean is its text, so the object keeps its identity (a later patch naming it
+/// puts the text back as its name, as kustomize does).
+fn name_text(metadata: &Value) -> std::borrow::Cow<'_, str> {
+    match metadata.get("name") {
+        Some(Value::String(name)) => std::borrow::Cow::Borrowed(name),
+        Some(scalar @ (Value::Number(_) | Value::Bool(_))) => {
+            std::borrow::Cow::Owned(super::replacements::scalar_text(scalar))
+        }
+        _ => std::borrow::Cow::Borrowed(""),
+    }
 }
 
 /// The string at a `/a/b` path, or `""`. Walks with plain lookups: `Value::pointer` would
