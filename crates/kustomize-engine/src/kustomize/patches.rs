@@ -501,10 +501,7 @@ fn patch_copy(document: &Value, loaded: &Loaded, position: usize) -> Value {
             .map(|(key, value)| {
                 let text = match value {
                     Value::Null => {
-                        let pointer = format!(
-                            "/metadata/{field}/{}",
-                            key.replace('~', "~0").replace('/', "~1")
-                        );
+                        let pointer = format!("/metadata/{field}/{}", yaml::escape_pointer(&key));
                         null_spellings
                             .iter()
                             .find(|(at, _)| *at == pointer)

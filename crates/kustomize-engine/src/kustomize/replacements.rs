@@ -469,12 +469,16 @@ fn selects_source(source: &ReplacementSource, resource: &Resource) -> bool {
 }
 
 /// The field a source reads (`metadata.name` when none is named).
-fn source_path(source: &ReplacementSource) -> Vec<PathSegment> {
-    parse_field_path(if source.field_path.is_empty() {
+fn source_field(source: &ReplacementSource) -> &str {
+    if source.field_path.is_empty() {
         "metadata.name"
     } else {
         &source.field_path
-    })
+    }
+}
+
+fn source_path(source: &ReplacementSource) -> Vec<PathSegment> {
+    parse_field_path(source_field(source))
 }
 
 /// The source's value, and the position of the resource holding it where the value is the
@@ -528,11 +532,7 @@ fn source_value(
             format!("multiple matches for selector {selector_text}"),
         ));
     }
-    let path = if source.field_path.is_empty() {
-        "metadata.name"
-    } else {
-        &source.field_path
-    };
+    let path = source_field(source);
     let value = source_lookup(&resource.object, &source_path(source))
         .map_err(|message| {
             error(

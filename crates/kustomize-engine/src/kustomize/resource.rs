@@ -437,6 +437,11 @@ impl Resource {
         str_at(&self.object, "/metadata/name")
     }
 
+    /// The name as kustomize reads it: also a number's or a boolean's text ([`name_text`]).
+    pub fn name_text(&self) -> std::borrow::Cow<'_, str> {
+        name_text(self.object.get("metadata").unwrap_or(&Value::Null))
+    }
+
     pub fn namespace(&self) -> &str {
         str_at(&self.object, "/metadata/namespace")
     }

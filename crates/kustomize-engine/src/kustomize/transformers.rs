@@ -255,10 +255,7 @@ pub fn add_prefix_suffix(
             for spec in specs.iter().filter(|s| s.applies_to(&id)) {
                 if spec.path == "metadata/name" {
                     // A name a JSON patch made a number is affixed to its text.
-                    let renamed = match resource.object.pointer("/metadata/name") {
-                        Some(number @ Value::Number(_)) => affixed(&scalar_text(number)),
-                        _ => affixed(resource.name()),
-                    };
+                    let renamed = affixed(&resource.name_text());
                     resource.set_name(&renamed);
                     applied = true;
                     continue;

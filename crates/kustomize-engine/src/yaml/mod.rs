@@ -19,8 +19,9 @@ pub use emit::{
     ordered_to_yaml_string, to_yaml_string, write_documents,
 };
 pub use parse::{
-    Patch, Resource, parse_documents, parse_documents_last_key_wins, parse_documents_ordered,
-    parse_kio_documents, parse_patches, parse_resources, parse_single, parse_yaml_to_json,
+    Patch, Resource, escape_pointer, parse_documents, parse_documents_last_key_wins,
+    parse_documents_ordered, parse_kio_documents, parse_patches, parse_resources, parse_single,
+    parse_yaml_to_json,
 };
 pub use scalar::Schema;
 

@@ -88,7 +88,7 @@ pub fn parse_patches(text: &str) -> Result<Vec<Patch>, YamlError> {
 }
 
 /// A JSON pointer's escaping of one key.
-fn escape_pointer(key: &str) -> String {
+pub fn escape_pointer(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
