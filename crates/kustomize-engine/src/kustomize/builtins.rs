@@ -15,10 +15,11 @@ use super::kustfile::{
     FieldSpec, GeneratorArgs, GeneratorOptions, Image, Patch, PatchOptions, ReplacementField,
     Replica, Selector, describe,
 };
-use super::loader::{Loader, Target};
+use super::loader::Loader;
+use super::plugin_configs::{self, LoadedConfig};
 use super::provenance::ConfiguredBy;
 use super::resource::Resource;
-use super::target::{Accumulated, Builder, ObjectKeys};
+use super::target::{Accumulated, Builder};
 use super::transformers::{self, NamespaceOptions, RoleBindingSubjects};
 use super::{KustomizeError, patches, replacements};
 use crate::yaml::{self, Schema};
@@ -194,128 +195,6 @@ impl<'d> Walk<'d> {
     }
 }
 
-/// The built-in plugin configurations an entry names: a file (possibly several documents),
-/// inline YAML, or a kustomization directory whose output is the configurations.
-/// A built-in plugin configuration, where it was written (for messages and provenance).
-struct LoadedConfig {
-    config: Value,
-    origin: String,
-    source: std::path::PathBuf,
-}
-
-fn load_configs(
-    builder: &mut Builder,
-    entry: &str,
-    loader: &Loader,
-    file: &Path,
-) -> Result<Vec<LoadedConfig>, KustomizeError> {
-    let configs: Vec<LoadedConfig> = if entry.contains('\n') {
-        parse_configs(entry, "inline configuration", file)?
-    } else if let Some(inline) = one_line_inline_configs(entry, file) {
-        inline
-    } else if super::loader::is_remote(entry) {
-        // kustomize accumulates the paths of configs as resources: a URL is a file of
-        // configs or a repository's kustomization of them.
-        let mut acc = Accumulated::new();
-        builder.accumulate_remote_resource(
-            loader,
-            entry,
-            file,
-            &mut acc,
-            &mut ObjectKeys::default(),
-        )?;
-        acc.resources
-            .into_iter()
-            .map(|r| LoadedConfig {
-                config: r.object,
-                origin: entry.to_string(),
-                source: std::path::PathBuf::from(entry),
-            })
-            .collect()
-    } else {
-        match loader.resolve(entry)? {
-            Target::Dir(dir) => {
-                let origin = loader.relative(&dir).display().to_string();
-                let (acc, _) = builder.accumulate(&loader.child(&dir), None)?;
-                acc.resources
-                    .into_iter()
-                    .map(|r| LoadedConfig {
-                        config: r.object,
-                        origin: origin.clone(),
-                        source: dir.clone(),
-                    })
-                    .collect()
-            }
-            Target::File(_) => {
-                let (path, text) = loader.read_text(entry)?;
-                parse_configs(&text, &loader.relative(&path).display().to_string(), &path)?
-            }
-        }
-    };
-    for LoadedConfig { config, origin, .. } in &configs {
-        let api_version = config
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
-        if kind == "HelmChartInflationGenerator" {
-            return Err(KustomizeError::HelmRefused {
-                file: file.to_path_buf(),
-                what: format!("configured in {origin}"),
-            });
-        }
-        if api_version != "builtin" {
-            return Err(KustomizeError::PluginRefused {
-                file: file.to_path_buf(),
-                what: format!(
-                    "unable to load external plugin '{kind}' ({api_version}) configured in {origin}"
-                ),
-            });
-        }
-    }
-    Ok(configs)
-}
-
-/// kustomize reads a `transformers:` or `generators:` entry as inline manifests whenever it
-/// reads as manifests at all, and as a path otherwise: so an entry on one line can be a
-/// flow-style config (`{apiVersion: builtin, kind: …}`), and one with no manifest in it (empty,
-/// `null`, `{}`, `---`) configures nothing. A path reads as a scalar, which is no manifest.
-fn one_line_inline_configs(entry: &str, file: &Path) -> Option<Vec<LoadedConfig>> {
-    let objects = super::read::read_objects(entry, file).ok()?;
-    Some(
-        objects
-            .into_iter()
-            .map(|(config, _)| LoadedConfig {
-                config,
-                origin: "inline configuration".to_string(),
-                source: file.to_path_buf(),
-            })
-            .collect(),
-    )
-}
-
-/// The configurations in `text`, written in `source` (the kustomization itself when inline).
-fn parse_configs(
-    text: &str,
-    origin: &str,
-    source: &Path,
-) -> Result<Vec<LoadedConfig>, KustomizeError> {
-    let documents =
-        yaml::parse_kio_documents(text, Schema::Kyaml).map_err(|error| KustomizeError::Yaml {
-            file: source.to_path_buf(),
-            error,
-        })?;
-    Ok(documents
-        .into_iter()
-        .filter(|d| !d.is_null())
-        .map(|config| LoadedConfig {
-            config,
-            origin: origin.to_string(),
-            source: source.to_path_buf(),
-        })
-        .collect())
-}
-
 /// Who configured a transformer or generator: the config's kind, name and namespace.
 fn configured_by(config: &Value) -> ConfiguredBy {
     let text = |pointer: &str| super::resource::str_at(config, pointer).to_string();
@@ -361,9 +240,13 @@ struct ConfigMetadata {
     name: String,
     #[serde(default, deserialize_with = "super::fold::go_zero")]
     namespace: String,
+    /// A configuration's own labels and annotations label nothing it generates (only its
+    /// `options` do); they are read only so that a mistyped one fails as in kustomize.
     #[serde(default, deserialize_with = "super::fold::go_zero")]
+    #[allow(dead_code)]
     labels: BTreeMap<String, String>,
     #[serde(default, deserialize_with = "super::fold::go_zero")]
+    #[allow(dead_code)]
     annotations: BTreeMap<String, String>,
 }
 
@@ -425,11 +308,11 @@ fn iam_policy_service_account(
     Ok(crate::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}))
 }
 
-/// Runs a `generators:` entry: ConfigMapGenerator, SecretGenerator and IAMPolicyGenerator
+/// Runs a `generators:` list: ConfigMapGenerator, SecretGenerator and IAMPolicyGenerator
 /// configurations.
-pub fn run_generator(
+pub fn run_generators(
     builder: &mut Builder,
-    entry: &str,
+    entries: &[String],
     loader: &Loader,
     env_lookup: EnvLookup,
     file: &Path,
@@ -439,7 +322,7 @@ pub fn run_generator(
         config,
         origin,
         source,
-    } in load_configs(builder, entry, loader, file)?
+    } in plugin_configs::gather(builder, entries, loader, file)?
     {
         let kind = match config.get("kind").and_then(Value::as_str) {
             Some("ConfigMapGenerator") => GeneratorKind::ConfigMap,
@@ -472,10 +355,6 @@ pub fn run_generator(
         if args.namespace.is_empty() {
             args.namespace = parsed.metadata.namespace;
         }
-        let mut options = args.options.take().unwrap_or_default();
-        options.labels.extend(parsed.metadata.labels);
-        options.annotations.extend(parsed.metadata.annotations);
-        args.options = Some(options);
         let mut resource = generators::generate(
             kind,
             &args,
@@ -575,10 +454,10 @@ struct ReplacementConfig {
     replacements: Vec<ReplacementField>,
 }
 
-/// Runs a `transformers:` entry's built-in transformer configurations over `acc`.
-pub fn run_transformer(
+/// Runs a `transformers:` list's built-in transformer configurations over `acc`.
+pub fn run_transformers(
     builder: &mut Builder,
-    entry: &str,
+    entries: &[String],
     loader: &Loader,
     file: &Path,
     acc: &mut Accumulated,
@@ -587,7 +466,7 @@ pub fn run_transformer(
         config,
         origin,
         source,
-    } in load_configs(builder, entry, loader, file)?
+    } in plugin_configs::gather(builder, entries, loader, file)?
     {
         apply_transformer_config(&config, &origin, loader, file, acc)?;
         builder.record_transformation(acc, || {
@@ -597,16 +476,18 @@ pub fn run_transformer(
     Ok(())
 }
 
-/// Runs a `validators:` entry: built-in transformer configurations that must leave every
+/// Runs a `validators:` list: built-in transformer configurations that must leave every
 /// resource as it was.
-pub fn run_validator(
+pub fn run_validators(
     builder: &mut Builder,
-    entry: &str,
+    entries: &[String],
     loader: &Loader,
     file: &Path,
     acc: &Accumulated,
 ) -> Result<(), KustomizeError> {
-    for LoadedConfig { config, origin, .. } in load_configs(builder, entry, loader, file)? {
+    for LoadedConfig { config, origin, .. } in
+        plugin_configs::gather(builder, entries, loader, file)?
+    {
         let mut copy = acc.clone();
         // kustomize compares nodes, so even rewriting a value with itself is a modification.
         let writes = apply_transformer_config(&config, &origin, loader, file, &mut copy)?;
@@ -643,8 +524,19 @@ fn apply_transformer_config(
             // These two decode with go-yaml, which leaves a null field spec out (the others
             // decode through JSON, where it is a zero one).
             let mut config = config.clone();
-            if let Some(Value::Array(specs)) = config.get_mut("fieldSpecs") {
-                specs.retain(|spec| !spec.is_null());
+            match config.get_mut("fieldSpecs") {
+                Some(Value::Array(specs)) => specs.retain(|spec| !spec.is_null()),
+                // Without field specs these affix nothing, which kustomize takes for a mistake.
+                None | Some(Value::Null) => {
+                    return Err(KustomizeError::InvalidConfig {
+                        file: file.to_path_buf(),
+                        message: format!(
+                            "{origin}: {kind} {:?} fails configuration: fieldSpecs is not expected to be nil",
+                            super::resource::str_at(&config, "/metadata/name")
+                        ),
+                    });
+                }
+                Some(_) => {}
             }
             let c: PrefixSuffixConfig = decode(&config, origin, file)?;
             transformers::add_prefix_suffix(

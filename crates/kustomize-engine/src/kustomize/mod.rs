@@ -31,6 +31,7 @@ mod nameref;
 mod openapi;
 mod patches;
 mod path_step;
+mod plugin_configs;
 mod provenance;
 mod read;
 mod regexes;

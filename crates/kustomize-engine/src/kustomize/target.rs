@@ -218,12 +218,8 @@ impl<'a> Builder<'a> {
         }
 
         self.run_builtin_transformers(&k, loader, &file, &mut acc)?;
-        for entry in &k.transformers {
-            builtins::run_transformer(self, entry, loader, &file, &mut acc)?;
-        }
-        for entry in &k.validators {
-            builtins::run_validator(self, entry, loader, &file, &acc)?;
-        }
+        builtins::run_transformers(self, &k.transformers, loader, &file, &mut acc)?;
+        builtins::run_validators(self, &k.validators, loader, &file, &acc)?;
 
         for var in &k.vars {
             if acc.vars.iter().any(|v| v.name == var.name) {
@@ -266,10 +262,8 @@ impl<'a> Builder<'a> {
                 acc.absorb(resource, file)?;
             }
         }
-        for entry in &k.generators {
-            for resource in builtins::run_generator(self, entry, loader, env_lookup, file)? {
-                acc.absorb(resource, file)?;
-            }
+        for resource in builtins::run_generators(self, &k.generators, loader, env_lookup, file)? {
+            acc.absorb(resource, file)?;
         }
         Ok(())
     }

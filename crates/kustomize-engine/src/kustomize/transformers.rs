@@ -314,11 +314,15 @@ pub fn add_map_entries(
         let mut created: Vec<Vec<Vec<Step>>> = vec![Vec::new(); entries.len()];
         let mut written_into: Vec<Vec<Step>> = Vec::new();
         let shares_fields = !resource.aliases.is_empty();
+        // kustomize holds its bookkeeping in the annotations, so they are there to be written
+        // into, created or not, while a resource has any.
+        let holds_bookkeeping = !resource.build_annotations(false, false).is_empty();
         for (spec, path) in specs.iter().zip(&paths).filter(|(s, _)| s.applies_to(&id)) {
+            let create = spec.create || (holds_bookkeeping && spec.path == "metadata/annotations");
             visit_placed_leaves(
                 &mut resource.object,
                 path,
-                spec.create,
+                create,
                 &mut |map, key, at| {
                     let leaf = map
                         .entry(key.to_string())
@@ -326,7 +330,7 @@ pub fn add_map_entries(
                     if leaf.is_null() {
                         // kustomize makes a null into a map only where the spec creates; else
                         // its entries go nowhere and the null stays.
-                        if !spec.create {
+                        if !create {
                             return Ok(());
                         }
                         *leaf = Value::Object(Map::new());
