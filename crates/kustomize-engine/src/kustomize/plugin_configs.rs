@@ -49,10 +49,7 @@ pub fn gather(
 }
 
 /// The configurations of an entry that reads as manifests, or None for a path.
-fn inline_configs(
-    entry: &str,
-    file: &Path,
-) -> Option<Result<Vec<LoadedConfig>, KustomizeError>> {
+fn inline_configs(entry: &str, file: &Path) -> Option<Result<Vec<LoadedConfig>, KustomizeError>> {
     if entry.contains('\n') {
         return Some(parse_configs(entry, "inline configuration", file));
     }

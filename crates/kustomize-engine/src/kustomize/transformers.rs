@@ -319,41 +319,36 @@ pub fn add_map_entries(
         let holds_bookkeeping = !resource.build_annotations(false, false).is_empty();
         for (spec, path) in specs.iter().zip(&paths).filter(|(s, _)| s.applies_to(&id)) {
             let create = spec.create || (holds_bookkeeping && spec.path == "metadata/annotations");
-            visit_placed_leaves(
-                &mut resource.object,
-                path,
-                create,
-                &mut |map, key, at| {
-                    let leaf = map
-                        .entry(key.to_string())
-                        .or_insert_with(|| Value::Object(Map::new()));
-                    if leaf.is_null() {
-                        // kustomize makes a null into a map only where the spec creates; else
-                        // its entries go nowhere and the null stays.
-                        if !create {
-                            return Ok(());
-                        }
-                        *leaf = Value::Object(Map::new());
+            visit_placed_leaves(&mut resource.object, path, create, &mut |map, key, at| {
+                let leaf = map
+                    .entry(key.to_string())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if leaf.is_null() {
+                    // kustomize makes a null into a map only where the spec creates; else
+                    // its entries go nowhere and the null stays.
+                    if !create {
+                        return Ok(());
                     }
-                    let Value::Object(target) = leaf else {
-                        return Err(KustomizeError::field_not("MappingNode", leaf));
+                    *leaf = Value::Object(Map::new());
+                }
+                let Value::Object(target) = leaf else {
+                    return Err(KustomizeError::field_not("MappingNode", leaf));
+                };
+                for (index, (k, v)) in entries.iter().enumerate() {
+                    let field = || {
+                        let mut map_path = at.to_vec();
+                        map_path.push(Place::Key(key));
+                        field_path(&map_path, k)
                     };
-                    for (index, (k, v)) in entries.iter().enumerate() {
-                        let field = || {
-                            let mut map_path = at.to_vec();
-                            map_path.push(Place::Key(key));
-                            field_path(&map_path, k)
-                        };
-                        match target.insert(k.clone(), Value::String(v.clone())) {
-                            None => created[index].push(field()),
-                            Some(_) if shares_fields => written_into.push(field()),
-                            Some(_) => {}
-                        }
+                    match target.insert(k.clone(), Value::String(v.clone())) {
+                        None => created[index].push(field()),
+                        Some(_) if shares_fields => written_into.push(field()),
+                        Some(_) => {}
                     }
-                    written += 1;
-                    Ok(())
-                },
-            )
+                }
+                written += 1;
+                Ok(())
+            })
             .map_err(|e| e.in_field(&id, &spec.path))?;
         }
         for path in &written_into {
