@@ -123,9 +123,16 @@ def image(rng, index):
 
 
 def replicas(rng, index):
-    config = {"kind": "ReplicaCountTransformer",
-              "replica": {"name": rng.choice(["web", "gizmo", "p0-web"]), "count": index + 3}}
-    return with_specs(config, field_specs(rng, ["spec/replicas", "spec/size"], 0.9))
+    name = rng.choice(["web", "gizmo", "p0-web"])
+    config = {"kind": "ReplicaCountTransformer", "replica": {"name": name, "count": index + 3}}
+    if rng.random() < 0.3:
+        return with_specs(config, field_specs(rng, ["spec/replicas", "spec/size"], 0.9))
+    # Mostly field specs of the named object's kind: a replica no spec reaches is an error.
+    kind, path = ("Widget", "spec/size") if name == "gizmo" else ("Deployment", "spec/replicas")
+    spec = {"path": path, "kind": kind}
+    if rng.random() < 0.4:
+        spec["create"] = rng.random() < 0.7
+    return with_specs(config, [spec])
 
 
 def target(rng):
@@ -179,7 +186,7 @@ def replacement(rng, index):
                         "spec.template.metadata.labels.copied", "spec.items.[name=a].value"],
                        rng.randint(1, 2))
     targets = [{"select": {"kind": rng.choice(["Widget", "Deployment"])}, "fieldPaths": paths}]
-    if rng.random() < 0.5:
+    if rng.random() < 0.8:
         targets[0]["options"] = {"create": True}
     return {"kind": "ReplacementTransformer",
             "replacements": [{"source": source, "targets": targets}]}
@@ -187,7 +194,7 @@ def replacement(rng, index):
 
 def value_add(rng, index):
     chosen = {"selector": target(rng)}
-    if rng.random() < 0.6:
+    if rng.random() < 0.9:
         chosen["fieldPath"] = rng.choice(["metadata/namespace", "spec/alias",
                                           "metadata/annotations/added"])
     if rng.random() < 0.2:
@@ -274,7 +281,8 @@ def tree(seed):
     if rng.random() < 0.15:
         overlay["validators"] = []
         place(rng, [named({"kind": "LabelTransformer", "labels": {"app": "web"},
-                           "fieldSpecs": [{"path": "metadata/labels", "kind": "Service"}]}, 9)],
+                           "fieldSpecs": [{"path": "metadata/labels",
+                                           "kind": rng.choice(["Service", "Nothing"])}]}, 9)],
               "validators", files, overlay)
     if rng.random() < 0.3:
         overlay["namePrefix"] = "own-"

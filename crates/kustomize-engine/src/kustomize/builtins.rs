@@ -20,7 +20,7 @@ use super::plugin_configs::{self, LoadedConfig};
 use super::provenance::ConfiguredBy;
 use super::resource::Resource;
 use super::target::{Accumulated, Builder};
-use super::transformers::{self, NamespaceOptions, RoleBindingSubjects};
+use super::transformers::{self, Affix, NamespaceOptions, RoleBindingSubjects};
 use super::{KustomizeError, patches, replacements};
 use crate::yaml::{self, Schema};
 
@@ -539,13 +539,24 @@ fn apply_transformer_config(
                 Some(_) => {}
             }
             let c: PrefixSuffixConfig = decode(&config, origin, file)?;
-            transformers::add_prefix_suffix(
-                &mut acc.resources,
-                &c.prefix,
-                &c.suffix,
-                &c.field_specs,
-                &c.field_specs,
-            )?;
+            // PrefixSuffixTransformer is the prefix transformer, then the suffix one, each
+            // over every resource; each of the others reads only its own affix.
+            if kind != "SuffixTransformer" {
+                transformers::add_affix(
+                    &mut acc.resources,
+                    &c.prefix,
+                    Affix::Prefix,
+                    &c.field_specs,
+                )?;
+            }
+            if kind != "PrefixTransformer" {
+                transformers::add_affix(
+                    &mut acc.resources,
+                    &c.suffix,
+                    Affix::Suffix,
+                    &c.field_specs,
+                )?;
+            }
         }
         "LabelTransformer" => {
             let c: MapConfig = decode(config, origin, file)?;

@@ -22,6 +22,7 @@ use super::loader::{self, Loader, Target};
 use super::openapi::{Openapi, SchemaView};
 use super::provenance::{ConfiguredBy, Origin, Tracking, relative_to};
 use super::resource::{Behavior, Resource};
+use super::transformers::Affix;
 use super::{
     BuildOptions, KustomizeError, RemoteBase, builtins, patches, replacements, transformers,
 };
@@ -371,12 +372,12 @@ impl<'a> Builder<'a> {
         }
         if !k.name_prefix.is_empty() {
             let specs = acc.config.name_prefix.clone();
-            transformers::add_prefix_suffix(&mut acc.resources, &k.name_prefix, "", &specs, &[])?;
+            transformers::add_affix(&mut acc.resources, &k.name_prefix, Affix::Prefix, &specs)?;
             record(acc, "PrefixTransformer");
         }
         if !k.name_suffix.is_empty() {
             let specs = acc.config.name_suffix.clone();
-            transformers::add_prefix_suffix(&mut acc.resources, "", &k.name_suffix, &[], &specs)?;
+            transformers::add_affix(&mut acc.resources, &k.name_suffix, Affix::Suffix, &specs)?;
             record(acc, "SuffixTransformer");
         }
         for label in &k.labels {

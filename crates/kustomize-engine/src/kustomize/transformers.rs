@@ -219,76 +219,74 @@ fn keeps_its_name(resource: &Resource) -> bool {
     ) || (original.kind == "APIService" && original.group == "apiregistration.k8s.io")
 }
 
-/// Adds `prefix` and `suffix` to the names the specs point at. As kustomize, any scalar
-/// there takes them (a number's or a boolean's text too, read back by YAML's rules: `1` on
-/// `23` gives the number 123), a field a spec creates starts empty, and a mapping or a list
-/// there, or a scalar on the way, is refused.
-pub fn add_prefix_suffix(
+/// Which end of a name an affix goes to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Affix {
+    Prefix,
+    Suffix,
+}
+
+/// Adds `affix` to the names the specs point at, as kustomize's prefix or suffix transformer.
+/// Any scalar there takes it (a number's or a boolean's text too), and what it writes is read
+/// back by YAML's rules, as kyaml drops the tag: `1` on `23` gives the number 123, a field a
+/// spec creates starts empty (so an empty affix makes it null, `1` the number 1), an empty
+/// affix turns a null's text back into a null. A mapping or a list there, or a scalar on the
+/// way, is refused. An empty affix still visits every field (creating and refusing as above)
+/// but renames nothing.
+pub fn add_affix(
     resources: &mut [Resource],
-    prefix: &str,
-    suffix: &str,
-    prefix_specs: &[FieldSpec],
-    suffix_specs: &[FieldSpec],
+    affix: &str,
+    end: Affix,
+    specs: &[FieldSpec],
 ) -> Result<(), KustomizeError> {
-    if prefix.is_empty() && suffix.is_empty() {
-        return Ok(());
-    }
+    let affixed = |text: &str| match end {
+        Affix::Prefix => format!("{affix}{text}"),
+        Affix::Suffix => format!("{text}{affix}"),
+    };
     for resource in resources.iter_mut() {
         if keeps_its_name(resource) {
             continue;
         }
         let id = resource.id();
-        for (affix, specs, is_prefix) in
-            [(prefix, prefix_specs, true), (suffix, suffix_specs, false)]
-        {
-            if affix.is_empty() {
+        let mut renamed = false;
+        for spec in specs.iter().filter(|s| s.applies_to(&id)) {
+            if spec.path == "metadata/name" {
+                if !affix.is_empty() {
+                    // A name a JSON patch made a number is affixed to its text.
+                    let name = affixed(&resource.name_text());
+                    resource.set_name(&name);
+                    renamed = true;
+                }
                 continue;
             }
-            let affixed = |text: &str| {
-                if is_prefix {
-                    format!("{affix}{text}")
-                } else {
-                    format!("{text}{affix}")
-                }
-            };
-            let mut applied = false;
-            for spec in specs.iter().filter(|s| s.applies_to(&id)) {
-                if spec.path == "metadata/name" {
-                    // A name a JSON patch made a number is affixed to its text.
-                    let renamed = affixed(&resource.name_text());
-                    resource.set_name(&renamed);
-                    applied = true;
-                    continue;
-                }
-                visit_leaves(
-                    &mut resource.object,
-                    &split_path(&spec.path),
-                    spec.create,
-                    &mut |map, key| {
-                        let renamed = match map.get(key) {
-                            Some(found @ (Value::Object(_) | Value::Array(_))) => {
-                                return Err(KustomizeError::field_not("ScalarNode", found));
-                            }
-                            Some(Value::String(current)) => Value::String(affixed(current)),
-                            // kyaml's text of a null is how it was written; `null` here.
-                            Some(Value::Null) => Value::String(affixed("null")),
-                            Some(scalar) => {
-                                yaml::plain_scalar(&affixed(&scalar_text(scalar)), Schema::Kyaml)
-                            }
-                            None => Value::String(affixed("")),
-                        };
-                        map.insert(key.to_string(), renamed);
-                        Ok(())
-                    },
-                )
-                .map_err(|e| e.in_field(&id, &spec.path))?;
-            }
-            if applied {
-                if is_prefix {
-                    resource.prefixes.push(affix.to_string());
-                } else {
-                    resource.suffixes.push(affix.to_string());
-                }
+            visit_leaves(
+                &mut resource.object,
+                &split_path(&spec.path),
+                spec.create,
+                &mut |map, key| {
+                    let written = match map.get(key) {
+                        Some(found @ (Value::Object(_) | Value::Array(_))) => {
+                            return Err(KustomizeError::field_not("ScalarNode", found));
+                        }
+                        // A string kept its quotes, so it stays a string.
+                        Some(Value::String(current)) => Value::String(affixed(current)),
+                        // kyaml's text of a null is how it was written; `null` here.
+                        Some(Value::Null) => yaml::plain_scalar(&affixed("null"), Schema::Kyaml),
+                        Some(scalar) => {
+                            yaml::plain_scalar(&affixed(&scalar_text(scalar)), Schema::Kyaml)
+                        }
+                        None => yaml::plain_scalar(&affixed(""), Schema::Kyaml),
+                    };
+                    map.insert(key.to_string(), written);
+                    Ok(())
+                },
+            )
+            .map_err(|e| e.in_field(&id, &spec.path))?;
+        }
+        if renamed {
+            match end {
+                Affix::Prefix => resource.prefixes.push(affix.to_string()),
+                Affix::Suffix => resource.suffixes.push(affix.to_string()),
             }
         }
     }
