@@ -540,8 +540,14 @@ fn apply_transformer_config(
             }
             let c: PrefixSuffixConfig = decode(&config, origin, file)?;
             // PrefixSuffixTransformer is the prefix transformer, then the suffix one, each
-            // over every resource; each of the others reads only its own affix.
-            if kind != "SuffixTransformer" {
+            // over every resource; each of the others reads only its own affix. An empty
+            // prefix before a suffix is left out: the fields it would create hold an empty
+            // text (a null we cannot tell from one written `null`) for the suffix to follow.
+            let prefix_pass = match kind {
+                "PrefixSuffixTransformer" => !c.prefix.is_empty() || c.suffix.is_empty(),
+                _ => kind == "PrefixTransformer",
+            };
+            if prefix_pass {
                 transformers::add_affix(
                     &mut acc.resources,
                     &c.prefix,

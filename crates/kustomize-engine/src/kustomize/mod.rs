@@ -42,6 +42,7 @@ mod smp;
 mod sort;
 mod target;
 mod transformers;
+mod untagged;
 mod value_add;
 mod vars;
 

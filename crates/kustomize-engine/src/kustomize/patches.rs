@@ -335,7 +335,8 @@ fn apply_smp_to(
     let shared = acc.resources[index]
         .aliases
         .before_write(&acc.resources[index].object);
-    let outcome = smp::apply(&mut acc.resources[index].object, &patch, schema)
+    let resource = &mut acc.resources[index];
+    let outcome = smp::apply(&mut resource.object, &patch, schema, &mut resource.untagged)
         .map_err(|e| patch_error(file, origin, format!("{before}: {e}")))?;
     if outcome == Outcome::Patched
         && let Some(pointer) = added_number_keys
@@ -631,6 +632,7 @@ fn apply_as_kustomize_holds(
 ) -> Result<(), super::json6902::OperationError> {
     let mut object = JsonValue::from(resource.object.take());
     resource.aliases.clear();
+    resource.untagged.clear();
     if !bookkeeping.is_empty()
         && let Some(JsonValue::Object(metadata)) = object.get_mut("metadata")
     {

@@ -325,7 +325,10 @@ fn replace_at(
     if write_inside_embedded_document(&mut resource.object, segments, value, options) {
         return Ok(());
     }
-    let mut tally = Tally::default();
+    let mut tally = Tally {
+        untagged: resource.untagged.paths().to_vec(),
+        ..Tally::default()
+    };
     // kustomize rewrites annotations as a string map after the build; labels keep
     // the type a created entry was given.
     let created_as_string = matches!(segments, [PathSegment::Field(m), PathSegment::Field(f), ..]
@@ -342,6 +345,9 @@ fn replace_at(
         },
         &mut tally,
     );
+    for (path, value) in std::mem::take(&mut tally.untagged_writes) {
+        resource.untagged.wrote(path, &value);
+    }
     match written {
         Err(WriteError::Path(cause)) => Err(error(file, format!("{not_found}: {cause}"))),
         Err(WriteError::DelimiterOnCollection) => Err(error(

@@ -227,6 +227,8 @@ pub struct Resource {
     pub transformations: ThinVec<super::provenance::Origin>,
     /// Fields holding one YAML node in kustomize, which a write into one changes in all.
     pub aliases: super::aliases::Aliases,
+    /// Its numbers and booleans kustomize holds without a tag.
+    pub untagged: super::untagged::Untagged,
 }
 
 /// What a generator recorded about a resource it made.
@@ -283,6 +285,7 @@ impl Resource {
             transformations: ThinVec::new(),
             empty_values: ThinVec::new(),
             aliases: Default::default(),
+            untagged: Default::default(),
         }
     }
 
@@ -557,9 +560,9 @@ mod tests {
 
     #[test]
     fn a_resource_without_history_costs_little_beyond_its_object() {
-        // The object, three shared histories, four thin lists, the shared fields' thin list,
-        // a boxed origin and flags.
-        assert!(std::mem::size_of::<Resource>() <= 112);
+        // The object, three shared histories, four thin lists, the thin lists of shared and
+        // of untagged fields, a boxed origin and flags.
+        assert!(std::mem::size_of::<Resource>() <= 120);
         let resource = Resource::new(Value::Null);
         assert!(resource.previous_ids.is_empty() && resource.origin.is_none());
     }

@@ -259,11 +259,12 @@ pub fn add_affix(
                 }
                 continue;
             }
-            visit_leaves(
+            let mut untagged_writes = Vec::new();
+            visit_placed_leaves(
                 &mut resource.object,
                 &split_path(&spec.path),
                 spec.create,
-                &mut |map, key| {
+                &mut |map, key, at| {
                     let written = match map.get(key) {
                         Some(found @ (Value::Object(_) | Value::Array(_))) => {
                             return Err(KustomizeError::field_not("ScalarNode", found));
@@ -277,11 +278,16 @@ pub fn add_affix(
                         }
                         None => yaml::plain_scalar(&affixed(""), Schema::Kyaml),
                     };
+                    // kyaml writes the text with no tag.
+                    untagged_writes.push((field_path(at, key), written.clone()));
                     map.insert(key.to_string(), written);
                     Ok(())
                 },
             )
             .map_err(|e| e.in_field(&id, &spec.path))?;
+            for (path, written) in untagged_writes {
+                resource.untagged.wrote(path, &written);
+            }
         }
         if renamed {
             match end {

@@ -3,6 +3,7 @@
 //! kustomize's words when the path runs into a node of the wrong kind.
 
 use super::{PathSegment, element_matches_pattern, kyaml_text, scalar_text};
+use crate::kustomize::aliases::Step;
 use crate::kustomize::kustfile::FieldOptions;
 use crate::value::{Map, Value};
 use crate::yaml::{self, Schema};
@@ -58,6 +59,29 @@ pub(super) struct Tally {
     /// A JSON scalar that cannot hold the new text: kustomize's write then lands in a
     /// throwaway copy, so nothing changes and nothing fails.
     pub(super) type_not_kept: bool,
+    /// The target's fields kustomize holds without a tag, before the write.
+    pub(super) untagged: Vec<Vec<Step>>,
+    /// The path of the field the walk is at.
+    pub(super) at: Vec<Step>,
+    /// The fields written with no tag (created ones, and untagged ones written into), and
+    /// what they now hold.
+    pub(super) untagged_writes: Vec<(Vec<Step>, Value)>,
+}
+
+impl Tally {
+    /// A walk one step further down (`step` pushed for the call, popped after).
+    fn under<T>(&mut self, step: Step, walk: impl FnOnce(&mut Tally) -> T) -> T {
+        self.at.push(step);
+        let result = walk(self);
+        self.at.pop();
+        result
+    }
+
+    fn wrote_untagged(&mut self, step: Option<Step>, value: &Value) {
+        let mut path = self.at.clone();
+        path.extend(step);
+        self.untagged_writes.push((path, value.clone()));
+    }
 }
 
 /// Why a write failed.
@@ -107,7 +131,11 @@ pub(super) fn write_at(
                 _ => *target = Value::String(String::new()),
             }
         } else {
-            set_field(target, value, options, write)?;
+            let untagged = tally.untagged.contains(&tally.at);
+            set_field(target, value, options, write, untagged)?;
+            if untagged {
+                tally.wrote_untagged(None, target);
+            }
         }
         tally.written += 1;
         return Ok(());
@@ -120,7 +148,8 @@ pub(super) fn write_at(
             if *i == items.len() && options.create {
                 if rest.is_empty() {
                     let mut fresh = Value::Null;
-                    set_field(&mut fresh, value, options, write)?;
+                    set_field(&mut fresh, value, options, write, false)?;
+                    tally.wrote_untagged(Some(Step::Index(*i)), &fresh);
                     items.push(fresh);
                     tally.written += 1;
                     return Ok(());
@@ -129,15 +158,19 @@ pub(super) fn write_at(
             }
             let found = items.len();
             match items.get_mut(*i) {
-                Some(item) => write_at(item, rest, value, write, tally),
+                Some(item) => {
+                    tally.under(Step::Index(*i), |t| write_at(item, rest, value, write, t))
+                }
                 None => Err(WriteError::Path(format!(
                     "index {i} specified but only {found} elements found"
                 ))),
             }
         }
         (PathSegment::Wildcard, Value::Array(items)) => {
-            for item in items.iter_mut() {
-                write_at(item, rest, value, write, tally)?;
+            for (index, item) in items.iter_mut().enumerate() {
+                tally.under(Step::Index(index), |t| {
+                    write_at(item, rest, value, write, t)
+                })?;
             }
             Ok(())
         }
@@ -145,17 +178,27 @@ pub(super) fn write_at(
             let pattern = super::super::regexes::compile(v)
                 .map_err(|e| WriteError::Path(format!("error parsing regexp: {e}")))?;
             let mut any = false;
-            for item in items
+            for (index, item) in items
                 .iter_mut()
-                .filter(|item| element_matches_pattern(item, k, &pattern))
+                .enumerate()
+                .filter(|(_, item)| element_matches_pattern(item, k, &pattern))
             {
                 any = true;
-                write_at(item, rest, value, write, tally)?;
+                tally.under(Step::Index(index), |t| {
+                    write_at(item, rest, value, write, t)
+                })?;
             }
             if !any && options.create {
                 // kustomize creates the element its selector names, with the selector's text
                 // as a plain scalar (`[containerPort=80]` makes the number 80).
                 let selected = yaml::plain_scalar(v, Schema::Kyaml);
+                let index = items.len();
+                tally.under(Step::Index(index), |t| {
+                    t.wrote_untagged(
+                        (!k.is_empty()).then(|| Step::Key(k.as_str().into())),
+                        &selected,
+                    )
+                });
                 items.push(if k.is_empty() {
                     selected
                 } else {
@@ -164,7 +207,9 @@ pub(super) fn write_at(
                     Value::Object(element)
                 });
                 let last = items.last_mut().expect("just pushed");
-                write_at(last, rest, value, write, tally)?;
+                tally.under(Step::Index(index), |t| {
+                    write_at(last, rest, value, write, t)
+                })?;
             }
             Ok(())
         }
@@ -236,25 +281,26 @@ fn write_field(
         if rest.is_empty() {
             // A created field has no tag to keep, in JSON too.
             let slot = map.get_mut(name).expect("inserted");
-            set_field(slot, value, options, write)?;
+            set_field(slot, value, options, write, false)?;
+            tally.wrote_untagged(Some(Step::Key(name.into())), slot);
             tally.written += 1;
             return Ok(());
         }
     }
-    write_at(
-        map.get_mut(name).expect("present"),
-        rest,
-        value,
-        write,
-        tally,
-    )
+    let field = map.get_mut(name).expect("present");
+    tally.under(Step::Key(name.into()), |t| {
+        write_at(field, rest, value, write, t)
+    })
 }
 
+/// Writes into the scalar `target`, or puts the value in place of a collection; `untagged`
+/// when kustomize holds the target without a tag.
 fn set_field(
     target: &mut Value,
     copied: &Copied,
     options: &FieldOptions,
     write: &WriteOptions,
+    untagged: bool,
 ) -> Result<(), WriteError> {
     let created_as_string = write.created_as_string;
     let embedded = write.null_is_value || write.json_types;
@@ -262,6 +308,10 @@ fn set_field(
     let collection = options.delimiter.is_empty() && copied.is_collection();
     let text = delimited(target, &copied.text, options)?;
     *target = match &*target {
+        // Only the text is copied, and with no tag to keep it reads as a plain scalar.
+        Value::Number(_) | Value::Bool(_) if untagged && !embedded => {
+            yaml::plain_scalar(if collection { "" } else { &text }, Schema::Kyaml)
+        }
         // A scalar target keeps its type; only the text is copied, and a collection's is
         // empty.
         Value::String(_) if collection => Value::String(String::new()),

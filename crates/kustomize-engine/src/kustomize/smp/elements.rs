@@ -28,7 +28,7 @@ pub(super) fn directive(patch: &Option<NodeRef>) -> Result<Directive, SmpError> 
         Node::Map(_) => Some(true),
         Node::Seq(_) => Some(false),
         Node::Null { .. } => None,
-        Node::Scalar(_) => None,
+        Node::Scalar(_) | Node::Untagged(_) => None,
     };
     match kind {
         Some(true) => map_directive(patch),

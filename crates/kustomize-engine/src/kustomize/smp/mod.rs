@@ -19,7 +19,9 @@ use std::rc::Rc;
 
 use crate::value::{Map, Value};
 
+use super::aliases::Step;
 use super::openapi::{PropertyMeta, SchemaView};
+use super::untagged::Untagged;
 
 /// What applying a patch to a whole object decided.
 #[derive(Debug, PartialEq, Eq)]
@@ -55,9 +57,19 @@ fn at(path: &str) -> String {
 
 /// Applies `patch` to `object` (of `apiVersion`/`kind` known to the schema or not).
 /// On an error the object is left partly patched (the build stops there).
-pub fn apply(object: &mut Value, patch: &Value, schema: SchemaView) -> Result<Outcome, SmpError> {
+/// `untagged` are the object's numbers and booleans kustomize holds without a tag: those the
+/// walk sets anew become strings, and what is left of them is where they end up.
+pub fn apply(
+    object: &mut Value,
+    patch: &Value,
+    schema: SchemaView,
+    untagged: &mut Untagged,
+) -> Result<Outcome, SmpError> {
     // The object's values move into the tree and back: most of it comes back untouched.
     let dest = Node::from_owned(std::mem::take(object));
+    for path in untagged.paths() {
+        Node::mark_untagged(&dest, path);
+    }
     let origin = Node::from_value(patch);
     let walker = walk::Walker { view: schema };
     let merged = walker.walk(
@@ -75,6 +87,9 @@ pub fn apply(object: &mut Value, patch: &Value, schema: SchemaView) -> Result<Ou
     drop(dest);
     match merged {
         Some(node) if !node.borrow().is_null() => {
+            let mut left = Vec::new();
+            Node::untagged_paths(&node, &mut Vec::new(), &mut left);
+            untagged.replace(left);
             *object = Node::into_value(node);
             Ok(Outcome::Patched)
         }
@@ -93,6 +108,8 @@ enum Node {
         keep: bool,
     },
     Scalar(Value),
+    /// A number or a boolean kustomize holds without a tag ([`Untagged`]).
+    Untagged(Value),
     Seq(Vec<NodeRef>),
     Map(Vec<(String, NodeRef)>),
 }
@@ -151,7 +168,7 @@ impl Node {
         match Rc::try_unwrap(node) {
             Ok(cell) => match cell.into_inner() {
                 Node::Null { .. } => Value::Null,
-                Node::Scalar(value) => value,
+                Node::Scalar(value) | Node::Untagged(value) => value,
                 Node::Seq(items) => Value::Array(items.into_iter().map(Node::into_value).collect()),
                 Node::Map(fields) => {
                     let mut map = Map::new();
@@ -168,7 +185,7 @@ impl Node {
     fn to_value(&self) -> Value {
         match self {
             Node::Null { .. } => Value::Null,
-            Node::Scalar(value) => value.clone(),
+            Node::Scalar(value) | Node::Untagged(value) => value.clone(),
             Node::Seq(items) => Value::Array(items.iter().map(|i| i.borrow().to_value()).collect()),
             Node::Map(fields) => {
                 let mut map = Map::new();
@@ -189,7 +206,7 @@ impl Node {
         match self {
             Node::Map(_) | Node::Null { .. } => Kind::Map,
             Node::Seq(_) => Kind::Seq,
-            Node::Scalar(_) => Kind::Scalar,
+            Node::Scalar(_) | Node::Untagged(_) => Kind::Scalar,
         }
     }
 
@@ -198,7 +215,7 @@ impl Node {
     fn text(&self) -> String {
         match self {
             Node::Null { .. } => "null".to_string(),
-            Node::Scalar(value) => super::replacements::scalar_text(value),
+            Node::Scalar(value) | Node::Untagged(value) => super::replacements::scalar_text(value),
             Node::Seq(_) | Node::Map(_) => String::new(),
         }
     }
@@ -220,7 +237,57 @@ impl Node {
             Node::Null { .. } => true,
             Node::Map(fields) => fields.is_empty(),
             Node::Seq(items) => items.is_empty(),
-            Node::Scalar(_) => false,
+            Node::Scalar(_) | Node::Untagged(_) => false,
+        }
+    }
+
+    /// Marks the scalar at `path` as one kustomize holds without a tag.
+    fn mark_untagged(root: &NodeRef, path: &[Step]) {
+        let mut node = root.clone();
+        for step in path {
+            let next = match (step, &*node.borrow()) {
+                (Step::Key(key), Node::Map(_)) => node.borrow().field(key),
+                (Step::Index(index), Node::Seq(items)) => items.get(*index).cloned(),
+                _ => None,
+            };
+            let Some(next) = next else {
+                return;
+            };
+            node = next;
+        }
+        let mut node = node.borrow_mut();
+        if let Node::Scalar(value @ (Value::Number(_) | Value::Bool(_))) = &*node {
+            *node = Node::Untagged(value.clone());
+        }
+    }
+
+    /// The paths of the untagged scalars in a tree.
+    fn untagged_paths(node: &NodeRef, at: &mut Vec<Step>, found: &mut Vec<Vec<Step>>) {
+        match &*node.borrow() {
+            Node::Untagged(_) => found.push(at.clone()),
+            Node::Map(fields) => {
+                for (key, value) in fields {
+                    at.push(Step::Key(key.as_str().into()));
+                    Node::untagged_paths(value, at, found);
+                    at.pop();
+                }
+            }
+            Node::Seq(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    at.push(Step::Index(index));
+                    Node::untagged_paths(item, at, found);
+                    at.pop();
+                }
+            }
+            Node::Null { .. } | Node::Scalar(_) => {}
+        }
+    }
+
+    /// kyaml's `FieldSetter` double-quotes an untagged scalar that YAML 1.1 reads as no
+    /// string: from then on it is one.
+    fn restyle_for_field(&mut self) {
+        if let Node::Untagged(value) = self {
+            *self = Node::Scalar(Value::String(super::replacements::scalar_text(value)));
         }
     }
 }

@@ -21,7 +21,12 @@ fn two_containers() -> Value {
 /// The pod spec after patching [`two_containers`] with `pod_spec`.
 fn patched(pod_spec: Value) -> Result<Value, SmpError> {
     let mut object = two_containers();
-    apply(&mut object, &deployment(pod_spec), view())?;
+    apply(
+        &mut object,
+        &deployment(pod_spec),
+        view(),
+        &mut Untagged::default(),
+    )?;
     Ok(object["spec"]["template"]["spec"].clone())
 }
 
@@ -42,7 +47,10 @@ fn merges_containers_by_name_and_deletes_with_null() {
             {"name": "new", "image": "new:1"}
         ]}}}
     });
-    assert_eq!(apply(&mut deployment, &patch, view()), Ok(Outcome::Patched));
+    assert_eq!(
+        apply(&mut deployment, &patch, view(), &mut Untagged::default()),
+        Ok(Outcome::Patched)
+    );
     assert_eq!(deployment["metadata"]["labels"], json!({"b": "2"}));
     // Patch elements first, in patch order, then the original ones it did not mention.
     assert_eq!(
@@ -59,11 +67,16 @@ fn lists_without_merge_keys_are_replaced_and_replace_directive_works() {
     let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "spec": {
         "tolerations": [{"key": "a"}], "nodeSelector": {"x": "1", "y": "2"}}});
     let patch = json!({"spec": {"tolerations": [{"key": "b"}], "nodeSelector": {"$patch": "replace", "z": "3"}}});
-    apply(&mut pod, &patch, view()).unwrap();
+    apply(&mut pod, &patch, view(), &mut Untagged::default()).unwrap();
     assert_eq!(pod["spec"]["tolerations"], json!([{"key": "b"}]));
     assert_eq!(pod["spec"]["nodeSelector"], json!({"z": "3"}));
     assert_eq!(
-        apply(&mut pod, &json!({"$patch": "delete"}), view()),
+        apply(
+            &mut pod,
+            &json!({"$patch": "delete"}),
+            view(),
+            &mut Untagged::default()
+        ),
         Ok(Outcome::Deleted)
     );
 }
@@ -144,14 +157,14 @@ fn a_patch_of_another_node_kind_is_refused() {
     let mut with_replicas = object.clone();
     with_replicas["spec"]["replicas"] = json!(1);
     assert!(matches!(
-        apply(&mut with_replicas, &patch, view()),
+        apply(&mut with_replicas, &patch, view(), &mut Untagged::default()),
         Err(SmpError::WrongKind {
             expected: "ScalarNode",
             ..
         })
     ));
     assert!(
-        apply(&mut object, &patch, view()).is_ok(),
+        apply(&mut object, &patch, view(), &mut Untagged::default()).is_ok(),
         "nothing to clash with"
     );
 }
@@ -163,7 +176,7 @@ fn ports_merge_on_port_and_protocol_as_kyaml_sets_them() {
     let patch = deployment(json!({"containers": [{"name": "a", "ports": [
         {"containerPort": 80, "protocol": "TCP", "name": "http"},
         {"containerPort": 53, "protocol": "TCP"}]}]}));
-    apply(&mut object, &patch, view()).unwrap();
+    apply(&mut object, &patch, view(), &mut Untagged::default()).unwrap();
     assert_eq!(
         object["spec"]["template"]["spec"]["containers"][0]["ports"],
         // The object's port 80 without a protocol is laid over the patch's merged one.
@@ -171,4 +184,43 @@ fn ports_merge_on_port_and_protocol_as_kyaml_sets_them() {
                {"containerPort": 80},
                {"containerPort": 53, "protocol": "UDP"}])
     );
+}
+
+#[test]
+fn untagged_numbers_the_walk_sets_become_strings_and_the_others_stay_untagged() {
+    let key = |k: &str| Step::Key(k.into());
+    let mut object = deployment(json!({
+        "containers": [{"name": "a", "ports": [{"containerPort": 8080}], "args": ["--p", 30]}],
+        "priority": 5}));
+    let spec = |rest: &[Step]| {
+        let mut path = vec![key("spec"), key("template"), key("spec")];
+        path.extend_from_slice(rest);
+        path
+    };
+    let container = |rest: &[Step]| {
+        let mut path = spec(&[key("containers"), Step::Index(0)]);
+        path.extend_from_slice(rest);
+        path
+    };
+    let mut untagged = Untagged::default();
+    // A field of a map, a key of an element of a list merged by key, and an element of a
+    // list of scalars (which the walk does not set anew).
+    untagged.wrote(spec(&[key("priority")]), &json!(5));
+    untagged.wrote(
+        container(&[key("ports"), Step::Index(0), key("containerPort")]),
+        &json!(8080),
+    );
+    let in_args = container(&[key("args"), Step::Index(1)]);
+    untagged.wrote(in_args.clone(), &json!(30));
+    let patch = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+        "name": "d", "labels": {"patched": "yes"}}});
+    apply(&mut object, &patch, view(), &mut untagged).unwrap();
+    let pod = &object["spec"]["template"]["spec"];
+    assert_eq!(pod["priority"], json!("5"));
+    assert_eq!(
+        pod["containers"][0]["ports"][0]["containerPort"],
+        json!("8080")
+    );
+    assert_eq!(pod["containers"][0]["args"], json!(["--p", 30]));
+    assert_eq!(untagged.paths(), [in_args]);
 }

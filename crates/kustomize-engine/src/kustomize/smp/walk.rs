@@ -223,10 +223,14 @@ fn by_directive(
     })
 }
 
-/// kyaml's `FieldSetter`: a cleared or (droppable) null value removes the field; a present
+/// kyaml's `FieldSetter`: an untagged number or boolean becomes a string
+/// ([`Node::restyle_for_field`]); a cleared or (droppable) null value removes the field; a present
 /// field's node takes the value's content in place; a new field goes last.
 fn set_field(map: &NodeRef, name: &str, value: Option<NodeRef>) {
     let value = value.filter(|v| !matches!(&*v.borrow(), Node::Null { keep: false }));
+    if let Some(value) = &value {
+        value.borrow_mut().restyle_for_field();
+    }
     let existing = map.borrow().field(name);
     match (value, existing) {
         (None, _) => {

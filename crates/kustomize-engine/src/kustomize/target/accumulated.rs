@@ -299,6 +299,7 @@ fn merge_generated(existing: &mut Resource, new: Resource) {
     }
     existing.object = merged;
     existing.aliases.clear();
+    existing.untagged.clear();
     combine_hash_flags(existing, new.generated);
 }
 
@@ -363,5 +364,6 @@ fn replace_generated(existing: &mut Resource, new: Resource) {
     take_identity(&mut replacement.object, name, namespace);
     existing.object = replacement.object;
     existing.aliases.clear();
+    existing.untagged.clear();
     combine_hash_flags(existing, generated);
 }
