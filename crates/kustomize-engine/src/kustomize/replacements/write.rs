@@ -218,7 +218,10 @@ pub(super) fn write_at(
         // a copy of it: what it finds there counts, what it writes there is lost.
         (_, Value::String(text)) => match yaml::parse_single(text, Schema::Kyaml) {
             Ok(mut inner @ (Value::Object(_) | Value::Array(_))) => {
-                write_at(&mut inner, segments, value, write, tally)
+                let kept = tally.untagged_writes.len();
+                let written = write_at(&mut inner, segments, value, write, tally);
+                tally.untagged_writes.truncate(kept);
+                written
             }
             Ok(Value::Null) => Ok(()),
             Ok(scalar) => Err(wrong_kind("MappingNode", &scalar)),
