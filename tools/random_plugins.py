@@ -6,7 +6,8 @@ Each tree is drawn from a seed: a base of a Deployment, a Service, a ConfigMap, 
 ServiceAccount with a RoleBinding naming it, and a custom Widget; and an overlay whose
 `transformers:` list one to four built-in configurations (`apiVersion: builtin`: the prefix and
 suffix, label, annotation, namespace, image, replica, patch, replacement, value-add and hash
-transformers), each with drawn options and field specs (kinds, paths into lists, `create`),
+transformers; a patch or a replacement sometimes in a file it names by path), each with
+drawn options and field specs (kinds, paths into lists, `create`),
 written inline, in a file of their own, several in one file, or in a folder that is a
 kustomization of them (with a prefix or labels of its own, which reach the configurations
 themselves). Some overlays generate ConfigMaps and Secrets through `generators:` (create,
@@ -28,6 +29,10 @@ import yaml
 import differential
 
 KINDS = ["Deployment", "Service", "ConfigMap", "Widget", "ServiceAccount", "RoleBinding", None]
+
+# Files a configuration refers to by path (patches, replacements), written beside the
+# overlay's kustomization; filled while a tree is drawn.
+REFERRED = {}
 
 
 def base_objects():
@@ -160,12 +165,17 @@ def patch(rng, index):
     if kind == "PatchTransformer":
         config = {"kind": kind}
         if rng.random() < 0.5:
-            config["patch"] = yaml.safe_dump(operations)
+            text = yaml.safe_dump(operations)
             config["target"] = target(rng) or {"kind": "Deployment"}
         else:
-            config["patch"] = yaml.safe_dump(smp)
+            text = yaml.safe_dump(smp)
             if rng.random() < 0.5:
                 config["target"] = target(rng)
+        if rng.random() < 0.3:
+            REFERRED[f"patch{index}.yaml"] = text
+            config["path"] = f"patch{index}.yaml"
+        else:
+            config["patch"] = text
         return config
     if kind == "PatchJson6902Transformer":
         chosen = target(rng)
@@ -175,6 +185,9 @@ def patch(rng, index):
         return {"kind": kind, "target": chosen,
                 "jsonOp": rng.choice([yaml.safe_dump(operations),
                                       __import__("json").dumps(operations)])}
+    if rng.random() < 0.3:
+        REFERRED[f"smp{index}.yaml"] = yaml.safe_dump(smp)
+        return {"kind": kind, "paths": [f"smp{index}.yaml"]}
     return {"kind": kind, "patches": yaml.safe_dump(smp)}
 
 
@@ -188,8 +201,11 @@ def replacement(rng, index):
     targets = [{"select": {"kind": rng.choice(["Widget", "Deployment"])}, "fieldPaths": paths}]
     if rng.random() < 0.8:
         targets[0]["options"] = {"create": True}
-    return {"kind": "ReplacementTransformer",
-            "replacements": [{"source": source, "targets": targets}]}
+    replacements = [{"source": source, "targets": targets}]
+    if rng.random() < 0.3:
+        REFERRED[f"replacement{index}.yaml"] = yaml.safe_dump(replacements[0])
+        replacements = [{"path": f"replacement{index}.yaml"}]
+    return {"kind": "ReplacementTransformer", "replacements": replacements}
 
 
 def value_add(rng, index):
@@ -203,8 +219,12 @@ def value_add(rng, index):
             "targets": [chosen]}
 
 
+def hash_names(rng, index):
+    return {"kind": "HashTransformer"}
+
+
 TRANSFORMERS = [prefix_suffix, labels, labels, namespace, image, replicas, patch, patch,
-                replacement, value_add]
+                replacement, value_add, hash_names]
 
 
 def generator(rng, index):
@@ -220,7 +240,13 @@ def generator(rng, index):
             options["disableNameSuffixHash"] = True
         if rng.random() < 0.5:
             options["labels"] = {"generated": str(index)}
+        if rng.random() < 0.3:
+            options["annotations"] = {"note": rng.choice(["1", "text"])}
+        if rng.random() < 0.2:
+            options["immutable"] = True
         config["options"] = options
+    if kind == "SecretGenerator" and rng.random() < 0.2:
+        config["type"] = "kubernetes.io/tls" if rng.random() < 0.5 else "Opaque"
     if rng.random() < 0.2:
         config["metadata"]["namespace"] = "genns"
     return config
@@ -269,6 +295,7 @@ def place(rng, configs, field, files, overlay):
 def tree(seed):
     """{relative path: text} of one random tree; the top is `overlay/`."""
     rng = random.Random(seed)
+    REFERRED.clear()
     files = {"base/objects.yaml": yaml.safe_dump_all(base_objects(), sort_keys=False),
              "base/kustomization.yaml": yaml.safe_dump({"resources": ["objects.yaml"]})}
     overlay = {"resources": ["../base"]}
@@ -293,6 +320,8 @@ def tree(seed):
     if rng.random() < 0.2:
         overlay["configMapGenerator"] = [{"name": "settings", "behavior": "merge",
                                           "literals": ["own=yes"]}]
+    for path, text in REFERRED.items():
+        files[f"overlay/{path}"] = text
     files["overlay/kustomization.yaml"] = yaml.safe_dump(overlay, sort_keys=False)
     return files
 

@@ -459,6 +459,7 @@ impl Resource {
 
     pub fn set_name(&mut self, name: &str) {
         self.remember_id();
+        self.untagged.forget(&super::untagged::metadata_name());
         metadata_mut(&mut self.object).insert("name".into(), Value::String(name.to_string()));
     }
 

@@ -255,6 +255,11 @@ pub fn add_affix(
                     // A name a JSON patch made a number is affixed to its text.
                     let name = affixed(&resource.name_text());
                     resource.set_name(&name);
+                    // kyaml writes the name with no tag.
+                    let written = Value::String(name);
+                    resource
+                        .untagged
+                        .wrote(super::untagged::metadata_name(), &written);
                     renamed = true;
                 }
                 continue;

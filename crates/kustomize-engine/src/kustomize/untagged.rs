@@ -1,4 +1,4 @@
-//! Numbers and booleans kustomize wrote without a YAML tag.
+//! Scalars kustomize wrote without a YAML tag.
 //!
 //! A scalar read from a file carries the tag its text resolved to (`80` is `!!int`), and
 //! kustomize's writes into it keep that tag. A field a replacement creates, the key of a list
@@ -7,7 +7,8 @@
 //! takes an untagged node for a string. So a strategic merge patch over the resource, whose
 //! walk sets every field it reaches anew, double-quotes the ones that read as numbers or
 //! booleans (`"80"`), and a replacement writing a text into one reads it back as a plain
-//! scalar, where a tagged number would refuse a word.
+//! scalar, where a tagged number would refuse a word and a tagged string stay a string (a
+//! name a prefix was added to becomes the number 1 when a replacement writes `1` there).
 //!
 //! A resource keeps the paths of those fields ([`Untagged`]); the writers record them, the
 //! strategic merge patch ([`super::smp`]) restyles the ones its walk reaches, and a JSON
@@ -17,21 +18,37 @@ use thin_vec::ThinVec;
 
 use super::aliases::Step;
 use crate::value::Value;
+use crate::yaml::{self, Schema};
 
-/// The paths of a resource's untagged numbers and booleans.
+/// The path of `metadata.name`.
+pub fn metadata_name() -> Vec<Step> {
+    vec![Step::Key("metadata".into()), Step::Key("name".into())]
+}
+
+/// The paths of a resource's untagged scalars.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Untagged {
     paths: ThinVec<Vec<Step>>,
 }
 
 impl Untagged {
-    /// Records what a tagless write left at `path`: a number or a boolean is kept track of,
-    /// anything else (a string reads as one anyway) is not.
+    /// Records what a tagless write left at `path`: a number, a boolean, or a string whose
+    /// text reads as one when plain (any other string is quoted, which keeps it a string).
     pub fn wrote(&mut self, path: Vec<Step>, value: &Value) {
-        self.paths.retain(|kept| *kept != path);
-        if matches!(value, Value::Number(_) | Value::Bool(_)) {
+        self.forget(&path);
+        let plain = match value {
+            Value::Number(_) | Value::Bool(_) => true,
+            Value::String(text) => yaml::plain_scalar(text, Schema::Kyaml).is_string(),
+            _ => false,
+        };
+        if plain {
             self.paths.push(path);
         }
+    }
+
+    /// A tagged write at `path`.
+    pub fn forget(&mut self, path: &[Step]) {
+        self.paths.retain(|kept| kept.as_slice() != path);
     }
 
     pub fn contains(&self, path: &[Step]) -> bool {

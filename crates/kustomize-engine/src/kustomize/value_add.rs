@@ -10,6 +10,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::KustomizeError;
+use super::aliases::Step as FieldStep;
 use super::kustfile::Selector;
 use super::loader::Loader;
 use super::openapi::SchemaView;
@@ -98,12 +99,14 @@ pub(super) fn apply(
                 move_to_namespace(resource, &value, schema);
                 continue;
             }
+            let mut written = Written::default();
             add_at(
                 &mut resource.object,
                 &fields,
                 &value,
                 target.file_path_position,
                 false,
+                &mut written,
             )
             .map_err(|cause| KustomizeError::InvalidConfig {
                 file: file.to_path_buf(),
@@ -113,9 +116,29 @@ pub(super) fn apply(
                     target.field_path
                 ),
             })?;
+            // kyaml writes the value with no tag.
+            if let Some((path, value)) = written.leaf {
+                resource.untagged.wrote(path, &value);
+            }
         }
     }
     Ok(())
+}
+
+/// Where a value-add write walks, and the field it wrote with what it now holds.
+#[derive(Default)]
+struct Written {
+    at: Vec<FieldStep>,
+    leaf: Option<(Vec<FieldStep>, Value)>,
+}
+
+impl Written {
+    fn under<T>(&mut self, step: FieldStep, walk: impl FnOnce(&mut Written) -> T) -> T {
+        self.at.push(step);
+        let result = walk(self);
+        self.at.pop();
+        result
+    }
 }
 
 /// The targets a `targetFilePath` file lists.
@@ -228,9 +251,12 @@ fn add_at(
     value: &str,
     position: i64,
     made: bool,
+    written: &mut Written,
 ) -> Result<(), String> {
     let Some((part, rest)) = fields.split_first() else {
-        return set_leaf(node, value, position, made);
+        set_leaf(node, value, position, made)?;
+        written.leaf = Some((written.at.clone(), node.clone()));
+        return Ok(());
     };
     let step = Step::parse(part)?;
     if node.is_null() {
@@ -242,13 +268,21 @@ fn add_at(
     }
     match step {
         Step::Index(index) => match list(node)?.get_mut(index) {
-            Some(element) => add_at(element, rest, value, position, false),
+            Some(element) => written.under(FieldStep::Index(index), |w| {
+                add_at(element, rest, value, position, false, w)
+            }),
             None => Ok(()),
         },
-        Step::Last => match list(node)?.last_mut() {
-            Some(element) => add_at(element, rest, value, position, false),
-            None => Err(NO_LAST_ELEMENT.into()),
-        },
+        Step::Last => {
+            let items = list(node)?;
+            let last = items.len().checked_sub(1);
+            match (items.last_mut(), last) {
+                (Some(element), Some(index)) => written.under(FieldStep::Index(index), |w| {
+                    add_at(element, rest, value, position, false, w)
+                }),
+                _ => Err(NO_LAST_ELEMENT.into()),
+            }
+        }
         Step::Element(key, wanted) => {
             let items = list(node)?;
             let found = items
@@ -261,7 +295,9 @@ fn add_at(
                     (items.len() - 1, true)
                 }
             };
-            add_at(&mut items[index], rest, value, position, made)
+            written.under(FieldStep::Index(index), |w| {
+                add_at(&mut items[index], rest, value, position, made, w)
+            })
         }
         Step::Field(name) => {
             let Value::Object(map) = node else {
@@ -271,7 +307,9 @@ fn add_at(
             let field = map
                 .entry(name.to_string())
                 .or_insert_with(|| made_for(rest.first()));
-            add_at(field, rest, value, position, made)
+            written.under(FieldStep::Key(name.into()), |w| {
+                add_at(field, rest, value, position, made, w)
+            })
         }
     }
 }
@@ -450,7 +488,15 @@ mod tests {
         for document in [r#"{"spec": {"args": []}}"#, r#"{"spec": {"args": null}}"#] {
             let mut object: Value = serde_json::from_str(document).unwrap();
             let fields = split_fields("spec/args/-");
-            let refused = add_at(&mut object, &fields, "x", 0, false).unwrap_err();
+            let refused = add_at(
+                &mut object,
+                &fields,
+                "x",
+                0,
+                false,
+                &mut super::Written::default(),
+            )
+            .unwrap_err();
             assert_eq!(
                 refused,
                 "'-' names the last element of a list that has none"

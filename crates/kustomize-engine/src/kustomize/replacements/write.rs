@@ -312,7 +312,7 @@ fn set_field(
     let text = delimited(target, &copied.text, options)?;
     *target = match &*target {
         // Only the text is copied, and with no tag to keep it reads as a plain scalar.
-        Value::Number(_) | Value::Bool(_) if untagged && !embedded => {
+        Value::Number(_) | Value::Bool(_) | Value::String(_) if untagged && !embedded => {
             yaml::plain_scalar(if collection { "" } else { &text }, Schema::Kyaml)
         }
         // A scalar target keeps its type; only the text is copied, and a collection's is

@@ -256,7 +256,8 @@ impl Node {
             node = next;
         }
         let mut node = node.borrow_mut();
-        if let Node::Scalar(value @ (Value::Number(_) | Value::Bool(_))) = &*node {
+        if let Node::Scalar(value @ (Value::Number(_) | Value::Bool(_) | Value::String(_))) = &*node
+        {
             *node = Node::Untagged(value.clone());
         }
     }
@@ -286,7 +287,7 @@ impl Node {
     /// kyaml's `FieldSetter` double-quotes an untagged scalar that YAML 1.1 reads as no
     /// string: from then on it is one.
     fn restyle_for_field(&mut self) {
-        if let Node::Untagged(value) = self {
+        if let Node::Untagged(value @ (Value::Number(_) | Value::Bool(_))) = self {
             *self = Node::Scalar(Value::String(super::replacements::scalar_text(value)));
         }
     }
