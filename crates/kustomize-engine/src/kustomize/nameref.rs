@@ -14,6 +14,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::value::Value;
+use crate::yaml::{self, Schema};
 
 use super::KustomizeError;
 use super::config::NameReference;
@@ -285,6 +286,17 @@ struct Context<'a> {
     role_ref: Option<&'a (String, String)>,
 }
 
+/// The new name kyaml writes over a reference's old one: a node with no tag, in the old one's
+/// style. A plain old name (which reads as a string) leaves the new one plain, so a name a
+/// JSON patch made `3` is the number 3; a quoted one keeps it a string.
+fn renamed(new: &str, old: &str) -> Value {
+    if yaml::plain_scalar(old, Schema::Kyaml).is_string() {
+        yaml::plain_scalar(new, Schema::Kyaml)
+    } else {
+        Value::String(new.to_string())
+    }
+}
+
 impl Context<'_> {
     /// Points the reference in `value` at the current name; the positions of the referred-to
     /// candidates go to `referrals`.
@@ -297,8 +309,11 @@ impl Context<'_> {
         match value {
             Value::String(name) => {
                 if let Some(position) = self.select(name, None, false, referrer_id)? {
-                    *name = self.candidates[position].current.name.clone();
                     referrals.push(position);
+                    let current = &self.candidates[position].current.name;
+                    if current != name {
+                        *value = renamed(current, name);
+                    }
                 }
             }
             Value::Array(items) => {
@@ -318,7 +333,9 @@ impl Context<'_> {
                 {
                     referrals.push(position);
                     let found = &self.candidates[position];
-                    map.insert("name".into(), Value::String(found.current.name.clone()));
+                    if found.current.name != name {
+                        map.insert("name".into(), renamed(&found.current.name, &name));
+                    }
                     if !found.current.namespace.is_empty() {
                         map.insert(
                             "namespace".into(),
