@@ -72,3 +72,36 @@ impl Untagged {
         self.paths.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json;
+
+    fn at(key: &str) -> Vec<Step> {
+        vec![Step::Key("spec".into()), Step::Key(key.into())]
+    }
+
+    #[test]
+    fn numbers_booleans_and_plain_strings_are_kept_track_of_quoted_ones_and_nulls_are_not() {
+        let mut untagged = Untagged::default();
+        untagged.wrote(at("port"), &json!(80));
+        untagged.wrote(at("on"), &json!(true));
+        untagged.wrote(at("name"), &json!("p-web"));
+        // A string that reads as a number when plain must be quoted, so it stays a string.
+        untagged.wrote(at("quoted"), &json!("80"));
+        untagged.wrote(at("null"), &json!(null));
+        assert_eq!(untagged.paths(), [at("port"), at("on"), at("name")]);
+    }
+
+    #[test]
+    fn a_later_write_replaces_what_was_kept_at_its_path() {
+        let mut untagged = Untagged::default();
+        untagged.wrote(at("port"), &json!(80));
+        untagged.wrote(at("port"), &json!("80"));
+        assert!(untagged.is_empty());
+        untagged.wrote(metadata_name(), &json!("web"));
+        untagged.forget(&metadata_name());
+        assert!(!untagged.contains(&metadata_name()));
+    }
+}
