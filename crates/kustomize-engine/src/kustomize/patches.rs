@@ -11,6 +11,7 @@ use crate::value::Value;
 use serde_json::Value as JsonValue;
 
 use super::KustomizeError;
+use super::aliases::Step;
 use super::json6902::JsonPatch;
 use super::kustfile::{Patch, Selector};
 use super::loader::{Loader, Target};
@@ -370,6 +371,17 @@ fn apply_smp_to(
                 .after_write(&mut resource.object, shared, &renewed);
             if !allow_kind_change && let Some(map) = resource.object.as_object_mut() {
                 map.insert("kind".into(), Value::String(before.kind.clone()));
+            }
+            // kustomize sets the name (unless the patch may change it) and the namespace back
+            // after the merge, with no tag.
+            for (field, set_back) in [("name", !allow_name_change), ("namespace", true)] {
+                if let Some(value) = resource.object.get("metadata").and_then(|m| m.get(field))
+                    && set_back
+                {
+                    let path = vec![Step::Key("metadata".into()), Step::Key(field.into())];
+                    let value = value.clone();
+                    resource.untagged.wrote(path, &value);
+                }
             }
             if resource.id() != before && resource.previous_ids.last() != Some(&before) {
                 resource.previous_ids.push(before);
