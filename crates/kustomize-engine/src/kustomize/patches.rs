@@ -337,6 +337,7 @@ fn apply_smp_to(
         .aliases
         .before_write(&acc.resources[index].object);
     let resource = &mut acc.resources[index];
+    let name_before = resource.object.pointer("/metadata/name").cloned();
     let outcome = smp::apply(&mut resource.object, &patch, schema, &mut resource.untagged)
         .map_err(|e| patch_error(file, origin, format!("{before}: {e}")))?;
     if outcome == Outcome::Patched
@@ -373,7 +374,11 @@ fn apply_smp_to(
                 map.insert("kind".into(), Value::String(before.kind.clone()));
             }
             // kustomize sets the name (unless the patch may change it) and the namespace back
-            // after the merge, with no tag.
+            // after the merge, with no tag, in the style the object's own had (the merge
+            // keeps the object's node style), so a name a JSON patch made 3 stays the number.
+            if !allow_name_change && let Some(name) = name_before {
+                super::resource::metadata_mut(&mut resource.object).insert("name".into(), name);
+            }
             for (field, set_back) in [("name", !allow_name_change), ("namespace", true)] {
                 if let Some(value) = resource.object.get("metadata").and_then(|m| m.get(field))
                     && set_back
