@@ -525,7 +525,19 @@ fn apply_transformer_config(
             // decode through JSON, where it is a zero one).
             let mut config = config.clone();
             match config.get_mut("fieldSpecs") {
-                Some(Value::Array(specs)) => specs.retain(|spec| !spec.is_null()),
+                Some(Value::Array(specs)) => {
+                    specs.retain(|spec| !spec.is_null());
+                    // go-yaml reads any scalar into a string field as its text.
+                    for spec in specs.iter_mut().filter_map(Value::as_object_mut) {
+                        for field in ["group", "version", "kind"] {
+                            if let Some(scalar @ (Value::Bool(_) | Value::Number(_))) =
+                                spec.get_mut(field)
+                            {
+                                *scalar = Value::String(super::replacements::scalar_text(scalar));
+                            }
+                        }
+                    }
+                }
                 // Without field specs these affix nothing, which kustomize takes for a mistake.
                 None | Some(Value::Null) => {
                     return Err(KustomizeError::InvalidConfig {

@@ -23,6 +23,50 @@ where
     Option::<T>::deserialize(deserializer).map(Option::unwrap_or_default)
 }
 
+/// A string field sigs.k8s.io/yaml finds no type for when it turns a builtin plugin's
+/// configuration into JSON: one kustomize promotes from an embedded inline struct (`Gvk` in a
+/// field spec, `ResId` in a selector), or one under a list of pointers (a replacement target's
+/// field paths). A number or a boolean there stays one and Go's decoding refuses it, where any
+/// other string field takes its text. A null is Go's zero value.
+pub fn json_typed_string<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<String, D::Error> {
+    struct Text;
+    impl Visitor<'_> for Text {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: de::Error>(self, text: &str) -> Result<String, E> {
+            Ok(text.to_string())
+        }
+        fn visit_string<E: de::Error>(self, text: String) -> Result<String, E> {
+            Ok(text)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<String, E> {
+            Ok(String::new())
+        }
+        fn visit_none<E: de::Error>(self) -> Result<String, E> {
+            Ok(String::new())
+        }
+    }
+    deserializer.deserialize_any(Text)
+}
+
+/// A list of [`json_typed_string`]s; null is an empty one.
+pub fn json_typed_strings<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<String>, D::Error> {
+    #[derive(serde::Deserialize)]
+    struct Text(#[serde(deserialize_with = "json_typed_string")] String);
+    let items: Option<Vec<Text>> = serde::Deserialize::deserialize(deserializer)?;
+    Ok(items
+        .unwrap_or_default()
+        .into_iter()
+        .map(|Text(text)| text)
+        .collect())
+}
+
 /// A value to decode with Go's field matching. `lenient` drops keys that name no field, as
 /// Go's non-strict decoding ignores them.
 pub struct Folded {

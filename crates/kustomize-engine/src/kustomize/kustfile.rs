@@ -126,11 +126,11 @@ pub struct Label {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FieldSpec {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_string")]
     pub group: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_string")]
     pub version: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_string")]
     pub kind: String,
     #[serde(default)]
     pub path: String,
@@ -169,15 +169,15 @@ pub struct PatchOptions {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Selector {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_string")]
     pub group: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_string")]
     pub version: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_string")]
     pub kind: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_string")]
     pub name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_string")]
     pub namespace: String,
     #[serde(default)]
     pub label_selector: String,
@@ -220,15 +220,15 @@ pub struct ReplacementField {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReplacementSource {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_string")]
     pub group: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_string")]
     pub version: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_string")]
     pub kind: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_string")]
     pub name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_string")]
     pub namespace: String,
     #[serde(default)]
     pub field_path: String,
@@ -244,7 +244,7 @@ pub struct ReplacementTarget {
     pub select: Option<Selector>,
     #[serde(default)]
     pub reject: Vec<Selector>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::fold::json_typed_strings")]
     pub field_paths: Vec<String>,
     #[serde(default)]
     pub options: Option<FieldOptions>,
