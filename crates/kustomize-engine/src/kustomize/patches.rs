@@ -11,7 +11,6 @@ use crate::value::Value;
 use serde_json::Value as JsonValue;
 
 use super::KustomizeError;
-use super::aliases::Step;
 use super::json6902::JsonPatch;
 use super::kustfile::{Patch, Selector};
 use super::loader::{Loader, Target};
@@ -376,16 +375,19 @@ fn apply_smp_to(
             // kustomize sets the name (unless the patch may change it) and the namespace back
             // after the merge, with no tag, in the style the object's own had (the merge
             // keeps the object's node style), so a name a JSON patch made 3 stays the number.
-            if !allow_name_change && let Some(name) = name_before {
-                super::resource::metadata_mut(&mut resource.object).insert("name".into(), name);
+            let mut set_back = vec!["namespace"];
+            if !allow_name_change {
+                if let Some(name) = name_before {
+                    super::resource::metadata_mut(&mut resource.object).insert("name".into(), name);
+                }
+                set_back.push("name");
             }
-            for (field, set_back) in [("name", !allow_name_change), ("namespace", true)] {
-                if let Some(value) = resource.object.get("metadata").and_then(|m| m.get(field))
-                    && set_back
-                {
-                    let path = vec![Step::Key("metadata".into()), Step::Key(field.into())];
+            for field in set_back {
+                if let Some(value) = resource.object.get("metadata").and_then(|m| m.get(field)) {
                     let value = value.clone();
-                    resource.untagged.wrote(path, &value);
+                    resource
+                        .untagged
+                        .wrote(super::untagged::metadata_field(field), &value);
                 }
             }
             if resource.id() != before && resource.previous_ids.last() != Some(&before) {

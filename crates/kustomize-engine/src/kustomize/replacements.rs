@@ -325,10 +325,7 @@ fn replace_at(
     if write_inside_embedded_document(&mut resource.object, segments, value, options) {
         return Ok(());
     }
-    let mut tally = Tally {
-        untagged: resource.untagged.paths().to_vec(),
-        ..Tally::default()
-    };
+    let mut tally = Tally::over(&resource.untagged);
     // kustomize rewrites annotations as a string map after the build; labels keep
     // the type a created entry was given.
     let created_as_string = matches!(segments, [PathSegment::Field(m), PathSegment::Field(f), ..]

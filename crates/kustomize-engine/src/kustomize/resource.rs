@@ -227,7 +227,8 @@ pub struct Resource {
     pub transformations: ThinVec<super::provenance::Origin>,
     /// Fields holding one YAML node in kustomize, which a write into one changes in all.
     pub aliases: super::aliases::Aliases,
-    /// Its numbers and booleans kustomize holds without a tag.
+    /// The scalars kustomize holds without a tag (numbers, booleans, strings that read as
+    /// strings when plain).
     pub untagged: super::untagged::Untagged,
 }
 

@@ -2,8 +2,9 @@
 //!
 //! A scalar read from a file carries the tag its text resolved to (`80` is `!!int`), and
 //! kustomize's writes into it keep that tag. A field a replacement creates, the key of a list
-//! element its selector creates, and whatever a prefix or suffix transformer writes are nodes
-//! with no tag at all: they print as what their text reads as (`80`, a number), but kyaml
+//! element its selector creates, whatever a prefix, suffix or value-add transformer writes, and
+//! the name and namespace kustomize sets back after a strategic merge patch are nodes with no
+//! tag at all: they print as what their text reads as (`80`, a number), but kyaml
 //! takes an untagged node for a string. So a strategic merge patch over the resource, whose
 //! walk sets every field it reaches anew, double-quotes the ones that read as numbers or
 //! booleans (`"80"`), and a replacement writing a text into one reads it back as a plain
@@ -20,9 +21,27 @@ use super::aliases::Step;
 use crate::value::Value;
 use crate::yaml::{self, Schema};
 
+/// The path of `metadata.<field>`.
+pub fn metadata_field(field: &str) -> Vec<Step> {
+    vec![Step::Key("metadata".into()), Step::Key(field.into())]
+}
+
 /// The path of `metadata.name`.
 pub fn metadata_name() -> Vec<Step> {
-    vec![Step::Key("metadata".into()), Step::Key("name".into())]
+    metadata_field("name")
+}
+
+/// A walk that keeps the path of the field it is at, for the writes it records there.
+pub trait Trail: Sized {
+    fn at(&mut self) -> &mut Vec<Step>;
+
+    /// The walk one step further down (`step` pushed for the call, popped after).
+    fn under<T>(&mut self, step: Step, walk: impl FnOnce(&mut Self) -> T) -> T {
+        self.at().push(step);
+        let result = walk(self);
+        self.at().pop();
+        result
+    }
 }
 
 /// The paths of a resource's untagged scalars.

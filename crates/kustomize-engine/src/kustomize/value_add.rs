@@ -19,6 +19,7 @@ use super::replacements::scalar_text;
 use super::resource::Resource;
 use super::selector::CompiledSelector;
 use super::transformers::{NamespaceOptions, set_subject_namespaces};
+use super::untagged::Trail;
 use crate::value::{Map, Value};
 use crate::yaml::{self, Schema};
 
@@ -132,12 +133,9 @@ struct Written {
     leaf: Option<(Vec<FieldStep>, Value)>,
 }
 
-impl Written {
-    fn under<T>(&mut self, step: FieldStep, walk: impl FnOnce(&mut Written) -> T) -> T {
-        self.at.push(step);
-        let result = walk(self);
-        self.at.pop();
-        result
+impl Trail for Written {
+    fn at(&mut self) -> &mut Vec<FieldStep> {
+        &mut self.at
     }
 }
 

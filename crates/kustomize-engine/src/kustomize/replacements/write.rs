@@ -5,6 +5,7 @@
 use super::{PathSegment, element_matches_pattern, kyaml_text, scalar_text};
 use crate::kustomize::aliases::Step;
 use crate::kustomize::kustfile::FieldOptions;
+use crate::kustomize::untagged::{Trail, Untagged};
 use crate::value::{Map, Value};
 use crate::yaml::{self, Schema};
 
@@ -60,21 +61,27 @@ pub(super) struct Tally {
     /// throwaway copy, so nothing changes and nothing fails.
     pub(super) type_not_kept: bool,
     /// The target's fields kustomize holds without a tag, before the write.
-    pub(super) untagged: Vec<Vec<Step>>,
+    untagged: Vec<Vec<Step>>,
     /// The path of the field the walk is at.
-    pub(super) at: Vec<Step>,
+    at: Vec<Step>,
     /// The fields written with no tag (created ones, and untagged ones written into), and
     /// what they now hold.
     pub(super) untagged_writes: Vec<(Vec<Step>, Value)>,
 }
 
+impl Trail for Tally {
+    fn at(&mut self) -> &mut Vec<Step> {
+        &mut self.at
+    }
+}
+
 impl Tally {
-    /// A walk one step further down (`step` pushed for the call, popped after).
-    fn under<T>(&mut self, step: Step, walk: impl FnOnce(&mut Tally) -> T) -> T {
-        self.at.push(step);
-        let result = walk(self);
-        self.at.pop();
-        result
+    /// A tally for a write into a resource whose untagged fields are `untagged`.
+    pub(super) fn over(untagged: &Untagged) -> Tally {
+        Tally {
+            untagged: untagged.paths().to_vec(),
+            ..Tally::default()
+        }
     }
 
     fn wrote_untagged(&mut self, step: Option<Step>, value: &Value) {

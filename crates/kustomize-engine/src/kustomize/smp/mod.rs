@@ -57,8 +57,8 @@ fn at(path: &str) -> String {
 
 /// Applies `patch` to `object` (of `apiVersion`/`kind` known to the schema or not).
 /// On an error the object is left partly patched (the build stops there).
-/// `untagged` are the object's numbers and booleans kustomize holds without a tag: those the
-/// walk sets anew become strings, and what is left of them is where they end up.
+/// `untagged` are the object's scalars kustomize holds without a tag: the numbers and booleans
+/// among them the walk sets anew become strings, and the rest are where the merge left them.
 pub fn apply(
     object: &mut Value,
     patch: &Value,
@@ -108,7 +108,7 @@ enum Node {
         keep: bool,
     },
     Scalar(Value),
-    /// A number or a boolean kustomize holds without a tag ([`Untagged`]).
+    /// A scalar kustomize holds without a tag ([`Untagged`]).
     Untagged(Value),
     Seq(Vec<NodeRef>),
     Map(Vec<(String, NodeRef)>),

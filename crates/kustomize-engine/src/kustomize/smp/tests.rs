@@ -191,7 +191,7 @@ fn untagged_numbers_the_walk_sets_become_strings_and_the_others_stay_untagged() 
     let key = |k: &str| Step::Key(k.into());
     let mut object = deployment(json!({
         "containers": [{"name": "a", "ports": [{"containerPort": 8080}], "args": ["--p", 30]}],
-        "priority": 5}));
+        "priority": 5, "hostname": "web"}));
     let spec = |rest: &[Step]| {
         let mut path = vec![key("spec"), key("template"), key("spec")];
         path.extend_from_slice(rest);
@@ -203,9 +203,10 @@ fn untagged_numbers_the_walk_sets_become_strings_and_the_others_stay_untagged() 
         path
     };
     let mut untagged = Untagged::default();
-    // A field of a map, a key of an element of a list merged by key, and an element of a
-    // list of scalars (which the walk does not set anew).
+    // A field of a map, a key of an element of a list merged by key, an element of a list of
+    // scalars (which the walk does not set anew), and a string (which it leaves untagged).
     untagged.wrote(spec(&[key("priority")]), &json!(5));
+    untagged.wrote(spec(&[key("hostname")]), &json!("web"));
     untagged.wrote(
         container(&[key("ports"), Step::Index(0), key("containerPort")]),
         &json!(8080),
@@ -222,5 +223,7 @@ fn untagged_numbers_the_walk_sets_become_strings_and_the_others_stay_untagged() 
         json!("8080")
     );
     assert_eq!(pod["containers"][0]["args"], json!(["--p", 30]));
-    assert_eq!(untagged.paths(), [in_args]);
+    assert_eq!(pod["hostname"], json!("web"));
+    assert_eq!(untagged.paths().len(), 2);
+    assert!(untagged.contains(&in_args) && untagged.contains(&spec(&[key("hostname")])));
 }
